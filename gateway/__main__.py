@@ -1,0 +1,7 @@
+"""`python -m gateway` is the same as the `clawgate` command."""
+
+import sys
+
+from gateway.cli import main
+
+sys.exit(main())

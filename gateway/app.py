@@ -1,0 +1,171 @@
+"""The Gateway object: owns and wires the parts, and runs one message end to end.
+
+Channel → access → routing → (slash command | session lane → prompt → agent loop) →
+transcript → delivery. No global state: tests build a Gateway with fakes in place of the
+provider, channels and clock.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+
+from channels.base import Channel, InboundMessage, OutboundMessage
+from gateway.access import AccessPolicy, LocalOnlyAccess
+from gateway.agent import AgentLoop, Recorder
+from gateway.clock import Clock, SystemClock
+from gateway.commands import QUEUED_COMMANDS, Command, parse_command, run_command
+from gateway.config import Settings
+from gateway.context_files import ContextFile, ContextFileLoader
+from gateway.conversation import Message, SystemPrompt, Usage
+from gateway.lanes import Job, Lanes
+from gateway.prompt import build_system_prompt
+from gateway.providers.base import Provider, ProviderError
+from gateway.replies import provider_error_reply
+from gateway.routing import Route, Router
+from gateway.sessions import Session, SessionStore
+from gateway.tools import ToolContext, ToolRegistry, file_tools
+from gateway.workspace import ensure_workspace
+
+log = logging.getLogger(__name__)
+
+EMPTY_MESSAGE_REPLY = "I got an empty message. Send me some text (or /help)."
+
+
+class Gateway:
+    def __init__(
+        self,
+        settings: Settings,
+        provider: Provider,
+        *,
+        channels: Sequence[Channel] = (),
+        clock: Clock | None = None,
+        access: AccessPolicy | None = None,
+        tools: ToolRegistry | None = None,
+    ) -> None:
+        self.settings = settings
+        self.provider = provider
+        self.clock = clock or SystemClock()
+        self.access = access or LocalOnlyAccess()
+        self.channels = {channel.name: channel for channel in channels}
+        self.router = Router(settings.workspaces_dir, settings.owner)
+        self.sessions = SessionStore(self.clock)
+        self.lanes = Lanes()
+        self.tools = tools or ToolRegistry(file_tools())
+        self.agent = AgentLoop(provider, self.tools, settings.llm.max_tool_rounds)
+        self.loader = ContextFileLoader(
+            settings.prompt.file_max_chars, settings.prompt.total_max_chars
+        )
+        self._zone = settings.zone()
+        self._seeded: set[str] = set()
+
+    async def start(self) -> None:
+        for channel in self.channels.values():
+            await channel.start(self.handle)
+
+    async def stop(self) -> None:
+        """Finish queued turns (nothing accepted is dropped), then close channels."""
+        await self.lanes.drain()
+        for channel in self.channels.values():
+            await channel.stop()
+        await self.provider.close()
+
+    async def handle(self, msg: InboundMessage) -> None:
+        """Entry point for every channel. Returns once the message is queued, not answered."""
+        decision = await self.access.check(msg)
+        if not decision.allowed:
+            if decision.reply:
+                await self._send(msg.channel, msg.chat_id, decision.reply)
+            return
+        route = self.router.resolve(msg)
+        await self._ensure_workspace(route)
+        command = parse_command(msg.text)
+        if command is not None and command.name not in QUEUED_COMMANDS:
+            await self._send(route.channel, route.chat_id, await run_command(self, route, command))
+            return
+        if command is not None:
+            job = self._command_job(route, command)
+        elif not msg.text.strip():
+            await self._send(route.channel, route.chat_id, EMPTY_MESSAGE_REPLY)
+            return
+        else:
+            job = self._turn_job(route, msg)
+        self.lanes.submit(route.session_key, job)
+
+    def _command_job(self, route: Route, command: Command) -> Job:
+        async def job() -> None:
+            await self._send(route.channel, route.chat_id, await run_command(self, route, command))
+
+        return job
+
+    def _turn_job(self, route: Route, msg: InboundMessage) -> Job:
+        async def job() -> None:
+            await self.run_turn(route, msg)
+
+        return job
+
+    async def run_turn(self, route: Route, msg: InboundMessage) -> str:
+        """One turn: record the message, run the agent, record, then deliver the reply."""
+        session = await self.sessions.get(route.workspace, route.session_key)
+        session.record(
+            Message("user", msg.text),
+            channel=msg.channel,
+            chat_id=msg.chat_id,
+            sender_id=msg.sender_id,
+            message_id=msg.message_id,
+        )
+        system = self.system_prompt(route, self.context_files(route))
+        ctx = ToolContext(
+            route.workspace, route.session_key, route.private, self.settings.tools.max_file_bytes
+        )
+        try:
+            result = await self.agent.run(system, session.history, ctx, _recorder(session))
+            reply = result.reply
+        except ProviderError as exc:
+            log.warning("provider error in %s: %s (%s)", route.session_key, exc.kind, exc)
+            reply = provider_error_reply(exc)
+            session.record_event("error", kind=exc.kind, text=reply)
+        await self._deliver(session, route, reply)
+        return reply
+
+    def context_files(self, route: Route) -> list[ContextFile]:
+        today = self.clock.now().astimezone(self._zone).date()
+        return self.loader.load(route.workspace, private=route.private, today=today)
+
+    def system_prompt(self, route: Route, files: list[ContextFile]) -> SystemPrompt:
+        kind = "a direct message with the workspace owner" if route.private else "a group chat"
+        run_info = (
+            f"Channel: {route.channel}, {kind}. Session: {route.session_key}. "
+            f"Model: {self.provider.name}/{self.provider.model}."
+        )
+        now = self.clock.now().astimezone(self._zone)
+        return build_system_prompt(files, private=route.private, now=now, run_info=run_info)
+
+    async def _ensure_workspace(self, route: Route) -> None:
+        if route.person_id not in self._seeded:
+            await asyncio.to_thread(ensure_workspace, self.settings.workspaces_dir, route.person_id)
+            self._seeded.add(route.person_id)
+
+    async def _deliver(self, session: Session, route: Route, text: str) -> None:
+        try:
+            await self._send(route.channel, route.chat_id, text)
+        except Exception as exc:
+            log.exception("delivery to %s failed", route.channel)
+            session.record_event("delivery", ok=False, error=type(exc).__name__)
+        else:
+            session.record_event("delivery", ok=True, channel=route.channel)
+
+    async def _send(self, channel_name: str, chat_id: str, text: str) -> None:
+        channel = self.channels.get(channel_name)
+        if channel is None:
+            log.error("no channel %r to deliver to", channel_name)
+            return
+        await channel.send(OutboundMessage(channel_name, chat_id, text))
+
+
+def _recorder(session: Session) -> Recorder:
+    def record(message: Message, usage: Usage | None) -> None:
+        session.record(message, usage=usage)
+
+    return record

@@ -1,0 +1,157 @@
+"""The `clawgate` command line: run, chat, doctor."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import os
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from gateway import __version__
+from gateway.config import ConfigError, Settings, config_path, load_settings
+
+log = logging.getLogger("clawgate")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.config:
+        os.environ["CLAWGATE_CONFIG"] = str(args.config)
+    if not getattr(args, "handler", None):
+        args.handler = _cmd_run
+    try:
+        return int(args.handler(args) or 0)
+    except ConfigError as exc:
+        print(f"clawgate: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="clawgate", description="Your own LLM assistant over Telegram, Discord and a terminal."
+    )
+    parser.add_argument("--version", action="version", version=f"clawgate {__version__}")
+    parser.add_argument("--config", type=Path, help="TOML config file (default ./clawgate.toml)")
+    sub = parser.add_subparsers(title="commands")
+    run = sub.add_parser("run", help="start the gateway with every configured channel")
+    run.set_defaults(handler=_cmd_run)
+    chat = sub.add_parser("chat", help="chat with your assistant in this terminal")
+    chat.add_argument("--person", help="whose workspace to use (default: the owner setting)")
+    chat.set_defaults(handler=_cmd_chat)
+    doctor = sub.add_parser("doctor", help="check the configuration, key, sqlite-vec, workspaces")
+    doctor.set_defaults(handler=_cmd_doctor)
+    return parser
+
+
+def _setup_logging(settings: Settings, *, quiet: bool) -> None:
+    level = logging.getLevelName(settings.log_level)
+    if quiet and settings.log_level != "DEBUG":
+        level = max(level, logging.WARNING)  # keep a terminal chat readable
+    logging.basicConfig(
+        level=level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    settings = load_settings()
+    settings.api_key()  # fail now, in one line, rather than at the first message
+    _setup_logging(settings, quiet=True)
+    print(
+        f"clawgate {__version__}: provider {settings.llm.provider}/{settings.llm.resolved_model}, "
+        f"workspaces in {settings.workspaces_dir.resolve()}",
+        file=sys.stderr,
+    )
+    print(
+        "No platform channel (Telegram, Discord) is configured: opening a terminal chat "
+        "instead.",
+        file=sys.stderr,
+    )
+    return _chat(settings, settings.owner)
+
+
+def _cmd_chat(args: argparse.Namespace) -> int:
+    settings = load_settings()
+    settings.api_key()
+    _setup_logging(settings, quiet=True)
+    person = args.person or settings.owner
+    if args.person:
+        settings = settings.model_copy(update={"owner": person})
+    return _chat(settings, person)
+
+
+def _chat(settings: Settings, person: str) -> int:
+    from channels.terminal import TerminalChannel
+    from gateway.app import Gateway
+    from gateway.providers import build_provider
+    from gateway.workspace import workspace_path
+
+    workspace = workspace_path(settings.workspaces_dir, person)
+    if sys.stdin.isatty():
+        print(f"Chatting with the assistant of {workspace} (Ctrl-D to quit, /help for commands)",
+              file=sys.stderr)
+
+    async def session() -> None:
+        terminal = TerminalChannel()
+        gateway = Gateway(settings, build_provider(settings), channels=[terminal])
+        await gateway.start()
+        try:
+            await terminal.input_closed.wait()
+        finally:
+            await gateway.stop()
+
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(session())
+    return 0
+
+
+def _cmd_doctor(args: argparse.Namespace) -> int:
+    checks: list[tuple[bool, str, str]] = []
+    try:
+        settings = load_settings()
+        checks.append((True, f"configuration ({config_path()} + environment) is valid", ""))
+    except ConfigError as exc:
+        checks.append((False, "configuration is invalid", str(exc)))
+        return _report(checks)
+    try:
+        settings.api_key()
+        checks.append((True, f"API key for {settings.llm.provider} is set", ""))
+    except ConfigError as exc:
+        checks.append((False, "no provider API key", str(exc)))
+    try:
+        from memory.sqlite import vec_version
+
+        checks.append((True, f"sqlite-vec {vec_version()} loads", ""))
+    except Exception as exc:
+        checks.append((False, "sqlite-vec does not load",
+                       f"{exc}. Reinstall with: pip install sqlite-vec pysqlite3-binary"))
+    checks.append(_check_writable(settings.workspaces_dir))
+    return _report(checks)
+
+
+def _check_writable(root: Path) -> tuple[bool, str, str]:
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=root, prefix=".doctor-"):
+            pass
+    except OSError as exc:
+        return (False, f"workspaces root {root} is not writable",
+                f"{exc.strerror}. Set CLAWGATE_WORKSPACES_DIR to a writable directory.")
+    return (True, f"workspaces root {root.resolve()} is writable", "")
+
+
+def _report(checks: list[tuple[bool, str, str]]) -> int:
+    for ok, what, fix in checks:
+        print(f"{'ok ' if ok else 'FAIL'} {what}")
+        if fix:
+            print(f"     fix: {fix}")
+    failed = sum(not ok for ok, _, _ in checks)
+    print("all checks passed" if not failed else f"{failed} check(s) failed")
+    return 0 if not failed else 1

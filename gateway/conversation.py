@@ -1,0 +1,90 @@
+"""Provider-neutral conversation records.
+
+Transcripts, the agent loop and both providers speak this one shape, so a session written while
+talking to Anthropic can be continued against an OpenAI-compatible server and vice versa.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Role = Literal["user", "assistant", "tool"]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    id: str
+    name: str
+    arguments: dict[str, Any]
+    # Set when the model sent arguments that were not a JSON object; the loop answers with a
+    # tool error instead of running the tool.
+    arguments_error: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    role: Role
+    text: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+    tool_call_id: str = ""
+    tool_name: str = ""
+    is_error: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ToolSpec:
+    """What the model is told about a tool: its name, purpose and JSON-schema parameters."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            self.cache_read_tokens + other.cache_read_tokens,
+            self.cache_write_tokens + other.cache_write_tokens,
+        )
+
+    def as_dict(self) -> dict[str, int]:
+        return {
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cache_read_tokens": self.cache_read_tokens,
+            "cache_write_tokens": self.cache_write_tokens,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Completion:
+    """One model response, normalized across providers."""
+
+    text: str
+    tool_calls: tuple[ToolCall, ...] = ()
+    usage: Usage = field(default_factory=Usage)
+    stop_reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class SystemPrompt:
+    """The system prompt in two parts, so providers can cache the stable prefix.
+
+    `stable` must be byte-identical between turns unless a workspace file changed; `volatile`
+    (time, run info) always comes after it.
+    """
+
+    stable: str
+    volatile: str = ""
+
+    def joined(self) -> str:
+        return f"{self.stable}\n\n{self.volatile}" if self.volatile else self.stable

@@ -1,0 +1,51 @@
+"""Who is this, which workspace, which session, and is it private?
+
+Privacy is decided here once, structurally: a session is private only when it is a direct
+message whose sender owns the workspace it routes to. Everything downstream (prompt files,
+tools) asks `Route.private` and nothing else.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from channels.base import InboundMessage
+from gateway.workspace import workspace_path
+
+TERMINAL_CHANNEL = "terminal"
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    person_id: str  # whose workspace this is
+    workspace: Path
+    session_key: str
+    private: bool
+    channel: str
+    chat_id: str
+
+
+def person_id_for(channel: str, sender_id: str, owner: str) -> str:
+    """A stable, path-safe person id for a platform account (the terminal is the owner)."""
+    if channel == TERMINAL_CHANNEL:
+        return owner
+    safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", sender_id).strip("._") or "unknown"
+    return f"{channel}-{safe}"
+
+
+class Router:
+    def __init__(self, workspaces_root: Path, owner: str) -> None:
+        self.workspaces_root = workspaces_root
+        self.owner = owner
+
+    def resolve(self, msg: InboundMessage) -> Route:
+        sender = person_id_for(msg.channel, msg.sender_id, self.owner)
+        if msg.chat_type == "direct":
+            workspace = workspace_path(self.workspaces_root, sender)
+            return Route(sender, workspace, f"{sender}:dm", True, msg.channel, msg.chat_id)
+        # A group talks to the gateway owner's assistant, never with their private memory.
+        workspace = workspace_path(self.workspaces_root, self.owner)
+        key = f"{msg.channel}:group:{msg.chat_id}"
+        return Route(self.owner, workspace, key, False, msg.channel, msg.chat_id)
