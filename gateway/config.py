@@ -20,7 +20,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 ENV_PREFIX = "CLAWGATE_"
 CONFIG_FILE_ENV = "CLAWGATE_CONFIG"
 DEFAULT_CONFIG_FILE = Path("clawgate.toml")
-DEFAULT_MODELS = {"anthropic": "claude-sonnet-4-5", "openai": "gpt-4.1"}
+DEFAULT_MODELS = {"anthropic": "claude-sonnet-5-5", "openai": "gpt-5.5"}
 KEY_ENV = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
 
 

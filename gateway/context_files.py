@@ -8,6 +8,7 @@ Private files are decided here, structurally: a non-private session never even r
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass
 from datetime import date, timedelta
 from pathlib import Path
@@ -21,6 +22,10 @@ TAIL_SHARE = 0.2
 # Past this size only the head and tail bytes are read: nobody should pay for decoding a
 # 50 MB file every turn just to keep 20,000 characters of it.
 MAX_FULL_READ_BYTES = 4 * 1024 * 1024
+# A cached read is trusted only for files whose mtime is this much older than the moment we
+# read them: file timestamps tick coarsely, so a same-size edit within one tick of our read
+# would otherwise look unchanged (git calls this "racily clean").
+RACY_WINDOW_NS = 2_000_000_000
 # Below this many characters of remaining total budget a file is listed, not injected.
 MIN_USEFUL_CHARS = 200
 
@@ -114,7 +119,10 @@ class ContextFileLoader:
         if cached and cached[0] == signature:
             return cached[1]
         result = _read_text(path, st.st_size)
-        self._cache[path] = (signature, result)
+        if time.time_ns() - st.st_mtime_ns > RACY_WINDOW_NS:
+            self._cache[path] = (signature, result)
+        else:
+            self._cache.pop(path, None)
         return result
 
 

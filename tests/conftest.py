@@ -1,0 +1,99 @@
+"""Shared fixtures: a clean environment, settings in a temp dir, fake LLM servers, gateways."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from channels.base import InboundMessage
+from gateway.access import AccessDecision
+from gateway.app import Gateway
+from gateway.clock import Clock
+from gateway.config import Settings, load_settings
+from gateway.providers import build_provider
+from tests.fakes.channel import RecordingChannel
+from tests.fakes.llm_server import FakeAnthropicServer, FakeLLMServer, FakeOpenAIServer
+
+TEST_KEY = "sk-test-key-0123456789"
+
+
+class AllowAll:
+    """Tests of the turn path use this so any fake sender may talk."""
+
+    async def check(self, msg: InboundMessage) -> AccessDecision:
+        return AccessDecision(True)
+
+
+@pytest.fixture(autouse=True)
+def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    for name in list(os.environ):
+        if name.startswith("CLAWGATE_") or name in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY"):
+            monkeypatch.delenv(name)
+    monkeypatch.chdir(tmp_path)
+
+
+@pytest.fixture
+def make_settings(tmp_path: Path) -> Callable[..., Settings]:
+    def make(**overrides: Any) -> Settings:
+        overrides.setdefault("workspaces_dir", tmp_path / "workspaces")
+        overrides.setdefault("timezone", "UTC")
+        return load_settings(tmp_path / "no-such-config.toml", **overrides)
+
+    return make
+
+
+@pytest.fixture
+async def anthropic_server() -> AsyncIterator[FakeAnthropicServer]:
+    async with FakeAnthropicServer() as server:
+        yield server  # type: ignore[misc]
+
+
+@pytest.fixture
+async def openai_server() -> AsyncIterator[FakeOpenAIServer]:
+    async with FakeOpenAIServer() as server:
+        yield server  # type: ignore[misc]
+
+
+def llm_overrides(server: FakeLLMServer, **extra: Any) -> dict[str, Any]:
+    provider = "anthropic" if isinstance(server, FakeAnthropicServer) else "openai"
+    llm = {
+        "provider": provider,
+        "base_url": server.base_url,
+        "api_key": TEST_KEY,
+        "timeout_seconds": 5,
+        "max_attempts": 1,
+        **extra,
+    }
+    return {"llm": llm}
+
+
+@pytest.fixture
+async def make_gateway(
+    make_settings: Callable[..., Settings],
+) -> AsyncIterator[Callable[..., Any]]:
+    gateways: list[Gateway] = []
+
+    async def make(
+        server: FakeLLMServer,
+        *,
+        channel: RecordingChannel | None = None,
+        clock: Clock | None = None,
+        llm: dict[str, Any] | None = None,
+        **settings_overrides: Any,
+    ) -> tuple[Gateway, RecordingChannel]:
+        channel = channel or RecordingChannel()
+        settings = make_settings(**llm_overrides(server, **(llm or {})), **settings_overrides)
+        gateway = Gateway(
+            settings, build_provider(settings), channels=[channel], clock=clock, access=AllowAll()
+        )
+        await gateway.start()
+        gateways.append(gateway)
+        return gateway, channel
+
+    yield make
+    for gateway in gateways:
+        await gateway.stop()
