@@ -30,6 +30,9 @@ from gateway.workspace import ensure_workspace
 
 log = logging.getLogger(__name__)
 
+INTERNAL_ERROR_REPLY = (
+    "Something went wrong on my side while answering. Your message is saved; try again."
+)
 EMPTY_MESSAGE_REPLY = "I got an empty message. Send me some text (or /help)."
 
 
@@ -125,7 +128,12 @@ class Gateway:
         except ProviderError as exc:
             log.warning("provider error in %s: %s (%s)", route.session_key, exc.kind, exc)
             reply = provider_error_reply(exc)
-            session.record_event("error", kind=exc.kind, text=reply)
+            session.record_event("error", error_kind=exc.kind, text=reply)
+        except Exception:
+            # A bug of ours must still end in an answer: the person's message is on disk.
+            log.exception("turn failed in %s", route.session_key)
+            reply = INTERNAL_ERROR_REPLY
+            session.record_event("error", error_kind="internal", text=reply)
         await self._deliver(session, route, reply)
         return reply
 

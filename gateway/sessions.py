@@ -56,9 +56,9 @@ class Session:
         self.history.append(message)
         self._account(message, usage)
 
-    def record_event(self, kind: str, **fields: Any) -> None:
+    def record_event(self, event_type: str, **fields: Any) -> None:
         """A bookkeeping line (an error shown to the person, say) that is not model history."""
-        self.transcript.append({"ts": self.clock.now().isoformat(), "type": kind, **fields})
+        self.transcript.append({"ts": self.clock.now().isoformat(), **fields, "type": event_type})
 
     def context_tokens(self) -> int:
         """Provider-reported size of the last request plus an estimate for what came after."""

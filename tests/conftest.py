@@ -97,3 +97,11 @@ async def make_gateway(
     yield make
     for gateway in gateways:
         await gateway.stop()
+
+
+@pytest.fixture(params=["anthropic", "openai"])
+async def llm_server(request: pytest.FixtureRequest) -> AsyncIterator[FakeLLMServer]:
+    """Runs a test once against each provider's fake."""
+    server_class = FakeAnthropicServer if request.param == "anthropic" else FakeOpenAIServer
+    async with server_class() as server:
+        yield server

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from gateway.clock import FixedClock
 from gateway.workspace import ensure_workspace
@@ -21,14 +21,11 @@ def _plant(workspace):
 
 
 async def test_dm_sees_private_memory_and_group_does_not(anthropic_server, make_gateway, tmp_path):
-    gateway, channel = await make_gateway(anthropic_server, clock=FixedClock(NOW), owner="alice")
-    _plant(ensure_workspace(tmp_path / "workspaces", "alice"))
-    gateway.router.owner = "alice"
-
-    # The owner's DM: in this test the owner is "fakechat-alice"; make her the gateway owner.
-    gateway.router.owner = "fakechat-alice"
-    ws = ensure_workspace(tmp_path / "workspaces", "fakechat-alice")
-    _plant(ws)
+    # Alice owns the gateway: her DMs and the group both use her workspace.
+    _, channel = await make_gateway(
+        anthropic_server, clock=FixedClock(NOW), owner="fakechat-alice"
+    )
+    _plant(ensure_workspace(tmp_path / "workspaces", "fakechat-alice"))
 
     await channel.inject("alice", "hello in private")
     await channel.wait_for(1)
@@ -47,7 +44,7 @@ async def test_dm_sees_private_memory_and_group_does_not(anthropic_server, make_
 
 async def test_group_turn_cannot_read_private_files_through_tools(anthropic_server, make_gateway,
                                                                  tmp_path):
-    gateway, channel = await make_gateway(anthropic_server, owner="fakechat-bob")
+    _, channel = await make_gateway(anthropic_server, owner="fakechat-bob")
     _plant(ensure_workspace(tmp_path / "workspaces", "fakechat-bob"))
     for path in ("MEMORY.md", "USER.md", "memory/2026-11-29.md", "./MEMORY.md"):
         anthropic_server.reply_tool_call("read_file", {"path": path})
@@ -72,11 +69,9 @@ async def test_group_turn_cannot_read_private_files_through_tools(anthropic_serv
 
 async def test_stable_prompt_is_byte_identical_between_turns(anthropic_server, make_gateway):
     clock = FixedClock(NOW)
-    gateway, channel = await make_gateway(anthropic_server, clock=clock)
+    _, channel = await make_gateway(anthropic_server, clock=clock)
     await channel.inject("carol", "one")
     await channel.wait_for(1)
-    from datetime import timedelta
-
     clock.advance(timedelta(minutes=7))
     await channel.inject("carol", "two")
     await channel.wait_for(2)
