@@ -17,8 +17,6 @@ from typing import Literal
 from gateway.workspace import BOOTSTRAP_FILES, MEMORY_DIR
 
 PRIVATE_BOOTSTRAP = frozenset({"USER.md", "MEMORY.md"})
-HEAD_SHARE = 0.7
-TAIL_SHARE = 0.2
 # Past this size only the head and tail bytes are read: nobody should pay for decoding a
 # 50 MB file every turn just to keep 20,000 characters of it.
 MAX_FULL_READ_BYTES = 4 * 1024 * 1024
@@ -27,7 +25,7 @@ MAX_FULL_READ_BYTES = 4 * 1024 * 1024
 # would otherwise look unchanged (git calls this "racily clean").
 RACY_WINDOW_NS = 2_000_000_000
 # Below this many characters of remaining total budget a file is listed, not injected.
-MIN_USEFUL_CHARS = 200
+MIN_USEFUL_CHARS = 500
 
 Status = Literal["loaded", "truncated", "missing", "unreadable", "withheld", "over_budget"]
 
@@ -150,14 +148,21 @@ def _read_text(path: Path, size: int) -> _Read:
 
 
 def truncate_head_tail(text: str, raw_chars: int, budget: int, name: str) -> str:
-    """Keep about 70% head and 20% tail of `budget`, with a marker pointing at the full file."""
-    head_len = int(budget * HEAD_SHARE)
-    tail_len = int(budget * TAIL_SHARE)
-    omitted = max(raw_chars - head_len - tail_len, 0)
-    marker = (
+    """Fit `text` in `budget`: about 70% head and 20% tail, with a marker pointing at the file.
+
+    The marker is counted inside the budget, so the total budget is a hard limit.
+    """
+    room = max(budget - len(_marker(name, raw_chars, raw_chars)), 0)
+    head_len = min(budget * 7 // 10, room * 7 // 9)
+    tail_len = min(budget * 2 // 10, room * 2 // 9)
+    marker = _marker(name, max(raw_chars - head_len - tail_len, 0), raw_chars)
+    tail = text[-tail_len:] if tail_len else ""
+    return (text[:head_len] + marker + tail)[:budget]
+
+
+def _marker(name: str, omitted: int, raw_chars: int) -> str:
+    return (
         f"\n\n[... {omitted:,} characters of {name} omitted here ({raw_chars:,} in total). "
         f'Read the whole file with read_file(path="{name}") before relying on or editing '
         "this part. ...]\n\n"
     )
-    tail = text[-tail_len:] if tail_len else ""
-    return text[:head_len] + marker + tail

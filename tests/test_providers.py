@@ -579,3 +579,24 @@ async def test_concurrent_requests_overlap(server: FakeLLMServer, provider: Prov
     )
     assert sorted(r.text for r in results) == ["slow", "slow too"]
     assert time.monotonic() - started < 0.55
+
+
+async def test_echo_ignores_tool_results(server: FakeLLMServer, provider: Provider) -> None:
+    """Both fakes echo the person's last words, even when tool results share their turn."""
+    history = [
+        *ASK,
+        Message(role="assistant", tool_calls=(ToolCall("a", "get_weather", {}),)),
+        Message(role="tool", text="long tool output", tool_call_id="a"),
+        Message(role="user", text="hello again"),
+    ]
+    assert (await provider.complete(SYSTEM, history, [WEATHER])).text == "echo: hello again"
+    tool_only = history[:3]
+    assert (await provider.complete(SYSTEM, tool_only, [WEATHER])).text == "echo: Weather in Oslo?"
+
+
+async def test_openai_keyless_local_server(openai_server: FakeOpenAIServer) -> None:
+    provider = OpenAIProvider(model="llama3", api_key="", base_url=openai_server.base_url)
+    try:
+        assert (await provider.complete(SYSTEM, ASK, [])).text == "echo: Weather in Oslo?"
+    finally:
+        await provider.close()

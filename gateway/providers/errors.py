@@ -52,7 +52,9 @@ _DECODE_ERRORS = (json.JSONDecodeError, UnicodeDecodeError)
 
 def redact(text: str, secrets: Iterable[str]) -> str:
     for secret in secrets:
-        if secret:
+        # Very short "keys" are placeholders for keyless local servers; scrubbing them would
+        # only mangle ordinary words in the message.
+        if len(secret) >= 4:
             text = text.replace(secret, "[redacted]")
     return text
 

@@ -158,6 +158,9 @@ class OpenAIProvider:
         self.max_output_tokens = max_output_tokens
         self._secrets = (api_key,)
         self._limit_field = "max_tokens"
+        if not api_key and base_url:
+            # Local servers ignore the key, but this SDK refuses to construct without one.
+            api_key = "unused"
         self._client = openai.AsyncOpenAI(
             api_key=api_key, base_url=base_url, timeout=timeout_seconds, max_retries=0
         )

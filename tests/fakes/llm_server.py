@@ -215,21 +215,30 @@ class FakeLLMServer:
         )
 
 
-def _block_text(content: Any) -> str:
-    """Text of a message `content` that is either a string or a list of typed parts."""
+def _typed_text(content: Any) -> str:
+    """The person's words in a `content` that is a string or a list of typed parts.
+
+    Tool results are not the person's words: on Anthropic they travel in user turns, and
+    echoing them would make the two fakes answer the same conversation differently.
+    """
     if isinstance(content, str):
         return content
     if not isinstance(content, list):
         return ""
-    parts: list[str] = []
-    for part in content:
-        if not isinstance(part, dict):
-            continue
-        if part.get("type") == "text":
-            parts.append(str(part.get("text", "")))
-        elif part.get("type") == "tool_result":
-            parts.append(_block_text(part.get("content", "")))
-    return "".join(parts)
+    return "".join(
+        str(part.get("text", ""))
+        for part in content
+        if isinstance(part, dict) and part.get("type") == "text"
+    )
+
+
+def _last_user_text(messages: Any) -> str:
+    for message in reversed(messages if isinstance(messages, list) else []):
+        if isinstance(message, dict) and message.get("role") == "user":
+            text = _typed_text(message.get("content", ""))
+            if text:
+                return text
+    return ""
 
 
 class FakeAnthropicServer(FakeLLMServer):
@@ -314,10 +323,7 @@ class FakeAnthropicServer(FakeLLMServer):
         }
 
     def last_user_text(self, body: dict[str, Any]) -> str:
-        for message in reversed(body.get("messages", [])):
-            if message.get("role") == "user":
-                return _block_text(message.get("content", ""))
-        return ""
+        return _last_user_text(body.get("messages"))
 
 
 class FakeOpenAIServer(FakeLLMServer):
@@ -402,7 +408,4 @@ class FakeOpenAIServer(FakeLLMServer):
         return {"error": {"message": message, "type": error_type, "param": None, "code": None}}
 
     def last_user_text(self, body: dict[str, Any]) -> str:
-        for message in reversed(body.get("messages", [])):
-            if message.get("role") == "user":
-                return _block_text(message.get("content", ""))
-        return ""
+        return _last_user_text(body.get("messages"))
