@@ -48,6 +48,17 @@ class Usage:
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
 
+    @property
+    def context_tokens(self) -> int:
+        """Everything the request and its answer occupied in the context window.
+
+        Both providers report cached prompt tokens apart from `input_tokens`.
+        """
+        return (
+            self.input_tokens + self.cache_read_tokens + self.cache_write_tokens
+            + self.output_tokens
+        )
+
     def __add__(self, other: Usage) -> Usage:
         return Usage(
             self.input_tokens + other.input_tokens,

@@ -19,8 +19,7 @@ _TRANSIENT = {
 
 
 def provider_error_reply(exc: ProviderError) -> str:
-    attempts = getattr(exc, "attempts", 1)
-    tried = f" (tried {attempts} times)" if attempts > 1 else ""
+    tried = f" (tried {exc.attempts} times)" if exc.attempts > 1 else ""
     if exc.kind in _TRANSIENT:
         return (
             f"Sorry, {_TRANSIENT[exc.kind]}{tried}. Your message is saved; "

@@ -64,11 +64,11 @@ class Session:
         """Provider-reported size of the last request plus an estimate for what came after."""
         measured = 0
         if self.last_usage is not None:
-            measured = self.last_usage.input_tokens + self.last_usage.output_tokens
+            measured = self.last_usage.context_tokens
         return measured + math.ceil(self.unmeasured_chars / CHARS_PER_TOKEN)
 
     def _account(self, message: Message, usage: Usage | None) -> None:
-        if usage is not None and (usage.input_tokens or usage.output_tokens):
+        if usage is not None and usage.context_tokens:
             self.last_usage = usage
             self.unmeasured_chars = 0
             return

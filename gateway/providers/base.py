@@ -30,6 +30,7 @@ class ProviderError(Exception):
         self.retryable = retryable
         self.retry_after = retry_after
         self.status = status
+        self.attempts = 1  # set by RetryingProvider: how many calls were made in all
 
 
 class Provider(Protocol):

@@ -74,6 +74,7 @@ def parse_retry_after(
     """Seconds to wait from `retry-after-ms`, or `retry-after` as seconds or an HTTP date."""
     if not headers:
         return None
+    headers = {key.lower(): value for key, value in headers.items()}
     raw_ms = headers.get("retry-after-ms")
     if raw_ms:
         try:

@@ -69,7 +69,7 @@ class RetryingProvider:
             try:
                 return await self.inner.complete(system, messages, tools)
             except ProviderError as error:
-                error.attempts = attempt  # type: ignore[attr-defined]
+                error.attempts = attempt
                 if not error.retryable or attempt >= self.max_attempts:
                     raise
                 delay = self.delay_for(attempt, error)

@@ -1,0 +1,117 @@
+"""The gateway's own cost per turn, with a provider that answers instantly.
+
+What is measured is everything clawgate does around the model: access check, routing,
+session lane, reading the workspace files from disk, prompt assembly, transcript appends and
+delivery. Prints p50/p95 latency for 1 session and for 100 concurrent sessions, and turns/s.
+
+    python bench/turn_overhead.py [--turns 2000] [--sessions 100]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from channels.base import InboundMessage, MessageHandler, OutboundMessage
+from gateway.access import AccessDecision
+from gateway.app import Gateway
+from gateway.config import load_settings
+from gateway.conversation import Completion, Message, SystemPrompt, ToolSpec, Usage
+
+
+class InstantProvider:
+    name = "instant"
+    model = "zero-latency"
+
+    async def complete(
+        self, system: SystemPrompt, messages: Sequence[Message], tools: Sequence[ToolSpec]
+    ) -> Completion:
+        return Completion("ok", usage=Usage(input_tokens=1000, output_tokens=10))
+
+    async def close(self) -> None:
+        return None
+
+
+class AllowAll:
+    async def check(self, msg: InboundMessage) -> AccessDecision:
+        return AccessDecision(True)
+
+
+class TimingChannel:
+    """Resolves a future per chat when its reply is sent."""
+
+    name = "bench"
+
+    def __init__(self) -> None:
+        self.handler: MessageHandler | None = None
+        self.waiting: dict[str, asyncio.Future[float]] = {}
+
+    async def start(self, handler: MessageHandler) -> None:
+        self.handler = handler
+
+    async def stop(self) -> None:
+        return None
+
+    async def send(self, message: OutboundMessage) -> None:
+        self.waiting.pop(message.chat_id).set_result(time.perf_counter())
+
+    async def turn(self, person: str, text: str) -> float:
+        assert self.handler is not None
+        done = asyncio.get_running_loop().create_future()
+        self.waiting[person] = done
+        start = time.perf_counter()
+        await self.handler(InboundMessage("bench", person, person, text))
+        return (await done) - start
+
+
+async def _person(channel: TimingChannel, person: str, turns: int) -> list[float]:
+    return [await channel.turn(person, f"message {n} from {person}") for n in range(turns)]
+
+
+async def run(turns: int, sessions: int) -> None:
+    with tempfile.TemporaryDirectory() as root:
+        settings = load_settings(Path(root) / "none.toml", workspaces_dir=Path(root), timezone="UTC")
+        channel = TimingChannel()
+        gateway = Gateway(settings, InstantProvider(), channels=[channel], access=AllowAll())
+        await gateway.start()
+        await _person(channel, "warmup", 20)
+
+        begin = time.perf_counter()
+        single = await _person(channel, "solo", turns)
+        single_rate = turns / (time.perf_counter() - begin)
+        _report("1 session", single, single_rate)
+
+        per_person = max(turns // sessions, 5)
+        people = [f"p{n}" for n in range(sessions)]
+        for person in people:  # first contact seeds the workspace: not part of a turn's cost
+            await channel.turn(person, "hello")
+        begin = time.perf_counter()
+        results = await asyncio.gather(*(_person(channel, p, per_person) for p in people))
+        many = [latency for result in results for latency in result]
+        _report(f"{sessions} concurrent sessions", many, len(many) / (time.perf_counter() - begin))
+        await gateway.stop()
+
+
+def _report(label: str, latencies: list[float], rate: float) -> None:
+    ms = sorted(x * 1000 for x in latencies)
+    p50 = statistics.median(ms)
+    p95 = ms[int(len(ms) * 0.95) - 1]
+    print(f"{label:>26}: {len(ms):5d} turns  p50 {p50:6.2f} ms  p95 {p95:6.2f} ms  "
+          f"{rate:7.0f} turns/s")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--turns", type=int, default=2000)
+    parser.add_argument("--sessions", type=int, default=100)
+    args = parser.parse_args()
+    asyncio.run(run(args.turns, args.sessions))
+
+
+if __name__ == "__main__":
+    main()
