@@ -2,7 +2,9 @@
 
 What is measured is everything clawgate does around the model: access check, routing,
 session lane, reading the workspace files from disk, prompt assembly, transcript appends and
-delivery. Prints p50/p95 latency for 1 session and for 100 concurrent sessions, and turns/s.
+delivery. Prints p50/p95 latency and turns/s for 1 session, for 100 sessions all sending at
+once (latency there is mostly waiting in line: 100 turns in flight share 2 cores), and for
+100 sessions sending at a steady 300 turns/s in total.
 
     python bench/turn_overhead.py [--turns 2000] [--sessions 100]
 """
@@ -69,13 +71,23 @@ class TimingChannel:
         return (await done) - start
 
 
-async def _person(channel: TimingChannel, person: str, turns: int) -> list[float]:
-    return [await channel.turn(person, f"message {n} from {person}") for n in range(turns)]
+async def _person(
+    channel: TimingChannel, person: str, turns: int, pause: float = 0.0, offset: float = 0.0
+) -> list[float]:
+    await asyncio.sleep(offset)  # staggered starts, or every session would fire in lockstep
+    latencies = []
+    for n in range(turns):
+        latencies.append(await channel.turn(person, f"message {n} from {person}"))
+        if pause:
+            await asyncio.sleep(pause)
+    return latencies
 
 
 async def run(turns: int, sessions: int) -> None:
     with tempfile.TemporaryDirectory() as root:
-        settings = load_settings(Path(root) / "none.toml", workspaces_dir=Path(root), timezone="UTC")
+        settings = load_settings(
+            Path(root) / "none.toml", workspaces_dir=Path(root), timezone="UTC"
+        )
         channel = TimingChannel()
         gateway = Gateway(settings, InstantProvider(), channels=[channel], access=AllowAll())
         await gateway.start()
@@ -93,7 +105,18 @@ async def run(turns: int, sessions: int) -> None:
         begin = time.perf_counter()
         results = await asyncio.gather(*(_person(channel, p, per_person) for p in people))
         many = [latency for result in results for latency in result]
-        _report(f"{sessions} concurrent sessions", many, len(many) / (time.perf_counter() - begin))
+        rate = len(many) / (time.perf_counter() - begin)
+        _report(f"{sessions} sessions, all at once", many, rate)
+
+        # The same sessions sending at a steady 300 turns/s in total, as people do.
+        pause = sessions / 300
+        begin = time.perf_counter()
+        results = await asyncio.gather(
+            *(_person(channel, p, per_person, pause, pause * i / sessions)
+              for i, p in enumerate(people))
+        )
+        paced = [latency for result in results for latency in result]
+        _report(f"{sessions} sessions, 300/s", paced, len(paced) / (time.perf_counter() - begin))
         await gateway.stop()
 
 
