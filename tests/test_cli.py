@@ -31,7 +31,7 @@ def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
 
 
 async def test_run_without_a_key_says_how_to_set_one_in_one_line(tmp_path):
-    code, out, err = await _run(["run"], _env(tmp_path))
+    code, _, err = await _run(["run"], _env(tmp_path))
     assert code == 2
     lines = [line for line in err.splitlines() if line.strip()]
     assert len(lines) == 1 and "ANTHROPIC_API_KEY" in lines[0]
