@@ -67,9 +67,16 @@ class Gateway:
         for channel in self.channels.values():
             await channel.start(self.handle)
 
-    async def stop(self) -> None:
-        """Finish queued turns (nothing accepted is dropped), then close channels."""
-        await self.lanes.drain()
+    async def stop(self, drain_timeout: float = 30.0) -> None:
+        """Finish queued turns (nothing accepted is dropped), then close channels.
+
+        A turn still running after `drain_timeout` is abandoned: the person's message is
+        already in the transcript, so the next start continues from it.
+        """
+        try:
+            await asyncio.wait_for(self.lanes.drain(), drain_timeout)
+        except TimeoutError:
+            log.warning("stopping with turns still running after %.0f s", drain_timeout)
         for channel in self.channels.values():
             await channel.stop()
         await self.provider.close()
