@@ -36,9 +36,8 @@ class TurnResult:
 
 
 class AgentLoop:
-    def __init__(self, provider: Provider, tools: ToolRegistry, max_tool_rounds: int) -> None:
+    def __init__(self, provider: Provider, max_tool_rounds: int) -> None:
         self.provider = provider
-        self.tools = tools
         self.max_tool_rounds = max_tool_rounds
 
     async def run(
@@ -46,6 +45,7 @@ class AgentLoop:
         system: SystemPrompt,
         history: list[Message],
         ctx: ToolContext,
+        tools: ToolRegistry,
         record: Recorder,
     ) -> TurnResult:
         """Run one turn. `history` must already end with the person's message.
@@ -54,7 +54,7 @@ class AgentLoop:
         errors propagate to the caller, which owns the wording shown to the person.
         """
         total = Usage()
-        specs = self.tools.specs()
+        specs = tools.specs()
         last_text = ""
         for round_number in range(1, self.max_tool_rounds + 1):
             completion = await self.provider.complete(system, history, specs)
@@ -67,7 +67,7 @@ class AgentLoop:
                 return TurnResult(completion.text.strip() or EMPTY_ANSWER, total, round_number)
             last_text = completion.text.strip() or last_text
             for call in completion.tool_calls:
-                outcome = await self._run_tool(call, ctx)
+                outcome = await self._run_tool(call, ctx, tools)
                 record(
                     Message("tool", outcome.text, tool_call_id=call.id, tool_name=call.name,
                             is_error=outcome.is_error),
@@ -77,8 +77,10 @@ class AgentLoop:
         reply = f"{last_text}\n\n{stop}" if last_text else stop
         return TurnResult(reply, total, self.max_tool_rounds, hit_round_limit=True)
 
-    async def _run_tool(self, call: ToolCall, ctx: ToolContext) -> ToolOutcome:
+    async def _run_tool(
+        self, call: ToolCall, ctx: ToolContext, tools: ToolRegistry
+    ) -> ToolOutcome:
         if call.arguments_error:
             return ToolOutcome(f"invalid arguments for {call.name}: {call.arguments_error}", True)
         log.info("tool %s in %s", call.name, ctx.session_key)
-        return await self.tools.run(call.name, call.arguments, ctx)
+        return await tools.run(call.name, call.arguments, ctx)

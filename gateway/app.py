@@ -25,7 +25,7 @@ from gateway.providers.base import Provider, ProviderError
 from gateway.replies import provider_error_reply
 from gateway.routing import Route, Router
 from gateway.sessions import Session, SessionStore
-from gateway.tools import ToolContext, ToolRegistry, file_tools
+from gateway.tools import Tool, ToolContext, ToolRegistry, file_tools
 from gateway.workspace import ensure_workspace
 
 log = logging.getLogger(__name__)
@@ -45,7 +45,7 @@ class Gateway:
         channels: Sequence[Channel] = (),
         clock: Clock | None = None,
         access: AccessPolicy | None = None,
-        tools: ToolRegistry | None = None,
+        private_tools: Sequence[Tool] = (),
     ) -> None:
         self.settings = settings
         self.provider = provider
@@ -55,8 +55,11 @@ class Gateway:
         self.router = Router(settings.workspaces_dir, settings.owner)
         self.sessions = SessionStore(self.clock)
         self.lanes = Lanes()
-        self.tools = tools or ToolRegistry(file_tools())
-        self.agent = AgentLoop(provider, self.tools, settings.llm.max_tool_rounds)
+        # Two registries, decided by the route: tools that reach private memory (recall, say)
+        # do not exist at all in a session that is not the owner's DM.
+        self.shared_tools = ToolRegistry(file_tools())
+        self.private_tools = ToolRegistry([*file_tools(), *private_tools])
+        self.agent = AgentLoop(provider, settings.llm.max_tool_rounds)
         self.loader = ContextFileLoader(
             settings.prompt.file_max_chars, settings.prompt.total_max_chars
         )
@@ -130,7 +133,9 @@ class Gateway:
             route.workspace, route.session_key, route.private, self.settings.tools.max_file_bytes
         )
         try:
-            result = await self.agent.run(system, session.history, ctx, _recorder(session))
+            result = await self.agent.run(
+                system, session.history, ctx, self.tools_for(route), _recorder(session)
+            )
             reply = result.reply
         except ProviderError as exc:
             log.warning("provider error in %s: %s (%s)", route.session_key, exc.kind, exc)
@@ -143,6 +148,9 @@ class Gateway:
             session.record_event("error", error_kind="internal", text=reply)
         await self._deliver(session, route, reply)
         return reply
+
+    def tools_for(self, route: Route) -> ToolRegistry:
+        return self.private_tools if route.private else self.shared_tools
 
     def context_files(self, route: Route) -> list[ContextFile]:
         today = self.clock.now().astimezone(self._zone).date()

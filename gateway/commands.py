@@ -101,14 +101,14 @@ async def _context(gateway: Gateway, route: Route) -> str:
             detail = report.note
         lines.append(f"  {item.name.ljust(width)}  {report.status:<11} {detail}".rstrip())
     prompt_chars = len(system.stable) + len(system.volatile)
-    tool_chars = sum(len(str(spec.parameters)) + len(spec.description)
-                     for spec in gateway.tools.specs())
+    specs = gateway.tools_for(route).specs()
+    tool_chars = sum(len(str(spec.parameters)) + len(spec.description) for spec in specs)
     history_tokens = sum(estimate_tokens(m.text) for m in session.history)
     prompt = gateway.settings.prompt
     lines += [
         f"System prompt: {prompt_chars:,} chars (~{estimate_tokens('x' * prompt_chars):,} tokens), "
         f"of which workspace files {sum(i.report.injected_chars for i in files):,}",
-        f"Tools: {len(gateway.tools.specs())} ({tool_chars:,} chars of schema); "
+        f"Tools: {len(specs)} ({tool_chars:,} chars of schema); "
         f"history: ~{history_tokens:,} tokens",
         f"Budgets: {prompt.file_max_chars:,} chars per file, {prompt.total_max_chars:,} in total",
     ]
