@@ -101,30 +101,32 @@ def message_to_entry(message: Message) -> dict[str, Any]:
     return entry
 
 
-def repair_history(messages: list[Message]) -> list[Message]:
+def repair_history(
+    messages: list[Message], entry_ids: list[int]
+) -> tuple[list[Message], list[int]]:
     """Give every tool call a result and drop results without a call.
 
     A crash between a tool call and its result would otherwise leave a history that both
-    providers reject, and the session would be stuck for good.
+    providers reject, and the session would be stuck for good. `entry_ids` runs parallel to
+    `messages`; added results get -1.
     """
-    repaired: list[Message] = []
+    repaired: list[tuple[Message, int]] = []
     pending: dict[str, ToolCall] = {}
-    for message in messages:
+    for message, entry_id in zip(messages, entry_ids, strict=True):
         if message.role == "tool":
             if pending.pop(message.tool_call_id, None) is not None:
-                repaired.append(message)
+                repaired.append((message, entry_id))
             continue
         _close_pending(repaired, pending)
-        repaired.append(message)
+        repaired.append((message, entry_id))
         pending = {call.id: call for call in message.tool_calls}
     _close_pending(repaired, pending)
-    return repaired
+    return [m for m, _ in repaired], [i for _, i in repaired]
 
 
-def _close_pending(repaired: list[Message], pending: dict[str, ToolCall]) -> None:
+def _close_pending(repaired: list[tuple[Message, int]], pending: dict[str, ToolCall]) -> None:
     for call in pending.values():
-        repaired.append(
-            Message("tool", INTERRUPTED_TOOL_RESULT, tool_call_id=call.id,
-                    tool_name=call.name, is_error=True)
-        )
+        interrupted = Message("tool", INTERRUPTED_TOOL_RESULT, tool_call_id=call.id,
+                              tool_name=call.name, is_error=True)
+        repaired.append((interrupted, -1))
     pending.clear()

@@ -31,7 +31,8 @@ def test_tool_calls_without_results_get_an_interrupted_result():
         Message("tool", "orphan", tool_call_id="nope"),
         Message("user", "hello?"),
     ]
-    repaired = repair_history(history)
+    repaired, ids = repair_history(history, list(range(len(history))))
+    assert ids == [0, 1, -1, 3]
     assert [m.role for m in repaired] == ["user", "assistant", "tool", "user"]
     assert repaired[2].tool_call_id == "c1" and repaired[2].text == INTERRUPTED_TOOL_RESULT
 
