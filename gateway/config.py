@@ -57,6 +57,17 @@ class ToolSettings(_Section):
     max_file_bytes: int = Field(1_048_576, ge=1_024)
 
 
+class CompactionSettings(_Section):
+    """When and how long sessions are compacted; see the README's "Long sessions"."""
+
+    reserve_tokens: int = Field(20_000, ge=0)  # compaction at context_window - reserve
+    flush_margin_tokens: int = Field(4_000, ge=0)  # memory flush this much before that
+    keep_recent_tokens: int = Field(20_000, ge=1_000)  # kept verbatim after a compaction
+    memory_flush: bool = True
+    notify: bool = True  # tell the person in one short line when a compaction happened
+    timeout_seconds: float = Field(90.0, gt=0)  # per summarization attempt
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix=ENV_PREFIX, env_nested_delimiter="__", extra="forbid", case_sensitive=False
@@ -71,6 +82,7 @@ class Settings(BaseSettings):
     llm: LLMSettings = Field(default_factory=LLMSettings)
     prompt: PromptSettings = Field(default_factory=PromptSettings)
     tools: ToolSettings = Field(default_factory=ToolSettings)
+    compaction: CompactionSettings = Field(default_factory=CompactionSettings)
 
     @field_validator("timezone")
     @classmethod
