@@ -16,11 +16,12 @@ from gateway.access import AccessPolicy, LocalOnlyAccess
 from gateway.agent import AgentLoop, Recorder
 from gateway.clock import Clock, SystemClock
 from gateway.commands import QUEUED_COMMANDS, Command, parse_command, run_command
+from gateway.compaction import Compactor
 from gateway.config import Settings
 from gateway.context_files import ContextFile, ContextFileLoader
 from gateway.conversation import Message, SystemPrompt, Usage
 from gateway.lanes import Job, Lanes
-from gateway.prompt import build_system_prompt
+from gateway.prompt import build_system_prompt, request_overhead_chars
 from gateway.providers.base import Provider, ProviderError
 from gateway.replies import provider_error_reply
 from gateway.routing import Route, Router
@@ -33,6 +34,8 @@ log = logging.getLogger(__name__)
 INTERNAL_ERROR_REPLY = (
     "Something went wrong on my side while answering. Your message is saved; try again."
 )
+# Overflow recoveries (flush, compact, retry) per turn before giving up with a clear message.
+OVERFLOW_RETRIES = 2
 EMPTY_MESSAGE_REPLY = "I got an empty message. Send me some text (or /help)."
 
 
@@ -60,6 +63,9 @@ class Gateway:
         self.shared_tools = ToolRegistry(file_tools())
         self.private_tools = ToolRegistry([*file_tools(), *private_tools])
         self.agent = AgentLoop(provider, settings.llm.max_tool_rounds)
+        self.compactor = Compactor(
+            provider, self.agent, settings.llm, settings.compaction, self.clock, settings.zone()
+        )
         self.loader = ContextFileLoader(
             settings.prompt.file_max_chars, settings.prompt.total_max_chars
         )
@@ -128,15 +134,14 @@ class Gateway:
             sender_id=msg.sender_id,
             message_id=msg.message_id,
         )
+        tools = self.tools_for(route)
         system = self.system_prompt(route, self.context_files(route))
-        ctx = ToolContext(
-            route.workspace, route.session_key, route.private, self.settings.tools.max_file_bytes
-        )
+        ctx = self.tool_context(route)
+        overhead = request_overhead_chars(system, tools.specs())
         try:
-            result = await self.agent.run(
-                system, session.history, ctx, self.tools_for(route), _recorder(session)
-            )
-            reply = result.reply
+            for notice in await self.compactor.before_turn(session, system, ctx, overhead):
+                await self._send(route.channel, route.chat_id, notice)
+            reply = await self._answer(session, route, system, ctx, tools, overhead)
         except ProviderError as exc:
             log.warning("provider error in %s: %s (%s)", route.session_key, exc.kind, exc)
             reply = provider_error_reply(exc)
@@ -148,6 +153,34 @@ class Gateway:
             session.record_event("error", error_kind="internal", text=reply)
         await self._deliver(session, route, reply)
         return reply
+
+    async def _answer(
+        self, session: Session, route: Route, system: SystemPrompt, ctx: ToolContext,
+        tools: ToolRegistry, overhead: int,
+    ) -> str:
+        """The agent turn. A context overflow triggers flush, compaction and a retry (twice)."""
+        for attempt in range(OVERFLOW_RETRIES + 1):
+            try:
+                result = await self.agent.run(system, session.history, ctx, tools,
+                                              _recorder(session))
+                return result.reply
+            except ProviderError as exc:
+                if exc.kind != "context_overflow" or attempt == OVERFLOW_RETRIES:
+                    raise
+                log.warning("context overflow in %s; compacting and retrying",
+                            route.session_key)
+                await self.compactor.flush(session, system, ctx)
+                outcome = await self.compactor.compact(session, overhead, reason="overflow")
+                if outcome.notice:
+                    await self._send(route.channel, route.chat_id, outcome.notice)
+                if not outcome.compacted:
+                    raise
+        raise AssertionError("unreachable: the last attempt re-raises")
+
+    def tool_context(self, route: Route) -> ToolContext:
+        return ToolContext(
+            route.workspace, route.session_key, route.private, self.settings.tools.max_file_bytes
+        )
 
     def tools_for(self, route: Route) -> ToolRegistry:
         return self.private_tools if route.private else self.shared_tools

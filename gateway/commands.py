@@ -6,6 +6,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from gateway.prompt import request_overhead_chars, tool_schema_chars
 from gateway.sessions import estimate_tokens
 
 if TYPE_CHECKING:
@@ -19,7 +20,8 @@ HELP = """\
 Commands:
 /help - this list
 /new or /reset - start a fresh session (the old transcript stays on disk)
-/status - model, session size in tokens, context window, workspace
+/compact [focus] - summarize the older part of this session now (optional focus for the summary)
+/status - model, session size in tokens, context window, compactions, workspace
 /context - which workspace files are in the prompt, and how big it is"""
 
 UNKNOWN = "Unknown command /{name}. Send /help for the list."
@@ -39,7 +41,7 @@ def parse_command(text: str) -> Command | None:
 
 
 # Commands that change the session wait for the running turn, in the session's lane.
-QUEUED_COMMANDS = frozenset({"new", "reset"})
+QUEUED_COMMANDS = frozenset({"new", "reset", "compact"})
 
 
 async def run_command(gateway: Gateway, route: Route, command: Command) -> str:
@@ -47,6 +49,8 @@ async def run_command(gateway: Gateway, route: Route, command: Command) -> str:
         return HELP
     if command.name in ("new", "reset"):
         return await _new_session(gateway, route)
+    if command.name == "compact":
+        return await _compact(gateway, route, command.args)
     if command.name == "status":
         return await _status(gateway, route)
     if command.name == "context":
@@ -62,6 +66,25 @@ async def _new_session(gateway: Gateway, route: Route) -> str:
     return f"Started a fresh session. The previous conversation is kept in {kept}."
 
 
+async def _compact(gateway: Gateway, route: Route, focus: str) -> str:
+    session = await gateway.sessions.get(route.workspace, route.session_key)
+    tools = gateway.tools_for(route)
+    system = gateway.system_prompt(route, gateway.context_files(route))
+    await gateway.compactor.flush(session, system, gateway.tool_context(route))
+    result = await gateway.compactor.compact(
+        session, request_overhead_chars(system, tools.specs()), reason="manual", focus=focus
+    )
+    if not result.compacted:
+        return "Nothing to compact yet: the whole session fits in what is kept verbatim."
+    if result.fallback:
+        return result.notice
+    return (
+        f"Compacted: {result.messages} older messages summarized, "
+        f"~{result.tokens_before:,} -> ~{result.tokens_after:,} tokens. "
+        "The full transcript stays on disk."
+    )
+
+
 async def _status(gateway: Gateway, route: Route) -> str:
     session = await gateway.sessions.get(route.workspace, route.session_key)
     llm = gateway.settings.llm
@@ -71,7 +94,8 @@ async def _status(gateway: Gateway, route: Route) -> str:
         f"Model: {gateway.provider.name} / {gateway.provider.model}",
         f"Session: {route.session_key} ({'private' if route.private else 'shared'}), "
         f"{len(session.history)} messages",
-        f"Context: ~{used:,} of {llm.context_window:,} tokens ({share:.0%})",
+        f"Context: ~{used:,} of {llm.context_window:,} tokens ({share:.0%}), "
+        f"compactions: {session.compactions}",
         f"Workspace: {route.workspace}",
     ]
     if session.last_usage is not None:
@@ -102,7 +126,7 @@ async def _context(gateway: Gateway, route: Route) -> str:
         lines.append(f"  {item.name.ljust(width)}  {report.status:<11} {detail}".rstrip())
     prompt_chars = len(system.stable) + len(system.volatile)
     specs = gateway.tools_for(route).specs()
-    tool_chars = sum(len(str(spec.parameters)) + len(spec.description) for spec in specs)
+    tool_chars = tool_schema_chars(specs)
     history_tokens = sum(estimate_tokens(m.text) for m in session.history)
     prompt = gateway.settings.prompt
     lines += [

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from gateway.context_files import ContextFile
-from gateway.conversation import SystemPrompt
+from gateway.conversation import SystemPrompt, ToolSpec
 
 PREAMBLE = """\
 You are a personal assistant running inside clawgate, talking with a person over a chat app.
@@ -52,6 +52,16 @@ def build_system_prompt(
     stamp = now.strftime("%Y-%m-%d %H:%M %Z (%A)")
     volatile = f"## Now\nCurrent time: {stamp}\n{run_info}"
     return SystemPrompt(stable=stable, volatile=volatile)
+
+
+def tool_schema_chars(specs: Sequence[ToolSpec]) -> int:
+    return sum(len(spec.name) + len(spec.description) + len(str(spec.parameters))
+               for spec in specs)
+
+
+def request_overhead_chars(system: SystemPrompt, specs: Sequence[ToolSpec]) -> int:
+    """What every request carries besides the history: system prompt and tool schemas."""
+    return len(system.stable) + len(system.volatile) + tool_schema_chars(specs)
 
 
 def _render_file(item: ContextFile) -> str:

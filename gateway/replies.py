@@ -32,7 +32,8 @@ def provider_error_reply(exc: ProviderError) -> str:
         )
     if exc.kind == "context_overflow":
         return (
-            "This conversation no longer fits in the model's context window. "
-            "Send /new to start a fresh session (the old one stays on disk)."
+            "This conversation no longer fits in the model's context window, even after "
+            "compacting. Send /compact to try again, or /new to start fresh (the old "
+            "session stays on disk)."
         )
     return f"The model provider refused the request ({exc.kind}). Your message is saved."

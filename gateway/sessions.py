@@ -135,6 +135,12 @@ def compacted_marker(summary: str | None) -> Message:
     return Message("user", f"{SUMMARY_HEADER}\n\n{summary}" if summary else DROPPED_NOTE)
 
 
+def is_compaction_marker(message: Message) -> bool:
+    return message.role == "user" and (
+        message.text.startswith(SUMMARY_HEADER) or message.text == DROPPED_NOTE
+    )
+
+
 def _chars(message: Message) -> int:
     return len(message.text) + sum(
         len(call.name) + len(str(call.arguments)) for call in message.tool_calls
