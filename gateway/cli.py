@@ -48,6 +48,9 @@ def _parser() -> argparse.ArgumentParser:
     chat.set_defaults(handler=_cmd_chat)
     doctor = sub.add_parser("doctor", help="check the configuration, key, sqlite-vec, workspaces")
     doctor.set_defaults(handler=_cmd_doctor)
+    from gateway import cli_admin
+
+    cli_admin.register(sub)
     return parser
 
 
@@ -69,12 +72,56 @@ def _cmd_run(args: argparse.Namespace) -> int:
         f"workspaces in {settings.workspaces_dir.resolve()}",
         file=sys.stderr,
     )
+    from gateway.platforms import PLATFORMS, TOKEN_HINTS, configured_platforms
+
+    platforms = configured_platforms(settings)
+    for platform in PLATFORMS:
+        section = getattr(settings, platform)
+        state = (f"configured (DMs: {section.dm_policy}, groups: "
+                 f"{'on' if section.groups_enabled else 'off'})" if platform in platforms
+                 else f"not configured: {TOKEN_HINTS[platform]}")
+        print(f"  {platform}: {state}", file=sys.stderr)
+    if platforms:
+        return _serve(settings)
     print(
         "No platform channel (Telegram, Discord) is configured: opening a terminal chat "
         "instead.",
         file=sys.stderr,
     )
     return _chat(settings, settings.owner)
+
+
+def _serve(settings: Settings) -> int:
+    """Run every configured platform channel until Ctrl-C or SIGTERM."""
+    import signal
+
+    from channels.base import ChannelError
+    from gateway.platforms import build_gateway
+    from gateway.providers import build_provider
+
+    logging.getLogger().setLevel(logging.getLevelName(settings.log_level))
+
+    async def serve() -> int:
+        gateway = build_gateway(settings, build_provider(settings))
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError):
+                loop.add_signal_handler(sig, stop.set)
+        try:
+            await gateway.start()
+        except ChannelError as exc:
+            print(f"clawgate: {exc}", file=sys.stderr)
+            await gateway.stop(drain_timeout=1)
+            return 2
+        print("clawgate is running; Ctrl-C to stop. Approve new people with "
+              "`clawgate pairing list` / `clawgate pairing approve CHANNEL CODE`.",
+              file=sys.stderr)
+        await stop.wait()
+        await gateway.stop()
+        return 0
+
+    return asyncio.run(serve())
 
 
 def _cmd_chat(args: argparse.Namespace) -> int:

@@ -68,6 +68,58 @@ class CompactionSettings(_Section):
     timeout_seconds: float = Field(90.0, gt=0)  # per summarization attempt
 
 
+class VersioningSettings(_Section):
+    """Each workspace is a git repository with a commit per change (gateway/versioning.py)."""
+
+    enabled: bool = True  # needs the git binary; without it: one warning, versioning off
+
+
+class HealthSettings(_Section):
+    """The HTTP server of `clawgate run`: /healthz, /readyz, /metrics (gateway/health.py)."""
+
+    enabled: bool = True
+    host: str = "127.0.0.1"  # 0.0.0.0 to let a Prometheus outside a container scrape it
+    port: int = Field(8787, ge=0, le=65535)  # 0: any free port (tests)
+
+
+DmPolicy = Literal["pairing", "allowlist", "open", "disabled"]
+
+
+class ChannelSettings(_Section):
+    """What Telegram and Discord share: the token, who may talk, and groups."""
+
+    token: SecretStr | None = None
+    dm_policy: DmPolicy = "pairing"
+    # Platform user ids always allowed in DMs (TOML list, or JSON in the environment).
+    allow_from: list[str] = Field(default_factory=list)
+    # Groups/servers are off unless enabled; then only these chat/channel ids, on mention.
+    groups_enabled: bool = False
+    groups: list[str] = Field(default_factory=list)
+
+    @field_validator("allow_from", "groups", mode="before")
+    @classmethod
+    def _ids_as_strings(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            value = [part for part in value.replace(",", " ").split() if part]
+        if isinstance(value, list):
+            return [str(item) for item in value]
+        return value
+
+    @property
+    def configured(self) -> bool:
+        return self.token is not None and bool(self.token.get_secret_value())
+
+
+class TelegramSettings(ChannelSettings):
+    # A self-hosted Bot API server, e.g. http://localhost:8081/bot (the token is appended).
+    base_url: str = ""
+    poll_timeout_seconds: int = Field(25, ge=0, le=50)
+
+
+class DiscordSettings(ChannelSettings):
+    pass
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix=ENV_PREFIX, env_nested_delimiter="__", extra="forbid", case_sensitive=False
@@ -79,10 +131,24 @@ class Settings(BaseSettings):
     # The person the local terminal chat belongs to (their workspace directory name).
     owner: str = Field("owner", pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    log_format: Literal["text", "json"] = "text"
+    # Extra strings masked in every log line (tokens and provider keys always are).
+    log_redact: list[str] = Field(default_factory=list)
     llm: LLMSettings = Field(default_factory=LLMSettings)
     prompt: PromptSettings = Field(default_factory=PromptSettings)
     tools: ToolSettings = Field(default_factory=ToolSettings)
+    telegram: TelegramSettings = Field(default_factory=TelegramSettings)
+    discord: DiscordSettings = Field(default_factory=DiscordSettings)
     compaction: CompactionSettings = Field(default_factory=CompactionSettings)
+    versioning: VersioningSettings = Field(default_factory=VersioningSettings)
+    health: HealthSettings = Field(default_factory=HealthSettings)
+
+    @field_validator("log_redact", mode="before")
+    @classmethod
+    def _comma_list(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return [part.strip() for part in value.split(",") if part.strip()]
+        return value
 
     @field_validator("timezone")
     @classmethod

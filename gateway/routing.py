@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from channels.base import InboundMessage
 from gateway.workspace import workspace_path
@@ -35,13 +36,30 @@ def person_id_for(channel: str, sender_id: str, owner: str) -> str:
     return f"{channel}-{safe}"
 
 
+class Identities(Protocol):
+    """Identity links: (channel, user id) -> person id, when accounts were joined."""
+
+    async def person_for(self, channel: str, sender_id: str) -> str | None: ...
+
+
 class Router:
-    def __init__(self, workspaces_root: Path, owner: str) -> None:
+    def __init__(
+        self, workspaces_root: Path, owner: str, identities: Identities | None = None
+    ) -> None:
         self.workspaces_root = workspaces_root
         self.owner = owner
+        self.identities = identities
 
-    def resolve(self, msg: InboundMessage) -> Route:
-        sender = person_id_for(msg.channel, msg.sender_id, self.owner)
+    async def person_for(self, channel: str, sender_id: str) -> str:
+        """The person behind an account: a linked person id, or the account's own id."""
+        if self.identities is not None and channel != TERMINAL_CHANNEL:
+            linked = await self.identities.person_for(channel, sender_id)
+            if linked:
+                return linked
+        return person_id_for(channel, sender_id, self.owner)
+
+    async def resolve(self, msg: InboundMessage) -> Route:
+        sender = await self.person_for(msg.channel, msg.sender_id)
         if msg.chat_type == "direct":
             workspace = workspace_path(self.workspaces_root, sender)
             return Route(sender, workspace, f"{sender}:dm", True, msg.channel, msg.chat_id)

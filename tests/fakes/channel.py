@@ -40,7 +40,8 @@ class RecordingChannel:
                 sender_id=sender,
                 text=text,
                 chat_type=chat_type,
-                message_id=str(next(self._ids)),
+                # Unique across instances, like a platform's ids (the gateway dedupes on them).
+                message_id=f"{id(self):x}-{next(self._ids)}",
             )
         )
 

@@ -1,0 +1,338 @@
+"""Telegram over the Bot API with python-telegram-bot 22, by long polling.
+
+The polling loop is ours rather than PTB's `Updater`, for one reason: the Updater moves the
+offset (which acknowledges updates to Telegram) as soon as it fetched them, and we must only
+acknowledge an update after the gateway recorded it durably. Here each update goes to the
+handler (which records it, then queues it) before the offset moves past it; the offset is
+kept in the state database as well, and the gateway ignores any update it already recorded.
+
+Failure handling in the loop: 409 Conflict (another process polls with this token) is logged
+in one clear line and retried with backoff; 429 waits `retry_after`; network errors back off
+(1 s doubling to 30 s); a poll that hangs past its long-poll timeout plus a grace period is
+abandoned and restarted; a rejected token stops the channel with an error line.
+
+Only `message` updates are requested: edits are ignored (an edit after the answer would need
+a second answer, which surprises more than it helps). Captions count as text; other media
+arrive as an `attachment` the gateway answers politely.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import re
+import warnings
+from collections.abc import AsyncIterator
+from typing import Any
+
+from telegram import Bot, Message, Update
+from telegram.constants import ChatAction
+from telegram.error import (
+    BadRequest,
+    Conflict,
+    Forbidden,
+    InvalidToken,
+    NetworkError,
+    RetryAfter,
+    TelegramError,
+)
+from telegram.request import HTTPXRequest
+
+from channels.base import (
+    ChannelError,
+    InboundMessage,
+    MessageHandler,
+    OffsetStore,
+    OutboundMessage,
+)
+from channels.chunking import TELEGRAM_LIMIT, split_chunks, utf16_len
+from channels.telegram_html import markdown_to_html
+
+log = logging.getLogger(__name__)
+
+CHANNEL_NAME = "telegram"
+DEFAULT_BASE_URL = "https://api.telegram.org/bot"
+TYPING_REFRESH_SECONDS = 4.0  # Telegram shows "typing" for about 5 s per action
+MAX_SEND_ATTEMPTS = 4
+
+_MEDIA_KINDS = (
+    ("photo", "photo"), ("voice", "voice message"), ("video_note", "video message"),
+    ("sticker", "sticker"), ("animation", "GIF"), ("video", "video"), ("audio", "audio file"),
+    ("document", "document"), ("location", "location"), ("contact", "contact"),
+    ("poll", "poll"),
+)
+
+
+class Backoff:
+    """Exponential backoff with a cap: 1, 2, 4 ... `cap` seconds, reset after a success."""
+
+    def __init__(self, first: float = 1.0, cap: float = 30.0) -> None:
+        self.first, self.cap = first, cap
+        self._next = first
+
+    def next(self) -> float:
+        delay, self._next = self._next, min(self._next * 2, self.cap)
+        return delay
+
+    def reset(self) -> None:
+        self._next = self.first
+
+
+def retry_seconds(exc: RetryAfter) -> float:
+    with warnings.catch_warnings():  # PTB 22 warns that the type becomes timedelta: both work
+        warnings.simplefilter("ignore")
+        value: Any = exc.retry_after
+    return float(value.total_seconds() if hasattr(value, "total_seconds") else value)
+
+
+class TelegramChannel:
+    def __init__(
+        self,
+        token: str,
+        *,
+        base_url: str = "",
+        offsets: OffsetStore | None = None,
+        poll_timeout: int = 25,
+        groups_enabled: bool = False,
+        backoff: Backoff | None = None,
+        stall_grace: float = 15.0,
+        name: str = CHANNEL_NAME,
+    ) -> None:
+        self.name = name
+        self._token = token
+        url = (base_url or DEFAULT_BASE_URL).rstrip("/")
+        self._base_url = url if url.endswith("/bot") else url + "/bot"  # PTB appends the token
+        self._offsets = offsets
+        self.poll_timeout = poll_timeout
+        self.groups_enabled = groups_enabled
+        self._backoff = backoff or Backoff()
+        self._stall_grace = stall_grace
+        self._bot: Bot | None = None
+        self._poller: asyncio.Task[None] | None = None
+        self._offset: int | None = None
+        self.stalls = 0  # polls abandoned as stalled (for tests and operators)
+        self.conflicts = 0
+
+    @property
+    def bot(self) -> Bot:
+        if self._bot is None:
+            raise RuntimeError("telegram channel not started")
+        return self._bot
+
+    async def start(self, handler: MessageHandler) -> None:
+        read = float(self.poll_timeout) + 10.0
+        self._bot = Bot(
+            self._token,
+            base_url=self._base_url,
+            request=HTTPXRequest(connection_pool_size=64, read_timeout=15.0),
+            get_updates_request=HTTPXRequest(connection_pool_size=2, read_timeout=read),
+        )
+        try:
+            await self._bot.initialize()  # getMe: checks the token, learns our username
+            await self._bot.delete_webhook()  # polling and a webhook exclude each other
+        except InvalidToken as exc:
+            raise ChannelError(
+                "Telegram rejected the bot token: check CLAWGATE_TELEGRAM__TOKEN "
+                "(from @BotFather)"
+            ) from exc
+        except TelegramError as exc:
+            raise ChannelError(f"cannot reach the Telegram Bot API: {exc}") from exc
+        if self._offsets is not None:
+            self._offset = await self._offsets.load_offset(self.name)
+        log.info("telegram: polling as @%s", self._bot.username)
+        self._poller = asyncio.create_task(self._poll(handler), name="telegram-poll")
+
+    async def stop(self) -> None:
+        if self._poller is not None:
+            self._poller.cancel()
+            await asyncio.gather(self._poller, return_exceptions=True)
+            self._poller = None
+        if self._bot is not None:
+            with contextlib.suppress(Exception):
+                await self._bot.shutdown()
+
+    # -- receiving ---------------------------------------------------------------------------
+
+    async def _poll(self, handler: MessageHandler) -> None:
+        conflict_reported = False
+        while True:
+            try:
+                updates = await asyncio.wait_for(
+                    self.bot.get_updates(
+                        offset=self._offset,
+                        timeout=self.poll_timeout,
+                        allowed_updates=["message"],
+                    ),
+                    self.poll_timeout + self._stall_grace,
+                )
+            except TimeoutError:
+                self.stalls += 1
+                log.warning("telegram: a poll hung for %.0f s; restarting it",
+                            self.poll_timeout + self._stall_grace)
+                continue
+            except Conflict:
+                self.conflicts += 1
+                if not conflict_reported:
+                    log.error("telegram: another process is polling with this bot token "
+                              "(HTTP 409 Conflict); stop it. Retrying with backoff.")
+                    conflict_reported = True
+                await asyncio.sleep(self._backoff.next())
+                continue
+            except RetryAfter as exc:
+                log.warning("telegram: rate limited, waiting %.0f s", retry_seconds(exc))
+                await asyncio.sleep(retry_seconds(exc))
+                continue
+            except InvalidToken:
+                log.error("telegram: the bot token was rejected; polling stopped. "
+                          "Fix CLAWGATE_TELEGRAM__TOKEN and restart.")
+                return
+            except TelegramError as exc:  # NetworkError, TimedOut, BadRequest, ...
+                delay = self._backoff.next()
+                log.warning("telegram: polling failed (%s); retrying in %.0f s", exc, delay)
+                await asyncio.sleep(delay)
+                continue
+            if conflict_reported:
+                log.info("telegram: polling again, the conflict is over")
+                conflict_reported = False
+            self._backoff.reset()
+            if updates:
+                await self._dispatch(updates, handler)
+
+    async def _dispatch(self, updates: tuple[Update, ...], handler: MessageHandler) -> None:
+        try:
+            for update in updates:
+                msg = self.to_inbound(update)
+                if msg is not None:
+                    await handler(msg)  # returns once recorded durably: now we may ack
+                self._offset = update.update_id + 1
+        except Exception:
+            delay = self._backoff.next()
+            log.exception("telegram: could not record an update; retrying in %.0f s", delay)
+            await asyncio.sleep(delay)
+        finally:
+            if self._offsets is not None and self._offset is not None:
+                await self._offsets.save_offset(self.name, self._offset)
+
+    def to_inbound(self, update: Update) -> InboundMessage | None:
+        message = update.message
+        if message is None or message.from_user is None or message.from_user.is_bot:
+            return None
+        chat = message.chat
+        if chat.type == "private":
+            chat_type = "direct"
+        elif chat.type in ("group", "supergroup") and self.groups_enabled:
+            chat_type = "group"
+        else:
+            return None
+        text = message.text or message.caption or ""
+        attachment = next((label for attr, label in _MEDIA_KINDS if getattr(message, attr)), "")
+        if not text and not attachment:
+            return None  # service messages: someone joined, a title changed, ...
+        addressed = False
+        if chat_type == "group":
+            addressed, text = self._addressed(message, text)
+            if not addressed:
+                return None
+        user = message.from_user
+        return InboundMessage(
+            channel=self.name,
+            chat_id=str(chat.id),
+            sender_id=str(user.id),
+            text=text,
+            chat_type=chat_type,
+            message_id=str(message.message_id),
+            sender_name=user.full_name,
+            received_at=message.date,
+            addressed=addressed,
+            attachment=attachment,
+        )
+
+    def _addressed(self, message: Message, text: str) -> tuple[bool, str]:
+        """Was the bot mentioned or replied to? Returns the text without the mention."""
+        me = self.bot.bot
+        handle = f"@{me.username}".lower() if me.username else None
+        replied = message.reply_to_message
+        addressed = bool(replied and replied.from_user and replied.from_user.id == me.id)
+        for entity in message.entities or message.caption_entities or ():
+            if entity.type == "text_mention" and entity.user and entity.user.id == me.id:
+                addressed = True
+            if entity.type in ("mention", "bot_command") and handle:
+                fragment = message.parse_entity(entity) if message.text else \
+                    message.parse_caption_entity(entity)
+                if fragment.lower().endswith(handle):
+                    addressed = True
+        if handle:  # "/help@bot" becomes "/help", "@bot hi" becomes "hi"
+            text = re.sub(re.escape(handle) + r"\b", "", text, flags=re.IGNORECASE).strip()
+        return addressed, text
+
+    # -- sending -----------------------------------------------------------------------------
+
+    async def send(self, message: OutboundMessage) -> None:
+        chat_id = _chat(message.chat_id)
+        for html, plain in render(message.text):
+            if not plain.strip():
+                continue
+            try:
+                await self._call(self.bot.send_message, chat_id, html, parse_mode="HTML")
+            except BadRequest as exc:
+                log.info("telegram: HTML rejected (%s); sending as plain text", exc)
+                await self._call(self.bot.send_message, chat_id, plain)
+
+    async def _call(self, method: Any, *args: Any, **kwargs: Any) -> Any:
+        """One Bot API call with 429 and network-error retries (BadRequest is the caller's)."""
+        backoff = Backoff(0.5, 8.0)
+        for attempt in range(1, MAX_SEND_ATTEMPTS + 1):
+            try:
+                return await method(*args, **kwargs)
+            except RetryAfter as exc:
+                if attempt == MAX_SEND_ATTEMPTS:
+                    raise
+                log.warning("telegram: rate limited on send, waiting %.0f s", retry_seconds(exc))
+                await asyncio.sleep(retry_seconds(exc))
+            except (BadRequest, Forbidden, InvalidToken):
+                raise
+            except NetworkError:
+                if attempt == MAX_SEND_ATTEMPTS:
+                    raise
+                await asyncio.sleep(backoff.next())
+        raise AssertionError("unreachable")
+
+    @contextlib.asynccontextmanager
+    async def typing(self, chat_id: str) -> AsyncIterator[None]:
+        task = asyncio.create_task(self._keep_typing(_chat(chat_id)), name="telegram-typing")
+        try:
+            yield
+        finally:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+    async def _keep_typing(self, chat_id: int | str) -> None:
+        while True:
+            try:
+                await self.bot.send_chat_action(chat_id, ChatAction.TYPING)
+            except TelegramError as exc:
+                log.debug("telegram: typing indicator failed: %s", exc)
+            await asyncio.sleep(TYPING_REFRESH_SECONDS)
+
+
+def render(text: str) -> list[tuple[str, str]]:
+    """(HTML, plain Markdown) pairs, each within Telegram's 4096 UTF-16 units.
+
+    Chunks are cut on the Markdown; when escaping makes an HTML chunk too long, the whole
+    reply is cut again with a smaller limit. The plain version always fits.
+    """
+    limit = TELEGRAM_LIMIT
+    while True:
+        chunks = [c.text for c in split_chunks(text, limit, "utf16")]
+        pairs = [(markdown_to_html(chunk), chunk) for chunk in chunks]
+        if all(utf16_len(h) <= TELEGRAM_LIMIT for h, _ in pairs) or limit <= 512:
+            return pairs
+        limit = int(limit * 0.75)
+
+
+def _chat(chat_id: str) -> int | str:
+    try:
+        return int(chat_id)
+    except ValueError:
+        return chat_id

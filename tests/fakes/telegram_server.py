@@ -1,0 +1,235 @@
+"""A loopback Telegram Bot API server (aiohttp) for the real python-telegram-bot client.
+
+It speaks the wire format: `POST /bot<token>/<method>`, form-encoded parameters whose values
+are JSON, answers `{"ok": true, "result": ...}` or `{"ok": false, "error_code", "description",
+"parameters"}`. getUpdates follows Telegram's rule: an update is confirmed (gone for good)
+once getUpdates is called with a higher offset; until then every poll returns it again.
+Long polls wait for new updates up to `max_poll` seconds, so tests stay quick.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+BOT_USER = {"id": 777000111, "is_bot": True, "first_name": "Claw", "username": "claw_bot"}
+
+
+@dataclass
+class Failure:
+    status: int
+    description: str
+    parameters: dict[str, Any] | None = None
+
+
+@dataclass
+class Sent:
+    chat_id: str
+    text: str
+    parse_mode: str | None
+    at: float = field(default_factory=time.monotonic)
+
+
+class FakeTelegramServer:
+    def __init__(self, token: str = "123456:TEST-token", *, max_poll: float = 0.5) -> None:
+        self.token = token
+        self.max_poll = max_poll
+        self.updates: list[dict[str, Any]] = []  # unconfirmed, in order
+        self.sent: list[Sent] = []
+        self.rejected_html: list[str] = []
+        self.chat_actions: list[tuple[str, str]] = []
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+        self.offsets_seen: list[int | None] = []
+        self.failures: dict[str, deque[Failure]] = {}
+        self.reject_html = False  # answer every HTML send with "can't parse entities"
+        self.hang_polls = 0  # this many getUpdates calls hang (a stalled connection)
+        self._update_ids = itertools.count(1000)
+        self._message_ids = itertools.count(1)
+        self._changed = asyncio.Condition()
+        self._runner: web.AppRunner | None = None
+        self.port = 0
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    async def start(self) -> FakeTelegramServer:
+        app = web.Application()
+        app.router.add_route("*", "/bot{token}/{method}", self._handle)
+        self._runner = web.AppRunner(app, shutdown_timeout=0.5)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", self.port)
+        await site.start()
+        self.port = self._runner.addresses[0][1]
+        return self
+
+    async def stop(self) -> None:
+        async with self._changed:
+            self._changed.notify_all()
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def __aenter__(self) -> FakeTelegramServer:
+        return await self.start()
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.stop()
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/bot"
+
+    # -- scripting ---------------------------------------------------------------------------
+
+    def fail(self, method: str, status: int, description: str,
+             parameters: dict[str, Any] | None = None, times: int = 1) -> None:
+        queue = self.failures.setdefault(method, deque())
+        for _ in range(times):
+            queue.append(Failure(status, description, parameters))
+
+    async def add_update(self, message: dict[str, Any]) -> int:
+        update_id = next(self._update_ids)
+        async with self._changed:
+            self.updates.append({"update_id": update_id, "message": message})
+            self._changed.notify_all()
+        return update_id
+
+    def message(
+        self, user_id: int, text: str | None = None, *, chat_id: int | None = None,
+        chat_type: str = "private", first_name: str = "Ann", **extra: Any,
+    ) -> dict[str, Any]:
+        chat = {"id": chat_id if chat_id is not None else user_id, "type": chat_type}
+        if chat_type == "private":
+            chat["first_name"] = first_name
+        else:
+            chat["title"] = "A group"
+        message: dict[str, Any] = {
+            "message_id": next(self._message_ids),
+            "date": int(time.time()),
+            "chat": chat,
+            "from": {"id": user_id, "is_bot": False, "first_name": first_name},
+            **extra,
+        }
+        if text is not None:
+            message["text"] = text
+        return message
+
+    async def send_text(self, user_id: int, text: str, **kwargs: Any) -> dict[str, Any]:
+        message = self.message(user_id, text, **kwargs)
+        await self.add_update(message)
+        return message
+
+    def texts(self, chat_id: int | str | None = None) -> list[str]:
+        return [s.text for s in self.sent if chat_id is None or s.chat_id == str(chat_id)]
+
+    async def wait_sent(self, count: int, timeout: float = 10.0) -> list[Sent]:
+        async with self._changed:
+            await asyncio.wait_for(self._changed.wait_for(lambda: len(self.sent) >= count),
+                                   timeout)
+        return list(self.sent)
+
+    async def wait_confirmed(self, timeout: float = 10.0) -> None:
+        """Until every queued update was confirmed by a later offset."""
+        async with self._changed:
+            await asyncio.wait_for(self._changed.wait_for(lambda: not self.updates), timeout)
+
+    # -- serving -----------------------------------------------------------------------------
+
+    async def _params(self, request: web.Request) -> dict[str, Any]:
+        if request.content_type == "application/json":
+            return dict(await request.json())
+        params: dict[str, Any] = {}
+        for key, value in (await request.post()).items():
+            if isinstance(value, str):
+                try:
+                    params[key] = json.loads(value)
+                except ValueError:
+                    params[key] = value
+        return params
+
+    async def _handle(self, request: web.Request) -> web.Response:
+        if request.match_info["token"] != self.token:
+            return _error(401, "Unauthorized")
+        method = request.match_info["method"]
+        params = await self._params(request)
+        self.calls.append((method, params))
+        queue = self.failures.get(method)
+        if queue:
+            failure = queue.popleft()
+            return _error(failure.status, failure.description, failure.parameters)
+        handler = getattr(self, f"_m_{method}", None)
+        if handler is None:
+            return _error(404, "Not Found: method not found")
+        return await handler(params)
+
+    async def _m_getMe(self, params: dict[str, Any]) -> web.Response:
+        return _ok(BOT_USER)
+
+    async def _m_deleteWebhook(self, params: dict[str, Any]) -> web.Response:
+        return _ok(True)
+
+    async def _m_close(self, params: dict[str, Any]) -> web.Response:
+        return _ok(True)
+
+    async def _m_getUpdates(self, params: dict[str, Any]) -> web.Response:
+        offset = params.get("offset")
+        self.offsets_seen.append(offset)
+        if self.hang_polls > 0:
+            self.hang_polls -= 1
+            await asyncio.sleep(30)
+        wait = min(float(params.get("timeout") or 0), self.max_poll)
+        async with self._changed:
+            if offset is not None:
+                self.updates = [u for u in self.updates if u["update_id"] >= int(offset)]
+                self._changed.notify_all()
+            if not self.updates and wait > 0:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._changed.wait_for(lambda: bool(self.updates)),
+                                           wait)
+            limit = int(params.get("limit") or 100)
+            return _ok(self.updates[:limit])
+
+    async def _m_sendMessage(self, params: dict[str, Any]) -> web.Response:
+        text = str(params.get("text", ""))
+        parse_mode = params.get("parse_mode")
+        if parse_mode == "HTML" and self.reject_html:
+            self.rejected_html.append(text)
+            return _error(400, "Bad Request: can't parse entities: unsupported start tag "
+                               "\"foo\" at byte offset 0")
+        if len(text.encode("utf-16-le")) // 2 > 4096:
+            return _error(400, "Bad Request: message is too long")
+        if not text.strip():
+            return _error(400, "Bad Request: message text is empty")
+        chat_id = str(params["chat_id"])
+        async with self._changed:
+            self.sent.append(Sent(chat_id, text, parse_mode))
+            self._changed.notify_all()
+        return _ok({
+            "message_id": next(self._message_ids),
+            "date": int(time.time()),
+            "chat": {"id": int(chat_id), "type": "private"},
+            "from": BOT_USER,
+            "text": text,
+        })
+
+    async def _m_sendChatAction(self, params: dict[str, Any]) -> web.Response:
+        self.chat_actions.append((str(params["chat_id"]), str(params["action"])))
+        return _ok(True)
+
+
+def _ok(result: Any) -> web.Response:
+    return web.json_response({"ok": True, "result": result})
+
+
+def _error(status: int, description: str, parameters: dict[str, Any] | None = None) -> web.Response:
+    body: dict[str, Any] = {"ok": False, "error_code": status, "description": description}
+    if parameters:
+        body["parameters"] = parameters
+    return web.json_response(body, status=status)
