@@ -22,6 +22,7 @@ TELEGRAM_LIMIT = 4096
 DISCORD_LIMIT = 2000
 
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})([^\n]*)$")
+_FENCE_START = re.compile(r" {0,3}(`{3}|~{3})")
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,6 +147,10 @@ def _choose_cut(text: str, start: int, max_end: int, blocks: list[_Fence]) -> in
     fence_line = _on_fence_line(end, blocks)
     if fence_line is not None and fence_line > start:
         end = fence_line
+    # "text ```python" mid-line is no fence; cut before it and the next chunk would start
+    # with one. Step back until the next chunk starts with something harmless.
+    while end > start + 1 and text[end - 1] != "\n" and _FENCE_START.match(text, end):
+        end -= 1
     return end
 
 
