@@ -51,16 +51,17 @@ def _parser() -> argparse.ArgumentParser:
     from gateway import cli_admin
 
     cli_admin.register(sub)
+    from gateway import cli_ops
+
+    cli_ops.register(sub)
     return parser
 
 
 def _setup_logging(settings: Settings, *, quiet: bool) -> None:
-    level = logging.getLevelName(settings.log_level)
-    if quiet and settings.log_level != "DEBUG":
-        level = max(level, logging.WARNING)  # keep a terminal chat readable
-    logging.basicConfig(
-        level=level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    """Text or JSON lines with session and turn ids, secrets masked (gateway/logs.py)."""
+    from gateway.logs import setup_logging
+
+    setup_logging(settings, quiet=quiet)  # quiet keeps a terminal chat readable
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
@@ -117,7 +118,15 @@ def _serve(settings: Settings) -> int:
         print("clawgate is running; Ctrl-C to stop. Approve new people with "
               "`clawgate pairing list` / `clawgate pairing approve CHANNEL CODE`.",
               file=sys.stderr)
+        health = None
+        if settings.health.enabled:  # /healthz /readyz /metrics (gateway/health.py)
+            from gateway.health import HealthServer
+
+            health = HealthServer(gateway, settings.health.host, settings.health.port)
+            await health.start()
         await stop.wait()
+        if health is not None:
+            await health.stop()
         await gateway.stop()
         return 0
 

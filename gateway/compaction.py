@@ -21,10 +21,13 @@ from gateway.agent import AgentLoop
 from gateway.clock import Clock
 from gateway.config import CompactionSettings, LLMSettings
 from gateway.conversation import Message, SystemPrompt, Usage
+from gateway.logs import current_turn
+from gateway.metrics import GatewayMetrics
 from gateway.providers.base import Provider, ProviderError
 from gateway.sessions import Session, estimate_tokens, is_compaction_marker
 from gateway.tools.base import ToolContext
 from gateway.tools.flush import flush_tools
+from gateway.versioning import Versioning
 
 log = logging.getLogger(__name__)
 
@@ -100,7 +103,13 @@ class Compactor:
         settings: CompactionSettings,
         clock: Clock,
         zone: tzinfo,
+        *,
+        metrics: GatewayMetrics | None = None,
+        versioning: Versioning | None = None,
     ) -> None:
+        self.metrics = metrics
+        # A flush that wrote today's note is committed on its own, as "flush".
+        self.versioning = versioning
         self.provider = provider
         self.agent = agent
         self.llm = llm
@@ -153,11 +162,18 @@ class Compactor:
         except (ProviderError, TimeoutError) as exc:
             log.warning("memory flush failed in %s: %s", session.key, type(exc).__name__)
             session.mark_flushed(ok=False, error=getattr(exc, "kind", "timeout"))
+            if self.metrics:
+                self.metrics.flushes.inc(outcome="failed")
             return False
         session.mark_flushed(
             ok=True, note=note, tool_calls=calls, reply=result.reply[:200],
             usage=result.usage.as_dict(),
         )
+        if self.metrics:
+            self.metrics.flushes.inc(outcome="ok")
+        if self.versioning:
+            await self.versioning.commit(ctx.workspace, "flush", session=session.key,
+                                         turn=current_turn()[1])
         return True
 
     async def compact(
@@ -174,6 +190,9 @@ class Compactor:
             tokens_before=before, fallback=summary is None, usage=usage.as_dict(),
         )
         after = session.context_tokens()
+        if self.metrics:
+            self.metrics.compactions.inc(reason=reason,
+                                         result="fallback" if summary is None else "summary")
         log.info("compacted %s: %d messages, ~%d -> ~%d tokens (%s%s)", session.key, cut,
                  before, after, reason, ", fallback" if summary is None else "")
         if summary is None:

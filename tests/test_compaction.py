@@ -76,7 +76,8 @@ def _snapshot(workspace: Path) -> dict[str, str]:
     return {
         str(p.relative_to(workspace)): hashlib.sha256(p.read_bytes()).hexdigest()
         for p in workspace.rglob("*")
-        if p.is_file() and "sessions" not in p.parts
+        # .git: the workspace's version history (gateway/versioning.py), not a memory file.
+        if p.is_file() and "sessions" not in p.parts and ".git" not in p.parts
     }
 
 

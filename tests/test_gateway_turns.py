@@ -33,9 +33,11 @@ async def test_tool_call_round_trip_writes_the_file(llm_server, make_gateway, tm
 
 
 async def test_transcript_survives_a_restart(anthropic_server, make_gateway, tmp_path):
-    _, channel = await make_gateway(anthropic_server)
+    first, channel = await make_gateway(anthropic_server)
     await channel.inject("erin", "my locker code is 4711")
     await channel.wait_for(1)
+    # The turn ends after the reply (workspace commit, inbox marked done): a restart drains it.
+    await first.lanes.drain()
 
     # A brand-new gateway over the same workspaces directory, as after a process restart.
     _, channel2 = await make_gateway(anthropic_server)
