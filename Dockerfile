@@ -1,12 +1,19 @@
 # clawgate in a container: slim Python, a non-root user, workspaces on a volume.
 #   docker build -t clawgate .
 #   docker run -it -e ANTHROPIC_API_KEY=... -v clawgate-data:/data clawgate
+# With Telegram/Discord configured, docker-compose.yml runs it detached with a health check.
 FROM python:3.12-slim
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     PIP_NO_CACHE_DIR=1 \
     CLAWGATE_WORKSPACES_DIR=/data/workspaces
+
+# git: each workspace is a repository (history and `clawgate memory undo`); without it
+# versioning is off with one warning.
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends git \
+    && rm -rf /var/lib/apt/lists/*
 
 RUN useradd --create-home --uid 10001 clawgate \
     && mkdir -p /data/workspaces \
@@ -22,4 +29,6 @@ RUN pip install .
 
 USER clawgate
 VOLUME ["/data"]
+# /healthz, /readyz, /metrics (set CLAWGATE_HEALTH__HOST=0.0.0.0 to reach them from outside)
+EXPOSE 8787
 CMD ["clawgate", "run"]
