@@ -112,6 +112,8 @@ class StateDB:
     def __init__(self, path: Path) -> None:
         self.path = path
         self._db: aiosqlite.Connection | None = None
+        # Last DM routes written by this process: an unchanged route costs no disk write.
+        self._routes: dict[str, tuple[str, str, str]] = {}
 
     @classmethod
     def for_root(cls, workspaces_root: Path) -> StateDB:
@@ -269,6 +271,10 @@ class StateDB:
     async def set_last_dm_route(
         self, person_id: str, channel: str, chat_id: str, sender_id: str, at: datetime
     ) -> None:
+        """Remember where the person wrote from; `at` is when the route last changed."""
+        if self._routes.get(person_id) == (channel, chat_id, sender_id):
+            return
+        self._routes[person_id] = (channel, chat_id, sender_id)
         await self._write(
             "INSERT INTO last_dm_route (person_id, channel, chat_id, sender_id, at)"
             " VALUES (?, ?, ?, ?, ?) ON CONFLICT (person_id) DO UPDATE SET"

@@ -44,6 +44,7 @@ class FakeTelegramServer:
         self.max_poll = max_poll
         self.updates: list[dict[str, Any]] = []  # unconfirmed, in order
         self.sent: list[Sent] = []
+        self.by_chat: dict[str, list[Sent]] = {}
         self.rejected_html: list[str] = []
         self.chat_actions: list[tuple[str, str]] = []
         self.calls: list[tuple[str, dict[str, Any]]] = []
@@ -209,7 +210,9 @@ class FakeTelegramServer:
             return _error(400, "Bad Request: message text is empty")
         chat_id = str(params["chat_id"])
         async with self._changed:
-            self.sent.append(Sent(chat_id, text, parse_mode))
+            sent = Sent(chat_id, text, parse_mode)
+            self.sent.append(sent)
+            self.by_chat.setdefault(chat_id, []).append(sent)
             self._changed.notify_all()
         return _ok({
             "message_id": next(self._message_ids),

@@ -1,0 +1,191 @@
+"""Discord direct messages (and, when enabled, server channels on mention) with discord.py 2.
+
+discord.py owns the connection: gateway heartbeats, resume and reconnect with backoff, and
+REST rate limits (429 and its buckets) are handled inside the library. This adapter turns
+`on_message` into an InboundMessage and replies in chunks of at most 2000 characters; Discord
+renders Markdown itself, so replies are sent as written.
+
+Its own messages and other bots are ignored. Edits are ignored (no `on_message_edit`).
+The message-content intent must be enabled for the bot in the developer portal.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import re
+from collections.abc import AsyncIterator
+from typing import Any
+
+import discord
+
+from channels.base import ChannelError, InboundMessage, MessageHandler, OutboundMessage
+from channels.chunking import DISCORD_LIMIT, split_text
+
+log = logging.getLogger(__name__)
+
+CHANNEL_NAME = "discord"
+READY_TIMEOUT_SECONDS = 60.0
+
+
+class _Client(discord.Client):
+    def __init__(self, adapter: DiscordChannel, **options: Any) -> None:
+        super().__init__(**options)
+        self._adapter = adapter
+
+    async def on_message(self, message: discord.Message) -> None:
+        await self._adapter._on_message(message)
+
+
+class DiscordChannel:
+    def __init__(
+        self,
+        token: str,
+        *,
+        groups_enabled: bool = False,
+        guild_ready_timeout: float = 2.0,
+        ready_timeout: float = READY_TIMEOUT_SECONDS,
+        name: str = CHANNEL_NAME,
+    ) -> None:
+        self.name = name
+        self._token = token
+        self.groups_enabled = groups_enabled
+        self._guild_ready_timeout = guild_ready_timeout
+        self._ready_timeout = ready_timeout
+        self._client: _Client | None = None
+        self._runner: asyncio.Task[None] | None = None
+        self._handler: MessageHandler | None = None
+
+    @property
+    def client(self) -> discord.Client:
+        if self._client is None:
+            raise RuntimeError("discord channel not started")
+        return self._client
+
+    def _intents(self) -> discord.Intents:
+        intents = discord.Intents.none()
+        intents.dm_messages = True
+        intents.message_content = True  # privileged: enable it in the developer portal
+        intents.guilds = self.groups_enabled
+        intents.guild_messages = self.groups_enabled
+        return intents
+
+    async def start(self, handler: MessageHandler) -> None:
+        self._handler = handler
+        self._client = _Client(
+            self, intents=self._intents(), guild_ready_timeout=self._guild_ready_timeout
+        )
+        try:
+            await self._client.login(self._token)
+        except discord.LoginFailure as exc:
+            await self._client.close()
+            raise ChannelError(
+                "Discord rejected the bot token: check CLAWGATE_DISCORD__TOKEN (developer "
+                "portal, Bot tab, Reset Token)"
+            ) from exc
+        except (discord.HTTPException, OSError) as exc:
+            await self._client.close()
+            raise ChannelError(f"cannot reach Discord: {exc}") from exc
+        self._runner = asyncio.create_task(self._run(), name="discord-gateway")
+        try:
+            await asyncio.wait_for(self._client.wait_until_ready(), self._ready_timeout)
+        except TimeoutError as exc:
+            await self.stop()
+            raise ChannelError("Discord gateway did not become ready in time") from exc
+        log.info("discord: connected as %s", self._client.user)
+
+    async def _run(self) -> None:
+        try:
+            await self.client.connect(reconnect=True)
+        except discord.PrivilegedIntentsRequired:
+            log.error("discord: the Message Content intent is not enabled for this bot; "
+                      "enable it in the developer portal (Bot tab, Privileged Gateway Intents)")
+        except Exception:
+            log.exception("discord: the gateway connection ended")
+
+    async def stop(self) -> None:
+        if self._client is not None:
+            with contextlib.suppress(Exception):
+                await self._client.close()
+        if self._runner is not None:
+            self._runner.cancel()
+            await asyncio.gather(self._runner, return_exceptions=True)
+            self._runner = None
+
+    # -- receiving ---------------------------------------------------------------------------
+
+    async def _on_message(self, message: discord.Message) -> None:
+        msg = self.to_inbound(message)
+        if msg is not None and self._handler is not None:
+            await self._handler(msg)
+
+    def to_inbound(self, message: discord.Message) -> InboundMessage | None:
+        me = self.client.user
+        if me is None or message.author.id == me.id or message.author.bot:
+            return None
+        text = message.content or ""
+        if isinstance(message.channel, discord.DMChannel):
+            chat_type = "direct"
+            addressed = False
+        elif self.groups_enabled:
+            chat_type = "group"
+            addressed = self._addressed(message, me.id)
+            if not addressed:
+                return None
+            text = re.sub(rf"<@!?{me.id}>", "", text).strip()
+        else:
+            return None
+        attachment = ""
+        if message.attachments:
+            kind = (message.attachments[0].content_type or "").split("/")[0]
+            attachment = {"image": "image", "audio": "audio file", "video": "video"}.get(
+                kind, "file"
+            )
+        elif message.stickers:
+            attachment = "sticker"
+        if not text and not attachment:
+            return None
+        return InboundMessage(
+            channel=self.name,
+            chat_id=str(message.channel.id),
+            sender_id=str(message.author.id),
+            text=text,
+            chat_type=chat_type,
+            message_id=str(message.id),
+            sender_name=message.author.display_name,
+            received_at=message.created_at,
+            addressed=addressed,
+            attachment=attachment,
+        )
+
+    @staticmethod
+    def _addressed(message: discord.Message, my_id: int) -> bool:
+        if any(user.id == my_id for user in message.mentions):
+            return True
+        ref = message.reference
+        resolved = ref.resolved if ref is not None else None
+        return isinstance(resolved, discord.Message) and resolved.author.id == my_id
+
+    # -- sending -----------------------------------------------------------------------------
+
+    async def send(self, message: OutboundMessage) -> None:
+        target = self.client.get_partial_messageable(int(message.chat_id))
+        for chunk in split_text(message.text, DISCORD_LIMIT):
+            if chunk.strip():
+                await target.send(chunk)
+
+    @contextlib.asynccontextmanager
+    async def typing(self, chat_id: str) -> AsyncIterator[None]:
+        target = self.client.get_partial_messageable(int(chat_id))
+        try:
+            indicator = target.typing()
+            await indicator.__aenter__()
+        except discord.HTTPException as exc:
+            log.debug("discord: typing indicator failed: %s", exc)
+            yield
+            return
+        try:
+            yield
+        finally:
+            await indicator.__aexit__(None, None, None)

@@ -1,0 +1,201 @@
+"""A loopback Discord: the REST API and the gateway websocket, for the real discord.py client.
+
+Point discord.py at it with `patch_discord(monkeypatch, server)` (Route.BASE and the default
+gateway URL). The gateway speaks JSON in text frames: HELLO, IDENTIFY -> READY, heartbeats,
+and MESSAGE_CREATE dispatches that tests trigger with `dm()` / `guild_message()`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import yarl
+from aiohttp import WSMsgType, web
+
+BOT = {"id": "900000000000000001", "username": "clawbot", "discriminator": "0",
+       "avatar": None, "bot": True, "global_name": None}
+_ids = itertools.count(1_100_000_000_000_000_000)
+
+
+@dataclass
+class SentMessage:
+    channel_id: str
+    content: str
+
+
+def _user(user_id: int | str, name: str = "ann", bot: bool = False) -> dict[str, Any]:
+    return {"id": str(user_id), "username": name, "discriminator": "0", "avatar": None,
+            "global_name": name, "bot": bot}
+
+
+class FakeDiscordServer:
+    def __init__(self, token: str = "discord-test-token") -> None:
+        self.token = token
+        self.sent: list[SentMessage] = []
+        self.typing: list[str] = []
+        self.identified = asyncio.Event()
+        self._sockets: list[web.WebSocketResponse] = []
+        self._seq = itertools.count(1)
+        self._changed = asyncio.Condition()
+        self._runner: web.AppRunner | None = None
+        self.port = 0
+
+    async def start(self) -> FakeDiscordServer:
+        app = web.Application()
+        app.router.add_get("/api/v10/users/@me", self._me)
+        app.router.add_get("/api/v10/oauth2/applications/@me", self._application)
+        app.router.add_post("/api/v10/channels/{channel}/messages", self._create_message)
+        app.router.add_post("/api/v10/channels/{channel}/typing", self._typing)
+        app.router.add_get("/gateway", self._gateway)
+        self._runner = web.AppRunner(app, shutdown_timeout=0.5)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        self.port = self._runner.addresses[0][1]
+        return self
+
+    async def stop(self) -> None:
+        for socket in list(self._sockets):
+            await socket.close()
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def __aenter__(self) -> FakeDiscordServer:
+        return await self.start()
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.stop()
+
+    @property
+    def api_base(self) -> str:
+        return f"http://127.0.0.1:{self.port}/api/v10"
+
+    @property
+    def gateway_url(self) -> str:
+        return f"ws://127.0.0.1:{self.port}/gateway"
+
+    # -- test helpers ------------------------------------------------------------------------
+
+    async def dispatch(self, event: str, data: dict[str, Any]) -> None:
+        payload = json.dumps({"op": 0, "t": event, "s": next(self._seq), "d": data})
+        for socket in list(self._sockets):
+            await socket.send_str(payload)
+
+    def message(self, author: dict[str, Any], channel_id: int | str, content: str,
+                **extra: Any) -> dict[str, Any]:
+        return {
+            "id": str(next(_ids)), "channel_id": str(channel_id), "author": author,
+            "content": content, "timestamp": datetime.now(UTC).isoformat(),
+            "edited_timestamp": None, "tts": False, "mention_everyone": False,
+            "mentions": [], "mention_roles": [], "attachments": [], "embeds": [],
+            "pinned": False, "type": 0, **extra,
+        }
+
+    async def dm(self, user_id: int, content: str, *, bot: bool = False,
+                 **extra: Any) -> dict[str, Any]:
+        """A direct message; the DM channel id is the user id + 1 (stable per user)."""
+        data = self.message(_user(user_id, bot=bot), user_id + 1, content, **extra)
+        await self.dispatch("MESSAGE_CREATE", data)
+        return data
+
+    async def guild_message(self, user_id: int, channel_id: int, content: str, *,
+                            mention_bot: bool = False) -> dict[str, Any]:
+        mentions = [BOT] if mention_bot else []
+        data = self.message(_user(user_id), channel_id, content, guild_id="5550001",
+                            mentions=mentions)
+        await self.dispatch("MESSAGE_CREATE", data)
+        return data
+
+    def texts(self, channel_id: int | str | None = None) -> list[str]:
+        return [m.content for m in self.sent if channel_id is None or
+                m.channel_id == str(channel_id)]
+
+    async def wait_sent(self, count: int, timeout: float = 10.0) -> list[SentMessage]:
+        async with self._changed:
+            await asyncio.wait_for(self._changed.wait_for(lambda: len(self.sent) >= count),
+                                   timeout)
+        return list(self.sent)
+
+    # -- REST --------------------------------------------------------------------------------
+
+    def _authorized(self, request: web.Request) -> bool:
+        return request.headers.get("Authorization") == f"Bot {self.token}"
+
+    async def _me(self, request: web.Request) -> web.Response:
+        if not self._authorized(request):
+            return _json({"message": "401: Unauthorized", "code": 0}, 401)
+        return _json(BOT)
+
+    async def _application(self, request: web.Request) -> web.Response:
+        return _json({
+            "id": BOT["id"], "name": "clawbot", "icon": None, "description": "",
+            "bot_public": True, "bot_require_code_grant": False, "owner": _user(1, "owner"),
+            "verify_key": "00", "flags": 0, "summary": "",
+        })
+
+    async def _create_message(self, request: web.Request) -> web.Response:
+        channel = request.match_info["channel"]
+        content_type = request.headers.get("Content-Type", "")
+        if content_type.startswith("multipart"):
+            form = await request.post()
+            body = json.loads(str(form["payload_json"]))
+        else:
+            body = await request.json()
+        content = str(body.get("content", ""))
+        if len(content) > 2000:
+            return _json({"message": "Invalid Form Body", "code": 50035}, 400)
+        async with self._changed:
+            self.sent.append(SentMessage(channel, content))
+            self._changed.notify_all()
+        return _json(self.message(BOT, channel, content))
+
+    async def _typing(self, request: web.Request) -> web.Response:
+        self.typing.append(request.match_info["channel"])
+        return web.Response(status=204)
+
+    # -- gateway -----------------------------------------------------------------------------
+
+    async def _gateway(self, request: web.Request) -> web.WebSocketResponse:
+        socket = web.WebSocketResponse()
+        await socket.prepare(request)
+        self._sockets.append(socket)
+        await socket.send_str(json.dumps({"op": 10, "d": {"heartbeat_interval": 45000}}))
+        try:
+            async for frame in socket:
+                if frame.type != WSMsgType.TEXT:
+                    continue
+                payload = json.loads(frame.data)
+                if payload["op"] == 1:
+                    await socket.send_str(json.dumps({"op": 11}))
+                elif payload["op"] == 2:
+                    await socket.send_str(json.dumps({
+                        "op": 0, "t": "READY", "s": next(self._seq),
+                        "d": {"v": 10, "user": BOT, "guilds": [], "session_id": "fake-session",
+                              "resume_gateway_url": self.gateway_url,
+                              "application": {"id": BOT["id"], "flags": 0}},
+                    }))
+                    self.identified.set()
+        finally:
+            self._sockets.remove(socket)
+        return socket
+
+
+def _json(body: Any, status: int = 200) -> web.Response:
+    # discord.py parses JSON only when the header is exactly "application/json".
+    return web.Response(status=status, body=json.dumps(body).encode(),
+                        headers={"Content-Type": "application/json"})
+
+
+def patch_discord(monkeypatch: Any, server: FakeDiscordServer) -> None:
+    import discord.gateway
+    import discord.http
+
+    monkeypatch.setattr(discord.http.Route, "BASE", server.api_base)
+    monkeypatch.setattr(discord.gateway.DiscordWebSocket, "DEFAULT_GATEWAY",
+                        yarl.URL(server.gateway_url))
