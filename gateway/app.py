@@ -12,6 +12,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from channels.base import Channel, InboundMessage, OutboundMessage
 from gateway.access import AccessPolicy, LocalOnlyAccess
@@ -34,6 +35,9 @@ from gateway.state import DmRoute, StateDB
 from gateway.tools import Tool, ToolContext, ToolRegistry, file_tools
 from gateway.versioning import Versioning
 from gateway.workspace import ensure_workspace
+
+if TYPE_CHECKING:
+    from memory.service import MemoryService
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +64,7 @@ class Gateway:
         access: AccessPolicy | None = None,
         private_tools: Sequence[Tool] = (),
         state: StateDB | None = None,
+        memory: MemoryService | None = None,
     ) -> None:
         self.settings = settings
         self.provider = provider
@@ -80,6 +85,10 @@ class Gateway:
         # do not exist at all in a session that is not the owner's DM.
         self.shared_tools = ToolRegistry(file_tools())
         self.private_tools = ToolRegistry([*file_tools(), *private_tools])
+        self._extra_private_tools = list(private_tools)
+        self.memory: MemoryService | None = None
+        if memory is not None:
+            self.use_memory(memory)
         # Operations (gateway/metrics.py, gateway/versioning.py): counters for /metrics, and a
         # git commit per workspace change. The metered provider times and counts model calls.
         self.metrics = GatewayMetrics()
@@ -116,6 +125,15 @@ class Gateway:
         finally:
             self._resumed.set()
 
+    def use_memory(self, memory: MemoryService) -> None:
+        """Give the owner's DM sessions recall: the memory tools, backed by `memory`."""
+        from gateway.tools.memory_tools import memory_tools
+
+        self.memory = memory
+        self.private_tools = ToolRegistry(
+            [*file_tools(), *self._extra_private_tools, *memory_tools(memory)]
+        )
+
     async def stop(self, drain_timeout: float = 30.0) -> None:
         """Finish queued turns (nothing accepted is dropped), then close channels.
 
@@ -130,6 +148,8 @@ class Gateway:
             await channel.stop()
         await self.provider.close()
         await self.state.close()
+        if self.memory is not None:
+            await self.memory.close()
 
     async def handle(self, msg: InboundMessage) -> None:
         """Entry point for every channel. Returns once the message is queued, not answered.

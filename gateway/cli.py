@@ -51,6 +51,9 @@ def _parser() -> argparse.ArgumentParser:
     from gateway import cli_admin
 
     cli_admin.register(sub)
+    from gateway import cli_memory
+
+    cli_memory.register(sub)
     from gateway import cli_ops
 
     cli_ops.register(sub)
@@ -104,6 +107,7 @@ def _serve(settings: Settings) -> int:
 
     async def serve() -> int:
         gateway = build_gateway(settings, build_provider(settings))
+        _attach_memory(gateway, settings)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
@@ -157,6 +161,7 @@ def _chat(settings: Settings, person: str) -> int:
     async def session() -> None:
         terminal = TerminalChannel()
         gateway = Gateway(settings, build_provider(settings), channels=[terminal])
+        _attach_memory(gateway, settings)
         await gateway.start()
         try:
             await terminal.input_closed.wait()
@@ -166,6 +171,16 @@ def _chat(settings: Settings, person: str) -> int:
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(session())
     return 0
+
+
+def _attach_memory(gateway: object, settings: Settings) -> None:
+    """Recall (memory_search, memory_get) in the owner's DMs, unless memory.enabled is false."""
+    from gateway.app import Gateway
+    from gateway.memory_settings import build_memory_service
+
+    service = build_memory_service(settings.memory)
+    if service is not None and isinstance(gateway, Gateway):
+        gateway.use_memory(service)
 
 
 def _cmd_doctor(args: argparse.Namespace) -> int:

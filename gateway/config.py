@@ -17,6 +17,8 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from gateway.memory_settings import MemorySettings
+
 ENV_PREFIX = "CLAWGATE_"
 CONFIG_FILE_ENV = "CLAWGATE_CONFIG"
 DEFAULT_CONFIG_FILE = Path("clawgate.toml")
@@ -137,6 +139,7 @@ class Settings(BaseSettings):
     llm: LLMSettings = Field(default_factory=LLMSettings)
     prompt: PromptSettings = Field(default_factory=PromptSettings)
     tools: ToolSettings = Field(default_factory=ToolSettings)
+    memory: MemorySettings = Field(default_factory=MemorySettings)
     telegram: TelegramSettings = Field(default_factory=TelegramSettings)
     discord: DiscordSettings = Field(default_factory=DiscordSettings)
     compaction: CompactionSettings = Field(default_factory=CompactionSettings)

@@ -1,0 +1,58 @@
+"""The `[memory]` settings section: the recall index and its embedder (README: "Recall")."""
+
+from __future__ import annotations
+
+import os
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
+
+from memory.defaults import DEFAULT_CHUNK_CHARS, DEFAULT_HALF_LIFE_DAYS
+
+
+class MemorySettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = True  # false: no recall index and no memory tools
+    embedder: Literal["local", "openai", "none"] = "local"
+    model: str = ""  # openai: the embeddings model (default text-embedding-3-small)
+    base_url: str | None = None  # openai: any OpenAI-compatible embeddings endpoint
+    api_key: SecretStr | None = None  # openai: else OPENAI_API_KEY
+    dimension: int = Field(384, ge=8, le=8192)  # openai: vector size asked of the endpoint
+    chunk_chars: int = Field(DEFAULT_CHUNK_CHARS, ge=100, le=8000)
+    sessions: bool = True  # index the owner's DM transcripts too
+    half_life_days: float = Field(DEFAULT_HALF_LIFE_DAYS, ge=0)  # daily notes fade; 0: never
+    watch: bool = True  # notice hand edits by polling the workspace
+    watch_interval_seconds: float = Field(1.0, gt=0, le=3600)
+
+    def resolved_api_key(self) -> str:
+        if self.api_key is not None and self.api_key.get_secret_value():
+            return self.api_key.get_secret_value()
+        return os.environ.get("OPENAI_API_KEY", "")
+
+
+def build_memory_service(settings: MemorySettings, today=None):  # type: ignore[no-untyped-def]
+    """The MemoryService these settings describe, or None when recall is disabled."""
+    if not settings.enabled:
+        return None
+    from memory.embedders import build_embedder
+    from memory.service import MemoryOptions, MemoryService
+
+    def factory():  # type: ignore[no-untyped-def]
+        return build_embedder(
+            settings.embedder,
+            model=settings.model,
+            dim=settings.dimension,
+            api_key=settings.resolved_api_key(),
+            base_url=settings.base_url,
+        )
+
+    options = MemoryOptions(
+        chunk_chars=settings.chunk_chars,
+        sessions=settings.sessions,
+        half_life_days=settings.half_life_days,
+        watch=settings.watch,
+        watch_interval=settings.watch_interval_seconds,
+        debounce=min(0.5, settings.watch_interval_seconds),
+    )
+    return MemoryService(factory, options, today=today)

@@ -1,0 +1,112 @@
+"""The memory service: one recall index per workspace, opened on first use, watched after.
+
+The gateway owns one `MemoryService`; the memory tools ask it to search a workspace. The
+embedder is shared by every workspace (one model in memory), each index has its own file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import date
+from pathlib import Path
+
+from memory.defaults import DEFAULT_CHUNK_CHARS, DEFAULT_HALF_LIFE_DAYS, DEFAULT_MAX_RESULTS
+from memory.embedders import Embedder, EmbedderError
+from memory.index import IndexStatus, MemoryIndex, SyncStats
+from memory.search import SearchResponse
+
+__all__ = ["MemoryOptions", "MemoryService"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class MemoryOptions:
+    chunk_chars: int = DEFAULT_CHUNK_CHARS
+    sessions: bool = True
+    half_life_days: float = DEFAULT_HALF_LIFE_DAYS
+    watch: bool = True
+    watch_interval: float = 1.0
+    debounce: float = 0.5
+
+
+class MemoryService:
+    """Recall for many workspaces. `embedder_factory` runs once, lazily, off the event loop."""
+
+    def __init__(
+        self,
+        embedder_factory: Callable[[], Embedder | None],
+        options: MemoryOptions | None = None,
+        *,
+        today: Callable[[], date] | None = None,
+    ) -> None:
+        self._factory = embedder_factory
+        self.options = options or MemoryOptions()
+        self._today = today
+        self._embedder: Embedder | None = None
+        self._embedder_error = ""
+        self._embedder_ready = False
+        self._indexes: dict[str, MemoryIndex] = {}
+        self._guard = asyncio.Lock()
+
+    async def _get_embedder(self) -> Embedder | None:
+        if not self._embedder_ready:
+            try:
+                self._embedder = await asyncio.to_thread(self._factory)
+            except (EmbedderError, ImportError, OSError, RuntimeError, ValueError) as exc:
+                log.warning("no embedder (%s): recall is keyword-only", exc)
+                self._embedder_error = str(exc)
+                self._embedder = None
+            self._embedder_ready = True
+        return self._embedder
+
+    async def index_for(self, workspace: Path) -> MemoryIndex:
+        key = os.path.realpath(workspace)
+        async with self._guard:
+            index = self._indexes.get(key)
+            if index is None:
+                opts = self.options
+                index = MemoryIndex(
+                    Path(key),
+                    await self._get_embedder(),
+                    chunk_chars=opts.chunk_chars,
+                    sessions=opts.sessions,
+                    half_life_days=opts.half_life_days,
+                    today=self._today,
+                )
+                self._indexes[key] = index
+                if opts.watch:
+                    index.start_watching(opts.watch_interval, opts.debounce)
+            return index
+
+    async def search(
+        self,
+        workspace: Path,
+        query: str,
+        *,
+        max_results: int = DEFAULT_MAX_RESULTS,
+        min_score: float = 0.0,
+    ) -> SearchResponse:
+        index = await self.index_for(workspace)
+        response = await index.search(query, max_results=max_results, min_score=min_score)
+        if self._embedder_error and index.embedder is None:
+            response.note = (
+                f"keyword-only mode: the embedder failed to load ({self._embedder_error})"
+            )
+        return response
+
+    async def sync(self, workspace: Path, *, force: bool = False) -> SyncStats:
+        return await (await self.index_for(workspace)).sync(force=force)
+
+    async def status(self, workspace: Path) -> IndexStatus:
+        return await (await self.index_for(workspace)).status()
+
+    async def close(self) -> None:
+        async with self._guard:
+            indexes, self._indexes = list(self._indexes.values()), {}
+        for index in indexes:
+            await index.close()
