@@ -7,15 +7,22 @@ because a stack trace from pydantic is not an answer to "why won't it start".
 
 from __future__ import annotations
 
+import json
 import os
 import tomllib
 from datetime import UTC, datetime, tzinfo
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic_settings import (
+    BaseSettings,
+    NoDecode,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    SettingsError,
+)
 
 from gateway.memory_settings import MemorySettings
 
@@ -93,14 +100,19 @@ class ChannelSettings(_Section):
     token: SecretStr | None = None
     dm_policy: DmPolicy = "pairing"
     # Platform user ids always allowed in DMs (TOML list, or JSON in the environment).
-    allow_from: list[str] = Field(default_factory=list)
+    allow_from: Annotated[list[str], NoDecode] = Field(default_factory=list)
     # Groups/servers are off unless enabled; then only these chat/channel ids, on mention.
     groups_enabled: bool = False
-    groups: list[str] = Field(default_factory=list)
+    groups: Annotated[list[str], NoDecode] = Field(default_factory=list)
 
     @field_validator("allow_from", "groups", mode="before")
     @classmethod
     def _ids_as_strings(cls, value: Any) -> Any:
+        if isinstance(value, str) and value.lstrip().startswith("["):
+            try:
+                value = json.loads(value)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"not a JSON list: {exc.msg}") from exc
         if isinstance(value, str):
             value = [part for part in value.replace(",", " ").split() if part]
         if isinstance(value, list):
@@ -216,6 +228,9 @@ def load_settings(path: Path | None = None, **overrides: Any) -> Settings:
         return Settings(**file_values)
     except ValidationError as exc:
         raise ConfigError(_one_line(exc, path)) from exc
+    except SettingsError as exc:
+        # pydantic-settings could not even decode a variable (bad JSON for a list, say).
+        raise ConfigError(f"{exc}. Fix that environment variable or {path}.") from exc
 
 
 def _one_line(exc: ValidationError, path: Path) -> str:
