@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import sys
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -77,7 +78,7 @@ async def test_unknown_sender_pairs_then_talks(tg, tg_gateway, anthropic_server,
     # The owner approves from another process while the gateway runs.
     env = {"CLAWGATE_WORKSPACES_DIR": str(tmp_path / "workspaces"), "PATH": "/usr/bin:/bin"}
     proc = await asyncio.create_subprocess_exec(
-        "/work/venv/bin/python", "-m", "gateway", "pairing", "approve", "telegram",
+        sys.executable, "-m", "gateway", "pairing", "approve", "telegram",
         code.lower(), env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )
     out, err = await proc.communicate()
