@@ -35,6 +35,7 @@ from gateway.state import DmRoute, StateDB
 from gateway.tools import Tool, ToolContext, ToolRegistry, file_tools
 from gateway.versioning import Versioning
 from gateway.workspace import ensure_workspace
+from heartbeat.ack import scrub_token
 
 if TYPE_CHECKING:
     from memory.service import MemoryService
@@ -368,6 +369,10 @@ class Gateway:
         channel = self.channels.get(channel_name)
         if channel is None:
             log.error("no channel %r to deliver to", channel_name)
+            return
+        text = scrub_token(text)  # HEARTBEAT_OK never reaches a person, whatever sent it
+        if not text.strip():
+            log.info("nothing left to send to %s after removing HEARTBEAT_OK", channel_name)
             return
         await channel.send(OutboundMessage(channel_name, chat_id, text))
 

@@ -51,6 +51,9 @@ def _parser() -> argparse.ArgumentParser:
     from gateway import cli_admin
 
     cli_admin.register(sub)
+    from gateway import cli_heartbeat
+
+    cli_heartbeat.register(sub)
     from gateway import cli_memory
 
     cli_memory.register(sub)
@@ -100,6 +103,7 @@ def _serve(settings: Settings) -> int:
     import signal
 
     from channels.base import ChannelError
+    from gateway.heartbeat_host import start_heartbeats
     from gateway.platforms import build_gateway
     from gateway.providers import build_provider
 
@@ -122,6 +126,7 @@ def _serve(settings: Settings) -> int:
         print("clawgate is running; Ctrl-C to stop. Approve new people with "
               "`clawgate pairing list` / `clawgate pairing approve CHANNEL CODE`.",
               file=sys.stderr)
+        heartbeats = await start_heartbeats(gateway)  # one timer per workspace
         health = None
         if settings.health.enabled:  # /healthz /readyz /metrics (gateway/health.py)
             from gateway.health import HealthServer
@@ -131,6 +136,7 @@ def _serve(settings: Settings) -> int:
         await stop.wait()
         if health is not None:
             await health.stop()
+        await heartbeats.stop()
         await gateway.stop()
         return 0
 

@@ -24,6 +24,7 @@ from pydantic_settings import (
     SettingsError,
 )
 
+from gateway.heartbeat_settings import HeartbeatSettings
 from gateway.memory_settings import MemorySettings
 
 ENV_PREFIX = "CLAWGATE_"
@@ -155,6 +156,7 @@ class Settings(BaseSettings):
     telegram: TelegramSettings = Field(default_factory=TelegramSettings)
     discord: DiscordSettings = Field(default_factory=DiscordSettings)
     compaction: CompactionSettings = Field(default_factory=CompactionSettings)
+    heartbeat: HeartbeatSettings = Field(default_factory=HeartbeatSettings)
     versioning: VersioningSettings = Field(default_factory=VersioningSettings)
     health: HealthSettings = Field(default_factory=HealthSettings)
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import date, timedelta
 from pathlib import Path
@@ -76,10 +77,13 @@ class ContextFileLoader:
         self.total_max_chars = total_max_chars
         self._cache: dict[Path, tuple[tuple[int, int, int], _Read]] = {}
 
-    def load(self, workspace: Path, *, private: bool, today: date) -> list[ContextFile]:
+    def load(
+        self, workspace: Path, *, private: bool, today: date, names: Sequence[str] | None = None
+    ) -> list[ContextFile]:
+        """The context files in injection order; `names` picks a subset (heartbeat turns)."""
         remaining = self.total_max_chars
         files: list[ContextFile] = []
-        for name in context_file_names(today):
+        for name in context_file_names(today) if names is None else names:
             if not private and is_private_context_file(name):
                 files.append(ContextFile(name, "", FileReport(name, "withheld")))
                 continue
