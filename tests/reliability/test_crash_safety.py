@@ -10,46 +10,21 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import random
 import re
-import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from memory.sqlite import sqlite_module
 from tests.fakes.telegram_server import FakeTelegramServer
+from tests.reliability.process import gateway_env, start_gateway
 
 SEED = 20261129
 KILLS = 30
 PEOPLE = (4101, 4102, 4103, 4104, 4105)
 MESSAGES = 120
 TOKEN = re.compile(r"M-(\d{3})-X")
-
-
-def _env(tmp_path: Path, tg: FakeTelegramServer, llm_url: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("CLAWGATE_")}
-    env.update({
-        "CLAWGATE_CONFIG": str(tmp_path / "none.toml"),
-        "CLAWGATE_WORKSPACES_DIR": str(tmp_path / "workspaces"),
-        "CLAWGATE_TELEGRAM__TOKEN": tg.token,
-        "CLAWGATE_TELEGRAM__BASE_URL": tg.base_url,
-        "CLAWGATE_TELEGRAM__POLL_TIMEOUT_SECONDS": "1",
-        "CLAWGATE_TELEGRAM__DM_POLICY": "allowlist",
-        "CLAWGATE_TELEGRAM__ALLOW_FROM": ",".join(str(p) for p in PEOPLE),
-        "CLAWGATE_LLM__BASE_URL": llm_url,
-        "ANTHROPIC_API_KEY": "sk-crash-test",
-    })
-    return env
-
-
-async def _start(env: dict[str, str], log: Path) -> asyncio.subprocess.Process:
-    with open(log, "ab") as sink:
-        return await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "gateway", "run", env=env,
-            stdin=asyncio.subprocess.DEVNULL, stdout=sink, stderr=sink,
-        )
 
 
 def _transcripts(root: Path) -> dict[Path, bytes]:
@@ -75,7 +50,7 @@ async def test_kill_nine_at_random_points_loses_nothing(tmp_path, anthropic_serv
     anthropic_server.responder = slow_echo
     tg = FakeTelegramServer(max_poll=0.3)
     await tg.start()
-    env = _env(tmp_path, tg, anthropic_server.base_url)
+    env = gateway_env(tmp_path, tg, anthropic_server.base_url, PEOPLE)
     log = tmp_path / "gateway.log"
     expected: dict[str, set[int]] = {}
 
@@ -90,14 +65,14 @@ async def test_kill_nine_at_random_points_loses_nothing(tmp_path, anthropic_serv
     snapshots: list[dict[Path, bytes]] = []
     try:
         for _ in range(KILLS):
-            process = await _start(env, log)
+            process = await start_gateway(env, log)
             await asyncio.sleep(rng.uniform(0.4, 2.5))
             process.kill()
             await process.wait()
             snapshots.append(_transcripts(tmp_path / "workspaces"))
         await feeder
 
-        process = await _start(env, log)
+        process = await start_gateway(env, log)
         try:
             for _ in range(450):  # 90 s at most; the assertions below say what is missing
                 answered = _answered(tg)
