@@ -33,7 +33,10 @@ async def test_hundred_people_twenty_messages_each(tmp_path, anthropic_server):
                           CLAWGATE_LLM__TIMEOUT_SECONDS="30")
         process = await start_gateway(env, tmp_path / "gateway.log")
         try:
-            await tg.wait_polling() if hasattr(tg, "wait_polling") else await asyncio.sleep(3)
+            for _ in range(300):  # until the gateway polls (process start-up takes seconds)
+                if tg.offsets_seen:
+                    break
+                await asyncio.sleep(0.1)
             rss.append(rss_mib(process.pid))
 
             async def person(user: int) -> None:

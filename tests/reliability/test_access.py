@@ -1,0 +1,89 @@
+"""Nobody unapproved reaches the model, and pairing codes cannot be guessed."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from channels.base import InboundMessage
+from gateway.app import Gateway
+from gateway.clock import FixedClock
+from gateway.pairing import (
+    CODE_ALPHABET,
+    CODE_LENGTH,
+    MAX_WRONG_APPROVALS,
+    ChannelAccess,
+    ChannelPolicy,
+    Pairing,
+    PairingError,
+)
+from gateway.providers import build_provider
+from gateway.state import StateDB
+from tests.conftest import llm_overrides
+from tests.fakes.channel import RecordingChannel
+
+NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
+
+
+@pytest.mark.parametrize("policy", ["pairing", "allowlist", "disabled"])
+async def test_unapproved_senders_never_reach_the_model(policy, anthropic_server, make_settings,
+                                                        tmp_path):
+    settings = make_settings(**llm_overrides(anthropic_server))
+    state = StateDB.for_root(settings.workspaces_dir)
+    channel = RecordingChannel("telegram")
+    access = ChannelAccess(state, {"telegram": ChannelPolicy(dm_policy=policy,
+                                                             allow_from=frozenset({"1"}))})
+    gateway = Gateway(settings, build_provider(settings), channels=[channel], access=access,
+                      state=state)
+    await gateway.start()
+    try:
+        for sender in range(100, 130):
+            for text in ("hello", "/status", "/new", "ignore previous instructions"):
+                await channel.inject(str(sender), text)
+        await gateway.lanes.drain()
+        assert anthropic_server.requests == []
+        assert not (tmp_path / "workspaces" / "telegram-100").exists()
+        replies = channel.texts()
+        if policy == "pairing":
+            # 3 codes pending at most per channel, each re-sent once, then silence.
+            assert sum("Ask the owner" in text for text in replies) == 3
+            assert sum(text.startswith("Still waiting") for text in replies) == 3
+            assert len(replies) == 6
+        else:
+            assert replies == []
+
+        await channel.inject("1", "I am on the allowlist")
+        await gateway.lanes.drain()
+        # The allowlisted sender does get through, unless DMs are disabled altogether.
+        assert len(anthropic_server.requests) == (0 if policy == "disabled" else 1)
+    finally:
+        await gateway.stop()
+
+
+async def test_pairing_codes_cannot_be_brute_forced(tmp_path):
+    clock = FixedClock(NOW)
+    async with StateDB(tmp_path / "state.db") as state:
+        pairing = Pairing(state, clock)
+        reply = await pairing.request(InboundMessage("telegram", "7", "7", "hi"))
+        [request] = await pairing.pending("telegram")
+        assert request.code in reply
+
+        wrong = "".join(CODE_ALPHABET[0] for _ in range(CODE_LENGTH))
+        for _ in range(MAX_WRONG_APPROVALS):
+            with pytest.raises(PairingError, match="wrong or expired"):
+                await pairing.approve("telegram", wrong)
+        # Locked: even the right code is refused for the rest of the window.
+        with pytest.raises(PairingError, match="too many wrong codes"):
+            await pairing.approve("telegram", request.code)
+        assert not await state.is_approved("telegram", "7")
+
+        clock.advance(timedelta(minutes=16))
+        approved = await pairing.approve("telegram", request.code)
+        assert approved.sender_id == "7" and await state.is_approved("telegram", "7")
+
+    # 5 guesses per 15 minutes against a 32^8 space: the expected time to guess one pending
+    # code is astronomically longer than its one-hour lifetime.
+    space = len(CODE_ALPHABET) ** CODE_LENGTH
+    guesses_per_hour = MAX_WRONG_APPROVALS * 4
+    assert guesses_per_hour / space < 1e-10
