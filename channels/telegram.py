@@ -64,6 +64,17 @@ _MEDIA_KINDS = (
 )
 
 
+
+class _NoRawUpdateDumps(logging.Filter):
+    """python-telegram-bot logs a whole unparsable batch, message bodies included, at
+    CRITICAL; we report the skipped update ids ourselves instead."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith("Error while parsing updates")
+
+
+logging.getLogger("telegram.Bot").addFilter(_NoRawUpdateDumps())
+
 class Backoff:
     """Exponential backoff with a cap: 1, 2, 4 ... `cap` seconds, reset after a success."""
 
@@ -192,12 +203,38 @@ class TelegramChannel:
                 log.warning("telegram: polling failed (%s); retrying in %.0f s", exc, delay)
                 await asyncio.sleep(delay)
                 continue
+            except (KeyError, TypeError, ValueError, AttributeError):
+                # One malformed update makes python-telegram-bot reject the whole batch, and
+                # the same batch would come back forever: take it apart one update at a time.
+                updates = await self._salvage_batch()
             if conflict_reported:
                 log.info("telegram: polling again, the conflict is over")
                 conflict_reported = False
             self._backoff.reset()
             if updates:
                 await self._dispatch(updates, handler)
+
+    async def _salvage_batch(self) -> tuple[Update, ...]:
+        """Fetch the pending batch raw and parse each update alone, skipping broken ones."""
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # PTB would rather we called get_updates
+            raw = await self.bot.do_api_request(
+                "getUpdates", api_kwargs={"offset": self._offset, "timeout": 0,
+                                          "allowed_updates": ["message"]},
+            )
+        good: list[Update] = []
+        for item in raw if isinstance(raw, list) else []:
+            update_id = item.get("update_id") if isinstance(item, dict) else None
+            try:
+                update = Update.de_json(item, self.bot)
+            except Exception:
+                update = None
+            if update is not None:
+                good.append(update)
+            elif isinstance(update_id, int):
+                log.warning("telegram: skipped malformed update %d", update_id)
+                self._offset = max(self._offset or 0, update_id + 1)
+        return tuple(good)
 
     async def _dispatch(self, updates: tuple[Update, ...], handler: MessageHandler) -> None:
         try:
