@@ -64,7 +64,6 @@ _MEDIA_KINDS = (
 )
 
 
-
 class _NoRawUpdateDumps(logging.Filter):
     """python-telegram-bot logs a whole unparsable batch, message bodies included, at
     CRITICAL; we report the skipped update ids ourselves instead."""

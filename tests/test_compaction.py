@@ -295,3 +295,31 @@ def test_summary_validation():
     assert not summary_is_valid("\n".join(f"## {h}" for h in (
         "Decisions", "Open tasks", "Constraints and rules", "Pending requests",
         "Exact identifiers")))
+
+
+async def test_a_compacted_detail_is_found_again_through_memory_search(
+    anthropic_server, make_gateway
+):
+    from memory.service import MemoryOptions, MemoryService
+    from tests.fakes.embedder import FakeEmbedder
+
+    gateway, channel, model = await _gateway(anthropic_server, make_gateway)
+    service = MemoryService(lambda: FakeEmbedder(), MemoryOptions(watch=False))
+    gateway.use_memory(service)
+    await _say(channel, "my locker code at the gym is 8812, remember it " + "p" * 2_000, 1)
+    for n in range(3):
+        await _say(channel, f"other topic {n} " + "q" * 2_000, n + 2)
+    model.usage = 8_500
+    await _say(channel, "let us continue", 5)
+    model.usage = 100  # the session is small again after the compaction
+    await _say(channel, "what was my locker code?", 7)
+    assert "8812" not in json.dumps(anthropic_server.requests[-1]["messages"])  # compacted away
+
+    anthropic_server.responder = None
+    anthropic_server.reply_tool_call("memory_search", {"query": "gym locker code"})
+    anthropic_server.reply_text("It is 8812.")
+    await _say(channel, "please look it up", 8)
+    results = json.dumps(anthropic_server.requests[-1]["messages"][-1])
+    assert "8812" in results and "sessions/" in results
+    assert channel.texts()[-1] == "It is 8812."
+    await service.close()
