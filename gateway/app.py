@@ -87,9 +87,6 @@ class Gateway:
         self.shared_tools = ToolRegistry(file_tools())
         self.private_tools = ToolRegistry([*file_tools(), *private_tools])
         self._extra_private_tools = list(private_tools)
-        self.memory: MemoryService | None = None
-        if memory is not None:
-            self.use_memory(memory)
         # Operations (gateway/metrics.py, gateway/versioning.py): counters for /metrics, and a
         # git commit per workspace change. The metered provider times and counts model calls.
         self.metrics = GatewayMetrics()
@@ -109,6 +106,9 @@ class Gateway:
         )
         self._zone = settings.zone()
         self._seeded: set[str] = set()
+        self.memory: MemoryService | None = None
+        if memory is not None:
+            self.use_memory(memory)
 
     async def start(self) -> None:
         """Open the state database, start every channel, then resume unanswered messages."""
@@ -132,7 +132,8 @@ class Gateway:
 
         self.memory = memory
         self.private_tools = ToolRegistry(
-            [*file_tools(), *self._extra_private_tools, *memory_tools(memory)]
+            [*file_tools(), *self._extra_private_tools,
+             *memory_tools(memory, on_search=self.metrics.observe_search)]
         )
 
     async def stop(self, drain_timeout: float = 30.0) -> None:

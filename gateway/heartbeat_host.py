@@ -45,7 +45,7 @@ from heartbeat import (
     LightTurn,
     parse_clock,
 )
-from heartbeat.beat import CHECKLIST_FILE
+from heartbeat.beat import CHECKLIST_FILE, BeatOutcome
 from heartbeat.checklist import parse_interval
 from heartbeat.timer import Sleep
 
@@ -211,7 +211,12 @@ def build_heartbeat_service(
         policy = policy_for(gateway.settings, person_id)
         if policy.every is None:
             return None
-        beat = Heartbeat(workspace, person_id, host, policy, gateway.clock)
+        async def record(outcome: BeatOutcome) -> None:
+            gateway.metrics.heartbeat(outcome.status)
+            if outcome.model_called:  # the light turn may have written files: version them
+                await gateway.versioning.commit(workspace, "heartbeat", session=f"{person_id}:hb")
+
+        beat = Heartbeat(workspace, person_id, host, policy, gateway.clock, on_outcome=record)
         return HeartbeatTimer(beat, gateway.clock, sleep=sleep, rng=rng)
 
     return HeartbeatService(

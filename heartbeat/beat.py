@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -129,6 +130,7 @@ class Heartbeat:
         clock: Clock,
         *,
         deliver: bool = True,
+        on_outcome: Callable[[BeatOutcome], Awaitable[None]] | None = None,
     ) -> None:
         self.workspace = workspace
         self.person_id = person_id
@@ -136,6 +138,8 @@ class Heartbeat:
         self.policy = policy
         self.clock = clock
         self.deliver = deliver
+        # Told about every outcome (the gateway counts them and versions what a beat wrote).
+        self.on_outcome = on_outcome
 
     async def beat(self) -> BeatOutcome:
         now = self.clock.now()
@@ -150,6 +154,11 @@ class Heartbeat:
         await asyncio.to_thread(save_state, self.workspace, state)
         level = logging.INFO if outcome.status in ("alert", "error", "capped") else logging.DEBUG
         log.log(level, "heartbeat %s: %s", self.person_id, outcome.describe())
+        if self.on_outcome is not None:
+            try:
+                await self.on_outcome(outcome)
+            except Exception:
+                log.exception("heartbeat outcome hook failed for %s", self.person_id)
         return outcome
 
     async def plan(self, next_at: datetime) -> None:

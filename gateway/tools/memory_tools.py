@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -79,8 +81,11 @@ class MemorySearchTool:
         },
     )
 
-    def __init__(self, service: MemoryService) -> None:
+    def __init__(
+        self, service: MemoryService, on_search: Callable[[float], None] | None = None
+    ) -> None:
         self.service = service
+        self.on_search = on_search  # told each search's duration in seconds (for /metrics)
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> str:
         name = self.spec.name
@@ -93,6 +98,7 @@ class MemorySearchTool:
         min_score = args.get("min_score", 0) or 0
         if isinstance(min_score, bool) or not isinstance(min_score, int | float):
             raise ToolError(f"{name}: 'min_score' must be a number between 0 and 1")
+        started = time.perf_counter()
         try:
             response = await self.service.search(
                 ctx.workspace, query, max_results=limit, min_score=float(min_score)
@@ -102,6 +108,8 @@ class MemorySearchTool:
                 f"{name}: memory search is unavailable right now ({type(exc).__name__}: {exc}); "
                 "read MEMORY.md or the daily notes with read_file instead"
             ) from exc
+        if self.on_search is not None:
+            self.on_search(time.perf_counter() - started)
         return format_results(query, response)
 
 
@@ -184,5 +192,7 @@ def _read_lines(target: Path, rel: str, start: int, count: int, ctx: ToolContext
     return f"{body}\n[{rel} lines {shown[0][0]}-{last} of {total}{more}]"
 
 
-def memory_tools(service: MemoryService) -> list[Tool]:
-    return [MemorySearchTool(service), MemoryGetTool()]
+def memory_tools(
+    service: MemoryService, on_search: Callable[[float], None] | None = None
+) -> list[Tool]:
+    return [MemorySearchTool(service, on_search), MemoryGetTool()]
