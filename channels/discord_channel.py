@@ -104,6 +104,16 @@ class DiscordChannel:
         except Exception:
             log.exception("discord: the gateway connection ended")
 
+    @property
+    def ready(self) -> bool:
+        """For /readyz: connected to the Discord gateway right now."""
+        client = self._client
+        return client is not None and client.is_ready() and not client.is_closed()
+
+    @property
+    def ready_detail(self) -> str:
+        return "connected" if self.ready else "not connected to the Discord gateway"
+
     async def stop(self) -> None:
         if self._client is not None:
             with contextlib.suppress(Exception):

@@ -122,6 +122,8 @@ class TelegramChannel:
         self._poller: asyncio.Task[None] | None = None
         self._offset: int | None = None
         self.stalls = 0  # polls abandoned as stalled (for tests and operators)
+        self.ready = False  # for /readyz: the last poll succeeded
+        self.ready_detail = "not polling yet"
         self.conflicts = 0
 
     @property
@@ -177,11 +179,13 @@ class TelegramChannel:
                     self.poll_timeout + self._stall_grace,
                 )
             except TimeoutError:
+                self._down("a poll hung")
                 self.stalls += 1
                 log.warning("telegram: a poll hung for %.0f s; restarting it",
                             self.poll_timeout + self._stall_grace)
                 continue
             except Conflict:
+                self._down("another process is polling with this token (409)")
                 self.conflicts += 1
                 if not conflict_reported:
                     log.error("telegram: another process is polling with this bot token "
@@ -198,6 +202,7 @@ class TelegramChannel:
                           "Fix CLAWGATE_TELEGRAM__TOKEN and restart.")
                 return
             except TelegramError as exc:  # NetworkError, TimedOut, BadRequest, ...
+                self._down(f"polling failed: {type(exc).__name__}")
                 delay = self._backoff.next()
                 log.warning("telegram: polling failed (%s); retrying in %.0f s", exc, delay)
                 await asyncio.sleep(delay)
@@ -206,12 +211,17 @@ class TelegramChannel:
                 # One malformed update makes python-telegram-bot reject the whole batch, and
                 # the same batch would come back forever: take it apart one update at a time.
                 updates = await self._salvage_batch()
+            self.ready, self.ready_detail = True, "polling"
             if conflict_reported:
                 log.info("telegram: polling again, the conflict is over")
                 conflict_reported = False
             self._backoff.reset()
             if updates:
                 await self._dispatch(updates, handler)
+
+    def _down(self, why: str) -> None:
+        """Readiness for /readyz: down until the next poll succeeds."""
+        self.ready, self.ready_detail = False, why
 
     async def _salvage_batch(self) -> tuple[Update, ...]:
         """Fetch the pending batch raw and parse each update alone, skipping broken ones."""
