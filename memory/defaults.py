@@ -2,7 +2,7 @@
 
 # Chosen on bench/recall.py (README, "Recall"): about one topic per chunk, and short enough
 # that the local model embeds it quickly.
-DEFAULT_CHUNK_CHARS = 400
+DEFAULT_CHUNK_CHARS = 250
 DEFAULT_OVERLAP_LINES = 1
-DEFAULT_HALF_LIFE_DAYS = 60.0
+DEFAULT_HALF_LIFE_DAYS = 365.0
 DEFAULT_MAX_RESULTS = 6

@@ -44,9 +44,9 @@ MAX_RESULTS = 50
 SNIPPET_CHARS = 700
 POOL = 40
 RRF_K = 20
-LEG_WEIGHTS = {"vector": 1.0, "words": 1.0, "trigram": 0.5}
+LEG_WEIGHTS = {"vector": 1.0, "words": 0.5, "trigram": 0.5}
 DECAY_FLOOR = 0.8
-MMR_LAMBDA = 0.8
+MMR_LAMBDA = 0.9
 
 
 @dataclass(frozen=True)
@@ -174,8 +174,9 @@ def _similarity(a: frozenset[str], b: frozenset[str]) -> float:
 
 
 def mmr(ranked: list[tuple[int, float]], texts: dict[int, str], limit: int,
-        lam: float = MMR_LAMBDA) -> list[tuple[int, float]]:
+        lam: float | None = None) -> list[tuple[int, float]]:
     """Pick `limit` of the ranked (id, score) pairs, trading relevance for novelty."""
+    lam = MMR_LAMBDA if lam is None else lam
     tokens = {chunk_id: _token_set(texts[chunk_id]) for chunk_id, _ in ranked}
     chosen: list[tuple[int, float]] = []
     rest = list(ranked)
