@@ -15,13 +15,16 @@ import argparse
 import asyncio
 import json
 import resource
+import sys
 import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench.turn_overhead import AllowAll
 from channels.base import InboundMessage, MessageHandler, OutboundMessage
-from gateway.access import AccessDecision
 from gateway.app import Gateway
 from gateway.compaction import Compactor
 from gateway.config import load_settings
@@ -71,11 +74,6 @@ class GrowingUsageProvider:
 def _note_path(prompt: str) -> str:
     start = prompt.index("memory/")
     return prompt[start:start + len("memory/2026-01-01.md")]
-
-
-class AllowAll:
-    async def check(self, msg: InboundMessage) -> AccessDecision:
-        return AccessDecision(True)
 
 
 class WaitingChannel:

@@ -13,7 +13,7 @@ import tomllib
 from datetime import UTC, datetime, tzinfo
 from pathlib import Path
 from typing import Annotated, Any, Literal
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from zoneinfo import ZoneInfo
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import (
@@ -24,7 +24,7 @@ from pydantic_settings import (
     SettingsError,
 )
 
-from gateway.heartbeat_settings import HeartbeatSettings
+from gateway.heartbeat_settings import HeartbeatSettings, check_zone
 from gateway.memory_settings import MemorySettings
 
 ENV_PREFIX = "CLAWGATE_"
@@ -170,12 +170,7 @@ class Settings(BaseSettings):
     @field_validator("timezone")
     @classmethod
     def _known_zone(cls, value: str) -> str:
-        if value:
-            try:
-                ZoneInfo(value)
-            except (ZoneInfoNotFoundError, ValueError) as exc:
-                raise ValueError(f"unknown time zone {value!r}, use an IANA name") from exc
-        return value
+        return check_zone(value) or ""
 
     @classmethod
     def settings_customise_sources(

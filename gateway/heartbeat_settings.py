@@ -25,7 +25,8 @@ def _check_clock(value: str | None) -> str | None:
     return value
 
 
-def _check_zone(value: str | None) -> str | None:
+def check_zone(value: str | None) -> str | None:
+    """An IANA zone name, or a ValueError that says so (shared with gateway.config)."""
     if value:
         try:
             ZoneInfo(value)
@@ -47,7 +48,7 @@ class HeartbeatOverride(BaseModel):
 
     _every = field_validator("every")(_check_interval)
     _clock = field_validator("active_start", "active_end")(_check_clock)
-    _zone = field_validator("timezone")(_check_zone)
+    _zone = field_validator("timezone")(check_zone)
 
 
 class HeartbeatSettings(BaseModel):
@@ -69,4 +70,4 @@ class HeartbeatSettings(BaseModel):
 
     _every = field_validator("every")(_check_interval)
     _clock = field_validator("active_start", "active_end")(_check_clock)
-    _zone = field_validator("timezone")(_check_zone)
+    _zone = field_validator("timezone")(check_zone)
