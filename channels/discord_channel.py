@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 import logging
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
 import discord
@@ -27,6 +27,9 @@ log = logging.getLogger(__name__)
 
 CHANNEL_NAME = "discord"
 READY_TIMEOUT_SECONDS = 60.0
+CATCH_UP_LIMIT = 200  # messages per DM read back after a restart
+# Where to catch up from: {DM channel id: newest message id recorded before the restart}.
+CatchUpSource = Callable[[], Awaitable[Mapping[str, str]]]
 
 
 class _Client(discord.Client):
@@ -47,6 +50,7 @@ class DiscordChannel:
         guild_ready_timeout: float = 2.0,
         ready_timeout: float = READY_TIMEOUT_SECONDS,
         name: str = CHANNEL_NAME,
+        catch_up: CatchUpSource | None = None,
     ) -> None:
         self.name = name
         self._token = token
@@ -56,6 +60,11 @@ class DiscordChannel:
         self._client: _Client | None = None
         self._runner: asyncio.Task[None] | None = None
         self._handler: MessageHandler | None = None
+        # Discord does not replay DMs sent while we were down: after connecting, each known DM
+        # is read back from its history, after the newest message we recorded. Messages seen
+        # both ways are deduplicated by the gateway's inbox.
+        self._catch_up = catch_up
+        self._catching_up: asyncio.Task[None] | None = None
 
     @property
     def client(self) -> discord.Client:
@@ -94,6 +103,29 @@ class DiscordChannel:
             await self.stop()
             raise ChannelError("Discord gateway did not become ready in time") from exc
         log.info("discord: connected as %s", self._client.user)
+        if self._catch_up is not None:
+            self._catching_up = asyncio.create_task(self._catch_up_missed(self._catch_up),
+                                                    name="discord-catch-up")
+
+    async def _catch_up_missed(self, source: CatchUpSource) -> None:
+        try:
+            latest = await source()
+        except Exception:
+            log.exception("discord: could not read where to catch up from")
+            return
+        for chat_id, last_id in latest.items():
+            try:
+                channel = await self.client.fetch_channel(int(chat_id))
+                if not isinstance(channel, discord.DMChannel):
+                    continue
+                async for message in channel.history(
+                    after=discord.Object(id=int(last_id)), oldest_first=True,
+                    limit=CATCH_UP_LIMIT,
+                ):
+                    await self._on_message(message)
+            except (discord.HTTPException, ValueError) as exc:
+                log.warning("discord: could not catch up on DM %s (%s)", chat_id,
+                            type(exc).__name__)
 
     async def _run(self) -> None:
         try:
@@ -115,6 +147,10 @@ class DiscordChannel:
         return "connected" if self.ready else "not connected to the Discord gateway"
 
     async def stop(self) -> None:
+        if self._catching_up is not None:
+            self._catching_up.cancel()
+            await asyncio.gather(self._catching_up, return_exceptions=True)
+            self._catching_up = None
         if self._client is not None:
             with contextlib.suppress(Exception):
                 await self._client.close()

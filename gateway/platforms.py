@@ -67,6 +67,7 @@ def build_channels(
             DiscordChannel(
                 dc.token.get_secret_value(),  # type: ignore[union-attr]
                 groups_enabled=dc.groups_enabled,
+                catch_up=lambda: state.last_message_ids("discord"),
                 **options.get("discord", {}),
             )
         )

@@ -211,6 +211,23 @@ class StateDB:
         )
         return rows[0][0] if rows else None
 
+    async def last_message_ids(self, channel: str) -> dict[str, str]:
+        """The newest recorded message id of each direct chat on `channel`.
+
+        Platforms that do not replay what was sent while we were down (Discord) catch up from
+        here; ids are numeric there (snowflakes), so the newest is the largest.
+        """
+        rows = await self._rows(
+            "SELECT chat_id, message_id FROM inbox WHERE channel = ?"
+            " AND json_extract(payload, '$.chat_type') = 'direct'",
+            (channel,),
+        )
+        latest: dict[str, str] = {}
+        for chat_id, message_id in rows:
+            if str(message_id).isdigit() and int(message_id) > int(latest.get(chat_id, "0")):
+                latest[chat_id] = str(message_id)
+        return latest
+
     # -- offsets ------------------------------------------------------------------------------
 
     async def load_offset(self, channel: str) -> int | None:

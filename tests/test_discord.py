@@ -115,3 +115,23 @@ async def test_linked_identities_share_one_session(dc, gateway_with, anthropic_s
         route = await gateway.last_dm_route("telegram-42")
         assert route is not None and (route.channel, route.chat_id) == ("discord", "302")
         assert tg.texts() == ["echo: my locker code is 4711"]  # replies went back where asked
+
+
+async def test_dms_sent_while_the_gateway_was_down_are_caught_up(dc, gateway_with,
+                                                                 anthropic_server):
+    gateway = await gateway_with(discord={"token": dc.token, "allow_from": ["401"]})
+    await dc.dm(401, "before the restart")
+    await dc.wait_sent(1)
+    await gateway.stop(drain_timeout=5)
+
+    dc.missed_dm(401, "sent while down 1")
+    dc.missed_dm(401, "sent while down 2")
+    await gateway_with(discord={"token": dc.token, "allow_from": ["401"]})
+    sent = await dc.wait_sent(2, timeout=15)
+    await asyncio.sleep(0.5)
+    texts = [m.content for m in dc.sent]
+    assert texts[0] == "echo: before the restart"
+    assert any("sent while down 1" in t for t in texts[1:])
+    assert any(t.endswith("sent while down 2") for t in texts[1:])
+    assert sum("before the restart" in t for t in texts) == 1  # nothing answered twice
+    assert dc.history_reads >= 1 and len(sent) >= 2

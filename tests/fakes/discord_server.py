@@ -38,6 +38,8 @@ class FakeDiscordServer:
         self.token = token
         self.sent: list[SentMessage] = []
         self.typing: list[str] = []
+        self.history: dict[str, list[dict[str, Any]]] = {}  # channel id -> messages, oldest first
+        self.history_reads = 0
         self.identified = asyncio.Event()
         self._sockets: list[web.WebSocketResponse] = []
         self._seq = itertools.count(1)
@@ -51,6 +53,8 @@ class FakeDiscordServer:
         app.router.add_get("/api/v10/oauth2/applications/@me", self._application)
         app.router.add_post("/api/v10/channels/{channel}/messages", self._create_message)
         app.router.add_post("/api/v10/channels/{channel}/typing", self._typing)
+        app.router.add_get("/api/v10/channels/{channel}", self._channel)
+        app.router.add_get("/api/v10/channels/{channel}/messages", self._history)
         app.router.add_get("/gateway", self._gateway)
         self._runner = web.AppRunner(app, shutdown_timeout=0.5)
         await self._runner.setup()
@@ -100,8 +104,15 @@ class FakeDiscordServer:
     async def dm(self, user_id: int, content: str, *, bot: bool = False,
                  **extra: Any) -> dict[str, Any]:
         """A direct message; the DM channel id is the user id + 1 (stable per user)."""
-        data = self.message(_user(user_id, bot=bot), user_id + 1, content, **extra)
+        data = self.missed_dm(user_id, content, bot=bot, **extra)
         await self.dispatch("MESSAGE_CREATE", data)
+        return data
+
+    def missed_dm(self, user_id: int, content: str, *, bot: bool = False,
+                  **extra: Any) -> dict[str, Any]:
+        """A DM that lands in the channel's history only (the bot was not connected)."""
+        data = self.message(_user(user_id, bot=bot), user_id + 1, content, **extra)
+        self.history.setdefault(str(user_id + 1), []).append(data)
         return data
 
     async def guild_message(self, user_id: int, channel_id: int, content: str, *,
@@ -154,6 +165,23 @@ class FakeDiscordServer:
             self.sent.append(SentMessage(channel, content))
             self._changed.notify_all()
         return _json(self.message(BOT, channel, content))
+
+    async def _channel(self, request: web.Request) -> web.Response:
+        channel = request.match_info["channel"]
+        if channel not in self.history:
+            return _json({"message": "Unknown Channel", "code": 10003}, 404)
+        recipient = self.history[channel][0]["author"]
+        return _json({"id": channel, "type": 1, "recipients": [recipient],
+                      "last_message_id": self.history[channel][-1]["id"]})
+
+    async def _history(self, request: web.Request) -> web.Response:
+        """The `limit` messages right after `after`, newest first, as the real endpoint does."""
+        after = int(request.query.get("after", "0"))
+        limit = int(request.query.get("limit", "50"))
+        found = [m for m in self.history.get(request.match_info["channel"], [])
+                 if int(m["id"]) > after]
+        self.history_reads += 1
+        return _json(list(reversed(found[:limit])))
 
     async def _typing(self, request: web.Request) -> web.Response:
         self.typing.append(request.match_info["channel"])
