@@ -250,7 +250,6 @@ class Gateway:
         async def job() -> None:
             async with self._typing(route):
                 await self.run_turn(route, msg)
-            await self._done(msg)
 
         return job
 
@@ -266,6 +265,9 @@ class Gateway:
             log.info("turn started (%s)", route.channel)
             started = time.perf_counter()
             reply = await self._run_turn(route, msg)
+            # Done right after delivery, before the commit: a crash in between would
+            # otherwise answer this message again after the restart.
+            await self._done(msg)
             elapsed = time.perf_counter() - started
             self.metrics.turn_seconds.observe(elapsed)
             log.info("turn finished in %.2f s", elapsed)
