@@ -42,6 +42,7 @@ from memory.search import SearchResponse
 from memory.sources import SourceFile, daily_note_date, is_dm_transcript, scan_sources
 from memory.sqlite import connect_with_vec, sqlite_module
 from memory.text import TOKENIZER_VERSION, index_text
+from memory.vectors import VectorMatrix
 
 __all__ = ["DEFAULT_CHUNK_CHARS", "IndexStatus", "MemoryIndex", "SyncStats"]
 
@@ -128,6 +129,11 @@ class MemoryIndex:
         self._vectors_ok = embedder is not None
         self._embed_error = ""
         self._query_cache: dict[str, np.ndarray] = {}
+        # The vectors of chunks_vec in memory for the vector leg (about 1.5 KiB a chunk at 384
+        # dimensions): loaded at the first search, updated by every write to chunks_vec,
+        # dropped when the index is rebuilt or closed. None: not loaded (vec0 KNN is used).
+        self._vectors: VectorMatrix | None = None
+        self._terms = search_mod.TermStats()  # word document frequencies, new after each sync
         self._watch_task: asyncio.Task[None] | None = None
         self.watching = False
 
@@ -229,6 +235,8 @@ class MemoryIndex:
 
     async def _rebuild(self, progress: Progress | None = None) -> SyncStats:
         """Build a fresh index beside the old one, then swap it into place."""
+        self._vectors = None
+        self._terms = search_mod.TermStats()
         if self._db is not None:
             await self._db.close()
             self._db = None
@@ -278,6 +286,7 @@ class MemoryIndex:
                 log.warning("recall index failed during sync (%s); rebuilding", exc)
                 stats = await self._rebuild(progress)
         stats.seconds = time.perf_counter() - started
+        self._terms = search_mod.TermStats()
         self._dirty = False
         self._synced_once = True
         return stats
@@ -357,6 +366,7 @@ class MemoryIndex:
             else:
                 todo.append((item, digest, chunks))
         vectors = await self._vectors_for(db, [c for _, _, cs in todo for c in cs], stats)
+        added: list[tuple[int, bytes]] = []
         for item, digest, chunks in todo:
             stats.chunks_removed += await self._delete_path(db, item.rel)
             day = daily_note_date(item.rel)
@@ -380,6 +390,7 @@ class MemoryIndex:
                     await db.execute(
                         "INSERT INTO chunks_vec(rowid, embedding) VALUES (?, ?)", (rowid, vector)
                     )
+                    added.append((int(rowid), vector))
             await db.execute(
                 "INSERT OR REPLACE INTO files(path, source, hash, mtime_ns, size, chunks) "
                 "VALUES (?, ?, ?, ?, ?, ?)",
@@ -388,6 +399,8 @@ class MemoryIndex:
             stats.files_indexed += 1
             stats.chunks_added += len(chunks)
         await db.commit()
+        if self._vectors is not None and added:
+            self._vectors.add(added)
 
     async def _vectors_for(
         self, db: aiosqlite.Connection, chunks: list[Chunk], stats: SyncStats
@@ -442,6 +455,8 @@ class MemoryIndex:
         await db.executemany("DELETE FROM chunks_tri WHERE rowid = ?", ids)
         if self.embedder is not None:
             await db.executemany("DELETE FROM chunks_vec WHERE rowid = ?", ids)
+            if self._vectors is not None:
+                self._vectors.remove(row[0] for row in ids)
         await db.execute("DELETE FROM chunks WHERE path = ?", (path,))
         return len(ids)
 
@@ -456,10 +471,10 @@ class MemoryIndex:
             return
         chunks = [Chunk(0, 0, row[2]) for row in rows]
         vectors = await self._vectors_for(db, chunks, stats)
-        await db.executemany(
-            "INSERT INTO chunks_vec(rowid, embedding) VALUES (?, ?)",
-            [(row[0], vectors[row[1]]) for row in rows if row[1] in vectors],
-        )
+        added = [(int(row[0]), vectors[row[1]]) for row in rows if row[1] in vectors]
+        await db.executemany("INSERT INTO chunks_vec(rowid, embedding) VALUES (?, ?)", added)
+        if self._vectors is not None:
+            self._vectors.add(added)
 
     # --- search -----------------------------------------------------------------------------
 
@@ -492,6 +507,7 @@ class MemoryIndex:
                 note = (f"some chunks have no vectors yet ({self._embed_error}); "
                         "keyword matches cover them")
             try:
+                vectors = await self._loaded_vectors(db) if qvec is not None else None
                 response = await search_mod.hybrid_search(
                     db,
                     query,
@@ -500,6 +516,8 @@ class MemoryIndex:
                     min_score=min_score,
                     today=self._today(),
                     half_life_days=self.half_life_days,
+                    vectors=vectors,
+                    terms=self._terms,
                 )
             except DB_ERRORS as exc:
                 log.warning("recall index failed during search (%s); rebuilding", exc)
@@ -514,6 +532,15 @@ class MemoryIndex:
             if qvec is None:
                 response.mode = "keyword-only"
             return response
+
+    async def _loaded_vectors(self, db: aiosqlite.Connection) -> VectorMatrix | None:
+        """The in-memory copy of chunks_vec, read from it on first use (lock held)."""
+        if self._vectors is None and self.embedder is not None:
+            rows = await db.execute_fetchall("SELECT rowid, embedding FROM chunks_vec")
+            matrix = VectorMatrix(self.embedder.dim, capacity=len(rows) + 1024)
+            matrix.add((int(r[0]), r[1]) for r in rows)
+            self._vectors = matrix
+        return self._vectors
 
     async def _query_vector(self, query: str) -> np.ndarray:
         assert self.embedder is not None
@@ -605,6 +632,7 @@ class MemoryIndex:
             self._watch_task = None
             self.watching = False
         async with self._lock:
+            self._vectors = None
             if self._db is not None:
                 await self._db.close()
                 self._db = None

@@ -1,9 +1,10 @@
 """Hybrid search: a vector leg and keyword legs, fused, aged, diversified.
 
 Legs, each returning a candidate pool of `POOL` chunks:
-- vector: sqlite-vec KNN by cosine over the query embedding;
+- vector: KNN by cosine over the query embedding (a matrix product over the vectors held in
+  memory, see `memory.vectors`; sqlite-vec's KNN when they are not loaded);
 - words: FTS5 BM25 over the word index (content words ORed, identifiers as phrases, CJK as
-  bigrams, see `memory.text`);
+  bigrams, see `memory.text`; words in most chunks left out, see `COMMON_WORD_FRACTION`);
 - trigram: FTS5 BM25 over the trigram index (identifiers and CJK runs of 3+ characters as
   exact substrings).
 
@@ -21,6 +22,7 @@ undated notes never fade. Maximal marginal relevance then pushes near-duplicates
 
 from __future__ import annotations
 
+import asyncio
 import re
 from dataclasses import dataclass, field
 from datetime import date
@@ -30,6 +32,7 @@ import numpy as np
 
 from memory.defaults import DEFAULT_HALF_LIFE_DAYS, DEFAULT_MAX_RESULTS
 from memory.text import query_terms, trigram_query, word_query
+from memory.vectors import VectorMatrix
 
 __all__ = [
     "DEFAULT_MAX_RESULTS",
@@ -45,6 +48,13 @@ SNIPPET_CHARS = 700
 POOL = 40
 RRF_K = 20
 LEG_WEIGHTS = {"vector": 1.0, "words": 0.5, "trigram": 0.5}
+# A word found in more than this fraction of the chunks is left out of the OR query. FTS5's
+# BM25 gives such a word an IDF of ~0 (log((N - n + 0.5) / (n + 0.5)) <= 0 is clamped to
+# 1e-6), so it changes no ranking among chunks that match another term; it only makes FTS5
+# walk its long posting list and pad the pool with chunks scoring ~0.
+COMMON_WORD_FRACTION = 0.5
+# Below this many chunks the word leg is fast anyway: the query is left as it is.
+COMMON_WORD_MIN_CHUNKS = 1000
 DECAY_FLOOR = 0.8
 MMR_LAMBDA = 0.9
 
@@ -79,6 +89,48 @@ class SearchResponse:
 Legs = dict[str, list[tuple[int, float]]]  # leg -> [(chunk id, raw score)], best first
 
 
+class TermStats:
+    """Document frequencies in the word index, looked up via fts5vocab and cached.
+
+    One per index state: `MemoryIndex` starts a new one after every sync.
+    """
+
+    def __init__(self, fraction: float = COMMON_WORD_FRACTION) -> None:
+        self.fraction = fraction
+        self.chunks: int | None = None
+        self.doc_freq: dict[str, int] = {}
+
+    async def common(self, db: Any, words: list[str]) -> set[str]:
+        """The words found in more than `fraction` of the chunks."""
+        missing = [w for w in dict.fromkeys(words) if w not in self.doc_freq]
+        if self.chunks is None or missing:
+            await db.execute(
+                "CREATE VIRTUAL TABLE IF NOT EXISTS temp.chunks_fts_vocab "
+                "USING fts5vocab(main, chunks_fts, 'row')"
+            )
+        if self.chunks is None:
+            self.chunks = int((await db.execute_fetchall("SELECT count(*) FROM chunks"))[0][0])
+        if missing:
+            rows = await db.execute_fetchall(
+                " UNION ALL ".join(
+                    ["SELECT term, doc FROM temp.chunks_fts_vocab WHERE term = ?"] * len(missing)
+                ),
+                missing,
+            )
+            found = {str(r[0]): int(r[1]) for r in rows}
+            for word in missing:
+                self.doc_freq[word] = found.get(word, 0)
+            if len(self.doc_freq) > 10_000:
+                self.doc_freq.clear()
+        if self.chunks < COMMON_WORD_MIN_CHUNKS:
+            return set()
+        limit = self.fraction * self.chunks
+        common = {w for w in words if self.doc_freq.get(w, 0) > limit}
+        if not any(self.doc_freq.get(w, 0) for w in words if w not in common):
+            return set()  # nothing else would match: the common words still find chunks
+        return common
+
+
 async def _fts(db: Any, table: str, match: str, pool: int) -> list[tuple[int, float]]:
     if not match:
         return []
@@ -104,10 +156,21 @@ async def _vector(db: Any, qvec: np.ndarray, pool: int) -> list[tuple[int, float
 
 
 async def gather_legs(
-    db: Any, query: str, qvec: np.ndarray | None, pool: int = POOL, *, and_words: bool = False
+    db: Any, query: str, qvec: np.ndarray | None, pool: int = POOL, *, and_words: bool = False,
+    vectors: VectorMatrix | None = None, terms: TermStats | None = None,
 ) -> Legs:
-    """Every leg's candidates. `and_words` builds the baseline's AND query instead of OR."""
-    match = word_query(query)
+    """Every leg's candidates. `and_words` builds the baseline's AND query instead of OR.
+
+    With `vectors` (the index's vectors in memory) the vector leg is a matrix product, off
+    the event loop; without, it is sqlite-vec's KNN. Both rank the same. With `terms`, words
+    in more than a fraction of the chunks are left out of the word query.
+    """
+    drop: set[str] = set()
+    if terms is not None and not and_words:
+        words = query_terms(query)[0]
+        if words:
+            drop = await terms.common(db, words)
+    match = word_query(query, drop)
     if and_words:
         match = match.replace(" OR ", " AND ")
     legs: Legs = {}
@@ -117,7 +180,10 @@ async def gather_legs(
     if trigram:
         legs["trigram"] = await _fts(db, "chunks_tri", trigram, pool)
     if qvec is not None:
-        legs["vector"] = await _vector(db, qvec, pool)
+        if vectors is not None:
+            legs["vector"] = await asyncio.to_thread(vectors.knn, qvec, pool)
+        else:
+            legs["vector"] = await _vector(db, qvec, pool)
     return legs
 
 
@@ -231,11 +297,14 @@ async def hybrid_search(
     min_score: float = 0.0,
     today: date,
     half_life_days: float = DEFAULT_HALF_LIFE_DAYS,
+    vectors: VectorMatrix | None = None,
+    terms: TermStats | None = None,
 ) -> SearchResponse:
     limit = max(1, min(int(max_results), MAX_RESULTS))
     if not query.strip():
         return SearchResponse(note="empty query")
-    legs = await gather_legs(db, query, qvec, max(POOL, 4 * limit))
+    legs = await gather_legs(db, query, qvec, max(POOL, 4 * limit), vectors=vectors,
+                             terms=terms)
     fused = rrf_fusion(legs)
     rows = await fetch_chunks(db, list(fused))
     ranked = sorted(

@@ -14,6 +14,7 @@ content words are ORed and BM25 ranks documents that contain more, and rarer, of
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 
 __all__ = [
     "STOPWORDS",
@@ -95,9 +96,17 @@ def query_terms(query: str) -> tuple[list[str], list[str], list[str]]:
     return words, bigrams, identifiers
 
 
-def word_query(query: str) -> str:
-    """An FTS5 MATCH expression for the word index: identifiers as phrases, terms ORed."""
+def word_query(query: str, drop: Collection[str] = ()) -> str:
+    """An FTS5 MATCH expression for the word index: identifiers as phrases, terms ORed.
+
+    `drop`: single words to leave out (too common to help); identifiers are never dropped,
+    and when every word would go and nothing else is left, the words are all kept.
+    """
     words, bigrams, identifiers = query_terms(query)
+    if drop:
+        kept = [w for w in words if w not in drop]
+        if kept or bigrams or any(len(_WORD.findall(i)) > 1 for i in identifiers):
+            words = kept
     parts: list[str] = []
     for ident in identifiers:
         pieces = [p.lower() for p in _WORD.findall(ident)]

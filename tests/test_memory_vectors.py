@@ -1,0 +1,170 @@
+"""The in-memory vector matrix: same ranking as sqlite-vec's cosine KNN, kept in step."""
+
+from __future__ import annotations
+
+from datetime import date
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from memory.index import MemoryIndex
+from memory.sqlite import connect_with_vec
+from memory.vectors import VectorMatrix
+from tests.fakes.embedder import FakeEmbedder
+from tests.test_memory_index import _workspace
+
+TODAY = date(2026, 11, 29)
+
+
+def _vec0(dim: int, rows: list[tuple[int, np.ndarray]]):
+    db = connect_with_vec()
+    db.execute(f"CREATE VIRTUAL TABLE v USING vec0(embedding float[{dim}] distance_metric=cosine)")
+    db.executemany("INSERT INTO v(rowid, embedding) VALUES (?, ?)",
+                   [(i, v.astype(np.float32).tobytes()) for i, v in rows])
+    return db
+
+
+def _vec0_knn(db, query: np.ndarray, k: int) -> list[tuple[int, float]]:
+    rows = db.execute("SELECT rowid, distance FROM v WHERE embedding MATCH ? AND k = ?",
+                      (query.astype(np.float32).tobytes(), k)).fetchall()
+    return [(int(r[0]), 1.0 - float(r[1])) for r in rows]
+
+
+@pytest.mark.parametrize("k", [1, 10, 40, 600])
+def test_knn_ranks_like_vec0_on_random_data(k):
+    rng = np.random.default_rng(3)
+    dim = 48
+    # Unnormalized, non-contiguous rowids: the matrix normalizes, vec0 computes cosine.
+    rows = [(int(i) * 7 + 5, rng.standard_normal(dim) * rng.uniform(0.1, 10))
+            for i in range(500)]
+    db = _vec0(dim, rows)
+    matrix = VectorMatrix(dim, capacity=16)  # grows
+    matrix.add([(i, v.astype(np.float32).tobytes()) for i, v in rows[:250]])
+    matrix.add([(i, v) for i, v in rows[250:]])
+    assert len(matrix) == 500
+    for _ in range(20):
+        query = rng.standard_normal(dim)
+        ours, theirs = matrix.knn(query, k), _vec0_knn(db, query, k)
+        assert [i for i, _ in ours] == [i for i, _ in theirs]
+        assert np.allclose([s for _, s in ours], [s for _, s in theirs], atol=1e-5)
+    db.close()
+
+
+def test_removes_and_replacements_stay_like_vec0():
+    rng = np.random.default_rng(4)
+    dim = 16
+    rows = {i: rng.standard_normal(dim) for i in range(1, 301)}
+    matrix = VectorMatrix(dim)
+    matrix.add(rows.items())
+    gone = [int(i) for i in rng.choice(list(rows), 120, replace=False)]
+    matrix.remove([*gone, 9999])  # an unknown rowid is ignored
+    for i in gone:
+        del rows[i]
+    replaced = list(rows)[:10]
+    for i in replaced:
+        rows[i] = rng.standard_normal(dim)
+    matrix.add((i, rows[i]) for i in replaced)
+    assert len(matrix) == len(rows) and all(i in matrix for i in rows)
+    db = _vec0(dim, list(rows.items()))
+    for _ in range(10):
+        query = rng.standard_normal(dim)
+        assert [i for i, _ in matrix.knn(query, 25)] == [i for i, _ in _vec0_knn(db, query, 25)]
+    db.close()
+    assert VectorMatrix(dim).knn(rng.standard_normal(dim), 5) == []
+
+
+async def _matrix_matches_vec0(index: MemoryIndex) -> None:
+    assert index._vectors is not None and index._db is not None
+    rows = await index._db.execute_fetchall("SELECT rowid, embedding FROM chunks_vec")
+    assert len(index._vectors) == len(rows)
+    stored = {int(r[0]): np.frombuffer(r[1], dtype=np.float32) for r in rows}
+    query = np.random.default_rng(5).standard_normal(index.embedder.dim)
+    expected = sorted(stored, key=lambda i: (-float(stored[i] @ query
+                                                     / np.linalg.norm(stored[i])), i))
+    assert [i for i, _ in index._vectors.knn(query, len(stored))] == expected
+
+
+async def test_index_keeps_the_matrix_in_step_with_every_write(tmp_path: Path):
+    ws = _workspace(tmp_path)
+    embedder = FakeEmbedder()
+    index = MemoryIndex(ws, embedder, today=lambda: TODAY)
+    await index.sync()
+    assert index._vectors is None  # loaded lazily, at the first search
+    first = await index.search("where does Marta live")
+    assert index._vectors is not None
+    await _matrix_matches_vec0(index)
+    # Edit, add, delete files: incremental sync updates the loaded matrix.
+    (ws / "memory" / "2026-01-10.md").write_text("# 2026-01-10\n- The cello lesson moved.\n")
+    (ws / "memory" / "2026-11-21.md").write_text("# 2026-11-21\n- Bought a green kettle.\n")
+    (ws / "USER.md").unlink()
+    matrix = index._vectors
+    await index.sync()
+    assert index._vectors is matrix
+    await _matrix_matches_vec0(index)
+    assert (await index.search("green kettle")).results[0].path == "memory/2026-11-21.md"
+    # The same vector leg as sqlite-vec's KNN (the fake embedder ties a lot: compare scores).
+    from memory import search as S
+    for query in ("where does Marta live", "cello lesson", "数据库迁移", "oat milk coffee"):
+        qvec = await index._query_vector(query)
+        ours = (await S.gather_legs(index._db, query, qvec, 40, vectors=index._vectors))["vector"]
+        theirs = (await S.gather_legs(index._db, query, qvec, 40))["vector"]
+        assert np.allclose([s for _, s in ours], [s for _, s in theirs], atol=1e-5)
+        assert {i for i, s in ours if s > ours[-1][1] + 1e-5} <= {i for i, _ in theirs}
+    assert first.results
+    # A rebuild drops it; the next search loads it again.
+    await index.sync(force=True)
+    assert index._vectors is None
+    await index.search("kettle")
+    await _matrix_matches_vec0(index)
+    await index.close()
+    assert index._vectors is None
+
+
+async def test_backfilled_vectors_reach_the_matrix(tmp_path: Path):
+    ws = _workspace(tmp_path)
+    embedder = FakeEmbedder()
+    index = MemoryIndex(ws, embedder, today=lambda: TODAY)
+    await index.sync()
+    await index.search("anything at all")
+    embedder.fail = True
+    (ws / "memory" / "2026-11-22.md").write_text("# 2026-11-22\n- The plumber comes Tuesday.\n")
+    await index.sync()
+    await _matrix_matches_vec0(index)
+    embedder.fail = False
+    await index.sync()  # backfill
+    await _matrix_matches_vec0(index)
+    assert (await index.search("plumber Tuesday")).results[0].path == "memory/2026-11-22.md"
+    await index.close()
+
+
+def test_word_query_drops_common_words_but_never_identifiers_or_everything():
+    from memory.text import word_query
+    assert word_query("deploy the cello", {"deploy"}) == '"cello"'
+    assert word_query("deploy", {"deploy"}) == '"deploy"'  # never every term
+    assert word_query("deploy id-17-3", {"deploy", "id", "17", "3"}) == '"id 17 3"'
+
+
+async def test_term_stats_find_words_in_most_chunks(tmp_path: Path, monkeypatch):
+    from memory import search as search_module
+    from memory.search import TermStats, gather_legs
+    ws = tmp_path / "ws"
+    (ws / "memory").mkdir(parents=True)
+    for i in range(10):
+        extra = " cello" if i == 3 else ""
+        (ws / "memory" / f"2026-01-{i + 1:02d}.md").write_text(f"# day\n- coffee note {i}{extra}\n")
+    index = MemoryIndex(ws, FakeEmbedder(), today=lambda: TODAY)
+    await index.sync()
+    assert await TermStats(0.5).common(index._db, ["coffee", "cello"]) == set()  # small index
+    monkeypatch.setattr(search_module, "COMMON_WORD_MIN_CHUNKS", 5)
+    stats = TermStats(0.5)
+    assert await stats.common(index._db, ["coffee", "cello", "absent"]) == {"coffee"}
+    assert stats.chunks == 10 and stats.doc_freq["cello"] == 1
+    # Never left with only words that match nothing.
+    assert await stats.common(index._db, ["coffee", "absent"]) == set()
+    legs = await gather_legs(index._db, "coffee cello", None, 40, terms=stats)
+    assert len(legs["words"]) == 1  # only the cello chunk: coffee was left out
+    assert len((await gather_legs(index._db, "coffee cello", None, 40))["words"]) == 10
+    hits = await index.search("coffee cello")
+    assert hits.results[0].snippet.endswith("cello")
+    await index.close()
