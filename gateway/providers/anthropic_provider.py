@@ -9,7 +9,7 @@ import anthropic
 from anthropic.types import Message as AnthropicMessage
 
 from gateway.conversation import Completion, Message, SystemPrompt, ToolCall, ToolSpec, Usage
-from gateway.providers.errors import bad_response, map_sdk_error
+from gateway.providers.errors import bad_response, call_mapped
 
 # The API rejects empty text blocks, and it rejects conversations that do not start with a
 # user turn (which happens when history is trimmed from the front).
@@ -153,15 +153,9 @@ class AnthropicProvider:
             params["system"] = blocks
         if tools:
             params["tools"] = to_anthropic_tools(tools)
-        try:
-            response = await self._client.messages.create(**params)
-        except Exception as exc:
-            mapped = map_sdk_error(exc, provider=self.name, secrets=self._secrets)
-            if mapped is None:
-                raise
-            # `from None`: the SDK exception's text embeds the raw error body, which may echo
-            # the key; keeping it as __cause__ would print it in every logged traceback.
-            raise mapped from None
+        response = await call_mapped(
+            self._client.messages.create(**params), provider=self.name, secrets=self._secrets
+        )
         return parse_message(response, self.name)
 
     async def close(self) -> None:

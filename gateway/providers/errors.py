@@ -11,14 +11,16 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Iterable, Mapping
 from email.utils import parsedate_to_datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import anthropic
 import openai
 
 from gateway.providers.base import ProviderError
+
+T = TypeVar("T")
 
 MAX_MESSAGE_CHARS = 200
 
@@ -196,3 +198,18 @@ def map_sdk_error(
     if isinstance(exc, _DECODE_ERRORS):
         return bad_response(provider, "body is not valid JSON")
     return None
+
+
+async def call_mapped(call: Awaitable[T], *, provider: str, secrets: Iterable[str]) -> T:
+    """Await an SDK call; its provider failures come out as `ProviderError`.
+
+    `from None`: an SDK exception's text embeds the raw error body, which may echo the key;
+    keeping it as __cause__ would print it in every logged traceback.
+    """
+    try:
+        return await call
+    except Exception as exc:
+        mapped = map_sdk_error(exc, provider=provider, secrets=secrets)
+        if mapped is None:
+            raise
+        raise mapped from None

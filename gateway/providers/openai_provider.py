@@ -16,7 +16,7 @@ import openai
 from openai.types.chat import ChatCompletion
 
 from gateway.conversation import Completion, Message, SystemPrompt, ToolCall, ToolSpec, Usage
-from gateway.providers.errors import bad_response, map_sdk_error
+from gateway.providers.errors import bad_response, call_mapped
 
 
 def _tool_result_text(message: Message) -> str:
@@ -174,21 +174,20 @@ class OpenAIProvider:
         }
         if tools:  # some compatible servers reject an empty list
             params["tools"] = to_openai_tools(tools)
-        try:
-            try:
-                response = await self._create(params)
-            except openai.BadRequestError as exc:
-                if self._limit_field != "max_tokens" or not _asks_for_max_completion_tokens(exc):
-                    raise
-                self._limit_field = "max_completion_tokens"
-                response = await self._create(params)
-        except Exception as exc:
-            mapped = map_sdk_error(exc, provider=self.name, secrets=self._secrets)
-            if mapped is None:
-                raise
-            # `from None`: the SDK exception keeps the raw body, which may echo the key.
-            raise mapped from None
+        response = await call_mapped(
+            self._create_with_fallback(params), provider=self.name, secrets=self._secrets
+        )
         return parse_completion(response, self.name)
+
+    async def _create_with_fallback(self, params: dict[str, Any]) -> object:
+        """Send once; resend with `max_completion_tokens` if the model asks for that field."""
+        try:
+            return await self._create(params)
+        except openai.BadRequestError as exc:
+            if self._limit_field != "max_tokens" or not _asks_for_max_completion_tokens(exc):
+                raise
+            self._limit_field = "max_completion_tokens"
+            return await self._create(params)
 
     async def _create(self, params: dict[str, Any]) -> object:
         limit = {self._limit_field: self.max_output_tokens}
