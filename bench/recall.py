@@ -9,7 +9,7 @@ A hit: a result whose path is the fact's file and whose line range contains the 
 Modes: BM25 only (word + trigram legs, RRF), vector only, hybrid (the shipped search), and the
 OpenClaw-style baseline (AND query, 0.7 x cosine + 0.3 x r/(1+r), 4x candidates, min 0.35).
 
-    python bench/recall.py [--chunk-chars 400 [250 700 ...]] [--embedder local|none]
+    python bench/recall.py [--chunk-chars 250 [400 700 ...]] [--embedder local|none]
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from memory import search as S
+from memory.defaults import DEFAULT_CHUNK_CHARS
 from memory.embedders import LocalEmbedder
 from memory.index import MemoryIndex
 
@@ -138,7 +139,7 @@ async def run(chunk_chars: int, embedder_kind: str) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--chunk-chars", type=int, nargs="+", default=[400])
+    parser.add_argument("--chunk-chars", type=int, nargs="+", default=[DEFAULT_CHUNK_CHARS])
     parser.add_argument("--embedder", choices=["local", "none"], default="local")
     args = parser.parse_args()
     for size in args.chunk_chars:
