@@ -183,7 +183,7 @@ class MemoryIndex:
                 day TEXT, text TEXT NOT NULL);
             CREATE INDEX IF NOT EXISTS chunks_path ON chunks(path);
             CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts
-                USING fts5(body, tokenize='unicode61 remove_diacritics 2');
+                USING fts5(body, tokenize='porter unicode61 remove_diacritics 2');
             CREATE VIRTUAL TABLE IF NOT EXISTS chunks_tri
                 USING fts5(body, tokenize='trigram case_sensitive 0');
             """

@@ -101,9 +101,12 @@ Legs = dict[str, list[tuple[int, float]]]  # leg -> [(chunk id, raw score)], bes
 
 
 class TermStats:
-    """Document frequencies in the word index, looked up via fts5vocab and cached.
+    """Document frequencies in the word index, counted by FTS5 itself and cached.
 
-    One per index state: `MemoryIndex` starts a new one after every sync.
+    Counted with a MATCH (no ranking: about a tenth of the cost of scoring the same rows), so
+    the word goes through the index's own tokenizer: "lessons" counts the chunks the stemmed
+    index files under "lesson". One per index state: `MemoryIndex` starts a new one after
+    every sync.
     """
 
     def __init__(self, budget: int = WORD_ROW_BUDGET,
@@ -116,28 +119,22 @@ class TermStats:
     async def leave_out(self, db: Any, words: list[str], *, keep_rarest: bool = True
                         ) -> set[str]:
         """The query words too common to pay for (see WORD_ROW_BUDGET)."""
-        missing = [w for w in dict.fromkeys(words) if w not in self.doc_freq]
-        if self.chunks is None or missing:
-            await db.execute(
-                "CREATE VIRTUAL TABLE IF NOT EXISTS temp.chunks_fts_vocab "
-                "USING fts5vocab(main, chunks_fts, 'row')"
-            )
         if self.chunks is None:
             self.chunks = int((await db.execute_fetchall("SELECT count(*) FROM chunks"))[0][0])
-        if missing:
-            rows = await db.execute_fetchall(
-                " UNION ALL ".join(
-                    ["SELECT term, doc FROM temp.chunks_fts_vocab WHERE term = ?"] * len(missing)
-                ),
-                missing,
-            )
-            found = {str(r[0]): int(r[1]) for r in rows}
-            if len(self.doc_freq) > 10_000:
-                self.doc_freq.clear()
-            for word in missing:
-                self.doc_freq[word] = found.get(word, 0)
         if self.chunks < COMMON_WORD_MIN_CHUNKS:
             return set()
+        missing = [w for w in dict.fromkeys(words) if w not in self.doc_freq]
+        if missing:
+            counts = (await db.execute_fetchall(
+                "SELECT " + ", ".join(
+                    ["(SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ?)"] * len(missing)
+                ),
+                [_quote_term(w) for w in missing],
+            ))[0]
+            if len(self.doc_freq) > 10_000:
+                self.doc_freq.clear()
+            for word, count in zip(missing, counts, strict=True):
+                self.doc_freq[word] = int(count)
         rare = self.rare_fraction * self.chunks
         ranked = sorted((self.doc_freq.get(w, 0), w) for w in dict.fromkeys(words))
         ranked = [(freq, w) for freq, w in ranked if freq > 0]  # matching nothing costs nothing
@@ -148,6 +145,10 @@ class TermStats:
             else:
                 left_out.add(word)
         return left_out
+
+
+def _quote_term(word: str) -> str:
+    return '"' + word.replace('"', '""') + '"'
 
 
 async def _fts(db: Any, table: str, match: str, pool: int) -> list[tuple[int, float]]:
