@@ -9,7 +9,7 @@ A hit: a result whose path is the fact's file and whose line range contains the 
 Modes: BM25 only (word + trigram legs, RRF), vector only, hybrid (the shipped search), and the
 OpenClaw-style baseline (AND query, 0.7 x cosine + 0.3 x r/(1+r), 4x candidates, min 0.35).
 
-    python bench/recall.py [--chunk-chars 250 [400 700 ...]] [--embedder local|none]
+    python bench/recall.py [--chunk-chars 600 [250 400 ...]] [--embedder local|none]
 """
 
 from __future__ import annotations
