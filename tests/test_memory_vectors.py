@@ -204,3 +204,67 @@ def test_incremental_mmr_picks_what_the_definition_picks():
         ranked = sorted(((cid, round(rng.random(), 2)) for cid in texts), key=lambda x: -x[1])
         limit, lam = rng.randint(1, 8), rng.choice([0.5, 0.7, 0.9])
         assert mmr(ranked, texts, limit, lam) == _mmr_by_definition(ranked, texts, limit, lam)
+
+
+@pytest.mark.parametrize("k", [1, 7, 40])
+def test_knn_split_over_slices_merges_to_the_whole_answer(k):
+    from memory.vectors import merge_knn
+    rng = np.random.default_rng(5)
+    matrix = VectorMatrix(16)
+    matrix.add([(i * 3 + 1, rng.standard_normal(16)) for i in range(301)])
+    matrix.add([(9999, matrix._matrix[0] * 2)])  # a tie with rowid 1: broken by rowid
+    query = rng.standard_normal(16)
+    whole = matrix.knn(query, k)
+    for parts in (2, 3, 7):
+        sliced = merge_knn([matrix.knn(query, k, part, parts) for part in range(parts)], k)
+        _same_ranking(sliced, whole)
+
+
+def _same_ranking(got: list[tuple[int, float]], want: list[tuple[int, float]]) -> None:
+    # BLAS may sum a slice in another order than the whole matrix: scores agree to float32
+    # rounding, the ranking exactly.
+    assert [i for i, _ in got] == [i for i, _ in want]
+    assert np.allclose([s for _, s in got], [s for _, s in want], atol=1e-6)
+
+
+async def test_vector_leg_on_threads_ranks_like_one_product(tmp_path: Path, monkeypatch):
+    from memory import search as search_module
+    index = MemoryIndex(_workspace(tmp_path), FakeEmbedder(), today=lambda: TODAY)
+    await index.sync()
+    vectors = await index._loaded_vectors(index._db)
+    query = FakeEmbedder().embed_query("deploy migration lock")
+    one = await search_module.vector_leg(index._db, query, 5, vectors)
+    monkeypatch.setattr(search_module, "VECTOR_ROWS_PER_THREAD", 1)
+    _same_ranking(await search_module.vector_leg(index._db, query, 5, vectors), one)
+    await index.close()
+
+
+async def test_with_vectors_only_common_words_leave_the_word_leg_to_the_vector_leg(
+        tmp_path: Path, monkeypatch):
+    from memory import search as search_module
+    from memory.search import TermStats, gather_legs
+    ws = tmp_path / "ws"
+    (ws / "memory").mkdir(parents=True)
+    for i in range(10):
+        (ws / "memory" / f"2026-01-{i + 1:02d}.md").write_text(f"# day\n- coffee note {i}\n")
+    monkeypatch.setattr(search_module, "COMMON_WORD_MIN_CHUNKS", 5)
+    index = MemoryIndex(ws, FakeEmbedder(), today=lambda: TODAY)
+    await index.sync()
+    stats = TermStats(budget=2, rare_fraction=0.0)
+    query = FakeEmbedder().embed_query("coffee")
+    legs = await gather_legs(index._db, "coffee", query, 40, terms=stats)
+    assert "words" not in legs and len(legs["vector"]) == 10  # too common to pay for
+    alone = await gather_legs(index._db, "coffee", None, 40, terms=stats)
+    assert len(alone["words"]) == 10  # keyword-only keeps the rarest word: never empty
+    await index.close()
+
+
+async def test_word_index_stems_english(tmp_path: Path):
+    ws = tmp_path / "ws"
+    (ws / "memory").mkdir(parents=True)
+    (ws / "memory" / "2026-02-01.md").write_text("# 2026-02-01\n- Booked a cello lesson.\n")
+    (ws / "memory" / "2026-02-02.md").write_text("# 2026-02-02\n- Bought oat milk.\n")
+    index = MemoryIndex(ws, None, today=lambda: TODAY)  # keyword-only: words alone decide
+    results = (await index.search("lessons booking")).results  # neither word as written
+    assert [r.path for r in results] == ["memory/2026-02-01.md"]
+    await index.close()
