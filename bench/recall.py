@@ -21,6 +21,7 @@ import random
 import sys
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from datetime import date, timedelta
 from pathlib import Path
 
@@ -137,13 +138,18 @@ async def run(chunk_chars: int, embedder_kind: str) -> None:
         await index.close()
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def bench_main(run_one: Callable[[int, str], Awaitable[None]], description: str) -> None:
+    """The command line both recall benchmarks share: chunk sizes to try, embedder."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--chunk-chars", type=int, nargs="+", default=[DEFAULT_CHUNK_CHARS])
     parser.add_argument("--embedder", choices=["local", "none"], default="local")
     args = parser.parse_args()
     for size in args.chunk_chars:
-        asyncio.run(run(size, args.embedder))
+        asyncio.run(run_one(size, args.embedder))
+
+
+def main() -> None:
+    bench_main(run, __doc__.splitlines()[0])
 
 
 if __name__ == "__main__":

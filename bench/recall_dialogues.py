@@ -13,8 +13,6 @@ and the OpenClaw-style baseline, split into "when" questions and the rest.
 
 from __future__ import annotations
 
-import argparse
-import asyncio
 import json
 import sys
 import tempfile
@@ -24,9 +22,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from recall import evaluate, report  # type: ignore[import-not-found]  # bench/recall.py
+from recall import bench_main, evaluate, report  # type: ignore[import-not-found]  # bench/
 
-from memory.defaults import DEFAULT_CHUNK_CHARS
 from memory.embedders import LocalEmbedder
 from memory.index import MemoryIndex
 
@@ -82,12 +79,7 @@ async def run(chunk_chars: int, embedder_kind: str) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--chunk-chars", type=int, nargs="+", default=[DEFAULT_CHUNK_CHARS])
-    parser.add_argument("--embedder", choices=["local", "none"], default="local")
-    args = parser.parse_args()
-    for size in args.chunk_chars:
-        asyncio.run(run(size, args.embedder))
+    bench_main(run, __doc__.splitlines()[0])
 
 
 if __name__ == "__main__":
