@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from memory.defaults import DEFAULT_HALF_LIFE_DAYS, DEFAULT_MAX_RESULTS
-from memory.text import query_terms, trigram_query, word_query
+from memory.text import fts_phrase, query_terms, trigram_query, word_query
 from memory.vectors import VectorMatrix, merge_knn
 
 __all__ = [
@@ -129,7 +129,7 @@ class TermStats:
                 "SELECT " + ", ".join(
                     ["(SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ?)"] * len(missing)
                 ),
-                [_quote_term(w) for w in missing],
+                [fts_phrase(w) for w in missing],
             ))[0]
             if len(self.doc_freq) > 10_000:
                 self.doc_freq.clear()
@@ -145,10 +145,6 @@ class TermStats:
             else:
                 left_out.add(word)
         return left_out
-
-
-def _quote_term(word: str) -> str:
-    return '"' + word.replace('"', '""') + '"'
 
 
 async def _fts(db: Any, table: str, match: str, pool: int) -> list[tuple[int, float]]:
@@ -233,10 +229,6 @@ async def gather_legs(
     )
     legs["vector"] = vector
     return legs
-
-
-def pool_size(max_results: int) -> int:
-    return max(POOL, 4 * max(1, min(int(max_results), MAX_RESULTS)))
 
 
 def rrf_fusion(legs: Legs, weights: dict[str, float] | None = None, k: int = RRF_K
@@ -356,7 +348,8 @@ async def hybrid_search(
     limit = max(1, min(int(max_results), MAX_RESULTS))
     if not query.strip():
         return SearchResponse(note="empty query")
-    legs = await gather_legs(db, query, qvec, pool_size(limit), vectors=vectors, terms=terms)
+    legs = await gather_legs(db, query, qvec, max(POOL, 4 * limit), vectors=vectors,
+                             terms=terms)
     fused = rrf_fusion(legs)
     keep = 4 * limit
     candidates = list(fused)

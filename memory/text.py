@@ -22,6 +22,7 @@ from collections.abc import Collection
 __all__ = [
     "STOPWORDS",
     "cjk_bigrams",
+    "fts_phrase",
     "has_cjk",
     "index_text",
     "query_terms",
@@ -76,7 +77,8 @@ def index_text(text: str) -> str:
     return _CJK_RUN.sub(lambda m: " " + " ".join(cjk_bigrams(m.group())) + " ", text)
 
 
-def _quote(term: str) -> str:
+def fts_phrase(term: str) -> str:
+    """`term` as one FTS5 phrase (quoted, inner quotes doubled): never parsed as syntax."""
     return '"' + term.replace('"', '""') + '"'
 
 
@@ -116,9 +118,9 @@ def word_query(query: str, drop: Collection[str] = (), *, keep_some: bool = True
     for ident in identifiers:
         pieces = [p.lower() for p in _WORD.findall(ident)]
         if len(pieces) > 1:
-            parts.append(_quote(" ".join(pieces)))
-    parts.extend(_quote(w) for w in words)
-    parts.extend(_quote(b) for b in bigrams)
+            parts.append(fts_phrase(" ".join(pieces)))
+    parts.extend(fts_phrase(w) for w in words)
+    parts.extend(fts_phrase(b) for b in bigrams)
     return " OR ".join(parts)
 
 
@@ -131,9 +133,9 @@ def trigram_query(query: str) -> str:
     parts: list[str] = []
     for ident in _IDENT.findall(query):
         if len(ident) >= 3:
-            parts.append(_quote(ident))
+            parts.append(fts_phrase(ident))
     for run in _CJK_RUN.findall(query):
         if len(run) >= 3:
             grams = {run[i : i + 3] for i in range(len(run) - 2)}
-            parts.extend(_quote(g) for g in sorted(grams))
+            parts.extend(fts_phrase(g) for g in sorted(grams))
     return " OR ".join(parts)
