@@ -65,7 +65,7 @@ class LightTurn:
 
 
 class HeartbeatHost(Protocol):
-    """What a beat needs from the gateway (gateway/heartbeat_host.py implements it)."""
+    """What a beat needs from the gateway (gateway/assembly/heartbeat_host.py implements it)."""
 
     def dm_busy(self, person_id: str) -> bool:
         """Is a turn running or queued in the person's DM session?"""
