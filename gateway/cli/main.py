@@ -9,7 +9,7 @@ import logging
 import os
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from gateway import __version__
@@ -25,13 +25,32 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.environ["CLAWGATE_CONFIG"] = str(args.config)
     if not getattr(args, "handler", None):
         args.handler = _cmd_run
+    with redacted_output():  # no configured secret is ever printed (gateway/ops/redaction.py)
+        try:
+            return int(args.handler(args) or 0)
+        except ConfigError as exc:
+            print(f"clawgate: {exc}", file=sys.stderr)
+            return 2
+        except KeyboardInterrupt:
+            return 130
+
+
+@contextlib.contextmanager
+def redacted_output() -> Iterator[None]:
+    """stdout and stderr mask every configured secret while a command runs."""
+    from gateway.ops.redaction import RedactingStream, Redactor, settings_secrets
+
     try:
-        return int(args.handler(args) or 0)
-    except ConfigError as exc:
-        print(f"clawgate: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        return 130
+        redactor = Redactor.from_settings(load_settings())
+    except ConfigError:  # the command reports it; still mask the standard key variables
+        redactor = Redactor(settings_secrets(None))
+    saved = sys.stdout, sys.stderr
+    sys.stdout = RedactingStream(sys.stdout, redactor)  # type: ignore[assignment]
+    sys.stderr = RedactingStream(sys.stderr, redactor)  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = saved
 
 
 def _parser() -> argparse.ArgumentParser:

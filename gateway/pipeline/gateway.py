@@ -27,6 +27,7 @@ from gateway.clock import Clock, SystemClock
 from gateway.config.settings import Settings
 from gateway.ops.logs import turn_scope
 from gateway.ops.metrics import GatewayMetrics, MeteredProvider
+from gateway.ops.redaction import Redactor
 from gateway.ops.state import DmRoute, StateDB
 from gateway.ops.versioning import Versioning
 from gateway.pipeline.access import AccessPolicy, LocalOnlyAccess
@@ -66,8 +67,12 @@ class Gateway:
         private_tools: Sequence[Tool] = (),
         state: StateDB | None = None,
         memory: MemoryService | None = None,
+        redactor: Redactor | None = None,
     ) -> None:
         self.settings = settings
+        # Masks every configured secret in tool results (gateway/ops/redaction.py); share it
+        # with the log formatter so secrets added later (`redactor.add`) are masked there too.
+        self.redactor = redactor or Redactor.from_settings(settings)
         self.provider = provider
         self.clock = clock or SystemClock()
         self.access = access or LocalOnlyAccess()
@@ -84,8 +89,8 @@ class Gateway:
         self.lanes = Lanes()
         # Two registries, decided by the route: tools that reach private memory (recall, say)
         # do not exist at all in a session that is not the owner's DM.
-        self.shared_tools = ToolRegistry(file_tools())
-        self.private_tools = ToolRegistry([*file_tools(), *private_tools])
+        self.shared_tools = ToolRegistry(file_tools(), redact=self.redactor)
+        self.private_tools = ToolRegistry([*file_tools(), *private_tools], redact=self.redactor)
         self._extra_private_tools = list(private_tools)
         # Operations (gateway/ops/metrics.py, gateway/ops/versioning.py): counters for /metrics,
         # and a git commit per workspace change. The metered provider times and counts model calls.
@@ -133,7 +138,8 @@ class Gateway:
         self.memory = memory
         self.private_tools = ToolRegistry(
             [*file_tools(), *self._extra_private_tools,
-             *memory_tools(memory, on_search=self.metrics.observe_search)]
+             *memory_tools(memory, on_search=self.metrics.observe_search)],
+            redact=self.redactor,
         )
 
     async def stop(self, drain_timeout: float = 30.0) -> None:

@@ -7,7 +7,7 @@ registry is where that is guaranteed, so the loop only ever sees a `ToolOutcome`
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,7 +34,13 @@ class ToolOutcome:
 class ToolRegistry:
     """The set of tools one agent may call, looked up by name."""
 
-    def __init__(self, tools: Iterable[Tool], *, max_output_chars: int = MAX_TOOL_OUTPUT_CHARS):
+    def __init__(
+        self,
+        tools: Iterable[Tool],
+        *,
+        max_output_chars: int = MAX_TOOL_OUTPUT_CHARS,
+        redact: Callable[[str], str] | None = None,
+    ):
         self._tools: dict[str, Tool] = {}
         for tool in tools:
             name = tool.spec.name
@@ -42,6 +48,9 @@ class ToolRegistry:
                 raise ValueError(f"duplicate tool name: {name}")
             self._tools[name] = tool
         self._max_output_chars = max_output_chars
+        # Every result reaches the model, hence the transcript, the recall index and backups:
+        # an error that echoes a key (an embeddings endpoint's 401 did) is masked here.
+        self._redact = redact or (lambda text: text)
 
     def specs(self) -> list[ToolSpec]:
         return [tool.spec for tool in self._tools.values()]
@@ -57,6 +66,10 @@ class ToolRegistry:
 
     async def run(self, name: str, args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
         """Run one tool call. Never raises except for cancellation, which must propagate."""
+        outcome = await self._run(name, args, ctx)
+        return ToolOutcome(self._redact(outcome.text), outcome.is_error)
+
+    async def _run(self, name: str, args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
         tool = self._tools.get(name)
         if tool is None:
             available = ", ".join(self._tools) or "none"
