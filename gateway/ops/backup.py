@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 
+from gateway.ops.git_safety import GIT_UNSAFE_PARTS, reset_git_config
 from gateway.ops.state import STATE_DIR, STATE_FILE
 from gateway.workspace.seed import SEEDED_MARKER, SESSIONS_DIR, WorkspaceError, workspace_path
 
@@ -205,6 +206,8 @@ def _backup_workspace(tar: tarfile.TarFile, ws: Path, report: BackupReport) -> N
         if skip:
             report.skipped.append(f"{ws.name}/{rel} ({skip})")
             continue
+        if _git_unsafe(rel):
+            continue  # restore writes a fresh git config; hooks never travel
         try:
             st = path.stat()
             data, was_db = _read_member(path)
@@ -213,6 +216,11 @@ def _backup_workspace(tar: tarfile.TarFile, ws: Path, report: BackupReport) -> N
         _add_bytes(tar, f"{base}/{rel}", data, st.st_mode, st.st_mtime)
         report.files += 1
         report.databases += was_db
+
+
+def _git_unsafe(rel: str) -> bool:
+    return any(rel == f".git/{part}" or rel.startswith(f".git/{part}/")
+               for part in GIT_UNSAFE_PARTS)
 
 
 # --- restore ----------------------------------------------------------------------------------
@@ -298,6 +306,11 @@ def _restore_from(tar: tarfile.TarFile, root: Path, *, force: bool, rename: str,
                   if kind == "workspace" or (kind == "state" and has_state)]
         tar.extractall(staging, members=wanted, filter="data")
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
+        for name in names:
+            # Someone else's git config and hooks could run code at our next commit.
+            git_dir = staging / WORKSPACES / name / ".git"
+            if git_dir.is_dir():
+                reset_git_config(git_dir)
         for name, target in targets.items():
             if target.exists():
                 report.moved_aside.append(_move_aside(target, root, stamp))
@@ -361,6 +374,8 @@ def clone(root: Path, source: str, new: str, *, sessions: bool = True) -> Path:
             target.write_bytes(data)
             os.chmod(target, mode & 0o777)
         (staging / SESSIONS_DIR).mkdir(exist_ok=True)
+        if (staging / ".git").is_dir():
+            reset_git_config(staging / ".git")
         marker = {"person": new, "cloned_from": source,
                   "created_at": datetime.now(UTC).isoformat()}
         (staging / SEEDED_MARKER).write_text(json.dumps(marker) + "\n", encoding="utf-8")
