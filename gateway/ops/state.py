@@ -33,6 +33,7 @@ from typing import Any
 import aiosqlite
 
 from channels.base import InboundMessage
+from memory.atomic import create_private_file, make_private_dirs
 
 log = logging.getLogger(__name__)
 
@@ -140,7 +141,8 @@ class StateDB:
     async def open(self) -> StateDB:
         if self._db is not None:
             return self
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        make_private_dirs(self.path.parent)
+        create_private_file(self.path)  # 0600; SQLite gives -wal and -shm the same mode
         db = await _connect(self.path, "NORMAL")
         await db.executescript(_SCHEMA)
         await db.commit()

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gateway.ops.git_safety import safe_config_args, safe_env
+from memory.atomic import atomic_write_text
 
 log = logging.getLogger(__name__)
 
@@ -147,10 +148,10 @@ class Versioning:
         async with self._lock(workspace):
             if (workspace / ".git").exists():
                 return True
-            await self._git(workspace, "init", "-q")
+            await self._git(workspace, "init", "-q", "--template=")  # no sample hooks
             ignore = workspace / ".gitignore"
             if not ignore.exists():
-                await asyncio.to_thread(ignore.write_text, GITIGNORE, encoding="utf-8")
+                await asyncio.to_thread(atomic_write_text, ignore, GITIGNORE)
             await self._commit_locked(workspace, "init", "", "", "workspace created")
         return True
 

@@ -69,3 +69,51 @@ async def test_restore_drops_git_config_and_hooks_from_a_crafted_backup(tmp_path
         names = tar.getnames()
     assert "workspaces/ana/.git/HEAD" in names
     assert not [n for n in names if n.endswith(".git/config") or "/.git/hooks/" in n]
+
+
+def _loose_modes(root: Path) -> list[str]:
+    """Everything under `root` that is not 0700 (directories) or 0600 (files; git's objects
+    are 0400 by design, which is as private)."""
+    loose = []
+    for path in [root, *root.rglob("*")]:
+        mode = stat.S_IMODE(path.lstat().st_mode)
+        if path.is_symlink():
+            continue
+        want = (0o700,) if path.is_dir() else (0o600, 0o400)
+        if mode not in want:
+            loose.append(f"{path.relative_to(root)} {oct(mode)}")
+    return loose
+
+
+async def test_everything_under_the_workspaces_root_is_private_with_umask_022(
+    anthropic_server, make_gateway, tmp_path
+):
+    from gateway.config.memory import build_memory_service
+
+    old = os.umask(0o022)
+    try:
+        gateway, channel = await make_gateway(anthropic_server, owner="fakechat-alice",
+                                              memory={"embedder": "none", "watch": False})
+        gateway.use_memory(build_memory_service(gateway.settings.memory))
+        anthropic_server.reply_tool_call("write_file", {"path": "memory/2026-11-30.md",
+                                                        "content": "- bought a boat\n"})
+        anthropic_server.reply_tool_call("write_file", {"path": "notes/deep/idea.md",
+                                                        "content": "- an idea\n"})
+        anthropic_server.reply_tool_call("memory_search", {"query": "boat"})
+        anthropic_server.reply_text("Noted.")
+        await channel.inject("alice", "I bought a boat")
+        await channel.wait_for(1)
+        await gateway.lanes.drain()
+        ws = tmp_path / "workspaces" / "fakechat-alice"
+        assert (ws / ".recall" / "index.sqlite").exists() and (ws / ".git" / "objects").is_dir()
+        assert await gateway.versioning.undo(ws)  # files restored by `memory undo`
+        root = tmp_path / "workspaces"
+        report = backup(tmp_path / "backups" / "b.tar.gz", [ws],
+                        state_db=root / ".gateway" / "state.db")
+        restore(report.output, tmp_path / "restored")
+    finally:
+        os.umask(old)
+    assert (root / ".gateway" / "state.db").exists()
+    assert _loose_modes(root) == []
+    assert _loose_modes(tmp_path / "restored") == []
+    assert stat.S_IMODE(report.output.stat().st_mode) == 0o600
