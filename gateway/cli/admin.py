@@ -54,7 +54,7 @@ def _sync(command: Callable[[StateDB, argparse.Namespace], Awaitable[int]]) -> C
         settings = load_settings()
 
         async def go() -> int:
-            async with StateDB.for_root(settings.workspaces_dir) as state:
+            async with settings.state_db() as state:
                 return await command(state, args)
 
         return asyncio.run(go())

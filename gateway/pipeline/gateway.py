@@ -78,7 +78,7 @@ class Gateway:
         self.access = access or LocalOnlyAccess()
         self.channels = {channel.name: channel for channel in channels}
         # Inbox, identity links, approvals, last DM routes (gateway/ops/state.py). Opened by start.
-        self.state = state or StateDB.for_root(settings.workspaces_dir)
+        self.state = state or settings.state_db()
         self.router = Router(settings.workspaces_dir, settings.owner, self.state)
         # Cleared while start() re-queues what a previous run recorded but did not answer, so
         # a new message cannot overtake an older one of the same person.
