@@ -33,6 +33,10 @@ def register(sub: Any) -> None:
         cmd.add_argument("channel", choices=PLATFORMS)
         cmd.add_argument("code")
         cmd.set_defaults(handler=_sync(_pairing_decide), decision=name)
+    revoke = psub.add_parser("revoke", help="take back an approval (see `clawgate users list`)")
+    revoke.add_argument("channel", choices=PLATFORMS)
+    revoke.add_argument("sender_id", metavar="ID")
+    revoke.set_defaults(handler=_sync(_pairing_revoke))
 
     users = sub.add_parser("users", help="identity links and approved senders")
     usub = users.add_subparsers(title="users commands", required=True)
@@ -92,6 +96,18 @@ async def _pairing_decide(state: StateDB, args: argparse.Namespace) -> int:
     return 0
 
 
+async def _pairing_revoke(state: StateDB, args: argparse.Namespace) -> int:
+    if not await Pairing(state).revoke(args.channel, args.sender_id):
+        print(f"clawgate: {args.channel}:{args.sender_id} is not approved", file=sys.stderr)
+        return 1
+    print(f"revoked {args.channel}:{args.sender_id}")
+    section = getattr(load_settings(), args.channel)
+    if args.sender_id in section.allow_from:
+        print(f"note: {args.sender_id} is still in {args.channel}.allow_from in the settings",
+              file=sys.stderr)
+    return 0
+
+
 def _account(text: str) -> tuple[str, str]:
     channel, sep, user_id = text.partition(":")
     if not sep or channel not in PLATFORMS or not user_id.strip():
@@ -142,6 +158,9 @@ async def _users_unlink(state: StateDB, args: argparse.Namespace) -> int:
         print(f"clawgate: {channel}:{user_id} is not linked", file=sys.stderr)
         return 1
     print(f"unlinked {channel}:{user_id}")
+    if await state.is_approved(channel, user_id):
+        print(f"{channel}:{user_id} is still approved; take that back with "
+              f"`clawgate pairing revoke {channel} {user_id}`")
     return 0
 
 
