@@ -94,7 +94,9 @@ class Gateway:
         self._extra_private_tools = list(private_tools)
         # Operations (gateway/ops/metrics.py, gateway/ops/versioning.py): counters for /metrics,
         # and a git commit per workspace change. The metered provider times and counts model calls.
-        self.metrics = GatewayMetrics()
+        self.metrics = GatewayMetrics(
+            [*self.shared_tools.names(), *self.private_tools.names()]
+        )
         self.metrics.queue_depth.collect_with(lambda: {(): self.lanes.depth()})
         self.versioning = Versioning(
             enabled=settings.versioning.enabled,
@@ -141,6 +143,7 @@ class Gateway:
              *memory_tools(memory, on_search=self.metrics.observe_search)],
             redact=self.redactor,
         )
+        self.metrics.register_tools(self.private_tools.names())
 
     async def stop(self, drain_timeout: float = 30.0) -> None:
         """Finish queued turns (nothing accepted is dropped), then close channels.
