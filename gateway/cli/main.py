@@ -14,6 +14,7 @@ from pathlib import Path
 
 from gateway import __version__
 from gateway.config.settings import ConfigError, Settings, config_path, load_settings
+from gateway.ops.state import StateError
 
 log = logging.getLogger("clawgate")
 
@@ -28,7 +29,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     with redacted_output():  # no configured secret is ever printed (gateway/ops/redaction.py)
         try:
             return int(args.handler(args) or 0)
-        except ConfigError as exc:
+        except (ConfigError, StateError) as exc:
             print(f"clawgate: {exc}", file=sys.stderr)
             return 2
         except KeyboardInterrupt:
@@ -136,28 +137,41 @@ def _serve(settings: Settings) -> int:
         for sig in (signal.SIGINT, signal.SIGTERM):
             with contextlib.suppress(NotImplementedError):
                 loop.add_signal_handler(sig, stop.set)
-        try:
-            await gateway.start()
-        except ChannelError as exc:
-            print(f"clawgate: {exc}", file=sys.stderr)
-            await gateway.stop(drain_timeout=1)
-            return 2
-        print("clawgate is running; Ctrl-C to stop. Approve new people with "
-              "`clawgate pairing list` / `clawgate pairing approve CHANNEL CODE`.",
-              file=sys.stderr)
-        heartbeats = await start_heartbeats(gateway)  # one timer per workspace
-        health = None
-        if settings.health.enabled:  # /healthz /readyz /metrics (gateway/ops/health.py)
-            from gateway.ops.health import HealthServer
+        heartbeats = health = None
+        started = False
+        try:  # whatever fails at start-up, what was opened is closed (aiosqlite threads)
+            try:
+                await gateway.start()
+            except ChannelError as exc:
+                print(f"clawgate: {exc}", file=sys.stderr)
+                return 2
+            print("clawgate is running; Ctrl-C to stop. Approve new people with "
+                  "`clawgate pairing list` / `clawgate pairing approve CHANNEL CODE`.",
+                  file=sys.stderr)
+            heartbeats = await start_heartbeats(gateway)  # one timer per workspace
+            if settings.health.enabled:  # /healthz /readyz /metrics (gateway/ops/health.py)
+                from gateway.ops.health import HealthServer
 
-            health = HealthServer(gateway, settings.health.host, settings.health.port)
-            await health.start()
-        await stop.wait()
-        if health is not None:
-            await health.stop()
-        await heartbeats.stop()
-        await gateway.stop()
-        return 0
+                health = HealthServer(gateway, settings.health.host, settings.health.port)
+                try:
+                    await health.start()
+                except OSError as exc:
+                    print(f"clawgate: cannot serve /healthz on {settings.health.host}:"
+                          f"{settings.health.port}: {exc.strerror or exc}; set "
+                          "CLAWGATE_HEALTH__PORT to a free port", file=sys.stderr)
+                    health = None
+                    return 2
+            started = True
+            await stop.wait()
+            return 0
+        finally:
+            with contextlib.suppress(Exception):
+                if health is not None:
+                    await health.stop()
+            with contextlib.suppress(Exception):
+                if heartbeats is not None:
+                    await heartbeats.stop()
+            await gateway.stop(**({} if started else {"drain_timeout": 1}))
 
     return asyncio.run(serve())
 
@@ -187,8 +201,8 @@ def _chat(settings: Settings, person: str) -> int:
         terminal = TerminalChannel()
         gateway = Gateway(settings, build_provider(settings), channels=[terminal])
         _attach_memory(gateway, settings)
-        await gateway.start()
         try:
+            await gateway.start()
             await terminal.input_closed.wait()
         finally:
             await gateway.stop()

@@ -30,8 +30,10 @@ FULL everywhere.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
+import sqlite3
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -133,13 +135,23 @@ def _decode(payload: str) -> InboundMessage:
     return InboundMessage(**data)
 
 
+class StateError(Exception):
+    """The state database cannot be opened; `str()` is one line saying what to do."""
+
+
 async def _connect(path: Path, synchronous: str) -> aiosqlite.Connection:
     db = await aiosqlite.connect(path, timeout=10.0)
-    await db.execute("PRAGMA journal_mode=WAL")
-    await db.execute(f"PRAGMA synchronous={synchronous}")
-    await db.execute("PRAGMA busy_timeout=10000")
-    # A dropped message body is overwritten on disk, not left in a free block of the page.
-    await db.execute("PRAGMA secure_delete=ON")
+    try:
+        await db.execute("PRAGMA journal_mode=WAL")
+        await db.execute(f"PRAGMA synchronous={synchronous}")
+        await db.execute("PRAGMA busy_timeout=10000")
+        # A dropped message body is overwritten on disk, not left in a free block of the page.
+        await db.execute("PRAGMA secure_delete=ON")
+    except BaseException:
+        # aiosqlite's worker thread is not a daemon: an unclosed connection keeps the process
+        # alive after the error (the start-up hang on a corrupt file).
+        await db.close()
+        raise
     return db
 
 
@@ -171,23 +183,41 @@ class StateDB:
         return self._db is not None
 
     async def open(self) -> StateDB:
+        """Open (creating if needed) and check the database. Raises `StateError` with one line
+        to show, having closed whatever it opened (no thread is left running)."""
         if self._db is not None:
             return self
-        make_private_dirs(self.path.parent)
-        create_private_file(self.path)  # 0600; SQLite gives -wal and -shm the same mode
-        db = await _connect(self.path, "NORMAL")
-        await db.executescript(_SCHEMA)
-        await db.commit()
-        self._durable = await _connect(self.path, "FULL")
-        self._db = db
-        await self.prune_inbox()
+        try:
+            make_private_dirs(self.path.parent)
+            create_private_file(self.path)  # 0600; SQLite gives -wal and -shm the same mode
+            self._db = await _connect(self.path, "NORMAL")
+            async with self._db.execute("PRAGMA quick_check") as cursor:
+                problems = [row[0] for row in await cursor.fetchall()]
+            if problems != ["ok"]:
+                raise sqlite3.DatabaseError(f"integrity check failed: {problems[0]}")
+            await self._db.executescript(_SCHEMA)
+            await self._db.commit()
+            self._durable = await _connect(self.path, "FULL")
+            await self.prune_inbox()
+        except (sqlite3.Error, OSError) as exc:
+            await self.close()
+            raise StateError(
+                f"cannot open the state database {self.path}: {exc}. Restore it from a backup "
+                f"(clawgate restore ARCHIVE --force), or move it aside to start with an empty one "
+                f"(approvals, links and unanswered messages are then lost)"
+            ) from None
+        except BaseException:
+            await self.close()
+            raise
         return self
 
     async def close(self) -> None:
-        for connection in (self._db, self._durable):
-            if connection is not None:
-                await connection.close()
+        connections = (self._db, self._durable)
         self._db = self._durable = None
+        for connection in connections:
+            if connection is not None:
+                with contextlib.suppress(sqlite3.Error):
+                    await connection.close()
 
     async def __aenter__(self) -> StateDB:
         return await self.open()
