@@ -14,6 +14,7 @@ from pathlib import Path
 
 from gateway import __version__
 from gateway.config.settings import ConfigError, Settings, config_path, load_settings
+from gateway.ops.logs import share_redactor
 from gateway.ops.state import StateError
 
 log = logging.getLogger("clawgate")
@@ -131,6 +132,7 @@ def _serve(settings: Settings) -> int:
 
     async def serve() -> int:
         gateway = build_gateway(settings, build_provider(settings))
+        share_redactor(gateway.redactor)  # one set of secrets for logs and tool results
         _attach_memory(gateway, settings)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
@@ -200,6 +202,7 @@ def _chat(settings: Settings, person: str) -> int:
     async def session() -> None:
         terminal = TerminalChannel()
         gateway = Gateway(settings, build_provider(settings), channels=[terminal])
+        share_redactor(gateway.redactor)
         _attach_memory(gateway, settings)
         try:
             await gateway.start()

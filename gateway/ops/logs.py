@@ -103,6 +103,15 @@ def configured_secrets(settings: Any) -> list[str]:
     return settings_secrets(settings)
 
 
+def share_redactor(redactor: Redactor) -> None:
+    """Make the installed log handler mask with `redactor` (the gateway's), so a secret
+    registered later (`redactor.add`, e.g. an MCP server's env) is masked in logs too."""
+    for handler in logging.getLogger().handlers:
+        if getattr(handler, "_clawgate", False) and isinstance(handler.formatter,
+                                                                RedactingFormatter):
+            handler.formatter.redactor = redactor
+
+
 def quiet_http_loggers() -> None:
     """Hold every HTTP client logger at WARNING, whatever the root level (even DEBUG: a
     request log is not worth a credential in a log file; the formatter masks them anyway)."""

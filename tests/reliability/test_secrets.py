@@ -123,3 +123,30 @@ async def test_openai_sdk_logs_no_request_url_at_info(openai_server, make_settin
              and r.name.split(".")[0] in ("httpx", "httpx2", "httpcore", "httpcore2", "openai")]
     assert not lines, lines
     assert "hunter22secret" not in caplog.text
+
+
+async def test_a_secret_registered_later_is_masked_in_logs_and_tool_results(
+    anthropic_server, make_gateway
+):
+    from gateway.ops.logs import share_redactor
+
+    gateway, channel = await make_gateway(anthropic_server)
+    log = io.StringIO()
+    handler = setup_logging(gateway.settings, stream=log)
+    try:
+        share_redactor(gateway.redactor)
+        gateway.redactor.add("mcp-server-token-31337")  # e.g. an MCP server's env secret
+        logging.getLogger("clawgate.test").warning("token is mcp-server-token-31337")
+        ws = gateway.settings.workspaces_dir / "fakechat-zed"
+        await channel.inject("zed", "hi")
+        await channel.wait_for(1)
+        (ws / "notes.md").write_text("the token: mcp-server-token-31337\n")
+        anthropic_server.reply_tool_call("read_file", {"path": "notes.md"})
+        anthropic_server.reply_text("ok")
+        await channel.inject("zed", "read notes")
+        await channel.wait_for(2)
+    finally:
+        logging.getLogger().removeHandler(handler)
+    assert ws.is_dir()
+    assert "mcp-server-token-31337" not in log.getvalue() and "[redacted]" in log.getvalue()
+    assert "mcp-server-token-31337" not in json.dumps(anthropic_server.requests[-1])
