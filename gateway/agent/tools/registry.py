@@ -91,6 +91,7 @@ class ToolRegistry:
         return ToolOutcome(self._cap(result), False)
 
     def _cap(self, text: str) -> str:
+        text = self._redact(text)  # before cutting: a cut must not leave half a key behind
         limit = self._max_output_chars
         if len(text) <= limit:
             return text
