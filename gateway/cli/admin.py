@@ -15,9 +15,8 @@ from typing import Any
 from gateway.assembly.platforms import PLATFORMS
 from gateway.config.settings import load_settings
 from gateway.ops.state import StateDB
+from gateway.pipeline.links import LinkError, link_accounts
 from gateway.pipeline.pairing import Pairing, PairingError
-from gateway.pipeline.routing import person_id_for
-from gateway.workspace.seed import workspace_path
 
 
 def register(sub: Any) -> None:
@@ -101,34 +100,14 @@ def _account(text: str) -> tuple[str, str]:
 
 async def _users_link(state: StateDB, args: argparse.Namespace) -> int:
     settings = load_settings()
-    items = list(args.accounts)
-    person: str | None = None
-    if ":" not in items[0]:
-        person = items.pop(0)
-    try:
-        accounts = [_account(item) for item in items]
-        if person is not None:
-            workspace_path(settings.workspaces_dir, person)  # validates the id
-    except ValueError as exc:
+    try:  # the same function as the panel's "link accounts" (gateway/pipeline/links.py)
+        result = await link_accounts(state, settings.workspaces_dir, settings.owner,
+                                     list(args.accounts))
+    except LinkError as exc:
         print(f"clawgate: {exc}", file=sys.stderr)
         return 2
-    if not accounts or (person is None and len(accounts) < 2):
-        print("clawgate: give two accounts (telegram:ID discord:ID), or a person id and an "
-              "account", file=sys.stderr)
-        return 2
-    if person is None:
-        # Keep an existing person (and workspace) if one of the accounts has one already.
-        for channel, user_id in accounts:
-            person = await state.person_for(channel, user_id)
-            if person:
-                break
-        person = person or person_id_for(accounts[0][0], accounts[0][1], settings.owner)
-    for channel, user_id in accounts:
-        await state.link(channel, user_id, person)
-        await state.approve(channel, user_id, via="link")
-    joined = " and ".join(f"{c}:{u}" for c, u in accounts)
-    print(f"linked {joined} as person {person} "
-          f"(workspace {workspace_path(settings.workspaces_dir, person)})")
+    joined = " and ".join(f"{c}:{u}" for c, u in result.accounts)
+    print(f"linked {joined} as person {result.person} (workspace {result.workspace})")
     return 0
 
 
