@@ -53,6 +53,14 @@ class PanelSession:
     principal: Principal
     csrf: str
     expires_at: float
+    flash: list[tuple[str, str]] = field(default_factory=list)  # (kind, text) for next page
+
+    def say(self, kind: str, text: str) -> None:
+        self.flash.append((kind, text))
+
+    def take_flash(self) -> list[tuple[str, str]]:
+        shown, self.flash = self.flash, []
+        return shown
 
 
 def _write_private(path: Path, text: str) -> bool:
