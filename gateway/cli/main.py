@@ -11,6 +11,7 @@ import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from gateway import __version__
 from gateway.config.settings import ConfigError, Settings, config_path, load_settings
@@ -60,6 +61,9 @@ def _parser() -> argparse.ArgumentParser:
     from gateway.cli import ops as cli_ops
 
     cli_ops.register(sub)
+    from gateway.cli import panel as cli_panel  # web panel (issue 16)
+
+    cli_panel.register(sub)
     return parser
 
 
@@ -133,7 +137,10 @@ def _serve(settings: Settings) -> int:
 
             health = HealthServer(gateway, settings.health.host, settings.health.port)
             await health.start()
+        panel = await _start_panel(gateway, settings)  # web control panel (gateway/panel/)
         await stop.wait()
+        if panel is not None:
+            await panel.stop()
         if health is not None:
             await health.stop()
         await heartbeats.stop()
@@ -141,6 +148,29 @@ def _serve(settings: Settings) -> int:
         return 0
 
     return asyncio.run(serve())
+
+
+# --- web panel wiring (issue 16); moves into the assembly's exit stack when that lands ---
+async def _start_panel(gateway: Any, settings: Settings) -> Any:
+    """Serve the panel on the gateway's event loop, or None if off or its port is taken."""
+    if not settings.panel.enabled:
+        return None
+    from gateway.ops.logs import configured_secrets
+    from gateway.panel.host import PanelHost
+    from gateway.panel.server import PanelServer
+
+    panel = PanelServer(PanelHost(gateway), settings.panel, configured_secrets(settings))
+    try:
+        await panel.start()
+    except OSError as exc:  # the gateway itself keeps running: the panel is for the owner
+        print(f"clawgate: panel not started ({exc}); set [panel] port, or enabled = false",
+              file=sys.stderr)
+        return None
+    notice = panel.first_start_notice()
+    print(notice or f"panel on {panel.url} (a login link: `clawgate panel url`)",
+          file=sys.stderr)
+    return panel
+# --- end of web panel wiring ---
 
 
 def _cmd_chat(args: argparse.Namespace) -> int:

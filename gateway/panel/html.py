@@ -62,12 +62,11 @@ def csrf_field(token: str) -> str:
 
 
 def button_form(action: str, label: str, csrf: str, *, fields: dict[str, str] | None = None,
-                kind: str = "", confirm: str = "") -> str:
+                kind: str = "") -> str:
     hidden = "".join(f'<input type="hidden" name="{esc(k)}" value="{esc(v)}">'
                      for k, v in (fields or {}).items())
     css = f' class="{esc(kind)}"' if kind else ""
-    ask = f' hx-confirm="{esc(confirm)}"' if confirm else ""
-    return (f'<form class="inline" method="post" action="{esc(action)}"{ask}>'
+    return (f'<form class="inline" method="post" action="{esc(action)}">'
             f'{csrf_field(csrf)}{hidden}<button type="submit"{css}>{esc(label)}</button></form>')
 
 

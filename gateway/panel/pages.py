@@ -107,8 +107,7 @@ async def overview(request: web.Request) -> web.Response:
     approved = [
         (esc(f"{channel}:{sender}"), when(at), esc(via),
          button_form("/approved/revoke", "Revoke", csrf, kind="quiet",
-                     fields={"channel": channel, "sender": sender},
-                     confirm=f"Revoke {channel}:{sender}?"))
+                     fields={"channel": channel, "sender": sender}))
         for channel, sender, at, via in await host.approved()]
     links = [(esc(person), esc(f"{channel}:{sender}")) for person, channel, sender
              in await host.links()]
@@ -228,7 +227,7 @@ async def history(request: web.Request) -> web.Response:
         last = index == len(commits) - 1 and commit.subject.startswith("init")
         undo = "" if last else button_form(
             f"/p/{quote(person, safe='')}/undo", "Undo", csrf, kind="quiet",
-            fields={"rev": commit.rev}, confirm=f"Undo {commit.subject}?")
+            fields={"rev": commit.rev})
         files_text = ", ".join(commit.files[:6]) + (" …" if len(commit.files) > 6 else "")
         rows.append((f"<code>{esc(commit.rev)}</code>", when(commit.date),
                      f"{esc(commit.subject)}<div class=mute>{esc(files_text)}</div>"
@@ -311,7 +310,7 @@ async def session_view(request: web.Request) -> web.Response:
         actions = ('<p class="row">'
                    + button_form(action + "/compact", "Compact now", csrf, kind="quiet")
                    + button_form(action + "/reset", "Start a fresh session", csrf,
-                                 kind="danger", confirm="Start a fresh session?") + "</p>")
+                                 kind="danger") + "</p>")
     older = f'<p class="mute">{skipped:,} older lines not shown.</p>' if skipped else ""
     body = (f"{actions}{older}<section class=card>"
             + "".join(_item_html(i) for i in items) + "</section>")

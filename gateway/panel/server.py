@@ -6,7 +6,7 @@ Rules every request goes through (`guard`):
 - Every POST must carry the session's CSRF token (form field `csrf` or header X-CSRF-Token);
   a browser-sent Origin header must match the host. The login form has its own pre-session
   token (double-submit cookie).
-- Responses carry a strict CSP (scripts only from /static), no framing, no referrer, no cache.
+- Responses carry a strict CSP (scripts only from /static), no framing, no referrer to other sites, no cache.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ HEADERS = {
     "frame-ancestors 'none'; base-uri 'none'",
     "X-Frame-Options": "DENY",
     "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "no-referrer",
+    "Referrer-Policy": "same-origin",  # no-referrer would make Chrome send Origin: null
     "Cache-Control": "no-store",
 }
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
