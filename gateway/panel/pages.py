@@ -121,7 +121,7 @@ async def overview(request: web.Request) -> web.Response:
         '<div class="row"><input id="accounts" name="accounts" type="text" required '
         'style="flex:1;min-width:12rem"><button type="submit">Link</button></div></form>')
     body = (
-        f'<section class="card"><h2>Channels</h2>{table(["", "", ""], channels)}'
+        f'<section class="card"><h2>Channels</h2>{table(["Part", "State", "Detail"], channels)}'
         f'<p class="mute">queue depth {ready["queue_depth"]}</p></section>'
         f'<section class="card" id="pairing"><h2>Pending pairing requests</h2>'
         f'{table(["Channel", "Code", "Sender", "Asked", ""], pending, "no one is waiting")}'
@@ -402,19 +402,21 @@ async def heartbeat(request: web.Request) -> web.Response:
 async def metrics(request: web.Request) -> web.Response:
     person, workspace = person_of(request)
     host = panel_of(request).host
-    days = await asyncio.to_thread(daily_figures, workspace)
+    today = host.gateway.clock.now().astimezone(UTC).date()
+    days = await asyncio.to_thread(daily_figures, workspace, today)
     turns = [(day, float(f.turns)) for day, f in days.items()]
     tokens = [(day, float(f.tokens)) for day, f in days.items()]
     latency = [(day, f.latency_p50) for day, f in days.items()]
     charts = (bar_chart(turns, "Turns per day") + bar_chart(latency, "Reply latency, median (s)",
                                                             " s")
               + bar_chart(tokens, "Tokens per day (in + out)"))
-    if not days:
-        charts = '<p class="mute">No conversations yet.</p>'
+    if not any(f.turns or f.tokens for f in days.values()):
+        charts = '<p class="mute">No conversations in the last 14 days.</p>'
     counters = [(esc(title), esc(labels), f"{value:,.0f}")
                 for title, values in host.counters().items()
                 for labels, value in values.items()]
-    body = (f'<section class="card"><h2>{esc(person)}, last 14 days</h2>{charts}</section>'
+    body = (f'<section class="card"><h2>{esc(person)}, last 14 days (UTC)</h2>'
+            f'<div class="charts">{charts}</div></section>'
             f'<section class="card"><h2>Gateway since start (everyone)</h2>'
             f'{table(["Counter", "Labels", "Value"], counters, "nothing counted yet")}'
             f"</section>")

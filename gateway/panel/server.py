@@ -6,7 +6,8 @@ Rules every request goes through (`guard`):
 - Every POST must carry the session's CSRF token (form field `csrf` or header X-CSRF-Token);
   a browser-sent Origin header must match the host. The login form has its own pre-session
   token (double-submit cookie).
-- Responses carry a strict CSP (scripts only from /static), no framing, no referrer to other sites, no cache.
+- Responses carry a strict CSP (scripts only from /static), no framing, no referrer to
+  other sites, no cache.
 """
 
 from __future__ import annotations
@@ -87,7 +88,12 @@ def _origin_ok(request: web.Request) -> bool:
 
 @web.middleware
 async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
-    response = await _guarded(request, handler)
+    try:
+        response = await _guarded(request, handler)
+    except web.HTTPException as exc:  # redirects and 404s raised by handlers get them too
+        for name, value in HEADERS.items():
+            exc.headers.setdefault(name, value)
+        raise
     for name, value in HEADERS.items():
         response.headers.setdefault(name, value)
     return response

@@ -13,7 +13,7 @@ import os
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from statistics import median
 from typing import Any
@@ -141,9 +141,9 @@ class DayFigures:
         return median(self.latencies) if self.latencies else 0.0
 
 
-def daily_figures(workspace: Path, days: int = 14) -> dict[str, DayFigures]:
-    """Per day (the transcript's own timestamps): turns, tokens, reply latency (message to
-    delivered answer). Heartbeat transcripts count tokens but not turns."""
+def daily_figures(workspace: Path, today: date, days: int = 14) -> dict[str, DayFigures]:
+    """Per day for the `days` days up to `today` (UTC, zeros included): turns, tokens, reply
+    latency (message to delivered answer). Heartbeat transcripts count tokens, not turns."""
     figures: dict[str, DayFigures] = defaultdict(DayFigures)
     directory = workspace / SESSIONS_DIR
     try:
@@ -157,7 +157,7 @@ def daily_figures(workspace: Path, days: int = 14) -> dict[str, DayFigures]:
             ts = _parse(entry.get("ts"))
             if ts is None:
                 continue
-            day = figures[ts.date().isoformat()]
+            day = figures[ts.astimezone(UTC).date().isoformat()]
             kind = entry.get("type")
             usage = entry.get("usage")
             if isinstance(usage, dict):
@@ -169,14 +169,15 @@ def daily_figures(workspace: Path, days: int = 14) -> dict[str, DayFigures]:
             elif kind == "delivery" and asked is not None and entry.get("ok"):
                 day.latencies.append((ts - asked).total_seconds())
                 asked = None
-    ordered = sorted(figures)[-days:]
-    return {day: figures[day] for day in ordered}
+    shown = [(today - timedelta(days=n)).isoformat() for n in range(days - 1, -1, -1)]
+    return {day: figures.get(day) or DayFigures() for day in shown}
 
 
 def _parse(value: Any) -> datetime | None:
     if not isinstance(value, str):
         return None
     try:
-        return datetime.fromisoformat(value)
+        moment = datetime.fromisoformat(value)
     except ValueError:
         return None
+    return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
