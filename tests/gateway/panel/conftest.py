@@ -60,7 +60,9 @@ async def rig(
     server = PanelServer(PanelHost(gateway), PanelSettings(port=0))
     client = TestClient(TestServer(build_app(server.panel)))
     await client.start_server()
+    server.panel.recent.attach()
     try:
         yield PanelRig(gateway, server, client)
     finally:
+        server.panel.recent.detach()
         await client.close()
