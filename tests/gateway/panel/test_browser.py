@@ -12,6 +12,7 @@ Skips (with the reason) only when chromium is not installed; .ci/run installs it
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -33,8 +34,11 @@ from tests.conftest import llm_overrides
 from tests.fakes.telegram_server import FakeTelegramServer
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+# Locally a missing browser skips with the reason; .ci/run sets CLAWGATE_REQUIRE_BROWSER so CI
+# fails instead of silently skipping.
 pytestmark = pytest.mark.skipif(
-    CHROMIUM is None, reason="chromium is not installed (apt-get install chromium; .ci/run does)")
+    CHROMIUM is None and not os.environ.get("CLAWGATE_REQUIRE_BROWSER"),
+    reason="chromium is not installed (apt-get install chromium; .ci/run does)")
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
         "--disable-component-update", "--disable-sync", "--no-first-run"]
 SHOTS = Path(__file__).resolve().parents[3] / "docs" / "screenshots"
@@ -68,6 +72,7 @@ async def running(make_settings: Any, anthropic_server: Any) -> AsyncIterator[An
 async def test_owner_session_in_a_real_browser(running: Any) -> None:
     from playwright.async_api import async_playwright, expect
 
+    assert CHROMIUM is not None, "CLAWGATE_REQUIRE_BROWSER is set but chromium is missing"
     gateway, panel, tg = running
     owner = gateway.settings.workspaces_dir / "owner"
     SHOTS.mkdir(parents=True, exist_ok=True)
