@@ -375,13 +375,20 @@ async def heartbeat(request: web.Request) -> web.Response:
     share = f" ({used / cap:.0%})" if cap else ""
     tasks = [(esc(t.name), esc(str(t.every)), esc(t.prompt), when(state.task_runs.get(t.name)))
              for t in checklist.tasks]
+    if policy.every is None:
+        next_beat = "never (heartbeats are off for this person)"
+    elif state.next_beat_at is None:
+        next_beat = "not planned yet (the timer plans it once the gateway runs)"
+    else:
+        next_beat = when(state.next_beat_at)
+    replies = await asyncio.to_thread(_heartbeat_replies, workspace, person)
     run_now = button_form(person_url(person, "heartbeat/run"), "Run a heartbeat now",
                           session_of(request).csrf)
     status_css = {"error": "bad", "capped": "warn", "alert": "ok"}.get(state.last_status, "")
     body = (
         f'<section class="card"><h2>Status</h2><table>'
         f"<tr><th>Policy</th><td>{esc(describe_policy(policy))}</td></tr>"
-        f"<tr><th>Next beat</th><td>{when(state.next_beat_at)}</td></tr>"
+        f"<tr><th>Next beat</th><td>{next_beat}</td></tr>"
         f"<tr><th>Last beat</th><td>{when(state.last_beat_at)} "
         f'<span class="{status_css}">{esc(state.last_status)}</span> '
         f"{esc(state.last_reason)}</td></tr>"
@@ -392,8 +399,23 @@ async def heartbeat(request: web.Request) -> web.Response:
         f'{table(["Task", "Every", "Prompt", "Last run"], tasks, "no timed tasks")}'
         + "".join(f'<p class="warn">{esc(p)}</p>' for p in checklist.problems)
         + f'<p><a href="{url(person_url(person, "edit"), path="HEARTBEAT.md")}">Edit the '
-        "checklist</a></p></section>")
+        "checklist</a></p></section>"
+        f'<section class="card"><h2>Last heartbeat replies</h2>'
+        f'{table(["When", "Reply"], replies, "the model was not asked yet")}</section>')
     return page(request, "Heartbeat", body, person=person, tab="heartbeat")
+
+
+def _heartbeat_replies(workspace: Path, person: str, count: int = 5) -> list[tuple[str, str]]:
+    """The model's last answers in the heartbeat's own transcript (HEARTBEAT_OK included:
+    that is what "nothing to report" looks like)."""
+    from gateway.agent.sessions import transcript_path
+
+    path = transcript_path(workspace, f"{person}:heartbeat")
+    if not path.is_file():
+        return []
+    items, _ = read_items(path, limit=200)
+    answers = [i for i in items if i.kind == "assistant" and i.text][-count:]
+    return [(when(i.ts), esc(i.text[:500])) for i in reversed(answers)]
 
 
 # --- metrics -------------------------------------------------------------------------------------

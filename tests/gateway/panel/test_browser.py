@@ -63,7 +63,7 @@ async def running(make_settings: Any, anthropic_server: Any) -> AsyncIterator[An
         panel = PanelServer(PanelHost(gateway), PanelSettings(port=0))
         await panel.start()
         try:
-            yield gateway, panel, tg
+            yield gateway, panel, tg, anthropic_server
         finally:
             await panel.stop()
             await gateway.stop(drain_timeout=5)
@@ -73,7 +73,7 @@ async def test_owner_session_in_a_real_browser(running: Any) -> None:
     from playwright.async_api import async_playwright, expect
 
     assert CHROMIUM is not None, "CLAWGATE_REQUIRE_BROWSER is set but chromium is missing"
-    gateway, panel, tg = running
+    gateway, panel, tg, anthropic_server = running
     owner = gateway.settings.workspaces_dir / "owner"
     SHOTS.mkdir(parents=True, exist_ok=True)
 
@@ -154,8 +154,17 @@ async def test_owner_session_in_a_real_browser(running: Any) -> None:
         await expect(page.locator(".msg.assistant")).to_contain_text(
             "echo: thanks! remind me about tea")
         await page.screenshot(path=str(SHOTS / "session.png"), full_page=True)
-        for tab, name in (("heartbeat", "heartbeat"), ("metrics", "metrics"),
-                          ("files", "files")):
+        # Run a heartbeat now: the outcome and its reason come back (a quiet
+        # HEARTBEAT_OK, or why it was skipped, e.g. outside active hours).
+        (gateway.settings.workspaces_dir / person / "HEARTBEAT.md").write_text(
+            "# Checks\n- Did Rosa ask for a reminder that is due?\n", encoding="utf-8")
+        anthropic_server.reply_text("HEARTBEAT_OK")
+        await page.goto(f"{base}/p/{person}/heartbeat")
+        await page.get_by_role("button", name="Run a heartbeat now").click()
+        await expect(page.locator(".flash")).to_contain_text("heartbeat: ")
+        await expect(page.locator(".md")).to_contain_text("Did Rosa ask for a reminder")
+        await page.screenshot(path=str(SHOTS / "heartbeat.png"), full_page=True)
+        for tab, name in (("metrics", "metrics"), ("files", "files")):
             await page.goto(f"{base}/p/{person}/{tab}")
             await expect(page.locator("h1")).to_contain_text(person)
             await page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
