@@ -4,36 +4,32 @@ It works from another shell while `clawgate run` serves the panel: the link's co
 file in the state directory that the server redeems (and deletes) on first use.
 """
 
-from __future__ import annotations
-
-import argparse
 import sys
-from typing import Any
 
-from gateway.config.settings import load_settings
+import typer
 
+from gateway.cli.common import EXIT_FAILED, fail, settings
 
-def register(sub: Any) -> None:
-    panel = sub.add_parser("panel", help="the web control panel: a one-time login link")
-    psub = panel.add_subparsers(title="panel commands", required=True)
-    url = psub.add_parser("url", help="print a one-time login link (valid [panel] "
-                                      "link_minutes, 10 by default)")
-    url.set_defaults(handler=cmd_url)
+app = typer.Typer(help="the web control panel: a one-time login link", no_args_is_help=True)
 
 
-def cmd_url(args: argparse.Namespace) -> int:
+def register(root: typer.Typer) -> None:
+    root.add_typer(app, name="panel")
+
+
+@app.command("url", help="print a one-time login link (valid [panel] link_minutes, 10 by "
+                         "default)")
+def url_command() -> None:
     from gateway.panel.auth import ensure_token, issue_link_code
     from gateway.panel.server import state_dir
 
-    settings = load_settings()
-    panel = settings.panel
+    config = settings()
+    panel = config.panel
     if not panel.enabled:
-        print("clawgate: the panel is off ([panel] enabled = false)", file=sys.stderr)
-        return 1
-    directory = state_dir(settings.workspaces_dir)
+        raise typer.Exit(fail("the panel is off ([panel] enabled = false)", EXIT_FAILED))
+    directory = state_dir(config.workspaces_dir)
     ensure_token(directory)  # the panel may not have started yet: the link works once it has
     code = issue_link_code(directory, panel.link_minutes * 60)
     print(f"{panel.base_url()}/login/link?code={code}")
     print(f"(one use, valid {panel.link_minutes:g} minutes; the panel runs inside "
           "`clawgate run`)", file=sys.stderr)
-    return 0

@@ -13,7 +13,7 @@ from gateway.ops.state import StateDB
 from gateway.pipeline.routing import person_id_for
 from gateway.workspace.seed import WorkspaceError, workspace_path
 
-PLATFORMS = ("telegram", "discord")
+PLATFORMS = ("telegram", "discord")  # = gateway.assembly.platforms.PLATFORMS (a test checks)
 
 
 class LinkError(ValueError):

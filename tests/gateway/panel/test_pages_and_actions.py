@@ -256,7 +256,7 @@ async def test_clawgate_run_wiring_serves_the_panel_and_prints_the_token_once(
 ):
     from aiohttp import ClientSession
 
-    from gateway.cli.main import _start_panel
+    from gateway.cli.serve import _start_panel
 
     gateway, _ = await make_gateway(anthropic_server, panel={"port": 0})
     panel = await _start_panel(gateway, gateway.settings)
@@ -275,3 +275,10 @@ async def test_clawgate_run_wiring_serves_the_panel_and_prints_the_token_once(
     off = gateway.settings.model_copy(update={"panel": gateway.settings.panel.model_copy(
         update={"enabled": False})})
     assert await _start_panel(gateway, off) is None
+
+
+def test_linkable_platforms_are_the_gateways_platforms():
+    from gateway.assembly.platforms import PLATFORMS
+    from gateway.pipeline.links import PLATFORMS as LINKABLE
+
+    assert LINKABLE == PLATFORMS
