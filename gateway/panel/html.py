@@ -9,6 +9,7 @@ anyway).
 from __future__ import annotations
 
 import html
+import re
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from importlib import resources
@@ -53,8 +54,13 @@ def when(moment: float | str | datetime | None) -> str:
     return esc(moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC"))
 
 
+_COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
+
+
 def markdown(text: str) -> str:
-    return '<div class="md">' + _MD.render(text) + "</div>"
+    """Rendered Markdown; HTML comments (the templates' guidance notes) are left out of the
+    view, since raw HTML is off and they would show as text. The editor keeps them."""
+    return '<div class="md">' + _MD.render(_COMMENT.sub("", text)) + "</div>"
 
 
 def csrf_field(token: str) -> str:

@@ -116,9 +116,11 @@ async def test_owner_session_in_a_real_browser(running: Any) -> None:
         await page.get_by_role("link", name="Edit").click()
         before = (owner / "MEMORY.md").read_text(encoding="utf-8")
         await page.locator("textarea").fill(before + "\n- Prefers green tea in the afternoon.\n")
+        await page.screenshot(path=str(SHOTS / "editor.png"))
         await page.get_by_role("button", name="Save").click()
         await expect(page.locator(".flash")).to_contain_text("saved MEMORY.md (commit ")
         await expect(page.locator(".md")).to_contain_text("Prefers green tea")
+        await page.screenshot(path=str(SHOTS / "file.png"), full_page=True)
         assert "green tea" in (owner / "MEMORY.md").read_text(encoding="utf-8")
         assert "\r" not in (owner / "MEMORY.md").read_text(encoding="utf-8")
 
@@ -150,6 +152,7 @@ async def test_owner_session_in_a_real_browser(running: Any) -> None:
         # The stranger's pages: their conversation, heartbeat and metrics.
         person = f"telegram-{STRANGER}"
         await page.goto(f"{base}/p/{person}/sessions")
+        await page.screenshot(path=str(SHOTS / "sessions.png"))
         await page.get_by_role("link", name=f"{person}:dm").click()
         await expect(page.locator(".msg.assistant")).to_contain_text(
             "echo: thanks! remind me about tea")
