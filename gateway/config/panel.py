@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import ipaddress
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain", "ip6-localhost"})
 
@@ -29,25 +29,28 @@ class PanelSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     enabled: bool = True
+    # Required to listen on anything but loopback (0.0.0.0, a LAN address): say it twice.
+    # (Declared before `host` so the host check can see it.)
+    allow_remote: bool = False
     host: str = "127.0.0.1"
     port: int = Field(8788, ge=0, le=65535)  # 0: any free port (tests)
-    # Required to listen on anything but loopback (0.0.0.0, a LAN address): say it twice.
-    allow_remote: bool = False
     # The address people type when the panel is behind a reverse proxy, for `clawgate panel
     # url`, e.g. https://panel.example.org (default: http://host:port).
     public_url: str = ""
     session_hours: float = Field(12.0, gt=0, le=24 * 30)  # a login lasts this long
     link_minutes: float = Field(10.0, gt=0, le=24 * 60)  # a one-time login link lasts this long
 
-    @model_validator(mode="after")
-    def _loopback_unless_allowed(self) -> PanelSettings:
-        if self.enabled and not self.allow_remote and not is_loopback(self.host):
+    @field_validator("host")
+    @classmethod
+    def _loopback_unless_allowed(cls, host: str, info: ValidationInfo) -> str:
+        if info.data.get("enabled", True) and not info.data.get("allow_remote", False) \
+                and not is_loopback(host):
             raise ValueError(
-                f"the panel would listen on {self.host}, which is not a loopback address; "
+                f"the panel would listen on {host}, which is not a loopback address; "
                 "set panel.allow_remote = true to allow it (and put it behind TLS), or use "
                 "127.0.0.1"
             )
-        return self
+        return host
 
     def base_url(self, port: int | None = None) -> str:
         if self.public_url:
