@@ -20,6 +20,7 @@ from gateway.ops.backup import BackupError, backup, clone, list_workspaces, rest
 from gateway.ops.state import state_path
 from gateway.ops.versioning import Versioning, VersioningError
 from gateway.workspace.seed import SESSIONS_DIR, WorkspaceError, workspace_path
+from memory.layout import RECALL_DIR
 
 
 def _memory_commands(sub: Any) -> Any:
@@ -147,7 +148,7 @@ def cmd_memory_undo(args: argparse.Namespace) -> int:
         print("nothing to undo: the files already have that content")
         return 0
     print(f"restored {len(changed)} file(s): {', '.join(changed)}")
-    if (workspace / ".recall").exists():
+    if (workspace / RECALL_DIR).exists():
         # The recall index compares files by mtime and size: the restored files are new to it,
         # so its next sync (the running gateway's watcher, or the next search) re-indexes them.
         print("the recall index re-indexes them at its next sync")
@@ -221,7 +222,7 @@ def _probe(settings: Settings, path: str, timeout: float = 2.0) -> tuple[int, st
 
 
 def _index_health(workspace: Path) -> dict[str, Any]:
-    path = workspace / ".recall" / "index.sqlite"
+    path = workspace / RECALL_DIR / "index.sqlite"
     if not path.exists():
         return {"present": False}
     info: dict[str, Any] = {"present": True, "bytes": path.stat().st_size}

@@ -23,6 +23,7 @@ import gateway.workspace.paths as paths
 from gateway.agent.conversation import ToolSpec
 from gateway.agent.tools.base import Tool, ToolContext, ToolError
 from memory.atomic import atomic_write_text, fsync_directory
+from memory.layout import TRASH_DIR
 
 __all__ = [
     "AppendFileTool",
@@ -41,7 +42,6 @@ MAX_READ_LINES = 2000
 # instead of being cut mid-line by the registry.
 MAX_READ_CHARS = 90_000
 MAX_LIST_ENTRIES = 500
-TRASH_DIR = ".trash"
 
 _MISSING = object()
 
@@ -154,7 +154,8 @@ def _write_text(path: Path, text: str, ctx: ToolContext, tool: str) -> None:
 
 async def _resolve(ctx: ToolContext, user_path: str, *, write: bool) -> Path:
     return await asyncio.to_thread(
-        paths.resolve_in_workspace, ctx.workspace, user_path, private=ctx.private, write=write
+        paths.resolve_in_workspace, ctx.workspace, user_path, private=ctx.private, write=write,
+        area=ctx.area,
     )
 
 
@@ -431,8 +432,9 @@ def _visible(ctx: ToolContext, root: Path, entry: Path) -> bool:
     rel = entry.relative_to(root)
     if paths.is_hidden_relpath(rel) or (not ctx.private and paths.is_private_relpath(rel)):
         return False
-    try:  # the full check catches symlinks leading outside or onto private files
-        paths.resolve_in_workspace(root, rel.as_posix(), private=ctx.private, write=False)
+    try:  # the full check: the access rule, symlinks leading outside or onto private files
+        paths.resolve_in_workspace(root, rel.as_posix(), private=ctx.private, write=False,
+                                   area=ctx.area)
     except ToolError:
         return False
     return True
