@@ -190,7 +190,7 @@ async def test_group_injection_is_refused_and_nothing_private_comes_back(
 async def test_group_has_its_own_notes_that_no_private_context_loads(
     anthropic_server, make_gateway, tmp_path
 ):
-    gateway, channel, _, ws, _ = await _gateway(anthropic_server, make_gateway, tmp_path)
+    _, channel, _, ws, _ = await _gateway(anthropic_server, make_gateway, tmp_path)
     anthropic_server.responder = None
     anthropic_server.reply_tool_call("write_file", {"path": f"{AREA}/NOTES.md",
                                                     "content": f"band practice\n{RULE}\n"})
