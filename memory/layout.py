@@ -132,8 +132,13 @@ def group_session_key(channel: str, chat_id: str) -> str:
 
 
 def is_dm_session_key(key: str) -> bool:
-    """A DM transcript: the only transcripts the recall index reads."""
-    return key.endswith(f":{_DM}")
+    """A DM transcript: the only transcripts the recall index reads.
+
+    Exactly `<person>:dm` (person ids never contain ':'), so a group whose chat id happens to
+    be "dm" (`telegram:group:dm`) is not mistaken for one.
+    """
+    person, sep, kind = key.partition(":")
+    return bool(person) and sep == ":" and kind == _DM
 
 
 # --- contexts -------------------------------------------------------------------------------
