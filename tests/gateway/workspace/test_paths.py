@@ -356,6 +356,9 @@ _SEGMENTS = st.one_of(
             "dangling",
             "inner",
             "Memory.md",
+            "groups",
+            "g",
+            "AGENTS.md",
             "x\x00",
             "é",
             "日本",
@@ -386,12 +389,14 @@ def hostile_ws(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     (ws / "inner").symlink_to(ws / "notes", target_is_directory=True)
     (ws / "mem").symlink_to(ws / "memory", target_is_directory=True)
     (ws / "secret.txt").symlink_to("../outside/secret.txt")
+    (ws / AREA / "m").symlink_to(ws / "memory", target_is_directory=True)
+    (ws / AREA / "up").symlink_to(ws / "notes", target_is_directory=True)
     return ws, outside
 
 
 def _assert_confined(ws: Path, path: str, *, private: bool, write: bool) -> None:
     try:
-        result = resolve_in_workspace(ws, path, private=private, write=write)
+        result = resolve_in_workspace(ws, path, private=private, write=write, area=AREA)
     except PathRefused:
         return
     root = real(ws)
@@ -402,6 +407,15 @@ def _assert_confined(ws: Path, path: str, *, private: bool, write: bool) -> None
     assert not is_hidden_relpath(rel)
     if not private:
         assert not is_private_relpath(rel), (path, result)
+        # Default deny: a group writes only inside its own area, reads only that, the
+        # persona files and the folders leading to its area.
+        inside = rel.parts[:2] == tuple(AREA.split("/"))
+        if write:
+            assert inside and len(rel.parts) > 2, (path, result)
+        else:
+            assert inside or rel.parts in ((), ("groups",)) or (
+                len(rel.parts) == 1 and rel.parts[0] in ("AGENTS.md", "SOUL.md", "IDENTITY.md")
+            ), (path, result)
     if write:
         assert not rel.parts or rel.parts[0].casefold() != "sessions"
 
