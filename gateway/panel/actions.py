@@ -13,6 +13,7 @@ from aiohttp import web
 
 from gateway.ops.versioning import VersioningError
 from gateway.panel.files import EditConflict, FileRefused, save_text
+from gateway.panel.host import PanelError
 from gateway.panel.html import esc, person_url, url
 from gateway.panel.pages import editor_form, page, person_of
 from gateway.panel.server import panel_of, session_of
@@ -167,14 +168,18 @@ async def _session_key(request: web.Request) -> tuple[str, str, str]:
 
 async def session_compact(request: web.Request) -> web.StreamResponse:
     person, name, key = await _session_key(request)
-    answer = await panel_of(request).host.compact(person, key)
-    session_of(request).say("ok", answer)
+    try:
+        session_of(request).say("ok", await panel_of(request).host.compact(person, key))
+    except PanelError as exc:
+        session_of(request).say("error", str(exc))
     raise back(f"/p/{quote(person, safe='')}/session/{quote(name)}")
 
 
 async def session_reset(request: web.Request) -> web.StreamResponse:
     person, _, key = await _session_key(request)
-    answer = await panel_of(request).host.reset(person, key)
-    session_of(request).say("ok", answer)
+    try:
+        session_of(request).say("ok", await panel_of(request).host.reset(person, key))
+    except PanelError as exc:
+        session_of(request).say("error", str(exc))
     raise back(person_url(person, "sessions"))
 

@@ -21,6 +21,7 @@ from gateway.pipeline.links import LinkResult, link_accounts
 from gateway.pipeline.pairing import Pairing, PairingRequest
 from gateway.pipeline.routing import Route
 from gateway.workspace.seed import SEEDED_MARKER, SESSIONS_DIR, WorkspaceError, workspace_path
+from memory.layout import dm_session_key, group_area, group_session_key, heartbeat_session_key
 
 if TYPE_CHECKING:
     from gateway.pipeline.gateway import Gateway
@@ -160,9 +161,16 @@ class PanelHost:
     # --- sessions (same calls as /compact and /new) ----------------------------------------
 
     def _route(self, person_id: str, key: str) -> Route:
+        """The route a session command runs with: private for the person's own DM and
+        heartbeat sessions; a group's session keeps its group area (memory.layout)."""
         workspace = self.workspace(person_id)
-        private = key in (f"{person_id}:dm", f"{person_id}:heartbeat")
-        return Route(person_id, workspace, key, private, PANEL_CHANNEL, "")
+        if key in (dm_session_key(person_id), heartbeat_session_key(person_id)):
+            return Route(person_id, workspace, key, True, PANEL_CHANNEL, "")
+        channel, _, chat_id = key.partition(":group:")
+        if not chat_id or group_session_key(channel, chat_id) != key:
+            raise PanelError(f"{key} is not a session the panel can change")
+        return Route(person_id, workspace, key, False, channel, chat_id,
+                     area=group_area(channel, chat_id))
 
     async def compact(self, person_id: str, key: str) -> str:
         from gateway.pipeline.commands import Command

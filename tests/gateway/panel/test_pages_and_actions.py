@@ -282,3 +282,19 @@ def test_linkable_platforms_are_the_gateways_platforms():
     from gateway.pipeline.links import PLATFORMS as LINKABLE
 
     assert LINKABLE == PLATFORMS
+
+
+async def test_group_sessions_reset_with_their_area_and_odd_keys_are_refused(rig):
+    csrf = await rig.login()
+    sessions = _ws(rig) / "sessions"
+    sessions.mkdir(exist_ok=True)
+    group = transcript_path(_ws(rig), "telegram:group:-100")
+    group.write_text(json.dumps({"type": "session", "key": "telegram:group:-100"}) + "\n")
+    reset = await rig.post(f"/p/owner/session/{group.name}/reset", {}, csrf)
+    assert reset.status == 303 and not group.exists()
+    odd = transcript_path(_ws(rig), "someone:else")
+    odd.write_text(json.dumps({"type": "session", "key": "someone:else"}) + "\n")
+    refused = await rig.post(f"/p/owner/session/{odd.name}/reset", {}, csrf)
+    assert refused.status == 303 and odd.exists()
+    page = await (await rig.client.get(refused.headers["Location"])).text()
+    assert "someone:else is not a session the panel can change" in page
