@@ -17,7 +17,7 @@ def register(root: typer.Typer) -> None:
     root.add_typer(app, name="panel")
 
 
-@app.command("url", help="print a one-time login link (valid [panel] link_minutes, 10 by "
+@app.command("url", help="print a one-time login link (valid panel.link_minutes, 10 by "
                          "default)")
 def url_command() -> None:
     from gateway.panel.auth import ensure_token, issue_link_code
@@ -26,7 +26,7 @@ def url_command() -> None:
     config = settings()
     panel = config.panel
     if not panel.enabled:
-        raise typer.Exit(fail("the panel is off ([panel] enabled = false)", EXIT_FAILED))
+        raise typer.Exit(fail("the panel is off (panel.enabled = false)", EXIT_FAILED))
     directory = state_dir(config.workspaces_dir)
     ensure_token(directory)  # the panel may not have started yet: the link works once it has
     code = issue_link_code(directory, panel.link_minutes * 60)

@@ -257,6 +257,14 @@ class PanelServer:
             await self._runner.cleanup()
             self._runner = None
 
+    async def __aenter__(self) -> PanelServer:
+        """For an exit stack: `await stack.enter_async_context(PanelServer(...))`."""
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.stop()
+
     @property
     def url(self) -> str:
         return self.settings.base_url(self.port)
