@@ -4,7 +4,8 @@ One running gateway (fake Telegram, fake LLM, keyword-only recall) with its pane
 loopback port, in this test's event loop, as in `clawgate run`. The owner logs in through a
 one-time link, approves a stranger's pairing request made through the fake Telegram, edits
 MEMORY.md, sees the commit and its diff, undoes it, and searches memory. Screenshots of each
-page go to docs/screenshots/.
+page go to a temporary folder, or to docs/screenshots/ (the README's pictures) when
+CLAWGATE_SCREENSHOTS=docs is set, so an ordinary test run never rewrites tracked files.
 
 Skips (with the reason) only when chromium is not installed; .ci/run installs it.
 """
@@ -41,7 +42,7 @@ pytestmark = pytest.mark.skipif(
     reason="chromium is not installed (apt-get install chromium; .ci/run does)")
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
         "--disable-component-update", "--disable-sync", "--no-first-run"]
-SHOTS = Path(__file__).resolve().parents[3] / "docs" / "screenshots"
+DOC_SHOTS = Path(__file__).resolve().parents[3] / "docs" / "screenshots"
 STRANGER = 5150
 
 
@@ -69,12 +70,13 @@ async def running(make_settings: Any, anthropic_server: Any) -> AsyncIterator[An
             await gateway.stop(drain_timeout=5)
 
 
-async def test_owner_session_in_a_real_browser(running: Any) -> None:
+async def test_owner_session_in_a_real_browser(running: Any, tmp_path: Path) -> None:
     from playwright.async_api import async_playwright, expect
 
     assert CHROMIUM is not None, "CLAWGATE_REQUIRE_BROWSER is set but chromium is missing"
     gateway, panel, tg, anthropic_server = running
     owner = gateway.settings.workspaces_dir / "owner"
+    SHOTS = DOC_SHOTS if os.environ.get("CLAWGATE_SCREENSHOTS") == "docs" else tmp_path / "shots"
     SHOTS.mkdir(parents=True, exist_ok=True)
 
     # A stranger writes on Telegram and gets a pairing code.
