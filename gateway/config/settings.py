@@ -26,6 +26,7 @@ from pydantic_settings import (
 
 from gateway.config.heartbeat import HeartbeatSettings, check_zone
 from gateway.config.memory import MemorySettings
+from gateway.config.panel import PanelSettings
 
 if TYPE_CHECKING:
     from gateway.ops.state import StateDB
@@ -165,6 +166,7 @@ class Settings(BaseSettings):
     heartbeat: HeartbeatSettings = Field(default_factory=HeartbeatSettings)
     versioning: VersioningSettings = Field(default_factory=VersioningSettings)
     health: HealthSettings = Field(default_factory=HealthSettings)
+    panel: PanelSettings = Field(default_factory=PanelSettings)  # web control panel
 
     def state_db(self) -> StateDB:
         """The gateway state database these settings describe (not opened)."""
