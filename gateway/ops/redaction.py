@@ -38,7 +38,7 @@ _URL_USERINFO = re.compile(r"(?P<scheme>\b[a-zA-Z][a-zA-Z0-9+.-]*://)[^/\s@:]+:[
 _URL = re.compile(r"\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s\"'<>]+")
 _QUERY_SECRET = re.compile(
     r"(?P<name>[?&;](?:api[-_]?key|key|token|access[-_]?token|secret|password|passwd|sig|"
-    r"signature|auth|code)=)[^&#;]+",
+    r"signature|auth)=)[^&#;]+",
     re.IGNORECASE,
 )
 # The Telegram Bot API puts the token in the path: /bot123456:ABC-def/...
