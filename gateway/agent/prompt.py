@@ -41,13 +41,16 @@ MISSING_NOTE = "(missing: this file does not exist yet)"
 
 
 def build_system_prompt(
-    files: Sequence[ContextFile], *, private: bool, now: datetime, run_info: str
+    files: Sequence[ContextFile], *, private: bool, now: datetime, run_info: str,
+    sections: Sequence[str] = (),
 ) -> SystemPrompt:
+    """`sections` (the skills list...) follow the workspace files in the stable part."""
     parts = [PREAMBLE, MEMORY_GUIDE if private else SHARED_SESSION_NOTE, "# Workspace files"]
     for item in files:
         rendered = _render_file(item)
         if rendered:
             parts.append(rendered)
+    parts += [section for section in sections if section]
     stable = "\n\n".join(parts)
     stamp = now.strftime("%Y-%m-%d %H:%M %Z (%A)")
     volatile = f"## Now\nCurrent time: {stamp}\n{run_info}"

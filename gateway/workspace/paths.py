@@ -14,6 +14,9 @@ last, so every check here assumes a hostile input. The rules, in order:
    case-insensitively, so aliases and links cannot reach them.
 4. sessions/ is append-only history owned by the gateway: tools may read it (privately) but
    never write it.
+5. skills/ holds instructions that private sessions follow (gateway/capabilities/), so only a
+   private session may create, change or delete anything under it. (Interim: the workspace
+   layout module will own this rule with the other instruction files.)
 
 A race in which someone with shell access swaps a directory for a symlink between this check and
 the actual open is out of scope: tools are the only writers the model controls, and no tool can
@@ -30,6 +33,7 @@ from pathlib import Path, PurePosixPath
 from gateway.agent.tools.base import ToolError
 
 __all__ = [
+    "INSTRUCTION_DIRS",
     "PRIVATE_DIRS",
     "PRIVATE_FILES",
     "READ_ONLY_DIRS",
@@ -43,6 +47,8 @@ __all__ = [
 PRIVATE_FILES: tuple[str, ...] = ("USER.md", "MEMORY.md")
 PRIVATE_DIRS: tuple[str, ...] = ("memory",)
 SESSIONS_DIR = "sessions"
+# Instructions followed in private sessions: never written from a shared one.
+INSTRUCTION_DIRS: tuple[str, ...] = ("skills",)
 READ_ONLY_DIRS: tuple[str, ...] = (SESSIONS_DIR,)
 
 MAX_PATH_CHARS = 1024
@@ -76,6 +82,7 @@ def _fold(name: str) -> str:
 _PRIVATE_FILES_FOLDED = frozenset(_fold(n) for n in PRIVATE_FILES)
 _PRIVATE_DIRS_FOLDED = frozenset(_fold(n) for n in (*PRIVATE_DIRS, SESSIONS_DIR))
 _READ_ONLY_FOLDED = frozenset(_fold(n) for n in READ_ONLY_DIRS)
+_INSTRUCTION_FOLDED = frozenset(_fold(n) for n in INSTRUCTION_DIRS)
 
 
 def _parts(rel: Path | PurePosixPath | str) -> tuple[str, ...]:
@@ -140,6 +147,10 @@ def _check_rules(user_path: str, parts: tuple[str, ...], *, private: bool, write
         )
     if write and _is_read_only(parts):
         raise PathRefused(user_path, "sessions/ holds transcripts and is read-only")
+    if write and not private and parts and _fold(parts[0]) in _INSTRUCTION_FOLDED:
+        raise PathRefused(
+            user_path, "skills/ holds instructions and can only be changed in the owner's DMs"
+        )
 
 
 def _has_symlink_or_parent_ref(workspace: Path, rel: Path) -> bool:

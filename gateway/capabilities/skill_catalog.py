@@ -1,0 +1,132 @@
+"""Finding skills: `skills/<name>/SKILL.md` in a workspace and in the optional shared directory.
+
+Which skills a conversation gets is decided here, by where they live:
+- a workspace's own skills: in that workspace's private chats (its owner's DMs);
+- the shared directory's skills: in every workspace's private chats, unless the workspace has
+  a skill of the same name (its own wins);
+- a group chat: none. Skills are instructions a private chat follows, and a group may not
+  even list them (it cannot change them either: gateway/workspace/paths.py refuses writes).
+
+A broken skill is skipped with a warning logged once per version of the file; the scan never
+raises. Parsed files are cached by (mtime, size, inode), so an unchanged skill costs one stat.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import gateway.workspace.paths as paths
+from gateway.capabilities.contexts import ContextKind
+from gateway.capabilities.skill_file import SKILL_FILE, Skill, SkillProblem, Source, parse_skill
+from gateway.config.skills import SkillsSettings
+
+log = logging.getLogger(__name__)
+
+SKILLS_DIR = "skills"
+# Folders looked at per directory: a bound on the cost of a turn, not a practical limit.
+MAX_SKILL_FOLDERS = 500
+
+
+@dataclass(frozen=True, slots=True)
+class SkillScan:
+    skills: tuple[Skill, ...] = ()  # usable, sorted by name
+    problems: tuple[SkillProblem, ...] = ()
+    shadowed: tuple[Skill, ...] = field(default=())  # shared skills a workspace skill replaces
+
+
+EMPTY_SCAN = SkillScan()
+
+
+class SkillCatalog:
+    """Scans skill folders; one catalog serves every workspace of a gateway."""
+
+    def __init__(self, settings: SkillsSettings) -> None:
+        self.settings = settings
+        self._cache: dict[Path, tuple[tuple[int, int, int], Skill | SkillProblem]] = {}
+        self._warned: set[tuple[Path, str]] = set()
+
+    def for_context(self, workspace: Path, kind: ContextKind) -> SkillScan:
+        """The skills a conversation of this kind in `workspace` may see."""
+        if kind == "group" or not self.settings.enabled:
+            return EMPTY_SCAN
+        return self.scan(workspace)
+
+    def scan(self, workspace: Path | None) -> SkillScan:
+        """Every skill of `workspace` (if given) and of the shared directory, validated."""
+        own: tuple[list[Skill], list[SkillProblem]] = ([], [])
+        if workspace is not None:
+            own = self._scan_dir(workspace / SKILLS_DIR, "workspace", workspace)
+        shared_dir = self.settings.shared_dir
+        shared = self._scan_dir(shared_dir, "shared", None) if shared_dir else ([], [])
+        names = {skill.name for skill in own[0]}
+        kept_shared = [s for s in shared[0] if s.name not in names]
+        shadowed = tuple(s for s in shared[0] if s.name in names)
+        skills = tuple(sorted([*own[0], *kept_shared], key=lambda s: (s.name, s.source)))
+        return SkillScan(skills, tuple([*own[1], *shared[1]]), shadowed)
+
+    def _scan_dir(
+        self, directory: Path, source: Source, workspace: Path | None
+    ) -> tuple[list[Skill], list[SkillProblem]]:
+        skills: list[Skill] = []
+        problems: list[SkillProblem] = []
+        try:
+            entries = sorted(directory.iterdir())
+        except FileNotFoundError:
+            return skills, problems
+        except OSError as exc:
+            problems.append(SkillProblem(directory, source, f"cannot list: {exc.strerror}"))
+            return skills, self._warn(problems)
+        folders = [e for e in entries if not e.name.startswith(".") and e.is_dir()]
+        if len(folders) > MAX_SKILL_FOLDERS:
+            problems.append(SkillProblem(directory, source, f"{len(folders)} folders; only the "
+                                         f"first {MAX_SKILL_FOLDERS} are read"))
+        for folder in folders[:MAX_SKILL_FOLDERS]:
+            item = self._load(folder / SKILL_FILE, source, workspace)
+            (skills if isinstance(item, Skill) else problems).append(item)  # type: ignore[arg-type]
+        return skills, self._warn(problems)
+
+    def _load(self, path: Path, source: Source, workspace: Path | None) -> Skill | SkillProblem:
+        if workspace is not None:
+            # The model opens a workspace skill with read_file, so it must pass the same
+            # confinement (no symlink out of the workspace, no hidden names).
+            rel = path.relative_to(workspace).as_posix()
+            try:
+                paths.resolve_in_workspace(workspace, rel, private=True, write=False)
+            except paths.PathRefused as exc:
+                return SkillProblem(path, source, exc.reason)
+        try:
+            st = path.stat()
+        except FileNotFoundError:
+            return SkillProblem(path, source, f"the folder has no {SKILL_FILE}")
+        except OSError as exc:
+            return SkillProblem(path, source, f"cannot read: {exc.strerror}")
+        if not path.is_file():
+            return SkillProblem(path, source, f"{SKILL_FILE} is not a regular file")
+        signature = (st.st_mtime_ns, st.st_size, st.st_ino)
+        cached = self._cache.get(path)
+        if cached and cached[0] == signature:
+            return cached[1]
+        result = parse_skill(path, source,
+                             description_max_chars=self.settings.description_max_chars)
+        self._cache[path] = (signature, result)
+        return result
+
+    def _warn(self, problems: list[SkillProblem]) -> list[SkillProblem]:
+        for problem in problems:
+            key = (problem.path, problem.message)
+            if key not in self._warned:
+                self._warned.add(key)
+                log.warning("skill skipped: %s: %s", _shown(problem.path), problem.message)
+        return problems
+
+
+def _shown(path: Path) -> str:
+    """A short path for messages: from the skills directory on."""
+    parts = path.parts
+    for index in range(len(parts) - 1, -1, -1):
+        if parts[index] == SKILLS_DIR:
+            return os.path.join(*parts[index:])
+    return str(path)
