@@ -117,6 +117,13 @@ class McpConnection:
                 await self._attempted.wait()
         return self.status == "ready"
 
+    async def wait_ready(self, timeout: float) -> bool:
+        """Wait until the server is connected (after a start or a restart); True if it is."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(timeout):
+                await self._ready.wait()
+        return self.status == "ready"
+
     async def stop(self) -> None:
         self._stopping.set()
         self._wake.set()
@@ -184,11 +191,17 @@ class McpConnection:
         return result
 
     async def _ready_client(self) -> Client:
-        if self.status == "starting":
-            wait = min(self.settings.startup_timeout_seconds, self.settings.call_timeout_seconds)
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(wait):
-                    await self._ready.wait()
+        """The connected client; a (re)start due within the call's timeout is waited for."""
+        if self.status in ("starting", "down"):
+            until_retry = 0.0
+            if self.status == "down":
+                until_retry = max(self._retry_at - self._monotonic(), 0.0)
+            wait = min(until_retry + self.settings.startup_timeout_seconds,
+                       self.settings.call_timeout_seconds)
+            if until_retry < wait:
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(wait):
+                        await self._ready.wait()
         client = self._client
         if client is None or self.status != "ready":
             raise McpCallError(f"the {self.name} server is unavailable: "

@@ -48,6 +48,8 @@ def render_skill_section(
 ) -> SkillSection:
     if not skills:
         return SkillSection("")
+    if len(HEADER) > max_chars:
+        return SkillSection("", omitted=len(skills))
     lines = [HEADER]
     used = len(HEADER)
     listed = 0
@@ -71,7 +73,7 @@ def render_skill_section(
         omitted = len(rest) - len(names)
         if names:
             lines.append(f"{MORE}{', '.join(names)}" + (f" (+{omitted} more)" if omitted else ""))
-        else:
-            lines.append(f"({omitted} more skills not listed: budget used up)")
+        elif used + 1 + len(counted := f"({omitted} more skills not listed)") <= max_chars:
+            lines.append(counted)
         return SkillSection("\n".join(lines), listed, len(names), omitted)
     return SkillSection("\n".join(lines), listed)

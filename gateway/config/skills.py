@@ -18,7 +18,7 @@ class SkillsSettings(BaseModel):
     # A directory of `<name>/SKILL.md` folders offered in every workspace's private chats.
     shared_dir: Path | None = None
     # The whole skills section of the system prompt; past it skills are listed by name only.
-    prompt_max_chars: int = Field(4_000, ge=200, le=200_000)
+    prompt_max_chars: int = Field(4_000, ge=400, le=200_000)
     # One skill's description as shown in the prompt (one line, cut with an ellipsis).
     line_max_chars: int = Field(160, ge=40, le=2_000)
     # A description longer than this makes the skill invalid (the common SKILL.md limit).

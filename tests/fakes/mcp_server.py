@@ -5,7 +5,8 @@ tool error (`fail`), never answer (`hang`), die mid-call (`crash`), answer with 
 (`flood`), and show what it was given in its environment (`env`, to prove secrets reach the
 server but not the model). Modes from the command line simulate servers that are broken from
 the start: `--exit-at-start` dies before speaking, `--garbage` writes non-protocol lines,
-`--silent` never answers the handshake.
+`--silent` never answers the handshake. With FAKE_MCP_LOG_ENV=NAME in its environment it
+prints that variable's value on stderr at start (a careless server leaking its own token).
 
 Run: python -m tests.fakes.mcp_server [--exit-at-start | --garbage | --silent]
 """
@@ -15,9 +16,24 @@ from __future__ import annotations
 import asyncio
 import os
 import sys
+from pathlib import Path
+from typing import Any
 
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def stdio_config(*flags: str, env: dict[str, str] | None = None, **extra: Any) -> dict[str, Any]:
+    """An `[mcp.servers.<name>]` table that runs this server with this interpreter."""
+    return {
+        "command": sys.executable,
+        "args": ["-m", "tests.fakes.mcp_server", *flags],
+        "cwd": str(REPO_ROOT),
+        "env": {"PYTHONPATH": str(REPO_ROOT), **(env or {})},
+        **extra,
+    }
 
 
 def build_server(name: str = "fake") -> MCPServer:
@@ -68,6 +84,9 @@ def main(argv: list[str]) -> None:
             sys.stdout.flush()
             del line
         return
+    if os.environ.get("FAKE_MCP_LOG_ENV"):  # a server that logs its own secret on stderr
+        name = os.environ["FAKE_MCP_LOG_ENV"]
+        print(f"starting with {name}={os.environ.get(name, '')}", file=sys.stderr, flush=True)
     build_server().run("stdio")
 
 
