@@ -58,6 +58,8 @@ class DeferringRegistry(ToolRegistry):
 
     def specs(self) -> list[ToolSpec]:
         hidden = {name for names in self._deferred.values() for name in names}
+        if not self._deferred:
+            hidden.add(LOAD_TOOL)  # everything is loaded: the load tool has nothing to offer
         return [spec for spec in super().specs() if spec.name not in hidden]
 
     def deferred_servers(self) -> list[str]:
