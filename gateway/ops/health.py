@@ -14,8 +14,11 @@ gateway started it.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import logging
+import os
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from aiohttp import web
@@ -68,6 +71,13 @@ async def readiness(gateway: Gateway, started: bool = True) -> dict[str, Any]:
             "mcp": gateway.capabilities.readiness()}
 
 
+def instance_id(workspaces_dir: Path) -> str:
+    """Names one gateway by its workspaces root without revealing the path: `clawgate
+    healthcheck` compares it to its own, so another program on the port does not pass."""
+    digest = hashlib.sha256(str(Path(workspaces_dir).resolve()).encode("utf-8"))
+    return digest.hexdigest()[:16]
+
+
 class HealthServer:
     """Serves the three endpoints for one Gateway. `start()` after `gateway.start()`."""
 
@@ -115,7 +125,10 @@ class HealthServer:
         return f"http://{self.host}:{self.port}"
 
     async def _healthz(self, request: web.Request) -> web.Response:
-        return web.json_response({"status": "ok"})
+        return web.json_response({
+            "status": "ok", "service": "clawgate", "pid": os.getpid(),
+            "instance": instance_id(self.gateway.settings.workspaces_dir),
+        })
 
     async def _readyz(self, request: web.Request) -> web.Response:
         report = await readiness(self.gateway, self.started)

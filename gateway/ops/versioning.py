@@ -227,6 +227,7 @@ class Versioning:
         workspace = self._require(workspace)
         rev = rev or "HEAD"
         _verify_rev(rev)
+        await self._resolve(workspace, rev)
         _, out = await self._git(workspace, "show", "--format=commit %h%n%ad%n%n    %s%n",
                                  "--date=iso-strict", rev, "--")
         return out
@@ -241,8 +242,7 @@ class Versioning:
         rev = rev or "HEAD"
         _verify_rev(rev)
         async with self._lock(workspace):
-            _, full = await self._git(workspace, "rev-parse", "--verify", f"{rev}^{{commit}}")
-            full = full.strip()
+            full = await self._resolve(workspace, rev)
             _, subject = await self._git(workspace, "log", "-1", "--format=%h %s", full)
             if to:
                 await self._git(workspace, "restore", f"--source={full}", "--staged",
@@ -268,6 +268,15 @@ class Versioning:
             self._seen.pop(workspace, None)
             await self._commit_locked(workspace, "undo", "", "", note)
         return changed
+
+    async def _resolve(self, workspace: Path, rev: str) -> str:
+        """The full hash of `rev`, or a one-line error that points at `memory log`."""
+        code, full = await self._git(workspace, "rev-parse", "--verify", "-q",
+                                     f"{rev}^{{commit}}", check=False)
+        if code != 0 or not full.strip():
+            raise VersioningError(f"no revision {rev!r} in {workspace.name}: pick one from "
+                                  "`clawgate memory log`")
+        return full.strip()
 
     async def head(self, workspace: Path) -> Commit | None:
         if not self.enabled or not (Path(workspace) / ".git").exists():
