@@ -91,7 +91,7 @@ class McpManager:
     def toolset(self, kind: ContextKind) -> McpToolset:
         names = sorted(self.servers_for(kind),
                        key=lambda n: (-self._last_used.get(n, float("-inf")), self._order[n]))
-        per_server = [(name, self._tools_of(name)) for name in names]
+        per_server = [(name, self.tools_of(name)) for name in names]
         per_server = [(name, tools) for name, tools in per_server if tools]
         plan = plan_schemas([(n, [t.spec for t in tools]) for n, tools in per_server],
                             self.settings.tool_schema_max_chars)
@@ -122,7 +122,8 @@ class McpManager:
     def statuses(self) -> list[ServerStatus]:
         return [c.snapshot() for c in self.connections.values()]
 
-    def _tools_of(self, name: str) -> list[McpTool]:
+    def tools_of(self, name: str) -> list[McpTool]:
+        """The server's tools as offered to a model (wrapped once per listing)."""
         connection = self.connections[name]
         listing = connection.tools
         cached = self._wrapped.get(name)

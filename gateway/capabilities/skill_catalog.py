@@ -43,8 +43,9 @@ EMPTY_SCAN = SkillScan()
 class SkillCatalog:
     """Scans skill folders; one catalog serves every workspace of a gateway."""
 
-    def __init__(self, settings: SkillsSettings) -> None:
+    def __init__(self, settings: SkillsSettings, *, warn: bool = True) -> None:
         self.settings = settings
+        self.warn = warn  # log broken skills (the gateway); a report prints them itself
         self._cache: dict[Path, tuple[tuple[int, int, int], Skill | SkillProblem]] = {}
         self._warned: set[tuple[Path, str]] = set()
 
@@ -117,7 +118,7 @@ class SkillCatalog:
     def _warn(self, problems: list[SkillProblem]) -> list[SkillProblem]:
         for problem in problems:
             key = (problem.path, problem.message)
-            if key not in self._warned:
+            if self.warn and key not in self._warned:
                 self._warned.add(key)
                 log.warning("skill skipped: %s: %s", _shown(problem.path), problem.message)
         return problems
