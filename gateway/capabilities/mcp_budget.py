@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.agent.conversation import ToolSpec
-from gateway.agent.prompt import tool_schema_chars
 from gateway.agent.tools.base import Tool, ToolContext, ToolError
 from gateway.agent.tools.registry import ToolRegistry
 
@@ -34,13 +33,13 @@ class SchemaPlan:
     chars: int  # schema characters of the loaded servers
 
 
-def plan_schemas(servers: Sequence[tuple[str, Sequence[ToolSpec]]], budget: int) -> SchemaPlan:
-    """`servers` in priority order (most recently used first) -> what fits in `budget`."""
+def plan_schemas(servers: Sequence[tuple[str, int]], budget: int) -> SchemaPlan:
+    """`servers` as (name, schema chars) in priority order (most recently used first) -> what
+    fits in `budget`. Schema chars are measured like the request overhead (tool_schema_chars)."""
     loaded: list[str] = []
     deferred: list[str] = []
     used = 0
-    for name, specs in servers:
-        cost = tool_schema_chars(specs)
+    for name, cost in servers:
         if used + cost <= budget:
             loaded.append(name)
             used += cost

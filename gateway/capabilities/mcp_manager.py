@@ -93,7 +93,7 @@ class McpManager:
                        key=lambda n: (-self._last_used.get(n, float("-inf")), self._order[n]))
         per_server = [(name, self.tools_of(name)) for name in names]
         per_server = [(name, tools) for name, tools in per_server if tools]
-        plan = plan_schemas([(n, [t.spec for t in tools]) for n, tools in per_server],
+        plan = plan_schemas([(n, sum(t.schema_chars for t in tools)) for n, tools in per_server],
                             self.settings.tool_schema_max_chars)
         tools = tuple(tool for _, server_tools in per_server for tool in server_tools)
         deferred = {n: [t.spec.name for t in tools_] for n, tools_ in per_server

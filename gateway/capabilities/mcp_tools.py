@@ -19,6 +19,7 @@ from typing import Any
 import mcp_types as types
 
 from gateway.agent.conversation import ToolSpec
+from gateway.agent.prompt import tool_schema_chars
 from gateway.agent.tools.base import ToolContext, ToolError
 from gateway.capabilities.mcp_connection import McpCallError, McpConnection
 
@@ -47,6 +48,7 @@ class McpTool:
         self.spec = spec
         self.max_chars = max_chars
         self._on_use = on_use
+        self.schema_chars = tool_schema_chars([spec])  # measured once: the budget runs per turn
 
     @property
     def server(self) -> str:

@@ -2,9 +2,9 @@
 
 Progressive disclosure: the prompt carries only each skill's name and its description cut to
 one line; the model opens the SKILL.md (read_file for the workspace's own skills, read_skill for
-shared ones) when a task calls for it. Measured cost (bench/prompt_budget.py): the header is
-about 330 characters, and a skill with a typical 100-character description about 120 characters
-(~30 tokens), so twenty skills cost ~2,700 characters, well under the default 4,000 budget.
+shared ones) when a task calls for it. Measured cost (bench/prompt_budget.py): the header is 265
+characters, and a skill with a description of 60-200 characters about 130 characters (~32
+tokens), so twenty skills cost ~2,900 characters (~730 tokens), under the default 4,000 budget.
 Past the budget, the remaining skills are listed by name only, then counted.
 """
 
