@@ -8,7 +8,7 @@ the start: `--exit-at-start` dies before speaking, `--garbage` writes non-protoc
 `--silent` never answers the handshake. With FAKE_MCP_LOG_ENV=NAME in its environment it
 prints that variable's value on stderr at start (a careless server leaking its own token).
 
-Run: python -m tests.fakes.mcp_server [--exit-at-start | --garbage | --silent]
+Run: python -m tests.fakes.mcp_server [--exit-at-start | --garbage | --silent | --http PORT]
 """
 
 from __future__ import annotations
@@ -83,6 +83,10 @@ def main(argv: list[str]) -> None:
             sys.stdout.write("this is not JSON-RPC {{{\n")
             sys.stdout.flush()
             del line
+        return
+    if "--http" in argv:  # streamable HTTP on 127.0.0.1:PORT/mcp instead of stdio
+        port = int(argv[argv.index("--http") + 1])
+        build_server().run("streamable-http", host="127.0.0.1", port=port)
         return
     if os.environ.get("FAKE_MCP_LOG_ENV"):  # a server that logs its own secret on stderr
         name = os.environ["FAKE_MCP_LOG_ENV"]

@@ -175,3 +175,20 @@ async def test_over_the_schema_budget_the_model_loads_a_server_on_demand(
     assert _tool_results(third).count("42") == 1  # the tool's answer went back to the model
     assert channel.texts() == ["42"]
 
+
+
+async def test_a_server_that_cannot_start_is_reported_but_the_gateway_is_ready(
+        anthropic_server, make_gateway):
+    from gateway.ops.health import readiness
+
+    settings = {"owner": OWNER, "mcp": {"servers": {"broken": {
+        "command": "/nonexistent/mcp-server", "restart_initial_seconds": 60}}}}
+    gateway, channel = await make_gateway(anthropic_server, **settings)
+    report = await readiness(gateway)
+    assert report["ready"] is True  # an optional tool server never makes the gateway unready
+    assert report["mcp"]["broken"]["ready"] is False
+    assert "cannot run '/nonexistent/mcp-server'" in report["mcp"]["broken"]["detail"]
+    await channel.inject("dana", "hello")  # turns go on, without the server's tools
+    await channel.wait_for(1)
+    assert not any(n.startswith("broken__") for n in _tool_names(anthropic_server.requests[0]))
+    assert 'clawgate_mcp_server_up{server="broken"} 0' in gateway.metrics.render()

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import socket
 import time
 from pathlib import Path
 from typing import Any
@@ -177,3 +179,47 @@ async def test_only_listed_tools_and_only_allowed_contexts(tmp_path):
         assert manager.registry([], "people") is None
     finally:
         await manager.stop()
+
+
+async def _http_server(port: int) -> asyncio.subprocess.Process:
+    cfg = stdio_config("--http", str(port))
+    process = await asyncio.create_subprocess_exec(
+        cfg["command"], *cfg["args"], cwd=cfg["cwd"], env={**os.environ, **cfg["env"]},
+        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL)
+    for _ in range(300):
+        try:
+            _, writer = await asyncio.open_connection("127.0.0.1", port)
+        except OSError:
+            await asyncio.sleep(0.05)
+            continue
+        writer.close()
+        return process
+    process.kill()
+    raise AssertionError("the HTTP fake did not start")
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+async def test_a_streamable_http_server_answers_and_is_reconnected_after_it_dies():
+    port = _free_port()
+    process = await _http_server(port)
+    manager = await started(web={"url": f"http://127.0.0.1:{port}/mcp",
+                                 "headers": {"Authorization": f"Bearer {TOKEN}"},
+                                 "call_timeout_seconds": 5, "restart_initial_seconds": 0.2})
+    try:
+        assert (await call(manager, "web__echo", text="over http")).text == "echo: over http"
+        process.kill()
+        await process.wait()
+        gone = await call(manager, "web__echo", text="anyone?")
+        assert gone.is_error and "web" in gone.text and TOKEN not in gone.text
+        process = await _http_server(port)  # the server is back: so is the connection
+        assert await manager.connections["web"].wait_ready(30)
+        assert (await call(manager, "web__echo", text="again")).text == "echo: again"
+    finally:
+        await manager.stop()
+        process.kill()
+        await process.wait()
