@@ -57,7 +57,7 @@ class ReadSkillTool:
         if skill.source == "workspace":
             target = await asyncio.to_thread(
                 paths.resolve_in_workspace, ctx.workspace, f"{SKILLS_DIR}/{name}/{file}",
-                private=ctx.private, write=False,
+                private=ctx.private, write=False, area=ctx.area,
             )
         else:
             target = _inside(skill.path.parent, file)

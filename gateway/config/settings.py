@@ -27,6 +27,7 @@ from pydantic_settings import (
 from gateway.config.heartbeat import HeartbeatSettings, check_zone
 from gateway.config.mcp import McpSettings
 from gateway.config.memory import MemorySettings
+from gateway.config.panel import PanelSettings
 from gateway.config.skills import SkillsSettings
 
 ENV_PREFIX = "CLAWGATE_"
@@ -163,6 +164,7 @@ class Settings(BaseSettings):
     health: HealthSettings = Field(default_factory=HealthSettings)
     skills: SkillsSettings = Field(default_factory=SkillsSettings)  # gateway/config/skills.py
     mcp: McpSettings = Field(default_factory=McpSettings)  # gateway/config/mcp.py
+    panel: PanelSettings = Field(default_factory=PanelSettings)  # web control panel
 
     @field_validator("log_redact", mode="before")
     @classmethod

@@ -84,7 +84,7 @@ async def test_a_group_sees_no_skills_nor_mcp_tools_and_cannot_write_skills(
     assert LOAD_TOOL not in _tool_names(first) and "read_skill" not in _tool_names(first)
     assert "## Skills" not in json.dumps(first["system"]) and "pdf-forms" not in json.dumps(first)
     refused = _tool_results(second)
-    assert "skills/ holds instructions" in refused
+    assert "refused" in refused and '"is_error": true' in refused
     workspace = workspace_path(tmp_path / "workspaces", OWNER)
     assert not (workspace / "skills" / "evil").exists()
     # Nor does the group's /context mention the owner's skills.
