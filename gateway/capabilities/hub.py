@@ -25,7 +25,8 @@ from gateway.config.settings import Settings
 log = logging.getLogger(__name__)
 
 # Skills are listed in the prompt of these kinds only: heartbeat turns use a light prompt.
-SKILL_KINDS: frozenset[ContextKind] = frozenset({"owner_dm", "people"})
+# A group gets only its own area's skills (skill_catalog.py).
+SKILL_KINDS: frozenset[ContextKind] = frozenset({"owner_dm", "people", "group"})
 
 
 class Capabilities:
@@ -48,36 +49,39 @@ class Capabilities:
 
     # -- per conversation --------------------------------------------------------------------
 
-    def skill_scan(self, workspace: Path, kind: ContextKind) -> SkillScan:
+    def skill_scan(self, workspace: Path, kind: ContextKind, area: str = "") -> SkillScan:
         if kind not in SKILL_KINDS:
             return EMPTY_SCAN
-        return self.skills.for_context(workspace, kind)
+        return self.skills.for_context(workspace, kind, area)
 
-    def skill_section(self, workspace: Path, kind: ContextKind) -> SkillSection:
+    def skill_section(self, workspace: Path, kind: ContextKind, area: str = "") -> SkillSection:
         config = self.settings.skills
-        return render_skill_section(self.skill_scan(workspace, kind).skills,
-                                    max_chars=config.prompt_max_chars,
-                                    line_max_chars=config.line_max_chars)
+        scan = self.skill_scan(workspace, kind, area)
+        return render_skill_section(scan.skills, max_chars=config.prompt_max_chars,
+                                    line_max_chars=config.line_max_chars, root=scan.root)
 
-    def registry(self, base: ToolRegistry, kind: ContextKind, workspace: Path) -> ToolRegistry:
+    def registry(
+        self, base: ToolRegistry, kind: ContextKind, workspace: Path, area: str = ""
+    ) -> ToolRegistry:
         """`base` plus this context's capability tools; `base` itself when there are none."""
         extra: list[Tool] = []
-        scan = self.skill_scan(workspace, kind)
+        scan = self.skill_scan(workspace, kind, area)
         if any(skill.source == "shared" for skill in scan.skills):
-            extra.append(ReadSkillTool(lambda ctx: self.skill_scan(ctx.workspace, kind)))
+            extra.append(ReadSkillTool(lambda ctx: self.skill_scan(ctx.workspace, kind, area)))
         tools: Sequence[Tool] = [*base.tools(), *extra]
         with_mcp = self.mcp.registry(tools, kind)
         if with_mcp is not None:
             return with_mcp
         return ToolRegistry(tools) if extra else base
 
-    def context_lines(self, workspace: Path, kind: ContextKind) -> list[str]:
+    def context_lines(self, workspace: Path, kind: ContextKind, area: str = "") -> list[str]:
         """What /context shows about skills and tool servers in this conversation."""
         lines: list[str] = []
-        scan = self.skill_scan(workspace, kind)
-        section = self.skill_section(workspace, kind)
-        if kind not in SKILL_KINDS:
-            lines.append("Skills: none in this chat (skills are followed only in private chats)")
+        scan = self.skill_scan(workspace, kind, area)
+        section = self.skill_section(workspace, kind, area)
+        if kind not in SKILL_KINDS or (kind == "group" and not scan.skills and not scan.problems):
+            where = f" (a group's own go in {scan.root}/)" if kind == "group" and area else ""
+            lines.append(f"Skills: none in this chat{where}")
         else:
             detail = f"{section.listed} listed"
             if section.names_only or section.omitted:

@@ -1,11 +1,13 @@
 """Finding skills: `skills/<name>/SKILL.md` in a workspace and in the optional shared directory.
 
 Which skills a conversation gets is decided here, by where they live:
-- a workspace's own skills: in that workspace's private chats (its owner's DMs);
+- a workspace's own skills (`skills/`): in that workspace's private chats (its owner's DMs);
 - the shared directory's skills: in every workspace's private chats, unless the workspace has
   a skill of the same name (its own wins);
-- a group chat: none. Skills are instructions a private chat follows, and a group may not
-  even list them (it cannot change them either: gateway/workspace/paths.py refuses writes).
+- a group chat: only the group's own skills, `groups/<chat>/skills/` in its own area (which
+  it may write, and which nothing more private follows); never the owner's nor the shared
+  ones. The owner's skills are instructions their private chats follow, so a group may not
+  read or change them (memory/layout.py).
 
 A broken skill is skipped with a warning logged once per version of the file; the scan never
 raises. Parsed files are cached by (mtime, size, inode), so an unchanged skill costs one lstat
@@ -40,6 +42,7 @@ class SkillScan:
     skills: tuple[Skill, ...] = ()  # usable, sorted by name
     problems: tuple[SkillProblem, ...] = ()
     shadowed: tuple[Skill, ...] = field(default=())  # shared skills a workspace skill replaces
+    root: str = SKILLS_DIR  # workspace-relative folder of the "workspace" skills
 
 
 EMPTY_SCAN = SkillScan()
@@ -54,19 +57,27 @@ class SkillCatalog:
         self._cache: dict[str, tuple[tuple[int, int, int], Skill | SkillProblem]] = {}
         self._warned: set[tuple[Path, str]] = set()
 
-    def for_context(self, workspace: Path, kind: ContextKind) -> SkillScan:
-        """The skills a conversation of this kind in `workspace` may see."""
-        if kind == "group" or not self.settings.enabled:
+    def for_context(self, workspace: Path, kind: ContextKind, area: str = "") -> SkillScan:
+        """The skills a conversation of this kind in `workspace` may see (`area`: a group's)."""
+        if not self.settings.enabled:
             return EMPTY_SCAN
+        if kind == "group":
+            return self.scan_group(workspace, area) if area else EMPTY_SCAN
         return self.scan(workspace)
+
+    def scan_group(self, workspace: Path, area: str) -> SkillScan:
+        """A group's own skills, in its area: nothing of the owner's, nothing shared."""
+        root = f"{area}/{SKILLS_DIR}"
+        skills, problems = self._scan_dir(workspace / root, "workspace", workspace, area)
+        return SkillScan(tuple(sorted(skills, key=lambda s: s.name)), tuple(problems), (), root)
 
     def scan(self, workspace: Path | None) -> SkillScan:
         """Every skill of `workspace` (if given) and of the shared directory, validated."""
         own: tuple[list[Skill], list[SkillProblem]] = ([], [])
         if workspace is not None:
-            own = self._scan_dir(workspace / SKILLS_DIR, "workspace", workspace)
+            own = self._scan_dir(workspace / SKILLS_DIR, "workspace", workspace, None)
         shared_dir = self.settings.shared_dir
-        shared = self._scan_dir(shared_dir, "shared", None) if shared_dir else ([], [])
+        shared = self._scan_dir(shared_dir, "shared", None, None) if shared_dir else ([], [])
         names = {skill.name for skill in own[0]}
         kept_shared = [s for s in shared[0] if s.name not in names]
         shadowed = tuple(s for s in shared[0] if s.name in names)
@@ -74,7 +85,7 @@ class SkillCatalog:
         return SkillScan(skills, tuple([*own[1], *shared[1]]), shadowed)
 
     def _scan_dir(
-        self, directory: Path, source: Source, workspace: Path | None
+        self, directory: Path, source: Source, workspace: Path | None, area: str | None
     ) -> tuple[list[Skill], list[SkillProblem]]:
         skills: list[Skill] = []
         problems: list[SkillProblem] = []
@@ -94,12 +105,14 @@ class SkillCatalog:
         dir_linked = workspace is not None and directory.is_symlink()
         for entry in folders[:MAX_SKILL_FOLDERS]:
             path = os.path.join(entry.path, SKILL_FILE)
-            item = self._load(path, source, workspace, linked=dir_linked or entry.is_symlink())
+            item = self._load(path, source, workspace, area,
+                              linked=dir_linked or entry.is_symlink())
             (skills if isinstance(item, Skill) else problems).append(item)  # type: ignore[arg-type]
         return skills, self._warn(problems)
 
     def _load(
-        self, name: str, source: Source, workspace: Path | None, *, linked: bool
+        self, name: str, source: Source, workspace: Path | None, area: str | None, *,
+        linked: bool,
     ) -> Skill | SkillProblem:
         """One SKILL.md (a str path: this runs for every skill on every turn, so it is lean)."""
         try:
@@ -111,11 +124,12 @@ class SkillCatalog:
         if workspace is not None and (linked or stat.S_ISLNK(st.st_mode)):
             path = Path(name)
             # The model opens a workspace skill with read_file, so a linked one must pass the
-            # same confinement (no symlink out of the workspace, no hidden names). Plain files
-            # need no check: skills/ is not hidden and nothing on the way is a link.
+            # same confinement (no symlink out of the workspace or, for a group, out of its
+            # area; no hidden names). Plain files need no check: nothing on the way is a link.
             rel = path.relative_to(workspace).as_posix()
             try:
-                paths.resolve_in_workspace(workspace, rel, private=True, write=False)
+                paths.resolve_in_workspace(workspace, rel, private=area is None, write=False,
+                                           area=area or "")
                 st = path.stat()
             except paths.PathRefused as exc:
                 return SkillProblem(path, source, exc.reason)

@@ -20,6 +20,12 @@ HEADER = """\
 Skills are instructions for particular tasks. When a task matches a skill below, read its
 SKILL.md before acting and follow it: skills/<name>/SKILL.md with read_file, or read_skill
 for skills marked (shared). Files a skill mentions are in the same folder."""
+# A group's own skills live in its area: the same header with that folder.
+GROUP_HEADER = """\
+## Skills
+Skills are instructions for particular tasks. When a task matches a skill below, read its
+SKILL.md before acting and follow it: {root}/<name>/SKILL.md with read_file. Files a skill
+mentions are in the same folder."""
 MORE = "More skills (names only): "
 
 
@@ -44,14 +50,15 @@ def skill_line(skill: Skill, line_max_chars: int) -> str:
 
 
 def render_skill_section(
-    skills: Sequence[Skill], *, max_chars: int, line_max_chars: int
+    skills: Sequence[Skill], *, max_chars: int, line_max_chars: int, root: str = "skills"
 ) -> SkillSection:
     if not skills:
         return SkillSection("")
-    if len(HEADER) > max_chars:
+    header = HEADER if root == "skills" else GROUP_HEADER.format(root=root)
+    if len(header) > max_chars:
         return SkillSection("", omitted=len(skills))
-    lines = [HEADER]
-    used = len(HEADER)
+    lines = [header]
+    used = len(header)
     listed = 0
     for skill in skills:
         line = skill_line(skill, line_max_chars)

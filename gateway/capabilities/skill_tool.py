@@ -16,7 +16,7 @@ from typing import Any
 import gateway.workspace.paths as paths
 from gateway.agent.conversation import ToolSpec
 from gateway.agent.tools.base import ToolContext, ToolError
-from gateway.capabilities.skill_catalog import SKILLS_DIR, SkillScan
+from gateway.capabilities.skill_catalog import SkillScan
 from gateway.capabilities.skill_file import SKILL_FILE
 
 MAX_SKILL_CHARS = 60_000
@@ -56,7 +56,7 @@ class ReadSkillTool:
             raise ToolError(f"read_skill: no skill {name!r} here; available: {known}")
         if skill.source == "workspace":
             target = await asyncio.to_thread(
-                paths.resolve_in_workspace, ctx.workspace, f"{SKILLS_DIR}/{name}/{file}",
+                paths.resolve_in_workspace, ctx.workspace, f"{scan.root}/{name}/{file}",
                 private=ctx.private, write=False, area=ctx.area,
             )
         else:

@@ -347,7 +347,8 @@ class Gateway:
     def tools_for(self, route: Route) -> ToolRegistry:
         base = self.private_tools if route.private else self.shared_tools
         # capabilities (issue 17): read_skill and MCP tools where the context allows them
-        return self.capabilities.registry(base, self._capability_kind(route), route.workspace)
+        return self.capabilities.registry(base, self._capability_kind(route), route.workspace,
+                                          route.access.area)
 
     def heartbeat_tools(self, person_id: str, workspace: Path) -> ToolRegistry:
         """A heartbeat turn's tools: the person's private ones, plus MCP servers allowing it."""
@@ -356,7 +357,8 @@ class Gateway:
 
     def capability_lines(self, route: Route) -> list[str]:
         """/context lines about skills and tool servers (issue 17)."""
-        return self.capabilities.context_lines(route.workspace, self._capability_kind(route))
+        return self.capabilities.context_lines(route.workspace, self._capability_kind(route),
+                                               route.access.area)
 
     def _capability_kind(self, route: Route) -> ContextKind:
         return self.capabilities.kind(private=route.private, person_id=route.person_id)
@@ -377,7 +379,8 @@ class Gateway:
                                             route.sender_is_owner)
         now = self.clock.now().astimezone(self._zone)
         # capabilities (issue 17): the skills section (names and one-line descriptions)
-        skills = self.capabilities.skill_section(route.workspace, self._capability_kind(route))
+        skills = self.capabilities.skill_section(route.workspace, self._capability_kind(route),
+                                                 route.access.area)
         return build_system_prompt(files, private=route.private, now=now, run_info=run_info,
                                    area=route.access.area, sections=[skills.text])
 

@@ -192,3 +192,33 @@ async def test_a_server_that_cannot_start_is_reported_but_the_gateway_is_ready(
     await channel.wait_for(1)
     assert not any(n.startswith("broken__") for n in _tool_names(anthropic_server.requests[0]))
     assert 'clawgate_mcp_server_up{server="broken"} 0' in gateway.metrics.render()
+
+
+async def test_a_groups_own_skills_are_offered_only_in_that_group(anthropic_server, make_gateway,
+                                                                   tmp_path):
+    _with_skill(tmp_path)
+    server = anthropic_server
+    _, channel = await make_gateway(server, **_settings())
+    own = "groups/fakechat-g1/skills/standup/SKILL.md"
+    server.reply_tool_call("write_file", {"path": own, "content": (
+        "---\nname: standup\ndescription: Run the team's daily standup.\n---\nAsk each one.\n")})
+    server.reply_text("saved")
+    await channel.inject("mallory", "@bot remember how we do standups", chat_type="group",
+                         chat_id="g1")
+    await channel.wait_for(1)
+    assert '"is_error": true' not in _tool_results(server.requests[1])  # its own area
+
+    await channel.inject("mallory", "@bot standup time", chat_type="group", chat_id="g1")
+    await channel.inject("mallory", "@bot hi", chat_type="group", chat_id="g2")
+    await channel.inject("dana", "hello")
+    await channel.wait_for(4)
+    by_chat = {}
+    for request in server.requests[2:]:
+        text = json.dumps(request)
+        key = "g1" if "group:g1" in text else "g2" if "group:g2" in text else "dm"
+        by_chat[key] = json.dumps(request["system"])
+    assert "- standup: Run the team's daily standup." in by_chat["g1"]
+    assert "groups/fakechat-g1/skills/<name>/SKILL.md" in by_chat["g1"]
+    assert "pdf-forms" not in by_chat["g1"]  # never the owner's
+    assert "standup" not in by_chat["g2"]  # another group does not follow it
+    assert "standup" not in by_chat["dm"] and "pdf-forms" in by_chat["dm"]  # nor does the owner

@@ -128,13 +128,15 @@ async def test_servers_that_never_work_are_down_with_a_reason_and_offer_nothing(
     quick = {"startup_timeout_seconds": 4, "restart_initial_seconds": 30}
     began = time.monotonic()
     manager = await started(
-        exits=stdio_config("--exit-at-start", **quick),
+        # It must fail by exiting, long before its own start-up timeout.
+        exits=stdio_config("--exit-at-start", startup_timeout_seconds=20,
+                           restart_initial_seconds=30),
         garbage=stdio_config("--garbage", **quick),
         silent=stdio_config("--silent", **quick),
         missing={"command": "/nonexistent/mcp-server", **quick},
     )
     try:
-        assert time.monotonic() - began < 9  # concurrently, each bounded by its timeout
+        assert time.monotonic() - began < 15  # concurrently, each bounded by its timeout
         details = {s.name: (s.status, s.detail) for s in manager.statuses()}
         assert details["exits"][0] == "down"
         assert "exited" in details["exits"][1] and "cannot start (as asked)" in details["exits"][1]
