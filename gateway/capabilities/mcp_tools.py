@@ -113,8 +113,8 @@ def render_result(result: types.CallToolResult) -> str:
             parts.append(block.text)
         elif isinstance(block, types.ImageContent | types.AudioContent):
             kind = "image" if isinstance(block, types.ImageContent) else "audio"
-            parts.append(f"[{kind} {block.mime_type}, {len(block.data) * 3 // 4:,} bytes, "
-                         "not shown]")
+            size = len(block.data) * 3 // 4 - block.data[-2:].count("=")  # base64 -> bytes
+            parts.append(f"[{kind} {block.mime_type}, {size:,} bytes, not shown]")
         elif isinstance(block, types.ResourceLink):
             parts.append(f"[resource {block.name}: {block.uri}]")
         elif isinstance(block, types.EmbeddedResource):
