@@ -52,11 +52,21 @@ class ToolRegistry:
         # an error that echoes a key (an embeddings endpoint's 401 did) is masked here.
         self._redact = redact or (lambda text: text)
 
+    def redact_with(self, redact: Callable[[str], str]) -> ToolRegistry:
+        """Mask every result with `redact` from now on (registries built elsewhere, e.g. with
+        capability tools, get the gateway's redaction this way); returns self."""
+        self._redact = redact
+        return self
+
     def specs(self) -> list[ToolSpec]:
         return [tool.spec for tool in self._tools.values()]
 
     def names(self) -> list[str]:
         return list(self._tools)
+
+    def tools(self) -> list[Tool]:
+        """The tools themselves, to build a wider registry on top of this one."""
+        return list(self._tools.values())
 
     def __contains__(self, name: object) -> bool:
         return name in self._tools
