@@ -11,7 +11,8 @@
   for the record.
 - Deliver: queued in the DM lane, so it never lands in the middle of a DM turn; the alert is
   recorded in the DM transcript as an assistant message (the next DM turn sees what was said),
-  then sent to the last DM route.
+  then handed to the gateway's delivery path (outbox, retried until sent) for the last DM
+  route. Only a refusal for good counts as not delivered.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from gateway.agent.transcript import Transcript, message_to_entry
 from gateway.config.heartbeat import HeartbeatOverride
 from gateway.config.settings import Settings
 from gateway.pipeline.gateway import Gateway
+from gateway.pipeline.routing import dm_session_key, heartbeat_session_key
 from gateway.workspace.seed import MEMORY_DIR, SEEDED_MARKER
 from heartbeat import (
     ActiveHours,
@@ -52,14 +54,6 @@ from heartbeat.timer import Sleep
 log = logging.getLogger(__name__)
 
 LIGHT_FILES = ("AGENTS.md", "SOUL.md", "IDENTITY.md")
-
-
-def dm_session_key(person_id: str) -> str:
-    return f"{person_id}:dm"
-
-
-def heartbeat_session_key(person_id: str) -> str:
-    return f"{person_id}:heartbeat"
 
 
 def policy_for(settings: Settings, person_id: str) -> HeartbeatPolicy:
@@ -167,16 +161,16 @@ class GatewayHeartbeatHost:
                                channel=target.channel, chat_id=target.chat_id)
             else:
                 session.record_event("heartbeat_notice", text=text)
-            try:
-                await gateway._send(target.channel, target.chat_id, text)
-            except Exception as exc:
-                log.warning("heartbeat delivery to %s failed: %s", target.channel, exc)
-                session.record_event("delivery", ok=False, error=type(exc).__name__,
-                                     heartbeat=True)
-                failures.append(exc)
-            else:
-                session.record_event("delivery", ok=True, channel=target.channel,
-                                     heartbeat=True)
+            sent = await gateway.delivery.deliver(target.channel, target.chat_id, text)
+            outcome = await sent
+            session.record_event("delivery", ok=outcome == "sent", channel=target.channel,
+                                 heartbeat=True,
+                                 **({} if outcome == "sent" else {"error": outcome}))
+            if outcome == "queued":  # in the outbox: retried until sent, so it counts
+                log.warning("heartbeat delivery to %s failed once; it is retried",
+                            target.channel)
+            elif outcome in ("refused", "no_channel"):
+                failures.append(RuntimeError(f"delivery to {target.channel} {outcome}"))
 
         await gateway.lanes.submit(key, job)
         if failures:
@@ -214,7 +208,8 @@ def build_heartbeat_service(
         async def record(outcome: BeatOutcome) -> None:
             gateway.metrics.heartbeat(outcome.status)
             if outcome.model_called:  # the light turn may have written files: version them
-                await gateway.versioning.commit(workspace, "heartbeat", session=f"{person_id}:hb")
+                await gateway.versioning.commit(workspace, "heartbeat",
+                                                session=heartbeat_session_key(person_id))
 
         beat = Heartbeat(workspace, person_id, host, policy, gateway.clock, on_outcome=record)
         return HeartbeatTimer(beat, gateway.clock, sleep=sleep, rng=rng)

@@ -11,11 +11,13 @@ busy timeout lets both write). It holds:
 - `approved`, `pairing`, `approve_failures`: access control (see gateway/pipeline/pairing.py).
 - `links`: identity links, (channel, user id) -> person id.
 - `last_dm_route`: where each person last wrote to us in a DM (heartbeat delivery).
-- `deliveries`: one row per reply sent or failed.
+- `outbox`: every outbound message (gateway/pipeline/delivery.py): pending until the platform
+  accepted it, then `sent` (its text cleared), or `refused` / `failed`. An optional unique
+  `key` makes a delivery idempotent. Pending rows are what a restart sends again.
 
 Two connections: writes that gate an acknowledgement to a platform (the inbox record) and
 access decisions commit with `synchronous=FULL`, so "recorded" means on disk, not in a page
-cache; bookkeeping (offsets, done marks, routes, deliveries) commits with `NORMAL`, which in
+cache; bookkeeping (offsets, done marks, routes, outbox) commits with `NORMAL`, which in
 WAL mode survives a crash of the process and at worst repeats work after a power loss (a
 redelivered update is deduplicated by the inbox). Measured: 2.3x the messages per second of
 FULL everywhere.
@@ -68,10 +70,13 @@ CREATE TABLE IF NOT EXISTS last_dm_route (
     person_id TEXT PRIMARY KEY, channel TEXT NOT NULL, chat_id TEXT NOT NULL,
     sender_id TEXT NOT NULL, at TEXT NOT NULL
 );
-CREATE TABLE IF NOT EXISTS deliveries (
-    id INTEGER PRIMARY KEY AUTOINCREMENT, channel TEXT NOT NULL, chat_id TEXT NOT NULL,
-    ok INTEGER NOT NULL, error TEXT NOT NULL DEFAULT '', at TEXT NOT NULL
+CREATE TABLE IF NOT EXISTS outbox (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, key TEXT UNIQUE, channel TEXT NOT NULL,
+    chat_id TEXT NOT NULL, text TEXT NOT NULL, status TEXT NOT NULL DEFAULT 'pending',
+    attempts INTEGER NOT NULL DEFAULT 0, error TEXT NOT NULL DEFAULT '',
+    created_at TEXT NOT NULL, finished_at TEXT
 );
+CREATE INDEX IF NOT EXISTS outbox_pending ON outbox (status, id);
 """
 
 
@@ -84,6 +89,17 @@ class DmRoute:
     chat_id: str
     sender_id: str
     at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Outgoing:
+    """One outbound message; `row` is its outbox id (None on a channel that is not durable)."""
+
+    row: int | None
+    channel: str
+    chat_id: str
+    text: str
+    attempts: int = 0
 
 
 def state_path(workspaces_root: Path) -> Path:
@@ -329,10 +345,67 @@ class StateDB:
         channel, chat_id, sender_id, at = rows[0]
         return DmRoute(person_id, channel, chat_id, sender_id, datetime.fromisoformat(at))
 
-    # -- deliveries ---------------------------------------------------------------------------
+    # -- outbox -------------------------------------------------------------------------------
 
-    async def record_delivery(self, channel: str, chat_id: str, ok: bool, error: str = "") -> None:
+    async def enqueue_outbound(
+        self, channel: str, chat_id: str, text: str, *, key: str | None = None,
+        done: InboundMessage | None = None, done_status: str = "done",
+    ) -> int | None:
+        """Add a message to the outbox and mark `done` answered, in one transaction.
+
+        Returns the row id, or None when `key` was used before (nothing added, nothing marked:
+        the earlier delivery did both).
+        """
+        db = self.db
+        now = _iso(datetime.now(UTC))
+        cursor = await db.execute(
+            "INSERT OR IGNORE INTO outbox (key, channel, chat_id, text, created_at)"
+            " VALUES (?, ?, ?, ?, ?)",
+            (key, channel, chat_id, text, now),
+        )
+        if cursor.rowcount != 1:
+            await db.rollback()
+            return None
+        row = cursor.lastrowid
+        if done is not None:
+            await db.execute(
+                "UPDATE inbox SET status = ?, done_at = ? WHERE channel = ? AND chat_id = ?"
+                " AND message_id = ?",
+                (done_status, now, done.channel, done.chat_id, done.message_id),
+            )
+        await db.commit()
+        return row
+
+    async def note_attempt(self, row: int, error: str) -> None:
+        await self._write("UPDATE outbox SET attempts = attempts + 1, error = ? WHERE id = ?",
+                          (error, row))
+
+    async def finish_outbound(self, row: int, status: str, error: str = "") -> None:
+        """`sent`, `refused` or `failed`; the text is not kept once the row is finished."""
         await self._write(
-            "INSERT INTO deliveries (channel, chat_id, ok, error, at) VALUES (?, ?, ?, ?, ?)",
-            (channel, chat_id, int(ok), error, _iso(datetime.now(UTC))),
+            "UPDATE outbox SET status = ?, error = ?, text = '', finished_at = ? WHERE id = ?",
+            (status, error, _iso(datetime.now(UTC)), row),
+        )
+
+    async def pending_outbound(self) -> list[Outgoing]:
+        rows = await self._rows(
+            "SELECT id, channel, chat_id, text, attempts FROM outbox WHERE status = 'pending'"
+            " ORDER BY id"
+        )
+        return [Outgoing(int(r[0]), r[1], r[2], r[3], int(r[4])) for r in rows]
+
+    async def outbox_counts(self) -> dict[str, int]:
+        """Outbound messages by status (pending, sent, refused, failed)."""
+        rows = await self._rows("SELECT status, count(*) FROM outbox GROUP BY status")
+        return {str(status): int(count) for status, count in rows}
+
+    # -- updates a channel could not read -------------------------------------------------------
+
+    async def record_failed(self, channel: str, ref: str, error: str) -> None:
+        """An update a channel skipped as unreadable: kept (without a body) for the record."""
+        payload = json.dumps({"error": error})
+        await self._write(
+            "INSERT OR IGNORE INTO inbox (channel, chat_id, message_id, payload, status,"
+            " received_at, done_at) VALUES (?, '', ?, ?, 'failed', ?, ?)",
+            (channel, ref, payload, _iso(datetime.now(UTC)), _iso(datetime.now(UTC))),
         )

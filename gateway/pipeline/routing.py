@@ -28,6 +28,20 @@ class Route:
     chat_id: str
 
 
+def dm_session_key(person_id: str) -> str:
+    """The one builder of session keys: a person's direct messages (all their accounts)."""
+    return f"{person_id}:dm"
+
+
+def heartbeat_session_key(person_id: str) -> str:
+    """The person's heartbeat runs, isolated from their DM history."""
+    return f"{person_id}:heartbeat"
+
+
+def group_session_key(channel: str, chat_id: str) -> str:
+    return f"{channel}:group:{chat_id}"
+
+
 def person_id_for(channel: str, sender_id: str, owner: str) -> str:
     """A stable, path-safe person id for a platform account (the terminal is the owner)."""
     if channel == TERMINAL_CHANNEL:
@@ -62,8 +76,9 @@ class Router:
         sender = await self.person_for(msg.channel, msg.sender_id)
         if msg.chat_type == "direct":
             workspace = workspace_path(self.workspaces_root, sender)
-            return Route(sender, workspace, f"{sender}:dm", True, msg.channel, msg.chat_id)
+            return Route(sender, workspace, dm_session_key(sender), True, msg.channel,
+                         msg.chat_id)
         # A group talks to the gateway owner's assistant, never with their private memory.
         workspace = workspace_path(self.workspaces_root, self.owner)
-        key = f"{msg.channel}:group:{msg.chat_id}"
+        key = group_session_key(msg.channel, msg.chat_id)
         return Route(self.owner, workspace, key, False, msg.channel, msg.chat_id)
