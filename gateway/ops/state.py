@@ -25,6 +25,7 @@ FULL everywhere.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from dataclasses import dataclass
@@ -144,6 +145,9 @@ class StateDB:
         self._durable: aiosqlite.Connection | None = None
         # Last DM routes written by this process: an unchanged route costs no disk write.
         self._routes: dict[str, tuple[str, str, str]] = {}
+        # One writer at a time per connection: a write is several awaits (statements, then
+        # commit), and another coroutine's statement must not join or end its transaction.
+        self._locks = {"NORMAL": asyncio.Lock(), "FULL": asyncio.Lock()}
 
     @classmethod
     def for_root(cls, workspaces_root: Path) -> StateDB:
@@ -185,9 +189,11 @@ class StateDB:
     async def _write(
         self, sql: str, params: tuple[Any, ...] = (), *, durable: bool = False
     ) -> int:
-        connection = self._durable if durable and self._durable is not None else self.db
-        cursor = await connection.execute(sql, params)
-        await connection.commit()
+        full = durable and self._durable is not None
+        connection = self._durable if full and self._durable is not None else self.db
+        async with self._locks["FULL" if full else "NORMAL"]:
+            cursor = await connection.execute(sql, params)
+            await connection.commit()
         return cursor.rowcount
 
     async def _rows(self, sql: str, params: tuple[Any, ...] = ()) -> list[aiosqlite.Row]:
@@ -358,22 +364,20 @@ class StateDB:
         """
         db = self.db
         now = _iso(datetime.now(UTC))
-        cursor = await db.execute(
-            "INSERT OR IGNORE INTO outbox (key, channel, chat_id, text, created_at)"
-            " VALUES (?, ?, ?, ?, ?)",
-            (key, channel, chat_id, text, now),
-        )
-        if cursor.rowcount != 1:
-            await db.rollback()
-            return None
-        row = cursor.lastrowid
-        if done is not None:
-            await db.execute(
-                "UPDATE inbox SET status = ?, done_at = ? WHERE channel = ? AND chat_id = ?"
-                " AND message_id = ?",
-                (done_status, now, done.channel, done.chat_id, done.message_id),
+        async with self._locks["NORMAL"]:
+            cursor = await db.execute(
+                "INSERT OR IGNORE INTO outbox (key, channel, chat_id, text, created_at)"
+                " VALUES (?, ?, ?, ?, ?)",
+                (key, channel, chat_id, text, now),
             )
-        await db.commit()
+            row = cursor.lastrowid if cursor.rowcount == 1 else None
+            if row is not None and done is not None:
+                await db.execute(
+                    "UPDATE inbox SET status = ?, done_at = ? WHERE channel = ? AND chat_id = ?"
+                    " AND message_id = ?",
+                    (done_status, now, done.channel, done.chat_id, done.message_id),
+                )
+            await db.commit()
         return row
 
     async def note_attempt(self, row: int, error: str) -> None:
