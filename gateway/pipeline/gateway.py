@@ -136,7 +136,7 @@ class Gateway:
                 log.info("resuming %d message(s) recorded but not answered before", len(pending))
             for msg in pending:
                 self.turns.resuming.add((msg.channel, msg.chat_id, msg.message_id))
-                await self._process(msg)
+                await self._process(msg, resumed=True)
         finally:
             self._resumed.set()
 
@@ -186,13 +186,14 @@ class Gateway:
             # Recorded and still pending: the next start processes it again.
             log.exception("could not process %s message %s", msg.channel, msg.message_id)
 
-    async def _process(self, msg: InboundMessage) -> None:
+    async def _process(self, msg: InboundMessage, *, resumed: bool = False) -> None:
         decision = await self.access.check(msg)
         if not decision.allowed:
             await self._answer_now(msg, decision.reply, "denied")
             return
         account: Account = (msg.channel, msg.sender_id)
-        admitted, refusal = self.limits.admit(account)
+        # A message accepted before a restart was within the limits then: never refused now.
+        admitted, refusal = self.limits.admit(account, force=resumed)
         if not admitted:
             await self._answer_now(msg, refusal, "over_limit")
             return
