@@ -84,7 +84,7 @@ class LimitsSettings(_Section):
     # Messages of one account accepted but not yet answered; beyond it: a polite reply.
     queue_per_person: int = Field(20, ge=1)
     # Messages of one account per rolling minute (0: no limit); beyond it: a polite reply.
-    messages_per_minute: int = Field(30, ge=0)
+    messages_per_minute: int = Field(60, ge=0)
     # Wall time of one whole turn (flush, compaction, every model call and tool round).
     turn_deadline_seconds: float = Field(600.0, gt=0)
 

@@ -192,11 +192,13 @@ class Gateway:
             await self._answer_now(msg, decision.reply, "denied")
             return
         account: Account = (msg.channel, msg.sender_id)
-        # A message accepted before a restart was within the limits then: never refused now.
-        admitted, refusal = self.limits.admit(account, force=resumed)
+        # A message accepted before a restart was within the limits then: it is neither
+        # refused nor counted now (the limits are for what arrives).
+        admitted, refusal = (True, "") if resumed else self.limits.admit(account)
         if not admitted:
             await self._answer_now(msg, refusal, "over_limit")
             return
+        counted = not resumed
         try:
             route = await self.router.resolve(msg)
             await self._ensure_workspace(route)
@@ -209,7 +211,8 @@ class Gateway:
                 kind = msg.attachment
                 await self._answer_now(
                     msg, MEDIA_REPLY.format(kind=kind) if kind else EMPTY_MESSAGE_REPLY)
-                self.limits.release(account)
+                if counted:
+                    self.limits.release(account)
                 return
             if command is None:
                 key, job = route.session_key, self._turn_job(route, msg)
@@ -220,9 +223,10 @@ class Gateway:
                 key = route.session_key if queued else f"{route.session_key}#now"
                 job = self._command_job(route, command, msg)
         except BaseException:
-            self.limits.release(account)
+            if counted:
+                self.limits.release(account)
             raise
-        self.lanes.submit(key, self._released(account, job))
+        self.lanes.submit(key, self._released(account, job) if counted else job)
 
     def _released(self, account: Account, job: Job) -> Job:
         async def run() -> None:

@@ -43,11 +43,11 @@ class PersonLimits:
         self.messages_per_minute = messages_per_minute
         self._usage: dict[Account, _Usage] = {}
 
-    def admit(self, account: Account, *, force: bool = False) -> tuple[bool, str]:
+    def admit(self, account: Account) -> tuple[bool, str]:
         """(admitted, reply). An admitted message must be `release`d once answered.
 
         A refused message comes with the polite reply, or "" when the person was told less
-        than a minute ago. `force` admits (and counts) whatever the limits say.
+        than a minute ago.
         """
         now = self.clock.now().timestamp()
         usage = self._usage.setdefault(account, _Usage())
@@ -58,7 +58,7 @@ class PersonLimits:
             reply = BUSY_REPLY.format(count=usage.inflight)
         elif self.messages_per_minute and len(usage.arrivals) >= self.messages_per_minute:
             reply = RATE_REPLY.format(limit=self.messages_per_minute)
-        if not reply or force:
+        if not reply:
             usage.arrivals.append(now)
             usage.inflight += 1
             return True, ""
