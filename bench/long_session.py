@@ -115,6 +115,7 @@ async def run(turns: int, window: int) -> None:
         settings = load_settings(
             Path(root) / "none.toml", workspaces_dir=Path(root), timezone="UTC",
             llm={"context_window": window}, compaction={"notify": False},
+            limits={"messages_per_minute": 0},  # one person, 2,000 turns as fast as possible
         )
         provider = GrowingUsageProvider()
         channel = WaitingChannel()
