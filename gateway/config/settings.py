@@ -82,7 +82,7 @@ class LimitsSettings(_Section):
     """What one person may ask of the gateway; see the README's "Limits"."""
 
     # Messages of one account accepted but not yet answered; beyond it: a polite reply.
-    queue_per_person: int = Field(20, ge=1)
+    queue_per_person: int = Field(50, ge=1)
     # Messages of one account per rolling minute (0: no limit); beyond it: a polite reply.
     messages_per_minute: int = Field(60, ge=0)
     # Wall time of one whole turn (flush, compaction, every model call and tool round).
