@@ -1,62 +1,61 @@
-"""`clawgate heartbeat run --workspace PATH` and `clawgate heartbeat status`."""
+"""`clawgate heartbeat run|status`: one beat now, or where every workspace stands."""
 
-from __future__ import annotations
-
-import argparse
 import asyncio
+import dataclasses
 import sys
 import textwrap
 from datetime import UTC, datetime, tzinfo
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from gateway.config.settings import Settings, load_settings
-from heartbeat import BeatOutcome, Heartbeat, HeartbeatPolicy, load_state
+import typer
+
+from gateway.cli.common import JsonOption, WorkspaceOption, print_json, resolve_workspace, settings
+from gateway.config.settings import Settings
+from heartbeat import ActiveHours, BeatOutcome, Heartbeat, HeartbeatPolicy, load_state
 from heartbeat.checklist import format_interval
 
-
-def register(sub: Any) -> None:
-    """Add the `heartbeat` subcommands to the main parser."""
-    heartbeat = sub.add_parser("heartbeat", help="HEARTBEAT.md checks: run one now, or status")
-    hsub = heartbeat.add_subparsers(title="heartbeat commands", required=True)
-    run = hsub.add_parser(
-        "run", help="one beat now for one workspace; prints what happened and why (an alert is "
-                    "printed here, not sent: the running gateway sends alerts)"
-    )
-    run.add_argument("--workspace", required=True, type=Path, metavar="PATH",
-                     help="the workspace directory, e.g. workspaces/telegram-12345")
-    run.set_defaults(handler=cmd_run)
-    status = hsub.add_parser("status", help="per workspace: next beat, last outcome, tokens today")
-    status.set_defaults(handler=cmd_status)
+app = typer.Typer(help="HEARTBEAT.md checks: run one now, or status", no_args_is_help=True)
 
 
-def cmd_run(args: argparse.Namespace) -> int:
-    settings = load_settings()
-    settings.api_key()
-    workspace: Path = args.workspace
-    if not workspace.is_dir():
-        print(f"clawgate: no workspace directory at {workspace}", file=sys.stderr)
-        return 2
-    person_id = workspace.resolve().name
-    outcome, policy = asyncio.run(_run_once(settings, workspace, person_id))
-    print(f"heartbeat for {person_id} ({workspace})")
+def register(root: typer.Typer) -> None:
+    root.add_typer(app, name="heartbeat")
+
+
+@app.command("run", help="one beat now for one workspace; prints what happened and why (an "
+                         "alert is printed here, not sent: the running gateway sends alerts)")
+def run_command(
+    workspace: WorkspaceOption = None,
+    ignore_hours: Annotated[bool, typer.Option(
+        "--ignore-hours", help="run even outside the active hours (try a checklist now)")] = False,
+) -> None:
+    config = settings()
+    config.api_key()
+    path = resolve_workspace(workspace, config)
+    person_id = path.resolve().name
+    outcome, policy = asyncio.run(_run_once(config, path, person_id, ignore_hours))
+    print(f"heartbeat for {person_id} ({path})")
     print(f"  policy: {describe_policy(policy)}")
     print(f"  outcome: {outcome.describe()}")
     if outcome.text:
         print("  message:")
         print(textwrap.indent(outcome.text, "    "))
-    return 1 if outcome.status == "error" else 0
+    if outcome.status == "error":
+        raise typer.Exit(1)
 
 
 async def _run_once(
-    settings: Settings, workspace: Path, person_id: str
+    config: Settings, workspace: Path, person_id: str, ignore_hours: bool
 ) -> tuple[BeatOutcome, HeartbeatPolicy]:
     from gateway.agent.providers import build_provider
     from gateway.assembly.heartbeat_host import GatewayHeartbeatHost, policy_for
     from gateway.assembly.platforms import build_gateway
 
-    gateway = build_gateway(settings, build_provider(settings))  # channels are not started
-    policy = policy_for(settings, person_id)
+    gateway = build_gateway(config, build_provider(config))  # channels are not started
+    policy = policy_for(config, person_id)
+    if ignore_hours:
+        zone = policy.active_hours.zone
+        policy = dataclasses.replace(policy, active_hours=ActiveHours(zone=zone))
     try:
         try:
             await gateway.state.open()
@@ -70,24 +69,37 @@ async def _run_once(
         await gateway.state.close()
 
 
-def cmd_status(args: argparse.Namespace) -> int:
+@app.command("status", help="per workspace: next beat, last outcome, tokens today")
+def status_command(as_json: JsonOption = False) -> None:
     from gateway.assembly.heartbeat_host import discover_workspaces, policy_for
 
-    settings = load_settings()
-    root = settings.workspaces_dir
-    rows = list(discover_workspaces(root))
+    config = settings()
+    root = config.workspaces_dir
+    now = datetime.now(UTC)
+    rows: list[dict[str, Any]] = []
+    for person_id, workspace in discover_workspaces(root):
+        policy = policy_for(config, person_id)
+        state = load_state(workspace)
+        day = policy.active_hours.local_date(now)
+        rows.append({
+            "person": person_id, "workspace": str(workspace),
+            "policy": describe_policy(policy), "enabled": policy.every is not None,
+            "next_beat_at": _iso(state.next_beat_at), "last_beat_at": _iso(state.last_beat_at),
+            "last_status": state.last_status or None, "last_reason": state.last_reason or None,
+            "tokens_today": state.tokens_on(day), "daily_token_cap": policy.daily_token_cap,
+            "_zone": policy.active_hours.zone, "_state": state,
+        })
+    if as_json:
+        print_json([{k: v for k, v in row.items() if not k.startswith("_")} for row in rows])
+        return
     if not rows:
         print(f"no workspaces under {root}")
-        return 0
-    now = datetime.now(UTC)
-    for person_id, workspace in rows:
-        policy = policy_for(settings, person_id)
-        state = load_state(workspace)
-        zone = policy.active_hours.zone
-        day = policy.active_hours.local_date(now)
-        print(f"{person_id} ({workspace})")
-        print(f"  policy: {describe_policy(policy)}")
-        if policy.every is None:
+        return
+    for row in rows:
+        state, zone = row["_state"], row["_zone"]
+        print(f"{row['person']} ({row['workspace']})")
+        print(f"  policy: {row['policy']}")
+        if not row["enabled"]:
             print("  next beat: never (heartbeats are off)")
         else:
             planned = _when(state.next_beat_at, zone, "not planned (is the gateway running?)")
@@ -95,9 +107,9 @@ def cmd_status(args: argparse.Namespace) -> int:
         last = _when(state.last_beat_at, zone, "never")
         outcome = f" - {state.last_status}: {state.last_reason}" if state.last_status else ""
         print(f"  last beat: {last}{outcome}")
-        cap = f" of {policy.daily_token_cap:,}" if policy.daily_token_cap else " (no cap)"
-        print(f"  tokens today: {state.tokens_on(day):,}{cap}")
-    return 0
+        cap = row["daily_token_cap"]
+        cap_text = f" of {cap:,}" if cap else " (no cap)"
+        print(f"  tokens today: {row['tokens_today']:,}{cap_text}")
 
 
 def describe_policy(policy: HeartbeatPolicy) -> str:
@@ -106,6 +118,10 @@ def describe_policy(policy: HeartbeatPolicy) -> str:
     cap = f"{policy.daily_token_cap:,} tokens a day" if policy.daily_token_cap else "no token cap"
     return (f"every {format_interval(policy.every)}, active {policy.active_hours.describe()}, "
             f"{cap}")
+
+
+def _iso(moment: datetime | None) -> str | None:
+    return moment.isoformat() if moment is not None else None
 
 
 def _when(moment: datetime | None, zone: tzinfo, missing: str) -> str:

@@ -1,234 +1,166 @@
-"""The `clawgate` command line: run, chat, doctor."""
+"""The `clawgate` command line (Typer + Rich): the root options and the one error policy.
+
+Each command group lives in its own module under gateway/cli/ and adds itself with
+`register(app)`; a new group (schedule, skills, panel...) is one module and one line in
+`GROUPS`. Errors a person can make end as one `clawgate: ...` line and exit status 2; any
+other failure is one line too, with the traceback only under `--debug`.
+"""
 
 from __future__ import annotations
 
-import argparse
-import asyncio
-import contextlib
-import logging
 import os
 import sys
-import tempfile
+import traceback
 from collections.abc import Sequence
+from importlib import import_module
 from pathlib import Path
+from typing import Annotated
+
+import typer
 
 from gateway import __version__
-from gateway.config.settings import ConfigError, Settings, config_path, load_settings
+from gateway.cli.common import EXIT_USAGE, CliError
+from gateway.config.settings import CONFIG_FILE_ENV, ConfigError
 
-log = logging.getLogger("clawgate")
+# Modules with a `register(app)` function, in the order their commands appear in the help.
+GROUPS = (
+    "gateway.cli.serve",      # run, chat
+    "gateway.cli.doctor",     # doctor
+    "gateway.cli.pairing",    # pairing list|approve|deny
+    "gateway.cli.users",      # users link|unlink|list
+    "gateway.cli.heartbeat",  # heartbeat run|status
+    "gateway.cli.memory",     # memory index|search|status|log|diff|undo
+    "gateway.cli.ops",        # backup, restore, clone, status, healthcheck
+    "gateway.cli.panel",      # panel url
+)
+
+def _parser_errors() -> tuple[type[Exception], ...]:
+    """Typer >= 0.29 vendors Click (its errors derive from TyperException); older ones raise
+    Click's own ClickException."""
+    errors: list[type[Exception]] = [typer.TyperException]
+    try:
+        import click
+
+        errors.append(click.ClickException)
+    except ImportError:
+        pass
+    return tuple(errors)
+
+
+_PARSER_ERRORS = _parser_errors()
+# Root options accepted anywhere on the command line (before or after the subcommand).
+_ROOT_VALUE_OPTIONS = ("--config",)
+_ROOT_FLAGS = ("--debug",)
+
+
+def _version(value: bool) -> None:
+    if value:
+        print(f"clawgate {__version__}")
+        raise typer.Exit()
+
+
+def build_app() -> typer.Typer:
+    app = typer.Typer(
+        name="clawgate",
+        help="Your own LLM assistant over Telegram, Discord and a terminal.",
+        no_args_is_help=False,
+        add_completion=False,
+        pretty_exceptions_enable=False,
+        context_settings={"help_option_names": ["-h", "--help"]},
+    )
+
+    @app.callback(invoke_without_command=True)
+    def root(
+        ctx: typer.Context,
+        config: Annotated[Path | None, typer.Option(
+            "--config", metavar="FILE",
+            help="TOML config file (default ./clawgate.toml, or CLAWGATE_CONFIG); "
+                 "accepted before or after the command")] = None,
+        debug: Annotated[bool, typer.Option(
+            "--debug", help="show the traceback of an unexpected error")] = False,
+        version: Annotated[bool, typer.Option(
+            "--version", callback=_version, is_eager=True, help="print the version")] = False,
+    ) -> None:
+        if config is not None:
+            if not config.is_file():
+                raise CliError(f"config file {config} does not exist (given with --config)")
+            os.environ[CONFIG_FILE_ENV] = str(config)
+        if ctx.invoked_subcommand is None:  # bare `clawgate` is `clawgate run`
+            from gateway.cli.serve import run_command
+
+            ctx.invoke(run_command)
+
+    for name in GROUPS:
+        import_module(name).register(app)
+    return app
+
+
+def hoist_root_options(argv: Sequence[str]) -> tuple[list[str], bool]:
+    """Move `--config X` / `--config=X` / `--debug` to the front, wherever they were typed."""
+    front: list[str] = []
+    rest: list[str] = []
+    debug = False
+    items = list(argv)
+    i = 0
+    while i < len(items):
+        item = items[i]
+        if item == "--":
+            rest.extend(items[i:])
+            break
+        if item in _ROOT_FLAGS:
+            front.append(item)
+            debug = True
+        elif item in _ROOT_VALUE_OPTIONS and i + 1 < len(items):
+            front.extend(items[i:i + 2])
+            i += 1
+        elif item.startswith(tuple(f"{o}=" for o in _ROOT_VALUE_OPTIONS)):
+            front.append(item)
+        else:
+            rest.append(item)
+        i += 1
+    return front + rest, debug
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = _parser()
-    args = parser.parse_args(argv)
-    if args.config:
-        os.environ["CLAWGATE_CONFIG"] = str(args.config)
-    if not getattr(args, "handler", None):
-        args.handler = _cmd_run
+    """Run one command; return its exit status (the `clawgate` script's entry point)."""
+    args, debug = hoist_root_options(sys.argv[1:] if argv is None else argv)
+    command = typer.main.get_command(build_app())
     try:
-        return int(args.handler(args) or 0)
-    except ConfigError as exc:
-        print(f"clawgate: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
+        result = command.main(args=args, prog_name="clawgate", standalone_mode=False)
+    except typer.Exit as exc:
+        return exc.exit_code
+    except (typer.Abort, KeyboardInterrupt):
+        print("clawgate: interrupted", file=sys.stderr)
         return 130
-
-
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="clawgate", description="Your own LLM assistant over Telegram, Discord and a terminal."
-    )
-    parser.add_argument("--version", action="version", version=f"clawgate {__version__}")
-    parser.add_argument("--config", type=Path, help="TOML config file (default ./clawgate.toml)")
-    sub = parser.add_subparsers(title="commands")
-    run = sub.add_parser("run", help="start the gateway with every configured channel")
-    run.set_defaults(handler=_cmd_run)
-    chat = sub.add_parser("chat", help="chat with your assistant in this terminal")
-    chat.add_argument("--person", help="whose workspace to use (default: the owner setting)")
-    chat.set_defaults(handler=_cmd_chat)
-    doctor = sub.add_parser("doctor", help="check the configuration, key, sqlite-vec, workspaces")
-    doctor.set_defaults(handler=_cmd_doctor)
-    from gateway.cli import admin as cli_admin
-
-    cli_admin.register(sub)
-    from gateway.cli import heartbeat as cli_heartbeat
-
-    cli_heartbeat.register(sub)
-    from gateway.cli import memory as cli_memory
-
-    cli_memory.register(sub)
-    from gateway.cli import ops as cli_ops
-
-    cli_ops.register(sub)
-    return parser
-
-
-def _setup_logging(settings: Settings, *, quiet: bool) -> None:
-    """Text or JSON lines with session and turn ids, secrets masked (gateway/ops/logs.py)."""
-    from gateway.ops.logs import setup_logging
-
-    setup_logging(settings, quiet=quiet)  # quiet keeps a terminal chat readable
-
-
-def _cmd_run(args: argparse.Namespace) -> int:
-    settings = load_settings()
-    settings.api_key()  # fail now, in one line, rather than at the first message
-    _setup_logging(settings, quiet=True)
-    print(
-        f"clawgate {__version__}: provider {settings.llm.provider}/{settings.llm.resolved_model}, "
-        f"workspaces in {settings.workspaces_dir.resolve()}",
-        file=sys.stderr,
-    )
-    from gateway.assembly.platforms import PLATFORMS, TOKEN_HINTS, configured_platforms
-
-    platforms = configured_platforms(settings)
-    for platform in PLATFORMS:
-        section = getattr(settings, platform)
-        state = (f"configured (DMs: {section.dm_policy}, groups: "
-                 f"{'on' if section.groups_enabled else 'off'})" if platform in platforms
-                 else f"not configured: {TOKEN_HINTS[platform]}")
-        print(f"  {platform}: {state}", file=sys.stderr)
-    if platforms:
-        return _serve(settings)
-    print(
-        "No platform channel (Telegram, Discord) is configured: opening a terminal chat "
-        "instead.",
-        file=sys.stderr,
-    )
-    return _chat(settings, settings.owner)
-
-
-def _serve(settings: Settings) -> int:
-    """Run every configured platform channel until Ctrl-C or SIGTERM."""
-    import signal
-
-    from channels.base import ChannelError
-    from gateway.agent.providers import build_provider
-    from gateway.assembly.heartbeat_host import start_heartbeats
-    from gateway.assembly.platforms import build_gateway
-
-    logging.getLogger().setLevel(logging.getLevelName(settings.log_level))
-
-    async def serve() -> int:
-        gateway = build_gateway(settings, build_provider(settings))
-        _attach_memory(gateway, settings)
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            with contextlib.suppress(NotImplementedError):
-                loop.add_signal_handler(sig, stop.set)
-        try:
-            await gateway.start()
-        except ChannelError as exc:
-            print(f"clawgate: {exc}", file=sys.stderr)
-            await gateway.stop(drain_timeout=1)
-            return 2
-        print("clawgate is running; Ctrl-C to stop. Approve new people with "
-              "`clawgate pairing list` / `clawgate pairing approve CHANNEL CODE`.",
-              file=sys.stderr)
-        heartbeats = await start_heartbeats(gateway)  # one timer per workspace
-        health = None
-        if settings.health.enabled:  # /healthz /readyz /metrics (gateway/ops/health.py)
-            from gateway.ops.health import HealthServer
-
-            health = HealthServer(gateway, settings.health.host, settings.health.port)
-            await health.start()
-        await stop.wait()
-        if health is not None:
-            await health.stop()
-        await heartbeats.stop()
-        await gateway.stop()
-        return 0
-
-    return asyncio.run(serve())
-
-
-def _cmd_chat(args: argparse.Namespace) -> int:
-    settings = load_settings()
-    settings.api_key()
-    _setup_logging(settings, quiet=True)
-    person = args.person or settings.owner
-    if args.person:
-        settings = settings.model_copy(update={"owner": person})
-    return _chat(settings, person)
-
-
-def _chat(settings: Settings, person: str) -> int:
-    from channels.terminal import TerminalChannel
-    from gateway.agent.providers import build_provider
-    from gateway.pipeline.gateway import Gateway
-    from gateway.workspace.seed import workspace_path
-
-    workspace = workspace_path(settings.workspaces_dir, person)
-    if sys.stdin.isatty():
-        print(f"Chatting with the assistant of {workspace} (Ctrl-D to quit, /help for commands)",
-              file=sys.stderr)
-
-    async def session() -> None:
-        terminal = TerminalChannel()
-        gateway = Gateway(settings, build_provider(settings), channels=[terminal])
-        _attach_memory(gateway, settings)
-        await gateway.start()
-        try:
-            await terminal.input_closed.wait()
-        finally:
-            await gateway.stop()
-
-    with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(session())
-    return 0
-
-
-def _attach_memory(gateway: object, settings: Settings) -> None:
-    """Recall (memory_search, memory_get) in the owner's DMs, unless memory.enabled is false."""
-    from gateway.config.memory import build_memory_service
-    from gateway.pipeline.gateway import Gateway
-
-    service = build_memory_service(settings.memory)
-    if service is not None and isinstance(gateway, Gateway):
-        gateway.use_memory(service)
-
-
-def _cmd_doctor(args: argparse.Namespace) -> int:
-    checks: list[tuple[bool, str, str]] = []
-    try:
-        settings = load_settings()
-        checks.append((True, f"configuration ({config_path()} + environment) is valid", ""))
+    except _PARSER_ERRORS as exc:  # usage errors: unknown command or option, bad value
+        ctx = getattr(exc, "ctx", None)
+        code = int(getattr(exc, "exit_code", EXIT_USAGE))
+        hint = f" (see `{ctx.command_path} --help`)" if ctx is not None and code == 2 else ""
+        print(f"clawgate: {exc.format_message()}{hint}", file=sys.stderr)  # type: ignore[attr-defined]
+        return code
+    except CliError as exc:
+        return _one_line(str(exc), exc.code, debug)
     except ConfigError as exc:
-        checks.append((False, "configuration is invalid", str(exc)))
-        return _report(checks)
-    try:
-        settings.api_key()
-        checks.append((True, f"API key for {settings.llm.provider} is set", ""))
-    except ConfigError as exc:
-        checks.append((False, "no provider API key", str(exc)))
-    try:
-        from memory.sqlite import vec_version
-
-        checks.append((True, f"sqlite-vec {vec_version()} loads", ""))
+        return _one_line(str(exc), EXIT_USAGE, debug)
     except Exception as exc:
-        checks.append((False, "sqlite-vec does not load",
-                       f"{exc}. Reinstall with: pip install sqlite-vec pysqlite3-binary"))
-    checks.append(_check_writable(settings.workspaces_dir))
-    return _report(checks)
+        from gateway.workspace.seed import WorkspaceError
+
+        if isinstance(exc, WorkspaceError):
+            return _one_line(str(exc), EXIT_USAGE, debug)
+        if isinstance(exc, OSError) and exc.filename is not None:
+            reason = exc.strerror or type(exc).__name__
+            return _one_line(f"{reason}: {exc.filename}", EXIT_USAGE, debug)
+        if debug:
+            traceback.print_exc()
+        else:
+            print(f"clawgate: unexpected error: {type(exc).__name__}: {exc} "
+                  "(run again with --debug for the traceback)", file=sys.stderr)
+        return 1
+    return result if isinstance(result, int) else 0
 
 
-def _check_writable(root: Path) -> tuple[bool, str, str]:
-    try:
-        root.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=root, prefix=".doctor-"):
-            pass
-    except OSError as exc:
-        return (False, f"workspaces root {root} is not writable",
-                f"{exc.strerror}. Set CLAWGATE_WORKSPACES_DIR to a writable directory.")
-    return (True, f"workspaces root {root.resolve()} is writable", "")
-
-
-def _report(checks: list[tuple[bool, str, str]]) -> int:
-    for ok, what, fix in checks:
-        print(f"{'ok ' if ok else 'FAIL'} {what}")
-        if fix:
-            print(f"     fix: {fix}")
-    failed = sum(not ok for ok, _, _ in checks)
-    print("all checks passed" if not failed else f"{failed} check(s) failed")
-    return 0 if not failed else 1
+def _one_line(message: str, code: int, debug: bool) -> int:
+    if debug:
+        traceback.print_exc()
+    print(f"clawgate: {message}", file=sys.stderr)
+    return code

@@ -1,111 +1,129 @@
-"""`clawgate memory index|search|status`: the recall index from the command line.
+"""`clawgate memory ...`: a workspace's recall index (index, search, status) and its history
+(log, diff, undo).
 
 A public contract: works on any directory with the workspace layout, without the gateway
 running. `search --json` prints only a JSON array on stdout; everything else goes to stderr.
+Read-only commands (status, search of an existing index, log, diff) create no file; `index`
+and `undo` are the commands that change something, and say what they changed.
 """
 
-from __future__ import annotations
-
-import argparse
 import asyncio
 import json
+import re
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from gateway.config.settings import ConfigError, Settings, load_settings
+import typer
+
+from gateway.cli.common import (
+    EXIT_FAILED,
+    CliError,
+    JsonOption,
+    WorkspaceOption,
+    fail,
+    print_json,
+    print_table,
+    resolve_workspace,
+    settings,
+)
+from gateway.config.settings import Settings
+from gateway.ops.versioning import Versioning, VersioningError
 from memory.defaults import DEFAULT_MAX_RESULTS
+from memory.layout import RECALL_DIR
+
+app = typer.Typer(help="a workspace's memory: recall index (index, search, status) and "
+                       "history (log, diff, undo)", no_args_is_help=True)
+RevArgument = Annotated[str, typer.Argument(metavar="[REV]",
+                                            help="a revision from `memory log` (default: the "
+                                                 "last change)")]
+# What `--since` accepts (git would silently read any other text as "now").
+_SINCE = re.compile(
+    r"^(now|today|yesterday|\d{4}-\d{2}-\d{2}([ T]\d{1,2}:\d{2}(:\d{2})?)?|"
+    r"\d+\s*(second|minute|hour|day|week|month|year)s?( ago)?)$", re.IGNORECASE)
 
 
-def register(sub: Any) -> None:
-    memory = sub.add_parser("memory", help="the recall index: index, search, status")
-    commands = memory.add_subparsers(title="memory commands", dest="memory_command")
-    memory.set_defaults(handler=lambda args: (memory.print_help(), 2)[1])
-
-    index = commands.add_parser("index", help="bring a workspace's recall index up to date")
-    _workspace_arg(index)
-    index.add_argument("--force", action="store_true", help="rebuild from scratch")
-    index.set_defaults(handler=_cmd_index)
-
-    search = commands.add_parser("search", help="search a workspace's memory")
-    search.add_argument("query", help="what to look for")
-    _workspace_arg(search)
-    search.add_argument("--limit", type=int, default=DEFAULT_MAX_RESULTS,
-                        help=f"number of results (default {DEFAULT_MAX_RESULTS})")
-    search.add_argument("--min-score", type=float, default=0.0, help="drop results below this")
-    search.add_argument("--json", action="store_true", help="print a JSON array, nothing else")
-    search.set_defaults(handler=_cmd_search)
-
-    status = commands.add_parser("status", help="files, chunks, embedder, dirty, last sync")
-    _workspace_arg(status)
-    status.add_argument("--json", action="store_true", help="print a JSON object")
-    status.set_defaults(handler=_cmd_status)
+def register(root: typer.Typer) -> None:
+    root.add_typer(app, name="memory")
 
 
-def _workspace_arg(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--workspace", type=Path, required=True,
-                        help="the workspace directory (with MEMORY.md, memory/, sessions/)")
+# --- the recall index ------------------------------------------------------------------------
 
 
-def _settings() -> Settings:
-    return load_settings()
-
-
-def _workspace(path: Path) -> Path:
-    if not path.is_dir():
-        raise ConfigError(f"workspace {path} is not a directory; pass --workspace PATH")
-    return path.resolve()
-
-
-def _open_index(args: argparse.Namespace) -> Any:
+def _open_index(workspace: Path, config: Settings) -> Any:
     from memory.embedders import EmbedderError, build_embedder
     from memory.index import MemoryIndex
 
-    settings = _settings().memory
-    workspace = _workspace(args.workspace)
+    memory = config.memory
     try:
         embedder = build_embedder(
-            settings.embedder, model=settings.model, dim=settings.dimension,
-            api_key=settings.resolved_api_key(), base_url=settings.base_url,
+            memory.embedder, model=memory.model, dim=memory.dimension,
+            api_key=memory.resolved_api_key(), base_url=memory.base_url,
         )
     except (EmbedderError, ImportError, OSError, RuntimeError) as exc:
         print(f"clawgate: embedder unavailable ({exc}); keyword-only", file=sys.stderr)
         embedder = None
     return MemoryIndex(
-        workspace, embedder, chunk_chars=settings.chunk_chars, sessions=settings.sessions,
-        half_life_days=settings.half_life_days,
+        workspace.resolve(), embedder, chunk_chars=memory.chunk_chars, sessions=memory.sessions,
+        half_life_days=memory.half_life_days,
     )
 
 
-class _Bar:
-    """A one-line progress bar on stderr, only when stderr is a terminal."""
+class _Progress:
+    """A Rich progress bar on stderr, only when stderr is a terminal."""
 
     def __init__(self) -> None:
-        self.enabled = sys.stderr.isatty()
+        self.bar: Any = None
+        self.task: Any = None
+        if sys.stderr.isatty():
+            from rich.console import Console
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TextColumn,
+                TimeRemainingColumn,
+            )
+
+            self.bar = Progress(TextColumn("indexing"), BarColumn(), MofNCompleteColumn(),
+                                TimeRemainingColumn(), console=Console(stderr=True),
+                                transient=True)
+
+    def __enter__(self) -> "_Progress":
+        if self.bar is not None:
+            self.bar.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.bar is not None:
+            self.bar.stop()
 
     def __call__(self, done: int, total: int) -> None:
-        if not self.enabled or not total:
+        if self.bar is None or not total:
             return
-        width = 30
-        filled = width * done // total
-        sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} files")
-        sys.stderr.flush()
-        if done >= total:
-            sys.stderr.write("\n")
+        if self.task is None:
+            self.task = self.bar.add_task("index", total=total)
+        self.bar.update(self.task, completed=done, total=total)
 
 
-def _cmd_index(args: argparse.Namespace) -> int:
-    index = _open_index(args)
+@app.command("index", help="bring a workspace's recall index up to date")
+def index_command(
+    workspace: WorkspaceOption = None,
+    force: Annotated[bool, typer.Option("--force", help="rebuild from scratch")] = False,
+) -> None:
+    config = settings()
+    index = _open_index(resolve_workspace(workspace, config), config)
 
-    async def run() -> Any:
+    async def run(progress: _Progress) -> Any:
         try:
-            return await index.sync(force=args.force, progress=_Bar()), await index.status()
+            return await index.sync(force=force, progress=progress), await index.status()
         finally:
             await index.close()
 
     started = time.perf_counter()
-    stats, status = asyncio.run(run())
+    with _Progress() as progress:
+        stats, status = asyncio.run(run(progress))
     print(
         f"indexed {status.files} files, {status.chunks} chunks ({status.mode}, "
         f"{status.embedder} {status.dimension}d) in {time.perf_counter() - started:.2f} s: "
@@ -117,40 +135,60 @@ def _cmd_index(args: argparse.Namespace) -> int:
     if stats.embed_error:
         print(f"warning: embedding failed ({stats.embed_error}); those chunks are "
               "keyword-only until the next index", file=sys.stderr)
-    return 0
 
 
-def _cmd_search(args: argparse.Namespace) -> int:
-    if args.limit < 1:
-        raise ConfigError("--limit must be 1 or more")
-    index = _open_index(args)
+@app.command("search", help="search a workspace's memory")
+def search_command(
+    query: Annotated[str, typer.Argument(help="what to look for")],
+    workspace: WorkspaceOption = None,
+    limit: Annotated[int, typer.Option(
+        "--limit", help=f"number of results (default {DEFAULT_MAX_RESULTS})")
+    ] = DEFAULT_MAX_RESULTS,
+    min_score: Annotated[float, typer.Option("--min-score", help="drop results below this")
+                         ] = 0.0,
+    as_json: Annotated[bool, typer.Option("--json", help="print a JSON array, nothing else")
+                       ] = False,
+) -> None:
+    if limit < 1:
+        raise CliError("--limit must be 1 or more")
+    config = settings()
+    index = _open_index(resolve_workspace(workspace, config), config)
 
     async def run() -> Any:
         try:
-            return await index.search(args.query, max_results=args.limit,
-                                      min_score=args.min_score)
+            return await index.search(query, max_results=limit, min_score=min_score)
         finally:
             await index.close()
 
     response = asyncio.run(run())
-    if args.json:
+    if as_json:
         json.dump([r.as_dict() for r in response.results], sys.stdout, ensure_ascii=False)
         sys.stdout.write("\n")
         if response.note:
             print(f"note: {response.note}", file=sys.stderr)
-        return 0
+        return
     print(f"mode: {response.mode}" + (f" ({response.note})" if response.note else ""))
     if not response.results:
-        print(f"no memory matched {args.query!r}")
+        print(f"no memory matched {query!r}")
     for number, result in enumerate(response.results, start=1):
         print(f"\n{number}. {result.path}:{result.start_line}-{result.end_line} "
               f"score {result.score:.3f} [{result.source}]")
         print("   " + result.snippet.replace("\n", "\n   "))
-    return 0
 
 
-def _cmd_status(args: argparse.Namespace) -> int:
-    index = _open_index(args)
+@app.command("status", help="files, chunks, embedder, dirty, last sync (creates nothing)")
+def status_command(workspace: WorkspaceOption = None, as_json: JsonOption = False) -> None:
+    config = settings()
+    path = resolve_workspace(workspace, config)
+    index = _open_index(path, config)
+    if not index.path.exists():  # read-only: never build an index to report on it
+        if as_json:
+            print_json({"path": str(index.path), "present": False})
+        else:
+            print(f"no recall index yet in {path}: build it with "
+                  f"`clawgate memory index --workspace {path}` (the running gateway builds it "
+                  "at the first search)")
+        return
 
     async def run() -> Any:
         try:
@@ -159,9 +197,9 @@ def _cmd_status(args: argparse.Namespace) -> int:
             await index.close()
 
     status = asyncio.run(run())
-    if args.json:
+    if as_json:
         print(json.dumps(status.__dict__, ensure_ascii=False))
-        return 0
+        return
     print(f"index:      {status.path}")
     print(f"files:      {status.files}")
     print(f"chunks:     {status.chunks} ({status.vectors} with vectors)")
@@ -170,4 +208,83 @@ def _cmd_status(args: argparse.Namespace) -> int:
     print(f"mode:       {status.mode}" + (f" - {status.note}" if status.note else ""))
     print(f"dirty:      {'yes (files changed since the last sync)' if status.dirty else 'no'}")
     print(f"last sync:  {status.last_sync or 'never'}")
-    return 0
+
+
+# --- history: log / diff / undo ---------------------------------------------------------------
+
+
+def _versioning(config: Settings) -> Versioning:
+    return Versioning(enabled=config.versioning.enabled)
+
+
+def check_since(value: str) -> str:
+    """`--since` as git understands it, or a CliError (git reads unknown text as now)."""
+    if value and not _SINCE.match(value.strip()):
+        raise CliError(f"--since {value!r} is not a time: use a date (2026-03-01), "
+                       "'yesterday', or '2 hours ago'")
+    return value.strip()
+
+
+@app.command("log", help="what changed, when and why (newest first)")
+def log_command(
+    workspace: WorkspaceOption = None,
+    limit: Annotated[int, typer.Option("--limit", "-n", help="at most this many")] = 20,
+    since: Annotated[str, typer.Option(
+        "--since", help='e.g. "yesterday", "2 hours ago", a date')] = "",
+    as_json: JsonOption = False,
+) -> None:
+    since = check_since(since)
+    config = settings()
+    path = resolve_workspace(workspace, config)
+    versioning = _versioning(config)
+
+    async def run() -> list[Any]:
+        if (path / ".git").exists():  # a plain folder stays plain: log never runs git init
+            await versioning.commit(path, "hand edit", note="noticed by `clawgate memory log`")
+        return await versioning.log(path, limit=limit, since=since)
+
+    try:
+        commits = asyncio.run(run())
+    except VersioningError as exc:
+        raise typer.Exit(fail(str(exc))) from None
+    if as_json:
+        print_json([{"rev": c.rev, "date": c.date, "subject": c.subject, "files": list(c.files)}
+                    for c in commits])
+        return
+    if not commits:
+        print("no changes in that period")
+        return
+    print_table(("rev", "date", "change"), ((c.rev, c.date, c.subject) for c in commits))
+
+
+@app.command("diff", help="the change made by REV (default: the last one)")
+def diff_command(workspace: WorkspaceOption = None, rev: RevArgument = "") -> None:
+    config = settings()
+    path = resolve_workspace(workspace, config)
+    try:
+        print(asyncio.run(_versioning(config).diff(path, rev)), end="")
+    except VersioningError as exc:
+        raise typer.Exit(fail(str(exc))) from None
+
+
+@app.command("undo", help="undo the change made by REV (default: the last one)")
+def undo_command(
+    workspace: WorkspaceOption = None,
+    rev: RevArgument = "",
+    to: Annotated[bool, typer.Option(
+        "--to", help="restore every versioned file as it was at REV instead")] = False,
+) -> None:
+    config = settings()
+    path = resolve_workspace(workspace, config)
+    try:
+        changed = asyncio.run(_versioning(config).undo(path, rev, to=to))
+    except VersioningError as exc:
+        raise typer.Exit(fail(str(exc), EXIT_FAILED)) from None
+    if not changed:
+        print("nothing to undo: the files already have that content")
+        return
+    print(f"restored {len(changed)} file(s): {', '.join(changed)}")
+    if (path / RECALL_DIR).exists():
+        # The recall index compares files by mtime and size: the restored files are new to it,
+        # so its next sync (the running gateway's watcher, or the next search) re-indexes them.
+        print("the recall index re-indexes them at its next sync")

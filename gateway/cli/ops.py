@@ -1,216 +1,134 @@
-"""Operating commands: `memory log|diff|undo`, `backup`, `restore`, `clone`, `status`,
-`healthcheck`. Registered in gateway/cli/main.py; each handler returns the exit code.
-"""
+"""Operating commands: `backup`, `restore`, `clone`, `status`, `healthcheck`."""
 
-from __future__ import annotations
-
-import argparse
 import asyncio
 import json
 import sqlite3
-import sys
 import urllib.error
 import urllib.request
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from gateway.config.settings import Settings, load_settings
+import typer
+
+from gateway.cli.common import (
+    CliError,
+    JsonOption,
+    WorkspaceOption,
+    fail,
+    print_json,
+    resolve_workspace,
+    settings,
+)
+from gateway.config.settings import Settings
 from gateway.ops.backup import BackupError, backup, clone, list_workspaces, restore
 from gateway.ops.state import state_path
-from gateway.ops.versioning import Versioning, VersioningError
-from gateway.workspace.seed import SESSIONS_DIR, WorkspaceError, workspace_path
+from gateway.ops.versioning import Versioning
+from gateway.workspace.seed import SESSIONS_DIR, WorkspaceError
+from memory.layout import RECALL_DIR
 
 
-def _memory_commands(sub: Any) -> Any:
-    """The `memory` command's subcommands; it is shared with the recall index's CLI."""
-    memory = sub.choices.get("memory")
-    if memory is None:
-        memory = sub.add_parser("memory", help="a workspace's memory: history, undo")
-        return memory.add_subparsers(title="memory commands")
-    for action in memory._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            return action
-    return memory.add_subparsers(title="memory commands")
-
-
-def register(sub: Any) -> None:
-    msub = _memory_commands(sub)
-    log_cmd = msub.add_parser("log", help="what changed, when and why (newest first)")
-    _workspace_arg(log_cmd)
-    log_cmd.add_argument("-n", "--limit", type=int, default=20, help="at most this many")
-    log_cmd.add_argument("--since", default="", help='e.g. "yesterday", "2 hours ago", a date')
-    log_cmd.set_defaults(handler=cmd_memory_log)
-    diff = msub.add_parser("diff", help="the change made by REV (default: the last one)")
-    _workspace_arg(diff)
-    diff.add_argument("rev", nargs="?", default="", help="a revision from `memory log`")
-    diff.set_defaults(handler=cmd_memory_diff)
-    undo = msub.add_parser("undo", help="undo the change made by REV (default: the last one)")
-    _workspace_arg(undo)
-    undo.add_argument("rev", nargs="?", default="", help="a revision from `memory log`")
-    undo.add_argument("--to", action="store_true",
-                      help="restore every versioned file as it was at REV instead")
-    undo.set_defaults(handler=cmd_memory_undo)
-
-    bak = sub.add_parser("backup", help="archive workspaces (consistent while running)")
-    which = bak.add_mutually_exclusive_group()
-    which.add_argument("--workspace", type=Path, help="one workspace directory")
-    which.add_argument("--all", action="store_true",
-                       help="every workspace and the gateway state database (the default)")
-    bak.add_argument("--output", "-o", type=Path, required=True, help="FILE.tar.gz to write")
-    bak.set_defaults(handler=cmd_backup)
-    res = sub.add_parser("restore", help="unpack a backup (never overwrites unless --force)")
-    res.add_argument("archive", type=Path)
-    res.add_argument("--root", type=Path, help="workspaces root (default: workspaces_dir)")
-    res.add_argument("--as", dest="rename", default="",
-                     help="restore a one-workspace backup under this name")
-    res.add_argument("--force", action="store_true",
-                     help="replace what exists (it is moved to <root>/.trash/)")
-    res.add_argument("--no-state", action="store_true",
-                     help="leave the gateway state database out")
-    res.set_defaults(handler=cmd_restore)
-    cl = sub.add_parser("clone", help="copy a workspace under a new name")
-    cl.add_argument("source", help="the workspace (person id) to copy")
-    cl.add_argument("new", help="the new workspace's name")
-    cl.add_argument("--no-sessions", action="store_true",
-                    help="leave conversations behind: same memory, fresh sessions")
-    cl.set_defaults(handler=cmd_clone)
-    status = sub.add_parser("status", help="channels, workspaces, sessions, heartbeats, index")
-    status.add_argument("--json", action="store_true", help="machine-readable output")
-    status.set_defaults(handler=cmd_status)
-    health = sub.add_parser("healthcheck", help="exit 0 if the running gateway's /healthz answers")
-    health.add_argument("--url", default="", help="default: from the [health] settings")
-    health.set_defaults(handler=cmd_healthcheck)
-
-
-def _workspace_arg(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--workspace", type=Path,
-                        help="the workspace directory (default: the owner's)")
-
-
-def _workspace(args: argparse.Namespace, settings: Settings) -> Path:
-    if args.workspace is not None:
-        return Path(args.workspace)
-    return workspace_path(settings.workspaces_dir, settings.owner)
-
-
-def _fail(message: str) -> int:
-    print(f"clawgate: {message}", file=sys.stderr)
-    return 1
-
-
-def _versioning(settings: Settings) -> Versioning:
-    return Versioning(enabled=settings.versioning.enabled)
-
-
-# --- memory log / diff / undo ---------------------------------------------------------------
-
-
-def cmd_memory_log(args: argparse.Namespace) -> int:
-    settings = load_settings()
-    workspace = _workspace(args, settings)
-    versioning = _versioning(settings)
-
-    async def run() -> list[Any]:
-        await versioning.commit(workspace, "hand edit", note="noticed by `clawgate memory log`")
-        return await versioning.log(workspace, limit=args.limit, since=args.since)
-
-    try:
-        commits = asyncio.run(run())
-    except VersioningError as exc:
-        return _fail(str(exc))
-    if not commits:
-        print("no changes in that period")
-    for commit in commits:
-        print(f"{commit.rev}  {commit.date}  {commit.subject}")
-    return 0
-
-
-def cmd_memory_diff(args: argparse.Namespace) -> int:
-    settings = load_settings()
-    try:
-        print(asyncio.run(_versioning(settings).diff(_workspace(args, settings), args.rev)),
-              end="")
-    except VersioningError as exc:
-        return _fail(str(exc))
-    return 0
-
-
-def cmd_memory_undo(args: argparse.Namespace) -> int:
-    settings = load_settings()
-    workspace = _workspace(args, settings)
-    try:
-        changed = asyncio.run(_versioning(settings).undo(workspace, args.rev, to=args.to))
-    except VersioningError as exc:
-        return _fail(str(exc))
-    if not changed:
-        print("nothing to undo: the files already have that content")
-        return 0
-    print(f"restored {len(changed)} file(s): {', '.join(changed)}")
-    if (workspace / ".recall").exists():
-        # The recall index compares files by mtime and size: the restored files are new to it,
-        # so its next sync (the running gateway's watcher, or the next search) re-indexes them.
-        print("the recall index re-indexes them at its next sync")
-    return 0
+def register(app: typer.Typer) -> None:
+    app.command("backup", help="archive workspaces (consistent while running)")(backup_command)
+    app.command("restore", help="unpack a backup (never overwrites unless --force)")(
+        restore_command)
+    app.command("clone", help="copy a workspace under a new name")(clone_command)
+    app.command("status", help="channels, workspaces, sessions, heartbeats, index")(
+        status_command)
+    app.command("healthcheck", help="exit 0 if this gateway's /healthz answers (prints the "
+                                    "result)")(healthcheck_command)
 
 
 # --- backup / restore / clone -----------------------------------------------------------------
 
 
-def cmd_backup(args: argparse.Namespace) -> int:
-    settings = load_settings()
-    root = settings.workspaces_dir
-    if args.workspace is not None:
-        workspaces, state = [Path(args.workspace)], None
+def backup_command(
+    output: Annotated[Path, typer.Option("--output", "-o", metavar="FILE.tar.gz",
+                                         help="the archive to write")],
+    workspace: WorkspaceOption = None,
+    all_: Annotated[bool, typer.Option(
+        "--all", help="every workspace and the gateway state database (the default)")] = False,
+    force: Annotated[bool, typer.Option("--force", help="replace an existing archive")] = False,
+) -> None:
+    if workspace is not None and all_:
+        raise CliError("give --workspace or --all, not both")
+    if output.exists() and not force:
+        raise CliError(f"{output} already exists: choose another --output, or add --force to "
+                       "replace it")
+    config = settings()
+    root = config.workspaces_dir
+    if workspace is not None:
+        workspaces, state = [resolve_workspace(workspace, config)], None
     else:
         workspaces, state = list_workspaces(root), state_path(root)
     try:
-        report = backup(args.output, workspaces, state_db=state)
+        report = backup(output, workspaces, state_db=state)
     except (BackupError, OSError, sqlite3.Error) as exc:
-        return _fail(f"backup failed: {exc}")
+        raise typer.Exit(fail(f"backup failed: {exc}")) from None
     print(f"wrote {report.output}: {len(report.workspaces)} workspace(s), {report.files} files, "
           f"{report.databases} database(s) copied via the SQLite backup API"
           + (", gateway state included" if report.state else ""))
     for skipped in report.skipped:
         print(f"  skipped {skipped}")
-    return 0
 
 
-def cmd_restore(args: argparse.Namespace) -> int:
-    settings = load_settings()
-    root = args.root or settings.workspaces_dir
+def restore_command(
+    archive: Annotated[Path, typer.Argument(metavar="FILE.tar.gz")],
+    root: Annotated[Path | None, typer.Option(
+        "--root", help="workspaces root (default: workspaces_dir)")] = None,
+    rename: Annotated[str, typer.Option(
+        "--as", help="restore a one-workspace backup under this name")] = "",
+    force: Annotated[bool, typer.Option(
+        "--force", help="replace what exists (it is moved to <root>/.trash/)")] = False,
+    no_state: Annotated[bool, typer.Option(
+        "--no-state", help="leave the gateway state database out")] = False,
+) -> None:
+    config = settings()
+    target = root or config.workspaces_dir
     try:
-        report = restore(args.archive, root, force=args.force, rename=args.rename,
-                         with_state=not args.no_state)
+        report = restore(archive, target, force=force, rename=rename, with_state=not no_state)
     except (BackupError, WorkspaceError) as exc:
-        return _fail(str(exc))
+        hint = ""
+        if rename and not no_state and "state" in str(exc):
+            hint = " (with --as, add --no-state to keep the current gateway state)"
+        raise typer.Exit(fail(f"{exc}{hint}")) from None
     for name in report.workspaces:
-        print(f"restored workspace {root / name}")
+        print(f"restored workspace {target / name}")
     if report.state:
         print("restored the gateway state database (restart the gateway to use it)")
     for path in report.moved_aside:
         print(f"moved the previous copy to {path}")
-    return 0
 
 
-def cmd_clone(args: argparse.Namespace) -> int:
-    settings = load_settings()
+def clone_command(
+    source: Annotated[str, typer.Argument(metavar="SOURCE",
+                                          help="the workspace to copy (person id or path)")],
+    new: Annotated[str, typer.Argument(metavar="NEW", help="the new workspace's name")],
+    no_sessions: Annotated[bool, typer.Option(
+        "--no-sessions", help="leave conversations behind: same memory, fresh sessions")
+    ] = False,
+) -> None:
+    config = settings()
+    path = resolve_workspace(source, config)
+    root = path.resolve().parent
     try:
-        target = clone(settings.workspaces_dir, args.source, args.new,
-                       sessions=not args.no_sessions)
+        target = clone(root, path.name, new, sessions=not no_sessions)
     except (BackupError, WorkspaceError, OSError) as exc:
-        return _fail(str(exc))
-    asyncio.run(_versioning(settings).commit(target, "clone", note=f"cloned from {args.source}"))
-    print(f"cloned {args.source} to {target}")
-    return 0
+        raise typer.Exit(fail(str(exc))) from None
+    asyncio.run(Versioning(enabled=config.versioning.enabled).commit(
+        target, "clone", note=f"cloned from {source}"))
+    print(f"cloned {source} to {target}")
 
 
 # --- status / healthcheck ---------------------------------------------------------------------
 
 
-def _probe(settings: Settings, path: str, timeout: float = 2.0) -> tuple[int, str] | None:
-    host = "127.0.0.1" if settings.health.host in ("0.0.0.0", "::", "") else settings.health.host
-    url = f"http://{host}:{settings.health.port}{path}"
+def _health_url(config: Settings, path: str) -> str:
+    host = "127.0.0.1" if config.health.host in ("0.0.0.0", "::", "") else config.health.host
+    return f"http://{host}:{config.health.port}{path}"
+
+
+def _get(url: str, timeout: float) -> tuple[int, str] | None:
     try:
         with urllib.request.urlopen(url, timeout=timeout) as response:
             return response.status, response.read().decode("utf-8", "replace")
@@ -220,8 +138,12 @@ def _probe(settings: Settings, path: str, timeout: float = 2.0) -> tuple[int, st
         return None
 
 
+def _probe(config: Settings, path: str, timeout: float = 2.0) -> tuple[int, str] | None:
+    return _get(_health_url(config, path), timeout)
+
+
 def _index_health(workspace: Path) -> dict[str, Any]:
-    path = workspace / ".recall" / "index.sqlite"
+    path = workspace / RECALL_DIR / "index.sqlite"
     if not path.exists():
         return {"present": False}
     info: dict[str, Any] = {"present": True, "bytes": path.stat().st_size}
@@ -250,13 +172,13 @@ def _heartbeat(workspace: Path) -> dict[str, Any] | None:
     }
 
 
-def collect_status(settings: Settings) -> dict[str, Any]:
+def collect_status(config: Settings) -> dict[str, Any]:
     from gateway.assembly.platforms import PLATFORMS, configured_platforms
 
-    configured = configured_platforms(settings)
-    versioning = Versioning(enabled=settings.versioning.enabled)
+    configured = configured_platforms(config)
+    versioning = Versioning(enabled=config.versioning.enabled)
     workspaces = []
-    for ws in list_workspaces(settings.workspaces_dir):
+    for ws in list_workspaces(config.workspaces_dir):
         transcripts = sorted((ws / SESSIONS_DIR).glob("*.jsonl")) if (ws / SESSIONS_DIR).is_dir() \
             else []
         last = max((p.stat().st_mtime for p in transcripts), default=None)
@@ -272,13 +194,13 @@ def collect_status(settings: Settings) -> dict[str, Any]:
         })
     report: dict[str, Any] = {
         "channels": {p: p in configured for p in PLATFORMS},
-        "workspaces_dir": str(settings.workspaces_dir.resolve()),
+        "workspaces_dir": str(config.workspaces_dir.resolve()),
         "workspaces": workspaces,
         "versioning": "on" if versioning.enabled else "off",
         "gateway": {"running": False},
     }
-    if settings.health.enabled:
-        probe = _probe(settings, "/readyz")
+    if config.health.enabled:
+        probe = _probe(config, "/readyz")
         if probe is not None:
             try:
                 report["gateway"] = {"running": True, **json.loads(probe[1])}
@@ -287,12 +209,12 @@ def collect_status(settings: Settings) -> dict[str, Any]:
     return report
 
 
-def cmd_status(args: argparse.Namespace) -> int:
-    settings = load_settings()
-    report = collect_status(settings)
-    if args.json:
-        print(json.dumps(report, indent=1))
-        return 0
+def status_command(as_json: JsonOption = False) -> None:
+    config = settings()
+    report = collect_status(config)
+    if as_json:
+        print_json(report)
+        return
     channels = ", ".join(f"{n} ({'configured' if on else 'not configured'})"
                          for n, on in report["channels"].items())
     print(f"channels: {channels}")
@@ -321,16 +243,30 @@ def cmd_status(args: argparse.Namespace) -> int:
             print(f"    recall index: {detail}")
         else:
             print("    recall index: not built yet")
-    return 0
 
 
-def cmd_healthcheck(args: argparse.Namespace) -> int:
-    settings = load_settings()
-    if args.url:
-        try:
-            with urllib.request.urlopen(args.url, timeout=3) as response:
-                return 0 if response.status == 200 else 1
-        except (OSError, ValueError):
-            return 1
-    probe = _probe(settings, "/healthz", timeout=3)
-    return 0 if probe is not None and probe[0] == 200 else 1
+def healthcheck_command(
+    url: Annotated[str, typer.Option("--url", help="default: from the [health] settings")] = "",
+) -> None:
+    config = settings()
+    target = url or _health_url(config, "/healthz")
+    probe = _get(target, timeout=3)
+    if probe is None:
+        raise typer.Exit(fail(f"unhealthy: nothing answers at {target}"))
+    status, body = probe
+    if status != 200:
+        raise typer.Exit(fail(f"unhealthy: {target} answered HTTP {status}"))
+    try:
+        answer = json.loads(body)
+    except ValueError:
+        answer = None
+    if not url:
+        from gateway.ops.health import instance_id
+
+        mine = instance_id(config.workspaces_dir)
+        theirs = answer.get("instance") if isinstance(answer, dict) else None
+        if theirs != mine:
+            raise typer.Exit(fail(
+                f"unhealthy: what answers at {target} is not this gateway (another clawgate "
+                f"with other workspaces, or another program): check [health] port"))
+    print(f"healthy: {target} answered 200")

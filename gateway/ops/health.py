@@ -13,8 +13,11 @@ ready once started; adapters that know better override it.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import logging
+import os
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
@@ -55,6 +58,13 @@ async def readiness(gateway: Gateway, started: bool = True) -> dict[str, Any]:
     ready = started and state["ready"] and all(c["ready"] for c in channels.values())
     return {"ready": ready, "channels": channels, "state_db": state,
             "queue_depth": gateway.lanes.depth()}
+
+
+def instance_id(workspaces_dir: Path) -> str:
+    """Names one gateway by its workspaces root without revealing the path: `clawgate
+    healthcheck` compares it to its own, so another program on the port does not pass."""
+    digest = hashlib.sha256(str(Path(workspaces_dir).resolve()).encode("utf-8"))
+    return digest.hexdigest()[:16]
 
 
 class HealthServer:
@@ -103,7 +113,10 @@ class HealthServer:
         return f"http://{self.host}:{self.port}"
 
     async def _healthz(self, request: web.Request) -> web.Response:
-        return web.json_response({"status": "ok"})
+        return web.json_response({
+            "status": "ok", "service": "clawgate", "pid": os.getpid(),
+            "instance": instance_id(self.gateway.settings.workspaces_dir),
+        })
 
     async def _readyz(self, request: web.Request) -> web.Response:
         report = await readiness(self.gateway, self.started)

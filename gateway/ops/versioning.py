@@ -28,18 +28,20 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from memory.layout import GIT_DIR, UNVERSIONED_DIRS, UNVERSIONED_FILES
+
 log = logging.getLogger(__name__)
 
-IGNORED = ("/.recall/", "/sessions/", "/.trash/", "/.clawgate-heartbeat.json", ".*.tmp",
-           "*.sqlite-wal", "*.sqlite-shm")
+IGNORED = (*(f"/{name}/" for name in UNVERSIONED_DIRS if name != GIT_DIR),
+           *(f"/{name}" for name in UNVERSIONED_FILES), ".*.tmp", "*.sqlite-wal", "*.sqlite-shm")
 GITIGNORE = (
     "# Written by clawgate: derived or append-only data that is not versioned.\n"
     + "".join(f"{pattern}\n" for pattern in IGNORED)
 )
-_SKIP_DIRS = {".git", ".recall", "sessions", ".trash"}
-_SKIP_FILES = {".clawgate-heartbeat.json"}  # the heartbeat timer's own bookkeeping
-REASONS = ("init", "turn", "flush", "compaction", "heartbeat", "hand edit", "undo", "restore",
-           "clone")
+_SKIP_DIRS = set(UNVERSIONED_DIRS)  # memory.layout
+_SKIP_FILES = set(UNVERSIONED_FILES)  # the heartbeat timer's own bookkeeping
+REASONS = ("init", "turn", "flush", "compaction", "heartbeat", "hand edit", "panel edit", "undo",
+           "restore", "clone")
 SUBJECT_FILES = 4
 # A workspace this small is fingerprinted on the event loop (about 0.1 ms, less than the hop to
 # a worker thread); a larger one in a thread, so a big workspace never stalls other sessions.
@@ -227,6 +229,7 @@ class Versioning:
         workspace = self._require(workspace)
         rev = rev or "HEAD"
         _verify_rev(rev)
+        await self._resolve(workspace, rev)
         _, out = await self._git(workspace, "show", "--format=commit %h%n%ad%n%n    %s%n",
                                  "--date=iso-strict", rev, "--")
         return out
@@ -241,8 +244,7 @@ class Versioning:
         rev = rev or "HEAD"
         _verify_rev(rev)
         async with self._lock(workspace):
-            _, full = await self._git(workspace, "rev-parse", "--verify", f"{rev}^{{commit}}")
-            full = full.strip()
+            full = await self._resolve(workspace, rev)
             _, subject = await self._git(workspace, "log", "-1", "--format=%h %s", full)
             if to:
                 await self._git(workspace, "restore", f"--source={full}", "--staged",
@@ -268,6 +270,15 @@ class Versioning:
             self._seen.pop(workspace, None)
             await self._commit_locked(workspace, "undo", "", "", note)
         return changed
+
+    async def _resolve(self, workspace: Path, rev: str) -> str:
+        """The full hash of `rev`, or a one-line error that points at `memory log`."""
+        code, full = await self._git(workspace, "rev-parse", "--verify", "-q",
+                                     f"{rev}^{{commit}}", check=False)
+        if code != 0 or not full.strip():
+            raise VersioningError(f"no revision {rev!r} in {workspace.name}: pick one from "
+                                  "`clawgate memory log`")
+        return full.strip()
 
     async def head(self, workspace: Path) -> Commit | None:
         if not self.enabled or not (Path(workspace) / ".git").exists():

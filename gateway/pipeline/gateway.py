@@ -20,7 +20,7 @@ from gateway.agent.compaction import Compactor
 from gateway.agent.context_files import ContextFile, ContextFileLoader
 from gateway.agent.conversation import SystemPrompt
 from gateway.agent.loop import AgentLoop
-from gateway.agent.prompt import build_system_prompt
+from gateway.agent.prompt import build_system_prompt, speaker_line
 from gateway.agent.providers.base import Provider
 from gateway.agent.sessions import SessionStore
 from gateway.agent.tools import Tool, ToolContext, ToolRegistry, file_tools
@@ -265,11 +265,14 @@ class Gateway:
         channel = self.channels.get(msg.channel)
         return channel is not None and channel.durable and bool(msg.message_id)
 
+    def command_context(self, route: Route, args: str = "") -> CommandContext:
+        """What a slash command may use (also the panel's session actions)."""
+        return CommandContext(route, args, self.settings, self.sessions, self.compactor,
+                              self.provider, self)
+
     def _command_job(self, route: Route, command: Command, msg: InboundMessage) -> Job:
         async def job() -> None:
-            ctx = CommandContext(route, command.args, self.settings, self.sessions,
-                                 self.compactor, self.provider, self)
-            answer = await lookup(command.name).handler(ctx)
+            answer = await lookup(command.name).handler(self.command_context(route, command.args))
             await self._answer_now(msg, answer)
 
         return job
@@ -302,7 +305,8 @@ class Gateway:
 
     def tool_context(self, route: Route) -> ToolContext:
         return ToolContext(
-            route.workspace, route.session_key, route.private, self.settings.tools.max_file_bytes
+            route.workspace, route.session_key, route.private, self.settings.tools.max_file_bytes,
+            area=route.access.area,
         )
 
     def tools_for(self, route: Route) -> ToolRegistry:
@@ -310,7 +314,8 @@ class Gateway:
 
     def context_files(self, route: Route) -> list[ContextFile]:
         today = self.clock.now().astimezone(self._zone).date()
-        return self.loader.load(route.workspace, private=route.private, today=today)
+        return self.loader.load(route.workspace, private=route.private, today=today,
+                                area=route.access.area)
 
     def system_prompt(self, route: Route, files: list[ContextFile]) -> SystemPrompt:
         kind = "a direct message with the workspace owner" if route.private else "a group chat"
@@ -318,8 +323,12 @@ class Gateway:
             f"Channel: {route.channel}, {kind}. Session: {route.session_key}. "
             f"Model: {self.provider.name}/{self.provider.model}."
         )
+        if not route.private:
+            run_info += "\n" + speaker_line(route.sender_name, route.sender_id,
+                                            route.sender_is_owner)
         now = self.clock.now().astimezone(self._zone)
-        return build_system_prompt(files, private=route.private, now=now, run_info=run_info)
+        return build_system_prompt(files, private=route.private, now=now, run_info=run_info,
+                                   area=route.access.area)
 
     async def _ensure_workspace(self, route: Route) -> None:
         if route.person_id not in self._seeded:
