@@ -25,7 +25,6 @@ FULL everywhere.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 from dataclasses import dataclass
@@ -75,9 +74,18 @@ CREATE TABLE IF NOT EXISTS outbox (
     id INTEGER PRIMARY KEY AUTOINCREMENT, key TEXT UNIQUE, channel TEXT NOT NULL,
     chat_id TEXT NOT NULL, text TEXT NOT NULL, status TEXT NOT NULL DEFAULT 'pending',
     attempts INTEGER NOT NULL DEFAULT 0, error TEXT NOT NULL DEFAULT '',
-    created_at TEXT NOT NULL, finished_at TEXT
+    created_at TEXT NOT NULL, finished_at TEXT,
+    done_channel TEXT, done_chat TEXT, done_message TEXT, done_status TEXT
 );
 CREATE INDEX IF NOT EXISTS outbox_pending ON outbox (status, id);
+-- The inbox entry a reply answers is marked done by the same statement that adds the reply
+-- to the outbox: one atomic write, so a crash can repeat a send but never a turn.
+CREATE TRIGGER IF NOT EXISTS outbox_marks_done AFTER INSERT ON outbox
+WHEN NEW.done_message IS NOT NULL BEGIN
+    UPDATE inbox SET status = NEW.done_status, done_at = NEW.created_at
+    WHERE channel = NEW.done_channel AND chat_id = NEW.done_chat
+    AND message_id = NEW.done_message;
+END;
 """
 
 
@@ -129,7 +137,9 @@ def _decode(payload: str) -> InboundMessage:
 
 
 async def _connect(path: Path, synchronous: str) -> aiosqlite.Connection:
-    db = await aiosqlite.connect(path, timeout=10.0)
+    # Autocommit: every write here is one statement, so one round trip to SQLite's thread
+    # commits it (an explicit transaction would cost a second one).
+    db = await aiosqlite.connect(path, timeout=10.0, isolation_level=None)
     await db.execute("PRAGMA journal_mode=WAL")
     await db.execute(f"PRAGMA synchronous={synchronous}")
     await db.execute("PRAGMA busy_timeout=10000")
@@ -145,9 +155,6 @@ class StateDB:
         self._durable: aiosqlite.Connection | None = None
         # Last DM routes written by this process: an unchanged route costs no disk write.
         self._routes: dict[str, tuple[str, str, str]] = {}
-        # One writer at a time per connection: a write is several awaits (statements, then
-        # commit), and another coroutine's statement must not join or end its transaction.
-        self._locks = {"NORMAL": asyncio.Lock(), "FULL": asyncio.Lock()}
 
     @classmethod
     def for_root(cls, workspaces_root: Path) -> StateDB:
@@ -189,11 +196,9 @@ class StateDB:
     async def _write(
         self, sql: str, params: tuple[Any, ...] = (), *, durable: bool = False
     ) -> int:
-        full = durable and self._durable is not None
-        connection = self._durable if full and self._durable is not None else self.db
-        async with self._locks["FULL" if full else "NORMAL"]:
-            cursor = await connection.execute(sql, params)
-            await connection.commit()
+        """One statement, committed when this returns (both connections are autocommit)."""
+        connection = self._durable if durable and self._durable is not None else self.db
+        cursor = await connection.execute(sql, params)
         return cursor.rowcount
 
     async def _rows(self, sql: str, params: tuple[Any, ...] = ()) -> list[aiosqlite.Row]:
@@ -357,28 +362,20 @@ class StateDB:
         self, channel: str, chat_id: str, text: str, *, key: str | None = None,
         done: InboundMessage | None = None, done_status: str = "done",
     ) -> int | None:
-        """Add a message to the outbox and mark `done` answered, in one transaction.
+        """Add a message to the outbox and mark `done` answered, in one statement (trigger).
 
         Returns the row id, or None when `key` was used before (nothing added, nothing marked:
         the earlier delivery did both).
         """
-        db = self.db
-        now = _iso(datetime.now(UTC))
-        async with self._locks["NORMAL"]:
-            cursor = await db.execute(
-                "INSERT OR IGNORE INTO outbox (key, channel, chat_id, text, created_at)"
-                " VALUES (?, ?, ?, ?, ?)",
-                (key, channel, chat_id, text, now),
-            )
-            row = cursor.lastrowid if cursor.rowcount == 1 else None
-            if row is not None and done is not None:
-                await db.execute(
-                    "UPDATE inbox SET status = ?, done_at = ? WHERE channel = ? AND chat_id = ?"
-                    " AND message_id = ?",
-                    (done_status, now, done.channel, done.chat_id, done.message_id),
-                )
-            await db.commit()
-        return row
+        cursor = await self.db.execute(
+            "INSERT OR IGNORE INTO outbox (key, channel, chat_id, text, created_at,"
+            " done_channel, done_chat, done_message, done_status)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (key, channel, chat_id, text, _iso(datetime.now(UTC)),
+             *((done.channel, done.chat_id, done.message_id, done_status) if done is not None
+               else (None, None, None, None))),
+        )
+        return cursor.lastrowid if cursor.rowcount == 1 else None
 
     async def note_attempt(self, row: int, error: str) -> None:
         await self._write("UPDATE outbox SET attempts = attempts + 1, error = ? WHERE id = ?",
@@ -389,6 +386,16 @@ class StateDB:
         await self._write(
             "UPDATE outbox SET status = ?, error = ?, text = '', finished_at = ? WHERE id = ?",
             (status, error, _iso(datetime.now(UTC)), row),
+        )
+
+    async def mark_sent(self, rows: list[int]) -> None:
+        """Several rows the platform accepted, in one statement (the text is not kept)."""
+        if not rows:
+            return
+        marks = ",".join("?" * len(rows))
+        await self._write(
+            f"UPDATE outbox SET status = 'sent', text = '', finished_at = ? WHERE id IN ({marks})",
+            (_iso(datetime.now(UTC)), *rows),
         )
 
     async def pending_outbound(self) -> list[Outgoing]:

@@ -73,6 +73,10 @@ class Delivery:
         self._sleep = sleep
         self._queues: dict[tuple[str, str], deque[_Item]] = {}
         self._senders: dict[tuple[str, str], asyncio.Task[None]] = {}
+        # Rows sent but not yet marked so: marked together, one statement per batch (under
+        # load, many chats' sends share one write; idle, a row is marked right away).
+        self._sent_rows: list[int] = []
+        self._marking: asyncio.Task[None] | None = None
 
     async def deliver(
         self,
@@ -123,9 +127,11 @@ class Delivery:
         return sum(len(queue) for queue in self._queues.values())
 
     async def drain(self) -> None:
-        """Wait until every queued message was sent, refused or given up on."""
-        while self._senders:
-            await asyncio.gather(*list(self._senders.values()), return_exceptions=True)
+        """Wait until every queued message was sent (and recorded), refused or given up on."""
+        while self._senders or (self._marking is not None and not self._marking.done()):
+            await asyncio.gather(*list(self._senders.values()),
+                                 *([self._marking] if self._marking else []),
+                                 return_exceptions=True)
 
     async def close(self, timeout: float = 5.0) -> None:
         """Let queued sends finish for up to `timeout` s; the rest stay in the outbox."""
@@ -138,6 +144,8 @@ class Delivery:
         await asyncio.gather(*self._senders.values(), return_exceptions=True)
         self._senders.clear()
         self._queues.clear()
+        if self._marking is not None:
+            await asyncio.gather(self._marking, return_exceptions=True)
 
     # -- per-chat senders ---------------------------------------------------------------------
 
@@ -200,8 +208,21 @@ class Delivery:
         message = item.message
         self.metrics.deliveries.inc(channel=message.channel,
                                     outcome="ok" if status == "sent" else "failed")
-        await self._record(self.state.finish_outbound, message.row, status, error)
+        if status != "sent":
+            await self._record(self.state.finish_outbound, message.row, status, error)
+        elif message.row is not None:
+            self._sent_rows.append(message.row)
+            if self._marking is None or self._marking.done():
+                self._marking = asyncio.create_task(self._mark_sent(), name="deliver:mark")
         _settle(item.first, "sent" if status == "sent" else "refused")
+
+    async def _mark_sent(self) -> None:
+        while self._sent_rows:
+            rows, self._sent_rows = self._sent_rows, []
+            try:
+                await self.state.mark_sent(rows)
+            except Exception:  # sent already; at worst a restart sends these again
+                log.exception("could not record %d sent message(s)", len(rows))
 
     async def _record(self, write: Callable[..., Awaitable[None]], row: int | None,
                       *args: str) -> None:
