@@ -5,7 +5,7 @@ heartbeat alerts and (later) reminders all take this path, so each is recorded, 
 retried the same way.
 
 `deliver` writes the message to the outbox table of the state database (and, in the same
-transaction, marks the inbound message it answers as done), queues it for its chat and
+statement, marks the inbound message it answers as done), queues it for its chat and
 returns at once; it never waits for the platform. Each chat has its own sender task that sends
 that chat's messages in order: a chat that is rate-limited (Telegram 429 with retry_after) or
 whose platform is down waits alone, while every other chat keeps getting its answers.
@@ -90,7 +90,7 @@ class Delivery:
     ) -> asyncio.Future[Outcome]:
         """Record `text` for `chat_id` and queue it; the future says how the first try went.
 
-        `done`: the inbound message this answers, marked done in the same transaction as the
+        `done`: the inbound message this answers, marked done by the same statement that adds the
         outbox row (so a crash after this point repeats at most a send, never a turn).
         """
         target = self.channels.get(channel)

@@ -3,7 +3,7 @@
 In order, so a crash repeats at most a send: the person's message is appended to the
 transcript; the prompt is assembled; flush and compaction run if due; the agent loop answers
 (all of it within one overall deadline); the answer is appended to the transcript; the reply
-goes to the outbox and the inbox entry is marked done in one transaction (gateway/pipeline/
+goes to the outbox and the inbox entry is marked done in one statement (gateway/pipeline/
 delivery.py); then it is sent. Everything the person must hear about (provider errors, our
 own bugs, the deadline) ends in a reply, never in silence.
 """
