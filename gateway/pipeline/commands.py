@@ -61,6 +61,8 @@ class PromptParts(Protocol):
 
     def tool_context(self, route: Route) -> ToolContext: ...
 
+    def capability_lines(self, route: Route) -> list[str]: ...
+
 
 @dataclass(frozen=True, slots=True)
 class CommandContext:
@@ -187,7 +189,7 @@ async def _context(ctx: CommandContext) -> str:
         f"history: ~{history_tokens:,} tokens",
         f"Budgets: {prompt.file_max_chars:,} chars per file, {prompt.total_max_chars:,} in total",
     ]
-    lines += gateway.capability_lines(route)  # skills and MCP tool servers (issue 17)
+    lines += parts.capability_lines(route)  # skills and MCP tool servers (issue 17)
     return "\n".join(lines)
 
 
