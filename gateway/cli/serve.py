@@ -1,15 +1,16 @@
 """`clawgate run` and `clawgate chat`: start a gateway (gateway/assembly builds it)."""
 
-import asyncio
-import contextlib
 import logging
+import os
+import stat
 import sys
 from typing import Annotated
 
 import typer
 
 from gateway import __version__
-from gateway.cli.common import resolve_workspace, settings
+from gateway.cli.common import CliError, resolve_workspace, settings
+from gateway.cli.lifecycle import run_until_stopped
 from gateway.config.settings import Settings
 
 log = logging.getLogger("clawgate")
@@ -48,12 +49,27 @@ def run_command() -> None:
         print(f"  {platform}: {state}", file=sys.stderr)
     if platforms:
         raise typer.Exit(_serve(config))
+    if not _has_terminal_input():
+        raise CliError(
+            "no channel is configured and there is no terminal to chat in (stdin is not a "
+            "terminal or a pipe): set CLAWGATE_TELEGRAM__TOKEN or CLAWGATE_DISCORD__TOKEN "
+            "(in a container: in the compose environment), or run `clawgate chat` in a terminal")
     print(
         "No platform channel (Telegram, Discord) is configured: opening a terminal chat "
         "instead.",
         file=sys.stderr,
     )
     raise typer.Exit(_chat(config, config.owner))
+
+
+def _has_terminal_input() -> bool:
+    """A terminal, or piped/redirected input; not /dev/null or a closed stdin (a container
+    started without -i), where a terminal chat would end at once and restart forever."""
+    try:
+        mode = os.fstat(sys.stdin.fileno()).st_mode
+    except (OSError, ValueError, AttributeError):
+        return False
+    return sys.stdin.isatty() or not stat.S_ISCHR(mode)
 
 
 def chat_command(
@@ -72,80 +88,21 @@ def chat_command(
 
 def _serve(config: Settings) -> int:
     """Run every configured platform channel until Ctrl-C or SIGTERM."""
-    import signal
-
-    from channels.base import ChannelError
-    from gateway.agent.providers import build_provider
-    from gateway.assembly.heartbeat_host import start_heartbeats
-    from gateway.assembly.platforms import build_gateway
+    from gateway.assembly.builder import RUN
 
     logging.getLogger().setLevel(logging.getLevelName(config.log_level))
-
-    async def serve() -> int:
-        gateway = build_gateway(config, build_provider(config))
-        _attach_memory(gateway, config)
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            with contextlib.suppress(NotImplementedError):
-                loop.add_signal_handler(sig, stop.set)
-        try:
-            await gateway.start()
-        except ChannelError as exc:
-            print(f"clawgate: {exc}", file=sys.stderr)
-            await gateway.stop(drain_timeout=1)
-            return 2
-        print("clawgate is running; Ctrl-C to stop. Approve new people with "
-              "`clawgate pairing list` / `clawgate pairing approve CHANNEL CODE`.",
-              file=sys.stderr)
-        heartbeats = await start_heartbeats(gateway)  # one timer per workspace
-        health = None
-        if config.health.enabled:  # /healthz /readyz /metrics (gateway/ops/health.py)
-            from gateway.ops.health import HealthServer
-
-            health = HealthServer(gateway, config.health.host, config.health.port)
-            await health.start()
-        await stop.wait()
-        if health is not None:
-            await health.stop()
-        await heartbeats.stop()
-        await gateway.stop()
-        return 0
-
-    return asyncio.run(serve())
+    return run_until_stopped(config, RUN, banner=(
+        "clawgate is running; Ctrl-C to stop. Approve new people with "
+        "`clawgate pairing list` / `clawgate pairing approve CHANNEL CODE`."))
 
 
 def _chat(config: Settings, person: str) -> int:
-    from channels.terminal import TerminalChannel
-    from gateway.agent.providers import build_provider
-    from gateway.pipeline.gateway import Gateway
+    from gateway.assembly.builder import CHAT
     from gateway.workspace.seed import workspace_path
 
     workspace = workspace_path(config.workspaces_dir, person)
+    banner = None
     if sys.stdin.isatty():
-        print(f"Chatting with the assistant of {workspace} (Ctrl-D to quit, /help for commands)",
-              file=sys.stderr)
-
-    async def session() -> None:
-        terminal = TerminalChannel()
-        gateway = Gateway(config, build_provider(config), channels=[terminal])
-        _attach_memory(gateway, config)
-        await gateway.start()
-        try:
-            await terminal.input_closed.wait()
-        finally:
-            await gateway.stop()
-
-    with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(session())
-    return 0
-
-
-def _attach_memory(gateway: object, config: Settings) -> None:
-    """Recall (memory_search, memory_get) in the owner's DMs, unless memory.enabled is false."""
-    from gateway.config.memory import build_memory_service
-    from gateway.pipeline.gateway import Gateway
-
-    service = build_memory_service(config.memory)
-    if service is not None and isinstance(gateway, Gateway):
-        gateway.use_memory(service)
+        banner = (f"Chatting with the assistant of {workspace} (Ctrl-D to quit, /help for "
+                  "commands)")
+    return run_until_stopped(config, CHAT, banner=banner, until_input_closed=True)

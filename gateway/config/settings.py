@@ -145,6 +145,9 @@ class Settings(BaseSettings):
     timezone: str = ""
     # The person the local terminal chat belongs to (their workspace directory name).
     owner: str = Field("owner", pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+    # On SIGTERM / Ctrl-C: how long running turns may finish before they are left pending
+    # for the next start (well under Docker's 10 s stop timeout).
+    stop_grace_seconds: float = Field(5.0, ge=0, le=300)
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     log_format: Literal["text", "json"] = "text"
     # Extra strings masked in every log line (tokens and provider keys always are).

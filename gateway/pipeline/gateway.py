@@ -80,6 +80,7 @@ class Gateway:
         self._resumed = asyncio.Event()
         self._resumed.set()
         self._resuming: set[tuple[str, str, str]] = set()
+        self.accepting = True  # False once stopping: new messages wait for the next start
         self.sessions = SessionStore(self.clock)
         self.lanes = Lanes()
         # Two registries, decided by the route: tools that reach private memory (recall, say)
@@ -111,7 +112,12 @@ class Gateway:
             self.use_memory(memory)
 
     async def start(self) -> None:
-        """Open the state database, start every channel, then resume unanswered messages."""
+        """Open the state database, start every channel, then resume unanswered messages.
+
+        On failure some parts may be up: the caller unwinds with `stop()` (the assembly in
+        gateway/assembly/builder.py registers it before calling start).
+        """
+        self.accepting = True
         self._resumed.clear()
         try:
             await self.state.open()
@@ -136,22 +142,36 @@ class Gateway:
              *memory_tools(memory, on_search=self.metrics.observe_search)]
         )
 
-    async def stop(self, drain_timeout: float = 30.0) -> None:
-        """Finish queued turns (nothing accepted is dropped), then close channels.
+    def stop_intake(self) -> None:
+        """From now on a new message is recorded (platforms) but not answered in this run:
+        the next start answers it. Called first thing when the gateway is asked to stop."""
+        self.accepting = False
 
-        A turn still running after `drain_timeout` is abandoned: the person's message is
-        already in the transcript, so the next start continues from it.
+    async def stop(self, drain_timeout: float = 30.0) -> None:
+        """Stop intake, let running turns finish for `drain_timeout` seconds, then close.
+
+        A turn still running after that is cancelled: the person's message is already
+        recorded (and not marked done), so the next start answers it. Every part is closed
+        even if another fails to, so no database thread keeps the process alive.
         """
+        self.stop_intake()
         try:
             await asyncio.wait_for(self.lanes.drain(), drain_timeout)
         except TimeoutError:
-            log.warning("stopping with turns still running after %.0f s", drain_timeout)
-        for channel in self.channels.values():
-            await channel.stop()
-        await self.provider.close()
-        await self.state.close()
+            pending = self.lanes.depth()
+            log.warning("stopping with %d turn(s) still running after %.1f s: left pending "
+                        "for the next start", pending, drain_timeout)
+            await self.lanes.cancel()
+        closers = [*(channel.stop for channel in self.channels.values()),
+                   self.provider.close, self.state.close]
         if self.memory is not None:
-            await self.memory.close()
+            closers.append(self.memory.close)
+        for close in closers:
+            try:
+                await close()
+            except Exception:
+                log.exception("error while stopping (%s); carrying on",
+                              getattr(close, "__qualname__", close))
 
     async def handle(self, msg: InboundMessage) -> None:
         """Entry point for every channel. Returns once the message is queued, not answered.
@@ -163,6 +183,10 @@ class Gateway:
         """
         if _durable(msg) and not await self.state.record_inbound(msg):
             log.info("ignored redelivered %s message %s", msg.channel, msg.message_id)
+            return
+        if not self.accepting:
+            log.info("stopping: %s message %s is answered after the next start",
+                     msg.channel, msg.message_id)
             return
         await self._resumed.wait()
         try:
