@@ -90,7 +90,8 @@ class Gateway:
         self._extra_private_tools = list(private_tools)
         # Operations (gateway/ops/metrics.py, gateway/ops/versioning.py): counters for /metrics,
         # and a git commit per workspace change. The metered provider times and counts model calls.
-        self.metrics = GatewayMetrics()
+        self.metrics = GatewayMetrics(
+            [*self.shared_tools.names(), *self.private_tools.names()])
         self.metrics.queue_depth.collect_with(lambda: {(): self.lanes.depth()})
         self.versioning = Versioning(
             enabled=settings.versioning.enabled,
@@ -141,6 +142,7 @@ class Gateway:
             [*file_tools(), *self._extra_private_tools,
              *memory_tools(memory, on_search=self.metrics.observe_search)]
         )
+        self.metrics.allow_tools(self.private_tools.names())
 
     def stop_intake(self) -> None:
         """From now on a new message is recorded (platforms) but not answered in this run:
