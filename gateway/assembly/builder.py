@@ -16,6 +16,7 @@ own stop gives running turns `stop_grace_seconds`, then leaves them pending for 
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import errno
 import logging
@@ -83,7 +84,7 @@ def build_gateway(
     if provider is None:
         from gateway.agent.providers import build_provider
 
-        provider = build_provider(settings)
+        provider = build_provider(settings, defer=True)  # the SDK loads after start-up
     channels: list[Channel] = list(extra_channels)
     if plan.channels == "terminal":
         from channels.terminal import TerminalChannel
@@ -138,6 +139,7 @@ class GatewayApp:
             await self._start_gateway()
             if self.health is not None:
                 self.health.started = True  # readiness now reflects the channels
+            self._warm_provider(stack)
             if self.plan.heartbeats:
                 self.heartbeats = await self._start_service(stack, self._heartbeats())
             for factory in self._service_factories:
@@ -191,6 +193,25 @@ class GatewayApp:
 
     async def _stop_gateway(self) -> None:
         await self.gateway.stop(drain_timeout=self._grace)
+
+    def _warm_provider(self, stack: contextlib.AsyncExitStack) -> None:
+        """Import the provider SDK in the background now that the channels listen."""
+        from gateway.agent.providers.deferred import warm_up
+
+        async def warm() -> None:
+            try:
+                await warm_up(self.gateway.provider)
+            except Exception:  # the first model call builds it again and reports the error
+                log.exception("could not prepare the %s provider",
+                              self.settings.llm.provider)
+
+        task = asyncio.create_task(warm(), name="provider-warm-up")
+
+        async def cancel() -> None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+        stack.push_async_callback(cancel)
 
     def _heartbeats(self) -> Service:
         if self._heartbeat_factory is not None:
