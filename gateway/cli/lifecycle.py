@@ -22,6 +22,7 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Awaitable, Callable
 
 from gateway.assembly.builder import GatewayApp, Plan, StartupError
 from gateway.config.settings import Settings
@@ -63,11 +64,15 @@ class _Stopper:
         return EXIT_INTERRUPTED if self.signal_name == "SIGINT" else 0
 
 
+AfterStart = Callable[[GatewayApp], Awaitable[None]]
+
+
 def run_until_stopped(config: Settings, plan: Plan, *, banner: str | None = None,
-                      until_input_closed: bool = False, app: GatewayApp | None = None) -> int:
+                      until_input_closed: bool = False, app: GatewayApp | None = None,
+                      after_start: AfterStart | None = None) -> int:
     """Start the app for `plan`, run until a signal (or the end of terminal input), stop."""
     try:
-        code = asyncio.run(_run(config, plan, banner, until_input_closed, app))
+        code = asyncio.run(_run(config, plan, banner, until_input_closed, app, after_start))
     except KeyboardInterrupt:  # a Ctrl-C before the handlers were installed
         code = EXIT_INTERRUPTED
     _exit_if_threads_linger(code)
@@ -75,7 +80,7 @@ def run_until_stopped(config: Settings, plan: Plan, *, banner: str | None = None
 
 
 async def _run(config: Settings, plan: Plan, banner: str | None, until_input_closed: bool,
-               app: GatewayApp | None) -> int:
+               app: GatewayApp | None, after_start: AfterStart | None) -> int:
     stopper = _Stopper()
     stopper.install()
     app = app or GatewayApp(config, plan)
@@ -95,6 +100,8 @@ async def _run(config: Settings, plan: Plan, banner: str | None, until_input_clo
         return EXIT_STARTUP
     if banner:
         print(banner, file=sys.stderr)
+    if after_start is not None:
+        await after_start(app)
     waits = {stop_wait}
     if until_input_closed:
         waits.add(asyncio.create_task(_input_done(app)))

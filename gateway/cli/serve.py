@@ -4,7 +4,7 @@ import logging
 import os
 import stat
 import sys
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -12,6 +12,9 @@ from gateway import __version__
 from gateway.cli.common import CliError, resolve_workspace, settings
 from gateway.cli.lifecycle import run_until_stopped
 from gateway.config.settings import Settings
+
+if TYPE_CHECKING:
+    from gateway.assembly.builder import GatewayApp
 
 log = logging.getLogger("clawgate")
 
@@ -93,7 +96,20 @@ def _serve(config: Settings) -> int:
     logging.getLogger().setLevel(logging.getLevelName(config.log_level))
     return run_until_stopped(config, RUN, banner=(
         "clawgate is running; Ctrl-C to stop. Approve new people with "
-        "`clawgate pairing list` / `clawgate pairing approve CHANNEL CODE`."))
+        "`clawgate pairing list` / `clawgate pairing approve CHANNEL CODE`."),
+        after_start=_owner_hint)
+
+
+async def _owner_hint(app: "GatewayApp") -> None:
+    """Say so while no platform account is the owner's: their own first DM would otherwise
+    reach a different assistant (a new person) than the terminal chat's."""
+    owner = app.settings.owner
+    links = await app.gateway.state.links()
+    if any(person == owner for person, _, _ in links):
+        return
+    print(f"No Telegram/Discord account is yours ({owner}) yet: DM your bot, then run "
+          "`clawgate pairing approve CHANNEL CODE --owner` to make that account yours (the "
+          "terminal chat's assistant and private memory).", file=sys.stderr)
 
 
 def _chat(config: Settings, person: str) -> int:
