@@ -32,7 +32,7 @@ from gateway.ops.versioning import Versioning
 from gateway.pipeline.access import AccessPolicy, LocalOnlyAccess
 from gateway.pipeline.commands import QUEUED_COMMANDS, Command, parse_command, run_command
 from gateway.pipeline.lanes import Job, Lanes
-from gateway.pipeline.replies import provider_error_reply
+from gateway.pipeline.replies import endpoint_host, provider_error_reply
 from gateway.pipeline.routing import TERMINAL_CHANNEL, Route, Router
 from gateway.workspace.seed import ensure_workspace
 from heartbeat.ack import scrub_token
@@ -320,8 +320,10 @@ class Gateway:
             reply = await self._answer(session, route, system, ctx, tools, overhead)
             self.metrics.turns.inc(outcome="ok")
         except ProviderError as exc:
-            log.warning("provider error in %s: %s (%s)", route.session_key, exc.kind, exc)
-            reply = provider_error_reply(exc)
+            host = endpoint_host(self.settings.llm.provider, self.settings.llm.base_url)
+            log.warning("provider error in %s: %s (%s; %s, model %s)", route.session_key,
+                        exc.kind, exc, host, self.provider.model)
+            reply = provider_error_reply(exc, model=self.provider.model, host=host)
             self.metrics.turns.inc(outcome="provider_error")
             session.record_event("error", error_kind=exc.kind, text=reply)
         except Exception:
