@@ -2,7 +2,8 @@
 
 Files are re-read every turn because the person edits them by hand; a stat signature check
 (mtime, size, inode) lets an unchanged file skip the decode without ever serving stale text.
-Private files are decided here, structurally: a non-private session never even reads them.
+Which files a context loads, and which it may read at all, is asked of `memory.layout` (the
+one place that knows the access rule): a group session never even opens a private file.
 """
 
 from __future__ import annotations
@@ -11,13 +12,12 @@ import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import date, timedelta
+from datetime import date
 from pathlib import Path
 from typing import Literal
 
-from gateway.workspace.seed import BOOTSTRAP_FILES, MEMORY_DIR
+from memory.layout import PRIVATE, Access, prompt_files, read_refusal
 
-PRIVATE_BOOTSTRAP = frozenset({"USER.md", "MEMORY.md"})
 # Past this size only the head and tail bytes are read: nobody should pay for decoding a
 # 50 MB file every turn just to keep 20,000 characters of it.
 MAX_FULL_READ_BYTES = 4 * 1024 * 1024
@@ -55,18 +55,9 @@ class _Read:
     error: str = ""
 
 
-def context_file_names(today: date) -> list[str]:
-    """Bootstrap files in injection order, then today's and yesterday's daily notes."""
-    yesterday = today - timedelta(days=1)
-    return [
-        *BOOTSTRAP_FILES,
-        f"{MEMORY_DIR}/{today.isoformat()}.md",
-        f"{MEMORY_DIR}/{yesterday.isoformat()}.md",
-    ]
-
-
-def is_private_context_file(name: str) -> bool:
-    return name in PRIVATE_BOOTSTRAP or name.startswith(f"{MEMORY_DIR}/")
+def context_file_names(today: date, access: Access = PRIVATE) -> list[str]:
+    """The files `access` loads into its prompt, in injection order (`memory.layout`)."""
+    return prompt_files(access, today)
 
 
 class ContextFileLoader:
@@ -78,13 +69,18 @@ class ContextFileLoader:
         self._cache: dict[Path, tuple[tuple[int, int, int], _Read]] = {}
 
     def load(
-        self, workspace: Path, *, private: bool, today: date, names: Sequence[str] | None = None
+        self, workspace: Path, *, private: bool, today: date, names: Sequence[str] | None = None,
+        area: str = "",
     ) -> list[ContextFile]:
-        """The context files in injection order; `names` picks a subset (heartbeat turns)."""
+        """The context files in injection order; `names` picks a subset (heartbeat turns).
+
+        A name the context may not read is reported as withheld and never opened.
+        """
+        access = Access(private, "" if private else area)
         remaining = self.total_max_chars
         files: list[ContextFile] = []
-        for name in context_file_names(today) if names is None else names:
-            if not private and is_private_context_file(name):
+        for name in context_file_names(today, access) if names is None else names:
+            if read_refusal(access, name) is not None:
                 files.append(ContextFile(name, "", FileReport(name, "withheld")))
                 continue
             item = self._budgeted(name, self._read(workspace / name), remaining)

@@ -9,7 +9,7 @@ alive, no health port left bound).
 
 Order up: health server (binds the port first, so a busy port fails before anything
 connects) -> gateway (state database, memory, provider, channels, resumed messages) ->
-heartbeat service -> further services (the `services` slot: scheduler, web panel, MCP
+heartbeat service -> web panel -> further services (the `services` slot: scheduler, MCP
 servers; each a `Service` built from the running Gateway). Down: the reverse; the gateway's
 own stop gives running turns `stop_grace_seconds`, then leaves them pending for next start.
 """
@@ -62,11 +62,12 @@ class Plan:
     heartbeats: bool = True
     health: bool = True
     memory: bool = True
+    panel: bool = True  # the web control panel, if [panel] enabled
 
 
 RUN = Plan()
-CHAT = Plan(channels="terminal", heartbeats=False, health=False)
-ONE_BEAT = Plan(channels="none", heartbeats=False, health=False)
+CHAT = Plan(channels="terminal", heartbeats=False, health=False, panel=False)
+ONE_BEAT = Plan(channels="none", heartbeats=False, health=False, panel=False)
 
 
 def build_gateway(
@@ -103,6 +104,31 @@ def build_gateway(
     return gateway
 
 
+async def start_panel(gateway: Gateway, settings: Settings) -> Any:
+    """Serve the web control panel (gateway/panel/) on the gateway's event loop; None if it
+    is off or its port is taken (the gateway itself keeps running: the panel is for the
+    owner, and says why it did not start)."""
+    import sys
+
+    if not settings.panel.enabled:
+        return None
+    from gateway.ops.logs import configured_secrets
+    from gateway.panel.host import PanelHost
+    from gateway.panel.server import PanelServer
+
+    panel = PanelServer(PanelHost(gateway), settings.panel, configured_secrets(settings))
+    try:
+        await panel.start()
+    except OSError as exc:
+        print(f"clawgate: panel not started ({exc}); set [panel] port, or enabled = false",
+              file=sys.stderr)
+        return None
+    notice = panel.first_start_notice()
+    print(notice or f"panel on {panel.url} (a login link: `clawgate panel url`)",
+          file=sys.stderr)
+    return panel
+
+
 class GatewayApp:
     """A gateway and the services around it, started and stopped as one.
 
@@ -124,6 +150,7 @@ class GatewayApp:
         self.gateway = gateway or build_gateway(settings, plan)
         self.health: HealthServer | None = None
         self.heartbeats: Service | None = None
+        self.panel: Any = None
         self.services: list[Service] = []
         self._service_factories = list(services)
         self._heartbeat_factory = heartbeat_factory
@@ -142,6 +169,10 @@ class GatewayApp:
             self._warm_provider(stack)
             if self.plan.heartbeats:
                 self.heartbeats = await self._start_service(stack, self._heartbeats())
+            if self.plan.panel:
+                self.panel = await start_panel(self.gateway, self.settings)
+                if self.panel is not None:
+                    stack.push_async_callback(self.panel.stop)
             for factory in self._service_factories:
                 self.services.append(await self._start_service(stack, factory(self.gateway)))
         except BaseException:

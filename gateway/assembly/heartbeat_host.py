@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
 from zoneinfo import ZoneInfo
@@ -34,7 +34,7 @@ from gateway.agent.transcript import Transcript, message_to_entry
 from gateway.config.heartbeat import HeartbeatOverride
 from gateway.config.settings import Settings
 from gateway.pipeline.gateway import Gateway
-from gateway.workspace.seed import MEMORY_DIR, SEEDED_MARKER
+from gateway.workspace.seed import SEEDED_MARKER
 from heartbeat import (
     ActiveHours,
     DmTarget,
@@ -48,18 +48,20 @@ from heartbeat import (
 from heartbeat.beat import CHECKLIST_FILE, BeatOutcome
 from heartbeat.checklist import parse_interval
 from heartbeat.timer import Sleep
+from memory.layout import dm_session_key, heartbeat_files, heartbeat_session_key
 
 log = logging.getLogger(__name__)
 
-LIGHT_FILES = ("AGENTS.md", "SOUL.md", "IDENTITY.md")
-
-
-def dm_session_key(person_id: str) -> str:
-    return f"{person_id}:dm"
-
-
-def heartbeat_session_key(person_id: str) -> str:
-    return f"{person_id}:heartbeat"
+__all__ = [
+    "GatewayHeartbeatHost",
+    "build_heartbeat_service",
+    "discover_workspaces",
+    "dm_session_key",
+    "heartbeat_session_key",
+    "light_context_files",
+    "policy_for",
+    "start_heartbeats",
+]
 
 
 def policy_for(settings: Settings, person_id: str) -> HeartbeatPolicy:
@@ -184,9 +186,14 @@ class GatewayHeartbeatHost:
 
 
 def light_context_files(gateway: Gateway, workspace: Path, checklist: str) -> list[ContextFile]:
-    """AGENTS, SOUL, IDENTITY, the checklist as HEARTBEAT.md, today's note: nothing else."""
+    """AGENTS, SOUL, IDENTITY, the checklist as HEARTBEAT.md, today's note: nothing else.
+
+    The file list is `memory.layout.heartbeat_files`; the checklist slot is filled with the
+    text the beat already read (and judged due), not read a second time.
+    """
     today = gateway.clock.now().astimezone(gateway.settings.zone()).date()
-    names = [*LIGHT_FILES, f"{MEMORY_DIR}/{today.isoformat()}.md"]
+    names = [name for name in heartbeat_files(today) if name != CHECKLIST_FILE]
+    slot = heartbeat_files(today).index(CHECKLIST_FILE)
     files = gateway.loader.load(workspace, private=True, today=today, names=names)
     limit = gateway.loader.file_max_chars
     text = checklist
@@ -194,8 +201,31 @@ def light_context_files(gateway: Gateway, workspace: Path, checklist: str) -> li
         text = truncate_head_tail(checklist, len(checklist), limit, CHECKLIST_FILE)
     status = "truncated" if text is not checklist else "loaded"
     report = FileReport(CHECKLIST_FILE, status, len(checklist), len(text))
-    files.insert(len(LIGHT_FILES), ContextFile(CHECKLIST_FILE, text, report))
+    files.insert(slot, ContextFile(CHECKLIST_FILE, text, report))
     return files
+
+
+def outcome_recorder(
+    gateway: Gateway, person_id: str, workspace: Path
+) -> Callable[[BeatOutcome], Awaitable[None]]:
+    """What the gateway does with every outcome: count it, version what the beat wrote."""
+
+    async def record(outcome: BeatOutcome) -> None:
+        gateway.metrics.heartbeat(outcome.status)
+        if outcome.model_called:  # the light turn may have written files: version them
+            await gateway.versioning.commit(workspace, "heartbeat",
+                                            session=heartbeat_session_key(person_id))
+
+    return record
+
+
+async def beat_now(gateway: Gateway, person_id: str, workspace: Path) -> BeatOutcome:
+    """One beat right away inside the running gateway (the panel's "run now"): same policy,
+    host and bookkeeping as the timer's beats, so an alert is delivered and counted."""
+    beat = Heartbeat(workspace, person_id, GatewayHeartbeatHost(gateway),
+                     policy_for(gateway.settings, person_id), gateway.clock,
+                     on_outcome=outcome_recorder(gateway, person_id, workspace))
+    return await beat.beat()
 
 
 def build_heartbeat_service(
@@ -211,12 +241,8 @@ def build_heartbeat_service(
         policy = policy_for(gateway.settings, person_id)
         if policy.every is None:
             return None
-        async def record(outcome: BeatOutcome) -> None:
-            gateway.metrics.heartbeat(outcome.status)
-            if outcome.model_called:  # the light turn may have written files: version them
-                await gateway.versioning.commit(workspace, "heartbeat", session=f"{person_id}:hb")
-
-        beat = Heartbeat(workspace, person_id, host, policy, gateway.clock, on_outcome=record)
+        beat = Heartbeat(workspace, person_id, host, policy, gateway.clock,
+                         on_outcome=outcome_recorder(gateway, person_id, workspace))
         return HeartbeatTimer(beat, gateway.clock, sleep=sleep, rng=rng)
 
     return HeartbeatService(

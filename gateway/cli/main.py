@@ -31,6 +31,7 @@ GROUPS = (
     "gateway.cli.heartbeat",  # heartbeat run|status
     "gateway.cli.memory",     # memory index|search|status|log|diff|undo
     "gateway.cli.ops",        # backup, restore, clone, status, healthcheck
+    "gateway.cli.panel",      # panel url
 )
 
 def _parser_errors() -> tuple[type[Exception], ...]:

@@ -31,6 +31,7 @@ from gateway.cli.common import (
 from gateway.config.settings import Settings
 from gateway.ops.versioning import Versioning, VersioningError
 from memory.defaults import DEFAULT_MAX_RESULTS
+from memory.layout import RECALL_DIR
 
 app = typer.Typer(help="a workspace's memory: recall index (index, search, status) and "
                        "history (log, diff, undo)", no_args_is_help=True)
@@ -283,7 +284,7 @@ def undo_command(
         print("nothing to undo: the files already have that content")
         return
     print(f"restored {len(changed)} file(s): {', '.join(changed)}")
-    if (path / ".recall").exists():
+    if (path / RECALL_DIR).exists():
         # The recall index compares files by mtime and size: the restored files are new to it,
         # so its next sync (the running gateway's watcher, or the next search) re-indexes them.
         print("the recall index re-indexes them at its next sync")

@@ -25,6 +25,7 @@ from gateway.ops.backup import BackupError, backup, clone, list_workspaces, rest
 from gateway.ops.state import state_path
 from gateway.ops.versioning import Versioning
 from gateway.workspace.seed import SESSIONS_DIR, WorkspaceError
+from memory.layout import RECALL_DIR
 
 
 def register(app: typer.Typer) -> None:
@@ -142,7 +143,7 @@ def _probe(config: Settings, path: str, timeout: float = 2.0) -> tuple[int, str]
 
 
 def _index_health(workspace: Path) -> dict[str, Any]:
-    path = workspace / ".recall" / "index.sqlite"
+    path = workspace / RECALL_DIR / "index.sqlite"
     if not path.exists():
         return {"present": False}
     info: dict[str, Any] = {"present": True, "bytes": path.stat().st_size}

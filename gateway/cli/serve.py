@@ -4,7 +4,7 @@ import logging
 import os
 import stat
 import sys
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -110,6 +110,13 @@ async def _owner_hint(app: "GatewayApp") -> None:
     print(f"No Telegram/Discord account is yours ({owner}) yet: DM your bot, then run "
           "`clawgate pairing approve CHANNEL CODE --owner` to make that account yours (the "
           "terminal chat's assistant and private memory).", file=sys.stderr)
+
+
+# The web panel is started by the assembly (gateway/assembly/builder.py, after heartbeats).
+async def _start_panel(gateway: Any, config: Settings) -> Any:
+    from gateway.assembly.builder import start_panel
+
+    return await start_panel(gateway, config)
 
 
 def _chat(config: Settings, person: str) -> int:

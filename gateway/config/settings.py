@@ -36,6 +36,7 @@ from pydantic_settings import (
 
 from gateway.config.heartbeat import HeartbeatSettings, check_zone
 from gateway.config.memory import MemorySettings
+from gateway.config.panel import PanelSettings
 
 ENV_PREFIX = "CLAWGATE_"
 CONFIG_FILE_ENV = "CLAWGATE_CONFIG"
@@ -188,6 +189,7 @@ class Settings(BaseSettings):
     heartbeat: HeartbeatSettings = Field(default_factory=HeartbeatSettings)
     versioning: VersioningSettings = Field(default_factory=VersioningSettings)
     health: HealthSettings = Field(default_factory=HealthSettings)
+    panel: PanelSettings = Field(default_factory=PanelSettings)  # web control panel
 
     @field_validator("log_redact", mode="before")
     @classmethod

@@ -35,14 +35,16 @@ from pathlib import Path, PurePosixPath
 
 from gateway.ops.state import STATE_DIR, STATE_FILE
 from gateway.workspace.seed import SEEDED_MARKER, SESSIONS_DIR, WorkspaceError, workspace_path
+from memory.layout import DERIVED_DIRS as LAYOUT_DERIVED_DIRS
+from memory.layout import TRASH_DIR
 
 FORMAT = "clawgate-backup"
 VERSION = 1
 MANIFEST = "manifest.json"
 WORKSPACES = "workspaces"
 STATE_ARCNAME = "gateway/state.db"
-DERIVED_DIRS = {".recall"}
-TRASH = ".trash"
+DERIVED_DIRS = set(LAYOUT_DERIVED_DIRS)
+TRASH = TRASH_DIR
 SQLITE_HEADER = b"SQLite format 3\x00"
 SKIP_SUFFIXES = ("-wal", "-shm", "-journal", ".lock")
 

@@ -18,7 +18,7 @@ counted as `other`, so a model inventing tool names cannot grow the series witho
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import prometheus_client
@@ -68,6 +68,21 @@ class _Metric(Collector):
                 if tuple(sample.labels.get(n, "") for n in self.labels) == key:
                     return float(sample.value)
         return 0.0
+
+    def samples(self) -> Iterator[tuple[str, LabelValues, float]]:
+        """(name suffix, label values, value) per series, sorted by labels; a counter's
+        `_total` is the empty suffix, `_created` series are left out. For the panel."""
+        rows = []
+        for metric in self.collect():
+            for sample in metric.samples:
+                suffix = sample.name[len(metric.name):]
+                if suffix == "_created":
+                    continue
+                if metric.type == "counter" and suffix == "_total":
+                    suffix = ""
+                key = tuple(sample.labels.get(n, "") for n in self.labels)
+                rows.append((suffix, key, float(sample.value)))
+        return iter(sorted(rows, key=lambda row: (row[1], row[0])))
 
     def collect(self) -> Iterable[Metric]:
         extra = self._extra()

@@ -28,18 +28,20 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from memory.layout import GIT_DIR, UNVERSIONED_DIRS, UNVERSIONED_FILES
+
 log = logging.getLogger(__name__)
 
-IGNORED = ("/.recall/", "/sessions/", "/.trash/", "/.clawgate-heartbeat.json", ".*.tmp",
-           "*.sqlite-wal", "*.sqlite-shm")
+IGNORED = (*(f"/{name}/" for name in UNVERSIONED_DIRS if name != GIT_DIR),
+           *(f"/{name}" for name in UNVERSIONED_FILES), ".*.tmp", "*.sqlite-wal", "*.sqlite-shm")
 GITIGNORE = (
     "# Written by clawgate: derived or append-only data that is not versioned.\n"
     + "".join(f"{pattern}\n" for pattern in IGNORED)
 )
-_SKIP_DIRS = {".git", ".recall", "sessions", ".trash"}
-_SKIP_FILES = {".clawgate-heartbeat.json"}  # the heartbeat timer's own bookkeeping
-REASONS = ("init", "turn", "flush", "compaction", "heartbeat", "hand edit", "undo", "restore",
-           "clone")
+_SKIP_DIRS = set(UNVERSIONED_DIRS)  # memory.layout
+_SKIP_FILES = set(UNVERSIONED_FILES)  # the heartbeat timer's own bookkeeping
+REASONS = ("init", "turn", "flush", "compaction", "heartbeat", "hand edit", "panel edit", "undo",
+           "restore", "clone")
 SUBJECT_FILES = 4
 # A workspace this small is fingerprinted on the event loop (about 0.1 ms, less than the hop to
 # a worker thread); a larger one in a thread, so a big workspace never stalls other sessions.

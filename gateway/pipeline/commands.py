@@ -96,7 +96,9 @@ async def _status(gateway: Gateway, route: Route) -> str:
         f"{len(session.history)} messages",
         f"Context: ~{used:,} of {llm.context_window:,} tokens ({share:.0%}), "
         f"compactions: {session.compactions}",
-        f"Workspace: {route.workspace}",
+        # A group is shown only its own area: no absolute path, nothing of the owner's.
+        f"Workspace: {route.workspace}" if route.private
+        else f"Workspace: shared with this group; its notes are in {route.access.area}/",
     ]
     if session.last_usage is not None:
         usage = session.last_usage

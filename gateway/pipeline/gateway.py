@@ -19,7 +19,7 @@ from gateway.agent.compaction import Compactor
 from gateway.agent.context_files import ContextFile, ContextFileLoader
 from gateway.agent.conversation import Message, SystemPrompt, Usage
 from gateway.agent.loop import AgentLoop, Recorder
-from gateway.agent.prompt import build_system_prompt, request_overhead_chars
+from gateway.agent.prompt import build_system_prompt, request_overhead_chars, speaker_line
 from gateway.agent.providers.base import Provider, ProviderError
 from gateway.agent.sessions import Session, SessionStore
 from gateway.agent.tools import Tool, ToolContext, ToolRegistry, file_tools
@@ -360,7 +360,8 @@ class Gateway:
 
     def tool_context(self, route: Route) -> ToolContext:
         return ToolContext(
-            route.workspace, route.session_key, route.private, self.settings.tools.max_file_bytes
+            route.workspace, route.session_key, route.private, self.settings.tools.max_file_bytes,
+            area=route.access.area,
         )
 
     def tools_for(self, route: Route) -> ToolRegistry:
@@ -368,7 +369,8 @@ class Gateway:
 
     def context_files(self, route: Route) -> list[ContextFile]:
         today = self.clock.now().astimezone(self._zone).date()
-        return self.loader.load(route.workspace, private=route.private, today=today)
+        return self.loader.load(route.workspace, private=route.private, today=today,
+                                area=route.access.area)
 
     def system_prompt(self, route: Route, files: list[ContextFile]) -> SystemPrompt:
         kind = "a direct message with the workspace owner" if route.private else "a group chat"
@@ -376,8 +378,12 @@ class Gateway:
             f"Channel: {route.channel}, {kind}. Session: {route.session_key}. "
             f"Model: {self.provider.name}/{self.provider.model}."
         )
+        if not route.private:
+            run_info += "\n" + speaker_line(route.sender_name, route.sender_id,
+                                            route.sender_is_owner)
         now = self.clock.now().astimezone(self._zone)
-        return build_system_prompt(files, private=route.private, now=now, run_info=run_info)
+        return build_system_prompt(files, private=route.private, now=now, run_info=run_info,
+                                   area=route.access.area)
 
     async def _ensure_workspace(self, route: Route) -> None:
         if route.person_id not in self._seeded:

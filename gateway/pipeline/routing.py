@@ -1,8 +1,10 @@
 """Who is this, which workspace, which session, and is it private?
 
 Privacy is decided here once, structurally: a session is private only when it is a direct
-message whose sender owns the workspace it routes to. Everything downstream (prompt files,
-tools) asks `Route.private` and nothing else.
+message whose sender owns the workspace it routes to. A group routes to the gateway owner's
+workspace as a shared context with its own writable area (`memory.layout.group_area`).
+Everything downstream (prompt files, tools) asks `Route.access`, and `memory.layout` answers
+what that access may read and write.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Protocol
 
 from channels.base import InboundMessage
 from gateway.workspace.seed import workspace_path
+from memory.layout import Access, dm_session_key, group_area, group_session_key
 
 TERMINAL_CHANNEL = "terminal"
 
@@ -26,6 +29,17 @@ class Route:
     private: bool
     channel: str
     chat_id: str
+    # A group's own writable area inside the owner's workspace ("" for private routes).
+    area: str = ""
+    # Who sent the message, for the group prompt: name, platform id, and whether that account
+    # is the gateway owner (decided here from identity links, never from what they wrote).
+    sender_id: str = ""
+    sender_name: str = ""
+    sender_is_owner: bool = False
+
+    @property
+    def access(self) -> Access:
+        return Access(self.private, "" if self.private else self.area)
 
 
 def person_id_for(channel: str, sender_id: str, owner: str) -> str:
@@ -62,8 +76,13 @@ class Router:
         sender = await self.person_for(msg.channel, msg.sender_id)
         if msg.chat_type == "direct":
             workspace = workspace_path(self.workspaces_root, sender)
-            return Route(sender, workspace, f"{sender}:dm", True, msg.channel, msg.chat_id)
-        # A group talks to the gateway owner's assistant, never with their private memory.
+            return Route(sender, workspace, dm_session_key(sender), True, msg.channel,
+                         msg.chat_id, sender_id=msg.sender_id, sender_name=msg.sender_name,
+                         sender_is_owner=sender == self.owner)
+        # A group talks to the gateway owner's assistant, never with their private memory, and
+        # writes only in its own area.
         workspace = workspace_path(self.workspaces_root, self.owner)
-        key = f"{msg.channel}:group:{msg.chat_id}"
-        return Route(self.owner, workspace, key, False, msg.channel, msg.chat_id)
+        key = group_session_key(msg.channel, msg.chat_id)
+        return Route(self.owner, workspace, key, False, msg.channel, msg.chat_id,
+                     area=group_area(msg.channel, msg.chat_id), sender_id=msg.sender_id,
+                     sender_name=msg.sender_name, sender_is_owner=sender == self.owner)

@@ -9,11 +9,10 @@ last, so every check here assumes a hostile input. The rules, in order:
    does not exist yet, the deepest existing parent is resolved and the rest kept lexically) and
    the target must be inside the workspace by path components, never by string prefix.
    Any symlink on the way, dangling or not, counts only by where it really leads.
-3. Privacy: outside a private session the owner's memory (USER.md, MEMORY.md, memory/) and the
-   transcripts (sessions/) are refused, judged on both the name as given and the resolved name,
-   case-insensitively, so aliases and links cannot reach them.
-4. sessions/ is append-only history owned by the gateway: tools may read it (privately) but
-   never write it.
+3. Access: what the context may read or write is asked of `memory.layout` (the one place
+   that knows the workspace layout and the access rule), on both the name as given and the
+   resolved name, so aliases and links cannot reach past it. Outside private contexts a
+   second name (hard link) of a private file is refused too.
 
 A race in which someone with shell access swaps a directory for a symlink between this check and
 the actual open is out of scope: tools are the only writers the model controls, and no tool can
@@ -28,22 +27,26 @@ import unicodedata
 from pathlib import Path, PurePosixPath
 
 from gateway.agent.tools.base import ToolError
+from memory.layout import (
+    PRIVATE_DIRS,
+    PRIVATE_FILES,
+    SESSIONS_DIR,
+    Access,
+    is_private_relpath,
+    leads_to_area,
+    read_refusal,
+    write_refusal,
+)
 
 __all__ = [
     "PRIVATE_DIRS",
     "PRIVATE_FILES",
-    "READ_ONLY_DIRS",
     "SESSIONS_DIR",
     "PathRefused",
     "is_hidden_relpath",
     "is_private_relpath",
     "resolve_in_workspace",
 ]
-
-PRIVATE_FILES: tuple[str, ...] = ("USER.md", "MEMORY.md")
-PRIVATE_DIRS: tuple[str, ...] = ("memory",)
-SESSIONS_DIR = "sessions"
-READ_ONLY_DIRS: tuple[str, ...] = (SESSIONS_DIR,)
 
 MAX_PATH_CHARS = 1024
 
@@ -64,49 +67,14 @@ class PathRefused(ToolError):
         self.reason = reason
 
 
-def _fold(name: str) -> str:
-    """Compare names the way a case-insensitive, normalizing filesystem would.
-
-    macOS and Windows treat `Memory.md`, `MEMORY.md` and (Windows) `MEMORY.md.` as one file, so
-    the privacy rules must too, even on Linux where they are different files.
-    """
-    return unicodedata.normalize("NFC", name).casefold().rstrip(". ")
-
-
-_PRIVATE_FILES_FOLDED = frozenset(_fold(n) for n in PRIVATE_FILES)
-_PRIVATE_DIRS_FOLDED = frozenset(_fold(n) for n in (*PRIVATE_DIRS, SESSIONS_DIR))
-_READ_ONLY_FOLDED = frozenset(_fold(n) for n in READ_ONLY_DIRS)
-
-
 def _parts(rel: Path | PurePosixPath | str) -> tuple[str, ...]:
     normalized = os.path.normpath(str(rel)).replace("\\", "/")
     return tuple(p for p in normalized.split("/") if p not in ("", "."))
 
 
-def is_private_relpath(rel: Path | PurePosixPath | str) -> bool:
-    """Whether a workspace-relative path is something only the owner's private session may see.
-
-    True for the top-level PRIVATE_FILES, anything under PRIVATE_DIRS and anything under
-    sessions/ (transcripts of private chats are as private as the memory distilled from them).
-    Names are compared case-insensitively. Only the top-level files are private: a
-    `notes/MEMORY.md` is an ordinary note.
-    """
-    parts = _parts(rel)
-    if not parts:
-        return False
-    first = _fold(parts[0])
-    if first in _PRIVATE_DIRS_FOLDED:
-        return True
-    return len(parts) == 1 and first in _PRIVATE_FILES_FOLDED
-
-
 def is_hidden_relpath(rel: Path | PurePosixPath | str) -> bool:
     """Whether any component is a dot-name: internal state such as .git, .trash or .gateway."""
     return any(p.startswith(".") for p in _parts(rel) if p != "..")
-
-
-def _is_read_only(parts: tuple[str, ...]) -> bool:
-    return bool(parts) and _fold(parts[0]) in _READ_ONLY_FOLDED
 
 
 def _check_lexical(user_path: str) -> tuple[str, ...]:
@@ -133,13 +101,10 @@ def _check_lexical(user_path: str) -> tuple[str, ...]:
     return parts
 
 
-def _check_rules(user_path: str, parts: tuple[str, ...], *, private: bool, write: bool) -> None:
-    if not private and is_private_relpath("/".join(parts)):
-        raise PathRefused(
-            user_path, "private memory and transcripts are only available in the owner's DMs"
-        )
-    if write and _is_read_only(parts):
-        raise PathRefused(user_path, "sessions/ holds transcripts and is read-only")
+def _check_rules(user_path: str, parts: tuple[str, ...], access: Access, *, write: bool) -> None:
+    reason = write_refusal(access, parts) if write else read_refusal(access, parts)
+    if reason is not None:
+        raise PathRefused(user_path, reason)
 
 
 def _has_symlink_or_parent_ref(workspace: Path, rel: Path) -> bool:
@@ -154,20 +119,25 @@ def _has_symlink_or_parent_ref(workspace: Path, rel: Path) -> bool:
     return False
 
 
-def resolve_in_workspace(workspace: Path, user_path: str, *, private: bool, write: bool) -> Path:
+def resolve_in_workspace(
+    workspace: Path, user_path: str, *, private: bool, write: bool, area: str = ""
+) -> Path:
     """Turn a model-supplied path into an absolute real path inside `workspace`, or refuse.
 
     The returned path has every symlink resolved, so callers act on the file the checks judged,
     not on a name that could point somewhere else. `write=True` additionally refuses read-only
-    areas. Raises PathRefused (a ToolError) with a message meant for the model.
+    areas. `area` is a group's own writable area (`memory.layout.group_area`); outside private
+    contexts nothing else is writable. Raises PathRefused (a ToolError) with a message meant
+    for the model.
     """
+    access = Access(private, "" if private else area)
     if not isinstance(user_path, str):
         raise PathRefused(user_path, "the path must be a string")
     lexical = _check_lexical(user_path)
     lexical_norm = _parts("/".join(lexical) or ".")
     if lexical_norm and lexical_norm[0] == "..":
         raise PathRefused(user_path, "it points outside your workspace")
-    _check_rules(user_path, lexical_norm, private=private, write=write)
+    _check_rules(user_path, lexical_norm, access, write=write)
 
     root = Path(os.path.realpath(workspace))
     target = Path(os.path.realpath(root.joinpath(*lexical))) if lexical else root
@@ -178,7 +148,9 @@ def resolve_in_workspace(workspace: Path, user_path: str, *, private: bool, writ
         raise PathRefused(user_path, "it goes through a symlink that cannot be resolved")
     if is_hidden_relpath(rel):
         raise PathRefused(user_path, "it leads to a hidden or internal file")
-    _check_rules(user_path, rel.parts, private=private, write=write)
+    _check_rules(user_path, rel.parts, access, write=write)
+    if leads_to_area(access, rel.parts) and target.exists() and not target.is_dir():
+        raise PathRefused(user_path, "it is not this group's area")
     if not private:
         _check_hard_link(root, target, user_path)
     return target

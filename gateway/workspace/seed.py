@@ -16,19 +16,18 @@ from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
 
-BOOTSTRAP_FILES = (
-    "AGENTS.md",
-    "SOUL.md",
-    "IDENTITY.md",
-    "USER.md",
-    "TOOLS.md",
-    "BOOTSTRAP.md",
-    "MEMORY.md",
-    "HEARTBEAT.md",
-)
-SEEDED_MARKER = ".clawgate-workspace"
-MEMORY_DIR = "memory"
-SESSIONS_DIR = "sessions"
+from memory.layout import BOOTSTRAP_FILES, MEMORY_DIR, SEEDED_MARKER, SESSIONS_DIR
+
+__all__ = [
+    "BOOTSTRAP_FILES",
+    "MEMORY_DIR",
+    "SEEDED_MARKER",
+    "SESSIONS_DIR",
+    "WorkspaceError",
+    "ensure_workspace",
+    "workspace_path",
+]
+
 _PERSON_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
 
 

@@ -88,6 +88,9 @@ async def test_server_message_needs_mention_and_no_private_memory(dc, gateway_wi
     sent = await dc.wait_sent(1)
     assert sent[0].channel_id == "7001" and sent[0].content == "echo: summarize please"
     assert MEMORY_CANARY not in json.dumps(anthropic_server.requests[-1])
+    # discord.py's display name and the account id reach the group prompt.
+    assert "Speaking now: ann (platform id 301), not the owner" in json.dumps(
+        anthropic_server.requests[-1])
 
 
 async def test_linked_identities_share_one_session(dc, gateway_with, anthropic_server,

@@ -125,6 +125,8 @@ async def test_group_needs_mention_and_never_sees_private_memory(tg, tg_gateway,
     assert sent[0].chat_id == "-1001" and sent[0].text == "echo: what is the plan?"
     request = json.dumps(anthropic_server.requests[-1])
     assert MEMORY_CANARY not in request and "not a private chat" in request
+    # The prompt says who speaks, by the platform's name and id (not the owner here).
+    assert "Speaking now: Ann (platform id 42), not the owner" in request
 
     # A reply to one of the bot's messages counts as addressing it.
     bot_message = {"message_id": 1, "date": 1, "chat": {"id": -1001, "type": "supergroup"},

@@ -21,14 +21,16 @@ class ToolError(Exception):
 class ToolContext:
     """What a tool may act on: one workspace, one session, and whether it is private.
 
-    `private` is true only in a direct-message session with the workspace's owner; tools use it
-    to refuse private memory files everywhere else.
+    `private` is true only in a context of the workspace's owner (their DM, heartbeat, flush);
+    `area` is a group's own writable area. Tools pass both to the path resolver, which asks
+    `memory.layout` what this context may read and write.
     """
 
     workspace: Path
     session_key: str
     private: bool
     max_file_bytes: int = 1_048_576
+    area: str = ""
 
 
 class Tool(Protocol):

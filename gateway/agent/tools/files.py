@@ -21,8 +21,10 @@ from typing import Any, TypeVar
 # gateway.workspace.paths is half-initialized.
 import gateway.workspace.paths as paths
 from gateway.agent.conversation import ToolSpec
+from gateway.agent.tools.args import check_known, get_arg, get_int
 from gateway.agent.tools.base import Tool, ToolContext, ToolError
 from memory.atomic import atomic_write_text, fsync_directory
+from memory.layout import TRASH_DIR
 
 __all__ = [
     "AppendFileTool",
@@ -41,9 +43,6 @@ MAX_READ_LINES = 2000
 # instead of being cut mid-line by the registry.
 MAX_READ_CHARS = 90_000
 MAX_LIST_ENTRIES = 500
-TRASH_DIR = ".trash"
-
-_MISSING = object()
 
 # One lock per resolved file: two tool calls in the same turn (or two sessions of one workspace)
 # doing read-modify-write on the same file must not lose each other's update. Weak values, so
@@ -57,40 +56,6 @@ def _lock_for(path: Path) -> asyncio.Lock:
         lock = asyncio.Lock()
         _locks[path] = lock
     return lock
-
-
-# --- arguments ------------------------------------------------------------------------------
-
-
-def _check_known(args: dict[str, Any], allowed: tuple[str, ...], tool: str) -> None:
-    if not isinstance(args, dict):
-        raise ToolError(f"{tool}: arguments must be a JSON object")
-    unknown = sorted(set(args) - set(allowed))
-    if unknown:
-        raise ToolError(
-            f"{tool}: unknown argument(s) {', '.join(unknown)}; allowed: {', '.join(allowed)}"
-        )
-
-
-def _arg(args: dict[str, Any], name: str, kind: type[T], tool: str, default: Any = _MISSING) -> T:
-    """Fetch one argument with a message the model can act on when it is missing or mistyped."""
-    if name not in args or args[name] is None:
-        if default is _MISSING:
-            raise ToolError(f"{tool}: missing required argument '{name}'")
-        return default
-    value = args[name]
-    # bool is an int subclass; `start_line: true` is a model mistake, not line 1.
-    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
-        expected = {str: "a string", int: "an integer", bool: "true or false"}.get(kind, kind)
-        raise ToolError(f"{tool}: argument '{name}' must be {expected}, got {type(value).__name__}")
-    return value
-
-
-def _int_arg(args: dict[str, Any], name: str, tool: str, default: int, lo: int, hi: int) -> int:
-    value = _arg(args, name, int, tool, default)
-    if not lo <= value <= hi:
-        raise ToolError(f"{tool}: argument '{name}' must be between {lo} and {hi}, got {value}")
-    return value
 
 
 # --- shared file helpers ----------------------------------------------------------------------
@@ -154,7 +119,8 @@ def _write_text(path: Path, text: str, ctx: ToolContext, tool: str) -> None:
 
 async def _resolve(ctx: ToolContext, user_path: str, *, write: bool) -> Path:
     return await asyncio.to_thread(
-        paths.resolve_in_workspace, ctx.workspace, user_path, private=ctx.private, write=write
+        paths.resolve_in_workspace, ctx.workspace, user_path, private=ctx.private, write=write,
+        area=ctx.area,
     )
 
 
@@ -214,10 +180,10 @@ class ReadFileTool:
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> str:
         name = self.spec.name
-        _check_known(args, ("path", "start_line", "max_lines"), name)
-        user_path = _arg(args, "path", str, name)
-        start = _int_arg(args, "start_line", name, 1, 1, 10**9)
-        limit = _int_arg(args, "max_lines", name, MAX_READ_LINES, 1, MAX_READ_LINES)
+        check_known(args, ("path", "start_line", "max_lines"), name)
+        user_path = get_arg(args, "path", str, name)
+        start = get_int(args, "start_line", name, 1, 1, 10**9)
+        limit = get_int(args, "max_lines", name, MAX_READ_LINES, 1, MAX_READ_LINES)
         path = await _resolve(ctx, user_path, write=False)
         text = await asyncio.to_thread(_read_text, path, ctx, name)
         return _page(text, start, limit, _rel(ctx, path))
@@ -277,9 +243,9 @@ class WriteFileTool:
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> str:
         name = self.spec.name
-        _check_known(args, ("path", "content"), name)
-        user_path = _arg(args, "path", str, name)
-        content = _arg(args, "content", str, name)
+        check_known(args, ("path", "content"), name)
+        user_path = get_arg(args, "path", str, name)
+        content = get_arg(args, "content", str, name)
         _check_content(content, ctx, name)
         path = await _resolve(ctx, user_path, write=True)
         await _locked(path, lambda: _write_text(path, content, ctx, name))
@@ -313,11 +279,11 @@ class EditFileTool:
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> str:
         name = self.spec.name
-        _check_known(args, ("path", "old_text", "new_text", "replace_all"), name)
-        user_path = _arg(args, "path", str, name)
-        old = _arg(args, "old_text", str, name)
-        new = _arg(args, "new_text", str, name)
-        replace_all = _arg(args, "replace_all", bool, name, False)
+        check_known(args, ("path", "old_text", "new_text", "replace_all"), name)
+        user_path = get_arg(args, "path", str, name)
+        old = get_arg(args, "old_text", str, name)
+        new = get_arg(args, "new_text", str, name)
+        replace_all = get_arg(args, "replace_all", bool, name, False)
         if not old:
             raise ToolError(f"{name}: old_text must not be empty")
         if old == new:
@@ -370,9 +336,9 @@ class AppendFileTool:
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> str:
         name = self.spec.name
-        _check_known(args, ("path", "content"), name)
-        user_path = _arg(args, "path", str, name)
-        content = _arg(args, "content", str, name)
+        check_known(args, ("path", "content"), name)
+        user_path = get_arg(args, "path", str, name)
+        content = get_arg(args, "content", str, name)
         if not content:
             raise ToolError(f"{name}: content must not be empty")
         _check_content(content, ctx, name)
@@ -420,9 +386,9 @@ class ListFilesTool:
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> str:
         name = self.spec.name
-        _check_known(args, ("path", "recursive"), name)
-        user_path = _arg(args, "path", str, name, ".")
-        recursive = _arg(args, "recursive", bool, name, False)
+        check_known(args, ("path", "recursive"), name)
+        user_path = get_arg(args, "path", str, name, ".")
+        recursive = get_arg(args, "recursive", bool, name, False)
         path = await _resolve(ctx, user_path, write=False)
         return await asyncio.to_thread(_list, path, ctx, recursive)
 
@@ -431,8 +397,9 @@ def _visible(ctx: ToolContext, root: Path, entry: Path) -> bool:
     rel = entry.relative_to(root)
     if paths.is_hidden_relpath(rel) or (not ctx.private and paths.is_private_relpath(rel)):
         return False
-    try:  # the full check catches symlinks leading outside or onto private files
-        paths.resolve_in_workspace(root, rel.as_posix(), private=ctx.private, write=False)
+    try:  # the full check: the access rule, symlinks leading outside or onto private files
+        paths.resolve_in_workspace(root, rel.as_posix(), private=ctx.private, write=False,
+                                   area=ctx.area)
     except ToolError:
         return False
     return True
@@ -509,8 +476,8 @@ class DeleteFileTool:
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> str:
         name = self.spec.name
-        _check_known(args, ("path",), name)
-        user_path = _arg(args, "path", str, name)
+        check_known(args, ("path",), name)
+        user_path = get_arg(args, "path", str, name)
         target = await _resolve(ctx, user_path, write=True)
         # Deleting a symlink means removing the link, not the file it points to.
         parent_path, _, leaf = user_path.rstrip("/").rpartition("/")

@@ -33,9 +33,9 @@ class AppendOnlyToNote:
         if not isinstance(requested, str):
             raise ToolError(f"append_file: path must be {self.note!r}")
         target = paths.resolve_in_workspace(ctx.workspace, requested, private=ctx.private,
-                                            write=True)
+                                            write=True, area=ctx.area)
         allowed = paths.resolve_in_workspace(ctx.workspace, self.note, private=ctx.private,
-                                             write=True)
+                                             write=True, area=ctx.area)
         if target != allowed:
             raise ToolError(
                 f"append_file: during a memory flush only {self.note} may be changed; "

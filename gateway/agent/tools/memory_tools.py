@@ -16,6 +16,7 @@ from typing import Any
 
 import gateway.workspace.paths as paths
 from gateway.agent.conversation import ToolSpec
+from gateway.agent.tools.args import check_known, get_arg, get_int, get_number
 from gateway.agent.tools.base import Tool, ToolContext, ToolError
 from memory.chunking import transcript_lines
 from memory.defaults import DEFAULT_MAX_RESULTS
@@ -27,24 +28,6 @@ __all__ = ["MemoryGetTool", "MemorySearchTool", "memory_tools"]
 
 DEFAULT_GET_LINES = 40
 MAX_GET_LINES = 400
-
-
-def _check_args(args: dict[str, Any], allowed: tuple[str, ...], tool: str) -> None:
-    unknown = sorted(set(args) - set(allowed))
-    if unknown:
-        raise ToolError(f"{tool}: unknown argument(s) {', '.join(unknown)}; "
-                        f"allowed: {', '.join(allowed)}")
-
-
-def _int(args: dict[str, Any], name: str, default: int, lo: int, hi: int, tool: str) -> int:
-    value = args.get(name)
-    if value is None:
-        return default
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ToolError(f"{tool}: argument '{name}' must be an integer")
-    if not lo <= value <= hi:
-        raise ToolError(f"{tool}: argument '{name}' must be between {lo} and {hi}, got {value}")
-    return value
 
 
 def _private_only(ctx: ToolContext, tool: str) -> None:
@@ -90,18 +73,16 @@ class MemorySearchTool:
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> str:
         name = self.spec.name
         _private_only(ctx, name)
-        _check_args(args, ("query", "max_results", "min_score"), name)
-        query = args.get("query")
-        if not isinstance(query, str) or not query.strip():
+        check_known(args, ("query", "max_results", "min_score"), name)
+        query = get_arg(args, "query", str, name)
+        if not query.strip():
             raise ToolError(f"{name}: 'query' must be a non-empty string")
-        limit = _int(args, "max_results", DEFAULT_MAX_RESULTS, 1, MAX_RESULTS, name)
-        min_score = args.get("min_score", 0) or 0
-        if isinstance(min_score, bool) or not isinstance(min_score, int | float):
-            raise ToolError(f"{name}: 'min_score' must be a number between 0 and 1")
+        limit = get_int(args, "max_results", name, DEFAULT_MAX_RESULTS, 1, MAX_RESULTS)
+        min_score = get_number(args, "min_score", name, 0.0, 0.0, 1.0)
         started = time.perf_counter()
         try:
             response = await self.service.search(
-                ctx.workspace, query, max_results=limit, min_score=float(min_score)
+                ctx.workspace, query, max_results=limit, min_score=min_score
             )
         except Exception as exc:
             raise ToolError(
@@ -154,12 +135,10 @@ class MemoryGetTool:
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> str:
         name = self.spec.name
         _private_only(ctx, name)
-        _check_args(args, ("path", "from_line", "lines"), name)
-        user_path = args.get("path")
-        if not isinstance(user_path, str):
-            raise ToolError(f"{name}: 'path' must be a string")
-        start = _int(args, "from_line", 1, 1, 10**9, name)
-        count = _int(args, "lines", DEFAULT_GET_LINES, 1, MAX_GET_LINES, name)
+        check_known(args, ("path", "from_line", "lines"), name)
+        user_path = get_arg(args, "path", str, name)
+        start = get_int(args, "from_line", name, 1, 1, 10**9)
+        count = get_int(args, "lines", name, DEFAULT_GET_LINES, 1, MAX_GET_LINES)
         target = await asyncio.to_thread(
             paths.resolve_in_workspace, ctx.workspace, user_path, private=True, write=False
         )

@@ -103,10 +103,20 @@ def test_directory_in_place_of_a_file_is_unreadable_not_a_crash(workspace):
 
 
 def test_private_files_are_withheld_outside_private_sessions(workspace):
+    # A group loads the persona and its own notes: nothing private, no TOOLS or HEARTBEAT.
     (workspace / "memory" / "2026-11-29.md").write_text("today")
-    files = ContextFileLoader(20_000, 60_000).load(workspace, private=False, today=TODAY)
+    (workspace / "groups" / "g1").mkdir(parents=True)
+    (workspace / "groups" / "g1" / "NOTES.md").write_text("group notes")
+    loader = ContextFileLoader(20_000, 60_000)
+    files = loader.load(workspace, private=False, today=TODAY, area="groups/g1")
+    assert [f.name for f in files] == ["AGENTS.md", "SOUL.md", "IDENTITY.md",
+                                       "groups/g1/NOTES.md"]
+    assert files[-1].text == "group notes"
+    # Asked for by name, private files are still withheld, never opened.
+    names = ["USER.md", "MEMORY.md", "memory/2026-11-29.md", "TOOLS.md", "SOUL.md"]
+    files = loader.load(workspace, private=False, today=TODAY, names=names, area="groups/g1")
     withheld = {f.name for f in files if f.report.status == "withheld"}
-    assert withheld == {"USER.md", "MEMORY.md", "memory/2026-11-29.md", "memory/2026-11-28.md"}
+    assert withheld == {"USER.md", "MEMORY.md", "memory/2026-11-29.md", "TOOLS.md"}
     assert all(f.text == "" for f in files if f.name in withheld)
 
 

@@ -41,7 +41,10 @@ def ctx(ws: Path) -> ToolContext:
 
 @pytest.fixture
 def group(ws: Path) -> ToolContext:
-    return ToolContext(workspace=ws, session_key="group:1", private=False, max_file_bytes=1000)
+    (ws / "groups" / "g1").mkdir(parents=True)
+    (ws / "groups" / "g1" / "n.md").write_text("group note\n")
+    return ToolContext(workspace=ws, session_key="group:1", private=False, max_file_bytes=1000,
+                       area="groups/g1")
 
 
 @pytest.fixture
@@ -299,14 +302,20 @@ async def test_list_root_private(ctx: ToolContext) -> None:
 
 
 async def test_list_hides_private_when_not_private(group: ToolContext, ws: Path) -> None:
-    (ws / "alias.md").symlink_to(ws / "MEMORY.md")
-    (ws / "out.md").symlink_to(ws.parent / "outside.txt")
+    # A group sees its own area and the persona files, nothing else of the owner's.
+    (ws / "AGENTS.md").write_text("be kind\n")
+    (ws / "groups" / "g1" / "alias.md").symlink_to(ws / "MEMORY.md")
+    (ws / "groups" / "g1" / "out.md").symlink_to(ws.parent / "outside.txt")
+    (ws / "groups" / "g2").mkdir()
     out = await call("list_files", group, recursive=True)
     lines = out.splitlines()
-    assert "notes/a.md  (11 bytes)" in lines
-    for hidden in ("MEMORY", "USER", "memory", "sessions", ".git", "alias", "out.md"):
+    assert "groups/g1/n.md  (11 bytes)" in lines
+    assert "AGENTS.md  (8 bytes)" in lines
+    for hidden in ("MEMORY", "USER", "memory", "sessions", ".git", "alias", "out.md", "notes",
+                   "g2"):
         assert hidden not in out, hidden
     await refused("list_files", group, "private", path="memory")
+    await refused("list_files", group, "only groups/g1/", path="notes")
 
 
 async def test_list_recursive_and_subdir(ctx: ToolContext) -> None:

@@ -42,3 +42,11 @@ def test_scrape_time_values_add_to_counted_ones():
     text = metrics.render()
     assert 'clawgate_delivery_retries_total{channel="discord"} 1.0' in text
     assert "# TYPE clawgate_turn_seconds histogram" in text
+
+
+def test_samples_list_each_series_for_the_panel():
+    metrics = GatewayMetrics()
+    metrics.turns.inc(outcome="ok")
+    metrics.turns.inc(outcome="ok")
+    metrics.turns.inc(outcome="provider_error")
+    assert list(metrics.turns.samples()) == [("", ("ok",), 2.0), ("", ("provider_error",), 1.0)]

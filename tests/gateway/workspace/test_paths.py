@@ -35,6 +35,7 @@ def _make_workspace(base: Path) -> tuple[Path, Path]:
     (ws / "sessions" / "x.jsonl").write_text("{}\n")
     (ws / ".git").mkdir()
     (ws / ".git" / "config").write_text("[core]\n")
+    (ws / "groups" / "g").mkdir(parents=True)
     outside = base / "outside"
     outside.mkdir()
     (outside / "secret.txt").write_text("secret\n")
@@ -49,8 +50,11 @@ def ws(tmp_path: Path) -> Path:
     return _make_workspace(tmp_path)[0]
 
 
+AREA = "groups/g"  # a group's own writable area (memory.layout.group_area)
+
+
 def resolve(ws: Path, p: str, *, private: bool = True, write: bool = False) -> Path:
-    return resolve_in_workspace(ws, p, private=private, write=write)
+    return resolve_in_workspace(ws, p, private=private, write=write, area=AREA)
 
 
 def real(p: Path) -> Path:
@@ -252,32 +256,41 @@ def test_private_refused_when_not_private(ws: Path, p: str) -> None:
 
 
 def test_private_via_symlink_refused(ws: Path) -> None:
-    (ws / "notes.md").symlink_to(ws / "MEMORY.md")
-    (ws / "mem").symlink_to(ws / "memory", target_is_directory=True)
-    (ws / "rel.md").symlink_to("USER.md")
+    area = ws / AREA
+    (area / "notes.md").symlink_to(ws / "MEMORY.md")
+    (area / "mem").symlink_to(ws / "memory", target_is_directory=True)
+    (area / "rel.md").symlink_to("../../USER.md")
     for p in ("notes.md", "mem/2026-01-01.md", "mem", "rel.md"):
         with pytest.raises(PathRefused, match="private"):
-            resolve(ws, p, private=False)
-    assert resolve(ws, "notes.md", private=True) == real(ws) / "MEMORY.md"
+            resolve(ws, f"{AREA}/{p}", private=False)
+    assert resolve(ws, f"{AREA}/notes.md", private=True) == real(ws) / "MEMORY.md"
 
 
 def test_private_via_hard_link_refused(ws: Path) -> None:
-    os.link(ws / "MEMORY.md", ws / "copy.md")
-    os.link(ws / "memory" / "2026-01-01.md", ws / "day.md")
+    os.link(ws / "MEMORY.md", ws / AREA / "copy.md")
+    os.link(ws / "memory" / "2026-01-01.md", ws / AREA / "day.md")
     for p in ("copy.md", "day.md"):
         with pytest.raises(PathRefused, match="private"):
-            resolve(ws, p, private=False)
-    assert resolve(ws, "copy.md", private=True) == real(ws) / "copy.md"
+            resolve(ws, f"{AREA}/{p}", private=False)
+    assert resolve(ws, f"{AREA}/copy.md", private=True) == real(ws) / AREA / "copy.md"
 
 
 def test_nested_private_names_are_ordinary(ws: Path) -> None:
-    assert resolve(ws, "notes/MEMORY.md", private=False).name == "MEMORY.md"
-    assert resolve(ws, "notes/memory/x.md", private=False).name == "x.md"
+    assert resolve(ws, f"{AREA}/MEMORY.md", private=False).name == "MEMORY.md"
+    assert resolve(ws, f"{AREA}/memory/x.md", private=False, write=True).name == "x.md"
 
 
 def test_ordinary_files_allowed_when_not_private(ws: Path) -> None:
-    assert resolve(ws, "notes/a.md", private=False) == real(ws) / "notes" / "a.md"
-    assert resolve(ws, "memoryless.md", private=False, write=True).name == "memoryless.md"
+    # Only the group's own area: the owner's ordinary notes are not the group's either.
+    (ws / AREA / "a.md").write_text("a\n")
+    assert resolve(ws, f"{AREA}/a.md", private=False) == real(ws) / AREA / "a.md"
+    assert resolve(ws, f"{AREA}/memoryless.md", private=False, write=True).name == "memoryless.md"
+    for p in ("notes/a.md", "b.md", "memoryless.md", "groups/other/x.md", "groups/g"):
+        with pytest.raises(PathRefused, match="only groups/g/"):
+            resolve(ws, p, private=False, write=True)
+    for p in ("notes/a.md", "b.md", "groups/other/x.md", "GROUPS/g/a.md"):
+        with pytest.raises(PathRefused, match="only groups/g/"):
+            resolve(ws, p, private=False)
 
 
 def test_sessions_read_only_even_when_private(ws: Path) -> None:
@@ -343,6 +356,9 @@ _SEGMENTS = st.one_of(
             "dangling",
             "inner",
             "Memory.md",
+            "groups",
+            "g",
+            "AGENTS.md",
             "x\x00",
             "é",
             "日本",
@@ -373,12 +389,14 @@ def hostile_ws(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     (ws / "inner").symlink_to(ws / "notes", target_is_directory=True)
     (ws / "mem").symlink_to(ws / "memory", target_is_directory=True)
     (ws / "secret.txt").symlink_to("../outside/secret.txt")
+    (ws / AREA / "m").symlink_to(ws / "memory", target_is_directory=True)
+    (ws / AREA / "up").symlink_to(ws / "notes", target_is_directory=True)
     return ws, outside
 
 
 def _assert_confined(ws: Path, path: str, *, private: bool, write: bool) -> None:
     try:
-        result = resolve_in_workspace(ws, path, private=private, write=write)
+        result = resolve_in_workspace(ws, path, private=private, write=write, area=AREA)
     except PathRefused:
         return
     root = real(ws)
@@ -389,6 +407,15 @@ def _assert_confined(ws: Path, path: str, *, private: bool, write: bool) -> None
     assert not is_hidden_relpath(rel)
     if not private:
         assert not is_private_relpath(rel), (path, result)
+        # Default deny: a group writes only inside its own area, reads only that, the
+        # persona files and the folders leading to its area.
+        inside = rel.parts[:2] == tuple(AREA.split("/"))
+        if write:
+            assert inside and len(rel.parts) > 2, (path, result)
+        else:
+            assert inside or rel.parts in ((), ("groups",)) or (
+                len(rel.parts) == 1 and rel.parts[0] in ("AGENTS.md", "SOUL.md", "IDENTITY.md")
+            ), (path, result)
     if write:
         assert not rel.parts or rel.parts[0].casefold() != "sessions"
 
