@@ -14,6 +14,8 @@ from gateway.cli.lifecycle import run_until_stopped
 from gateway.config.settings import Settings
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from gateway.assembly.builder import GatewayApp
 
 log = logging.getLogger("clawgate")
@@ -120,12 +122,33 @@ async def _start_panel(gateway: Any, config: Settings) -> Any:
 
 
 def _chat(config: Settings, person: str) -> int:
+    from datetime import datetime
+
+    from gateway.agent.sessions import transcript_path
     from gateway.assembly.builder import CHAT
+    from gateway.ops.state import state_path
     from gateway.workspace.seed import workspace_path
 
     workspace = workspace_path(config.workspaces_dir, person)
     banner = None
-    if sys.stdin.isatty():
+    if sys.stdin.isatty() and sys.stdout.isatty():
+        # Log lines would land between `you>` and the answer: they go to a file instead.
+        log_file = state_path(config.workspaces_dir).parent / "chat.log"
+        log_file.parent.mkdir(parents=True, exist_ok=True)
+        _log_to_file(config, log_file)
         banner = (f"Chatting with the assistant of {workspace} (Ctrl-D to quit, /help for "
-                  "commands)")
-    return run_until_stopped(config, CHAT, banner=banner, until_input_closed=True)
+                  f"commands; logs in {log_file})")
+        transcript = transcript_path(workspace, f"{person}:dm")
+        if transcript.exists() and transcript.stat().st_size:
+            when = datetime.fromtimestamp(transcript.stat().st_mtime)
+            banner += (f"\ncontinuing your conversation from {when:%Y-%m-%d %H:%M} "
+                       "(/new starts a fresh one)")
+    if banner:
+        print(banner, file=sys.stderr)  # before the prompt appears
+    return run_until_stopped(config, CHAT, until_input_closed=True)
+
+
+def _log_to_file(config: Settings, path: "Path") -> None:
+    from gateway.ops.logs import setup_logging
+
+    setup_logging(config, stream=open(path, "a", encoding="utf-8"))  # noqa: SIM115
