@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from channels.base import Channel, InboundMessage, OutboundMessage
@@ -81,6 +81,9 @@ class Gateway:
         self._resumed.set()
         self._resuming: set[tuple[str, str, str]] = set()
         self.accepting = True  # False once stopping: new messages wait for the next start
+        # Called with the person id when a workspace is first used in this run (the assembly
+        # lets the heartbeat service start that person's timer at once, not at its rescan).
+        self.workspace_listeners: list[Callable[[str], object]] = []
         self.sessions = SessionStore(self.clock)
         self.lanes = Lanes()
         # Two registries, decided by the route: tools that reach private memory (recall, say)
@@ -390,6 +393,11 @@ class Gateway:
             await asyncio.to_thread(ensure_workspace, self.settings.workspaces_dir, route.person_id)
             await self.versioning.ensure_repo(route.workspace)
             self._seeded.add(route.person_id)
+            for listener in self.workspace_listeners:
+                try:
+                    listener(route.person_id)
+                except Exception:
+                    log.exception("workspace listener failed for %s", route.person_id)
 
     async def _deliver(self, session: Session, route: Route, text: str) -> None:
         try:
