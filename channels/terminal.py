@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import signal
 import sys
 import threading
 from collections.abc import AsyncIterator
@@ -137,9 +138,14 @@ class TerminalChannel:
         try:
             while True:
                 try:
-                    line = await session.prompt_async(self._prompt)
+                    # handle_sigint=False: clawgate's own SIGINT handler stays installed.
+                    line = await session.prompt_async(self._prompt, handle_sigint=False)
                 except KeyboardInterrupt:
-                    continue  # Ctrl-C at the prompt clears the line; the signal stops clawgate
+                    # At the prompt the terminal is in raw mode, so Ctrl-C arrives as a key,
+                    # not a signal: raise the signal, so it stops clawgate the one way
+                    # Ctrl-C always does (exit status 130).
+                    signal.raise_signal(signal.SIGINT)
+                    await asyncio.Event().wait()
                 except EOFError:
                     log.debug("terminal input ended")
                     break

@@ -93,3 +93,23 @@ async def test_in_a_terminal_the_chat_thinks_and_keeps_logs_out(tmp_path, anthro
     log = Path(shown.split("logs in ")[1].split(")")[0].strip())
     assert log.exists() and "turn finished" in log.read_text()
     assert " INFO " not in shown and "turn finished" not in shown
+
+
+async def test_ctrl_c_at_the_prompt_stops_the_chat_like_anywhere_else(tmp_path):
+    env = _env(tmp_path, ANTHROPIC_API_KEY="sk-x", TERM="xterm", PROMPT_TOOLKIT_NO_CPR="1")
+    master, slave = pty.openpty()
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "gateway", "chat", env=env, stdin=slave, stdout=slave,
+        stderr=slave, start_new_session=True)
+    os.close(slave)
+    screen = _Screen(master)
+    try:
+        await asyncio.to_thread(screen.until, "you>")
+        os.write(master, b"\x03")
+        code = await asyncio.wait_for(process.wait(), 10)
+        assert code == 130
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+        os.close(master)
