@@ -34,6 +34,8 @@ def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
         if name.startswith("CLAWGATE_") or name in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY"):
             monkeypatch.delenv(name)
     monkeypatch.chdir(tmp_path)
+    # The default workspaces directory is per-user (platformdirs): never the real one.
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg-data"))
 
 
 @pytest.fixture

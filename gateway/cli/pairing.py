@@ -27,6 +27,13 @@ def register(root: typer.Typer) -> None:
     root.add_typer(app, name="pairing")
 
 
+def state_exists() -> bool:
+    """Read-only commands report "nothing" rather than create the state database."""
+    from gateway.ops.state import state_path
+
+    return state_path(settings().workspaces_dir).exists()
+
+
 def with_state(command: Callable[[StateDB], Awaitable[T]]) -> T:
     """Run `command` with the gateway state database of the configured workspaces root."""
     config = settings()
@@ -44,7 +51,7 @@ def list_command(
     as_json: JsonOption = False,
 ) -> None:
     name = channel.value if channel is not None else None
-    requests = with_state(lambda state: Pairing(state).pending(name))
+    requests = [] if not state_exists() else with_state(lambda state: Pairing(state).pending(name))
     rows: list[dict[str, Any]] = [{
         "channel": r.channel, "code": r.code, "user_id": r.sender_id,
         "name": r.sender_name or "", "asked_at": r.created_at.isoformat(timespec="seconds"),
@@ -62,12 +69,15 @@ def list_command(
     print("approve with: clawgate pairing approve CHANNEL CODE")
 
 
-def _decide(channel: Platform, code: str, decision: str) -> None:
+def _decide(channel: Platform, code: str, decision: str, owner: str | None = None) -> None:
     async def go(state: StateDB) -> Any:
         pairing = Pairing(state)
         try:
             if decision == "approve":
-                return await pairing.approve(channel.value, code)
+                request = await pairing.approve(channel.value, code)
+                if owner is not None:  # this account is the owner's: their workspace, memory
+                    await state.link(request.channel, request.sender_id, owner)
+                return request
             return await pairing.deny(channel.value, code)
         except PairingError as exc:
             return exc
@@ -78,14 +88,20 @@ def _decide(channel: Platform, code: str, decision: str) -> None:
     verb = "approved" if decision == "approve" else "denied"
     name = f" ({outcome.sender_name})" if outcome.sender_name else ""
     print(f"{verb} {outcome.channel} user {outcome.sender_id}{name}")
+    if owner is not None:
+        print(f"linked {outcome.channel}:{outcome.sender_id} to you ({owner}): the same "
+              "assistant, workspace and private memory as your terminal chat")
 
 
-@app.command("approve", help="let this sender talk to the assistant")
+@app.command("approve", help="let this sender talk to the assistant (--owner: it is you)")
 def approve_command(
     channel: Annotated[Platform, typer.Argument(case_sensitive=False)],
     code: Annotated[str, typer.Argument(help="the code the sender was given")],
+    owner: Annotated[bool, typer.Option(
+        "--owner", help="this account is yours: link it to the owner's workspace (the "
+                        "terminal chat's assistant and private memory)")] = False,
 ) -> None:
-    _decide(channel, code, "approve")
+    _decide(channel, code, "approve", settings().owner if owner else None)
 
 
 @app.command("deny", help="refuse this request")

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -37,6 +37,7 @@ from gateway.pipeline.commands import Command, CommandContext, lookup, parse_com
 from gateway.pipeline.delivery import Delivery
 from gateway.pipeline.lanes import Job, Lanes
 from gateway.pipeline.limits import Account, PersonLimits
+from gateway.pipeline.replies import endpoint_host
 from gateway.pipeline.routing import Route, Router
 from gateway.pipeline.turns import TranscriptWriteError, TurnRunner, answer_key
 from gateway.workspace.seed import ensure_workspace
@@ -89,6 +90,10 @@ class Gateway:
         # a new message cannot overtake an older one of the same person.
         self._resumed = asyncio.Event()
         self._resumed.set()
+        self.accepting = True  # False once stopping: new messages wait for the next start
+        # Called with the person id when a workspace is first used in this run (the assembly
+        # lets the heartbeat service start that person's timer at once, not at its rescan).
+        self.workspace_listeners: list[Callable[[str], object]] = []
         self.sessions = SessionStore(self.clock)
         self.lanes = Lanes()
         # Two registries, decided by the route: tools that reach private memory (recall, say)
@@ -125,6 +130,8 @@ class Gateway:
         self.turns = TurnRunner(
             self.sessions, self.agent, self.compactor, self, self.delivery, self.metrics,
             self.versioning, deadline_seconds=settings.limits.turn_deadline_seconds,
+            model=provider.model,
+            host=endpoint_host(settings.llm.provider, settings.llm.base_url),
         )
         limits = settings.limits
         self.limits = PersonLimits(self.clock, limits.queue_per_person,
@@ -137,7 +144,12 @@ class Gateway:
 
     async def start(self) -> None:
         """Open the state database, start every channel, then resume what was left undone:
-        messages recorded but not answered, and replies recorded but not delivered."""
+        messages recorded but not answered, and replies recorded but not delivered.
+
+        On failure some parts may be up: the caller unwinds with `stop()` (the assembly in
+        gateway/assembly/builder.py registers it before calling start).
+        """
+        self.accepting = True
         self._resumed.clear()
         try:
             await self.state.open()
@@ -166,24 +178,38 @@ class Gateway:
         )
         self.metrics.register_tools(self.private_tools.names())
 
-    async def stop(self, drain_timeout: float = 30.0) -> None:
-        """Finish queued turns (nothing accepted is dropped), then close channels.
+    def stop_intake(self) -> None:
+        """From now on a new message is recorded (platforms) but not answered in this run:
+        the next start answers it. Called first thing when the gateway is asked to stop."""
+        self.accepting = False
 
-        A turn still running after `drain_timeout` is abandoned: the person's message is
-        already in the transcript, so the next start continues from it.
+    async def stop(self, drain_timeout: float = 30.0) -> None:
+        """Stop intake, let running turns finish for `drain_timeout` seconds, then close.
+
+        A turn still running after that is cancelled: the person's message is already
+        recorded (and not marked done), so the next start answers it. Every part is closed
+        even if another fails to, so no database thread keeps the process alive.
         """
+        self.stop_intake()
         try:
             await asyncio.wait_for(self.lanes.drain(), drain_timeout)
         except TimeoutError:
-            log.warning("stopping with turns still running after %.0f s", drain_timeout)
+            pending = self.lanes.depth()
+            log.warning("stopping with %d turn(s) still running after %.1f s: left pending "
+                        "for the next start", pending, drain_timeout)
+            await self.lanes.cancel()
         await self.delivery.close(min(drain_timeout, 5.0))
-        for channel in self.channels.values():
-            await channel.stop()
-        await self.capabilities.stop()  # MCP servers
-        await self.provider.close()
-        await self.state.close()
+        closers = [*(channel.stop for channel in self.channels.values()),
+                   self.capabilities.stop,  # MCP servers
+                   self.provider.close, self.state.close]
         if self.memory is not None:
-            await self.memory.close()
+            closers.append(self.memory.close)
+        for close in closers:
+            try:
+                await close()
+            except Exception:
+                log.exception("error while stopping (%s); carrying on",
+                              getattr(close, "__qualname__", close))
 
     async def handle(self, msg: InboundMessage) -> None:
         """Entry point for every channel. Returns once the message is queued, not answered.
@@ -195,6 +221,10 @@ class Gateway:
         """
         if self._durable(msg) and not await self.state.record_inbound(msg):
             log.info("ignored redelivered %s message %s", msg.channel, msg.message_id)
+            return
+        if not self.accepting:
+            log.info("stopping: %s message %s is answered after the next start",
+                     msg.channel, msg.message_id)
             return
         await self._resumed.wait()
         try:
@@ -377,4 +407,9 @@ class Gateway:
             await asyncio.to_thread(ensure_workspace, self.settings.workspaces_dir, route.person_id)
             await self.versioning.ensure_repo(route.workspace)
             self._seeded.add(route.person_id)
+            for listener in self.workspace_listeners:
+                try:
+                    listener(route.person_id)
+                except Exception:
+                    log.exception("workspace listener failed for %s", route.person_id)
 
