@@ -47,6 +47,7 @@ def run_command() -> None:
                  else f"not configured: {TOKEN_HINTS[platform]}")
         print(f"  {platform}: {state}", file=sys.stderr)
     if platforms:
+        _owner_hint(config, platforms)
         raise typer.Exit(_serve(config))
     print(
         "No platform channel (Telegram, Discord) is configured: opening a terminal chat "
@@ -54,6 +55,31 @@ def run_command() -> None:
         file=sys.stderr,
     )
     raise typer.Exit(_chat(config, config.owner))
+
+
+def _owner_hint(config: Settings, platforms: list[str]) -> None:
+    """Say how to make a platform account the owner's, while none is: until then the
+    owner's own Telegram DMs would get a pairing code and a separate assistant."""
+    import contextlib
+    import sqlite3
+
+    from gateway.ops.state import state_path
+
+    path = state_path(config.workspaces_dir)
+    linked = False
+    if path.exists():
+        try:
+            with contextlib.closing(sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)) as db:
+                linked = db.execute("SELECT 1 FROM links WHERE person_id = ? LIMIT 1",
+                                    (config.owner,)).fetchone() is not None
+        except sqlite3.Error:
+            return  # an older or busy database: no hint rather than a wrong one
+    if not linked:
+        channel = platforms[0]
+        print(f"  owner: no {' or '.join(p.title() for p in platforms)} account is yours yet. "
+              f"Send your bot a DM, then run `clawgate pairing approve {channel} CODE --owner` "
+              f"with the code it answers: that account becomes you ({config.owner}), the same "
+              "assistant as `clawgate chat`.", file=sys.stderr)
 
 
 def chat_command(

@@ -9,6 +9,9 @@ busy timeout lets both write). It holds:
   after a restart a no-op, and its pending rows are what a restart picks up again.
 - `offsets`: the Telegram update offset (the next update id to ask for).
 - `approved`, `pairing`, `approve_failures`: access control (see gateway/pipeline/pairing.py).
+- `welcomes`: approvals the running gateway has not announced yet (written by `clawgate
+  pairing approve` in another process; the gateway welcomes the person and answers the
+  messages they sent while waiting, which the inbox kept with status `waiting`).
 - `links`: identity links, (channel, user id) -> person id.
 - `last_dm_route`: where each person last wrote to us in a DM (heartbeat delivery).
 - `deliveries`: one row per reply sent or failed.
@@ -60,6 +63,11 @@ CREATE TABLE IF NOT EXISTS pairing (
 );
 CREATE INDEX IF NOT EXISTS pairing_sender ON pairing (channel, sender_id);
 CREATE TABLE IF NOT EXISTS approve_failures (channel TEXT NOT NULL, at REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS welcomes (
+    channel TEXT NOT NULL, sender_id TEXT NOT NULL, chat_id TEXT NOT NULL,
+    person_id TEXT NOT NULL, as_owner INTEGER NOT NULL, approved_at TEXT NOT NULL,
+    done_at TEXT, PRIMARY KEY (channel, sender_id)
+);
 CREATE TABLE IF NOT EXISTS links (
     channel TEXT NOT NULL, sender_id TEXT NOT NULL, person_id TEXT NOT NULL,
     linked_at TEXT NOT NULL, PRIMARY KEY (channel, sender_id)
@@ -84,6 +92,18 @@ class DmRoute:
     chat_id: str
     sender_id: str
     at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Welcome:
+    """An approval to announce: who, where to write, which person they are now."""
+
+    channel: str
+    sender_id: str
+    chat_id: str
+    person_id: str
+    as_owner: bool
+    approved_at: str
 
 
 def state_path(workspaces_root: Path) -> Path:
@@ -262,6 +282,62 @@ class StateDB:
             "SELECT channel, sender_id, approved_at, via FROM approved ORDER BY approved_at"
         )
         return [tuple(row) for row in rows]  # type: ignore[misc]
+
+    # -- welcomes: approvals to announce, messages that waited for them ----------------------
+
+    async def queue_welcome(
+        self, channel: str, sender_id: str, chat_id: str, person_id: str, *, as_owner: bool
+    ) -> None:
+        await self._write(
+            "INSERT INTO welcomes (channel, sender_id, chat_id, person_id, as_owner,"
+            " approved_at) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (channel, sender_id) DO UPDATE"
+            " SET chat_id = excluded.chat_id, person_id = excluded.person_id,"
+            " as_owner = excluded.as_owner, approved_at = excluded.approved_at, done_at = NULL",
+            (channel, sender_id, chat_id, person_id, int(as_owner), _iso(datetime.now(UTC))),
+            durable=True,
+        )
+
+    async def pending_welcomes(self) -> list[Welcome]:
+        rows = await self._rows(
+            "SELECT channel, sender_id, chat_id, person_id, as_owner, approved_at FROM welcomes"
+            " WHERE done_at IS NULL ORDER BY approved_at"
+        )
+        return [Welcome(str(c), str(s), str(chat), str(p), bool(o), str(at))
+                for c, s, chat, p, o, at in rows]
+
+    async def mark_welcomed(self, welcome: Welcome) -> None:
+        await self._write(
+            "UPDATE welcomes SET done_at = ? WHERE channel = ? AND sender_id = ?"
+            " AND approved_at = ?",
+            (_iso(datetime.now(UTC)), welcome.channel, welcome.sender_id, welcome.approved_at),
+        )
+
+    async def waiting_inbound(self, channel: str, sender_id: str) -> list[InboundMessage]:
+        """Direct messages of `sender_id` kept while they waited for approval, oldest first."""
+        rows = await self._rows(
+            "SELECT payload FROM inbox WHERE channel = ? AND status = 'waiting'"
+            " AND json_extract(payload, '$.sender_id') = ? ORDER BY received_at, rowid",
+            (channel, sender_id),
+        )
+        return [_decode(row[0]) for row in rows]
+
+    async def requeue(self, msg: InboundMessage) -> None:
+        """Make a recorded message pending again (answered now, or after the next start)."""
+        await self._write(
+            "UPDATE inbox SET status = 'pending', done_at = NULL WHERE channel = ?"
+            " AND chat_id = ? AND message_id = ?",
+            (msg.channel, msg.chat_id, msg.message_id),
+            durable=True,
+        )
+
+    async def settle_waiting(self, channel: str, sender_id: str, status: str) -> int:
+        """Move the sender's waiting messages to `status` ('pending' to answer, 'denied')."""
+        return await self._write(
+            "UPDATE inbox SET status = ? WHERE channel = ? AND status = 'waiting'"
+            " AND json_extract(payload, '$.sender_id') = ?",
+            (status, channel, sender_id),
+            durable=True,
+        )
 
     async def revoke(self, channel: str, sender_id: str) -> bool:
         return (

@@ -34,6 +34,7 @@ from gateway.pipeline.commands import QUEUED_COMMANDS, Command, parse_command, r
 from gateway.pipeline.lanes import Job, Lanes
 from gateway.pipeline.replies import provider_error_reply
 from gateway.pipeline.routing import TERMINAL_CHANNEL, Route, Router
+from gateway.pipeline.welcome import ApprovalFollowUp
 from gateway.workspace.seed import ensure_workspace
 from heartbeat.ack import scrub_token
 
@@ -106,6 +107,10 @@ class Gateway:
         )
         self._zone = settings.zone()
         self._seeded: set[str] = set()
+        # Welcomes people approved by `clawgate pairing approve` and answers what they wrote
+        # while waiting (gateway/pipeline/welcome.py).
+        self.approvals = ApprovalFollowUp(self.state, self.channels, self._announce,
+                                          self._process)
         self.memory: MemoryService | None = None
         if memory is not None:
             self.use_memory(memory)
@@ -123,6 +128,8 @@ class Gateway:
             for msg in pending:
                 self._resuming.add((msg.channel, msg.chat_id, msg.message_id))
                 await self._process(msg)
+            if any(name != TERMINAL_CHANNEL for name in self.channels):
+                await self.approvals.start()
         finally:
             self._resumed.set()
 
@@ -142,6 +149,7 @@ class Gateway:
         A turn still running after `drain_timeout` is abandoned: the person's message is
         already in the transcript, so the next start continues from it.
         """
+        await self.approvals.stop()
         try:
             await asyncio.wait_for(self.lanes.drain(), drain_timeout)
         except TimeoutError:
@@ -176,8 +184,10 @@ class Gateway:
         if not decision.allowed:
             if decision.reply:
                 await self._send(msg.channel, msg.chat_id, decision.reply)
-            await self._done(msg, "denied")
+            await self._done(msg, "waiting" if decision.waiting else "denied")
             return
+        if _durable(msg):
+            await self.approvals.before_allowed(msg)
         route = await self.router.resolve(msg)
         await self._ensure_workspace(route)
         if msg.chat_type == "direct" and _durable(msg):
@@ -200,6 +210,10 @@ class Gateway:
         else:
             job = self._turn_job(route, msg)
         self.lanes.submit(route.session_key, job)
+
+    async def _announce(self, channel: str, chat_id: str, text: str, key: str) -> None:
+        """A message no one asked for right now (a welcome); `key` names it once."""
+        await self._send(channel, chat_id, text)
 
     async def last_dm_route(self, person_id: str) -> DmRoute | None:
         """Where `person_id` last wrote to us in a DM (channel and chat), for proactive sends."""
