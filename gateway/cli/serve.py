@@ -10,7 +10,7 @@ import typer
 
 from gateway import __version__
 from gateway.cli.common import resolve_workspace, settings
-from gateway.config.settings import Settings
+from gateway.config.settings import Settings, describe_workspaces_dir
 
 log = logging.getLogger("clawgate")
 
@@ -34,7 +34,7 @@ def run_command() -> None:
     _setup_logging(config, quiet=True)
     print(
         f"clawgate {__version__}: provider {config.llm.provider}/{config.llm.resolved_model}, "
-        f"workspaces in {config.workspaces_dir.resolve()}",
+        f"workspaces in {describe_workspaces_dir(config)}",
         file=sys.stderr,
     )
     from gateway.assembly.platforms import PLATFORMS, TOKEN_HINTS, configured_platforms

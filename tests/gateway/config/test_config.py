@@ -13,7 +13,8 @@ def test_defaults_are_safe(tmp_path):
     assert settings.prompt.file_max_chars == 20_000
     assert settings.prompt.total_max_chars == 60_000
     assert settings.llm.max_tool_rounds == 20
-    assert str(settings.workspaces_dir) == "workspaces"
+    # Not the current directory: a per-user data directory (XDG_DATA_HOME in the tests).
+    assert settings.workspaces_dir == tmp_path / "xdg-data" / "clawgate" / "workspaces"
 
 
 def test_environment_overrides_the_toml_file(tmp_path, monkeypatch):
