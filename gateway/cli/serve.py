@@ -144,22 +144,30 @@ def _serve(config: Settings) -> int:
 def _chat(config: Settings, person: str) -> int:
     from channels.terminal import TerminalChannel
     from gateway.agent.providers import build_provider
+    from gateway.assembly.heartbeat_host import start_heartbeats
+    from gateway.cli.terminal_chat import continuing_line, history_path, log_to_file
     from gateway.pipeline.gateway import Gateway
     from gateway.workspace.seed import workspace_path
 
     workspace = workspace_path(config.workspaces_dir, person)
-    if sys.stdin.isatty():
-        print(f"Chatting with the assistant of {workspace} (Ctrl-D to quit, /help for commands)",
-              file=sys.stderr)
+    interactive = sys.stdin.isatty() and sys.stdout.isatty()
+    if interactive:
+        log_file = log_to_file(config)  # the terminal is the chat: no log lines in it
+        print(f"Chatting with the assistant of {workspace} (Ctrl-D to quit, /help for commands; "
+              f"logs in {log_file})", file=sys.stderr)
+        if (line := continuing_line(config, workspace, person)) is not None:
+            print(line, file=sys.stderr)
 
     async def session() -> None:
-        terminal = TerminalChannel()
+        terminal = TerminalChannel(history_path=history_path(config))
         gateway = Gateway(config, build_provider(config), channels=[terminal])
         _attach_memory(gateway, config)
         await gateway.start()
+        heartbeats = await start_heartbeats(gateway)  # alerts appear in this chat
         try:
             await terminal.input_closed.wait()
         finally:
+            await heartbeats.stop()
             await gateway.stop()
 
     with contextlib.suppress(KeyboardInterrupt):

@@ -11,10 +11,12 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from channels.base import Channel, InboundMessage, OutboundMessage
+from channels.terminal import LOCAL_CHAT as TERMINAL_CHAT
 from gateway.agent.compaction import Compactor
 from gateway.agent.context_files import ContextFile, ContextFileLoader
 from gateway.agent.conversation import Message, SystemPrompt, Usage
@@ -107,6 +109,9 @@ class Gateway:
         )
         self._zone = settings.zone()
         self._seeded: set[str] = set()
+        # Told (person id, workspace) when a person's workspace is first used in this process:
+        # heartbeats start a new person's timer at once instead of at the next rescan.
+        self.workspace_listeners: list[Callable[[str, Path], object]] = []
         # Welcomes people approved by `clawgate pairing approve` and answers what they wrote
         # while waiting (gateway/pipeline/welcome.py).
         self.approvals = ApprovalFollowUp(self.state, self.channels, self._announce,
@@ -216,8 +221,17 @@ class Gateway:
         await self._send(channel, chat_id, text)
 
     async def last_dm_route(self, person_id: str) -> DmRoute | None:
-        """Where `person_id` last wrote to us in a DM (channel and chat), for proactive sends."""
-        return await self.state.last_dm_route(person_id)
+        """Where `person_id` last wrote to us in a DM (channel and chat), for proactive sends.
+
+        While a terminal chat runs, it is the owner's DM unless they wrote from a platform
+        channel that is running too (heartbeat alerts appear in `clawgate chat`).
+        """
+        route = await self.state.last_dm_route(person_id)
+        if ((route is None or route.channel not in self.channels)
+                and TERMINAL_CHANNEL in self.channels and person_id == self.settings.owner):
+            return DmRoute(person_id, TERMINAL_CHANNEL, TERMINAL_CHAT, TERMINAL_CHAT,
+                           self.clock.now())
+        return route
 
     async def send_to_person(self, person_id: str, text: str) -> bool:
         """Deliver `text` to the person's last DM route; False if they never wrote in a DM."""
@@ -376,6 +390,8 @@ class Gateway:
             await asyncio.to_thread(ensure_workspace, self.settings.workspaces_dir, route.person_id)
             await self.versioning.ensure_repo(route.workspace)
             self._seeded.add(route.person_id)
+            for listener in self.workspace_listeners:
+                listener(route.person_id, route.workspace)
 
     async def _deliver(self, session: Session, route: Route, text: str) -> None:
         try:
