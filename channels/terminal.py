@@ -23,7 +23,7 @@ import logging
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import TextIO
 
@@ -134,7 +134,8 @@ class TerminalChannel:
                         message_id=str(self._counter),
                     )
                 )
-                await self._wait_answered(self._answered)
+                with self._no_echo():  # type-ahead waits unseen for the next prompt
+                    await self._wait_answered(self._answered)
         finally:
             self.input_closed.set()
 
@@ -147,6 +148,30 @@ class TerminalChannel:
                 if self._turns == 0:  # no turn started and nothing came back: go on
                     log.info("terminal: no answer to line %d yet; reading on", self._counter)
                     return
+
+    @contextlib.contextmanager
+    def _no_echo(self) -> Iterator[None]:
+        """While an answer is awaited, keys typed ahead are not echoed into the "thinking"
+        line; they stay buffered and appear at the next prompt."""
+        if not self.interactive:
+            yield
+            return
+        try:
+            import termios
+
+            fd = self._stdin.fileno()
+            saved = termios.tcgetattr(fd)
+            quiet = list(saved)
+            quiet[3] &= ~termios.ECHO
+            termios.tcsetattr(fd, termios.TCSANOW, quiet)
+        except (ImportError, OSError, ValueError, AttributeError):
+            yield
+            return
+        try:
+            yield
+        finally:
+            with contextlib.suppress(OSError):
+                termios.tcsetattr(fd, termios.TCSANOW, saved)
 
     def _mark_answered(self) -> None:
         if self._answered is not None:

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import re
 import sys
 from pathlib import Path
 
 from tests.fakes.llm_server import FakeAnthropicServer
 
 REPO = Path(__file__).resolve().parents[2]
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 
 def chat_env(tmp_path: Path, server: FakeAnthropicServer, **extra: str) -> dict[str, str]:
@@ -41,3 +44,91 @@ async def test_piped_lines_are_answered_in_input_order(tmp_path, anthropic_serve
     assert lines[0] == "assistant> echo: first"
     assert lines[-1] == "assistant> echo: second"
     assert len(lines) == 3 and "echo" not in lines[1]  # the status, in between
+
+
+class Pty:
+    """`clawgate chat` on a pseudo-terminal: keys in, the screen's bytes out (like tmux)."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        import pty
+        import subprocess
+
+        self.master, slave = pty.openpty()
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "gateway", "chat"], stdin=slave, stdout=slave, stderr=slave,
+            env={**env, "TERM": "xterm", "PROMPT_TOOLKIT_NO_CPR": "1"}, start_new_session=True,
+        )
+        os.close(slave)
+        os.set_blocking(self.master, False)
+        self.raw = ""
+
+    @property
+    def screen(self) -> str:
+        """What was written, without terminal control sequences (colours, cursor moves)."""
+        return ANSI.sub("", self.raw)
+
+    async def expect(self, text: str, timeout: float = 30.0) -> str:
+        """Read until `text` has appeared; returns the whole screen so far."""
+        loop = asyncio.get_running_loop()
+        end = loop.time() + timeout
+        while text not in self.screen:
+            if loop.time() > end:
+                raise AssertionError(f"{text!r} not shown; screen so far:\n{self.screen}")
+            try:
+                self.raw += os.read(self.master, 65536).decode(errors="replace")
+            except (BlockingIOError, OSError):
+                await asyncio.sleep(0.05)
+        return self.screen
+
+    def type(self, keys: str) -> None:
+        os.write(self.master, keys.encode())
+
+    async def close(self) -> int:
+        self.type("\x04")  # Ctrl-D at the prompt
+        for _ in range(300):
+            if self.process.poll() is not None:
+                break
+            with contextlib.suppress(BlockingIOError, OSError):
+                self.raw += os.read(self.master, 65536).decode(errors="replace")
+            await asyncio.sleep(0.05)
+        else:
+            self.process.kill()
+        os.close(self.master)
+        return self.process.wait()
+
+
+async def test_interactive_chat_thinks_keeps_logs_out_remembers_and_continues(
+        tmp_path, anthropic_server):
+    env = chat_env(tmp_path, anthropic_server)
+    anthropic_server.reply_delay(2.0)  # a slow first answer
+    anthropic_server.reply_error(400)  # the second ends in a provider error: a WARNING log
+    chat = Pty(env)
+    await chat.expect("you>")
+    log_file = tmp_path / "workspaces" / ".gateway" / "chat.log"
+    assert f"logs in {log_file}" in chat.screen
+    start = len(chat.screen)
+    chat.type("hello there\r")
+    screen = await chat.expect("assistant> echo: hello there")
+    answer = screen.index("assistant> echo: hello there")
+    thinking = screen.find("thinking...", start)
+    assert 0 < thinking < answer
+    assert "you>" not in screen[thinking:answer]  # no prompt until answered
+    await chat.expect("you>", timeout=10)
+    start = len(chat.screen)
+    chat.type("this one fails\r")
+    await chat.expect("assistant> ")
+    await asyncio.sleep(0.5)
+    assert "WARNING" not in chat.screen[start:]  # the log line went to the file
+    assert await chat.close() == 0
+    assert "WARNING" in log_file.read_text()
+
+    # A second start: the conversation continues, and the input history is kept.
+    chat = Pty(env)
+    await chat.expect("Continuing your conversation from")
+    await chat.expect("you>")
+    start = len(chat.screen)
+    chat.type("\x1b[A\x1b[A\r")  # up twice: "hello there", from the first run's history
+    screen = await chat.expect("assistant> ")
+    assert "you> hello there" in screen[start:]
+    assert await chat.close() == 0
+    assert (tmp_path / "workspaces" / ".gateway" / "chat-history").stat().st_mode & 0o077 == 0
