@@ -169,6 +169,11 @@ class Settings(BaseSettings):
             return [part.strip() for part in value.split(",") if part.strip()]
         return value
 
+    @field_validator("workspaces_dir")
+    @classmethod
+    def _home(cls, value: Path) -> Path:
+        return value.expanduser()  # "~/..." in clawgate.toml means the home directory
+
     @field_validator("timezone")
     @classmethod
     def _known_zone(cls, value: str) -> str:
