@@ -39,8 +39,9 @@ STAGES: list[tuple[str, str]] = [
     ("openai SDK", "import openai"),
     ("gateway message path", "import gateway.pipeline.gateway, gateway.assembly.platforms"),
     ("numpy + recall index", "import numpy, memory.service"),
+    # Kept in a variable: a discarded embedder frees its model at once.
     ("local embedder model loaded", "from memory.embedders import LocalEmbedder; "
-                                    "LocalEmbedder().embed_query('hello')"),
+                                    "embedder = LocalEmbedder(); embedder.embed_query('hello')"),
 ]
 
 
