@@ -35,7 +35,8 @@ def fields(model: type[BaseModel], prefix: str = "") -> set[str]:
 def keys(table: dict[str, Any], prefix: str = "") -> set[str]:
     names: set[str] = set()
     for name, value in table.items():
-        if isinstance(value, dict) and prefix + name != "heartbeat.workspaces":
+        if isinstance(value, dict) and prefix + name not in ("heartbeat.workspaces",
+                                                              "mcp.servers"):
             names |= keys(value, f"{prefix}{name}.")
         else:
             names.add(prefix + name)
@@ -56,3 +57,4 @@ def test_the_example_uncommented_loads(tmp_path):
     assert settings.llm.base_url == "http://127.0.0.1:11434/v1"
     assert settings.heartbeat.workspaces["owner"].every == "1h"
     assert "~" not in str(settings.workspaces_dir)  # the home directory, expanded
+    assert settings.mcp.servers["files"].command == "npx"

@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
 from zoneinfo import ZoneInfo
@@ -150,7 +150,8 @@ class GatewayHeartbeatHost:
             transcript.append(entry)
 
         record(Message("user", prompt), None)
-        result = await self.agent.run(system, history, ctx, self.gateway.private_tools, record)
+        tools = self.gateway.heartbeat_tools(person_id, workspace)  # MCP servers allowing it
+        result = await self.agent.run(system, history, ctx, tools, record)
         usage = result.usage
         prompt_tokens = usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens
         return LightTurn(result.reply, prompt_tokens, usage.output_tokens)
@@ -205,6 +206,29 @@ def light_context_files(gateway: Gateway, workspace: Path, checklist: str) -> li
     return files
 
 
+def outcome_recorder(
+    gateway: Gateway, person_id: str, workspace: Path
+) -> Callable[[BeatOutcome], Awaitable[None]]:
+    """What the gateway does with every outcome: count it, version what the beat wrote."""
+
+    async def record(outcome: BeatOutcome) -> None:
+        gateway.metrics.heartbeat(outcome.status)
+        if outcome.model_called:  # the light turn may have written files: version them
+            await gateway.versioning.commit(workspace, "heartbeat",
+                                            session=heartbeat_session_key(person_id))
+
+    return record
+
+
+async def beat_now(gateway: Gateway, person_id: str, workspace: Path) -> BeatOutcome:
+    """One beat right away inside the running gateway (the panel's "run now"): same policy,
+    host and bookkeeping as the timer's beats, so an alert is delivered and counted."""
+    beat = Heartbeat(workspace, person_id, GatewayHeartbeatHost(gateway),
+                     policy_for(gateway.settings, person_id), gateway.clock,
+                     on_outcome=outcome_recorder(gateway, person_id, workspace))
+    return await beat.beat()
+
+
 def build_heartbeat_service(
     gateway: Gateway,
     *,
@@ -218,13 +242,8 @@ def build_heartbeat_service(
         policy = policy_for(gateway.settings, person_id)
         if policy.every is None:
             return None
-        async def record(outcome: BeatOutcome) -> None:
-            gateway.metrics.heartbeat(outcome.status)
-            if outcome.model_called:  # the light turn may have written files: version them
-                await gateway.versioning.commit(workspace, "heartbeat",
-                                                session=heartbeat_session_key(person_id))
-
-        beat = Heartbeat(workspace, person_id, host, policy, gateway.clock, on_outcome=record)
+        beat = Heartbeat(workspace, person_id, host, policy, gateway.clock,
+                         on_outcome=outcome_recorder(gateway, person_id, workspace))
         return HeartbeatTimer(beat, gateway.clock, sleep=sleep, rng=rng)
 
     service = HeartbeatService(

@@ -4,7 +4,7 @@ import asyncio
 import contextlib
 import logging
 import sys
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -131,7 +131,10 @@ def _serve(config: Settings) -> int:
 
             health = HealthServer(gateway, config.health.host, config.health.port)
             await health.start()
+        panel = await _start_panel(gateway, config)  # web control panel (gateway/panel/)
         await stop.wait()
+        if panel is not None:
+            await panel.stop()
         if health is not None:
             await health.stop()
         await heartbeats.stop()
@@ -139,6 +142,29 @@ def _serve(config: Settings) -> int:
         return 0
 
     return asyncio.run(serve())
+
+
+# --- web panel wiring (issue 16); moves into the assembly's exit stack when that lands ---
+async def _start_panel(gateway: Any, config: Settings) -> Any:
+    """Serve the panel on the gateway's event loop, or None if off or its port is taken."""
+    if not config.panel.enabled:
+        return None
+    from gateway.ops.logs import configured_secrets
+    from gateway.panel.host import PanelHost
+    from gateway.panel.server import PanelServer
+
+    panel = PanelServer(PanelHost(gateway), config.panel, configured_secrets(config))
+    try:
+        await panel.start()
+    except OSError as exc:  # the gateway itself keeps running: the panel is for the owner
+        print(f"clawgate: panel not started ({exc}); set [panel] port, or enabled = false",
+              file=sys.stderr)
+        return None
+    notice = panel.first_start_notice()
+    print(notice or f"panel on {panel.url} (a login link: `clawgate panel url`)",
+          file=sys.stderr)
+    return panel
+# --- end of web panel wiring ---
 
 
 def _chat(config: Settings, person: str) -> int:

@@ -4,7 +4,6 @@ from typing import Annotated
 
 import typer
 
-from gateway.assembly.platforms import PLATFORMS
 from gateway.cli.common import (
     EXIT_FAILED,
     CliError,
@@ -16,8 +15,8 @@ from gateway.cli.common import (
 )
 from gateway.cli.pairing import with_state
 from gateway.ops.state import StateDB
-from gateway.pipeline.routing import person_id_for
-from gateway.workspace.seed import WorkspaceError, workspace_path
+from gateway.pipeline import links
+from gateway.pipeline.links import LinkError, LinkResult, link_accounts
 
 app = typer.Typer(help="identity links and approved senders", no_args_is_help=True)
 
@@ -27,10 +26,10 @@ def register(root: typer.Typer) -> None:
 
 
 def parse_account(text: str) -> tuple[str, str]:
-    channel, sep, user_id = text.partition(":")
-    if not sep or channel not in PLATFORMS or not user_id.strip():
-        raise CliError(f"{text!r} is not CHANNEL:USER_ID (channels: {', '.join(PLATFORMS)})")
-    return channel, user_id.strip()
+    try:
+        return links.parse_account(text)
+    except LinkError as exc:
+        raise CliError(str(exc)) from exc
 
 
 @app.command("link", help="join accounts into one person: clawgate users link telegram:ID "
@@ -41,37 +40,17 @@ def link_command(
         help="channel:user_id, or a bare person id (e.g. your owner name) first")],
 ) -> None:
     config = settings()
-    items = list(accounts)
-    person: str | None = None
-    if ":" not in items[0]:
-        person = items.pop(0)
-        try:
-            workspace_path(config.workspaces_dir, person)  # validates the id
-        except WorkspaceError as exc:
+
+    async def go(state: StateDB) -> LinkResult:
+        try:  # the same function as the panel's "link accounts" (gateway/pipeline/links.py)
+            return await link_accounts(state, config.workspaces_dir, config.owner,
+                                       list(accounts))
+        except LinkError as exc:
             raise CliError(str(exc)) from exc
-    parsed = [parse_account(item) for item in items]
-    if not parsed or (person is None and len(parsed) < 2):
-        raise CliError("give two accounts (telegram:ID discord:ID), or a person id and an "
-                       "account")
 
-    async def go(state: StateDB) -> str:
-        chosen = person
-        if chosen is None:
-            # Keep an existing person (and workspace) if one of the accounts has one already.
-            for channel, user_id in parsed:
-                chosen = await state.person_for(channel, user_id)
-                if chosen:
-                    break
-            chosen = chosen or person_id_for(parsed[0][0], parsed[0][1], config.owner)
-        for channel, user_id in parsed:
-            await state.link(channel, user_id, chosen)
-            await state.approve(channel, user_id, via="link")
-        return chosen
-
-    chosen = with_state(go)
-    joined = " and ".join(f"{c}:{u}" for c, u in parsed)
-    print(f"linked {joined} as person {chosen} "
-          f"(workspace {workspace_path(config.workspaces_dir, chosen)})")
+    result = with_state(go)
+    joined = " and ".join(f"{c}:{u}" for c, u in result.accounts)
+    print(f"linked {joined} as person {result.person} (workspace {result.workspace})")
 
 
 @app.command("unlink", help="make an account its own person again")
