@@ -1,16 +1,20 @@
 """`clawgate run` and `clawgate chat`: start a gateway (gateway/assembly builds it)."""
 
-import asyncio
-import contextlib
 import logging
+import os
+import stat
 import sys
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from gateway import __version__
-from gateway.cli.common import resolve_workspace, settings
+from gateway.cli.common import CliError, resolve_workspace, settings
+from gateway.cli.lifecycle import run_until_stopped
 from gateway.config.settings import Settings, describe_workspaces_dir
+
+if TYPE_CHECKING:
+    from gateway.assembly.builder import GatewayApp
 
 log = logging.getLogger("clawgate")
 
@@ -47,8 +51,12 @@ def run_command() -> None:
                  else f"not configured: {TOKEN_HINTS[platform]}")
         print(f"  {platform}: {state}", file=sys.stderr)
     if platforms:
-        _owner_hint(config, platforms)
         raise typer.Exit(_serve(config))
+    if not _has_terminal_input():
+        raise CliError(
+            "no channel is configured and there is no terminal to chat in (stdin is not a "
+            "terminal or a pipe): set CLAWGATE_TELEGRAM__TOKEN or CLAWGATE_DISCORD__TOKEN "
+            "(in a container: in the compose environment), or run `clawgate chat` in a terminal")
     print(
         "No platform channel (Telegram, Discord) is configured: opening a terminal chat "
         "instead.",
@@ -57,29 +65,14 @@ def run_command() -> None:
     raise typer.Exit(_chat(config, config.owner))
 
 
-def _owner_hint(config: Settings, platforms: list[str]) -> None:
-    """Say how to make a platform account the owner's, while none is: until then the
-    owner's own Telegram DMs would get a pairing code and a separate assistant."""
-    import contextlib
-    import sqlite3
-
-    from gateway.ops.state import state_path
-
-    path = state_path(config.workspaces_dir)
-    linked = False
-    if path.exists():
-        try:
-            with contextlib.closing(sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)) as db:
-                linked = db.execute("SELECT 1 FROM links WHERE person_id = ? LIMIT 1",
-                                    (config.owner,)).fetchone() is not None
-        except sqlite3.Error:
-            return  # an older or busy database: no hint rather than a wrong one
-    if not linked:
-        channel = platforms[0]
-        print(f"  owner: no {' or '.join(p.title() for p in platforms)} account is yours yet. "
-              f"Send your bot a DM, then run `clawgate pairing approve {channel} CODE --owner` "
-              f"with the code it answers: that account becomes you ({config.owner}), the same "
-              "assistant as `clawgate chat`.", file=sys.stderr)
+def _has_terminal_input() -> bool:
+    """A terminal, or piped/redirected input; not /dev/null or a closed stdin (a container
+    started without -i), where a terminal chat would end at once and restart forever."""
+    try:
+        mode = os.fstat(sys.stdin.fileno()).st_mode
+    except (OSError, ValueError, AttributeError):
+        return False
+    return sys.stdin.isatty() or not stat.S_ISCHR(mode)
 
 
 def chat_command(
@@ -98,114 +91,45 @@ def chat_command(
 
 def _serve(config: Settings) -> int:
     """Run every configured platform channel until Ctrl-C or SIGTERM."""
-    import signal
-
-    from channels.base import ChannelError
-    from gateway.agent.providers import build_provider
-    from gateway.assembly.heartbeat_host import start_heartbeats
-    from gateway.assembly.platforms import build_gateway
+    from gateway.assembly.builder import RUN
 
     logging.getLogger().setLevel(logging.getLevelName(config.log_level))
-
-    async def serve() -> int:
-        gateway = build_gateway(config, build_provider(config))
-        _attach_memory(gateway, config)
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            with contextlib.suppress(NotImplementedError):
-                loop.add_signal_handler(sig, stop.set)
-        try:
-            await gateway.start()
-        except ChannelError as exc:
-            print(f"clawgate: {exc}", file=sys.stderr)
-            await gateway.stop(drain_timeout=1)
-            return 2
-        print("clawgate is running; Ctrl-C to stop. Approve new people with "
-              "`clawgate pairing list` / `clawgate pairing approve CHANNEL CODE`.",
-              file=sys.stderr)
-        heartbeats = await start_heartbeats(gateway)  # one timer per workspace
-        health = None
-        if config.health.enabled:  # /healthz /readyz /metrics (gateway/ops/health.py)
-            from gateway.ops.health import HealthServer
-
-            health = HealthServer(gateway, config.health.host, config.health.port)
-            await health.start()
-        panel = await _start_panel(gateway, config)  # web control panel (gateway/panel/)
-        await stop.wait()
-        if panel is not None:
-            await panel.stop()
-        if health is not None:
-            await health.stop()
-        await heartbeats.stop()
-        await gateway.stop()
-        return 0
-
-    return asyncio.run(serve())
+    return run_until_stopped(config, RUN, banner=(
+        "clawgate is running; Ctrl-C to stop. Approve new people with "
+        "`clawgate pairing list` / `clawgate pairing approve CHANNEL CODE`."),
+        after_start=_owner_hint)
 
 
-# --- web panel wiring (issue 16); moves into the assembly's exit stack when that lands ---
+async def _owner_hint(app: "GatewayApp") -> None:
+    """Say so while no platform account is the owner's: their own first DM would otherwise
+    reach a different assistant (a new person) than the terminal chat's."""
+    owner = app.settings.owner
+    links = await app.gateway.state.links()
+    if any(person == owner for person, _, _ in links):
+        return
+    print(f"No Telegram/Discord account is yours ({owner}) yet: DM your bot, then run "
+          "`clawgate pairing approve CHANNEL CODE --owner` to make that account yours (the "
+          "terminal chat's assistant and private memory).", file=sys.stderr)
+
+
+# The web panel is started by the assembly (gateway/assembly/builder.py, after heartbeats).
 async def _start_panel(gateway: Any, config: Settings) -> Any:
-    """Serve the panel on the gateway's event loop, or None if off or its port is taken."""
-    if not config.panel.enabled:
-        return None
-    from gateway.ops.logs import configured_secrets
-    from gateway.panel.host import PanelHost
-    from gateway.panel.server import PanelServer
+    from gateway.assembly.builder import start_panel
 
-    panel = PanelServer(PanelHost(gateway), config.panel, configured_secrets(config))
-    try:
-        await panel.start()
-    except OSError as exc:  # the gateway itself keeps running: the panel is for the owner
-        print(f"clawgate: panel not started ({exc}); set [panel] port, or enabled = false",
-              file=sys.stderr)
-        return None
-    notice = panel.first_start_notice()
-    print(notice or f"panel on {panel.url} (a login link: `clawgate panel url`)",
-          file=sys.stderr)
-    return panel
-# --- end of web panel wiring ---
+    return await start_panel(gateway, config)
 
 
 def _chat(config: Settings, person: str) -> int:
-    from channels.terminal import TerminalChannel
-    from gateway.agent.providers import build_provider
-    from gateway.assembly.heartbeat_host import start_heartbeats
-    from gateway.cli.terminal_chat import continuing_line, history_path, log_to_file
-    from gateway.pipeline.gateway import Gateway
+    from gateway.assembly.builder import CHAT
+    from gateway.assembly.terminal_chat import continuing_line, log_to_file
     from gateway.workspace.seed import workspace_path
 
     workspace = workspace_path(config.workspaces_dir, person)
-    interactive = sys.stdin.isatty() and sys.stdout.isatty()
-    if interactive:
+    if sys.stdin.isatty() and sys.stdout.isatty():
         log_file = log_to_file(config)  # the terminal is the chat: no log lines in it
-        print(f"Chatting with the assistant of {workspace} (Ctrl-D to quit, /help for commands; "
-              f"logs in {log_file})", file=sys.stderr)
+        # Before the start: once started, the prompt owns the terminal.
+        print(f"Chatting with the assistant of {workspace} (Ctrl-D to quit, /help for "
+              f"commands; logs in {log_file})", file=sys.stderr)
         if (line := continuing_line(config, workspace, person)) is not None:
             print(line, file=sys.stderr)
-
-    async def session() -> None:
-        terminal = TerminalChannel(history_path=history_path(config))
-        gateway = Gateway(config, build_provider(config), channels=[terminal])
-        _attach_memory(gateway, config)
-        await gateway.start()
-        heartbeats = await start_heartbeats(gateway)  # alerts appear in this chat
-        try:
-            await terminal.input_closed.wait()
-        finally:
-            await heartbeats.stop()
-            await gateway.stop()
-
-    with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(session())
-    return 0
-
-
-def _attach_memory(gateway: object, config: Settings) -> None:
-    """Recall (memory_search, memory_get) in the owner's DMs, unless memory.enabled is false."""
-    from gateway.config.memory import build_memory_service
-    from gateway.pipeline.gateway import Gateway
-
-    service = build_memory_service(config.memory)
-    if service is not None and isinstance(gateway, Gateway):
-        gateway.use_memory(service)
+    return run_until_stopped(config, CHAT, until_input_closed=True)

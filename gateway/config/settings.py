@@ -7,15 +7,25 @@ because a stack trace from pydantic is not an answer to "why won't it start".
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import tomllib
+from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime, tzinfo
 from pathlib import Path
 from typing import Annotated, Any, Literal
 from zoneinfo import ZoneInfo
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+)
 from pydantic_settings import (
     BaseSettings,
     NoDecode,
@@ -41,12 +51,25 @@ class ConfigError(Exception):
     """A setting is missing or invalid. `str()` is the one line shown to the person."""
 
 
+def _lower(value: Any) -> Any:
+    return value.strip().lower() if isinstance(value, str) else value
+
+
+def _upper(value: Any) -> Any:
+    return value.strip().upper() if isinstance(value, str) else value
+
+
+# Choices are accepted in any case (`OpenAI`, `debug`) and stored in their canonical case.
+AnyCase = BeforeValidator(_lower)
+UpperCase = BeforeValidator(_upper)
+
+
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
 class LLMSettings(_Section):
-    provider: Literal["anthropic", "openai"] = "anthropic"
+    provider: Annotated[Literal["anthropic", "openai"], AnyCase] = "anthropic"
     model: str = ""  # empty: the provider's default in DEFAULT_MODELS
     base_url: str | None = None
     api_key: SecretStr | None = None
@@ -95,7 +118,7 @@ class HealthSettings(_Section):
     port: int = Field(8787, ge=0, le=65535)  # 0: any free port (tests)
 
 
-DmPolicy = Literal["pairing", "allowlist", "open", "disabled"]
+DmPolicy = Annotated[Literal["pairing", "allowlist", "open", "disabled"], AnyCase]
 
 
 class ChannelSettings(_Section):
@@ -150,10 +173,14 @@ class Settings(BaseSettings):
     timezone: str = ""
     # The person the local terminal chat belongs to (their workspace directory name).
     owner: str = Field("owner", pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
-    log_format: Literal["text", "json"] = "text"
-    # Extra strings masked in every log line (tokens and provider keys always are).
-    log_redact: list[str] = Field(default_factory=list)
+    # On SIGTERM / Ctrl-C: how long running turns may finish before they are left pending
+    # for the next start (well under Docker's 10 s stop timeout).
+    stop_grace_seconds: float = Field(5.0, ge=0, le=300)
+    log_level: Annotated[Literal["DEBUG", "INFO", "WARNING", "ERROR"], UpperCase] = "INFO"
+    log_format: Annotated[Literal["text", "json"], AnyCase] = "text"
+    # Extra strings masked in every log line (tokens and provider keys always are); in the
+    # environment a comma-separated list.
+    log_redact: Annotated[list[str], NoDecode] = Field(default_factory=list)
     llm: LLMSettings = Field(default_factory=LLMSettings)
     prompt: PromptSettings = Field(default_factory=PromptSettings)
     tools: ToolSettings = Field(default_factory=ToolSettings)
@@ -222,7 +249,6 @@ class Settings(BaseSettings):
 
 # A workspaces root made by an older clawgate in the current directory (its old default).
 LEGACY_WORKSPACES_DIR = Path("workspaces")
-_WORKSPACE_MARKERS = (".gateway", ".clawgate-workspace")
 
 
 def user_workspaces_dir() -> Path:
@@ -296,13 +322,46 @@ def load_settings(path: Path | None = None, **overrides: Any) -> Settings:
 
 
 def _one_line(exc: ValidationError, path: Path) -> str:
-    first = exc.errors()[0]
-    loc = [str(part) for part in first["loc"]]
-    env_name = ENV_PREFIX + "__".join(loc).upper()
-    dotted = ".".join(loc)
-    message = first["msg"].removeprefix("Value error, ")
-    more = f" (and {len(exc.errors()) - 1} more)" if len(exc.errors()) > 1 else ""
-    return (
-        f"invalid setting {env_name} / {dotted} in {path}: {message}{more}. "
-        f"Fix it in the environment or in {path}; the README lists every option."
-    )
+    """Every error of the validation, one after the other, on one line."""
+    where = f"in the environment or in {path}" if path.exists() else "in the environment"
+    problems = []
+    for error in exc.errors():
+        loc = [str(part) for part in error["loc"]]
+        env_name = ENV_PREFIX + "__".join(loc).upper()
+        message = error["msg"].removeprefix("Value error, ")
+        problems.append(f"{env_name} / {'.'.join(loc)}: {message}")
+    noun = "setting" if len(problems) == 1 else f"{len(problems)} settings"
+    return (f"invalid {noun}: {'; '.join(problems)}. Fix {'it' if len(problems) == 1 else 'them'} "
+            f"{where}; the README lists every option.")
+
+
+def known_env_names(model: type[BaseModel] = Settings, prefix: str = ENV_PREFIX
+                    ) -> Iterator[tuple[str, bool]]:
+    """(variable name, takes sub-keys) for every setting; sub-keys: a table of named entries
+    such as `[heartbeat.workspaces.<person>]`."""
+    for name, field in model.model_fields.items():
+        env_name = f"{prefix}{name.upper()}"
+        annotation = field.annotation
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            yield from known_env_names(annotation, env_name + "__")
+        else:
+            origin = getattr(annotation, "__origin__", None)
+            yield env_name, origin is dict
+
+
+def unknown_env_vars(environ: Mapping[str, str]) -> list[str]:
+    """One warning per `CLAWGATE_*` variable that is no setting, with the closest name."""
+    known = dict(known_env_names())
+    names = [*known, CONFIG_FILE_ENV]
+    warnings = []
+    for variable in sorted(environ):
+        upper = variable.upper()
+        if not upper.startswith(ENV_PREFIX) or upper in known or upper == CONFIG_FILE_ENV:
+            continue
+        if any(takes_keys and upper.startswith(name + "__") for name, takes_keys
+               in known.items()):
+            continue
+        close = difflib.get_close_matches(upper, names, n=1, cutoff=0.6)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        warnings.append(f"{variable} is not a setting and is ignored{hint}")
+    return warnings

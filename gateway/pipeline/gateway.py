@@ -35,7 +35,7 @@ from gateway.ops.versioning import Versioning
 from gateway.pipeline.access import AccessPolicy, LocalOnlyAccess
 from gateway.pipeline.commands import QUEUED_COMMANDS, Command, parse_command, run_command
 from gateway.pipeline.lanes import Job, Lanes
-from gateway.pipeline.replies import provider_error_reply
+from gateway.pipeline.replies import endpoint_host, provider_error_reply
 from gateway.pipeline.routing import TERMINAL_CHANNEL, Route, Router
 from gateway.pipeline.welcome import ApprovalFollowUp
 from gateway.workspace.seed import ensure_workspace
@@ -85,6 +85,7 @@ class Gateway:
         self._resumed = asyncio.Event()
         self._resumed.set()
         self._resuming: set[tuple[str, str, str]] = set()
+        self.accepting = True  # False once stopping: new messages wait for the next start
         self.sessions = SessionStore(self.clock)
         self.lanes = Lanes()
         # Two registries, decided by the route: tools that reach private memory (recall, say)
@@ -94,7 +95,8 @@ class Gateway:
         self._extra_private_tools = list(private_tools)
         # Operations (gateway/ops/metrics.py, gateway/ops/versioning.py): counters for /metrics,
         # and a git commit per workspace change. The metered provider times and counts model calls.
-        self.metrics = GatewayMetrics()
+        self.metrics = GatewayMetrics(
+            [*self.shared_tools.names(), *self.private_tools.names()])
         self.metrics.queue_depth.collect_with(lambda: {(): self.lanes.depth()})
         self.versioning = Versioning(
             enabled=settings.versioning.enabled,
@@ -126,7 +128,12 @@ class Gateway:
             self.use_memory(memory)
 
     async def start(self) -> None:
-        """Open the state database, start every channel, then resume unanswered messages."""
+        """Open the state database, start every channel, then resume unanswered messages.
+
+        On failure some parts may be up: the caller unwinds with `stop()` (the assembly in
+        gateway/assembly/builder.py registers it before calling start).
+        """
+        self.accepting = True
         self._resumed.clear()
         try:
             await self.state.open()
@@ -153,25 +160,40 @@ class Gateway:
             [*file_tools(), *self._extra_private_tools,
              *memory_tools(memory, on_search=self.metrics.observe_search)]
         )
+        self.metrics.allow_tools(self.private_tools.names())
+
+    def stop_intake(self) -> None:
+        """From now on a new message is recorded (platforms) but not answered in this run:
+        the next start answers it. Called first thing when the gateway is asked to stop."""
+        self.accepting = False
 
     async def stop(self, drain_timeout: float = 30.0) -> None:
-        """Finish queued turns (nothing accepted is dropped), then close channels.
+        """Stop intake, let running turns finish for `drain_timeout` seconds, then close.
 
-        A turn still running after `drain_timeout` is abandoned: the person's message is
-        already in the transcript, so the next start continues from it.
+        A turn still running after that is cancelled: the person's message is already
+        recorded (and not marked done), so the next start answers it. Every part is closed
+        even if another fails to, so no database thread keeps the process alive.
         """
+        self.stop_intake()
         await self.approvals.stop()
         try:
             await asyncio.wait_for(self.lanes.drain(), drain_timeout)
         except TimeoutError:
-            log.warning("stopping with turns still running after %.0f s", drain_timeout)
-        for channel in self.channels.values():
-            await channel.stop()
-        await self.capabilities.stop()  # MCP servers
-        await self.provider.close()
-        await self.state.close()
+            pending = self.lanes.depth()
+            log.warning("stopping with %d turn(s) still running after %.1f s: left pending "
+                        "for the next start", pending, drain_timeout)
+            await self.lanes.cancel()
+        closers = [*(channel.stop for channel in self.channels.values()),
+                   self.capabilities.stop,  # MCP servers
+                   self.provider.close, self.state.close]
         if self.memory is not None:
-            await self.memory.close()
+            closers.append(self.memory.close)
+        for close in closers:
+            try:
+                await close()
+            except Exception:
+                log.exception("error while stopping (%s); carrying on",
+                              getattr(close, "__qualname__", close))
 
     async def handle(self, msg: InboundMessage) -> None:
         """Entry point for every channel. Returns once the message is queued, not answered.
@@ -183,6 +205,10 @@ class Gateway:
         """
         if _durable(msg) and not await self.state.record_inbound(msg):
             log.info("ignored redelivered %s message %s", msg.channel, msg.message_id)
+            return
+        if not self.accepting:
+            log.info("stopping: %s message %s is answered after the next start",
+                     msg.channel, msg.message_id)
             return
         await self._resumed.wait()
         try:
@@ -329,8 +355,10 @@ class Gateway:
             reply = await self._answer(session, route, system, ctx, tools, overhead)
             self.metrics.turns.inc(outcome="ok")
         except ProviderError as exc:
-            log.warning("provider error in %s: %s (%s)", route.session_key, exc.kind, exc)
-            reply = provider_error_reply(exc)
+            host = endpoint_host(self.settings.llm.provider, self.settings.llm.base_url)
+            log.warning("provider error in %s: %s (%s; %s, model %s)", route.session_key,
+                        exc.kind, exc, host, self.provider.model)
+            reply = provider_error_reply(exc, model=self.provider.model, host=host)
             self.metrics.turns.inc(outcome="provider_error")
             session.record_event("error", error_kind=exc.kind, text=reply)
         except Exception:
