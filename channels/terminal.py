@@ -20,12 +20,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import signal
 import sys
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from channels.base import InboundMessage, MessageHandler, OutboundMessage
 
@@ -75,6 +76,8 @@ class TerminalChannel:
         self._turns = 0
         self._spinner: asyncio.Task[None] | None = None
         self._spinner_shown = False
+        self._session: Any = None  # the prompt_toolkit PromptSession (interactive)
+        self._closing = False
 
     # -- the Channel interface ----------------------------------------------------------------
 
@@ -90,8 +93,17 @@ class TerminalChannel:
                                            name="terminal-reader")
 
     async def stop(self) -> None:
+        self._closing = True
         await self._stop_spinner()
+        # A prompt being edited is ended like Ctrl-D: prompt_toolkit gives the terminal back
+        # that way (cancelling it mid-prompt can leave it hanging).
+        app = self._session.app if self._session is not None else None
+        if app is not None and app.is_running:
+            with contextlib.suppress(Exception):
+                app.exit(exception=EOFError())
         if self._reader is not None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait({self._reader}, timeout=2.0)
             self._reader.cancel()
             await asyncio.gather(self._reader, return_exceptions=True)
 
@@ -121,6 +133,8 @@ class TerminalChannel:
     async def _dispatch(self, handler: MessageHandler, lines: AsyncIterator[str]) -> None:
         try:
             async for line in lines:
+                if self._closing:
+                    break
                 if not line.strip():
                     continue
                 self._counter += 1
@@ -190,7 +204,12 @@ class TerminalChannel:
             pass  # the loop or the stream closed under us: the chat is over either way
 
     async def _prompted_lines(self) -> AsyncIterator[str]:
-        """Lines from prompt_toolkit: editing, history, Ctrl-D or Ctrl-C at the prompt ends."""
+        """Lines from prompt_toolkit: editing, history; Ctrl-D at the prompt ends the chat.
+
+        prompt_toolkit reads Ctrl-C as a key, so no SIGINT reaches the process while the
+        prompt is up: it is raised here, so Ctrl-C stops the chat the same way wherever it is
+        pressed (the process's signal handling decides: an interrupt, never a clean exit 0).
+        """
         from prompt_toolkit import PromptSession
         from prompt_toolkit.history import FileHistory, InMemoryHistory
 
@@ -201,11 +220,18 @@ class TerminalChannel:
                 self._history_path.touch(mode=0o600, exist_ok=True)
                 history = FileHistory(str(self._history_path))
         session: PromptSession[str] = PromptSession(history=history)
-        while True:
+        self._session = session
+        while not self._closing:
             try:
-                yield await session.prompt_async(self._prompt)
-            except (EOFError, KeyboardInterrupt):
+                # handle_sigint=False: prompt_toolkit would otherwise replace the process's
+                # SIGINT handler and remove it afterwards (Ctrl-C while thinking, later).
+                yield await session.prompt_async(self._prompt, handle_sigint=False)
+            except EOFError:
                 return
+            except KeyboardInterrupt:
+                signal.raise_signal(signal.SIGINT)
+                # Not "input ended" (a clean exit): the stop the signal starts ends this.
+                await asyncio.Event().wait()
 
     # -- writing ------------------------------------------------------------------------------
 

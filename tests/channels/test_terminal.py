@@ -46,6 +46,14 @@ async def test_piped_lines_are_answered_in_input_order(tmp_path, anthropic_serve
     assert len(lines) == 3 and "echo" not in lines[1]  # the status, in between
 
 
+def _controlling_terminal() -> None:
+    """In the child, after setsid: make the pty its terminal, so Ctrl-C sends SIGINT."""
+    import fcntl
+    import termios
+
+    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+
 class Pty:
     """`clawgate chat` on a pseudo-terminal: keys in, the screen's bytes out (like tmux)."""
 
@@ -57,6 +65,7 @@ class Pty:
         self.process = subprocess.Popen(
             [sys.executable, "-m", "gateway", "chat"], stdin=slave, stdout=slave, stderr=slave,
             env={**env, "TERM": "xterm", "PROMPT_TOOLKIT_NO_CPR": "1"}, start_new_session=True,
+            preexec_fn=_controlling_terminal,
         )
         os.close(slave)
         os.set_blocking(self.master, False)
@@ -80,10 +89,22 @@ class Pty:
                 await asyncio.sleep(0.05)
         return self.screen
 
+    async def ready(self, timeout: float = 30.0) -> None:
+        """Wait for the prompt that follows the last answer (the chat takes input again)."""
+        loop = asyncio.get_running_loop()
+        end = loop.time() + timeout
+        while self.screen.rfind("you>") < self.screen.rfind("assistant>"):
+            if loop.time() > end:
+                raise AssertionError(f"no prompt after the answer:\n{self.screen}")
+            with contextlib.suppress(BlockingIOError, OSError):
+                self.raw += os.read(self.master, 65536).decode(errors="replace")
+            await asyncio.sleep(0.05)
+
     def type(self, keys: str) -> None:
         os.write(self.master, keys.encode())
 
     async def close(self) -> int:
+        await self.ready()
         self.type("\x04")  # Ctrl-D at the prompt
         for _ in range(300):
             if self.process.poll() is not None:
@@ -132,3 +153,33 @@ async def test_interactive_chat_thinks_keeps_logs_out_remembers_and_continues(
     assert "you> hello there" in screen[start:]
     assert await chat.close() == 0
     assert (tmp_path / "workspaces" / ".gateway" / "chat-history").stat().st_mode & 0o077 == 0
+
+
+async def test_ctrl_c_at_the_prompt_is_an_interrupt_not_a_clean_exit(tmp_path, anthropic_server):
+    chat = Pty(chat_env(tmp_path, anthropic_server))
+    await chat.expect("you>")
+    chat.type("\x03")  # Ctrl-C: prompt_toolkit reads it as a key, not as SIGINT
+    for _ in range(200):
+        if chat.process.poll() is not None:
+            break
+        await asyncio.sleep(0.05)
+    assert await chat.close() == 130
+
+
+async def test_ctrl_c_while_thinking_stops_and_gives_the_terminal_back(tmp_path,
+                                                                     anthropic_server):
+    import termios
+
+    anthropic_server.reply_delay(30.0)
+    chat = Pty(chat_env(tmp_path, anthropic_server))
+    await chat.expect("you>")
+    chat.type("take your time\r")
+    await chat.expect("thinking...")
+    chat.type("\x03")  # SIGINT through the terminal driver
+    for _ in range(200):
+        if chat.process.poll() is not None:
+            break
+        await asyncio.sleep(0.05)
+    assert chat.process.poll() == 130
+    assert termios.tcgetattr(chat.master)[3] & termios.ECHO  # typed keys are echoed again
+    await chat.close()
