@@ -402,13 +402,17 @@ class Gateway:
     def tools_for(self, route: Route) -> ToolRegistry:
         base = self.private_tools if route.private else self.shared_tools
         # capabilities (issue 17): read_skill and MCP tools where the context allows them
-        return self.capabilities.registry(base, self._capability_kind(route), route.workspace,
-                                          route.access.area)
+        registry = self.capabilities.registry(base, self._capability_kind(route),
+                                              route.workspace, route.access.area)
+        self.metrics.allow_tools(registry.names())  # tools actually offered: metric labels
+        return registry
 
     def heartbeat_tools(self, person_id: str, workspace: Path) -> ToolRegistry:
         """A heartbeat turn's tools: the person's private ones, plus MCP servers allowing it."""
         kind = self.capabilities.kind(private=True, person_id=person_id, heartbeat=True)
-        return self.capabilities.registry(self.private_tools, kind, workspace)
+        registry = self.capabilities.registry(self.private_tools, kind, workspace)
+        self.metrics.allow_tools(registry.names())
+        return registry
 
     def capability_lines(self, route: Route) -> list[str]:
         """/context lines about skills and tool servers (issue 17)."""

@@ -75,3 +75,19 @@ async def test_only_the_first_waiting_messages_are_answered(paired, anthropic_se
     answers = [text for text in channel.texts() if text.startswith("echo: ")]
     assert answers == [f"echo: message {n}" for n in range(MAX_WAITING_ANSWERED)]
     assert await gateway.state.pending_inbound() == []
+
+
+async def test_linking_a_waiting_account_to_the_owner_answers_it(paired, anthropic_server):
+    from gateway.pipeline.links import link_accounts
+    from gateway.pipeline.welcome import WELCOME_OWNER
+
+    gateway, channel = paired
+    await channel.inject("9", "it's me")
+    async with StateDB(gateway.state.path) as other:
+        await link_accounts(other, gateway.settings.workspaces_dir, "owner",
+                            ["owner", "telegram:9"])
+    assert await gateway.approvals.check() == 1
+    await gateway.lanes.drain()
+    assert channel.texts()[1].startswith(WELCOME_OWNER)
+    assert channel.texts()[2] == "echo: it's me"
+    assert (gateway.settings.workspaces_dir / "owner" / "sessions").is_dir()
