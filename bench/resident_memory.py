@@ -37,6 +37,8 @@ STAGES: list[tuple[str, str]] = [
     ("discord.py + aiohttp", "import channels.discord_channel"),
     ("anthropic SDK", "import anthropic"),
     ("openai SDK", "import openai"),
+    ("mcp SDK (tool servers)", "import mcp, mcp.client.stdio"),
+    ("web panel (aiohttp app, markdown-it)", "import gateway.panel.server"),
     ("gateway message path", "import gateway.pipeline.gateway, gateway.assembly.platforms"),
     ("numpy + recall index", "import numpy, memory.service"),
     # Kept in a variable: a discarded embedder frees its model at once.
