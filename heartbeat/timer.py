@@ -98,10 +98,6 @@ class HeartbeatService:
     def persons(self) -> list[str]:
         return sorted(self._tasks)
 
-    @property
-    def running(self) -> bool:
-        return self._scanner is not None
-
     async def start(self) -> None:
         self.refresh()
         self._scanner = asyncio.create_task(self._rescan(), name="heartbeat-rescan")

@@ -171,6 +171,7 @@ class GatewayApp:
             self._warm_provider(stack)
             if self.plan.heartbeats:
                 self.heartbeats = await self._start_service(stack, self._heartbeats())
+                self._watch_new_workspaces(self.heartbeats)
             if self.plan.panel:
                 self.panel = await start_panel(self.gateway, self.settings)
                 if self.panel is not None:
@@ -245,6 +246,13 @@ class GatewayApp:
             await asyncio.gather(task, return_exceptions=True)
 
         stack.push_async_callback(cancel)
+
+    def _watch_new_workspaces(self, heartbeats: Service) -> None:
+        """A new person's heartbeat timer starts when their workspace is created."""
+        from heartbeat import HeartbeatService
+
+        if isinstance(heartbeats, HeartbeatService):
+            self.gateway.workspace_listeners.append(lambda _person: heartbeats.refresh())
 
     def _heartbeats(self) -> Service:
         if self._heartbeat_factory is not None:

@@ -246,15 +246,10 @@ def build_heartbeat_service(
                          on_outcome=outcome_recorder(gateway, person_id, workspace))
         return HeartbeatTimer(beat, gateway.clock, sleep=sleep, rng=rng)
 
-    service = HeartbeatService(
+    return HeartbeatService(
         lambda: discover_workspaces(gateway.settings.workspaces_dir), make_timer,
         sleep=rescan_sleep or sleep,
     )
-    # A person's first message seeds their workspace: start its timer now, not at the next
-    # rescan (up to 5 minutes later).
-    gateway.workspace_listeners.append(
-        lambda person_id, workspace: service.refresh() if service.running else 0)
-    return service
 
 
 async def start_heartbeats(gateway: Gateway) -> HeartbeatService:

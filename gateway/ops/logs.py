@@ -24,7 +24,8 @@ REDACTED = "[redacted]"
 # Shorter strings are not masked: they would mangle ordinary words.
 MIN_SECRET_CHARS = 6
 # Libraries that log full request URLs at INFO. The Telegram Bot API puts the token in the URL.
-NOISY_LOGGERS = ("httpx", "httpcore", "telegram", "discord", "aiohttp.access")
+NOISY_LOGGERS = ("httpx", "httpcore", "httpx2", "httpcore2", "telegram", "discord",
+                 "aiohttp.access")
 KEY_ENV_VARS = ("ANTHROPIC_API_KEY", "OPENAI_API_KEY")
 
 _session: contextvars.ContextVar[str] = contextvars.ContextVar("clawgate_session", default="-")

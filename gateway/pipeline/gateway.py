@@ -86,6 +86,9 @@ class Gateway:
         self._resumed.set()
         self._resuming: set[tuple[str, str, str]] = set()
         self.accepting = True  # False once stopping: new messages wait for the next start
+        # Called with the person id when a workspace is first used in this run (the assembly
+        # lets the heartbeat service start that person's timer at once, not at its rescan).
+        self.workspace_listeners: list[Callable[[str], object]] = []
         self.sessions = SessionStore(self.clock)
         self.lanes = Lanes()
         # Two registries, decided by the route: tools that reach private memory (recall, say)
@@ -116,9 +119,6 @@ class Gateway:
         self.capabilities.register_metrics(self.metrics.registry)
         self._zone = settings.zone()
         self._seeded: set[str] = set()
-        # Told (person id, workspace) when a person's workspace is first used in this process:
-        # heartbeats start a new person's timer at once instead of at the next rescan.
-        self.workspace_listeners: list[Callable[[str, Path], object]] = []
         # Welcomes people approved by `clawgate pairing approve` and answers what they wrote
         # while waiting (gateway/pipeline/welcome.py).
         self.approvals = ApprovalFollowUp(self.state, self.channels, self._announce,
@@ -402,10 +402,12 @@ class Gateway:
     def tools_for(self, route: Route) -> ToolRegistry:
         base = self.private_tools if route.private else self.shared_tools
         # capabilities (issue 17): read_skill and MCP tools where the context allows them
-        registry = self.capabilities.registry(base, self._capability_kind(route),
-                                              route.workspace, route.access.area)
-        self.metrics.allow_tools(registry.names())  # tools actually offered: metric labels
-        return registry
+        tools = self.capabilities.registry(base, self._capability_kind(route), route.workspace,
+                                           route.access.area)
+        # Tool-name metric labels: the tools actually offered (configured MCP servers' names
+        # included); a name the model invents is counted as "other".
+        self.metrics.allow_tools(tools.names())
+        return tools
 
     def heartbeat_tools(self, person_id: str, workspace: Path) -> ToolRegistry:
         """A heartbeat turn's tools: the person's private ones, plus MCP servers allowing it."""
@@ -449,7 +451,10 @@ class Gateway:
             await self.versioning.ensure_repo(route.workspace)
             self._seeded.add(route.person_id)
             for listener in self.workspace_listeners:
-                listener(route.person_id, route.workspace)
+                try:
+                    listener(route.person_id)
+                except Exception:
+                    log.exception("workspace listener failed for %s", route.person_id)
 
     async def _deliver(self, session: Session, route: Route, text: str) -> None:
         try:

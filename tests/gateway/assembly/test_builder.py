@@ -95,3 +95,22 @@ async def test_a_failing_service_unwinds_the_gateway(make_settings, anthropic_se
         await app.start()
     assert stopped == ["fine"]  # the started one is stopped; the broken one never started
     assert not app.gateway.state.is_open
+
+
+async def test_a_new_persons_heartbeat_timer_starts_with_their_workspace(
+    make_settings, anthropic_server
+):
+    from gateway.agent.providers import build_provider
+    from gateway.pipeline.gateway import Gateway
+    from tests.conftest import AllowAll
+    from tests.fakes.channel import RecordingChannel
+
+    settings = make_settings(llm={"base_url": anthropic_server.base_url, "api_key": TEST_KEY})
+    channel = RecordingChannel()
+    gateway = Gateway(settings, build_provider(settings), channels=[channel], access=AllowAll())
+    plan = Plan(channels="none", health=False, heartbeats=True, panel=False)
+    async with GatewayApp(settings, plan, gateway=gateway) as app:
+        assert app.heartbeats.persons == []  # type: ignore[union-attr]
+        await channel.inject("newcomer", "hello")
+        await channel.wait_for(1)
+        assert "fakechat-newcomer" in app.heartbeats.persons  # type: ignore[union-attr]

@@ -328,21 +328,3 @@ async def test_alerts_appear_in_the_terminal_chat(anthropic_server, make_setting
         assert "assistant> Reminder: the dentist is at 3 pm." in out.getvalue()
     finally:
         await gateway.stop()
-
-
-async def test_a_new_persons_timer_starts_with_their_workspace(anthropic_server, make_gateway):
-    gateway, channel = await make_gateway(anthropic_server, clock=FixedClock(NOW),
-                                          heartbeat=ALL_DAY)
-
-    async def never(seconds: float) -> None:
-        await asyncio.Event().wait()
-
-    service = build_heartbeat_service(gateway, sleep=never, rescan_sleep=never)
-    await service.start()
-    try:
-        assert service.persons == []
-        await channel.inject("zed", "hi")
-        await channel.wait_for(1)
-        assert service.persons == ["fakechat-zed"]  # not at the next rescan, minutes later
-    finally:
-        await service.stop()
