@@ -36,7 +36,9 @@ def doctor_command() -> None:
     checks: list[Check] = []
     try:
         config = load_settings()
-        checks.append((True, f"configuration ({config_path()} + environment) is valid", ""))
+        source = (f"{config_path()} + environment" if config_path().exists()
+                  else f"environment; no {config_path()}")
+        checks.append((True, f"configuration ({source}) is valid", ""))
     except ConfigError as exc:
         checks.append((False, "configuration is invalid", str(exc)))
         raise typer.Exit(_report(checks)) from None

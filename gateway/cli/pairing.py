@@ -26,6 +26,13 @@ def register(root: typer.Typer) -> None:
     root.add_typer(app, name="pairing")
 
 
+def state_exists() -> bool:
+    """Read-only commands report "nothing" rather than create the state database."""
+    from gateway.ops.state import state_path
+
+    return state_path(settings().workspaces_dir).exists()
+
+
 def with_state(command: Callable[[StateDB], Awaitable[T]]) -> T:
     """Run `command` with the gateway state database of the configured workspaces root."""
     config = settings()
@@ -43,7 +50,7 @@ def list_command(
     as_json: JsonOption = False,
 ) -> None:
     name = channel.value if channel is not None else None
-    requests = with_state(lambda state: Pairing(state).pending(name))
+    requests = [] if not state_exists() else with_state(lambda state: Pairing(state).pending(name))
     rows: list[dict[str, Any]] = [{
         "channel": r.channel, "code": r.code, "user_id": r.sender_id,
         "name": r.sender_name or "", "asked_at": r.created_at.isoformat(timespec="seconds"),

@@ -182,3 +182,10 @@ def test_restore_as_hints_at_no_state_when_the_state_database_is_in_the_way(root
     assert "--no-state" in _one_error_line(capsys.readouterr().err)
     assert main(["restore", str(archive), "--as", "ana-copy", "--no-state"]) == 0
     assert (root / "ana-copy" / "AGENTS.md").exists()  # the hint was the way through
+
+
+def test_listing_commands_create_no_state_database(root, capsys):
+    assert main(["pairing", "list"]) == 0
+    assert main(["users", "list", "--json"]) == 0
+    assert "no pending pairing requests" in capsys.readouterr().out
+    assert not root.exists()

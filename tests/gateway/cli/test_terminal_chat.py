@@ -40,20 +40,27 @@ def test_http_client_request_lines_are_held_at_warning(tmp_path):
             logging.getLogger(name).setLevel(logging.NOTSET)
 
 
-def _read_until(fd: int, needle: str, seen: list[str], timeout: float = 30.0) -> str:
-    """Read the terminal until `needle` appears after what was read so far."""
-    start = len("".join(seen))
-    deadline = time.monotonic() + timeout
-    while needle not in "".join(seen)[start:]:
-        left = deadline - time.monotonic()
-        assert left > 0, f"no {needle!r} in {''.join(seen)[start:]!r}"
-        ready, _, _ = select.select([fd], [], [], min(left, 0.2))
-        if ready:
-            try:
-                seen.append(os.read(fd, 4096).decode("utf-8", "replace"))
-            except OSError:
-                break
-    return "".join(seen)[start:]
+class _Screen:
+    """What the terminal showed, read on demand; `until` consumes up to a needle's end."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.text = ""
+        self.pos = 0
+
+    def until(self, needle: str, timeout: float = 30.0) -> str:
+        deadline = time.monotonic() + timeout
+        while (found := self.text.find(needle, self.pos)) < 0:
+            left = deadline - time.monotonic()
+            assert left > 0, f"no {needle!r} in {self.text[self.pos:]!r}"
+            ready, _, _ = select.select([self.fd], [], [], min(left, 0.2))
+            if ready:
+                try:
+                    self.text += os.read(self.fd, 4096).decode("utf-8", "replace")
+                except OSError:
+                    break
+        shown, self.pos = self.text[self.pos:found + len(needle)], found + len(needle)
+        return shown
 
 
 async def test_in_a_terminal_the_chat_thinks_and_keeps_logs_out(tmp_path, anthropic_server):
@@ -65,15 +72,15 @@ async def test_in_a_terminal_the_chat_thinks_and_keeps_logs_out(tmp_path, anthro
         sys.executable, "-m", "gateway", "chat", env=env, stdin=slave, stdout=slave,
         stderr=slave, start_new_session=True)
     os.close(slave)
-    seen: list[str] = []
+    screen = _Screen(master)
     try:
-        banner = await asyncio.to_thread(_read_until, master, "you>", seen)
+        banner = await asyncio.to_thread(screen.until, "you>")
         assert "logs in " in banner and "chat.log" in banner
         assert banner.index("logs in") < banner.index("you>")  # the prompt comes when ready
         os.write(master, b"hello there\r")
-        turn = await asyncio.to_thread(_read_until, master, "echo: hello there", seen)
+        turn = await asyncio.to_thread(screen.until, "echo: hello there")
         assert "thinking" in turn
-        await asyncio.to_thread(_read_until, master, "you>", seen)
+        await asyncio.to_thread(screen.until, "you>")
         os.write(master, b"\x04")  # Ctrl-D at the prompt: the chat ends
         code = await asyncio.wait_for(process.wait(), 30)
         assert code == 0
@@ -82,7 +89,27 @@ async def test_in_a_terminal_the_chat_thinks_and_keeps_logs_out(tmp_path, anthro
             process.kill()
             await process.wait()
         os.close(master)
-    screen = "".join(seen)
-    log = Path(screen.split("logs in ")[1].split(")")[0].strip())
+    shown = screen.text
+    log = Path(shown.split("logs in ")[1].split(")")[0].strip())
     assert log.exists() and "turn finished" in log.read_text()
-    assert " INFO " not in screen and "turn finished" not in screen
+    assert " INFO " not in shown and "turn finished" not in shown
+
+
+async def test_ctrl_c_at_the_prompt_stops_the_chat_like_anywhere_else(tmp_path):
+    env = _env(tmp_path, ANTHROPIC_API_KEY="sk-x", TERM="xterm", PROMPT_TOOLKIT_NO_CPR="1")
+    master, slave = pty.openpty()
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "gateway", "chat", env=env, stdin=slave, stdout=slave,
+        stderr=slave, start_new_session=True)
+    os.close(slave)
+    screen = _Screen(master)
+    try:
+        await asyncio.to_thread(screen.until, "you>")
+        os.write(master, b"\x03")
+        code = await asyncio.wait_for(process.wait(), 10)
+        assert code == 130
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+        os.close(master)
