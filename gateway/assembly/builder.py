@@ -150,6 +150,9 @@ class GatewayApp:
         self.settings = settings
         self.plan = plan
         self.gateway = gateway or build_gateway(settings, plan)
+        from gateway.ops.logs import share_redactor
+
+        share_redactor(self.gateway.redactor)  # one set of secrets for logs and tool results
         self.health: HealthServer | None = None
         self.heartbeats: Service | None = None
         self.panel: Any = None

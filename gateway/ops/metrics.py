@@ -18,7 +18,7 @@ counted as `other`, so a model inventing tool names cannot grow the series witho
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import prometheus_client
@@ -32,6 +32,13 @@ LabelValues = tuple[str, ...]
 # Seconds: provider calls take 0.5-60 s, searches and turns' own work milliseconds.
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
 OTHER_TOOL = "other"
+OTHER = OTHER_TOOL
+
+
+def fixed_label(value: str, allowed: Collection[str]) -> str:
+    """`value` if it is one of `allowed`, else "other": the one place label sets are bounded
+    (a model that calls 200 invented tools must not add 200 permanent series)."""
+    return value if value in allowed else OTHER_TOOL
 
 
 class _Metric(Collector):
@@ -234,10 +241,13 @@ class GatewayMetrics:
     def tool_label(self, name: str | None) -> str:
         return name if name and name in self.tool_names else OTHER_TOOL
 
+    register_tools = allow_tools  # the name the rest of the gateway uses
+
     def tool_result(self, message: Message) -> None:
         if message.role == "tool":
             outcome = "error" if message.is_error else "ok"
-            self.tool_calls.inc(tool=self.tool_label(message.tool_name), outcome=outcome)
+            self.tool_calls.inc(tool=fixed_label(message.tool_name or "", self.tool_names),
+                                outcome=outcome)
 
 
 class MeteredProvider:

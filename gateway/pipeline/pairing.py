@@ -184,6 +184,20 @@ class Pairing:
         await self.state.settle_waiting(request.channel, request.sender_id, "denied")
         return request
 
+    async def revoke(self, channel: str, sender_id: str) -> bool:
+        """Take back an approval: the sender's next message is treated as a stranger's (a new
+        pairing request under the pairing policy). Their pending codes are withdrawn too, so
+        an old code cannot be approved by mistake. Identity links and the workspace stay.
+        True if the sender was approved. Takes effect at once: access reads the database."""
+        was_approved = await self.state.revoke(channel, sender_id)
+        await self.state._write(
+            "UPDATE pairing SET status = 'revoked' WHERE channel = ? AND sender_id = ?"
+            " AND status = 'pending'", (channel, sender_id), durable=True,
+        )
+        # What they wrote while waiting is not answered later either.
+        await self.state.settle_waiting(channel, sender_id, "denied")
+        return was_approved
+
     async def _take(self, channel: str, code: str, status: str) -> PairingRequest:
         now = self._now()
         window = now - WRONG_APPROVAL_WINDOW.total_seconds()

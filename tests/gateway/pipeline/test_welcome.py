@@ -91,3 +91,26 @@ async def test_linking_a_waiting_account_to_the_owner_answers_it(paired, anthrop
     assert channel.texts()[1].startswith(WELCOME_OWNER)
     assert channel.texts()[2] == "echo: it's me"
     assert (gateway.settings.workspaces_dir / "owner" / "sessions").is_dir()
+
+
+async def test_a_strangers_waiting_words_are_dropped_after_the_code_lifetime(tmp_path):
+    """Kept only while a pairing code could still be approved (the inbox keeps no stranger's
+    words beyond that)."""
+    from datetime import UTC, datetime, timedelta
+
+    from channels.base import InboundMessage
+    from gateway.ops.state import WAITING_TTL
+
+    async with StateDB(tmp_path / "state.db") as state:
+        now = datetime.now(UTC)
+        old = InboundMessage("telegram", "9", "9", "an old secret", message_id="1",
+                             received_at=now - WAITING_TTL - timedelta(minutes=1))
+        new = InboundMessage("telegram", "9", "9", "a recent one", message_id="2",
+                             received_at=now)
+        for msg in (old, new):
+            assert await state.record_inbound(msg)
+            await state.mark_done(msg, "waiting")
+        await state.prune_inbox(now)
+        assert [m.text for m in await state.waiting_inbound("telegram", "9")] == ["a recent one"]
+        bodies = await state._rows("SELECT payload FROM inbox_body")
+        assert not any("old secret" in row[0] for row in bodies)
