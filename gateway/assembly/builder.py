@@ -215,8 +215,9 @@ class GatewayApp:
             cause = ("is already in use (another clawgate or program listens there)"
                      if exc.errno == errno.EADDRINUSE else f"cannot be opened ({exc.strerror})")
             raise StartupError(
-                f"the health port {where} {cause}: set CLAWGATE_HEALTH__PORT ([health] port) "
-                f"to a free port, or CLAWGATE_HEALTH__ENABLED=false") from exc
+                f"cannot serve /healthz on {where}: the port {cause}; set "
+                f"CLAWGATE_HEALTH__PORT ([health] port) to a free port, or "
+                f"CLAWGATE_HEALTH__ENABLED=false") from exc
         stack.push_async_callback(health.stop)
         return health
 

@@ -53,6 +53,7 @@ def run_command() -> None:
     if platforms:
         raise typer.Exit(_serve(config))
     if not _has_terminal_input():
+        _check_state_database(config)  # a broken state database is the first thing to fix
         raise CliError(
             "no channel is configured and there is no terminal to chat in (stdin is not a "
             "terminal or a pipe): set CLAWGATE_TELEGRAM__TOKEN or CLAWGATE_DISCORD__TOKEN "
@@ -63,6 +64,22 @@ def run_command() -> None:
         file=sys.stderr,
     )
     raise typer.Exit(_chat(config, config.owner))
+
+
+def _check_state_database(config: Settings) -> None:
+    """Open and close an existing state database: a StateError says in one line what to do."""
+    import asyncio
+
+    from gateway.ops.state import state_path
+
+    if not state_path(config.workspaces_dir).exists():
+        return
+
+    async def check() -> None:
+        async with config.state_db():
+            pass
+
+    asyncio.run(check())
 
 
 def _has_terminal_input() -> bool:

@@ -11,8 +11,9 @@ Hooks for parts built elsewhere, one line each:
     gateway.metrics.observe_search(seconds)            # memory/: one recall search
     gateway.metrics.delivery_retry("telegram")         # a channel retried a send
 A channel may also expose an integer attribute `delivery_retries`; it is read at scrape time.
-Tool names are labels from a fixed set (the tools the gateway registered); any other name is
-counted as `other`, so a model inventing tool names cannot grow the series without bound.
+
+Label values come from fixed sets: a value the process does not know (a tool name the model
+invented) is counted as `other` (`fixed_label`), so no input can add series without bound.
 """
 
 from __future__ import annotations
@@ -31,14 +32,13 @@ from gateway.agent.providers.base import Provider, ProviderError
 LabelValues = tuple[str, ...]
 # Seconds: provider calls take 0.5-60 s, searches and turns' own work milliseconds.
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
-OTHER_TOOL = "other"
-OTHER = OTHER_TOOL
+OTHER = "other"
 
 
 def fixed_label(value: str, allowed: Collection[str]) -> str:
     """`value` if it is one of `allowed`, else "other": the one place label sets are bounded
     (a model that calls 200 invented tools must not add 200 permanent series)."""
-    return value if value in allowed else OTHER_TOOL
+    return value if value in allowed else OTHER
 
 
 class _Metric(Collector):
@@ -177,9 +177,10 @@ class Registry:
 class GatewayMetrics:
     """Everything an operator watches. Counters only go up; gauges are read at scrape time."""
 
-    def __init__(self, tool_names: Iterable[str] = ()) -> None:
-        # The fixed set of tool-name labels; anything else is counted as `other`.
-        self.tool_names: set[str] = {str(name) for name in tool_names}
+    def __init__(self, tools: Iterable[str] = ()) -> None:
+        # The tools that exist (registered by whoever builds a tool registry); anything else a
+        # model names is counted as `other`.
+        self.known_tools: set[str] = {str(name) for name in tools}
         r = self.registry = Registry()
         self.turns = r.counter("clawgate_turns_total", "Turns run, by outcome.", ["outcome"])
         self.turn_seconds = r.histogram(
@@ -234,20 +235,15 @@ class GatewayMetrics:
     def delivery_retry(self, channel: str) -> None:
         self.delivery_retries.inc(channel=channel)
 
-    def allow_tools(self, names: Iterable[str]) -> None:
-        """Add registered tool names to the label set (the Gateway calls it per registry)."""
-        self.tool_names.update(str(name) for name in names)
-
-    def tool_label(self, name: str | None) -> str:
-        return name if name and name in self.tool_names else OTHER_TOOL
-
-    register_tools = allow_tools  # the name the rest of the gateway uses
+    def register_tools(self, names: Iterable[str]) -> None:
+        """Add registered tool names to the label set (whoever builds a tool registry)."""
+        self.known_tools.update(str(name) for name in names)
 
     def tool_result(self, message: Message) -> None:
         if message.role == "tool":
             outcome = "error" if message.is_error else "ok"
-            self.tool_calls.inc(tool=fixed_label(message.tool_name or "", self.tool_names),
-                                outcome=outcome)
+            tool = fixed_label(message.tool_name or "", self.known_tools)
+            self.tool_calls.inc(tool=tool, outcome=outcome)
 
 
 class MeteredProvider:

@@ -46,9 +46,7 @@ async def test_a_corrupt_state_db_is_one_line_and_an_exit(tmp_path, anthropic_se
         env = gateway_env(tmp_path, tg, anthropic_server.base_url, allow=[1])
         if not platform:
             env = {k: v for k, v in env.items() if not k.startswith("CLAWGATE_TELEGRAM")}
-        # Without a channel and without terminal input `run` refuses before opening anything;
-        # the terminal chat itself opens the state database.
-        code, output = await _run(env, "run" if platform else "chat")
+        code, output = await _run(env, "run")
     assert code == 2, output
     assert "Traceback" not in output
     errors = [line for line in output.splitlines() if line.startswith("clawgate:")]
@@ -78,4 +76,4 @@ async def test_a_start_up_error_after_the_database_opened_does_not_hang(tmp_path
             code, output = await _run(env, "run")
     assert code == 2, output
     assert "Traceback" not in output
-    assert f"127.0.0.1:{port}" in output and "CLAWGATE_HEALTH__PORT" in output
+    assert f"cannot serve /healthz on 127.0.0.1:{port}" in output

@@ -5,7 +5,7 @@ from __future__ import annotations
 import prometheus_client
 
 from gateway.agent.conversation import Message
-from gateway.ops.metrics import OTHER_TOOL, GatewayMetrics
+from gateway.ops.metrics import OTHER, GatewayMetrics
 
 
 def _tool(name: str) -> Message:
@@ -18,10 +18,10 @@ def test_unknown_tool_names_are_counted_as_other():
     for invented in ("x1", "x2", "x3"):
         metrics.tool_result(_tool(invented))
     assert metrics.tool_calls.value(tool="read_file", outcome="ok") == 1
-    assert metrics.tool_calls.value(tool=OTHER_TOOL, outcome="ok") == 3
+    assert metrics.tool_calls.value(tool=OTHER, outcome="ok") == 3
     text = metrics.render()
-    assert 'tool="x1"' not in text and f'tool="{OTHER_TOOL}"' in text
-    metrics.allow_tools(["x1"])
+    assert 'tool="x1"' not in text and f'tool="{OTHER}"' in text
+    metrics.register_tools(["x1"])
     metrics.tool_result(_tool("x1"))
     assert metrics.tool_calls.value(tool="x1", outcome="ok") == 1
 
