@@ -1,15 +1,18 @@
 """The terminal channel: a direct chat with the owner's workspace from a shell.
 
 It goes through exactly the path every platform uses (InboundMessage in, OutboundMessage
-out), so `clawgate chat` exercises the real gateway.
+out), so `clawgate chat` exercises the real gateway. One line is handed over at a time: the
+next only once the previous one was answered (a reply sent outside a turn, or the end of the
+turn the gateway wraps in `typing`), so answers come out in the order of the input even when a
+slash command, which the gateway answers at once, follows a slow turn.
 
-One line is handed over at a time: the next line is read only once the previous one was
-answered (a turn ends when the gateway leaves `typing()`; a command when its answer is sent).
-So piped input (`first`, `/status`, `second`) is answered in order, and in a terminal the
-prompt appears only when the assistant is ready. In a terminal, lines are edited with
-prompt_toolkit (history, arrows) and a "thinking" line shows while a turn runs; without a
-terminal, lines are read on a daemon thread (a blocked `readline` must never keep the process
-alive after the chat ends).
+Two modes:
+- interactive (a terminal on both ends): prompt_toolkit reads each line, with line editing and
+  a history kept in `history_path`; the prompt appears only when the previous line is
+  answered; a "thinking" line with the seconds elapsed runs while a turn is in progress; a
+  message that arrives on its own (a heartbeat alert) is printed above the prompt.
+- piped: lines are read on a daemon thread (a blocked `readline` must never keep the process
+  alive after the chat ends); no prompt, no indicator, answers on stdout in input order.
 """
 
 from __future__ import annotations
@@ -20,8 +23,10 @@ import logging
 import signal
 import sys
 import threading
-from collections.abc import AsyncIterator
-from typing import TextIO
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+from typing import Any, TextIO
 
 from channels.base import ChannelBase, InboundMessage, MessageHandler, OutboundMessage
 
@@ -29,13 +34,18 @@ log = logging.getLogger(__name__)
 
 CHANNEL_NAME = "terminal"
 LOCAL_CHAT = "local"
-THINKING = "(thinking…)"
-IDLE_GIVE_UP_SECONDS = 2.0  # a line that started nothing at all in this time is given up
+PROMPT = "you> "
+# A line that started neither a turn nor got an answer within this time does not hold up the
+# next one (a message the gateway dropped): the chat must never wedge.
+ANSWER_WAIT_SECONDS = 15.0
+SPINNER = "|/-\\"
 
 
 class TerminalChannel(ChannelBase):
     name = CHANNEL_NAME
     durable = False  # nothing to redeliver after a restart: no inbox, no outbox
+    ready = True
+    ready_detail = "started"
 
     def __init__(
         self,
@@ -44,76 +54,146 @@ class TerminalChannel(ChannelBase):
         stdout: TextIO | None = None,
         sender_id: str = "local",
         prompt: str | None = None,
-        line_editing: bool | None = None,
-        history_file: str | None = None,
+        interactive: bool | None = None,
+        history_path: Path | None = None,
+        answer_wait: float = ANSWER_WAIT_SECONDS,
     ) -> None:
         self._stdin = stdin or sys.stdin
         self._stdout = stdout or sys.stdout
         self._sender_id = sender_id
-        interactive = _isatty(self._stdin) and _isatty(self._stdout)
+        if interactive is None:
+            interactive = _isatty(self._stdin) and _isatty(self._stdout)
         self.interactive = interactive
-        self._prompt = prompt if prompt is not None else ("you> " if interactive else "")
-        self._line_editing = interactive if line_editing is None else line_editing
-        self._history_file = history_file
+        self._prompt = prompt if prompt is not None else (PROMPT if interactive else "")
+        self._history_path = history_path
+        self._answer_wait = answer_wait
         self._lines: asyncio.Queue[str | None] = asyncio.Queue()
         self._reader: asyncio.Task[None] | None = None
         self.input_closed = asyncio.Event()
         self._counter = 0
-        # Answer tracking: the line in flight is answered once something was sent (or a turn
-        # ended) and no turn is running.
-        self._busy = 0
-        self._progress = False
-        self._answered = asyncio.Event()
-        self._thinking_shown = False
+        # The line in flight: set once it is answered. Turns in progress (typing depth).
+        self._answered: asyncio.Event | None = None
+        self._turns = 0
+        self._spinner: asyncio.Task[None] | None = None
+        self._spinner_shown = False
+        self._session: Any = None  # the prompt_toolkit PromptSession (interactive)
+        self._closing = False
+
+    # -- the Channel interface ----------------------------------------------------------------
 
     async def start(self, handler: MessageHandler) -> None:
-        if self._line_editing:
-            self._reader = asyncio.create_task(self._edit_lines(handler), name="terminal-reader")
-            return
-        loop = asyncio.get_running_loop()
-        thread = threading.Thread(target=self._read_lines, args=(loop,), daemon=True)
-        thread.start()
-        self._reader = asyncio.create_task(self._dispatch(handler), name="terminal-reader")
+        if self.interactive:
+            source = self._prompted_lines()
+        else:
+            loop = asyncio.get_running_loop()
+            thread = threading.Thread(target=self._read_lines, args=(loop,), daemon=True)
+            thread.start()
+            source = self._queued_lines()
+        self._reader = asyncio.create_task(self._dispatch(handler, source),
+                                           name="terminal-reader")
 
     async def stop(self) -> None:
+        self._closing = True
+        await self._stop_spinner()
+        # A prompt being edited is ended like Ctrl-D: prompt_toolkit gives the terminal back
+        # that way (cancelling it mid-prompt can leave it hanging).
+        app = self._session.app if self._session is not None else None
+        if app is not None and app.is_running:
+            with contextlib.suppress(Exception):
+                app.exit(exception=EOFError())
         if self._reader is not None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait({self._reader}, timeout=2.0)
             self._reader.cancel()
             await asyncio.gather(self._reader, return_exceptions=True)
 
     async def send(self, message: OutboundMessage) -> None:
-        self._clear_thinking()
-        self._stdout.write(f"assistant> {message.text}\n")
-        self._stdout.flush()
-        self._progress = True
-        self._maybe_answered()
+        await self._stop_spinner()  # the answer is here; what follows in the turn is quick
+        await self._print(f"assistant> {message.text}\n")
+        if self._turns == 0:
+            self._mark_answered()
 
     @contextlib.asynccontextmanager
     async def typing(self, chat_id: str) -> AsyncIterator[None]:
-        """The gateway runs a turn inside this: a "thinking" line in a terminal."""
-        self._busy += 1
-        if self.interactive and not self._thinking_shown:
-            self._stdout.write(THINKING)
-            self._stdout.flush()
-            self._thinking_shown = True
+        """A turn is running: show "thinking" (interactive), and the line is answered when
+        it ends (its reply is sent inside)."""
+        self._turns += 1
+        if self.interactive and self._spinner is None:
+            self._spinner = asyncio.create_task(self._spin(), name="terminal-thinking")
         try:
             yield
         finally:
-            self._busy -= 1
-            self._clear_thinking()
-            self._progress = True
-            self._maybe_answered()
+            self._turns -= 1
+            if self._turns == 0:
+                await self._stop_spinner()
+                self._mark_answered()
 
-    def _clear_thinking(self) -> None:
-        if self._thinking_shown:
-            self._stdout.write("\r\033[K")
-            self._stdout.flush()
-            self._thinking_shown = False
+    # -- reading ------------------------------------------------------------------------------
 
-    def _maybe_answered(self) -> None:
-        if self._progress and self._busy == 0:
+    async def _dispatch(self, handler: MessageHandler, lines: AsyncIterator[str]) -> None:
+        try:
+            async for line in lines:
+                if self._closing:
+                    break
+                if not line.strip():
+                    continue
+                self._counter += 1
+                self._answered = asyncio.Event()
+                await handler(
+                    InboundMessage(
+                        channel=CHANNEL_NAME,
+                        chat_id=LOCAL_CHAT,
+                        sender_id=self._sender_id,
+                        text=line,
+                        message_id=str(self._counter),
+                    )
+                )
+                with self._no_echo():  # type-ahead waits unseen for the next prompt
+                    await self._wait_answered(self._answered)
+        finally:
+            self.input_closed.set()
+
+    async def _wait_answered(self, answered: asyncio.Event) -> None:
+        while True:
+            try:
+                await asyncio.wait_for(answered.wait(), self._answer_wait)
+                return
+            except TimeoutError:
+                if self._turns == 0:  # no turn started and nothing came back: go on
+                    log.info("terminal: no answer to line %d yet; reading on", self._counter)
+                    return
+
+    @contextlib.contextmanager
+    def _no_echo(self) -> Iterator[None]:
+        """While an answer is awaited, keys typed ahead are not echoed into the "thinking"
+        line; they stay buffered and appear at the next prompt."""
+        if not self.interactive:
+            yield
+            return
+        try:
+            import termios
+
+            fd = self._stdin.fileno()
+            saved = termios.tcgetattr(fd)
+            quiet = list(saved)
+            quiet[3] &= ~termios.ECHO
+            termios.tcsetattr(fd, termios.TCSANOW, quiet)
+        except (ImportError, OSError, ValueError, AttributeError):
+            yield
+            return
+        try:
+            yield
+        finally:
+            with contextlib.suppress(OSError):
+                termios.tcsetattr(fd, termios.TCSANOW, saved)
+
+    def _mark_answered(self) -> None:
+        if self._answered is not None:
             self._answered.set()
 
-    # --- reading ------------------------------------------------------------------------
+    async def _queued_lines(self) -> AsyncIterator[str]:
+        while (line := await self._lines.get()) is not None:
+            yield line
 
     def _read_lines(self, loop: asyncio.AbstractEventLoop) -> None:
         try:
@@ -123,69 +203,81 @@ class TerminalChannel(ChannelBase):
         except (RuntimeError, ValueError, OSError):
             pass  # the loop or the stream closed under us: the chat is over either way
 
-    async def _dispatch(self, handler: MessageHandler) -> None:
-        self._show_prompt()
-        while (line := await self._lines.get()) is not None:
-            await self._hand_over(handler, line)
-            self._show_prompt()
-        self.input_closed.set()
+    async def _prompted_lines(self) -> AsyncIterator[str]:
+        """Lines from prompt_toolkit: editing, history; Ctrl-D at the prompt ends the chat.
 
-    async def _edit_lines(self, handler: MessageHandler) -> None:
+        prompt_toolkit reads Ctrl-C as a key, so no SIGINT reaches the process while the
+        prompt is up: it is raised here, so Ctrl-C stops the chat the same way wherever it is
+        pressed (the process's signal handling decides: an interrupt, never a clean exit 0).
+        """
         from prompt_toolkit import PromptSession
         from prompt_toolkit.history import FileHistory, InMemoryHistory
 
-        history = FileHistory(self._history_file) if self._history_file else InMemoryHistory()
+        history = InMemoryHistory()
+        if self._history_path is not None:
+            with contextlib.suppress(OSError):
+                self._history_path.parent.mkdir(parents=True, exist_ok=True)
+                self._history_path.touch(mode=0o600, exist_ok=True)
+                history = FileHistory(str(self._history_path))
         session: PromptSession[str] = PromptSession(history=history)
-        try:
-            while True:
-                try:
-                    # handle_sigint=False: clawgate's own SIGINT handler stays installed.
-                    line = await session.prompt_async(self._prompt, handle_sigint=False)
-                except KeyboardInterrupt:
-                    # At the prompt the terminal is in raw mode, so Ctrl-C arrives as a key,
-                    # not a signal: raise the signal, so it stops clawgate the one way
-                    # Ctrl-C always does (exit status 130).
-                    signal.raise_signal(signal.SIGINT)
-                    await asyncio.Event().wait()
-                except EOFError:
-                    log.debug("terminal input ended")
-                    break
-                await self._hand_over(handler, line)
-        finally:
-            self.input_closed.set()
-
-    async def _hand_over(self, handler: MessageHandler, line: str) -> None:
-        """Give one line to the gateway and wait until it was answered."""
-        if not line.strip():
-            return
-        self._counter += 1
-        self._progress = False
-        self._answered.clear()
-        await handler(
-            InboundMessage(
-                channel=CHANNEL_NAME,
-                chat_id=LOCAL_CHAT,
-                sender_id=self._sender_id,
-                text=line,
-                message_id=str(self._counter),
-            )
-        )
-        # Something always happens for a line (a reply, a turn); should nothing happen at all
-        # (the gateway failed to queue it and logged why), do not wait forever.
-        while not self._answered.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._answered.wait(), IDLE_GIVE_UP_SECONDS)
-            if not self._answered.is_set() and self._busy == 0 and not self._progress:
+        self._session = session
+        while not self._closing:
+            try:
+                # handle_sigint=False: prompt_toolkit would otherwise replace the process's
+                # SIGINT handler and remove it afterwards (Ctrl-C while thinking, later).
+                yield await session.prompt_async(self._prompt, handle_sigint=False)
+            except EOFError:
                 return
+            except KeyboardInterrupt:
+                signal.raise_signal(signal.SIGINT)
+                # Not "input ended" (a clean exit): the stop the signal starts ends this.
+                await asyncio.Event().wait()
 
-    def _show_prompt(self) -> None:
-        if self._prompt:
-            self._stdout.write(self._prompt)
+    # -- writing ------------------------------------------------------------------------------
+
+    async def _print(self, text: str) -> None:
+        """Write a message: above the prompt if one is being edited, else plainly."""
+        if self.interactive:
+            from prompt_toolkit.application import get_app_or_none, run_in_terminal
+
+            app = get_app_or_none()
+            if app is not None and app.is_running:
+                await run_in_terminal(lambda: self._write(text))
+                return
+        self._write(text)
+
+    def _write(self, text: str) -> None:
+        if self._spinner_shown:
+            self._stdout.write("\r\x1b[K")
+            self._spinner_shown = False
+        self._stdout.write(text)
+        self._stdout.flush()
+
+    async def _spin(self, clock: Callable[[], float] = time.monotonic) -> None:
+        started = clock()
+        frame = 0
+        while True:
+            seconds = int(clock() - started)
+            self._stdout.write(f"\r\x1b[K{SPINNER[frame % len(SPINNER)]} thinking... "
+                               f"{seconds} s")
             self._stdout.flush()
+            self._spinner_shown = True
+            frame += 1
+            await asyncio.sleep(0.25)
+
+    async def _stop_spinner(self) -> None:
+        task, self._spinner = self._spinner, None
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        if self._spinner_shown:
+            self._stdout.write("\r\x1b[K")
+            self._stdout.flush()
+            self._spinner_shown = False
 
 
 def _isatty(stream: TextIO) -> bool:
     try:
         return stream.isatty()
-    except (ValueError, AttributeError):
+    except (AttributeError, ValueError):
         return False

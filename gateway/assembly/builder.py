@@ -66,7 +66,8 @@ class Plan:
 
 
 RUN = Plan()
-CHAT = Plan(channels="terminal", heartbeats=False, health=False, panel=False)
+# The terminal chat is the owner's DM: their heartbeat alerts appear in it.
+CHAT = Plan(channels="terminal", heartbeats=True, health=False, panel=False)
 ONE_BEAT = Plan(channels="none", heartbeats=False, health=False, panel=False)
 
 
@@ -89,8 +90,9 @@ def build_gateway(
     channels: list[Channel] = list(extra_channels)
     if plan.channels == "terminal":
         from channels.terminal import TerminalChannel
+        from gateway.assembly.terminal_chat import history_path
 
-        channels.append(TerminalChannel())
+        channels.append(TerminalChannel(history_path=history_path(settings)))
     gateway = platforms.build_gateway(
         settings, provider, extra_channels=channels, clock=clock,
         options=options, with_platforms=plan.channels == "platforms",

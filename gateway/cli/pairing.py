@@ -69,15 +69,12 @@ def list_command(
     print("approve with: clawgate pairing approve CHANNEL CODE")
 
 
-def _decide(channel: Platform, code: str, decision: str, owner: str | None = None) -> None:
+def _decide(channel: Platform, code: str, decision: str, *, owner: str | None = None) -> None:
     async def go(state: StateDB) -> Any:
         pairing = Pairing(state)
         try:
             if decision == "approve":
-                request = await pairing.approve(channel.value, code)
-                if owner is not None:  # this account is the owner's: their workspace, memory
-                    await state.link(request.channel, request.sender_id, owner)
-                return request
+                return await pairing.approve(channel.value, code, owner=owner)
             return await pairing.deny(channel.value, code)
         except PairingError as exc:
             return exc
@@ -89,8 +86,11 @@ def _decide(channel: Platform, code: str, decision: str, owner: str | None = Non
     name = f" ({outcome.sender_name})" if outcome.sender_name else ""
     print(f"{verb} {outcome.channel} user {outcome.sender_id}{name}")
     if owner is not None:
-        print(f"linked {outcome.channel}:{outcome.sender_id} to you ({owner}): the same "
-              "assistant, workspace and private memory as your terminal chat")
+        print(f"linked {outcome.channel}:{outcome.sender_id} to you ({owner}): its DMs are your "
+              "own workspace and conversation, the same as `clawgate chat`")
+    if decision == "approve":
+        print("the running gateway welcomes them within a few seconds and answers what they "
+              "wrote while waiting")
 
 
 @app.command("approve", help="let this sender talk to the assistant (--owner: it is you)")
@@ -98,10 +98,10 @@ def approve_command(
     channel: Annotated[Platform, typer.Argument(case_sensitive=False)],
     code: Annotated[str, typer.Argument(help="the code the sender was given")],
     owner: Annotated[bool, typer.Option(
-        "--owner", help="this account is yours: link it to the owner's workspace (the "
-                        "terminal chat's assistant and private memory)")] = False,
+        "--owner", help="this account is yours: link it to the owner's workspace and "
+                        "conversation instead of giving it a workspace of its own")] = False,
 ) -> None:
-    _decide(channel, code, "approve", settings().owner if owner else None)
+    _decide(channel, code, "approve", owner=settings().owner if owner else None)
 
 
 @app.command("deny", help="refuse this request")

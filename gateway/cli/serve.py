@@ -11,11 +11,9 @@ import typer
 from gateway import __version__
 from gateway.cli.common import CliError, resolve_workspace, settings
 from gateway.cli.lifecycle import run_until_stopped
-from gateway.config.settings import Settings
+from gateway.config.settings import Settings, describe_workspaces_dir
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from gateway.assembly.builder import GatewayApp
 
 log = logging.getLogger("clawgate")
@@ -40,7 +38,7 @@ def run_command() -> None:
     _setup_logging(config, quiet=True)
     print(
         f"clawgate {__version__}: provider {config.llm.provider}/{config.llm.resolved_model}, "
-        f"workspaces in {config.workspaces_dir.resolve()}",
+        f"workspaces in {describe_workspaces_dir(config)}",
         file=sys.stderr,
     )
     from gateway.assembly.platforms import PLATFORMS, TOKEN_HINTS, configured_platforms
@@ -139,33 +137,16 @@ async def _start_panel(gateway: Any, config: Settings) -> Any:
 
 
 def _chat(config: Settings, person: str) -> int:
-    from datetime import datetime
-
-    from gateway.agent.sessions import transcript_path
     from gateway.assembly.builder import CHAT
-    from gateway.ops.state import state_path
+    from gateway.assembly.terminal_chat import continuing_line, log_to_file
     from gateway.workspace.seed import workspace_path
 
     workspace = workspace_path(config.workspaces_dir, person)
-    banner = None
     if sys.stdin.isatty() and sys.stdout.isatty():
-        # Log lines would land between `you>` and the answer: they go to a file instead.
-        log_file = state_path(config.workspaces_dir).parent / "chat.log"
-        log_file.parent.mkdir(parents=True, exist_ok=True)
-        _log_to_file(config, log_file)
-        banner = (f"Chatting with the assistant of {workspace} (Ctrl-D to quit, /help for "
-                  f"commands; logs in {log_file})")
-        transcript = transcript_path(workspace, f"{person}:dm")
-        if transcript.exists() and transcript.stat().st_size:
-            when = datetime.fromtimestamp(transcript.stat().st_mtime)
-            banner += (f"\ncontinuing your conversation from {when:%Y-%m-%d %H:%M} "
-                       "(/new starts a fresh one)")
-    if banner:
-        print(banner, file=sys.stderr)  # before the prompt appears
+        log_file = log_to_file(config)  # the terminal is the chat: no log lines in it
+        # Before the start: once started, the prompt owns the terminal.
+        print(f"Chatting with the assistant of {workspace} (Ctrl-D to quit, /help for "
+              f"commands; logs in {log_file})", file=sys.stderr)
+        if (line := continuing_line(config, workspace, person)) is not None:
+            print(line, file=sys.stderr)
     return run_until_stopped(config, CHAT, until_input_closed=True)
-
-
-def _log_to_file(config: Settings, path: "Path") -> None:
-    from gateway.ops.logs import setup_logging
-
-    setup_logging(config, stream=open(path, "a", encoding="utf-8"))  # noqa: SIM115

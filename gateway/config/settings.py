@@ -180,8 +180,8 @@ class Settings(BaseSettings):
         env_prefix=ENV_PREFIX, env_nested_delimiter="__", extra="forbid", case_sensitive=False
     )
 
-    # Default: a per-user data directory (platformdirs), the same wherever clawgate starts;
-    # e.g. ~/.local/share/clawgate/workspaces on Linux.
+    # Where the per-person workspaces live; default: a per-user data directory (see
+    # default_workspaces_dir), so the same assistant answers wherever clawgate starts.
     workspaces_dir: Path = Field(default_factory=lambda: default_workspaces_dir())
     # IANA zone for daily notes and the time shown to the model; empty: the machine's zone.
     timezone: str = ""
@@ -228,6 +228,11 @@ class Settings(BaseSettings):
             return [part.strip() for part in value.split(",") if part.strip()]
         return value
 
+    @field_validator("workspaces_dir")
+    @classmethod
+    def _home(cls, value: Path) -> Path:
+        return value.expanduser()  # "~/..." in clawgate.toml means the home directory
+
     @field_validator("timezone")
     @classmethod
     def _known_zone(cls, value: str) -> str:
@@ -268,11 +273,55 @@ class Settings(BaseSettings):
         )
 
 
-def default_workspaces_dir() -> Path:
-    """The per-user data directory for workspaces, independent of the current directory."""
-    import platformdirs
+# A workspaces root made by an older clawgate in the current directory (its old default).
+LEGACY_WORKSPACES_DIR = Path("workspaces")
 
-    return platformdirs.user_data_path("clawgate", appauthor=False) / "workspaces"
+
+def user_workspaces_dir() -> Path:
+    """The per-user default: `$XDG_DATA_HOME/clawgate/workspaces` on Linux
+    (`~/.local/share/...`), the platform's application-data folder elsewhere."""
+    from platformdirs import user_data_path
+
+    return user_data_path("clawgate", appauthor=False) / "workspaces"
+
+
+def _holds_workspaces(root: Path) -> bool:
+    """A root with a state database or a seeded workspace (not just the repo's README)."""
+    try:
+        if (root / ".gateway").is_dir():
+            return True
+        return any((child / ".clawgate-workspace").exists() for child in root.iterdir()
+                   if child.is_dir())
+    except OSError:
+        return False
+
+
+def default_workspaces_dir() -> Path:
+    """The workspaces root when neither clawgate.toml nor CLAWGATE_WORKSPACES_DIR names one.
+
+    The per-user data directory, independent of the current directory. One exception keeps
+    an existing assistant: while that directory does not exist yet, a `./workspaces` holding
+    workspaces made by an older clawgate (whose default it was) is used, and the start banner
+    says so (see describe_workspaces_dir).
+    """
+    home = user_workspaces_dir()
+    legacy = Path.cwd() / LEGACY_WORKSPACES_DIR
+    if not home.exists() and _holds_workspaces(legacy):
+        return legacy
+    return home
+
+
+def describe_workspaces_dir(settings: Settings) -> str:
+    """For start banners: the root, and where that choice came from when it was not set."""
+    root = settings.workspaces_dir.resolve()
+    if "workspaces_dir" in settings.model_fields_set:
+        return str(root)
+    if root != user_workspaces_dir().resolve():
+        return (f"{root} (found here, made by an older clawgate; set workspaces_dir = "
+                f"\"{root}\" in clawgate.toml or CLAWGATE_WORKSPACES_DIR to use it from "
+                "anywhere)")
+    return (f"{root} (the per-user default; set workspaces_dir in clawgate.toml or "
+            "CLAWGATE_WORKSPACES_DIR to change it)")
 
 
 def config_path() -> Path:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from channels.base import Backoff, Channel, InboundMessage
+from channels.terminal import LOCAL_CHAT as TERMINAL_CHAT
 from gateway.agent.compaction import Compactor
 from gateway.agent.context_files import ContextFile, ContextFileLoader
 from gateway.agent.conversation import SystemPrompt
@@ -38,8 +39,9 @@ from gateway.pipeline.delivery import Delivery
 from gateway.pipeline.lanes import Job, Lanes
 from gateway.pipeline.limits import Account, PersonLimits
 from gateway.pipeline.replies import endpoint_host
-from gateway.pipeline.routing import Route, Router
+from gateway.pipeline.routing import TERMINAL_CHANNEL, Route, Router
 from gateway.pipeline.turns import TranscriptWriteError, TurnRunner, answer_key
+from gateway.pipeline.welcome import ApprovalFollowUp
 from gateway.workspace.seed import ensure_workspace
 
 if TYPE_CHECKING:
@@ -138,6 +140,11 @@ class Gateway:
                                    limits.messages_per_minute)
         # Between tries to append a message the transcript refused (tests make it short).
         self.persist_backoff = Backoff(1.0, 60.0)
+        # Welcomes people approved by `clawgate pairing approve` and answers what they wrote
+        # while waiting (gateway/pipeline/welcome.py); those were accepted already, so they
+        # go through the message path as resumed (not refused or counted by the limits).
+        self.approvals = ApprovalFollowUp(self.state, self.channels, self._announce,
+                                          lambda msg: self._process(msg, resumed=True))
         self.memory: MemoryService | None = None
         if memory is not None:
             self.use_memory(memory)
@@ -163,6 +170,8 @@ class Gateway:
             for msg in pending:
                 self.turns.resuming.add((msg.channel, msg.chat_id, msg.message_id))
                 await self._process(msg, resumed=True)
+            if any(name != TERMINAL_CHANNEL for name in self.channels):
+                await self.approvals.start()
         finally:
             self._resumed.set()
 
@@ -191,6 +200,7 @@ class Gateway:
         even if another fails to, so no database thread keeps the process alive.
         """
         self.stop_intake()
+        await self.approvals.stop()
         try:
             await asyncio.wait_for(self.lanes.drain(), drain_timeout)
         except TimeoutError:
@@ -236,8 +246,11 @@ class Gateway:
     async def _process(self, msg: InboundMessage, *, resumed: bool = False) -> None:
         decision = await self.access.check(msg)
         if not decision.allowed:
-            await self._answer_now(msg, decision.reply, "denied")
+            await self._answer_now(msg, decision.reply,
+                                   "waiting" if decision.waiting else "denied")
             return
+        if self._durable(msg):
+            await self.approvals.before_allowed(msg)
         account: Account = (msg.channel, msg.sender_id)
         # A message accepted before a restart was within the limits then: it is neither
         # refused nor counted now (the limits are for what arrives).
@@ -285,16 +298,34 @@ class Gateway:
         return run
 
     async def _answer_now(self, msg: InboundMessage, text: str, status: str = "done") -> None:
-        """Answer without a turn (pairing code, refusal, media reply): queued, not awaited."""
+        """Answer without a turn (pairing code, refusal, media reply): queued, not awaited.
+
+        A `waiting` message (its sender holds a pairing code) gets its real answer after an
+        approval, so the code it gets now must not use up the message's answer key.
+        """
         durable = self._durable(msg)
+        key = answer_key(msg) + (":pairing" if status == "waiting" else "")
         await self.delivery.deliver(
-            msg.channel, msg.chat_id, text, key=answer_key(msg) if durable else None,
+            msg.channel, msg.chat_id, text, key=key if durable else None,
             done=msg if durable else None, done_status=status,
         )
 
+    async def _announce(self, channel: str, chat_id: str, text: str, key: str) -> None:
+        """A message no one asked for right now (a welcome); `key` names it once."""
+        await self.delivery.deliver(channel, chat_id, text, key=key)
+
     async def last_dm_route(self, person_id: str) -> DmRoute | None:
-        """Where `person_id` last wrote to us in a DM (channel and chat), for proactive sends."""
-        return await self.state.last_dm_route(person_id)
+        """Where `person_id` last wrote to us in a DM (channel and chat), for proactive sends.
+
+        While a terminal chat runs, it is the owner's DM unless they wrote from a platform
+        channel that is running too (heartbeat alerts appear in `clawgate chat`).
+        """
+        route = await self.state.last_dm_route(person_id)
+        if ((route is None or route.channel not in self.channels)
+                and TERMINAL_CHANNEL in self.channels and person_id == self.settings.owner):
+            return DmRoute(person_id, TERMINAL_CHANNEL, TERMINAL_CHAT, TERMINAL_CHAT,
+                           self.clock.now())
+        return route
 
     async def send_to_person(self, person_id: str, text: str, *, key: str | None = None) -> bool:
         """Deliver `text` to the person's last DM route; False if they never wrote in a DM.

@@ -227,3 +227,4 @@ async def test_a_groups_own_skills_are_offered_only_in_that_group(anthropic_serv
     assert "pdf-forms" not in by_chat["g1"]  # never the owner's
     assert "standup" not in by_chat["g2"]  # another group does not follow it
     assert "standup" not in by_chat["dm"] and "pdf-forms" in by_chat["dm"]  # nor does the owner
+

@@ -13,8 +13,7 @@ def test_defaults_are_safe(tmp_path):
     assert settings.prompt.file_max_chars == 20_000
     assert settings.prompt.total_max_chars == 60_000
     assert settings.llm.max_tool_rounds == 20
-    # Issue 14: the per-user data directory (XDG_DATA_HOME points into tmp_path in tests),
-    # no longer ./workspaces, which depended on where clawgate was started.
+    # Not the current directory: a per-user data directory (XDG_DATA_HOME in the tests).
     assert settings.workspaces_dir == tmp_path / "xdg-data" / "clawgate" / "workspaces"
 
 
