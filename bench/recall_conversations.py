@@ -1,3 +1,4 @@
+# ruff: noqa: E501  (data tables: one sentence a line reads better than wrapped strings)
 """Generator of the long-conversation recall benchmark (deterministic, seeded; no data file).
 
 Ten conversations between two friends, 20-30 sessions each (about 600 turns), stored the way

@@ -35,6 +35,9 @@ def register(sub: Any) -> None:
                         help=f"number of results (default {DEFAULT_MAX_RESULTS})")
     search.add_argument("--min-score", type=float, default=0.0, help="drop results below this")
     search.add_argument("--json", action="store_true", help="print a JSON array, nothing else")
+    search.add_argument("--wait", action="store_true",
+                        help="compute every missing vector before searching (default: answer "
+                             "at once, new text found by its words until it is embedded)")
     search.set_defaults(handler=_cmd_search)
 
     status = commands.add_parser("status", help="files, chunks, embedder, dirty, last sync")
@@ -95,12 +98,46 @@ class _Bar:
             sys.stderr.write("\n")
 
 
+class _VectorBar:
+    """Per-batch progress of computing vectors, with the rate and an estimate, on stderr."""
+
+    def __init__(self) -> None:
+        self.enabled = sys.stderr.isatty()
+        self.shown = False
+
+    def __call__(self, progress: Any) -> None:
+        if not self.enabled or not progress.total:
+            return
+        width = 30
+        filled = width * progress.done // progress.total
+        eta = progress.eta_seconds
+        left = f", about {_duration(eta)} left" if eta is not None else ""
+        sys.stderr.write(
+            f"\r[{'#' * filled}{'.' * (width - filled)}] {progress.done}/{progress.total} "
+            f"chunks embedded ({progress.per_second:.1f}/s{left})   ")
+        sys.stderr.flush()
+        self.shown = True
+
+    def close(self) -> None:
+        if self.shown:
+            sys.stderr.write("\n")
+            self.shown = False
+
+
+def _duration(seconds: float) -> str:
+    whole = round(seconds)
+    return f"{whole // 60} min {whole % 60:02d} s" if whole >= 60 else f"{whole} s"
+
+
 def _cmd_index(args: argparse.Namespace) -> int:
     index = _open_index(args)
+    vectors = _VectorBar()
 
     async def run() -> Any:
         try:
-            return await index.sync(force=args.force, progress=_Bar()), await index.status()
+            stats = await index.sync(force=args.force, progress=_Bar(), vector_progress=vectors)
+            vectors.close()
+            return stats, await index.status()
         finally:
             await index.close()
 
@@ -124,15 +161,22 @@ def _cmd_search(args: argparse.Namespace) -> int:
     if args.limit < 1:
         raise ConfigError("--limit must be 1 or more")
     index = _open_index(args)
+    vectors = _VectorBar()
 
     async def run() -> Any:
         try:
+            if args.wait:
+                await index.sync(vector_progress=vectors)
+                vectors.close()
             return await index.search(args.query, max_results=args.limit,
                                       min_score=args.min_score)
         finally:
             await index.close()
 
     response = asyncio.run(run())
+    if response.pending:
+        response.note += (f" (run `clawgate memory index` or search with --wait to embed "
+                          f"the {response.pending} chunks)")
     if args.json:
         json.dump([r.as_dict() for r in response.results], sys.stdout, ensure_ascii=False)
         sys.stdout.write("\n")

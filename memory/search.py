@@ -95,6 +95,7 @@ class SearchResponse:
     results: list[SearchResult] = field(default_factory=list)
     mode: str = "hybrid"  # "hybrid" | "keyword-only"
     note: str = ""
+    pending: int = 0  # chunks of the index without a vector yet (found by keywords only)
 
 
 Legs = dict[str, list[tuple[int, float]]]  # leg -> [(chunk id, raw score)], best first

@@ -2,6 +2,8 @@
 
 The gateway owns one `MemoryService`; the memory tools ask it to search a workspace. The
 embedder is shared by every workspace (one model in memory), each index has its own file.
+Indexes embed in the background: a search answers at once from the keyword index and the
+vectors computed so far, never waiting for the model to embed new text.
 """
 
 from __future__ import annotations
@@ -77,6 +79,7 @@ class MemoryService:
                     sessions=opts.sessions,
                     half_life_days=opts.half_life_days,
                     today=self._today,
+                    embed_in_background=True,  # a turn never waits for the model
                 )
                 self._indexes[key] = index
                 if opts.watch:
