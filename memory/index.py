@@ -518,7 +518,8 @@ class MemoryIndex:
         return self._pending
 
     async def embed_pending(
-        self, stats: SyncStats | None = None, progress: VectorProgress | None = None
+        self, stats: SyncStats | None = None, progress: VectorProgress | None = None,
+        *, batch_seconds: float | None = None,
     ) -> SyncStats:
         """Compute the vectors the index lacks, in batches, without blocking searches.
 
@@ -527,15 +528,20 @@ class MemoryIndex:
         search wants the model. A chunk changed or deleted meanwhile is skipped (its id no
         longer holds that hash). An embedder error stops the loop and is remembered for the
         notes; the chunks stay keyword-only until the next attempt.
+
+        `batch_seconds` bounds each batch's model time (the background does, so a search
+        waits at most that long for the model); None embeds EMBED_BATCH chunks a call, which
+        is faster (the local model streams its weights once per call).
         """
         stats = stats or SyncStats()
         if self.embedder is None:
             return stats
         async with self._embed_guard:
-            await self._embed_loop(stats, progress)
+            await self._embed_loop(stats, progress, batch_seconds)
         return stats
 
-    async def _embed_loop(self, stats: SyncStats, progress: VectorProgress | None) -> None:
+    async def _embed_loop(self, stats: SyncStats, progress: VectorProgress | None,
+                          batch_seconds: float | None) -> None:
         assert self.embedder is not None
         space = _space(self.embedder)
         started = time.perf_counter()
@@ -580,8 +586,8 @@ class MemoryIndex:
                 while self._queries_waiting:  # a search wants the model: it goes first
                     await asyncio.sleep(0.005)
                 size = EMBED_BATCH
-                if per_char:
-                    budget, size = EMBED_BATCH_SECONDS / per_char, 0
+                if per_char and batch_seconds:
+                    budget, size = batch_seconds / per_char, 0
                     while (size < EMBED_BATCH and position + size < len(window)
                            and (size == 0 or budget >= window[position + size][2])):
                         budget -= window[position + size][2]
@@ -664,7 +670,7 @@ class MemoryIndex:
 
     async def _background_embed(self) -> None:
         try:
-            stats = await self.embed_pending()
+            stats = await self.embed_pending(batch_seconds=EMBED_BATCH_SECONDS)
             if stats.embedded:
                 log.info("recall index %s: %d chunks embedded in the background",
                          self.workspace, stats.embedded)
