@@ -16,7 +16,8 @@ The workspaces are kept in --workdir (default: a directory under the system temp
 second run reuses the embedding cache and measures search changes in seconds; changes to what
 is embedded (chunk size, chunk text) embed again.
 
-    python bench/recall_long.py [--chunk-chars 600] [--embedder local|none] [--show-misses]
+    python bench/recall_long.py [--chunk-chars 600] [--embedder local|none] [--no-context]
+                                [--show-misses]
 """
 
 from __future__ import annotations
@@ -66,7 +67,8 @@ def score(results: list, evidence: list[tuple[str, int, str]], k: int) -> tuple[
     return any(found), all(found)
 
 
-async def run(chunk_chars: int, embedder_kind: str, workdir: Path, show_misses: bool) -> None:
+async def run(chunk_chars: int, embedder_kind: str, workdir: Path, show_misses: bool,
+              context: bool = True) -> None:
     data = build()
     embedder = LocalEmbedder() if embedder_kind == "local" else None
     rows: dict[str, list[tuple[bool, bool, bool]]] = defaultdict(list)
@@ -76,7 +78,7 @@ async def run(chunk_chars: int, embedder_kind: str, workdir: Path, show_misses: 
         root = workdir / f"conversation-{number:02d}"
         paths = write_conversation(root, conversation)
         last = date.fromisoformat(conversation["sessions"][-1]["date"])
-        index = MemoryIndex(root, embedder, chunk_chars=chunk_chars,
+        index = MemoryIndex(root, embedder, chunk_chars=chunk_chars, context=context,
                             today=lambda last=last: last + timedelta(days=14))
         started = time.perf_counter()
         stats = await index.sync()
@@ -103,7 +105,7 @@ async def run(chunk_chars: int, embedder_kind: str, workdir: Path, show_misses: 
                           f"{r.path}:{r.start_line}-{r.end_line}" for r in response.results))
         await index.close()
     n_questions = sum(len(v) for v in rows.values())
-    print(f"\nchunk_chars={chunk_chars}, embedder={embedder_kind}: "
+    print(f"\nchunk_chars={chunk_chars}, embedder={embedder_kind}, context={context}: "
           f"{len(data['conversations'])} conversations, {chunks} chunks ({embedded} embedded "
           f"now, index {index_seconds:.1f} s), {n_questions} questions, "
           f"search {1000 * search_seconds / max(1, n_questions):.0f} ms a question")
@@ -122,9 +124,12 @@ def main() -> None:
     parser.add_argument("--workdir", type=Path,
                         default=Path(tempfile.gettempdir()) / "clawgate-recall-long")
     parser.add_argument("--show-misses", action="store_true")
+    parser.add_argument("--no-context", action="store_true",
+                        help="embed chunks without their date and speakers (memory.context)")
     args = parser.parse_args()
     for size in args.chunk_chars:
-        asyncio.run(run(size, args.embedder, args.workdir, args.show_misses))
+        asyncio.run(run(size, args.embedder, args.workdir, args.show_misses,
+                        not args.no_context))
 
 
 if __name__ == "__main__":

@@ -30,7 +30,7 @@ import json
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from pathlib import Path
@@ -41,6 +41,7 @@ import numpy as np
 
 from memory import search as search_mod
 from memory.chunking import Chunk, chunk_lines, markdown_lines, transcript_lines
+from memory.context import CONTEXT_VERSION, embedding_text
 from memory.defaults import (
     DEFAULT_CHUNK_CHARS,
     DEFAULT_HALF_LIFE_DAYS,
@@ -153,11 +154,14 @@ class MemoryIndex:
         half_life_days: float = DEFAULT_HALF_LIFE_DAYS,
         today: Callable[[], date] | None = None,
         embed_in_background: bool = False,
+        context: bool = True,
     ) -> None:
         self.workspace = Path(workspace)
         # True in the gateway: a sync started by a search or the watcher embeds in a
         # background task. False (the CLI): vectors are computed only by `sync()` proper.
         self.embed_in_background = embed_in_background
+        # Embed each chunk with its note's date and speakers in front (memory.context).
+        self.context = context
         self.embedder = embedder
         self.chunk_chars = chunk_chars
         self.overlap_lines = overlap_lines
@@ -196,6 +200,7 @@ class MemoryIndex:
             "overlap_lines": self.overlap_lines,
             "tokenizer": TOKENIZER_VERSION,
             "sessions": self.sessions,
+            "context": CONTEXT_VERSION if self.context else 0,
         }
 
     async def _connect(self, path: Path) -> aiosqlite.Connection:
@@ -431,7 +436,9 @@ class MemoryIndex:
                 )
             else:
                 todo.append((item, digest, chunks))
-        vectors = await self._vectors_for(db, [c for _, _, cs in todo for c in cs], stats)
+        keys = {(item.rel, c.text): self._vector_key(item.rel, c.text)
+                for item, _, cs in todo for c in cs}
+        vectors = await self._vectors_for(db, list(keys.values()), stats)
         added: list[tuple[int, bytes]] = []
         for item, digest, chunks in todo:
             stats.chunks_removed += await self._delete_path(db, item.rel)
@@ -440,7 +447,8 @@ class MemoryIndex:
                 cursor = await db.execute(
                     "INSERT INTO chunks(path, source, start_line, end_line, hash, day, text) "
                     "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    (item.rel, item.source, chunk.start_line, chunk.end_line, chunk.hash,
+                    (item.rel, item.source, chunk.start_line, chunk.end_line,
+                     keys[(item.rel, chunk.text)],
                      day.isoformat() if day else None, chunk.text),
                 )
                 rowid = cursor.lastrowid
@@ -451,7 +459,7 @@ class MemoryIndex:
                 await db.execute(
                     "INSERT INTO chunks_tri(rowid, body) VALUES (?, ?)", (rowid, chunk.text)
                 )
-                vector = vectors.get(chunk.hash)
+                vector = vectors.get(keys[(item.rel, chunk.text)])
                 if vector is not None:
                     await db.execute(
                         "INSERT INTO chunks_vec(rowid, embedding) VALUES (?, ?)", (rowid, vector)
@@ -468,13 +476,20 @@ class MemoryIndex:
         if self._vectors is not None and added:
             self._vectors.add(added)
 
+    def _embedding_text(self, rel: str, text: str) -> str:
+        return embedding_text(rel, text) if self.context else text
+
+    def _vector_key(self, rel: str, text: str) -> str:
+        """The chunk's `hash` column: what its vector is computed from, the cache key."""
+        return hashlib.sha256(self._embedding_text(rel, text).encode("utf-8")).hexdigest()
+
     async def _vectors_for(
-        self, db: aiosqlite.Connection, chunks: list[Chunk], stats: SyncStats
+        self, db: aiosqlite.Connection, keys: list[str], stats: SyncStats
     ) -> dict[str, bytes]:
-        """Vectors by chunk hash that the embedding cache holds (nothing is embedded here)."""
-        if self.embedder is None or not chunks:
+        """Vectors by key that the embedding cache holds (nothing is embedded here)."""
+        if self.embedder is None or not keys:
             return {}
-        found = await self._cached(db, list(dict.fromkeys(c.hash for c in chunks)))
+        found = await self._cached(db, list(dict.fromkeys(keys)))
         stats.cached += len(found)
         return found
 
@@ -599,8 +614,9 @@ class MemoryIndex:
                     if db is None:
                         return
                     ids = [int(r[0]) for r in batch]
-                    texts = {int(r[0]): (r[1], r[2]) for r in await db.execute_fetchall(
-                        f"SELECT id, hash, text FROM chunks WHERE id IN "
+                    texts = {int(r[0]): (r[1], self._embedding_text(r[2], r[3]))
+                             for r in await db.execute_fetchall(
+                        f"SELECT id, hash, path, text FROM chunks WHERE id IN "
                         f"({','.join('?' * len(ids))})", ids)}
                 todo = [(i, *texts[i]) for i in ids if i in texts]
                 if not todo:
@@ -701,24 +717,28 @@ class MemoryIndex:
         *,
         max_results: int = DEFAULT_MAX_RESULTS,
         min_score: float = 0.0,
+        more: Sequence[str] = (),
     ) -> SearchResponse:
+        """Search the index; `more` are other phrasings of the query, fused with it."""
         await self.refresh()
         self._queries_waiting += 1
         try:
-            return await self._search_locked(query, max_results, min_score)
+            return await self._search_locked(query, max_results, min_score, list(more))
         finally:
             self._queries_waiting -= 1
 
-    async def _search_locked(self, query: str, max_results: int, min_score: float
-                             ) -> SearchResponse:
+    async def _search_locked(self, query: str, max_results: int, min_score: float,
+                             more: list[str]) -> SearchResponse:
         async with self._lock:
             db = self._db
             assert db is not None
             qvec: np.ndarray | None = None
+            others: list[tuple[str, np.ndarray | None]] = [(q, None) for q in more]
             note = ""
             if self.embedder is not None:
                 try:
                     qvec = await self._query_vector(query)
+                    others = [(q, await self._query_vector(q)) for q in more]
                 except (EmbedderError, OSError, RuntimeError) as exc:
                     note = f"vector search unavailable ({exc}); showing keyword matches only"
             if self.embedder is None:
@@ -740,6 +760,7 @@ class MemoryIndex:
                     half_life_days=self.half_life_days,
                     vectors=vectors,
                     terms=self._terms,
+                    more=others,
                 )
             except DB_ERRORS as exc:
                 log.warning("recall index failed during search (%s); rebuilding", exc)
@@ -748,7 +769,7 @@ class MemoryIndex:
                 assert self._db is not None
                 response = await search_mod.hybrid_search(
                     self._db, query, qvec, max_results=max_results, min_score=min_score,
-                    today=self._today(), half_life_days=self.half_life_days,
+                    today=self._today(), half_life_days=self.half_life_days, more=others,
                 )
             response.note = "; ".join(x for x in (response.note, note) if x)
             if qvec is None:

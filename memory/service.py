@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
@@ -93,9 +93,11 @@ class MemoryService:
         *,
         max_results: int = DEFAULT_MAX_RESULTS,
         min_score: float = 0.0,
+        more: Sequence[str] = (),
     ) -> SearchResponse:
         index = await self.index_for(workspace)
-        response = await index.search(query, max_results=max_results, min_score=min_score)
+        response = await index.search(query, max_results=max_results, min_score=min_score,
+                                      more=more)
         if self._embedder_error and index.embedder is None:
             response.note = (
                 f"keyword-only mode: the embedder failed to load ({self._embedder_error})"
