@@ -788,8 +788,9 @@ class MemoryIndex:
 
     async def _query_vector(self, query: str) -> np.ndarray:
         assert self.embedder is not None
-        cached = self._query_cache.get(query)
-        if cached is not None:
+        cached = self._query_cache.pop(query, None)
+        if cached is not None:  # least recently used goes first: re-insert at the end
+            self._query_cache[query] = cached
             return cached
         vector = await asyncio.to_thread(self.embedder.embed_query, query)
         if len(self._query_cache) >= 256:
