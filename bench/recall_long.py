@@ -16,7 +16,7 @@ The workspaces are kept in --workdir (default: a directory under the system temp
 second run reuses the embedding cache and measures search changes in seconds; changes to what
 is embedded (chunk size, chunk text) embed again.
 
-    python bench/recall_long.py [--chunk-chars 600] [--embedder local|none] [--no-context]
+    python bench/recall_long.py [--chunk-chars 600] [--embedder local|none] [--context]
                                 [--show-misses]
 """
 
@@ -68,7 +68,7 @@ def score(results: list, evidence: list[tuple[str, int, str]], k: int) -> tuple[
 
 
 async def run(chunk_chars: int, embedder_kind: str, workdir: Path, show_misses: bool,
-              context: bool = True) -> None:
+              context: bool = False) -> None:
     data = build()
     embedder = LocalEmbedder() if embedder_kind == "local" else None
     rows: dict[str, list[tuple[bool, bool, bool]]] = defaultdict(list)
@@ -124,12 +124,11 @@ def main() -> None:
     parser.add_argument("--workdir", type=Path,
                         default=Path(tempfile.gettempdir()) / "clawgate-recall-long")
     parser.add_argument("--show-misses", action="store_true")
-    parser.add_argument("--no-context", action="store_true",
-                        help="embed chunks without their date and speakers (memory.context)")
+    parser.add_argument("--context", action="store_true",
+                        help="embed chunks with their date and speakers (memory.context)")
     args = parser.parse_args()
     for size in args.chunk_chars:
-        asyncio.run(run(size, args.embedder, args.workdir, args.show_misses,
-                        not args.no_context))
+        asyncio.run(run(size, args.embedder, args.workdir, args.show_misses, args.context))
 
 
 if __name__ == "__main__":

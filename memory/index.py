@@ -155,13 +155,15 @@ class MemoryIndex:
         half_life_days: float = DEFAULT_HALF_LIFE_DAYS,
         today: Callable[[], date] | None = None,
         embed_in_background: bool = False,
-        context: bool = True,
+        context: bool = False,
     ) -> None:
         self.workspace = Path(workspace)
         # True in the gateway: a sync started by a search or the watcher embeds in a
         # background task. False (the CLI): vectors are computed only by `sync()` proper.
         self.embed_in_background = embed_in_background
-        # Embed each chunk with its note's date and speakers in front (memory.context).
+        # Embed each chunk with its note's date and speakers in front (memory.context). Off by
+        # default: measured, it moved recall within noise (README, "Recall"), and turning it
+        # on re-embeds every chunk (new cache keys).
         self.context = context
         self.embedder = embedder
         self.chunk_chars = chunk_chars
@@ -201,7 +203,8 @@ class MemoryIndex:
             "overlap_lines": self.overlap_lines,
             "tokenizer": TOKENIZER_VERSION,
             "sessions": self.sessions,
-            "context": CONTEXT_VERSION if self.context else 0,
+            # Only when on: an index built without it keeps its stored configuration.
+            **({"context": CONTEXT_VERSION} if self.context else {}),
         }
 
     async def _connect(self, path: Path) -> aiosqlite.Connection:
