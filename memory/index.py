@@ -570,6 +570,7 @@ class MemoryIndex:
         # Swept by id, newest first, in windows: `below` is the last window's lowest id;
         # chunks added meanwhile (ids above where this sweep began) get a sweep of their own.
         floor, below, top = 0, None, 0
+        seen: dict[str, bytes] = {}  # vectors computed in this loop, by key
         self._embed_error = stats.embed_error = ""
         while True:
             async with self._lock:
@@ -625,32 +626,35 @@ class MemoryIndex:
                 todo = [(i, *texts[i]) for i in ids if i in texts]
                 if not todo:
                     continue
+                # Equal texts (a repeated line, a copied note) are embedded once.
+                unique = {h: t for _, h, t in todo if h not in seen}
                 began = time.perf_counter()
                 try:
                     matrix = await asyncio.to_thread(
-                        self.embedder.embed_documents, [t for _, _, t in todo])
+                        self.embedder.embed_documents, list(unique.values()))
                 except (EmbedderError, OSError, RuntimeError) as exc:
                     log.warning("embedding failed; those chunks stay keyword-only: %s", exc)
                     stats.embed_error = self._embed_error = str(exc)
                     self._embed_retry_at = time.monotonic() + EMBED_RETRY_SECONDS
                     return
                 took = time.perf_counter() - began
-                chars = sum(len(t) for _, _, t in todo) or 1
-                per_char = took / chars if per_char is None else 0.5 * (per_char + took / chars)
-                blobs = [np.asarray(v, dtype=np.float32).tobytes() for v in matrix]
+                chars = sum(len(t) for t in unique.values()) or 1
+                if unique:
+                    per_char = (took / chars if per_char is None
+                                else 0.5 * (per_char + took / chars))
+                fresh = {h: np.asarray(v, dtype=np.float32).tobytes()
+                         for h, v in zip(unique, matrix, strict=True)}
+                seen.update(fresh)
                 async with self._lock:
                     db = self._db
                     if db is None:
                         return
                     await db.executemany(
                         "INSERT OR REPLACE INTO cache.embeddings(space, hash, vector) "
-                        "VALUES (?, ?, ?)",
-                        [(space, h, b) for (_, h, _), b in zip(todo, blobs, strict=True)],
-                    )
+                        "VALUES (?, ?, ?)", [(space, h, b) for h, b in fresh.items()])
                     await self._store_vectors(
-                        db, [(i, b) for (i, _, _), b in zip(todo, blobs, strict=True)],
-                        {i: h for i, h, _ in todo})
-                stats.embedded += len(todo)
+                        db, [(i, seen[h]) for i, h, _ in todo], {i: h for i, h, _ in todo})
+                stats.embedded += len(fresh)
                 done += len(todo)
                 if self._pending is not None:
                     self._pending = max(0, self._pending - len(todo))

@@ -336,3 +336,15 @@ async def test_embedding_progress_counts_every_chunk_with_an_estimate(ws):
     assert seen[-1].eta_seconds == 0 and seen[0].per_second > 0
     assert stats.pending == 0
     await index.close()
+
+
+async def test_equal_chunks_are_embedded_once(ws):
+    for name in ("2026-02-01.md", "2026-02-02.md", "2026-02-03.md"):
+        (ws / "memory" / name).write_text("- Watered the fern and fed the cat.\n")
+    embedder = FakeEmbedder()
+    index = _index(ws, embedder)
+    stats = await index.sync()
+    status = await index.status()
+    assert status.vectors == status.chunks
+    assert embedder.documents_embedded == stats.embedded == status.chunks - 2
+    await index.close()
