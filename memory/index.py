@@ -756,7 +756,8 @@ class MemoryIndex:
             if self.embedder is None:
                 note = "keyword-only mode: no embedder is configured (memory.embedder = none)"
             elif self._pending and not note:
-                note = (f"{self._pending} chunks have no vector yet"
+                note = (f"{self._pending} chunk{'s have' if self._pending > 1 else ' has'} "
+                        "no vector yet"
                         + (f" ({self._embed_error})" if self._embed_error else
                            " (being embedded)" if self.embed_in_background else "")
                         + "; keyword matches cover them")

@@ -190,8 +190,8 @@ def search_command(
     with _Progress() as progress:
         response = asyncio.run(run(progress))
     if response.pending:
-        response.note += (f" (run `clawgate memory index` or search with --wait to embed "
-                          f"the {response.pending} chunks)")
+        response.note += (" (run `clawgate memory index` or search with --wait to embed "
+                          + ("them)" if response.pending > 1 else "it)"))
     if as_json:
         json.dump([r.as_dict() for r in response.results], sys.stdout, ensure_ascii=False)
         sys.stdout.write("\n")
