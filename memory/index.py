@@ -6,9 +6,19 @@ embedding cache, keyed by (embedder, model, dimension) and chunk hash, kept apar
 never re-embeds a chunk it has seen.
 
 Sync is incremental: files are compared by mtime and size, then by content hash; only new
-chunks are embedded. A change of embedder, dimension, chunking or tokenizer rebuilds the index
-into a new file that replaces the old one when complete (a crash leaves the old one). A corrupt
-or missing index is rebuilt the same way.
+chunks are embedded.
+
+Searching never waits for embeddings. A sync writes new and changed text into the keyword
+indexes (and vectors the cache already holds) at once; computing the missing vectors is a
+separate step, `embed_pending`, which takes the index lock only to read and to write, never
+while the model runs, and yields to any waiting search between batches. `sync()` runs both
+(the CLI's `memory index`); `sync(embed=False)` only the first, and with
+`embed_in_background` (the gateway) the second then runs as a background task. A search in
+between fuses the keyword legs with the vectors of the chunks that have one.
+
+A change of embedder, dimension, chunking or tokenizer rebuilds the index into a new file that
+replaces the old one when complete (a crash leaves the old one). A corrupt or missing index is
+rebuilt the same way (vectors come back from the cache).
 """
 
 from __future__ import annotations
@@ -20,7 +30,7 @@ import json
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from pathlib import Path
@@ -32,6 +42,7 @@ import numpy as np
 from memory import search as search_mod
 from memory.atomic import create_private_file, make_private_dirs
 from memory.chunking import Chunk, chunk_lines, markdown_lines, transcript_lines
+from memory.context import CONTEXT_VERSION, embedding_text
 from memory.defaults import (
     DEFAULT_CHUNK_CHARS,
     DEFAULT_HALF_LIFE_DAYS,
@@ -46,7 +57,7 @@ from memory.sqlite import connect_with_vec, sqlite_module
 from memory.text import TOKENIZER_VERSION, index_text
 from memory.vectors import VectorMatrix
 
-__all__ = ["DEFAULT_CHUNK_CHARS", "IndexStatus", "MemoryIndex", "SyncStats"]
+__all__ = ["DEFAULT_CHUNK_CHARS", "EmbedProgress", "IndexStatus", "MemoryIndex", "SyncStats"]
 
 log = logging.getLogger(__name__)
 
@@ -54,11 +65,40 @@ SCHEMA_VERSION = 1
 INDEX_DIR = RECALL_DIR  # memory.layout
 INDEX_FILE = "index.sqlite"
 CACHE_FILE = "embeddings.sqlite"
-EMBED_BATCH = 32
+EMBED_BATCH = 32  # most chunks embedded in one call
+# A background batch aims at this many seconds of model time, so a search that needs the model
+# for its query waits at most about that long (the local model takes ~0.2 s for one
+# 600-character chunk on 2 cores, an endpoint far less).
+EMBED_BATCH_SECONDS = 0.5
+EMBED_WINDOW = 512  # pending chunks read at a time, embedded shortest first
+EMBED_RETRY_SECONDS = 60.0  # after an embedding error, the background waits this long
 FILE_BATCH = 64
 MAX_FILE_BYTES = 8 * 1024 * 1024
 
-Progress = Callable[[int, int], None]
+Progress = Callable[[int, int], None]  # (files done, files to read)
+
+
+@dataclass(frozen=True)
+class EmbedProgress:
+    """Where computing the missing vectors stands, told after every batch."""
+
+    done: int
+    total: int
+    seconds: float  # since embedding started
+
+    @property
+    def per_second(self) -> float:
+        return self.done / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def eta_seconds(self) -> float | None:
+        """Seconds left at the rate so far; None before the first batch."""
+        if not self.done or self.seconds <= 0:
+            return None
+        return max(0.0, (self.total - self.done) * self.seconds / self.done)
+
+
+VectorProgress = Callable[[EmbedProgress], None]
 # The connection comes from pysqlite3 where the stdlib cannot load extensions: its exception
 # classes are not the stdlib's.
 DB_ERRORS: tuple[type[Exception], ...] = tuple(
@@ -78,6 +118,7 @@ class SyncStats:
     rebuilt: bool = False
     seconds: float = 0.0
     embed_error: str = ""
+    pending: int = 0  # chunks still without a vector when the sync returned
 
 
 @dataclass(frozen=True)
@@ -114,8 +155,17 @@ class MemoryIndex:
         sessions: bool = True,
         half_life_days: float = DEFAULT_HALF_LIFE_DAYS,
         today: Callable[[], date] | None = None,
+        embed_in_background: bool = False,
+        context: bool = False,
     ) -> None:
         self.workspace = Path(workspace)
+        # True in the gateway: a sync started by a search or the watcher embeds in a
+        # background task. False (the CLI): vectors are computed only by `sync()` proper.
+        self.embed_in_background = embed_in_background
+        # Embed each chunk with its note's date and speakers in front (memory.context). Off by
+        # default: measured, it moved recall within noise (README, "Recall"), and turning it
+        # on re-embeds every chunk (new cache keys).
+        self.context = context
         self.embedder = embedder
         self.chunk_chars = chunk_chars
         self.overlap_lines = overlap_lines
@@ -128,7 +178,6 @@ class MemoryIndex:
         self._lock = asyncio.Lock()
         self._dirty = True  # unknown until the first sync in this process
         self._synced_once = False
-        self._vectors_ok = embedder is not None
         self._embed_error = ""
         self._query_cache: dict[str, np.ndarray] = {}
         # The vectors of chunks_vec in memory for the vector leg (about 1.5 KiB a chunk at 384
@@ -138,6 +187,11 @@ class MemoryIndex:
         self._terms = search_mod.TermStats()  # word document frequencies, new after each sync
         self._watch_task: asyncio.Task[None] | None = None
         self.watching = False
+        self._pending: int | None = None  # chunks without a vector, None: not counted yet
+        self._embed_guard = asyncio.Lock()  # one embedding loop at a time
+        self._embed_task: asyncio.Task[None] | None = None
+        self._embed_retry_at = 0.0
+        self._queries_waiting = 0  # searches wanting the model: embedding yields to them
 
     # --- identity and opening -------------------------------------------------------------
 
@@ -150,6 +204,8 @@ class MemoryIndex:
             "overlap_lines": self.overlap_lines,
             "tokenizer": TOKENIZER_VERSION,
             "sessions": self.sessions,
+            # Only when on: an index built without it keeps its stored configuration.
+            **({"context": CONTEXT_VERSION} if self.context else {}),
         }
 
     async def _connect(self, path: Path) -> aiosqlite.Connection:
@@ -272,10 +328,30 @@ class MemoryIndex:
     def dirty(self) -> bool:
         return self._dirty
 
-    async def sync(self, *, force: bool = False, progress: Progress | None = None) -> SyncStats:
-        """Bring the index up to date with the files; `force` rebuilds it from scratch."""
+    async def sync(
+        self,
+        *,
+        force: bool = False,
+        progress: Progress | None = None,
+        embed: bool = True,
+        vector_progress: VectorProgress | None = None,
+    ) -> SyncStats:
+        """Bring the index up to date with the files; `force` rebuilds it from scratch.
+
+        The text is searchable by keyword when the first step returns; with `embed` this
+        waits for every missing vector too, else they are left to `embed_pending` (started
+        in the background when `embed_in_background`).
+        """
         async with self._lock:
-            return await self._sync_locked(force=force, progress=progress)
+            stats = await self._sync_locked(force=force, progress=progress)
+        if embed:
+            started = time.perf_counter()
+            await self.embed_pending(stats, vector_progress)
+            stats.seconds += time.perf_counter() - started
+        else:
+            self._start_background()
+        stats.pending = self._pending or 0
+        return stats
 
     async def _sync_locked(self, *, force: bool, progress: Progress | None) -> SyncStats:
         started = time.perf_counter()
@@ -326,14 +402,12 @@ class MemoryIndex:
                 stats.chunks_removed += await self._delete_path(db, path)
             await db.executemany("DELETE FROM files WHERE path = ?", [(p,) for p in removed])
             stats.files_removed = len(removed)
-        await self._backfill_vectors(db, stats)
         await db.execute(
             "INSERT OR REPLACE INTO meta(key, value) VALUES ('last_sync', ?)",
             (datetime.now(UTC).isoformat(timespec="seconds"),),
         )
         await db.commit()
-        self._vectors_ok = self.embedder is not None and not stats.embed_error
-        self._embed_error = stats.embed_error
+        self._pending = await self._count_pending(db)
         return stats
 
     def _read_batch(self, batch: list[SourceFile]) -> list[tuple[SourceFile, str, list[Chunk]]]:
@@ -370,7 +444,9 @@ class MemoryIndex:
                 )
             else:
                 todo.append((item, digest, chunks))
-        vectors = await self._vectors_for(db, [c for _, _, cs in todo for c in cs], stats)
+        keys = {(item.rel, c.text): self._vector_key(item.rel, c.text)
+                for item, _, cs in todo for c in cs}
+        vectors = await self._vectors_for(db, list(keys.values()), stats)
         added: list[tuple[int, bytes]] = []
         for item, digest, chunks in todo:
             stats.chunks_removed += await self._delete_path(db, item.rel)
@@ -379,7 +455,8 @@ class MemoryIndex:
                 cursor = await db.execute(
                     "INSERT INTO chunks(path, source, start_line, end_line, hash, day, text) "
                     "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    (item.rel, item.source, chunk.start_line, chunk.end_line, chunk.hash,
+                    (item.rel, item.source, chunk.start_line, chunk.end_line,
+                     keys[(item.rel, chunk.text)],
                      day.isoformat() if day else None, chunk.text),
                 )
                 rowid = cursor.lastrowid
@@ -390,7 +467,7 @@ class MemoryIndex:
                 await db.execute(
                     "INSERT INTO chunks_tri(rowid, body) VALUES (?, ?)", (rowid, chunk.text)
                 )
-                vector = vectors.get(chunk.hash)
+                vector = vectors.get(keys[(item.rel, chunk.text)])
                 if vector is not None:
                     await db.execute(
                         "INSERT INTO chunks_vec(rowid, embedding) VALUES (?, ?)", (rowid, vector)
@@ -407,18 +484,26 @@ class MemoryIndex:
         if self._vectors is not None and added:
             self._vectors.add(added)
 
+    def _embedding_text(self, rel: str, text: str) -> str:
+        return embedding_text(rel, text) if self.context else text
+
+    def _vector_key(self, rel: str, text: str) -> str:
+        """The chunk's `hash` column: what its vector is computed from, the cache key."""
+        return hashlib.sha256(self._embedding_text(rel, text).encode("utf-8")).hexdigest()
+
     async def _vectors_for(
-        self, db: aiosqlite.Connection, chunks: list[Chunk], stats: SyncStats
+        self, db: aiosqlite.Connection, keys: list[str], stats: SyncStats
     ) -> dict[str, bytes]:
-        """Vectors by chunk hash: from the cache, else embedded (off the loop) and cached."""
-        if self.embedder is None or not chunks:
+        """Vectors by key that the embedding cache holds (nothing is embedded here)."""
+        if self.embedder is None or not keys:
             return {}
+        found = await self._cached(db, list(dict.fromkeys(keys)))
+        stats.cached += len(found)
+        return found
+
+    async def _cached(self, db: aiosqlite.Connection, hashes: list[str]) -> dict[str, bytes]:
         space = _space(self.embedder)
-        wanted: dict[str, str] = {}
-        for chunk in chunks:
-            wanted.setdefault(chunk.hash, chunk.text)
         found: dict[str, bytes] = {}
-        hashes = list(wanted)
         for start in range(0, len(hashes), 500):
             part = hashes[start : start + 500]
             marks = ",".join("?" * len(part))
@@ -427,28 +512,6 @@ class MemoryIndex:
                 (space, *part),
             )
             found.update((row[0], row[1]) for row in rows)
-        stats.cached += len(found)
-        missing = [h for h in hashes if h not in found]
-        if stats.embed_error:
-            return found
-        for start in range(0, len(missing), EMBED_BATCH):
-            part = missing[start : start + EMBED_BATCH]
-            try:
-                matrix = await asyncio.to_thread(
-                    self.embedder.embed_documents, [wanted[h] for h in part]
-                )
-            except (EmbedderError, OSError, RuntimeError) as exc:
-                log.warning("embedding failed, indexing keyword-only for now: %s", exc)
-                stats.embed_error = str(exc)
-                return found
-            rows = [(space, h, np.asarray(v, dtype=np.float32).tobytes())
-                    for h, v in zip(part, matrix, strict=True)]
-            await db.executemany(
-                "INSERT OR REPLACE INTO cache.embeddings(space, hash, vector) VALUES (?, ?, ?)",
-                rows,
-            )
-            found.update((h, blob) for _, h, blob in rows)
-            stats.embedded += len(part)
         return found
 
     async def _delete_path(self, db: aiosqlite.Connection, path: str) -> int:
@@ -465,28 +528,200 @@ class MemoryIndex:
         await db.execute("DELETE FROM chunks WHERE path = ?", (path,))
         return len(ids)
 
-    async def _backfill_vectors(self, db: aiosqlite.Connection, stats: SyncStats) -> None:
-        """Embed chunks stored without a vector (the embedder was down when they were added)."""
-        if self.embedder is None or stats.embed_error:
-            return
+    async def _count_pending(self, db: aiosqlite.Connection) -> int:
+        if self.embedder is None:
+            return 0
         rows = await db.execute_fetchall(
-            "SELECT id, hash, text FROM chunks WHERE id NOT IN (SELECT rowid FROM chunks_vec)"
-        )
+            "SELECT count(*) FROM chunks WHERE id NOT IN (SELECT rowid FROM chunks_vec)")
+        return int(rows[0][0])
+
+    @property
+    def pending(self) -> int | None:
+        """Chunks without a vector as of the last sync or batch (None: not counted yet)."""
+        return self._pending
+
+    async def embed_pending(
+        self, stats: SyncStats | None = None, progress: VectorProgress | None = None,
+        *, batch_seconds: float | None = None,
+    ) -> SyncStats:
+        """Compute the vectors the index lacks, in batches, without blocking searches.
+
+        The index lock is held only to read a window of pending chunks and to write their
+        vectors; the model runs outside it, and before each batch the loop waits while a
+        search wants the model. A chunk changed or deleted meanwhile is skipped (its id no
+        longer holds that hash). An embedder error stops the loop and is remembered for the
+        notes; the chunks stay keyword-only until the next attempt.
+
+        `batch_seconds` bounds each batch's model time (the background does, so a search
+        waits at most that long for the model); None embeds EMBED_BATCH chunks a call, which
+        is faster (the local model streams its weights once per call).
+        """
+        stats = stats or SyncStats()
+        if self.embedder is None:
+            return stats
+        async with self._embed_guard:
+            await self._embed_loop(stats, progress, batch_seconds)
+        return stats
+
+    async def _embed_loop(self, stats: SyncStats, progress: VectorProgress | None,
+                          batch_seconds: float | None) -> None:
+        assert self.embedder is not None
+        space = _space(self.embedder)
+        started = time.perf_counter()
+        total = self._pending or 0
+        done = 0
+        per_char: float | None = None  # model seconds per character, measured
+        # Swept by id, newest first, in windows: `below` is the last window's lowest id;
+        # chunks added meanwhile (ids above where this sweep began) get a sweep of their own.
+        floor, below, top = 0, None, 0
+        seen: dict[str, bytes] = {}  # vectors computed in this loop, by key
+        self._embed_error = stats.embed_error = ""
+        while True:
+            async with self._lock:
+                db = self._db
+                if db is None:
+                    return
+                rows = await db.execute_fetchall(
+                    "SELECT id, hash, length(text) FROM chunks WHERE id > ? AND id < ? AND id "
+                    "NOT IN (SELECT rowid FROM chunks_vec) ORDER BY id DESC LIMIT ?",
+                    (floor, below if below is not None else 2**62, EMBED_WINDOW),
+                )
+                if not rows:
+                    if below is None:
+                        self._pending = 0
+                        return
+                    floor, below = top, None
+                    continue
+                if below is None:
+                    top = int(rows[0][0])
+                below = int(rows[-1][0])
+                total = max(total, done + len(rows))
+                cached = await self._cached(db, list({row[1] for row in rows}))
+                if cached:
+                    added = [(int(r[0]), cached[r[1]]) for r in rows if r[1] in cached]
+                    await self._store_vectors(db, added, {r[0]: r[1] for r in rows})
+                    stats.cached += len(added)
+                    done += len(added)
+                    rows = [r for r in rows if r[1] not in cached]
+            # Shortest first within the window: similar lengths share a batch.
+            window = sorted(rows, key=lambda r: (r[2], -r[0]))
+            position = 0
+            while position < len(window):
+                while self._queries_waiting:  # a search wants the model: it goes first
+                    await asyncio.sleep(0.005)
+                size = EMBED_BATCH
+                if per_char and batch_seconds:
+                    budget, size = batch_seconds / per_char, 0
+                    while (size < EMBED_BATCH and position + size < len(window)
+                           and (size == 0 or budget >= window[position + size][2])):
+                        budget -= window[position + size][2]
+                        size += 1
+                batch = window[position : position + size]
+                position += len(batch)
+                async with self._lock:
+                    db = self._db
+                    if db is None:
+                        return
+                    ids = [int(r[0]) for r in batch]
+                    texts = {int(r[0]): (r[1], self._embedding_text(r[2], r[3]))
+                             for r in await db.execute_fetchall(
+                        f"SELECT id, hash, path, text FROM chunks WHERE id IN "
+                        f"({','.join('?' * len(ids))})", ids)}
+                todo = [(i, *texts[i]) for i in ids if i in texts]
+                if not todo:
+                    continue
+                # Equal texts (a repeated line, a copied note) are embedded once.
+                unique = {h: t for _, h, t in todo if h not in seen}
+                began = time.perf_counter()
+                try:
+                    matrix = await asyncio.to_thread(
+                        self.embedder.embed_documents, list(unique.values()))
+                except (EmbedderError, OSError, RuntimeError) as exc:
+                    log.warning("embedding failed; those chunks stay keyword-only: %s", exc)
+                    stats.embed_error = self._embed_error = str(exc)
+                    self._embed_retry_at = time.monotonic() + EMBED_RETRY_SECONDS
+                    return
+                took = time.perf_counter() - began
+                chars = sum(len(t) for t in unique.values()) or 1
+                if unique:
+                    per_char = (took / chars if per_char is None
+                                else 0.5 * (per_char + took / chars))
+                fresh = {h: np.asarray(v, dtype=np.float32).tobytes()
+                         for h, v in zip(unique, matrix, strict=True)}
+                seen.update(fresh)
+                async with self._lock:
+                    db = self._db
+                    if db is None:
+                        return
+                    await db.executemany(
+                        "INSERT OR REPLACE INTO cache.embeddings(space, hash, vector) "
+                        "VALUES (?, ?, ?)", [(space, h, b) for h, b in fresh.items()])
+                    await self._store_vectors(
+                        db, [(i, seen[h]) for i, h, _ in todo], {i: h for i, h, _ in todo})
+                stats.embedded += len(fresh)
+                done += len(todo)
+                if self._pending is not None:
+                    self._pending = max(0, self._pending - len(todo))
+                if progress:
+                    progress(EmbedProgress(done, max(total, done),
+                                           time.perf_counter() - started))
+
+    async def _store_vectors(self, db: aiosqlite.Connection, rows: list[tuple[int, bytes]],
+                             hashes: dict[int, str]) -> None:
+        """Insert vectors for chunks that still exist with the hash they were computed for
+        and have none yet (lock held)."""
         if not rows:
             return
-        chunks = [Chunk(0, 0, row[2]) for row in rows]
-        vectors = await self._vectors_for(db, chunks, stats)
-        added = [(int(row[0]), vectors[row[1]]) for row in rows if row[1] in vectors]
-        await db.executemany("INSERT INTO chunks_vec(rowid, embedding) VALUES (?, ?)", added)
-        if self._vectors is not None:
-            self._vectors.add(added)
+        ids = [i for i, _ in rows]
+        marks = ",".join("?" * len(ids))
+        current = {int(r[0]): r[1] for r in await db.execute_fetchall(
+            f"SELECT id, hash FROM chunks WHERE id IN ({marks})", ids)}
+        have = {int(r[0]) for r in await db.execute_fetchall(
+            f"SELECT rowid FROM chunks_vec WHERE rowid IN ({marks})", ids)}
+        added = [(i, b) for i, b in rows
+                 if i not in have and current.get(i) is not None and current[i] == hashes[i]]
+        if added:
+            await db.executemany("INSERT INTO chunks_vec(rowid, embedding) VALUES (?, ?)", added)
+            await db.commit()
+            if self._vectors is not None:
+                self._vectors.add(added)
+
+    def _start_background(self) -> None:
+        """Start computing missing vectors in a task, when this index does that (gateway)."""
+        if not self.embed_in_background or self.embedder is None or not self._pending:
+            return
+        if self._embed_task is not None and not self._embed_task.done():
+            return
+        if time.monotonic() < self._embed_retry_at:
+            return
+        self._embed_task = asyncio.create_task(self._background_embed())
+
+    async def _background_embed(self) -> None:
+        try:
+            stats = await self.embed_pending(batch_seconds=EMBED_BATCH_SECONDS)
+            if stats.embedded:
+                log.info("recall index %s: %d chunks embedded in the background",
+                         self.workspace, stats.embedded)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("background embedding for %s failed", self.workspace)
+            self._embed_retry_at = time.monotonic() + EMBED_RETRY_SECONDS
+
+    async def wait_for_vectors(self) -> None:
+        """Wait for the background embedding under way, if any (tests, shutdown)."""
+        task = self._embed_task
+        if task is not None:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
 
     # --- search -----------------------------------------------------------------------------
 
     async def refresh(self) -> None:
         """Sync if anything may have changed: always without a watcher, else when dirty."""
         if self._dirty or not self._synced_once or not self.watching:
-            await self.sync()
+            await self.sync(embed=False)
+        self._start_background()
 
     async def search(
         self,
@@ -494,23 +729,38 @@ class MemoryIndex:
         *,
         max_results: int = DEFAULT_MAX_RESULTS,
         min_score: float = 0.0,
+        more: Sequence[str] = (),
     ) -> SearchResponse:
+        """Search the index; `more` are other phrasings of the query, fused with it."""
         await self.refresh()
+        self._queries_waiting += 1
+        try:
+            return await self._search_locked(query, max_results, min_score, list(more))
+        finally:
+            self._queries_waiting -= 1
+
+    async def _search_locked(self, query: str, max_results: int, min_score: float,
+                             more: list[str]) -> SearchResponse:
         async with self._lock:
             db = self._db
             assert db is not None
             qvec: np.ndarray | None = None
+            others: list[tuple[str, np.ndarray | None]] = [(q, None) for q in more]
             note = ""
             if self.embedder is not None:
                 try:
                     qvec = await self._query_vector(query)
+                    others = [(q, await self._query_vector(q)) for q in more]
                 except (EmbedderError, OSError, RuntimeError) as exc:
                     note = f"vector search unavailable ({exc}); showing keyword matches only"
             if self.embedder is None:
                 note = "keyword-only mode: no embedder is configured (memory.embedder = none)"
-            elif self._embed_error and not note:
-                note = (f"some chunks have no vectors yet ({self._embed_error}); "
-                        "keyword matches cover them")
+            elif self._pending and not note:
+                note = (f"{self._pending} chunk{'s have' if self._pending > 1 else ' has'} "
+                        "no vector yet"
+                        + (f" ({self._embed_error})" if self._embed_error else
+                           " (being embedded)" if self.embed_in_background else "")
+                        + "; keyword matches cover them")
             try:
                 vectors = await self._loaded_vectors(db) if qvec is not None else None
                 response = await search_mod.hybrid_search(
@@ -523,6 +773,7 @@ class MemoryIndex:
                     half_life_days=self.half_life_days,
                     vectors=vectors,
                     terms=self._terms,
+                    more=others,
                 )
             except DB_ERRORS as exc:
                 log.warning("recall index failed during search (%s); rebuilding", exc)
@@ -531,11 +782,12 @@ class MemoryIndex:
                 assert self._db is not None
                 response = await search_mod.hybrid_search(
                     self._db, query, qvec, max_results=max_results, min_score=min_score,
-                    today=self._today(), half_life_days=self.half_life_days,
+                    today=self._today(), half_life_days=self.half_life_days, more=others,
                 )
             response.note = "; ".join(x for x in (response.note, note) if x)
             if qvec is None:
                 response.mode = "keyword-only"
+            response.pending = self._pending or 0
             return response
 
     async def _loaded_vectors(self, db: aiosqlite.Connection) -> VectorMatrix | None:
@@ -549,8 +801,9 @@ class MemoryIndex:
 
     async def _query_vector(self, query: str) -> np.ndarray:
         assert self.embedder is not None
-        cached = self._query_cache.get(query)
-        if cached is not None:
+        cached = self._query_cache.pop(query, None)
+        if cached is not None:  # least recently used goes first: re-insert at the end
+            self._query_cache[query] = cached
             return cached
         vector = await asyncio.to_thread(self.embedder.embed_query, query)
         if len(self._query_cache) >= 256:
@@ -621,7 +874,7 @@ class MemoryIndex:
                     changed_at = now
                 previous = snapshot
                 if self._dirty and (changed_at is None or now - changed_at >= debounce):
-                    await self.sync()
+                    await self.sync(embed=not self.embed_in_background)
                     changed_at = None
             except asyncio.CancelledError:
                 raise
@@ -636,6 +889,11 @@ class MemoryIndex:
                 await self._watch_task
             self._watch_task = None
             self.watching = False
+        if self._embed_task is not None:
+            self._embed_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._embed_task
+            self._embed_task = None
         async with self._lock:
             self._vectors = None
             if self._db is not None:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import date
 from typing import Any
@@ -95,6 +96,7 @@ class SearchResponse:
     results: list[SearchResult] = field(default_factory=list)
     mode: str = "hybrid"  # "hybrid" | "keyword-only"
     note: str = ""
+    pending: int = 0  # chunks of the index without a vector yet (found by keywords only)
 
 
 Legs = dict[str, list[tuple[int, float]]]  # leg -> [(chunk id, raw score)], best first
@@ -344,13 +346,25 @@ async def hybrid_search(
     half_life_days: float = DEFAULT_HALF_LIFE_DAYS,
     vectors: VectorMatrix | None = None,
     terms: TermStats | None = None,
+    more: Sequence[tuple[str, np.ndarray | None]] = (),
 ) -> SearchResponse:
+    """Search for `query` (with `qvec` its embedding, None for keyword-only).
+
+    `more`: other phrasings of the same question with their embeddings. Each phrasing is
+    fused on its own and the fused scores are averaged: a chunk that several phrasings find
+    rises, one found by a single phrasing still counts.
+    """
     limit = max(1, min(int(max_results), MAX_RESULTS))
-    if not query.strip():
+    phrasings = [(q, v) for q, v in [(query, qvec), *more] if q.strip()]
+    if not phrasings:
         return SearchResponse(note="empty query")
-    legs = await gather_legs(db, query, qvec, max(POOL, 4 * limit), vectors=vectors,
-                             terms=terms)
-    fused = rrf_fusion(legs)
+    fused: dict[int, float] = {}
+    for text, vector in phrasings:
+        legs = await gather_legs(db, text, vector, max(POOL, 4 * limit), vectors=vectors,
+                                 terms=terms)
+        for chunk_id, value in rrf_fusion(legs).items():
+            fused[chunk_id] = fused.get(chunk_id, 0.0) + value / len(phrasings)
+    query = " ".join(q for q, _ in phrasings)  # the snippet looks for any phrasing's words
     keep = 4 * limit
     candidates = list(fused)
     if len(candidates) > keep:

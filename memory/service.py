@@ -2,6 +2,8 @@
 
 The gateway owns one `MemoryService`; the memory tools ask it to search a workspace. The
 embedder is shared by every workspace (one model in memory), each index has its own file.
+Indexes embed in the background: a search answers at once from the keyword index and the
+vectors computed so far, never waiting for the model to embed new text.
 """
 
 from __future__ import annotations
@@ -9,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import date
 from pathlib import Path
@@ -77,6 +79,7 @@ class MemoryService:
                     sessions=opts.sessions,
                     half_life_days=opts.half_life_days,
                     today=self._today,
+                    embed_in_background=True,  # a turn never waits for the model
                 )
                 self._indexes[key] = index
                 if opts.watch:
@@ -90,9 +93,11 @@ class MemoryService:
         *,
         max_results: int = DEFAULT_MAX_RESULTS,
         min_score: float = 0.0,
+        more: Sequence[str] = (),
     ) -> SearchResponse:
         index = await self.index_for(workspace)
-        response = await index.search(query, max_results=max_results, min_score=min_score)
+        response = await index.search(query, max_results=max_results, min_score=min_score,
+                                      more=more)
         if self._embedder_error and index.embedder is None:
             response.note = (
                 f"keyword-only mode: the embedder failed to load ({self._embedder_error})"

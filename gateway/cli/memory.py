@@ -76,6 +76,7 @@ class _Progress:
     def __init__(self) -> None:
         self.bar: Any = None
         self.task: Any = None
+        self.vector_task: Any = None
         if sys.stderr.isatty():
             from rich.console import Console
             from rich.progress import (
@@ -86,7 +87,8 @@ class _Progress:
                 TimeRemainingColumn,
             )
 
-            self.bar = Progress(TextColumn("indexing"), BarColumn(), MofNCompleteColumn(),
+            self.bar = Progress(TextColumn("{task.description}"), BarColumn(),
+                                MofNCompleteColumn(),
                                 TimeRemainingColumn(), console=Console(stderr=True),
                                 transient=True)
 
@@ -103,8 +105,26 @@ class _Progress:
         if self.bar is None or not total:
             return
         if self.task is None:
-            self.task = self.bar.add_task("index", total=total)
+            self.task = self.bar.add_task("reading files", total=total)
         self.bar.update(self.task, completed=done, total=total)
+
+    def vectors(self, progress: Any) -> None:
+        """Per-batch progress of computing vectors (memory.index.EmbedProgress): chunks
+        done of all, the rate, and the estimate the index computes."""
+        if self.bar is None or not progress.total:
+            return
+        eta = progress.eta_seconds
+        left = f", ~{_duration(eta)} left" if eta is not None else ""
+        label = f"embedding ({progress.per_second:.1f} chunks/s{left})"
+        if self.vector_task is None:
+            self.vector_task = self.bar.add_task(label, total=progress.total)
+        self.bar.update(self.vector_task, completed=progress.done, total=progress.total,
+                        description=label)
+
+
+def _duration(seconds: float) -> str:
+    whole = round(seconds)
+    return f"{whole // 60} min {whole % 60:02d} s" if whole >= 60 else f"{whole} s"
 
 
 @app.command("index", help="bring a workspace's recall index up to date")
@@ -117,7 +137,9 @@ def index_command(
 
     async def run(progress: _Progress) -> Any:
         try:
-            return await index.sync(force=force, progress=progress), await index.status()
+            return (await index.sync(force=force, progress=progress,
+                                     vector_progress=progress.vectors),
+                    await index.status())
         finally:
             await index.close()
 
@@ -148,19 +170,28 @@ def search_command(
                          ] = 0.0,
     as_json: Annotated[bool, typer.Option("--json", help="print a JSON array, nothing else")
                        ] = False,
+    wait: Annotated[bool, typer.Option(
+        "--wait", help="compute every missing vector before searching (default: answer at "
+                       "once; text not embedded yet is found by its words)")] = False,
 ) -> None:
     if limit < 1:
         raise CliError("--limit must be 1 or more")
     config = settings()
     index = _open_index(resolve_workspace(workspace, config), config)
 
-    async def run() -> Any:
+    async def run(progress: _Progress) -> Any:
         try:
+            if wait:
+                await index.sync(progress=progress, vector_progress=progress.vectors)
             return await index.search(query, max_results=limit, min_score=min_score)
         finally:
             await index.close()
 
-    response = asyncio.run(run())
+    with _Progress() as progress:
+        response = asyncio.run(run(progress))
+    if response.pending:
+        response.note += (" (run `clawgate memory index` or search with --wait to embed "
+                          + ("them)" if response.pending > 1 else "it)"))
     if as_json:
         json.dump([r.as_dict() for r in response.results], sys.stdout, ensure_ascii=False)
         sys.stdout.write("\n")

@@ -5,12 +5,15 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import threading
 from datetime import date
 from pathlib import Path
 
 import pytest
 
+from memory.embedders import EmbedderError
 from memory.index import MemoryIndex
+from memory.service import MemoryOptions, MemoryService
 from tests.fakes.embedder import FakeEmbedder
 
 TODAY = date(2026, 11, 29)
@@ -93,7 +96,7 @@ async def test_unchanged_resync_embeds_nothing_and_results_have_fields(ws):
 
 async def test_hand_edit_then_search_finds_new_text(ws):
     index = _index(ws, FakeEmbedder())
-    assert (await index.search("kumquat")).results  # the first search of an empty index syncs
+    assert (await index.search("oat milk")).results  # the first search of an empty index syncs
     with open(ws / "memory" / "2026-01-10.md", "a") as handle:
         handle.write("- Bought a kumquat tree for the balcony.\n")
     results = (await index.search("kumquat")).results
@@ -257,4 +260,91 @@ async def test_snippet_is_capped(ws):
     index = _index(ws, FakeEmbedder(), chunk_chars=4000)
     result = (await index.search("needle-xyz", max_results=1)).results[0]
     assert len(result.snippet) <= 700 and "needle-xyz" in result.snippet
+    await index.close()
+
+
+class BlockedEmbedder(FakeEmbedder):
+    """Embeds queries at once but documents only once `release` is set: a model busy with a
+    large note. A search that waited for the documents would hang until then."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = threading.Event()
+        self.started = threading.Event()
+
+    def embed_documents(self, texts):
+        self.started.set()
+        if not self.release.wait(30):
+            raise EmbedderError("test embedder was never released")
+        return super().embed_documents(texts)
+
+
+async def test_search_answers_at_once_while_vectors_are_pending(ws):
+    """Issue 18 / 12: the gateway's search never waits for embeddings (fails when it does)."""
+    embedder = BlockedEmbedder()
+    service = MemoryService(lambda: embedder, MemoryOptions(watch=False), today=lambda: TODAY)
+    try:
+        response = await asyncio.wait_for(service.search(ws, "oat milk"), 5)
+        assert response.results[0].path == "MEMORY.md"
+        assert response.pending > 0 and "no vector yet" in response.note
+        # New text is searchable by its words at once, while the model is still busy.
+        (ws / "memory" / "2026-11-28.md").write_text("- Planted a kumquat tree.\n")
+        response = await asyncio.wait_for(service.search(ws, "kumquat"), 5)
+        assert response.results[0].path == "memory/2026-11-28.md"
+        assert await asyncio.to_thread(embedder.started.wait, 5)
+        embedder.release.set()
+        index = await service.index_for(ws)
+        for _ in range(100):  # the background task finishes the vectors on its own
+            await index.wait_for_vectors()
+            if (status := await index.status()).vectors == status.chunks:
+                break
+            await service.search(ws, "kumquat")
+        status = await index.status()
+        assert status.vectors == status.chunks and status.mode == "hybrid"
+        response = await service.search(ws, "kumquat")
+        assert response.pending == 0 and "no vector" not in response.note
+    finally:
+        embedder.release.set()
+        await service.close()
+
+
+async def test_vectors_of_changed_chunks_are_not_stored(ws):
+    """A chunk edited while its vector was being computed gets the new text's vector."""
+    embedder = BlockedEmbedder()
+    index = _index(ws, embedder, embed_in_background=True)
+    await index.search("oat milk")
+    assert await asyncio.to_thread(embedder.started.wait, 5)
+    (ws / "MEMORY.md").write_text("# Memory\n- Alice now takes her coffee black.\n")
+    await index.sync(embed=False)  # the old chunk goes while its vector is computed
+    embedder.release.set()
+    await index.wait_for_vectors()
+    await index.sync()
+    status = await index.status()
+    assert status.vectors == status.chunks
+    rows = await index._db.execute_fetchall(
+        "SELECT count(*) FROM chunks_vec WHERE rowid NOT IN (SELECT id FROM chunks)")
+    assert rows[0][0] == 0
+    await index.close()
+
+
+async def test_embedding_progress_counts_every_chunk_with_an_estimate(ws):
+    seen = []
+    index = _index(ws, FakeEmbedder())
+    stats = await index.sync(vector_progress=seen.append)
+    assert seen and seen[-1].done == seen[-1].total == stats.embedded > 0
+    assert [p.done for p in seen] == sorted(p.done for p in seen)
+    assert seen[-1].eta_seconds == 0 and seen[0].per_second > 0
+    assert stats.pending == 0
+    await index.close()
+
+
+async def test_equal_chunks_are_embedded_once(ws):
+    for name in ("2026-02-01.md", "2026-02-02.md", "2026-02-03.md"):
+        (ws / "memory" / name).write_text("- Watered the fern and fed the cat.\n")
+    embedder = FakeEmbedder()
+    index = _index(ws, embedder)
+    stats = await index.sync()
+    status = await index.status()
+    assert status.vectors == status.chunks
+    assert embedder.documents_embedded == stats.embedded == status.chunks - 2
     await index.close()

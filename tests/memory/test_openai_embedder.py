@@ -66,6 +66,7 @@ async def test_index_searches_through_the_endpoint_and_survives_it_going_down(tm
         assert embedder is not None and embedder.dim == 96
         index = MemoryIndex(ws, embedder, today=lambda: TODAY)
         try:
+            await index.sync()  # embeds everything (a search alone would not wait for it)
             response = await index.search("cello lessons")
             assert response.mode == "hybrid"
             assert response.results[0].path == "memory/2026-11-20.md"

@@ -27,6 +27,7 @@ from memory.sources import is_memory_path
 __all__ = ["MemoryGetTool", "MemorySearchTool", "memory_tools"]
 
 DEFAULT_GET_LINES = 40
+MAX_PHRASINGS = 4  # `queries`: other wordings of the question, fused with `query`
 MAX_GET_LINES = 400
 
 
@@ -42,13 +43,20 @@ class MemorySearchTool:
             "Search your long-term memory: MEMORY.md, USER.md, the daily notes in memory/ and "
             "past conversations with the owner. Finds both meaning (a question in your own "
             "words) and exact strings (names, numbers, hostnames, IDs). Use it before answering "
-            "about anything from the past that is not in view. Each result gives a path and "
-            "line range; read more around it with memory_get."
+            "about anything from the past that is not in view. Memory may word things "
+            "differently from the question: pass 1-3 other phrasings in `queries` (synonyms, "
+            "the likely words of the answer) and they are searched together. Each result "
+            "gives a path and line range; read more around it with memory_get."
         ),
         parameters={
             "type": "object",
             "properties": {
                 "query": {"type": "string", "description": "What to look for."},
+                "queries": {
+                    "type": "array", "items": {"type": "string"},
+                    "maxItems": MAX_PHRASINGS - 1,
+                    "description": "Optional other phrasings of the same question.",
+                },
                 "max_results": {
                     "type": "integer", "minimum": 1, "maximum": MAX_RESULTS,
                     "default": DEFAULT_MAX_RESULTS,
@@ -73,16 +81,23 @@ class MemorySearchTool:
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> str:
         name = self.spec.name
         _private_only(ctx, name)
-        check_known(args, ("query", "max_results", "min_score"), name)
+        check_known(args, ("query", "queries", "max_results", "min_score"), name)
         query = get_arg(args, "query", str, name)
         if not query.strip():
             raise ToolError(f"{name}: 'query' must be a non-empty string")
+        more = args.get("queries") or []
+        if not isinstance(more, list) or not all(isinstance(q, str) for q in more):
+            raise ToolError(f"{name}: 'queries' must be a list of strings")
+        more = [q for q in dict.fromkeys(q.strip() for q in more) if q and q != query.strip()]
+        if len(more) > MAX_PHRASINGS - 1:
+            raise ToolError(f"{name}: at most {MAX_PHRASINGS - 1} extra 'queries', "
+                            f"got {len(more)}")
         limit = get_int(args, "max_results", name, DEFAULT_MAX_RESULTS, 1, MAX_RESULTS)
         min_score = get_number(args, "min_score", name, 0.0, 0.0, 1.0)
         started = time.perf_counter()
         try:
             response = await self.service.search(
-                ctx.workspace, query, max_results=limit, min_score=min_score
+                ctx.workspace, query, max_results=limit, min_score=min_score, more=more,
             )
         except Exception as exc:
             raise ToolError(

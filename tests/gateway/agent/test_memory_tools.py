@@ -157,3 +157,19 @@ def test_invalid_memory_setting_is_one_line(make_settings):
 
 def test_memory_tools_names():
     assert [t.spec.name for t in memory_tools(_service())] == ["memory_search", "memory_get"]
+
+
+async def test_memory_search_tool_fuses_other_phrasings(ws):
+    service = MemoryService(lambda: None, MemoryOptions(watch=False))
+    tool = MemorySearchTool(service)
+    ctx = ToolContext(ws, "owner:dm", True)
+    alone = await tool.run({"query": "travel document"}, ctx)
+    assert "X9981" not in alone
+    both = await tool.run({"query": "travel document",
+                           "queries": ["passport number"]}, ctx)
+    assert "memory/2026-03-01.md" in both and "X9981" in both
+    with pytest.raises(ToolError, match="list of strings"):
+        await tool.run({"query": "boat", "queries": "passport"}, ctx)
+    with pytest.raises(ToolError, match="at most 3"):
+        await tool.run({"query": "boat", "queries": ["a", "b", "c", "d"]}, ctx)
+    await service.close()
