@@ -56,6 +56,7 @@ from scheduler.wording import late_marker
 log = logging.getLogger(__name__)
 
 Sleep = Callable[[float], Awaitable[None]]
+MAX_COUNTED_SKIPS = 1000
 
 
 class Clock(Protocol):
@@ -252,7 +253,7 @@ class Scheduler:
 
     async def _wait(self) -> None:
         now = self.clock.now().timestamp()
-        delay = self.policy.max_wait
+        delay = min(self.policy.max_wait, self._last_scan + self.policy.rescan_seconds - now)
         if self._heap:
             delay = min(delay, max(0.0, self._heap[0][0] - now))
         if delay <= 0:
@@ -366,10 +367,17 @@ class Scheduler:
         zone, grace = space.ref.zone, self.policy.grace
         skipped = 0
         if now - due > grace:
-            skipped = 1
             if not job.recurring:
                 return None, 1, due
             start = now - grace
+            # Count the runs before the grace window (a bounded walk: a minutely job down for
+            # a month is not worth 40,000 steps; past the bound the rest counts as one).
+            skipped, cursor = 1, due
+            while skipped < MAX_COUNTED_SKIPS:
+                cursor_next = job.next_after(cursor, zone)
+                if cursor_next is None or cursor_next > start:
+                    break
+                skipped, cursor = skipped + 1, cursor_next
             nxt = job.next_after(start, zone)
             if nxt is None or nxt > now:
                 return None, skipped, start
