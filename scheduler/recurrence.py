@@ -18,6 +18,7 @@ fixed-time cron lines, which mimics Debian cron, and `resolve_local` below for o
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
@@ -44,6 +45,21 @@ def resolve_local(naive: datetime, zone: ZoneInfo) -> datetime:
             return moment
         moment = (moment.replace(tzinfo=None) + timedelta(minutes=1)).replace(tzinfo=zone)
     raise ScheduleError(f"{naive:%Y-%m-%d %H:%M} does not exist in {zone.key}")
+
+
+@functools.lru_cache(maxsize=4096)
+def _cron_problem(expr: str) -> str:
+    """Why `expr` is not a usable cron line ("" when it is). Cached: a gateway's jobs share
+    few distinct lines, and checking one costs a cronsim parse."""
+    fields = expr.split()
+    if len(fields) != 5:
+        return (f"a cron expression has 5 fields (minute hour day month weekday), "
+                f"not {len(fields)}: {expr!r}")
+    try:
+        CronSim(expr, datetime(2000, 1, 1, tzinfo=UTC))
+    except CronSimError as exc:
+        return f"bad cron expression {expr!r}: {exc}"
+    return ""
 
 
 def _utc(moment: datetime) -> datetime:
@@ -111,16 +127,9 @@ class Cron:
     recurring = True
 
     def __post_init__(self) -> None:
-        fields = self.expr.split()
-        if len(fields) != 5:
-            raise ScheduleError(
-                f"a cron expression has 5 fields (minute hour day month weekday), "
-                f"not {len(fields)}: {self.expr!r}"
-            )
-        try:
-            CronSim(self.expr, datetime(2000, 1, 1, tzinfo=UTC))
-        except CronSimError as exc:
-            raise ScheduleError(f"bad cron expression {self.expr!r}: {exc}") from None
+        problem = _cron_problem(self.expr)
+        if problem:
+            raise ScheduleError(problem)
 
     def first(self, anchor: datetime, zone: ZoneInfo) -> datetime | None:
         return self.next_after(anchor, zone, anchor)

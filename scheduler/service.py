@@ -33,6 +33,7 @@ import asyncio
 import heapq
 import itertools
 import logging
+import zlib
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -41,7 +42,7 @@ from typing import Protocol
 from zoneinfo import ZoneInfo
 
 from heartbeat.ack import check_reply
-from scheduler.files import write_private
+from scheduler.files import commit
 from scheduler.jobs import (
     Job,
     JobFile,
@@ -126,7 +127,6 @@ class _Space:
     problems: list[str] = field(default_factory=list)
     generation: dict[int, int] = field(default_factory=dict)
     next_due: dict[int, datetime] = field(default_factory=dict)
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     tail: asyncio.Task[None] | None = None
 
 
@@ -153,9 +153,13 @@ class Scheduler:
         self._spaces: dict[str, _Space] = {}
         self._heap: list[_Entry] = []
         self._seq = itertools.count()
+        self._generations = itertools.count(1)
         self._wake = asyncio.Event()
         self._tasks: set[asyncio.Task[None]] = set()
         self._runner: asyncio.Task[None] | None = None
+        self._dirty: dict[str, _Space] = {}  # state changed in memory, not yet on disk
+        self._write_lock = asyncio.Lock()
+        self._flusher: asyncio.Task[None] | None = None
         self._last_scan = float("-inf")
 
     # -- public -----------------------------------------------------------------------------
@@ -177,6 +181,8 @@ class Scheduler:
         """Read every workspace's jobs and state and fill the heap (called by `start`)."""
         refs = list(await asyncio.to_thread(lambda: list(self.discover())))
         loaded = await asyncio.to_thread(self._read_all, refs)
+        self._spaces.clear()
+        self._heap.clear()
         for space in loaded:
             self._spaces[space.ref.person_id] = space
             self._plan_space(space)
@@ -186,6 +192,8 @@ class Scheduler:
     async def start(self) -> None:
         await self.load()
         self._runner = asyncio.create_task(self._run(), name="scheduler")
+        # Write the next runs computed at load, so the next start need not compute them.
+        self._request_flush()
 
     async def stop(self) -> None:
         """Stop firing. Runs in flight are cancelled; their claims make the next start
@@ -196,6 +204,10 @@ class Scheduler:
         await asyncio.gather(*tasks, return_exceptions=True)
         self._runner = None
         self._tasks.clear()
+        try:  # confirmations not yet written: write them, or the next start resends (same key)
+            await self._flush()
+        except Exception:
+            log.exception("scheduler: writing the state at stop failed")
 
     async def idle(self) -> None:
         """Wait until no delivery is in flight (tests and the benchmark)."""
@@ -233,8 +245,21 @@ class Scheduler:
             if self._valid(entry):
                 taken.setdefault(entry[2], []).append(entry)
                 count += 1
-        for person_id, entries in taken.items():
-            self._dispatch(self._spaces[person_id], entries, now)
+        claimed = [(self._spaces[pid], self._dispatch(self._spaces[pid], entries, now))
+                   for pid, entries in taken.items()]
+        if claimed:
+            try:
+                await self._flush()  # the claims of every workspace: one group commit
+            except Exception:
+                # Delivering anyway is safe: a crash before the claim is on disk makes the
+                # next start fire these runs again with the same keys, which the outbox drops.
+                log.exception("scheduler: writing the claims failed; delivering anyway")
+        for space, keys in claimed:
+            previous = space.tail
+            task = asyncio.create_task(self._deliver_all(space, keys, previous),
+                                       name=f"schedule:{space.ref.person_id}")
+            space.tail = task
+            self._track(task)
         return count
 
     # -- the loop ---------------------------------------------------------------------------
@@ -304,12 +329,13 @@ class Scheduler:
         for job_id in set(before) - set(space.jobs):  # removed: invalidate, forget
             self._invalidate(space, job_id)
             space.next_due.pop(job_id, None)
-            space.state.jobs.pop(job_id, None)
+            space.state.forget(job_id)
         for job_id, job in space.jobs.items():
             old = before.get(job_id)
             if replan_all or old is None or old.entry() != job.entry():
                 self._plan_job(space, job)
-        await self._save(space)
+        self._mark(space)
+        await self._flush()
 
     # -- planning ---------------------------------------------------------------------------
 
@@ -321,20 +347,29 @@ class Scheduler:
             self._push(now, space.ref.person_id, pending.job_id, 0, key)
         # Forget what the list no longer has (but not runs still pending).
         for job_id in set(space.state.jobs) - set(space.jobs):
-            space.state.jobs.pop(job_id)
+            space.state.forget(job_id)
+        if space.state.unwritten or space.state.needs_compaction:
+            self._mark(space)
 
     def _plan_job(self, space: _Space, job: Job) -> None:
         zone = space.ref.zone
         self._invalidate(space, job.id)
-        record = space.state.jobs.get(job.id)
-        try:
-            if record is None or record.last_due is None:
-                due = job.first(zone)
-            else:
-                due = job.next_after(record.last_due, zone)
-        except Exception as exc:  # a schedule that cannot be computed must not stop the rest
-            log.warning("schedule of %s: job %d: %s", space.ref.person_id, job.id, exc)
-            due = None
+        record = space.state.record(job.id)
+        basis = zlib.crc32(f"{job.when}|{job.created.isoformat()}|{zone.key}|"
+                           f"{record.last_due.isoformat() if record.last_due else ''}".encode())
+        if record.next_due is not None and record.basis == basis:
+            due: datetime | None = record.next_due  # computed from the same inputs before
+        else:
+            try:
+                if record.last_due is None:
+                    due = job.first(zone)
+                else:
+                    due = job.next_after(record.last_due, zone)
+            except Exception as exc:  # a schedule that cannot be computed must not stop others
+                log.warning("schedule of %s: job %d: %s", space.ref.person_id, job.id, exc)
+                due = None
+            space.state.planned(job.id, due, basis)
+            self._mark(space)
         if due is None:
             space.next_due.pop(job.id, None)
             return
@@ -343,7 +378,7 @@ class Scheduler:
                    space.generation[job.id], "")
 
     def _invalidate(self, space: _Space, job_id: int) -> None:
-        space.generation[job_id] = space.generation.get(job_id, 0) + 1
+        space.generation[job_id] = next(self._generations)  # unique: no stale entry matches
 
     def _push(self, when: float, person_id: str, job_id: int, generation: int, key: str) -> None:
         early = not self._heap or when < self._heap[0][0]
@@ -388,20 +423,21 @@ class Scheduler:
                 skipped += 1
         return due, skipped, due
 
-    def _dispatch(self, space: _Space, entries: list[_Entry], now: datetime) -> None:
-        """Claim the runs of one workspace in memory and start their delivery."""
+    def _dispatch(self, space: _Space, entries: list[_Entry], now: datetime) -> list[str]:
+        """Claim the runs of one workspace in memory; returns their keys, in order."""
         keys: list[str] = []
         for _, _, _, job_id, _, key in entries:
             if key:
                 keys.append(key)  # a retry or a run claimed before the last stop
                 continue
             job = space.jobs[job_id]
-            due = space.next_due.pop(job_id)
+            due = space.next_due.pop(job_id, None)
+            if due is None:  # already taken (cannot happen with unique generations)
+                continue
             fire, skipped, counted_from = self._occurrence(space, job, due, now)
-            record = space.state.record(job_id)
             self._metrics.skipped += skipped
             if fire is None:
-                record.last_due, record.outcome = counted_from, "skipped"
+                space.state.skipped(job_id, counted_from)
                 log.info("schedule of %s: job %d skipped (due %s, over the grace period)",
                          space.ref.person_id, job_id, due.isoformat())
             else:
@@ -409,17 +445,16 @@ class Scheduler:
                 late = ""
                 if now - fire > self.policy.late_after:
                     late = late_marker(fire, space.ref.zone, now)
-                space.state.pending[key] = Pending(key, job.id, fire, job.kind, job.text, late)
-                record.last_due, record.outcome = fire, "sending"
+                space.state.claim(key, job.id, fire, job.kind, job.text, late)
                 keys.append(key)
             if job.recurring:
                 self._plan_job(space, job)
             else:
                 self._invalidate(space, job_id)
-        previous = space.tail
-        task = asyncio.create_task(self._deliver_all(space, keys, previous),
-                                   name=f"schedule:{space.ref.person_id}")
-        space.tail = task
+        self._mark(space)
+        return keys
+
+    def _track(self, task: asyncio.Task[None]) -> None:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
@@ -429,7 +464,6 @@ class Scheduler:
                            previous: asyncio.Task[None] | None) -> None:
         if previous is not None:  # runs of one workspace go out in order
             await asyncio.wait({previous})  # its outcome is its own; our cancel still raises
-        await self._save(space)  # the claim
         for key in keys:
             try:
                 await self._deliver_one(space, key)
@@ -437,7 +471,8 @@ class Scheduler:
                 raise
             except Exception:
                 log.exception("schedule of %s: run %s failed", space.ref.person_id, key)
-        await self._save(space)  # the confirmations
+        self._mark(space)  # the confirmations: written soon, in a group with others
+        self._request_flush()
 
     async def _deliver_one(self, space: _Space, key: str) -> None:
         pending = space.state.pending.get(key)
@@ -453,8 +488,9 @@ class Scheduler:
                 if check.acknowledged:
                     self._finish(space, pending, "silent")
                     return
-                pending.result = check.text
-                await self._save(space)
+                space.state.set_result(key, check.text)
+                self._mark(space)
+                await self._flush()
             body = pending.result if pending.result is not None else pending.text
             text = f"{pending.late} {body}" if pending.late else body
             await self.host.deliver(person_id, path, text, key=key)
@@ -466,8 +502,8 @@ class Scheduler:
         self._finish(space, pending, "late" if pending.late else "fired")
 
     def _finish(self, space: _Space, pending: Pending, outcome: str) -> None:
-        space.state.pending.pop(pending.key, None)
-        record = space.state.jobs.get(pending.job_id)
+        space.state.done(pending.key, outcome)
+        self._mark(space)
         if outcome == "silent":
             self._metrics.silent += 1
         elif outcome == "failed":
@@ -476,19 +512,12 @@ class Scheduler:
             self._metrics.fired += 1
             if outcome == "late":
                 self._metrics.late += 1
-        if record is not None and record.last_due == pending.due:
-            record.outcome = outcome
-            if outcome in ("fired", "late"):
-                record.runs += 1
-                record.error = ""
 
     def _retry(self, space: _Space, pending: Pending, exc: Exception) -> None:
-        pending.attempts += 1
         reason = f"{type(exc).__name__}: {exc}"[:200]
         delays = self.policy.retry_delays
-        record = space.state.jobs.get(pending.job_id)
-        if record is not None:
-            record.error = reason
+        space.state.retried(pending.key, pending.attempts + 1, reason)
+        self._mark(space)
         if pending.attempts > len(delays):
             log.warning("schedule of %s: giving up on %s after %d attempts (%s)",
                         space.ref.person_id, pending.key, pending.attempts, reason)
@@ -500,8 +529,54 @@ class Scheduler:
         when = self.clock.now().timestamp() + delay
         self._push(when, space.ref.person_id, pending.job_id, 0, pending.key)
 
-    async def _save(self, space: _Space) -> None:
-        async with space.lock:
-            text = space.state.to_json()  # serialized on the loop: no one mutates it meanwhile
-            await asyncio.to_thread(write_private, state_path(space.ref.path), text)
+    # -- writing ----------------------------------------------------------------------------
 
+    def _mark(self, space: _Space) -> None:
+        self._dirty[space.ref.person_id] = space
+
+    async def _flush(self) -> None:
+        """Write every changed state journal, as one group commit (see `files.commit`).
+
+        One writer at a time; the lines are taken when the write starts, so the file always
+        follows memory in order. A journal grown long (or damaged) is rewritten whole."""
+        async with self._write_lock:
+            if not self._dirty:
+                return
+            spaces = list(self._dirty.values())
+            self._dirty.clear()
+            appends: list[tuple[Path, str]] = []
+            replaces: list[tuple[Path, str]] = []
+            for space in spaces:
+                state, path = space.state, state_path(space.ref.path)
+                if state.needs_compaction or state.too_long():
+                    text = state.snapshot()
+                    replaces.append((path, text))
+                    state.lines = text.count("\n")
+                elif state.unwritten:
+                    appends.append((path, "\n".join(state.unwritten) + "\n"))
+                    state.lines += len(state.unwritten)
+                state.unwritten.clear()
+                state.needs_compaction = False
+            if not appends and not replaces:
+                return
+            try:
+                await asyncio.to_thread(commit, appends, replaces)
+            except BaseException:
+                # What reached the file is unknown: the next write rewrites it whole.
+                for space in spaces:
+                    space.state.needs_compaction = True
+                    self._dirty.setdefault(space.ref.person_id, space)
+                raise
+
+    def _request_flush(self) -> None:
+        if self._flusher is None or self._flusher.done():
+            self._flusher = asyncio.create_task(self._flush_all(), name="scheduler-write")
+            self._track(self._flusher)
+
+    async def _flush_all(self) -> None:
+        while self._dirty:
+            try:
+                await self._flush()
+            except Exception:
+                log.exception("scheduler: writing the state failed; retrying in 5 s")
+                await self.sleep(5.0)

@@ -320,7 +320,7 @@ async def test_the_state_file_is_private(rig: Rig) -> None:
     rig.add("ana", "in 1 minute", "x")
     await rig.start()
     await rig.advance(minutes=2)
-    for name in (".clawgate-schedule.json", ".clawgate-schedule-state.json"):
+    for name in (".clawgate-schedule.json", ".clawgate-schedule-state.jsonl"):
         assert (rig.root / "ana" / name).stat().st_mode & 0o777 == 0o600
     await rig.stop()
 
