@@ -19,6 +19,7 @@ Times: 9, 09:30, 9am, 9:30pm, noon, midnight (24-hour unless am/pm is given).
 
 from __future__ import annotations
 
+import functools
 import re
 from datetime import date, datetime, time, timedelta
 from zoneinfo import ZoneInfo
@@ -170,7 +171,11 @@ def _day_set(text: str) -> tuple[str, str]:
     return ",".join(_CRON_DOW[i] for i in indexes), words
 
 
+@functools.lru_cache(maxsize=4096)
 def _recurring(text: str) -> Schedule:
+    """Cached: a recurring rule does not depend on the zone or the time it is read, so every
+    job with the same words shares one (immutable) schedule; loading 100,000 jobs parses each
+    distinct rule once."""
     rest = text.removeprefix("every").strip()
     days, sep, time_part = rest.partition(" at ")
     if not sep and rest.endswith(" at"):
@@ -197,6 +202,11 @@ def _recurring(text: str) -> Schedule:
     return Every(interval, phrase)
 
 
+@functools.lru_cache(maxsize=4096)
+def _cron(expr: str) -> Cron:
+    return Cron(expr, f"cron {expr}")
+
+
 def parse_when(text: str, zone: ZoneInfo, now: datetime) -> Schedule:
     """Parse `text` (see the module doc) in `zone`; relative forms count from `now` (aware).
 
@@ -208,10 +218,9 @@ def parse_when(text: str, zone: ZoneInfo, now: datetime) -> Schedule:
         raise ScheduleError(f"empty schedule; say when, e.g. {FORMS}")
     lowered = raw.lower()
     if lowered.startswith("cron "):
-        expr = " ".join(raw.split()[1:])
-        return Cron(expr, f"cron {expr}")
+        return _cron(" ".join(raw.split()[1:]))
     if re.fullmatch(r"[\d*/,\-LW#?]+( [\w*/,\-#?]+){4}", raw) and _iso(raw) is None:
-        return Cron(raw, f"cron {raw}")
+        return _cron(raw)
     if lowered.startswith("every ") or lowered == "every":
         return _recurring(lowered)
     try:
