@@ -7,12 +7,13 @@ and is woken early when a job is added or changed. Entries are invalidated lazil
 carries a generation number, and a popped entry whose generation is stale is dropped.
 
 Fire protocol, for each run (job id + due time = the run's idempotency key):
-1. claim: the run is written to the workspace's state file as pending, together with the job's
-   advanced `last_due` (one atomic write for every run of that workspace due together);
-2. an agent task runs its light turn; its reply is written into the pending record, so a retry
-   or a restart delivers that same reply instead of asking the model again;
+1. claim: the run is appended to the workspace's state journal as pending, with the job's
+   advanced `last_due`; the claims of every workspace with a run due in this pass are one group
+   commit (see `files.commit`), and no run is handed over before its claim is on disk;
+2. an agent task runs its light turn; its reply is journaled into the pending record, so a
+   retry or a restart delivers that same reply instead of asking the model again;
 3. deliver: `host.deliver(..., key=key)`;
-4. confirm: the pending record is removed (written at the end of the batch).
+4. confirm: a `done` line (written soon after, grouped with others; a clean stop writes it).
 A kill before 1 leaves the run due (it fires at the next start, late if it is); a kill between
 1 and 4 leaves it pending, and the next start delivers it again with the same key. The host's
 delivery outbox drops a key it has already accepted, so the person gets it once. The window

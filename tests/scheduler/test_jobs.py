@@ -144,3 +144,36 @@ def test_concurrent_writers_lose_no_job(ws: Path) -> None:
     jobs = read_jobs(ws, BERLIN).jobs
     assert sorted(job.id for job in jobs) == list(range(1, 17))
     assert sorted(job.text for job in jobs) == sorted(f"job {n}" for n in range(16))
+
+
+def test_the_state_journal_replays_to_what_memory_held_and_survives_a_torn_line(
+        ws: Path) -> None:
+    from scheduler.files import commit
+    from scheduler.state import ScheduleState, load_state, state_path
+
+    live = ScheduleState()
+    due = datetime(2026, 12, 1, 8, tzinfo=UTC)
+    live.planned(1, due, 42)
+    live.claim("k1", 1, due, "agent", "review", "(late: due 09:00)")
+    live.set_result("k1", "all good")
+    live.retried("k1", 1, "ConnectionError: down")
+    live.claim("k2", 2, due, "message", "hello", "")
+    live.done("k2", "fired")
+    live.skipped(3, due)
+    live.forget(3)
+    commit([(state_path(ws), "\n".join(live.unwritten) + "\n")], [])
+    again = load_state(ws)
+    assert again.jobs == live.jobs and again.pending == live.pending
+    assert again.pending["k1"].result == "all good" and again.pending["k1"].attempts == 1
+    assert again.jobs[2].runs == 1 and 3 not in again.jobs
+    assert not again.needs_compaction
+    # A kill in the middle of an append leaves half a line: it is dropped, nothing else.
+    with open(state_path(ws), "a") as journal:
+        journal.write('{"e": "done", "key": "k1", "outc')
+    torn = load_state(ws)
+    assert torn.pending == live.pending and torn.needs_compaction
+    # Compaction writes the same state in one line per job and run.
+    commit([], [(state_path(ws), torn.snapshot())])
+    compacted = load_state(ws)
+    assert compacted.jobs == live.jobs and compacted.pending == live.pending
+    assert state_path(ws).stat().st_mode & 0o777 == 0o600

@@ -324,3 +324,14 @@ async def test_the_state_file_is_private(rig: Rig) -> None:
         assert (rig.root / "ana" / name).stat().st_mode & 0o777 == 0o600
     await rig.stop()
 
+
+
+async def test_the_state_journal_stays_short(rig: Rig) -> None:
+    rig.add("ana", "every 10 minutes", "tick")
+    await rig.start()
+    await rig.advance(days=2)
+    assert len(rig.host.sent) == 288
+    lines = (rig.root / "ana" / ".clawgate-schedule-state.jsonl").read_text().splitlines()
+    assert len(lines) <= 2 + 64 + 3  # compacted as it grows (one job, no run in flight)
+    await rig.stop()
+    assert load_state(rig.root / "ana").jobs[1].runs == 288
