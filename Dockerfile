@@ -30,5 +30,5 @@ RUN pip install .
 USER clawgate
 VOLUME ["/data"]
 # /healthz, /readyz, /metrics (set CLAWGATE_HEALTH__HOST=0.0.0.0 to reach them from outside)
-EXPOSE 8787
+EXPOSE 8787 8788
 CMD ["clawgate", "run"]

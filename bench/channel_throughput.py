@@ -25,8 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.turn_overhead import InstantProvider
 from channels.telegram import Backoff
-from gateway.config import load_settings
-from gateway.platforms import build_gateway
+from gateway.assembly.platforms import build_gateway
+from gateway.config.settings import load_settings
 from tests.fakes.telegram_server import FakeTelegramServer
 
 

@@ -27,13 +27,13 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from channels.base import InboundMessage
-from gateway.access import AccessDecision
-from gateway.app import Gateway
+from gateway.agent.providers import build_provider
+from gateway.assembly.heartbeat_host import GatewayHeartbeatHost, policy_for
 from gateway.clock import FixedClock
-from gateway.config import load_settings
-from gateway.heartbeat_host import GatewayHeartbeatHost, policy_for
-from gateway.providers import build_provider
-from gateway.workspace import ensure_workspace
+from gateway.config.settings import load_settings
+from gateway.pipeline.access import AccessDecision
+from gateway.pipeline.gateway import Gateway
+from gateway.workspace.seed import ensure_workspace
 from heartbeat import STANDING_PROMPT, Heartbeat
 from tests.fakes.channel import RecordingChannel
 from tests.fakes.llm_server import FakeAnthropicServer, FakeLLMServer, FakeOpenAIServer

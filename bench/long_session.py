@@ -25,10 +25,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.turn_overhead import AllowAll
 from channels.base import InboundMessage, MessageHandler, OutboundMessage
-from gateway.app import Gateway
-from gateway.compaction import Compactor
-from gateway.config import load_settings
-from gateway.conversation import Completion, Message, SystemPrompt, ToolCall, ToolSpec, Usage
+from gateway.agent.compaction import Compactor
+from gateway.agent.conversation import Completion, Message, SystemPrompt, ToolCall, ToolSpec, Usage
+from gateway.config.settings import load_settings
+from gateway.pipeline.gateway import Gateway
 
 SUMMARY = (
     "## Decisions\n- Keep the weekly review on Fridays.\n## Open tasks\n- Draft the report.\n"

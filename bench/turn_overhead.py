@@ -20,10 +20,10 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from channels.base import InboundMessage, MessageHandler, OutboundMessage
-from gateway.access import AccessDecision
-from gateway.app import Gateway
-from gateway.config import load_settings
-from gateway.conversation import Completion, Message, SystemPrompt, ToolSpec, Usage
+from gateway.agent.conversation import Completion, Message, SystemPrompt, ToolSpec, Usage
+from gateway.config.settings import load_settings
+from gateway.pipeline.access import AccessDecision
+from gateway.pipeline.gateway import Gateway
 
 
 class InstantProvider:

@@ -24,10 +24,11 @@ from heartbeat.ack import DEFAULT_ACK_MAX_CHARS, check_reply
 from heartbeat.checklist import Checklist, Task, parse_checklist
 from heartbeat.hours import ActiveHours
 from heartbeat.store import HeartbeatState, load_state, save_state
+from memory.layout import HEARTBEAT_FILE
 
 log = logging.getLogger(__name__)
 
-CHECKLIST_FILE = "HEARTBEAT.md"
+CHECKLIST_FILE = HEARTBEAT_FILE  # memory.layout
 STANDING_PROMPT = """\
 [Heartbeat check: a scheduled check, not a message from the person.]
 Read HEARTBEAT.md above and follow it strictly. Do not infer or repeat old tasks from earlier \
@@ -65,7 +66,7 @@ class LightTurn:
 
 
 class HeartbeatHost(Protocol):
-    """What a beat needs from the gateway (gateway/heartbeat_host.py implements it)."""
+    """What a beat needs from the gateway (gateway/assembly/heartbeat_host.py implements it)."""
 
     def dm_busy(self, person_id: str) -> bool:
         """Is a turn running or queued in the person's DM session?"""

@@ -19,10 +19,11 @@ from pathlib import Path
 from typing import Any
 
 from memory.atomic import atomic_write_text
+from memory.layout import HEARTBEAT_STATE_FILE
 
 log = logging.getLogger(__name__)
 
-STATE_FILE = ".clawgate-heartbeat.json"
+STATE_FILE = HEARTBEAT_STATE_FILE  # memory.layout
 
 
 def alert_digest(text: str) -> str:

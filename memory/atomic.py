@@ -7,7 +7,7 @@ The recipe: write a temp file next to the target, fsync it, `os.replace` it over
 rename itself survives a power cut.
 
 `path` is replaced as given: if it is a symlink, the link is replaced by a regular file. Callers
-that want to write through a link pass the resolved path (`gateway.paths` returns one).
+that want to write through a link pass the resolved path (`gateway.workspace.paths` returns one).
 """
 
 from __future__ import annotations

@@ -38,6 +38,7 @@ from memory.defaults import (
     DEFAULT_OVERLAP_LINES,
 )
 from memory.embedders import Embedder, EmbedderError
+from memory.layout import RECALL_DIR
 from memory.search import SearchResponse
 from memory.sources import SourceFile, daily_note_date, is_dm_transcript, scan_sources
 from memory.sqlite import connect_with_vec, sqlite_module
@@ -49,7 +50,7 @@ __all__ = ["DEFAULT_CHUNK_CHARS", "IndexStatus", "MemoryIndex", "SyncStats"]
 log = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 1
-INDEX_DIR = ".recall"
+INDEX_DIR = RECALL_DIR  # memory.layout
 INDEX_FILE = "index.sqlite"
 CACHE_FILE = "embeddings.sqlite"
 EMBED_BATCH = 32

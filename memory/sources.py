@@ -1,8 +1,9 @@
 """What the recall index reads: the memory files and the owner's DM transcripts.
 
 Sources: `MEMORY.md`, `USER.md`, `memory/**/*.md`, and `sessions/*.jsonl` whose first line
-names a session key ending in `:dm` (archived ones from /new included). Hidden names and
-symlinks that lead outside the workspace are skipped, as the file tools would refuse them.
+names a DM session key (`memory.layout.is_dm_session_key`; archived ones from /new included).
+Every name comes from `memory.layout`. Hidden names and symlinks that lead outside the
+workspace are skipped, as the file tools would refuse them.
 """
 
 from __future__ import annotations
@@ -14,12 +15,11 @@ from datetime import date
 from pathlib import Path
 
 from memory.chunking import transcript_key
+from memory.layout import MEMORY_DIR, PRIVATE_FILES, SESSIONS_DIR, is_dm_session_key
 
 __all__ = ["MEMORY_FILES", "SourceFile", "daily_note_date", "is_memory_path", "scan_sources"]
 
-MEMORY_FILES = ("MEMORY.md", "USER.md")
-MEMORY_DIR = "memory"
-SESSIONS_DIR = "sessions"
+MEMORY_FILES = PRIVATE_FILES  # USER.md, MEMORY.md (memory.layout)
 _DAILY = re.compile(r"^memory/(?:.*/)?(\d{4}-\d{2}-\d{2})[^/]*\.md$")
 
 
@@ -105,4 +105,4 @@ def scan_sources(workspace: Path, *, sessions: bool = True) -> list[SourceFile]:
 def is_dm_transcript(text: str) -> bool:
     first = text.split("\n", 1)[0]
     key = transcript_key(first)
-    return key is not None and key.endswith(":dm")
+    return key is not None and is_dm_session_key(key)

@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 
 from channels.base import InboundMessage
-from gateway.access import AccessDecision
-from gateway.app import Gateway
+from gateway.agent.providers import build_provider
 from gateway.clock import Clock
-from gateway.config import Settings, load_settings
-from gateway.providers import build_provider
+from gateway.config.settings import Settings, load_settings
+from gateway.pipeline.access import AccessDecision
+from gateway.pipeline.gateway import Gateway
 from tests.fakes.channel import RecordingChannel
 from tests.fakes.llm_server import FakeAnthropicServer, FakeLLMServer, FakeOpenAIServer
 

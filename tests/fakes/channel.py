@@ -30,7 +30,8 @@ class RecordingChannel:
             self._changed.notify_all()
 
     async def inject(
-        self, sender: str, text: str, *, chat_type: ChatType = "direct", chat_id: str = ""
+        self, sender: str, text: str, *, chat_type: ChatType = "direct", chat_id: str = "",
+        sender_name: str = "",
     ) -> None:
         assert self._handler is not None, "channel not started"
         await self._handler(
@@ -40,6 +41,7 @@ class RecordingChannel:
                 sender_id=sender,
                 text=text,
                 chat_type=chat_type,
+                sender_name=sender_name,
                 # Unique across instances, like a platform's ids (the gateway dedupes on them).
                 message_id=f"{id(self):x}-{next(self._ids)}",
             )

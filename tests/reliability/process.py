@@ -24,6 +24,7 @@ def gateway_env(tmp_path: Path, tg: FakeTelegramServer, llm_url: str,
         "CLAWGATE_TELEGRAM__ALLOW_FROM": ",".join(str(user) for user in allow),
         "CLAWGATE_LLM__BASE_URL": llm_url,
         "CLAWGATE_HEALTH__ENABLED": "false",
+        "CLAWGATE_PANEL__ENABLED": "false",
         "ANTHROPIC_API_KEY": "sk-reliability-test",
         **extra,
     })

@@ -7,9 +7,11 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from channels.base import InboundMessage
-from gateway.app import Gateway
+from gateway.agent.providers import build_provider
 from gateway.clock import FixedClock
-from gateway.pairing import (
+from gateway.ops.state import StateDB
+from gateway.pipeline.gateway import Gateway
+from gateway.pipeline.pairing import (
     CODE_ALPHABET,
     CODE_LENGTH,
     MAX_WRONG_APPROVALS,
@@ -18,8 +20,6 @@ from gateway.pairing import (
     Pairing,
     PairingError,
 )
-from gateway.providers import build_provider
-from gateway.state import StateDB
 from tests.conftest import llm_overrides
 from tests.fakes.channel import RecordingChannel
 

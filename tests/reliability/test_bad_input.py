@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from gateway.workspace import workspace_path
+from gateway.workspace.seed import workspace_path
 
 INPUTS = {
     "empty": "",

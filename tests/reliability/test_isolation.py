@@ -7,7 +7,7 @@ import json
 import logging
 import os
 
-from gateway.workspace import ensure_workspace
+from gateway.workspace.seed import ensure_workspace
 from tests.conftest import TEST_KEY
 
 CANARY = "canary-of-bo-31337"

@@ -4,8 +4,8 @@ message is still answered."""
 from __future__ import annotations
 
 from channels.telegram import Backoff
-from gateway.platforms import build_gateway
-from gateway.providers import build_provider
+from gateway.agent.providers import build_provider
+from gateway.assembly.platforms import build_gateway
 from tests.conftest import llm_overrides
 from tests.fakes.telegram_server import FakeTelegramServer
 

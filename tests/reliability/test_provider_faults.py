@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from gateway.agent import EMPTY_ANSWER
-from gateway.app import Gateway
-from gateway.providers import RetryingProvider, build_provider
+from gateway.agent.loop import EMPTY_ANSWER
+from gateway.agent.providers import RetryingProvider, build_provider
+from gateway.pipeline.gateway import Gateway
 from tests.conftest import TEST_KEY, AllowAll, llm_overrides
 from tests.fakes.channel import RecordingChannel
 from tests.fakes.llm_server import FakeAnthropicServer, FakeLLMServer

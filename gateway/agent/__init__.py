@@ -1,0 +1,1 @@
+"""The agent: loop, providers, tools, prompt assembly, context files, sessions, compaction."""

@@ -1,0 +1,86 @@
+"""The agent loop: ask the model, run the tools it calls, repeat until a final answer.
+
+Bounded by a number of tool rounds so a model that calls tools forever cannot hold a session
+hostage. Each message is recorded (transcript first) as it happens, so a crash mid-turn loses
+nothing that was already said or done.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from gateway.agent.conversation import Message, SystemPrompt, ToolCall, Usage
+from gateway.agent.providers.base import Provider
+from gateway.agent.tools.base import ToolContext
+from gateway.agent.tools.registry import ToolOutcome, ToolRegistry
+
+log = logging.getLogger(__name__)
+
+EMPTY_ANSWER = "(The assistant returned an empty answer. Try asking again or rephrasing.)"
+ROUND_LIMIT_NOTE = (
+    "(I stopped after {rounds} rounds of tool calls without finishing. "
+    "Say \"continue\" to let me go on, or tell me what to do differently.)"
+)
+
+Recorder = Callable[[Message, Usage | None], None]
+
+
+@dataclass(frozen=True, slots=True)
+class TurnResult:
+    reply: str
+    usage: Usage
+    rounds: int
+    hit_round_limit: bool = False
+
+
+class AgentLoop:
+    def __init__(self, provider: Provider, max_tool_rounds: int) -> None:
+        self.provider = provider
+        self.max_tool_rounds = max_tool_rounds
+
+    async def run(
+        self,
+        system: SystemPrompt,
+        history: list[Message],
+        ctx: ToolContext,
+        tools: ToolRegistry,
+        record: Recorder,
+    ) -> TurnResult:
+        """Run one turn. `history` must already end with the person's message.
+
+        `record` appends each new message to the session (and so to `history`); provider
+        errors propagate to the caller, which owns the wording shown to the person.
+        """
+        total = Usage()
+        specs = tools.specs()
+        last_text = ""
+        for round_number in range(1, self.max_tool_rounds + 1):
+            completion = await self.provider.complete(system, history, specs)
+            total = total + completion.usage
+            record(
+                Message("assistant", completion.text, tool_calls=completion.tool_calls),
+                completion.usage,
+            )
+            if not completion.tool_calls:
+                return TurnResult(completion.text.strip() or EMPTY_ANSWER, total, round_number)
+            last_text = completion.text.strip() or last_text
+            for call in completion.tool_calls:
+                outcome = await self._run_tool(call, ctx, tools)
+                record(
+                    Message("tool", outcome.text, tool_call_id=call.id, tool_name=call.name,
+                            is_error=outcome.is_error),
+                    None,
+                )
+        stop = ROUND_LIMIT_NOTE.format(rounds=self.max_tool_rounds)
+        reply = f"{last_text}\n\n{stop}" if last_text else stop
+        return TurnResult(reply, total, self.max_tool_rounds, hit_round_limit=True)
+
+    async def _run_tool(
+        self, call: ToolCall, ctx: ToolContext, tools: ToolRegistry
+    ) -> ToolOutcome:
+        if call.arguments_error:
+            return ToolOutcome(f"invalid arguments for {call.name}: {call.arguments_error}", True)
+        log.info("tool %s in %s", call.name, ctx.session_key)
+        return await tools.run(call.name, call.arguments, ctx)

@@ -1,0 +1,162 @@
+"""Anthropic Messages API provider (non-streaming, with tool use and prompt caching)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import anthropic
+from anthropic.types import Message as AnthropicMessage
+
+from gateway.agent.conversation import Completion, Message, SystemPrompt, ToolCall, ToolSpec, Usage
+from gateway.agent.providers.errors import bad_response, call_mapped
+
+# The API rejects empty text blocks, and it rejects conversations that do not start with a
+# user turn (which happens when history is trimmed from the front).
+EMPTY_TEXT = "(empty message)"
+LEADING_PLACEHOLDER = "(conversation continues)"
+
+
+def _text_block(text: str) -> dict[str, Any]:
+    return {"type": "text", "text": text or EMPTY_TEXT}
+
+
+def system_blocks(system: SystemPrompt) -> list[dict[str, Any]]:
+    """Stable part first and marked cacheable, so a volatile change does not bust the cache."""
+    blocks: list[dict[str, Any]] = []
+    if system.stable:
+        blocks.append(
+            {"type": "text", "text": system.stable, "cache_control": {"type": "ephemeral"}}
+        )
+    if system.volatile:
+        blocks.append({"type": "text", "text": system.volatile})
+    return blocks
+
+
+def _blocks_for(message: Message) -> tuple[str, list[dict[str, Any]]]:
+    if message.role == "tool":
+        result: dict[str, Any] = {
+            "type": "tool_result",
+            "tool_use_id": message.tool_call_id,
+            "content": message.text or EMPTY_TEXT,
+        }
+        if message.is_error:
+            result["is_error"] = True
+        return "user", [result]
+    if message.role == "assistant":
+        blocks = [_text_block(message.text)] if message.text else []
+        blocks += [
+            {"type": "tool_use", "id": call.id, "name": call.name, "input": call.arguments}
+            for call in message.tool_calls
+        ]
+        return "assistant", blocks or [_text_block("")]
+    return "user", [_text_block(message.text)]
+
+
+def to_anthropic_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
+    """Neutral messages → strictly alternating Anthropic turns.
+
+    Tool results become user turns, so consecutive results (and a user message typed while
+    tools ran) merge into one user turn; within it tool_result blocks go first, as the API
+    requires them to directly answer the preceding tool_use blocks.
+    """
+    turns: list[dict[str, Any]] = []
+    for message in messages:
+        role, blocks = _blocks_for(message)
+        if turns and turns[-1]["role"] == role:
+            turns[-1]["content"].extend(blocks)
+        else:
+            turns.append({"role": role, "content": blocks})
+    for turn in turns:
+        if turn["role"] == "user":
+            turn["content"].sort(key=lambda block: block["type"] != "tool_result")
+    if not turns or turns[0]["role"] != "user":
+        turns.insert(0, {"role": "user", "content": [_text_block(LEADING_PLACEHOLDER)]})
+    return turns
+
+
+def to_anthropic_tools(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:
+    return [
+        {"name": t.name, "description": t.description, "input_schema": t.parameters} for t in tools
+    ]
+
+
+def parse_message(response: object, provider: str = "anthropic") -> Completion:
+    """Check the shape ourselves: the SDK hands back a str for non-JSON content types and
+    builds a Message full of None from a JSON body of the wrong shape."""
+    if not isinstance(response, AnthropicMessage) or not isinstance(response.content, list):
+        raise bad_response(provider, "not a Messages API message")
+    texts: list[str] = []
+    calls: list[ToolCall] = []
+    for block in response.content:
+        block_type = getattr(block, "type", None)
+        if block_type == "text":
+            texts.append(str(getattr(block, "text", "") or ""))
+        elif block_type == "tool_use":
+            arguments = getattr(block, "input", None)
+            ok = isinstance(arguments, dict)
+            calls.append(
+                ToolCall(
+                    id=str(getattr(block, "id", "") or ""),
+                    name=str(getattr(block, "name", "") or ""),
+                    arguments=arguments if ok else {},
+                    arguments_error="" if ok else "tool input was not a JSON object",
+                )
+            )
+    usage = response.usage
+    return Completion(
+        text="".join(texts),
+        tool_calls=tuple(calls),
+        usage=Usage(
+            input_tokens=getattr(usage, "input_tokens", 0) or 0,
+            output_tokens=getattr(usage, "output_tokens", 0) or 0,
+            cache_read_tokens=getattr(usage, "cache_read_input_tokens", 0) or 0,
+            cache_write_tokens=getattr(usage, "cache_creation_input_tokens", 0) or 0,
+        ),
+        stop_reason=str(response.stop_reason or ""),
+    )
+
+
+class AnthropicProvider:
+    """Claude through the official SDK with SDK retries off: `RetryingProvider` owns retries,
+    so one policy (and one place that honours retry-after) covers every provider."""
+
+    name = "anthropic"
+
+    def __init__(
+        self,
+        *,
+        model: str,
+        api_key: str,
+        base_url: str | None = None,
+        max_output_tokens: int = 4096,
+        timeout_seconds: float = 120.0,
+    ) -> None:
+        self.model = model
+        self.max_output_tokens = max_output_tokens
+        self._secrets = (api_key,)
+        # An explicit timeout also stops the SDK from refusing large non-streaming max_tokens
+        # (it only computes its own "needs streaming" limit when the timeout is the default).
+        self._client = anthropic.AsyncAnthropic(
+            api_key=api_key, base_url=base_url, timeout=timeout_seconds, max_retries=0
+        )
+
+    async def complete(
+        self, system: SystemPrompt, messages: Sequence[Message], tools: Sequence[ToolSpec]
+    ) -> Completion:
+        params: dict[str, Any] = {
+            "model": self.model,
+            "max_tokens": self.max_output_tokens,
+            "messages": to_anthropic_messages(messages),
+        }
+        if blocks := system_blocks(system):
+            params["system"] = blocks
+        if tools:
+            params["tools"] = to_anthropic_tools(tools)
+        response = await call_mapped(
+            self._client.messages.create(**params), provider=self.name, secrets=self._secrets
+        )
+        return parse_message(response, self.name)
+
+    async def close(self) -> None:
+        await self._client.close()

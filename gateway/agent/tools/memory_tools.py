@@ -1,0 +1,177 @@
+"""Recall tools: `memory_search` and `memory_get`, for the owner's DM sessions only.
+
+They adapt the `memory` package to the tool interface. The gateway registers them as private
+tools, so in any other session they do not exist at all; as a second lock they also refuse to
+run in a session that is not private.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import gateway.workspace.paths as paths
+from gateway.agent.conversation import ToolSpec
+from gateway.agent.tools.args import check_known, get_arg, get_int, get_number
+from gateway.agent.tools.base import Tool, ToolContext, ToolError
+from memory.chunking import transcript_lines
+from memory.defaults import DEFAULT_MAX_RESULTS
+from memory.search import MAX_RESULTS
+from memory.service import MemoryService
+from memory.sources import is_memory_path
+
+__all__ = ["MemoryGetTool", "MemorySearchTool", "memory_tools"]
+
+DEFAULT_GET_LINES = 40
+MAX_GET_LINES = 400
+
+
+def _private_only(ctx: ToolContext, tool: str) -> None:
+    if not ctx.private:
+        raise ToolError(f"{tool}: memory is only available in the owner's direct messages")
+
+
+class MemorySearchTool:
+    spec = ToolSpec(
+        name="memory_search",
+        description=(
+            "Search your long-term memory: MEMORY.md, USER.md, the daily notes in memory/ and "
+            "past conversations with the owner. Finds both meaning (a question in your own "
+            "words) and exact strings (names, numbers, hostnames, IDs). Use it before answering "
+            "about anything from the past that is not in view. Each result gives a path and "
+            "line range; read more around it with memory_get."
+        ),
+        parameters={
+            "type": "object",
+            "properties": {
+                "query": {"type": "string", "description": "What to look for."},
+                "max_results": {
+                    "type": "integer", "minimum": 1, "maximum": MAX_RESULTS,
+                    "default": DEFAULT_MAX_RESULTS,
+                    "description": f"How many results (default {DEFAULT_MAX_RESULTS}).",
+                },
+                "min_score": {
+                    "type": "number", "minimum": 0, "maximum": 1, "default": 0,
+                    "description": "Drop results scoring below this (0-1). Default 0.",
+                },
+            },
+            "required": ["query"],
+            "additionalProperties": False,
+        },
+    )
+
+    def __init__(
+        self, service: MemoryService, on_search: Callable[[float], None] | None = None
+    ) -> None:
+        self.service = service
+        self.on_search = on_search  # told each search's duration in seconds (for /metrics)
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> str:
+        name = self.spec.name
+        _private_only(ctx, name)
+        check_known(args, ("query", "max_results", "min_score"), name)
+        query = get_arg(args, "query", str, name)
+        if not query.strip():
+            raise ToolError(f"{name}: 'query' must be a non-empty string")
+        limit = get_int(args, "max_results", name, DEFAULT_MAX_RESULTS, 1, MAX_RESULTS)
+        min_score = get_number(args, "min_score", name, 0.0, 0.0, 1.0)
+        started = time.perf_counter()
+        try:
+            response = await self.service.search(
+                ctx.workspace, query, max_results=limit, min_score=min_score
+            )
+        except Exception as exc:
+            raise ToolError(
+                f"{name}: memory search is unavailable right now ({type(exc).__name__}: {exc}); "
+                "read MEMORY.md or the daily notes with read_file instead"
+            ) from exc
+        if self.on_search is not None:
+            self.on_search(time.perf_counter() - started)
+        return format_results(query, response)
+
+
+def format_results(query: str, response: Any) -> str:
+    head = f"mode: {response.mode}"
+    if response.note:
+        head += f" ({response.note})"
+    if not response.results:
+        return f"No memory matched {query!r}. {head}"
+    lines = [f"{len(response.results)} result(s) for {query!r}, best first; {head}"]
+    for number, result in enumerate(response.results, start=1):
+        lines.append(
+            f"\n{number}. {result.path} lines {result.start_line}-{result.end_line} "
+            f"(score {result.score:.2f}, {result.source})\n{result.snippet}"
+        )
+    return "\n".join(lines)
+
+
+class MemoryGetTool:
+    spec = ToolSpec(
+        name="memory_get",
+        description=(
+            "Read lines of a memory file (MEMORY.md, USER.md, memory/*.md) or of a past "
+            "conversation under sessions/, e.g. around a memory_search result. Lines are "
+            "numbered; for a conversation only the messages are shown, with their line numbers."
+        ),
+        parameters={
+            "type": "object",
+            "properties": {
+                "path": {"type": "string", "description": "A path from memory_search."},
+                "from_line": {"type": "integer", "minimum": 1, "default": 1,
+                              "description": "First line (1-based). Default 1."},
+                "lines": {"type": "integer", "minimum": 1, "maximum": MAX_GET_LINES,
+                          "default": DEFAULT_GET_LINES,
+                          "description": f"How many lines. Default {DEFAULT_GET_LINES}."},
+            },
+            "required": ["path"],
+            "additionalProperties": False,
+        },
+    )
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> str:
+        name = self.spec.name
+        _private_only(ctx, name)
+        check_known(args, ("path", "from_line", "lines"), name)
+        user_path = get_arg(args, "path", str, name)
+        start = get_int(args, "from_line", name, 1, 1, 10**9)
+        count = get_int(args, "lines", name, DEFAULT_GET_LINES, 1, MAX_GET_LINES)
+        target = await asyncio.to_thread(
+            paths.resolve_in_workspace, ctx.workspace, user_path, private=True, write=False
+        )
+        rel = target.relative_to(os.path.realpath(ctx.workspace)).as_posix()
+        if not is_memory_path(rel):
+            raise ToolError(
+                f"{name}: {rel} is not a memory file; memory_get reads MEMORY.md, USER.md, "
+                "memory/*.md and sessions/*.jsonl (use read_file for other files)"
+            )
+        return await asyncio.to_thread(_read_lines, target, rel, start, count, ctx, name)
+
+
+def _read_lines(target: Path, rel: str, start: int, count: int, ctx: ToolContext,
+                tool: str) -> str:
+    if not target.is_file():
+        raise ToolError(f"{tool}: no such file: {rel}")
+    data = target.read_bytes()[: max(ctx.max_file_bytes, 8 * 1024 * 1024)]
+    text = data.decode("utf-8", errors="replace")
+    if rel.endswith(".jsonl"):
+        numbered = [(line.number, line.text) for line in transcript_lines(text)]
+    else:
+        numbered = list(enumerate(text.splitlines(), start=1))
+    shown = [(n, t) for n, t in numbered if n >= start][:count]
+    total = numbered[-1][0] if numbered else 0
+    if not shown:
+        return f"[{rel}: nothing at or after line {start}; the file has {total} lines]"
+    body = "\n".join(f"{n}: {t}" for n, t in shown)
+    last = shown[-1][0]
+    more = (f"; continue with from_line={last + 1}" if last < total else "; end of file")
+    return f"{body}\n[{rel} lines {shown[0][0]}-{last} of {total}{more}]"
+
+
+def memory_tools(
+    service: MemoryService, on_search: Callable[[float], None] | None = None
+) -> list[Tool]:
+    return [MemorySearchTool(service, on_search), MemoryGetTool()]

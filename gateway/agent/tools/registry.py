@@ -1,0 +1,87 @@
+"""Dispatch from a model's tool call to a tool, turning every failure into a readable result.
+
+The agent loop must survive anything a tool does: a refusal, a bug, an enormous output. The
+registry is where that is guaranteed, so the loop only ever sees a `ToolOutcome`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from gateway.agent.conversation import ToolSpec
+from gateway.agent.tools.base import Tool, ToolContext, ToolError
+
+__all__ = ["MAX_TOOL_OUTPUT_CHARS", "ToolOutcome", "ToolRegistry"]
+
+log = logging.getLogger(__name__)
+
+# Roughly 25k tokens: enough for any sensible result, small enough that one runaway tool output
+# cannot eat the context window.
+MAX_TOOL_OUTPUT_CHARS = 100_000
+
+
+@dataclass(frozen=True, slots=True)
+class ToolOutcome:
+    """A tool's result as the model will see it; `is_error` marks refusals and failures."""
+
+    text: str
+    is_error: bool = False
+
+
+class ToolRegistry:
+    """The set of tools one agent may call, looked up by name."""
+
+    def __init__(self, tools: Iterable[Tool], *, max_output_chars: int = MAX_TOOL_OUTPUT_CHARS):
+        self._tools: dict[str, Tool] = {}
+        for tool in tools:
+            name = tool.spec.name
+            if name in self._tools:
+                raise ValueError(f"duplicate tool name: {name}")
+            self._tools[name] = tool
+        self._max_output_chars = max_output_chars
+
+    def specs(self) -> list[ToolSpec]:
+        return [tool.spec for tool in self._tools.values()]
+
+    def names(self) -> list[str]:
+        return list(self._tools)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tools
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    async def run(self, name: str, args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
+        """Run one tool call. Never raises except for cancellation, which must propagate."""
+        tool = self._tools.get(name)
+        if tool is None:
+            available = ", ".join(self._tools) or "none"
+            return ToolOutcome(f"unknown tool {name!r}; available tools: {available}", True)
+        if not isinstance(args, dict):
+            return ToolOutcome(f"{name}: arguments must be a JSON object", True)
+        try:
+            result = await tool.run(args, ctx)
+        except ToolError as exc:
+            return ToolOutcome(str(exc) or f"{name} failed", True)
+        except Exception as exc:
+            log.exception("tool %s raised", name)
+            return ToolOutcome(f"internal error in tool {name}: {type(exc).__name__}", True)
+        if not isinstance(result, str):
+            log.error("tool %s returned %s instead of str", name, type(result).__name__)
+            return ToolOutcome(
+                f"internal error in tool {name}: returned {type(result).__name__}", True
+            )
+        return ToolOutcome(self._cap(result), False)
+
+    def _cap(self, text: str) -> str:
+        limit = self._max_output_chars
+        if len(text) <= limit:
+            return text
+        return (
+            f"{text[:limit]}\n[output truncated: showed the first {limit} of {len(text)} "
+            "characters]"
+        )

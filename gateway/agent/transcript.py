@@ -1,0 +1,132 @@
+"""Append-only JSONL transcripts, one file per session.
+
+Every message, tool call and result is appended before the reply is sent, so a restart
+continues the conversation where it stopped. A line torn by a crash is skipped on load (and
+fenced off with a newline) rather than failing the whole session.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+from gateway.agent.conversation import Message, ToolCall
+
+log = logging.getLogger(__name__)
+
+INTERRUPTED_TOOL_RESULT = "(interrupted: the gateway stopped before this tool call finished)"
+
+
+class Transcript:
+    """One session's transcript file. Appends are single `write` calls on an O_APPEND fd."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def append(self, entry: dict[str, Any]) -> None:
+        line = json.dumps(entry, ensure_ascii=False, separators=(",", ":")) + "\n"
+        try:
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        except FileNotFoundError:  # sessions/ was removed by hand: recreate it, never lose
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        try:
+            os.write(fd, line.encode("utf-8"))
+        finally:
+            os.close(fd)
+
+    def load(self) -> list[dict[str, Any]]:
+        """All intact entries. Also repairs a torn last line so the next append starts clean."""
+        try:
+            data = self.path.read_bytes()
+        except FileNotFoundError:
+            return []
+        if data and not data.endswith(b"\n"):
+            log.warning("transcript %s ends in a torn line; it will be skipped", self.path.name)
+            with open(self.path, "ab") as handle:
+                handle.write(b"\n")
+        entries: list[dict[str, Any]] = []
+        for number, raw in enumerate(data.splitlines(), start=1):
+            if not raw.strip():
+                continue
+            try:
+                entry = json.loads(raw)
+            except (json.JSONDecodeError, UnicodeDecodeError):
+                log.warning("skipping unreadable line %d of %s", number, self.path.name)
+                continue
+            if isinstance(entry, dict):
+                entries.append(entry)
+        return entries
+
+
+def entry_to_message(entry: dict[str, Any]) -> Message | None:
+    """The conversation message an entry stands for, or None for bookkeeping entries."""
+    kind = entry.get("type")
+    if kind == "user":
+        return Message("user", str(entry.get("text", "")))
+    if kind == "assistant":
+        calls = tuple(
+            ToolCall(str(c.get("id", "")), str(c.get("name", "")), dict(c.get("arguments") or {}))
+            for c in entry.get("tool_calls") or []
+        )
+        return Message("assistant", str(entry.get("text", "")), tool_calls=calls)
+    if kind == "tool_result":
+        return Message(
+            "tool",
+            str(entry.get("text", "")),
+            tool_call_id=str(entry.get("tool_call_id", "")),
+            tool_name=str(entry.get("name", "")),
+            is_error=bool(entry.get("is_error", False)),
+        )
+    return None
+
+
+def message_to_entry(message: Message) -> dict[str, Any]:
+    if message.role == "tool":
+        return {
+            "type": "tool_result",
+            "tool_call_id": message.tool_call_id,
+            "name": message.tool_name,
+            "text": message.text,
+            "is_error": message.is_error,
+        }
+    entry: dict[str, Any] = {"type": message.role, "text": message.text}
+    if message.tool_calls:
+        entry["tool_calls"] = [
+            {"id": c.id, "name": c.name, "arguments": c.arguments} for c in message.tool_calls
+        ]
+    return entry
+
+
+def repair_history(
+    messages: list[Message], entry_ids: list[int]
+) -> tuple[list[Message], list[int]]:
+    """Give every tool call a result and drop results without a call.
+
+    A crash between a tool call and its result would otherwise leave a history that both
+    providers reject, and the session would be stuck for good. `entry_ids` runs parallel to
+    `messages`; added results get -1.
+    """
+    repaired: list[tuple[Message, int]] = []
+    pending: dict[str, ToolCall] = {}
+    for message, entry_id in zip(messages, entry_ids, strict=True):
+        if message.role == "tool":
+            if pending.pop(message.tool_call_id, None) is not None:
+                repaired.append((message, entry_id))
+            continue
+        _close_pending(repaired, pending)
+        repaired.append((message, entry_id))
+        pending = {call.id: call for call in message.tool_calls}
+    _close_pending(repaired, pending)
+    return [m for m, _ in repaired], [i for _, i in repaired]
+
+
+def _close_pending(repaired: list[tuple[Message, int]], pending: dict[str, ToolCall]) -> None:
+    for call in pending.values():
+        interrupted = Message("tool", INTERRUPTED_TOOL_RESULT, tool_call_id=call.id,
+                              tool_name=call.name, is_error=True)
+        repaired.append((interrupted, -1))
+    pending.clear()

@@ -1,0 +1,1 @@
+"""Building a running gateway from settings: channels, provider stack, services."""

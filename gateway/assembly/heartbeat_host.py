@@ -1,0 +1,258 @@
+"""The gateway side of heartbeats: `heartbeat.HeartbeatHost` built from the Gateway's parts.
+
+- Busy: the person's DM lane (`<person>:dm`) has a turn running or queued.
+- Route: the last DM route from the gateway state database, only on a channel that is running;
+  if the database cannot answer, there is no route and the beat is skipped with that reason.
+- Light turn: an isolated session `<person>:heartbeat` whose history is only the standing
+  prompt (never the DM history); the system prompt holds AGENTS, SOUL, IDENTITY, the due part
+  of HEARTBEAT.md and today's note; the owner's private tool registry (memory tools included).
+  It calls the agent loop directly, so no memory flush or compaction ever runs for it. Each
+  heartbeat turn is appended to its own transcript (`sessions/<person>_heartbeat-*.jsonl`)
+  for the record.
+- Deliver: queued in the DM lane, so it never lands in the middle of a DM turn; the alert is
+  recorded in the DM transcript as an assistant message (the next DM turn sees what was said),
+  then sent to the last DM route.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Awaitable, Callable, Iterator
+from datetime import timedelta
+from pathlib import Path
+from zoneinfo import ZoneInfo
+
+from gateway.agent.context_files import ContextFile, FileReport, truncate_head_tail
+from gateway.agent.conversation import Message, SystemPrompt, Usage
+from gateway.agent.loop import AgentLoop
+from gateway.agent.prompt import build_system_prompt
+from gateway.agent.sessions import transcript_path
+from gateway.agent.tools import ToolContext
+from gateway.agent.transcript import Transcript, message_to_entry
+from gateway.config.heartbeat import HeartbeatOverride
+from gateway.config.settings import Settings
+from gateway.pipeline.gateway import Gateway
+from gateway.workspace.seed import SEEDED_MARKER
+from heartbeat import (
+    ActiveHours,
+    DmTarget,
+    Heartbeat,
+    HeartbeatPolicy,
+    HeartbeatService,
+    HeartbeatTimer,
+    LightTurn,
+    parse_clock,
+)
+from heartbeat.beat import CHECKLIST_FILE, BeatOutcome
+from heartbeat.checklist import parse_interval
+from heartbeat.timer import Sleep
+from memory.layout import dm_session_key, heartbeat_files, heartbeat_session_key
+
+log = logging.getLogger(__name__)
+
+__all__ = [
+    "GatewayHeartbeatHost",
+    "build_heartbeat_service",
+    "discover_workspaces",
+    "dm_session_key",
+    "heartbeat_session_key",
+    "light_context_files",
+    "policy_for",
+    "start_heartbeats",
+]
+
+
+def policy_for(settings: Settings, person_id: str) -> HeartbeatPolicy:
+    """The `[heartbeat]` section with the person's `[heartbeat.workspaces.<person>]` on top."""
+    hb = settings.heartbeat
+    own = hb.workspaces.get(person_id) or HeartbeatOverride()
+    zone_name = own.timezone or hb.timezone
+    hours = ActiveHours(
+        parse_clock(own.active_start or hb.active_start),
+        parse_clock(own.active_end or hb.active_end),
+        ZoneInfo(zone_name) if zone_name else settings.zone(),
+    )
+    cap = hb.daily_token_cap if own.daily_token_cap is None else own.daily_token_cap
+    return HeartbeatPolicy(
+        every=parse_interval(own.every or hb.every),
+        active_hours=hours,
+        daily_token_cap=cap,
+        busy_retry=timedelta(seconds=hb.busy_retry_seconds),
+        ack_max_chars=hb.ack_max_chars,
+        repeat_window=timedelta(hours=hb.repeat_window_hours),
+        timeout_seconds=hb.timeout_seconds,
+        jitter_fraction=hb.jitter_fraction,
+    )
+
+
+def discover_workspaces(root: Path) -> Iterator[tuple[str, Path]]:
+    """Every seeded workspace under the root, as (person id, directory)."""
+    try:
+        entries = sorted(root.iterdir())
+    except OSError:
+        return
+    for entry in entries:
+        if entry.name.startswith(".") or not entry.is_dir():
+            continue
+        if (entry / SEEDED_MARKER).exists():
+            yield entry.name, entry
+
+
+class GatewayHeartbeatHost:
+    def __init__(self, gateway: Gateway, *, require_running_channel: bool = True) -> None:
+        self.gateway = gateway
+        # The CLI's one-off beat prints instead of sending, so any recorded route will do.
+        self.require_running_channel = require_running_channel
+        self.agent = AgentLoop(gateway.provider, gateway.settings.heartbeat.max_tool_rounds)
+
+    def dm_busy(self, person_id: str) -> bool:
+        return self.gateway.lanes.is_busy(dm_session_key(person_id))
+
+    async def dm_target(self, person_id: str) -> DmTarget | None:
+        try:
+            route = await self.gateway.last_dm_route(person_id)
+        except Exception as exc:  # no state database (not open, broken): no route
+            log.warning("heartbeat: cannot look up the DM route of %s: %s", person_id, exc)
+            return None
+        if route is None:
+            return None
+        if self.require_running_channel and route.channel not in self.gateway.channels:
+            return None
+        return DmTarget(route.channel, route.chat_id)
+
+    def system_prompt(self, workspace: Path, person_id: str, checklist: str) -> SystemPrompt:
+        gateway = self.gateway
+        files = light_context_files(gateway, workspace, checklist)
+        run_info = (
+            f"Heartbeat check for {person_id} (session {heartbeat_session_key(person_id)}); "
+            f"no one is chatting right now. Model: {gateway.provider.name}/"
+            f"{gateway.provider.model}."
+        )
+        now = gateway.clock.now().astimezone(gateway.settings.zone())
+        return build_system_prompt(files, private=True, now=now, run_info=run_info)
+
+    async def light_turn(
+        self, workspace: Path, person_id: str, checklist: str, prompt: str
+    ) -> LightTurn:
+        key = heartbeat_session_key(person_id)
+        system = self.system_prompt(workspace, person_id, checklist)
+        ctx = ToolContext(workspace, key, True, self.gateway.settings.tools.max_file_bytes)
+        transcript = Transcript(transcript_path(workspace, key))
+        history: list[Message] = []
+
+        def record(message: Message, usage: Usage | None) -> None:
+            history.append(message)
+            entry = {"ts": self.gateway.clock.now().isoformat(), **message_to_entry(message)}
+            if usage is not None:
+                entry["usage"] = usage.as_dict()
+            transcript.append(entry)
+
+        record(Message("user", prompt), None)
+        result = await self.agent.run(system, history, ctx, self.gateway.private_tools, record)
+        usage = result.usage
+        prompt_tokens = usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens
+        return LightTurn(result.reply, prompt_tokens, usage.output_tokens)
+
+    async def deliver(
+        self, workspace: Path, person_id: str, target: DmTarget, text: str, *, alert: bool
+    ) -> None:
+        gateway = self.gateway
+        key = dm_session_key(person_id)
+        failures: list[Exception] = []
+
+        async def job() -> None:
+            session = await gateway.sessions.get(workspace, key)
+            if alert:
+                session.record(Message("assistant", text), heartbeat=True,
+                               channel=target.channel, chat_id=target.chat_id)
+            else:
+                session.record_event("heartbeat_notice", text=text)
+            try:
+                await gateway._send(target.channel, target.chat_id, text)
+            except Exception as exc:
+                log.warning("heartbeat delivery to %s failed: %s", target.channel, exc)
+                session.record_event("delivery", ok=False, error=type(exc).__name__,
+                                     heartbeat=True)
+                failures.append(exc)
+            else:
+                session.record_event("delivery", ok=True, channel=target.channel,
+                                     heartbeat=True)
+
+        await gateway.lanes.submit(key, job)
+        if failures:
+            raise failures[0]
+
+
+def light_context_files(gateway: Gateway, workspace: Path, checklist: str) -> list[ContextFile]:
+    """AGENTS, SOUL, IDENTITY, the checklist as HEARTBEAT.md, today's note: nothing else.
+
+    The file list is `memory.layout.heartbeat_files`; the checklist slot is filled with the
+    text the beat already read (and judged due), not read a second time.
+    """
+    today = gateway.clock.now().astimezone(gateway.settings.zone()).date()
+    names = [name for name in heartbeat_files(today) if name != CHECKLIST_FILE]
+    slot = heartbeat_files(today).index(CHECKLIST_FILE)
+    files = gateway.loader.load(workspace, private=True, today=today, names=names)
+    limit = gateway.loader.file_max_chars
+    text = checklist
+    if len(text) > limit:
+        text = truncate_head_tail(checklist, len(checklist), limit, CHECKLIST_FILE)
+    status = "truncated" if text is not checklist else "loaded"
+    report = FileReport(CHECKLIST_FILE, status, len(checklist), len(text))
+    files.insert(slot, ContextFile(CHECKLIST_FILE, text, report))
+    return files
+
+
+def outcome_recorder(
+    gateway: Gateway, person_id: str, workspace: Path
+) -> Callable[[BeatOutcome], Awaitable[None]]:
+    """What the gateway does with every outcome: count it, version what the beat wrote."""
+
+    async def record(outcome: BeatOutcome) -> None:
+        gateway.metrics.heartbeat(outcome.status)
+        if outcome.model_called:  # the light turn may have written files: version them
+            await gateway.versioning.commit(workspace, "heartbeat",
+                                            session=heartbeat_session_key(person_id))
+
+    return record
+
+
+async def beat_now(gateway: Gateway, person_id: str, workspace: Path) -> BeatOutcome:
+    """One beat right away inside the running gateway (the panel's "run now"): same policy,
+    host and bookkeeping as the timer's beats, so an alert is delivered and counted."""
+    beat = Heartbeat(workspace, person_id, GatewayHeartbeatHost(gateway),
+                     policy_for(gateway.settings, person_id), gateway.clock,
+                     on_outcome=outcome_recorder(gateway, person_id, workspace))
+    return await beat.beat()
+
+
+def build_heartbeat_service(
+    gateway: Gateway,
+    *,
+    sleep: Sleep = asyncio.sleep,
+    rng: random.Random | None = None,
+    rescan_sleep: Sleep | None = None,
+) -> HeartbeatService:
+    host = GatewayHeartbeatHost(gateway)
+
+    def make_timer(person_id: str, workspace: Path) -> HeartbeatTimer | None:
+        policy = policy_for(gateway.settings, person_id)
+        if policy.every is None:
+            return None
+        beat = Heartbeat(workspace, person_id, host, policy, gateway.clock,
+                         on_outcome=outcome_recorder(gateway, person_id, workspace))
+        return HeartbeatTimer(beat, gateway.clock, sleep=sleep, rng=rng)
+
+    return HeartbeatService(
+        lambda: discover_workspaces(gateway.settings.workspaces_dir), make_timer,
+        sleep=rescan_sleep or sleep,
+    )
+
+
+async def start_heartbeats(gateway: Gateway) -> HeartbeatService:
+    """Start a heartbeat timer for every workspace (and for new ones as they appear)."""
+    service = build_heartbeat_service(gateway)
+    await service.start()
+    return service

@@ -1,0 +1,89 @@
+"""Wiring for `clawgate run`: the configured platform channels, their access policies, one
+state database, one Gateway.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from channels.base import Channel
+from gateway.agent.providers.base import Provider
+from gateway.clock import Clock
+from gateway.config.settings import ChannelSettings, Settings
+from gateway.ops.state import StateDB
+from gateway.pipeline.gateway import Gateway
+from gateway.pipeline.pairing import ChannelAccess, ChannelPolicy
+
+PLATFORMS = ("telegram", "discord")
+TOKEN_HINTS = {
+    "telegram": "set CLAWGATE_TELEGRAM__TOKEN (from @BotFather)",
+    "discord": "set CLAWGATE_DISCORD__TOKEN (Discord developer portal, Bot tab)",
+}
+
+
+def channel_settings(settings: Settings, platform: str) -> ChannelSettings:
+    return settings.telegram if platform == "telegram" else settings.discord
+
+
+def configured_platforms(settings: Settings) -> list[str]:
+    return [p for p in PLATFORMS if channel_settings(settings, p).configured]
+
+
+def policy_for(section: ChannelSettings) -> ChannelPolicy:
+    return ChannelPolicy(
+        dm_policy=section.dm_policy,
+        allow_from=frozenset(section.allow_from),
+        groups_enabled=section.groups_enabled,
+        groups=frozenset(section.groups),
+    )
+
+
+def build_channels(
+    settings: Settings, state: StateDB, options: Mapping[str, Mapping[str, Any]] | None = None
+) -> list[Channel]:
+    """One adapter per configured platform. `options` are extra constructor arguments (tests)."""
+    options = options or {}
+    channels: list[Channel] = []
+    if settings.telegram.configured:
+        from channels.telegram import TelegramChannel
+
+        tg = settings.telegram
+        channels.append(
+            TelegramChannel(
+                tg.token.get_secret_value(),  # type: ignore[union-attr]
+                base_url=tg.base_url,
+                offsets=state,
+                poll_timeout=tg.poll_timeout_seconds,
+                groups_enabled=tg.groups_enabled,
+                **options.get("telegram", {}),
+            )
+        )
+    if settings.discord.configured:
+        from channels.discord_channel import DiscordChannel
+
+        dc = settings.discord
+        channels.append(
+            DiscordChannel(
+                dc.token.get_secret_value(),  # type: ignore[union-attr]
+                groups_enabled=dc.groups_enabled,
+                catch_up=lambda: state.last_message_ids("discord"),
+                **options.get("discord", {}),
+            )
+        )
+    return channels
+
+
+def build_gateway(
+    settings: Settings,
+    provider: Provider,
+    *,
+    extra_channels: list[Channel] | None = None,
+    clock: Clock | None = None,
+    options: Mapping[str, Mapping[str, Any]] | None = None,
+) -> Gateway:
+    state = StateDB.for_root(settings.workspaces_dir)
+    channels = [*build_channels(settings, state, options), *(extra_channels or [])]
+    policies = {p: policy_for(channel_settings(settings, p)) for p in PLATFORMS}
+    access = ChannelAccess(state, policies, clock)
+    return Gateway(settings, provider, channels=channels, clock=clock, access=access, state=state)

@@ -1,0 +1,1 @@
+"""The `clawgate` command line: one module per command group."""

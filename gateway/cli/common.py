@@ -1,0 +1,108 @@
+"""What every `clawgate` command shares: the error type, the `--workspace` rule, output helpers.
+
+One rule for `--workspace` everywhere: a value with a path separator (or starting with `.` or
+`~`) is a directory; anything else is a person id under `workspaces_dir`; no value is the
+owner's workspace. Expected failures raise `CliError` (or `ConfigError`): the entry point prints
+them as one line and exits 2, so no command prints a traceback for a mistake a person makes.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from gateway.config.settings import ConfigError, Settings, load_settings
+
+# Exit codes: 0 done, 1 the operation ran and failed (or refused), 2 a usage or input error.
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+
+
+class CliError(Exception):
+    """An expected failure: `str()` is the one line shown; `code` the exit status."""
+
+    def __init__(self, message: str, code: int = EXIT_USAGE) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+WorkspaceOption = Annotated[
+    str | None,
+    typer.Option(
+        "--workspace", "-w", metavar="NAME|PATH",
+        help="a person id (e.g. ana, telegram-123) or a workspace directory "
+             "(default: the owner's)",
+    ),
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="machine-readable JSON on stdout")]
+
+
+def settings() -> Settings:
+    """The settings for this command (file named by --config / CLAWGATE_CONFIG + environment)."""
+    return load_settings()
+
+
+def looks_like_path(value: str) -> bool:
+    return "/" in value or "\\" in value or value.startswith((".", "~"))
+
+
+def resolve_workspace(value: str | None, config: Settings, *, must_exist: bool = True) -> Path:
+    """The workspace a `--workspace` value names (see the module docstring)."""
+    from gateway.workspace.seed import WorkspaceError, workspace_path
+
+    if value is None or value == "":
+        path = workspace_path(config.workspaces_dir, config.owner)
+        what = f"the owner's workspace {path}"
+    elif looks_like_path(value):
+        path = Path(value).expanduser()
+        what = f"workspace {path}"
+    else:
+        try:
+            path = workspace_path(config.workspaces_dir, value)
+        except WorkspaceError as exc:
+            raise CliError(f"{exc}: give a person id (letters, digits, . _ -) or a path "
+                           "with a /") from exc
+        what = f"workspace {path} (person {value})"
+    if must_exist and not path.is_dir():
+        raise CliError(f"{what} is not a directory; pass --workspace NAME or PATH")
+    return path
+
+
+def fail(message: str, code: int = EXIT_FAILED) -> int:
+    """Print one `clawgate: ...` line on stderr and return the exit code."""
+    print(f"clawgate: {message}", file=sys.stderr)
+    return code
+
+
+def print_json(value: Any) -> None:
+    print(json.dumps(value, indent=1, ensure_ascii=False, default=str))
+
+
+def print_table(headers: Sequence[str], rows: Iterable[Sequence[Any]], *,
+                title: str | None = None) -> None:
+    """A Rich table on stdout; wide when piped so lines are never wrapped mid-cell."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(width=None if sys.stdout.isatty() else 200, highlight=False)
+    table = Table(*headers, title=title, box=None, pad_edge=False, header_style="bold")
+    for row in rows:
+        table.add_row(*(str(cell) for cell in row))
+    console.print(table)
+
+
+def exit_with(code: int) -> None:
+    """End a command with `code` (Typer commands return None; the status travels this way)."""
+    if code:
+        raise typer.Exit(code)
+
+
+__all__ = [
+    "EXIT_FAILED", "EXIT_USAGE", "CliError", "ConfigError", "JsonOption", "WorkspaceOption",
+    "exit_with", "fail", "print_json", "print_table", "resolve_workspace", "settings",
+]

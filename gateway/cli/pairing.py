@@ -1,0 +1,95 @@
+"""`clawgate pairing list|approve|deny`: who asked to talk to the assistant.
+
+It opens the gateway state database directly, so it works while the gateway runs (SQLite in
+WAL mode, one writer at a time, a busy timeout for the other).
+"""
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from enum import Enum
+from typing import Annotated, Any, TypeVar
+
+import typer
+
+from gateway.assembly.platforms import PLATFORMS
+from gateway.cli.common import EXIT_FAILED, JsonOption, fail, print_json, print_table, settings
+from gateway.ops.state import StateDB
+from gateway.pipeline.pairing import Pairing, PairingError
+
+Platform = Enum("Platform", {name: name for name in PLATFORMS}, type=str)  # type: ignore[misc]
+T = TypeVar("T")
+
+app = typer.Typer(help="approve or deny people who asked to talk", no_args_is_help=True)
+
+
+def register(root: typer.Typer) -> None:
+    root.add_typer(app, name="pairing")
+
+
+def with_state(command: Callable[[StateDB], Awaitable[T]]) -> T:
+    """Run `command` with the gateway state database of the configured workspaces root."""
+    config = settings()
+
+    async def go() -> T:
+        async with StateDB.for_root(config.workspaces_dir) as state:
+            return await command(state)
+
+    return asyncio.run(go())
+
+
+@app.command("list", help="pending pairing requests (code, user id, name, age)")
+def list_command(
+    channel: Annotated[Platform | None, typer.Argument(case_sensitive=False)] = None,
+    as_json: JsonOption = False,
+) -> None:
+    name = channel.value if channel is not None else None
+    requests = with_state(lambda state: Pairing(state).pending(name))
+    rows: list[dict[str, Any]] = [{
+        "channel": r.channel, "code": r.code, "user_id": r.sender_id,
+        "name": r.sender_name or "", "asked_at": r.created_at.isoformat(timespec="seconds"),
+        "expires_in_minutes": max(0, int((r.expires_at - r.created_at).total_seconds() // 60)),
+    } for r in requests]
+    if as_json:
+        print_json(rows)
+        return
+    if not rows:
+        print("no pending pairing requests")
+        return
+    print_table(("channel", "code", "user", "name", "asked", "expires in"), (
+        (r["channel"], r["code"], r["user_id"], r["name"], r["asked_at"][:16].replace("T", " "),
+         f"at most {r['expires_in_minutes']} min") for r in rows))
+    print("approve with: clawgate pairing approve CHANNEL CODE")
+
+
+def _decide(channel: Platform, code: str, decision: str) -> None:
+    async def go(state: StateDB) -> Any:
+        pairing = Pairing(state)
+        try:
+            if decision == "approve":
+                return await pairing.approve(channel.value, code)
+            return await pairing.deny(channel.value, code)
+        except PairingError as exc:
+            return exc
+
+    outcome = with_state(go)
+    if isinstance(outcome, PairingError):
+        raise typer.Exit(fail(str(outcome), EXIT_FAILED))
+    verb = "approved" if decision == "approve" else "denied"
+    name = f" ({outcome.sender_name})" if outcome.sender_name else ""
+    print(f"{verb} {outcome.channel} user {outcome.sender_id}{name}")
+
+
+@app.command("approve", help="let this sender talk to the assistant")
+def approve_command(
+    channel: Annotated[Platform, typer.Argument(case_sensitive=False)],
+    code: Annotated[str, typer.Argument(help="the code the sender was given")],
+) -> None:
+    _decide(channel, code, "approve")
+
+
+@app.command("deny", help="refuse this request")
+def deny_command(
+    channel: Annotated[Platform, typer.Argument(case_sensitive=False)],
+    code: Annotated[str, typer.Argument(help="the code the sender was given")],
+) -> None:
+    _decide(channel, code, "deny")

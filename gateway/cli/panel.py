@@ -1,0 +1,35 @@
+"""`clawgate panel url`: a one-time login link for the web panel of the running gateway.
+
+It works from another shell while `clawgate run` serves the panel: the link's code is a 0600
+file in the state directory that the server redeems (and deletes) on first use.
+"""
+
+import sys
+
+import typer
+
+from gateway.cli.common import EXIT_FAILED, fail, settings
+
+app = typer.Typer(help="the web control panel: a one-time login link", no_args_is_help=True)
+
+
+def register(root: typer.Typer) -> None:
+    root.add_typer(app, name="panel")
+
+
+@app.command("url", help="print a one-time login link (valid panel.link_minutes, 10 by "
+                         "default)")
+def url_command() -> None:
+    from gateway.panel.auth import ensure_token, issue_link_code
+    from gateway.panel.server import state_dir
+
+    config = settings()
+    panel = config.panel
+    if not panel.enabled:
+        raise typer.Exit(fail("the panel is off (panel.enabled = false)", EXIT_FAILED))
+    directory = state_dir(config.workspaces_dir)
+    ensure_token(directory)  # the panel may not have started yet: the link works once it has
+    code = issue_link_code(directory, panel.link_minutes * 60)
+    print(f"{panel.base_url()}/login/link?code={code}")
+    print(f"(one use, valid {panel.link_minutes:g} minutes; the panel runs inside "
+          "`clawgate run`)", file=sys.stderr)

@@ -1,0 +1,89 @@
+"""`clawgate users link|unlink|list`: one person across platform accounts."""
+
+from typing import Annotated
+
+import typer
+
+from gateway.cli.common import (
+    EXIT_FAILED,
+    CliError,
+    JsonOption,
+    fail,
+    print_json,
+    print_table,
+    settings,
+)
+from gateway.cli.pairing import with_state
+from gateway.ops.state import StateDB
+from gateway.pipeline import links
+from gateway.pipeline.links import LinkError, LinkResult, link_accounts
+
+app = typer.Typer(help="identity links and approved senders", no_args_is_help=True)
+
+
+def register(root: typer.Typer) -> None:
+    root.add_typer(app, name="users")
+
+
+def parse_account(text: str) -> tuple[str, str]:
+    try:
+        return links.parse_account(text)
+    except LinkError as exc:
+        raise CliError(str(exc)) from exc
+
+
+@app.command("link", help="join accounts into one person: clawgate users link telegram:ID "
+                          "discord:ID; clawgate users link owner telegram:ID makes it yours")
+def link_command(
+    accounts: Annotated[list[str], typer.Argument(
+        metavar="ACCOUNT...",
+        help="channel:user_id, or a bare person id (e.g. your owner name) first")],
+) -> None:
+    config = settings()
+
+    async def go(state: StateDB) -> LinkResult:
+        try:  # the same function as the panel's "link accounts" (gateway/pipeline/links.py)
+            return await link_accounts(state, config.workspaces_dir, config.owner,
+                                       list(accounts))
+        except LinkError as exc:
+            raise CliError(str(exc)) from exc
+
+    result = with_state(go)
+    joined = " and ".join(f"{c}:{u}" for c, u in result.accounts)
+    print(f"linked {joined} as person {result.person} (workspace {result.workspace})")
+
+
+@app.command("unlink", help="make an account its own person again")
+def unlink_command(
+    account: Annotated[str, typer.Argument(metavar="CHANNEL:USER_ID")],
+) -> None:
+    channel, user_id = parse_account(account)
+    if not with_state(lambda state: state.unlink(channel, user_id)):
+        raise typer.Exit(fail(f"{channel}:{user_id} is not linked", EXIT_FAILED))
+    print(f"unlinked {channel}:{user_id}")
+
+
+@app.command("list", help="linked accounts and approved senders")
+def list_command(as_json: JsonOption = False) -> None:
+    async def go(state: StateDB) -> tuple[list, list]:
+        return list(await state.links()), list(await state.approved())
+
+    links, approved = with_state(go)
+    if as_json:
+        print_json({
+            "links": [{"person": p, "channel": c, "user_id": u} for p, c, u in links],
+            "approved": [{"channel": c, "user_id": u, "since": at, "via": via}
+                         for c, u, at, via in approved],
+        })
+        return
+    if links:
+        print_table(("person", "account"), ((p, f"{c}:{u}") for p, c, u in links),
+                    title="linked accounts")
+    else:
+        print("no linked accounts")
+    if approved:
+        print_table(("account", "since", "via"),
+                    ((f"{c}:{u}", at[:16], via) for c, u, at, via in approved),
+                    title="approved senders")
+    else:
+        print("no approved senders")

@@ -1,0 +1,1 @@
+"""Settings: clawgate.toml + CLAWGATE_* environment, one section per concern."""

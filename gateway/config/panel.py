@@ -1,0 +1,61 @@
+"""The `[panel]` settings section: the owner's web control panel (gateway/panel/).
+
+The panel can change memory files and approve strangers, so it listens on loopback unless the
+operator asks twice: a non-loopback `host` is refused at start unless `allow_remote = true`
+(and then it belongs behind a TLS reverse proxy, see the README).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+
+LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain", "ip6-localhost"})
+
+
+def is_loopback(host: str) -> bool:
+    """Whether `host` only accepts connections from this machine."""
+    name = host.strip().strip("[]").lower()
+    if name in LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
+class PanelSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = True
+    # Required to listen on anything but loopback (0.0.0.0, a LAN address): say it twice.
+    # (Declared before `host` so the host check can see it.)
+    allow_remote: bool = False
+    host: str = "127.0.0.1"
+    port: int = Field(8788, ge=0, le=65535)  # 0: any free port (tests)
+    # The address people type when the panel is behind a reverse proxy, for `clawgate panel
+    # url`, e.g. https://panel.example.org (default: http://host:port).
+    public_url: str = ""
+    session_hours: float = Field(12.0, gt=0, le=24 * 30)  # a login lasts this long
+    link_minutes: float = Field(10.0, gt=0, le=24 * 60)  # a one-time login link lasts this long
+
+    @field_validator("host")
+    @classmethod
+    def _loopback_unless_allowed(cls, host: str, info: ValidationInfo) -> str:
+        if info.data.get("enabled", True) and not info.data.get("allow_remote", False) \
+                and not is_loopback(host):
+            raise ValueError(
+                f"the panel would listen on {host}, which is not a loopback address; "
+                "set panel.allow_remote = true to allow it (and put it behind TLS), or use "
+                "127.0.0.1"
+            )
+        return host
+
+    def base_url(self, port: int | None = None) -> str:
+        if self.public_url:
+            return self.public_url.rstrip("/")
+        host = "127.0.0.1" if self.host in ("0.0.0.0", "::", "") else self.host
+        if ":" in host and not host.startswith("["):
+            host = f"[{host}]"
+        return f"http://{host}:{port if port is not None else self.port}"

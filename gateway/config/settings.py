@@ -1,0 +1,245 @@
+"""Settings: an optional `clawgate.toml`, overridden by `CLAWGATE_*` environment variables.
+
+Every option has a safe default. A bad value fails at start with one line that names the
+setting the way the person would type it (environment variable and TOML key) and how to fix it,
+because a stack trace from pydantic is not an answer to "why won't it start".
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tomllib
+from datetime import UTC, datetime, tzinfo
+from pathlib import Path
+from typing import Annotated, Any, Literal
+from zoneinfo import ZoneInfo
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic_settings import (
+    BaseSettings,
+    NoDecode,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    SettingsError,
+)
+
+from gateway.config.heartbeat import HeartbeatSettings, check_zone
+from gateway.config.memory import MemorySettings
+from gateway.config.panel import PanelSettings
+
+ENV_PREFIX = "CLAWGATE_"
+CONFIG_FILE_ENV = "CLAWGATE_CONFIG"
+DEFAULT_CONFIG_FILE = Path("clawgate.toml")
+DEFAULT_MODELS = {"anthropic": "claude-sonnet-5-5", "openai": "gpt-5.5"}
+KEY_ENV = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
+
+
+class ConfigError(Exception):
+    """A setting is missing or invalid. `str()` is the one line shown to the person."""
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class LLMSettings(_Section):
+    provider: Literal["anthropic", "openai"] = "anthropic"
+    model: str = ""  # empty: the provider's default in DEFAULT_MODELS
+    base_url: str | None = None
+    api_key: SecretStr | None = None
+    context_window: int = Field(200_000, ge=1_000)
+    max_output_tokens: int = Field(4_096, ge=1)
+    timeout_seconds: float = Field(120.0, gt=0)
+    max_attempts: int = Field(4, ge=1, le=10)
+    max_tool_rounds: int = Field(20, ge=1, le=200)
+
+    @property
+    def resolved_model(self) -> str:
+        return self.model or DEFAULT_MODELS[self.provider]
+
+
+class PromptSettings(_Section):
+    file_max_chars: int = Field(20_000, ge=200)
+    total_max_chars: int = Field(60_000, ge=500)
+
+
+class ToolSettings(_Section):
+    max_file_bytes: int = Field(1_048_576, ge=1_024)
+
+
+class CompactionSettings(_Section):
+    """When and how long sessions are compacted; see the README's "Long sessions"."""
+
+    reserve_tokens: int = Field(20_000, ge=0)  # compaction at context_window - reserve
+    flush_margin_tokens: int = Field(4_000, ge=0)  # memory flush this much before that
+    keep_recent_tokens: int = Field(20_000, ge=1_000)  # kept verbatim after a compaction
+    memory_flush: bool = True
+    notify: bool = True  # tell the person in one short line when a compaction happened
+    timeout_seconds: float = Field(90.0, gt=0)  # per summarization attempt
+
+
+class VersioningSettings(_Section):
+    """Each workspace is a git repository with a commit per change (gateway/ops/versioning.py)."""
+
+    enabled: bool = True  # needs the git binary; without it: one warning, versioning off
+
+
+class HealthSettings(_Section):
+    """The HTTP server of `clawgate run`: /healthz, /readyz, /metrics (gateway/ops/health.py)."""
+
+    enabled: bool = True
+    host: str = "127.0.0.1"  # 0.0.0.0 to let a Prometheus outside a container scrape it
+    port: int = Field(8787, ge=0, le=65535)  # 0: any free port (tests)
+
+
+DmPolicy = Literal["pairing", "allowlist", "open", "disabled"]
+
+
+class ChannelSettings(_Section):
+    """What Telegram and Discord share: the token, who may talk, and groups."""
+
+    token: SecretStr | None = None
+    dm_policy: DmPolicy = "pairing"
+    # Platform user ids always allowed in DMs (TOML list, or JSON in the environment).
+    allow_from: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    # Groups/servers are off unless enabled; then only these chat/channel ids, on mention.
+    groups_enabled: bool = False
+    groups: Annotated[list[str], NoDecode] = Field(default_factory=list)
+
+    @field_validator("allow_from", "groups", mode="before")
+    @classmethod
+    def _ids_as_strings(cls, value: Any) -> Any:
+        if isinstance(value, str) and value.lstrip().startswith("["):
+            try:
+                value = json.loads(value)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"not a JSON list: {exc.msg}") from exc
+        if isinstance(value, str):
+            value = [part for part in value.replace(",", " ").split() if part]
+        if isinstance(value, list):
+            return [str(item) for item in value]
+        return value
+
+    @property
+    def configured(self) -> bool:
+        return self.token is not None and bool(self.token.get_secret_value())
+
+
+class TelegramSettings(ChannelSettings):
+    # A self-hosted Bot API server, e.g. http://localhost:8081/bot (the token is appended).
+    base_url: str = ""
+    poll_timeout_seconds: int = Field(25, ge=0, le=50)
+
+
+class DiscordSettings(ChannelSettings):
+    pass
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX, env_nested_delimiter="__", extra="forbid", case_sensitive=False
+    )
+
+    workspaces_dir: Path = Path("workspaces")
+    # IANA zone for daily notes and the time shown to the model; empty: the machine's zone.
+    timezone: str = ""
+    # The person the local terminal chat belongs to (their workspace directory name).
+    owner: str = Field("owner", pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    log_format: Literal["text", "json"] = "text"
+    # Extra strings masked in every log line (tokens and provider keys always are).
+    log_redact: list[str] = Field(default_factory=list)
+    llm: LLMSettings = Field(default_factory=LLMSettings)
+    prompt: PromptSettings = Field(default_factory=PromptSettings)
+    tools: ToolSettings = Field(default_factory=ToolSettings)
+    memory: MemorySettings = Field(default_factory=MemorySettings)
+    telegram: TelegramSettings = Field(default_factory=TelegramSettings)
+    discord: DiscordSettings = Field(default_factory=DiscordSettings)
+    compaction: CompactionSettings = Field(default_factory=CompactionSettings)
+    heartbeat: HeartbeatSettings = Field(default_factory=HeartbeatSettings)
+    versioning: VersioningSettings = Field(default_factory=VersioningSettings)
+    health: HealthSettings = Field(default_factory=HealthSettings)
+    panel: PanelSettings = Field(default_factory=PanelSettings)  # web control panel
+
+    @field_validator("log_redact", mode="before")
+    @classmethod
+    def _comma_list(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return [part.strip() for part in value.split(",") if part.strip()]
+        return value
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_zone(cls, value: str) -> str:
+        return check_zone(value) or ""
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # The TOML file arrives as init kwargs; the environment must win over it.
+        return (env_settings, init_settings)
+
+    def zone(self) -> tzinfo:
+        if self.timezone:
+            return ZoneInfo(self.timezone)
+        return datetime.now().astimezone().tzinfo or UTC
+
+    def api_key(self) -> str:
+        """The provider key, or a ConfigError naming the variable to set."""
+        if self.llm.api_key is not None and self.llm.api_key.get_secret_value():
+            return self.llm.api_key.get_secret_value()
+        env_name = KEY_ENV[self.llm.provider]
+        value = os.environ.get(env_name, "")
+        if value:
+            return value
+        if self.llm.base_url:
+            return "no-key"  # local servers (Ollama, vLLM) ignore it, the SDKs want one
+        other = "openai" if self.llm.provider == "anthropic" else "anthropic"
+        raise ConfigError(
+            f"no API key for the {self.llm.provider} provider: set {env_name}=... "
+            f"(or CLAWGATE_LLM__PROVIDER={other} with {KEY_ENV[other]}, "
+            f"or CLAWGATE_LLM__BASE_URL for a local OpenAI/Anthropic-compatible server)"
+        )
+
+
+def config_path() -> Path:
+    return Path(os.environ.get(CONFIG_FILE_ENV, "") or DEFAULT_CONFIG_FILE)
+
+
+def load_settings(path: Path | None = None, **overrides: Any) -> Settings:
+    """Read the TOML file (if present) and the environment; raise ConfigError on bad input."""
+    path = path or config_path()
+    file_values: dict[str, Any] = {}
+    if path.exists():
+        try:
+            file_values = tomllib.loads(path.read_text(encoding="utf-8"))
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError, OSError) as exc:
+            raise ConfigError(f"cannot read {path}: {exc}. Fix the file or remove it.") from exc
+    file_values.update(overrides)
+    try:
+        return Settings(**file_values)
+    except ValidationError as exc:
+        raise ConfigError(_one_line(exc, path)) from exc
+    except SettingsError as exc:
+        # pydantic-settings could not even decode a variable (bad JSON for a list, say).
+        raise ConfigError(f"{exc}. Fix that environment variable or {path}.") from exc
+
+
+def _one_line(exc: ValidationError, path: Path) -> str:
+    first = exc.errors()[0]
+    loc = [str(part) for part in first["loc"]]
+    env_name = ENV_PREFIX + "__".join(loc).upper()
+    dotted = ".".join(loc)
+    message = first["msg"].removeprefix("Value error, ")
+    more = f" (and {len(exc.errors()) - 1} more)" if len(exc.errors()) > 1 else ""
+    return (
+        f"invalid setting {env_name} / {dotted} in {path}: {message}{more}. "
+        f"Fix it in the environment or in {path}; the README lists every option."
+    )

@@ -1,0 +1,1 @@
+"""Operations: state database, versioning, backup/restore, health, metrics, logs."""

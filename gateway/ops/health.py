@@ -1,0 +1,145 @@
+"""The operator's HTTP endpoints while `clawgate run` is up: /healthz, /readyz, /metrics.
+
+- `/healthz`: 200 while the process and its event loop answer (liveness).
+- `/readyz`: 200 when every channel is ready and the state database answers, else 503; the
+  JSON body has per-channel detail.
+- `/metrics`: the gateway's metrics in the Prometheus text format.
+
+Channel readiness is an optional attribute, so no adapter has to change (`ReadinessReporting`):
+a channel may expose `ready: bool` (False while, say, its polling keeps failing) and
+`ready_detail: str` (one line why). A channel without the attribute counts as ready once the
+gateway started it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from aiohttp import web
+
+if TYPE_CHECKING:
+    from gateway.pipeline.gateway import Gateway
+
+log = logging.getLogger(__name__)
+
+PROMETHEUS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+STATE_CHECK_SECONDS = 2.0
+
+
+@runtime_checkable
+class ReadinessReporting(Protocol):
+    """Optional for a `Channel`: say whether it can currently receive and send."""
+
+    ready: bool
+
+
+def channel_readiness(channel: Any, started: bool) -> dict[str, Any]:
+    if not started:
+        return {"ready": False, "detail": "not started"}
+    ready = getattr(channel, "ready", None)
+    if ready is None:
+        return {"ready": True, "detail": "started"}
+    detail = str(getattr(channel, "ready_detail", "") or ("connected" if ready else "down"))
+    return {"ready": bool(ready), "detail": detail}
+
+
+async def state_readiness(gateway: Gateway) -> dict[str, Any]:
+    state = gateway.state
+    if not state.is_open:
+        return {"ready": False, "detail": "not open"}
+    try:
+        await asyncio.wait_for(state.db.execute_fetchall("SELECT 1"), STATE_CHECK_SECONDS)
+    except Exception as exc:  # any failure means "not ready", with the reason
+        return {"ready": False, "detail": type(exc).__name__}
+    return {"ready": True, "detail": "ok"}
+
+
+async def readiness(gateway: Gateway, started: bool = True) -> dict[str, Any]:
+    channels = {name: channel_readiness(channel, started)
+                for name, channel in gateway.channels.items()}
+    state = await state_readiness(gateway)
+    ready = started and state["ready"] and all(c["ready"] for c in channels.values())
+    return {"ready": ready, "channels": channels, "state_db": state,
+            "queue_depth": gateway.lanes.depth()}
+
+
+def instance_id(workspaces_dir: Path) -> str:
+    """Names one gateway by its workspaces root without revealing the path: `clawgate
+    healthcheck` compares it to its own, so another program on the port does not pass."""
+    digest = hashlib.sha256(str(Path(workspaces_dir).resolve()).encode("utf-8"))
+    return digest.hexdigest()[:16]
+
+
+class HealthServer:
+    """Serves the three endpoints for one Gateway. `start()` after `gateway.start()`."""
+
+    def __init__(self, gateway: Gateway, host: str = "127.0.0.1", port: int = 8787) -> None:
+        self.gateway = gateway
+        self.host = host
+        self.port = port
+        self.started = False  # the gateway's channels are started
+        self._runner: web.AppRunner | None = None
+        gateway.metrics.channel_ready.collect_with(self._channel_gauge)
+        gateway.metrics.delivery_retries.collect_with(self._channel_retries)
+
+    def _channel_gauge(self) -> dict[tuple[str, ...], float]:
+        return {(name,): float(channel_readiness(channel, self.started)["ready"])
+                for name, channel in self.gateway.channels.items()}
+
+    def _app(self) -> web.Application:
+        app = web.Application()
+        app.router.add_get("/healthz", self._healthz)
+        app.router.add_get("/readyz", self._readyz)
+        app.router.add_get("/metrics", self._metrics)
+        return app
+
+    async def start(self) -> None:
+        self._runner = web.AppRunner(self._app(), access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.host, self.port)
+        await site.start()
+        for address in self._runner.addresses:
+            if isinstance(address, tuple):
+                self.port = int(address[1])
+                break
+        self.started = True
+        log.info("health endpoints on http://%s:%d (/healthz /readyz /metrics)",
+                 self.host, self.port)
+
+    async def stop(self) -> None:
+        self.started = False
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    async def _healthz(self, request: web.Request) -> web.Response:
+        return web.json_response({
+            "status": "ok", "service": "clawgate", "pid": os.getpid(),
+            "instance": instance_id(self.gateway.settings.workspaces_dir),
+        })
+
+    async def _readyz(self, request: web.Request) -> web.Response:
+        report = await readiness(self.gateway, self.started)
+        return web.Response(text=json.dumps(report, indent=1), content_type="application/json",
+                            status=200 if report["ready"] else 503)
+
+    async def _metrics(self, request: web.Request) -> web.Response:
+        body = self.gateway.metrics.render()
+        return web.Response(body=body.encode("utf-8"),
+                            headers={"Content-Type": PROMETHEUS_CONTENT_TYPE})
+
+    def _channel_retries(self) -> dict[tuple[str, ...], float]:
+        """Channels that count their own send retries (`delivery_retries: int`)."""
+        return {(name,): float(channel.delivery_retries)
+                for name, channel in self.gateway.channels.items()
+                if isinstance(getattr(channel, "delivery_retries", None), int)}

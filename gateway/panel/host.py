@@ -1,0 +1,221 @@
+"""PanelHost: the panel's one door into the running gateway's parts.
+
+Pages and actions ask this adapter and nothing else, so the panel calls the very functions the
+CLI calls (Pairing.approve, Versioning.undo, link_accounts, the slash commands' compact and
+reset, the heartbeat's beat) on the live objects of `clawgate run`: the same state database
+connection, the same versioning locks, the same session lanes (a compaction from the panel
+waits for a running turn like /compact does).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from gateway.ops.health import readiness
+from gateway.ops.versioning import Commit
+from gateway.pipeline.links import LinkResult, link_accounts
+from gateway.pipeline.pairing import Pairing, PairingRequest
+from gateway.pipeline.routing import Route
+from gateway.workspace.seed import SEEDED_MARKER, SESSIONS_DIR, WorkspaceError, workspace_path
+from memory.layout import dm_session_key, group_area, group_session_key, heartbeat_session_key
+
+if TYPE_CHECKING:
+    from gateway.pipeline.gateway import Gateway
+    from heartbeat import BeatOutcome
+    from memory.search import SearchResponse
+
+PANEL_CHANNEL = "panel"
+
+
+class PanelError(Exception):
+    """An action the panel cannot do as asked; `str()` is the line to show."""
+
+
+class UnknownPerson(LookupError):
+    """No workspace by that name (or not one this login may see)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Person:
+    person_id: str
+    workspace: Path
+    sessions: int
+    last_activity: float | None  # newest transcript mtime
+
+
+class PanelHost:
+    def __init__(self, gateway: Gateway, *, started: bool = True) -> None:
+        self.gateway = gateway
+        self.settings = gateway.settings
+        self.root = Path(gateway.settings.workspaces_dir)
+        self.started = started
+        self.pairing = Pairing(gateway.state, gateway.clock)
+
+    # --- people --------------------------------------------------------------------------
+
+    def person_ids(self) -> list[str]:
+        try:
+            entries = sorted(os.scandir(self.root), key=lambda e: e.name)
+        except OSError:
+            return []
+        return [e.name for e in entries if not e.name.startswith(".") and e.is_dir()
+                and os.path.exists(os.path.join(e.path, SEEDED_MARKER))]
+
+    def workspace(self, person_id: str) -> Path:
+        """The person's workspace directory, or UnknownPerson (never a path outside the root)."""
+        try:
+            path = workspace_path(self.root, person_id)
+        except WorkspaceError as exc:
+            raise UnknownPerson(person_id) from exc
+        if not (path / SEEDED_MARKER).exists():
+            raise UnknownPerson(person_id)
+        return path
+
+    def people(self, ids: list[str]) -> list[Person]:
+        people = []
+        for person_id in ids:
+            workspace = self.root / person_id
+            newest: float | None = None
+            count = 0
+            try:
+                with os.scandir(workspace / SESSIONS_DIR) as entries:
+                    for entry in entries:
+                        if entry.name.endswith(".jsonl"):
+                            count += 1
+                            mtime = entry.stat().st_mtime
+                            newest = mtime if newest is None else max(newest, mtime)
+            except OSError:
+                pass
+            people.append(Person(person_id, workspace, count, newest))
+        return people
+
+    # --- readiness, metrics ----------------------------------------------------------------
+
+    async def readiness(self) -> dict[str, Any]:
+        return await readiness(self.gateway, self.started)
+
+    def counters(self) -> dict[str, dict[str, float]]:
+        """The gateway's counters since start (metric -> label values -> value)."""
+        m = self.gateway.metrics
+        picked = {"turns": m.turns, "tokens": m.tokens, "heartbeats": m.heartbeats,
+                  "deliveries": m.deliveries, "commits": m.commits,
+                  "provider errors": m.provider_errors, "tool calls": m.tool_calls}
+        return {title: {"/".join(key) or "all": value for _, key, value in metric.samples()}
+                for title, metric in picked.items()}
+
+    # --- pairing, approvals, links (same calls as `clawgate pairing` / `users`) -----------
+
+    async def pending_pairing(self) -> list[PairingRequest]:
+        if not self.gateway.state.is_open:
+            return []
+        return await self.pairing.pending()
+
+    async def approve(self, channel: str, code: str) -> PairingRequest:
+        return await self.pairing.approve(channel, code)
+
+    async def deny(self, channel: str, code: str) -> PairingRequest:
+        return await self.pairing.deny(channel, code)
+
+    async def approved(self) -> list[tuple[str, str, str, str]]:
+        return await self.gateway.state.approved() if self.gateway.state.is_open else []
+
+    async def revoke(self, channel: str, sender_id: str) -> bool:
+        return await self.gateway.state.revoke(channel, sender_id)
+
+    async def links(self) -> list[tuple[str, str, str]]:
+        return await self.gateway.state.links() if self.gateway.state.is_open else []
+
+    async def link(self, items: list[str]) -> LinkResult:
+        return await link_accounts(self.gateway.state, self.root, self.settings.owner, items)
+
+    # --- versioning (same calls as `clawgate memory log|diff|undo`) ------------------------
+
+    @property
+    def versioning_on(self) -> bool:
+        return self.gateway.versioning.enabled
+
+    async def history(self, person_id: str, limit: int = 30) -> list[Commit]:
+        workspace = self.workspace(person_id)
+        versioning = self.gateway.versioning
+        await versioning.commit(workspace, "hand edit", note="noticed by the panel")
+        return await versioning.log(workspace, limit=limit)
+
+    async def diff(self, person_id: str, rev: str) -> str:
+        return await self.gateway.versioning.diff(self.workspace(person_id), rev)
+
+    async def undo(self, person_id: str, rev: str) -> list[str]:
+        return await self.gateway.versioning.undo(self.workspace(person_id), rev)
+
+    async def commit_edit(self, person_id: str, path: str) -> str | None:
+        return await self.gateway.versioning.commit(
+            self.workspace(person_id), "panel edit", note=f"{path} saved in the web panel")
+
+    async def commit_hand_edits(self, person_id: str) -> None:
+        await self.gateway.versioning.commit(self.workspace(person_id), "hand edit",
+                                             note="found before a panel edit")
+
+    # --- sessions (same calls as /compact and /new) ----------------------------------------
+
+    def _route(self, person_id: str, key: str) -> Route:
+        """The route a session command runs with: private for the person's own DM and
+        heartbeat sessions; a group's session keeps its group area (memory.layout)."""
+        workspace = self.workspace(person_id)
+        if key in (dm_session_key(person_id), heartbeat_session_key(person_id)):
+            return Route(person_id, workspace, key, True, PANEL_CHANNEL, "")
+        channel, _, chat_id = key.partition(":group:")
+        if not chat_id or group_session_key(channel, chat_id) != key:
+            raise PanelError(f"{key} is not a session the panel can change")
+        return Route(person_id, workspace, key, False, channel, chat_id,
+                     area=group_area(channel, chat_id))
+
+    async def compact(self, person_id: str, key: str) -> str:
+        from gateway.pipeline.commands import Command
+
+        return await self._in_lane(person_id, key, Command("compact", ""))
+
+    async def reset(self, person_id: str, key: str) -> str:
+        from gateway.pipeline.commands import Command
+
+        return await self._in_lane(person_id, key, Command("new", ""))
+
+    async def _in_lane(self, person_id: str, key: str, command: Any) -> str:
+        """Run a session command in the session's lane, behind any running turn."""
+        from gateway.pipeline.commands import run_command
+
+        route = self._route(person_id, key)
+        answer: list[str] = []
+
+        async def job() -> None:
+            answer.append(await run_command(self.gateway, route, command))
+
+        await self.gateway.lanes.submit(key, job)
+        return answer[0] if answer else ""
+
+    # --- memory search, heartbeat ----------------------------------------------------------
+
+    @property
+    def memory_on(self) -> bool:
+        return self.gateway.memory is not None
+
+    async def search(self, person_id: str, query: str, limit: int = 10) -> SearchResponse:
+        if self.gateway.memory is None:
+            raise PanelError("memory search is off ([memory] enabled = false)")
+        return await self.gateway.memory.search(self.workspace(person_id), query,
+                                                max_results=limit)
+
+    async def beat_now(self, person_id: str) -> BeatOutcome:
+        from gateway.assembly.heartbeat_host import beat_now
+
+        return await beat_now(self.gateway, person_id, self.workspace(person_id))
+
+    def heartbeat_policy(self, person_id: str) -> Any:
+        from gateway.assembly.heartbeat_host import policy_for
+
+        return policy_for(self.settings, person_id)
+
+    async def to_thread(self, fn: Any, *args: Any) -> Any:
+        return await asyncio.to_thread(fn, *args)

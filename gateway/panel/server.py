@@ -1,0 +1,282 @@
+"""The panel's aiohttp application: security middleware, login, and the server's lifecycle.
+
+Rules every request goes through (`guard`):
+- Only /login and /login/link answer without a session; everything else (pages, actions,
+  static files) redirects to /login (a page) or answers 401.
+- Every POST must carry the session's CSRF token (form field `csrf` or header X-CSRF-Token);
+  a browser-sent Origin header must match the host. The login form has its own pre-session
+  token (double-submit cookie).
+- Responses carry a strict CSP (scripts only from /static), no framing, no referrer to
+  other sites, no cache.
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from aiohttp import web
+
+from gateway.config.panel import PanelSettings
+from gateway.panel.auth import OWNER, PanelAuth, PanelSession, issue_link_code
+from gateway.panel.host import PanelHost
+from gateway.panel.html import csrf_field, esc, layout
+from gateway.panel.recent import RecentErrors
+
+log = logging.getLogger(__name__)
+
+COOKIE = "clawgate_panel"
+PRE_COOKIE = "clawgate_panel_login"
+PUBLIC = frozenset({"/login", "/login/link"})
+STATIC = {"htmx.min.js": "application/javascript", "htmx.LICENSE.txt": "text/plain"}
+HEADERS = {
+    "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self' "
+    "'unsafe-inline'; img-src 'self' data:; connect-src 'self'; form-action 'self'; "
+    "frame-ancestors 'none'; base-uri 'none'",
+    "X-Frame-Options": "DENY",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "same-origin",  # no-referrer would make Chrome send Origin: null
+    "Cache-Control": "no-store",
+}
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+@dataclass
+class Panel:
+    """What every handler needs: the gateway adapter, logins, recent errors, settings."""
+
+    host: PanelHost
+    auth: PanelAuth
+    recent: RecentErrors
+    settings: PanelSettings
+
+
+PANEL = web.AppKey("panel", Panel)
+SESSION = web.RequestKey("session", PanelSession)
+
+
+def panel_of(request: web.Request) -> Panel:
+    return request.app[PANEL]
+
+
+def session_of(request: web.Request) -> PanelSession:
+    return request[SESSION]
+
+
+def see_other(location: str) -> web.Response:
+    """A 303 redirect that can still carry cookies (raising HTTPSeeOther cannot)."""
+    return web.Response(status=303, headers={"Location": location})
+
+
+def _secure(request: web.Request) -> bool:
+    return request.secure or request.headers.get("X-Forwarded-Proto", "") == "https"
+
+
+def _origin_ok(request: web.Request) -> bool:
+    origin = request.headers.get("Origin")
+    if origin is None:  # not a browser's cross-site request (curl, the test client)
+        return True
+    forwarded = request.headers.get("X-Forwarded-Host")
+    expected = {request.host, *([forwarded] if forwarded else [])}
+    return urlsplit(origin).netloc in expected
+
+
+@web.middleware
+async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
+    try:
+        response = await _guarded(request, handler)
+    except web.HTTPException as exc:  # redirects and 404s raised by handlers get them too
+        for name, value in HEADERS.items():
+            exc.headers.setdefault(name, value)
+        raise
+    for name, value in HEADERS.items():
+        response.headers.setdefault(name, value)
+    return response
+
+
+async def _guarded(request: web.Request, handler: Handler) -> web.StreamResponse:
+    panel = panel_of(request)
+    if request.method not in ("GET", "HEAD", "POST"):
+        return web.Response(status=405, text="method not allowed")
+    if request.method == "POST" and not _origin_ok(request):
+        return web.Response(status=403, text="cross-origin request refused")
+    if request.path in PUBLIC:
+        return await handler(request)
+    session = panel.auth.session(request.cookies.get(COOKIE))
+    if session is None:
+        if request.method == "GET" and "HX-Request" not in request.headers:
+            raise web.HTTPSeeOther("/login")
+        return web.Response(status=401, text="log in first: /login")
+    if request.method == "POST":
+        given = request.headers.get("X-CSRF-Token")
+        if given is None:
+            form = await request.post()
+            value = form.get("csrf")
+            given = value if isinstance(value, str) else None
+        if not panel.auth.csrf_ok(session, given):
+            return web.Response(status=403, text="missing or wrong CSRF token: reload the page")
+    request[SESSION] = session
+    return await handler(request)
+
+
+# --- login --------------------------------------------------------------------------------
+
+
+def _login_page(pre: str, error: str = "") -> str:
+    note = f'<div class="flash error" role="alert">{esc(error)}</div>' if error else ""
+    body = (
+        f'{note}<section class="card"><form method="post" action="/login">{csrf_field(pre)}'
+        '<p><label for="token">Panel token</label></p>'
+        '<p><input id="token" name="token" type="password" autocomplete="current-password" '
+        'required></p><p><button type="submit">Log in</button></p></form>'
+        '<p class="mute">Run <code>clawgate panel url</code> on the server for a one-time '
+        "login link, or paste the token from <code>&lt;workspaces&gt;/.gateway/panel-token</code>."
+        "</p></section>")
+    return layout("Log in", body, logged_in=False)
+
+
+async def login_form(request: web.Request) -> web.Response:
+    pre = secrets.token_urlsafe(24)
+    response = web.Response(text=_login_page(pre), content_type="text/html")
+    response.set_cookie(PRE_COOKIE, pre, httponly=True, samesite="Strict",
+                        secure=_secure(request), max_age=3600, path="/login")
+    return response
+
+
+async def login_submit(request: web.Request) -> web.StreamResponse:
+    panel = panel_of(request)
+    form = await request.post()
+    pre = request.cookies.get(PRE_COOKIE, "")
+    given = str(form.get("csrf", ""))
+    if not pre or not secrets.compare_digest(pre.encode(), given.encode()):
+        return web.Response(status=403, text="missing or wrong CSRF token: reload /login")
+    if not panel.auth.check_token(str(form.get("token", ""))):
+        log.warning("panel: wrong token from %s", request.remote)
+        fresh = secrets.token_urlsafe(24)
+        response = web.Response(status=401, text=_login_page(fresh, "That is not the token."),
+                                content_type="text/html")
+        response.set_cookie(PRE_COOKIE, fresh, httponly=True, samesite="Strict",
+                            secure=_secure(request), max_age=3600, path="/login")
+        return response
+    return _start_session(request, panel)
+
+
+async def login_link(request: web.Request) -> web.StreamResponse:
+    panel = panel_of(request)
+    if not panel.auth.redeem(request.query.get("code", "")):
+        return web.Response(status=403, text="this login link is used, expired or wrong: run "
+                                             "`clawgate panel url` for a new one",
+                            headers={"Content-Type": "text/plain; charset=utf-8"})
+    return _start_session(request, panel)
+
+
+def _start_session(request: web.Request, panel: Panel) -> web.StreamResponse:
+    session = panel.auth.login(OWNER)
+    response = see_other("/")
+    response.set_cookie(COOKIE, session.sid, httponly=True, samesite="Strict",
+                        secure=_secure(request), path="/",
+                        max_age=int(panel.auth.session_seconds))
+    response.del_cookie(PRE_COOKIE, path="/login")
+    return response
+
+
+async def logout(request: web.Request) -> web.StreamResponse:
+    panel_of(request).auth.logout(session_of(request).sid)
+    response = see_other("/login")
+    response.del_cookie(COOKIE, path="/")
+    return response
+
+
+async def static(request: web.Request) -> web.Response:
+    name = request.match_info["name"]
+    if name not in STATIC:
+        raise web.HTTPNotFound()
+    data = (resources.files("gateway.panel") / "static" / name).read_bytes()
+    return web.Response(body=data, content_type=STATIC[name],
+                        headers={"Cache-Control": "private, max-age=3600"})
+
+
+# --- application and lifecycle --------------------------------------------------------------
+
+
+def build_app(panel: Panel) -> web.Application:
+    from gateway.panel import actions, pages
+
+    app = web.Application(middlewares=[guard], client_max_size=8 * 1024 * 1024)
+    app[PANEL] = panel
+    app.router.add_get("/login", login_form)
+    app.router.add_post("/login", login_submit)
+    app.router.add_get("/login/link", login_link)
+    app.router.add_post("/logout", logout)
+    app.router.add_get("/static/{name}", static)
+    pages.add_routes(app.router)
+    actions.add_routes(app.router)
+    return app
+
+
+def state_dir(workspaces_dir: Path) -> Path:
+    from gateway.ops.state import state_path
+
+    return state_path(workspaces_dir).parent
+
+
+class PanelServer:
+    """The panel inside `clawgate run`: `start()` after the gateway started, `stop()` before."""
+
+    def __init__(self, host: PanelHost, settings: PanelSettings,
+                 secrets_: list[str] | None = None) -> None:
+        self.settings = settings
+        self.port = settings.port
+        auth = PanelAuth(state_dir(host.root), session_seconds=settings.session_hours * 3600)
+        self.panel = Panel(host, auth, RecentErrors(secrets_ or []), settings)
+        self._runner: web.AppRunner | None = None
+
+    async def start(self) -> None:
+        self.panel.recent.attach()
+        self._runner = web.AppRunner(build_app(self.panel), access_log=None)
+        await self._runner.setup()
+        try:
+            await web.TCPSite(self._runner, self.settings.host, self.settings.port).start()
+        except OSError:
+            await self.stop()
+            raise
+        for address in self._runner.addresses:
+            if isinstance(address, tuple):
+                self.port = int(address[1])
+                break
+        log.info("panel on %s", self.url)
+
+    async def stop(self) -> None:
+        self.panel.recent.detach()
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+    async def __aenter__(self) -> PanelServer:
+        """For an exit stack: `await stack.enter_async_context(PanelServer(...))`."""
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.stop()
+
+    @property
+    def url(self) -> str:
+        return self.settings.base_url(self.port)
+
+    def first_start_notice(self) -> str | None:
+        """The token and a login link, the first time only (when the token is created)."""
+        from gateway.panel.auth import ensure_token
+
+        token, created = ensure_token(self.panel.auth.state_dir)
+        if not created:
+            return None
+        code = issue_link_code(self.panel.auth.state_dir, self.settings.link_minutes * 60)
+        return (f"panel: new login token {token} (kept in "
+                f"{self.panel.auth.state_dir}/panel-token); log in once at "
+                f"{self.url}/login/link?code={code} (later: `clawgate panel url`)")

@@ -1,0 +1,247 @@
+"""Who may talk to the assistant on Telegram and Discord: DM policies, pairing, group rules.
+
+`dm_policy` per channel:
+- `pairing` (default): allowlisted or approved senders pass; an unknown sender's message is
+  not processed, they get a pairing code instead, and the owner approves it with
+  `clawgate pairing approve CHANNEL CODE` (from another shell, while the gateway runs: both
+  share the state database).
+- `allowlist`: only `allow_from` and previously approved senders; others are ignored silently.
+- `open`: anyone may talk (each person still gets their own workspace).
+- `disabled`: no direct messages at all.
+
+Pairing codes are 8 characters from an alphabet without 0/O/1/I, valid one hour, at most 3
+pending per channel. A code is sent once and re-sent at most once; a sender gets at most 3
+codes a day and nothing for a day after a denial; after 5 wrong codes in 15 minutes,
+`approve` refuses for the rest of that window. Silence is the answer to anything beyond that.
+
+Groups are off unless `groups_enabled`; then only listed group ids, and only when the bot is
+mentioned or replied to (the channel sets `InboundMessage.addressed`).
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from channels.base import InboundMessage
+from gateway.clock import Clock, SystemClock
+from gateway.ops.state import StateDB
+from gateway.pipeline.access import AccessDecision
+from gateway.pipeline.routing import TERMINAL_CHANNEL
+
+log = logging.getLogger(__name__)
+
+CODE_ALPHABET = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"  # no 0/O, 1/I
+CODE_LENGTH = 8
+CODE_TTL = timedelta(hours=1)
+MAX_PENDING_PER_CHANNEL = 3
+MAX_CODES_PER_SENDER_PER_DAY = 3
+DENIAL_SILENCE = timedelta(days=1)
+MAX_WRONG_APPROVALS = 5
+WRONG_APPROVAL_WINDOW = timedelta(minutes=15)
+
+PAIRING_REPLY = (
+    "Hi! I don't know you yet, so I can't answer. Your pairing code is {code} "
+    "(valid for 1 hour). Ask the owner of this assistant to run:\n"
+    "clawgate pairing approve {channel} {code}"
+)
+PAIRING_REMINDER = "Still waiting for approval. Your pairing code is {code}."
+
+
+class PairingError(Exception):
+    """An approve/deny that cannot be done; `str()` is the line to show."""
+
+
+@dataclass(frozen=True, slots=True)
+class PairingRequest:
+    channel: str
+    code: str
+    sender_id: str
+    chat_id: str
+    sender_name: str
+    created_at: datetime
+    expires_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelPolicy:
+    dm_policy: str = "pairing"
+    allow_from: frozenset[str] = field(default_factory=frozenset)
+    groups_enabled: bool = False
+    groups: frozenset[str] = field(default_factory=frozenset)
+
+
+def normalize_code(code: str) -> str:
+    return "".join(code.split()).replace("-", "").upper()
+
+
+def new_code() -> str:
+    return "".join(secrets.choice(CODE_ALPHABET) for _ in range(CODE_LENGTH))
+
+
+class Pairing:
+    def __init__(self, state: StateDB, clock: Clock | None = None) -> None:
+        self.state = state
+        self.clock = clock or SystemClock()
+
+    def _now(self) -> float:
+        return self.clock.now().timestamp()
+
+    async def request(self, msg: InboundMessage) -> str:
+        """The reply for an unknown sender's DM ("" means stay silent)."""
+        now = self._now()
+        db = self.state.db
+        async with db.execute(
+            "SELECT code, status, created_at, expires_at, resent FROM pairing"
+            " WHERE channel = ? AND sender_id = ? ORDER BY created_at DESC",
+            (msg.channel, msg.sender_id),
+        ) as cursor:
+            mine = list(await cursor.fetchall())
+        silence = DENIAL_SILENCE.total_seconds()
+        if any(status == "denied" and now - created < silence for _, status, created, _, _ in mine):
+            return ""
+        for code, status, _, expires, resent in mine:
+            if status == "pending" and expires > now:
+                if resent:
+                    log.info("pairing: %s:%s keeps writing, rate limited", msg.channel,
+                             msg.sender_id)
+                    return ""
+                await self.state._write(
+                    "UPDATE pairing SET resent = 1 WHERE channel = ? AND code = ?",
+                    (msg.channel, code),
+                )
+                return PAIRING_REMINDER.format(code=code)
+        day = timedelta(days=1).total_seconds()
+        if sum(now - created < day for _, _, created, _, _ in mine) >= MAX_CODES_PER_SENDER_PER_DAY:
+            log.info("pairing: %s:%s asked too often today", msg.channel, msg.sender_id)
+            return ""
+        async with db.execute(
+            "SELECT COUNT(*) FROM pairing WHERE channel = ? AND status = 'pending'"
+            " AND expires_at > ?",
+            (msg.channel, now),
+        ) as cursor:
+            row = await cursor.fetchone()
+        if row is not None and row[0] >= MAX_PENDING_PER_CHANNEL:
+            log.warning("pairing: %d requests already pending on %s, not issuing another code",
+                        row[0], msg.channel)
+            return ""
+        code = new_code()
+        await self.state._write(
+            "INSERT INTO pairing (channel, code, sender_id, chat_id, sender_name, created_at,"
+            " expires_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (msg.channel, code, msg.sender_id, msg.chat_id, msg.sender_name, now,
+             now + CODE_TTL.total_seconds()),
+        )
+        log.warning("pairing request on %s from %s (%s): code %s", msg.channel, msg.sender_id,
+                    msg.sender_name or "no name", code)
+        return PAIRING_REPLY.format(code=code, channel=msg.channel)
+
+    async def pending(self, channel: str | None = None) -> list[PairingRequest]:
+        sql = ("SELECT channel, code, sender_id, chat_id, sender_name, created_at, expires_at"
+               " FROM pairing WHERE status = 'pending' AND expires_at > ?")
+        params: tuple[object, ...] = (self._now(),)
+        if channel:
+            sql += " AND channel = ?"
+            params += (channel,)
+        async with self.state.db.execute(sql + " ORDER BY created_at", params) as cursor:
+            rows = await cursor.fetchall()
+        return [_request(row, self.clock) for row in rows]
+
+    async def approve(self, channel: str, code: str) -> PairingRequest:
+        request = await self._take(channel, code, "approved")
+        await self.state.approve(request.channel, request.sender_id, via=f"pairing:{code}")
+        return request
+
+    async def deny(self, channel: str, code: str) -> PairingRequest:
+        return await self._take(channel, code, "denied")
+
+    async def _take(self, channel: str, code: str, status: str) -> PairingRequest:
+        now = self._now()
+        window = now - WRONG_APPROVAL_WINDOW.total_seconds()
+        async with self.state.db.execute(
+            "SELECT COUNT(*) FROM approve_failures WHERE channel = ? AND at > ?", (channel, window)
+        ) as cursor:
+            row = await cursor.fetchone()
+        if row is not None and row[0] >= MAX_WRONG_APPROVALS:
+            raise PairingError(
+                f"too many wrong codes for {channel} in the last 15 minutes; wait and retry"
+            )
+        code = normalize_code(code)
+        async with self.state.db.execute(
+            "SELECT channel, code, sender_id, chat_id, sender_name, created_at, expires_at"
+            " FROM pairing WHERE channel = ? AND code = ? AND status = 'pending'"
+            " AND expires_at > ?",
+            (channel, code, now),
+        ) as cursor:
+            found = await cursor.fetchone()
+        if found is None:
+            await self.state._write(
+                "INSERT INTO approve_failures (channel, at) VALUES (?, ?)", (channel, now)
+            )
+            raise PairingError(
+                f"no pending pairing request {code} on {channel} (wrong or expired code); "
+                f"see `clawgate pairing list`"
+            )
+        await self.state._write(
+            "UPDATE pairing SET status = ? WHERE channel = ? AND code = ?", (status, channel, code)
+        )
+        return _request(found, self.clock)
+
+
+def _request(row: Iterable[object], clock: Clock) -> PairingRequest:
+    channel, code, sender, chat, name, created, expires = row
+    zone = clock.now().tzinfo
+    return PairingRequest(
+        str(channel), str(code), str(sender), str(chat), str(name),
+        datetime.fromtimestamp(float(created), zone),  # type: ignore[arg-type]
+        datetime.fromtimestamp(float(expires), zone),  # type: ignore[arg-type]
+    )
+
+
+class ChannelAccess:
+    """The AccessPolicy of a gateway with platform channels (the terminal always passes)."""
+
+    def __init__(
+        self,
+        state: StateDB,
+        policies: Mapping[str, ChannelPolicy],
+        clock: Clock | None = None,
+    ) -> None:
+        self.state = state
+        self.policies = dict(policies)
+        self.pairing = Pairing(state, clock)
+
+    async def check(self, msg: InboundMessage) -> AccessDecision:
+        if msg.channel == TERMINAL_CHANNEL:
+            return AccessDecision(True)
+        policy = self.policies.get(msg.channel)
+        if policy is None:
+            log.warning("denied message on unconfigured channel %s", msg.channel)
+            return AccessDecision(False)
+        if msg.chat_type == "group":
+            return AccessDecision(self._group_allowed(policy, msg))
+        if policy.dm_policy == "disabled":
+            return AccessDecision(False)
+        if policy.dm_policy == "open" or await self._known(policy, msg):
+            return AccessDecision(True)
+        if policy.dm_policy == "allowlist":
+            log.info("ignored DM from %s:%s (not on the allowlist)", msg.channel, msg.sender_id)
+            return AccessDecision(False)
+        return AccessDecision(False, await self.pairing.request(msg))
+
+    async def _known(self, policy: ChannelPolicy, msg: InboundMessage) -> bool:
+        if msg.sender_id in policy.allow_from:
+            return True
+        return await self.state.is_approved(msg.channel, msg.sender_id)
+
+    @staticmethod
+    def _group_allowed(policy: ChannelPolicy, msg: InboundMessage) -> bool:
+        if not policy.groups_enabled or not msg.addressed:
+            return False
+        if msg.chat_id not in policy.groups:
+            log.info("ignored mention in group %s:%s (not in groups)", msg.channel, msg.chat_id)
+            return False
+        return True

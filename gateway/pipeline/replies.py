@@ -1,0 +1,39 @@
+"""What the person is told when something outside their control failed.
+
+One short line, no stack trace, no secret, and always the reassurance that their message was
+kept: the session stays usable for the next message.
+"""
+
+from __future__ import annotations
+
+from gateway.agent.providers.base import ProviderError
+
+_TRANSIENT = {
+    "rate_limit": "the model provider is rate-limiting requests",
+    "overloaded": "the model provider is overloaded",
+    "server": "the model provider had a server error",
+    "timeout": "the model provider did not answer in time",
+    "connection": "the model provider could not be reached",
+    "bad_response": "the model provider sent a reply I could not read",
+}
+
+
+def provider_error_reply(exc: ProviderError) -> str:
+    tried = f" (tried {exc.attempts} times)" if exc.attempts > 1 else ""
+    if exc.kind in _TRANSIENT:
+        return (
+            f"Sorry, {_TRANSIENT[exc.kind]}{tried}. Your message is saved; "
+            "send it again in a minute."
+        )
+    if exc.kind == "auth":
+        return (
+            "The model provider rejected the gateway's API key. The operator needs to check "
+            "the key (clawgate doctor helps). Your message is saved."
+        )
+    if exc.kind == "context_overflow":
+        return (
+            "This conversation no longer fits in the model's context window, even after "
+            "compacting. Send /compact to try again, or /new to start fresh (the old "
+            "session stays on disk)."
+        )
+    return f"The model provider refused the request ({exc.kind}). Your message is saved."

@@ -1,7 +1,0 @@
-"""Tools the assistant can call, and the registry that runs them safely."""
-
-from gateway.tools.base import Tool, ToolContext, ToolError
-from gateway.tools.files import file_tools
-from gateway.tools.registry import ToolOutcome, ToolRegistry
-
-__all__ = ["Tool", "ToolContext", "ToolError", "ToolOutcome", "ToolRegistry", "file_tools"]

@@ -1,0 +1,284 @@
+"""The workspace layout and the access rule: every path of a workspace, and who may touch it.
+
+This is the one place that knows what a workspace holds and which context may read or write
+which part of it. The file tools, the prompt loader, the recall sources, versioning, backup and
+the heartbeat ask it instead of spelling paths or private-file sets themselves. It lives in
+`memory/` because the recall index (which may not import the gateway) needs the same names.
+
+Contexts, from most to least private:
+- private: the workspace's owner, present (their DM) or not (heartbeat, memory flush). Another
+  person's DM is private too, in that person's own workspace.
+- group: a shared chat. It runs in the gateway owner's workspace but owns only its own area,
+  `groups/<channel>-<chat>/`.
+
+The rule: **a context may load only what it may read, and may never write anything that a more
+private context loads or follows.** Concretely:
+- private: reads everything that is not internal (dot-names); writes everything except the
+  transcripts (`sessions/`, append-only history kept by the gateway).
+- group: reads the persona files (AGENTS.md, SOUL.md, IDENTITY.md) and its own area; writes
+  only inside its own area. Everything else is refused, including names added later (skills/,
+  schedules): writes are default-deny outside the group's own area, so a new file a private
+  context follows is protected without anyone remembering to list it here.
+
+Names are compared the way a case-insensitive, normalizing filesystem would when the question is
+"is this private?" (deny), and exactly when the question is "is this allowed?" (allow), so a
+case alias can only ever lose access, never gain it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import unicodedata
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import date, timedelta
+from pathlib import PurePath
+
+__all__ = [
+    "BOOTSTRAP_FILES",
+    "GROUPS_DIR",
+    "HEARTBEAT_FILE",
+    "HEARTBEAT_STATE_FILE",
+    "MEMORY_DIR",
+    "PERSONA_FILES",
+    "PRIVATE",
+    "PRIVATE_DIRS",
+    "PRIVATE_FILES",
+    "RECALL_DIR",
+    "SEEDED_MARKER",
+    "SESSIONS_DIR",
+    "SKILLS_DIR",
+    "TRASH_DIR",
+    "Access",
+    "daily_note",
+    "dm_session_key",
+    "group_access",
+    "group_area",
+    "group_session_key",
+    "heartbeat_files",
+    "heartbeat_session_key",
+    "is_dm_session_key",
+    "is_private_relpath",
+    "leads_to_area",
+    "prompt_files",
+    "read_refusal",
+    "write_refusal",
+]
+
+# --- names ----------------------------------------------------------------------------------
+
+# The persona: who the assistant is. Followed everywhere, readable (never writable) by groups.
+PERSONA_FILES: tuple[str, ...] = ("AGENTS.md", "SOUL.md", "IDENTITY.md")
+TOOLS_FILE = "TOOLS.md"
+BOOTSTRAP_FILE = "BOOTSTRAP.md"
+HEARTBEAT_FILE = "HEARTBEAT.md"  # the heartbeat's checklist, followed unattended
+USER_FILE = "USER.md"
+MEMORY_FILE = "MEMORY.md"
+# Private memory: readable only in the owner's private contexts.
+PRIVATE_FILES: tuple[str, ...] = (USER_FILE, MEMORY_FILE)
+MEMORY_DIR = "memory"  # daily notes memory/YYYY-MM-DD.md
+PRIVATE_DIRS: tuple[str, ...] = (MEMORY_DIR,)
+SESSIONS_DIR = "sessions"  # transcripts, append-only, written by the gateway only
+SKILLS_DIR = "skills"  # (later) skills the assistant follows in private contexts
+SCHEDULE_DIR = "schedule"  # (later) reminders the scheduler runs privately
+GROUPS_DIR = "groups"  # groups/<channel>-<chat>/: each group's own writable area
+GROUP_NOTES_FILE = "NOTES.md"  # loaded into that group's prompts only
+# Internal state: dot-names, invisible to every tool.
+RECALL_DIR = ".recall"  # derived recall index, rebuildable
+TRASH_DIR = ".trash"  # delete_file moves files here
+GIT_DIR = ".git"
+HEARTBEAT_STATE_FILE = ".clawgate-heartbeat.json"
+SEEDED_MARKER = ".clawgate-workspace"
+
+# Seeded from templates and injected into private prompts, in this order.
+BOOTSTRAP_FILES: tuple[str, ...] = (
+    *PERSONA_FILES,
+    USER_FILE,
+    TOOLS_FILE,
+    BOOTSTRAP_FILE,
+    MEMORY_FILE,
+    HEARTBEAT_FILE,
+)
+# Derived from other files: never versioned, never backed up.
+DERIVED_DIRS: tuple[str, ...] = (RECALL_DIR,)
+# Not versioned: derived data, append-only history, the trash and the timer's bookkeeping.
+UNVERSIONED_DIRS: tuple[str, ...] = (GIT_DIR, RECALL_DIR, SESSIONS_DIR, TRASH_DIR)
+UNVERSIONED_FILES: tuple[str, ...] = (HEARTBEAT_STATE_FILE,)
+
+
+def daily_note(day: date) -> str:
+    return f"{MEMORY_DIR}/{day.isoformat()}.md"
+
+
+# --- session keys ---------------------------------------------------------------------------
+# One builder, so the lanes, the transcripts, the recall index and versioning agree.
+
+_DM = "dm"
+_HEARTBEAT = "heartbeat"
+
+
+def dm_session_key(person_id: str) -> str:
+    return f"{person_id}:{_DM}"
+
+
+def heartbeat_session_key(person_id: str) -> str:
+    return f"{person_id}:{_HEARTBEAT}"
+
+
+def group_session_key(channel: str, chat_id: str) -> str:
+    return f"{channel}:group:{chat_id}"
+
+
+def is_dm_session_key(key: str) -> bool:
+    """A DM transcript: the only transcripts the recall index reads.
+
+    Exactly `<person>:dm` (person ids never contain ':'), so a group whose chat id happens to
+    be "dm" (`telegram:group:dm`) is not mistaken for one.
+    """
+    person, sep, kind = key.partition(":")
+    return bool(person) and sep == ":" and kind == _DM
+
+
+# --- contexts -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Access:
+    """What one context may do in a workspace.
+
+    `area` is the workspace-relative writable area of a group ("" for private contexts, and
+    for a shared context that was given none: it then writes nothing at all).
+    """
+
+    private: bool
+    area: str = ""
+
+
+PRIVATE = Access(True)
+
+_SAFE = re.compile(r"[^A-Za-z0-9_.-]+")
+
+
+def group_area(channel: str, chat_id: str) -> str:
+    """`groups/<channel>-<chat>`: one path component, distinct for distinct chats."""
+    raw = f"{channel}-{chat_id}"
+    safe = _SAFE.sub("_", raw).strip("._") or "chat"
+    if safe != raw:  # sanitizing may merge two ids: keep them apart with a digest
+        safe = f"{safe[:60]}-{hashlib.sha256(raw.encode('utf-8')).hexdigest()[:8]}"
+    return f"{GROUPS_DIR}/{safe[:100]}"
+
+
+def group_access(channel: str, chat_id: str) -> Access:
+    return Access(False, group_area(channel, chat_id))
+
+
+def _fold(name: str) -> str:
+    """How a case-insensitive, normalizing filesystem (macOS, Windows) compares names."""
+    return unicodedata.normalize("NFC", name).casefold().rstrip(". ")
+
+
+_PRIVATE_FILES_FOLDED = frozenset(_fold(n) for n in PRIVATE_FILES)
+_PRIVATE_DIRS_FOLDED = frozenset(_fold(n) for n in (*PRIVATE_DIRS, SESSIONS_DIR))
+_READ_ONLY_FOLDED = frozenset({_fold(SESSIONS_DIR)})
+
+
+def _parts(rel: PurePath | str | Sequence[str]) -> tuple[str, ...]:
+    joined = "/".join(rel) if isinstance(rel, tuple | list) else str(rel)
+    normalized = os.path.normpath(joined or ".").replace("\\", "/")
+    return tuple(p for p in normalized.split("/") if p not in ("", "."))
+
+
+def is_private_relpath(rel: PurePath | str | Sequence[str]) -> bool:
+    """Private memory or transcripts: USER.md, MEMORY.md, memory/..., sessions/...
+
+    Only the top-level files are private (`notes/MEMORY.md` is an ordinary note); names are
+    compared case-insensitively so an alias on a case-insensitive filesystem is private too.
+    """
+    parts = _parts(rel)
+    if not parts:
+        return False
+    first = _fold(parts[0])
+    return first in _PRIVATE_DIRS_FOLDED or (len(parts) == 1 and first in _PRIVATE_FILES_FOLDED)
+
+
+def _inside(parts: tuple[str, ...], area: str) -> bool:
+    """Strictly below `area`, compared exactly (an allow decision)."""
+    base = tuple(area.split("/"))
+    return bool(area) and len(parts) > len(base) and parts[: len(base)] == base
+
+
+def leads_to_area(access: Access, rel: PurePath | str | Sequence[str]) -> bool:
+    """The workspace root or a folder on the way down to a group's own area (`groups/`).
+
+    A group may list these, so it can find its area, but their other entries stay invisible
+    (each entry is judged on its own); they are never readable as files.
+    """
+    parts = _parts(rel)
+    base = tuple(access.area.split("/")) if access.area else ()
+    return not access.private and len(parts) < len(base) and base[: len(parts)] == parts
+
+
+def read_refusal(access: Access, rel: PurePath | str | Sequence[str]) -> str | None:
+    """Why `access` may not read `rel` (workspace-relative), or None if it may."""
+    parts = _parts(rel)
+    if access.private:
+        return None
+    if is_private_relpath(parts):
+        return "private memory and transcripts are only available in the owner's DMs"
+    if len(parts) == 1 and parts[0] in PERSONA_FILES:
+        return None
+    area = tuple(access.area.split("/")) if access.area else None
+    if area is not None and (parts == area or _inside(parts, access.area)):
+        return None
+    if leads_to_area(access, parts):
+        return None
+    return _outside_area(access)
+
+
+def write_refusal(access: Access, rel: PurePath | str | Sequence[str]) -> str | None:
+    """Why `access` may not create, change or delete `rel`, or None if it may."""
+    parts = _parts(rel)
+    if parts and _fold(parts[0]) in _READ_ONLY_FOLDED:
+        return "sessions/ holds transcripts and is read-only"
+    if access.private:
+        return None
+    if is_private_relpath(parts):
+        return "private memory and transcripts are only available in the owner's DMs"
+    if _inside(parts, access.area):
+        return None
+    return _outside_area(access)
+
+
+def _outside_area(access: Access) -> str:
+    if not access.area:
+        return "this chat can only read the persona files (AGENTS.md, SOUL.md, IDENTITY.md)"
+    return (
+        f"in a group chat only {access.area}/ is writable and only it and the persona files "
+        "(AGENTS.md, SOUL.md, IDENTITY.md) are readable; the rest of the workspace belongs to "
+        "its owner"
+    )
+
+
+# --- what each context loads into its prompt -------------------------------------------------
+
+
+def prompt_files(access: Access, today: date) -> list[str]:
+    """The files a context's system prompt is built from, in order.
+
+    Private: every bootstrap file, then today's and yesterday's daily notes. Group: the persona
+    files and the group's own notes; never TOOLS.md, HEARTBEAT.md or anything private.
+    """
+    if access.private:
+        yesterday = today - timedelta(days=1)
+        return [*BOOTSTRAP_FILES, daily_note(today), daily_note(yesterday)]
+    names = list(PERSONA_FILES)
+    if access.area:
+        names.append(f"{access.area}/{GROUP_NOTES_FILE}")
+    return names
+
+
+def heartbeat_files(today: date) -> list[str]:
+    """A heartbeat's light prompt: the persona, the checklist, today's note (in this order)."""
+    return [*PERSONA_FILES, HEARTBEAT_FILE, daily_note(today)]

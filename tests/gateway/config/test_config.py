@@ -1,0 +1,90 @@
+"""Settings: TOML file, environment overrides, and one-line errors."""
+
+from __future__ import annotations
+
+import pytest
+
+from gateway.config.settings import ConfigError, load_settings
+
+
+def test_defaults_are_safe(tmp_path):
+    settings = load_settings(tmp_path / "absent.toml")
+    assert settings.llm.provider == "anthropic"
+    assert settings.prompt.file_max_chars == 20_000
+    assert settings.prompt.total_max_chars == 60_000
+    assert settings.llm.max_tool_rounds == 20
+    assert str(settings.workspaces_dir) == "workspaces"
+
+
+def test_environment_overrides_the_toml_file(tmp_path, monkeypatch):
+    config = tmp_path / "clawgate.toml"
+    config.write_text(
+        'workspaces_dir = "from-file"\n[llm]\nprovider = "openai"\nmodel = "file-model"\n'
+        "[prompt]\nfile_max_chars = 1234\n"
+    )
+    monkeypatch.setenv("CLAWGATE_LLM__MODEL", "env-model")
+    monkeypatch.setenv("CLAWGATE_PROMPT__TOTAL_MAX_CHARS", "9999")
+    settings = load_settings(config)
+    assert settings.llm.provider == "openai"
+    assert settings.llm.model == "env-model"
+    assert settings.prompt.file_max_chars == 1234
+    assert settings.prompt.total_max_chars == 9999
+    assert str(settings.workspaces_dir) == "from-file"
+
+
+def test_config_file_path_from_the_environment(tmp_path, monkeypatch):
+    config = tmp_path / "elsewhere.toml"
+    config.write_text('[llm]\ncontext_window = 32000\n')
+    monkeypatch.setenv("CLAWGATE_CONFIG", str(config))
+    assert load_settings().llm.context_window == 32_000
+
+
+@pytest.mark.parametrize(
+    ("env", "value", "named"),
+    [
+        ("CLAWGATE_LLM__PROVIDER", "gemini", "CLAWGATE_LLM__PROVIDER"),
+        ("CLAWGATE_LLM__CONTEXT_WINDOW", "lots", "CLAWGATE_LLM__CONTEXT_WINDOW"),
+        ("CLAWGATE_PROMPT__FILE_MAX_CHARS", "-5", "CLAWGATE_PROMPT__FILE_MAX_CHARS"),
+        ("CLAWGATE_TIMEZONE", "Mars/Olympus", "CLAWGATE_TIMEZONE"),
+    ],
+)
+def test_invalid_values_fail_in_one_line_naming_the_setting(tmp_path, monkeypatch, env, value,
+                                                            named):
+    monkeypatch.setenv(env, value)
+    with pytest.raises(ConfigError) as caught:
+        load_settings(tmp_path / "absent.toml")
+    message = str(caught.value)
+    assert named in message and "\n" not in message
+
+
+def test_unknown_key_in_the_file_is_an_error(tmp_path):
+    config = tmp_path / "clawgate.toml"
+    config.write_text("[llm]\nmodle = 'typo'\n")
+    with pytest.raises(ConfigError, match="CLAWGATE_LLM__MODLE"):
+        load_settings(config)
+
+
+def test_broken_toml_is_one_clear_line(tmp_path):
+    config = tmp_path / "clawgate.toml"
+    config.write_text("[llm\n")
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_settings(config)
+
+
+def test_missing_key_says_how_to_set_one(tmp_path):
+    settings = load_settings(tmp_path / "absent.toml")
+    with pytest.raises(ConfigError) as caught:
+        settings.api_key()
+    assert "ANTHROPIC_API_KEY" in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_keys_come_from_the_standard_variables(tmp_path, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-openai")
+    monkeypatch.setenv("CLAWGATE_LLM__PROVIDER", "openai")
+    assert load_settings(tmp_path / "absent.toml").api_key() == "sk-openai"
+
+
+def test_a_local_server_needs_no_key(tmp_path, monkeypatch):
+    monkeypatch.setenv("CLAWGATE_LLM__PROVIDER", "openai")
+    monkeypatch.setenv("CLAWGATE_LLM__BASE_URL", "http://127.0.0.1:11434/v1")
+    assert load_settings(tmp_path / "absent.toml").api_key()
