@@ -35,11 +35,11 @@ from pathlib import Path
 from typing import Any, Literal
 from zoneinfo import ZoneInfo
 
+from memory.layout import SCHEDULE_FILE
 from scheduler.files import locked, write_private
 from scheduler.recurrence import Schedule, ScheduleError
 from scheduler.when import parse_when
 
-SCHEDULE_FILE = ".clawgate-schedule.json"
 VERSION = 1
 KINDS = ("message", "agent")
 MAX_TEXT_CHARS = 2000

@@ -27,9 +27,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from memory.layout import SCHEDULE_STATE_FILE
+
 log = logging.getLogger(__name__)
 
-STATE_FILE = ".clawgate-schedule-state.jsonl"
+STATE_FILE = SCHEDULE_STATE_FILE
 VERSION = 1
 COMPACT_SLACK = 64  # lines beyond 2 per job before the journal is rewritten
 

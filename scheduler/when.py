@@ -4,7 +4,7 @@ Kept deliberately small; anything else is refused with an error that shows the f
 
 One-shot (relative forms are resolved against `now` in the workspace zone):
     2026-12-01 15:00 | 2026-12-01T15:00+01:00   an ISO date and time (offset optional)
-    in 2 hours | in 30 minutes | in 1 day        elapsed time from now
+    in 2 hours | in 30 minutes | in 90 seconds   elapsed time from now
     at 15:00 | at 9pm                            today, or tomorrow if that time has passed
     today at 9 | tomorrow at 9:30                a day and a time
     monday at 9 | on friday at 17:00             the next such day (today if still ahead)
@@ -44,6 +44,7 @@ FORMS = (
 _DAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 _CRON_DOW = ("1", "2", "3", "4", "5", "6", "0")  # Monday..Sunday in cron numbering
 _UNITS = {
+    "second": timedelta(seconds=1), "sec": timedelta(seconds=1), "s": timedelta(seconds=1),
     "minute": timedelta(minutes=1), "min": timedelta(minutes=1), "m": timedelta(minutes=1),
     "hour": timedelta(hours=1), "hr": timedelta(hours=1), "h": timedelta(hours=1),
     "day": timedelta(days=1), "d": timedelta(days=1),
@@ -186,8 +187,9 @@ def _recurring(text: str) -> Schedule:
         expr = f"{at.minute} {at.hour} * * {field}"
         return Cron(expr, f"every {words} at {at:%H:%M}")
     interval = _amount(rest)
-    if interval < MIN_INTERVAL:
-        raise ScheduleError("the shortest interval is 1 minute")
+    if interval < MIN_INTERVAL or interval % MIN_INTERVAL:
+        raise ScheduleError("an interval is a whole number of minutes or hours (at least 1 "
+                            "minute)")
     if interval % timedelta(days=1) == timedelta(0):
         raise ScheduleError(
             f"{text!r}: say the time of day, e.g. 'every day at 09:00' (a whole-day interval "

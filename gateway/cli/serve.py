@@ -84,6 +84,7 @@ def _serve(config: Settings) -> int:
     async def serve() -> int:
         gateway = build_gateway(config, build_provider(config))
         _attach_memory(gateway, config)
+        desk = _attach_schedules(gateway)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
@@ -99,6 +100,7 @@ def _serve(config: Settings) -> int:
               "`clawgate pairing list` / `clawgate pairing approve CHANNEL CODE`.",
               file=sys.stderr)
         heartbeats = await start_heartbeats(gateway)  # one timer per workspace
+        scheduler = await _start_scheduler(gateway, desk)  # reminders, one heap for all
         health = None
         if config.health.enabled:  # /healthz /readyz /metrics (gateway/ops/health.py)
             from gateway.ops.health import HealthServer
@@ -112,6 +114,8 @@ def _serve(config: Settings) -> int:
         if health is not None:
             await health.stop()
         await heartbeats.stop()
+        if scheduler is not None:
+            await scheduler.stop()
         await gateway.stop()
         return 0
 
@@ -141,6 +145,22 @@ async def _start_panel(gateway: Any, config: Settings) -> Any:
 # --- end of web panel wiring ---
 
 
+# --- reminders wiring (issue 15); moves into the assembly's exit stack when that lands ---
+def _attach_schedules(gateway: Any) -> Any:
+    """The schedule tools and /reminders for the owner's private contexts (None if off)."""
+    from gateway.assembly.scheduling import attach_schedules
+
+    return attach_schedules(gateway)
+
+
+async def _start_scheduler(gateway: Any, desk: Any) -> Any:
+    """One scheduler for every workspace's reminders (gateway/assembly/scheduling.py)."""
+    from gateway.assembly.scheduling import start_scheduler
+
+    return await start_scheduler(gateway, desk)
+# --- end of reminders wiring ---
+
+
 def _chat(config: Settings, person: str) -> int:
     from channels.terminal import TerminalChannel
     from gateway.agent.providers import build_provider
@@ -156,6 +176,7 @@ def _chat(config: Settings, person: str) -> int:
         terminal = TerminalChannel()
         gateway = Gateway(config, build_provider(config), channels=[terminal])
         _attach_memory(gateway, config)
+        _attach_schedules(gateway)  # jobs made here are sent by the running `clawgate run`
         await gateway.start()
         try:
             await terminal.input_closed.wait()

@@ -27,6 +27,7 @@ from pydantic_settings import (
 from gateway.config.heartbeat import HeartbeatSettings, check_zone
 from gateway.config.memory import MemorySettings
 from gateway.config.panel import PanelSettings
+from gateway.config.scheduler import SchedulerSettings
 
 ENV_PREFIX = "CLAWGATE_"
 CONFIG_FILE_ENV = "CLAWGATE_CONFIG"
@@ -161,6 +162,7 @@ class Settings(BaseSettings):
     versioning: VersioningSettings = Field(default_factory=VersioningSettings)
     health: HealthSettings = Field(default_factory=HealthSettings)
     panel: PanelSettings = Field(default_factory=PanelSettings)  # web control panel
+    scheduler: SchedulerSettings = Field(default_factory=SchedulerSettings)  # reminders
 
     @field_validator("log_redact", mode="before")
     @classmethod

@@ -22,7 +22,8 @@ Commands:
 /new or /reset - start a fresh session (the old transcript stays on disk)
 /compact [focus] - summarize the older part of this session now (optional focus for the summary)
 /status - model, session size in tokens, context window, compactions, workspace
-/context - which workspace files are in the prompt, and how big it is"""
+/context - which workspace files are in the prompt, and how big it is
+/reminders [cancel N] - your reminders and scheduled tasks, or cancel number N"""
 
 UNKNOWN = "Unknown command /{name}. Send /help for the list."
 
@@ -55,6 +56,10 @@ async def run_command(gateway: Gateway, route: Route, command: Command) -> str:
         return await _status(gateway, route)
     if command.name == "context":
         return await _context(gateway, route)
+    if command.name == "reminders":
+        from gateway.pipeline.reminders import reminders_command
+
+        return await reminders_command(gateway, route, command.args)
     return UNKNOWN.format(name=command.name)
 
 

@@ -38,6 +38,7 @@ from gateway.workspace.seed import ensure_workspace
 from heartbeat.ack import scrub_token
 
 if TYPE_CHECKING:
+    from gateway.agent.tools.schedule_tools import ScheduleBook
     from memory.service import MemoryService
 
 log = logging.getLogger(__name__)
@@ -107,6 +108,8 @@ class Gateway:
         self._zone = settings.zone()
         self._seeded: set[str] = set()
         self.memory: MemoryService | None = None
+        # Reminders (gateway/assembly/scheduling.py sets it): /reminders and the schedule tools.
+        self.schedules: ScheduleBook | None = None
         if memory is not None:
             self.use_memory(memory)
 
@@ -135,6 +138,14 @@ class Gateway:
             [*file_tools(), *self._extra_private_tools,
              *memory_tools(memory, on_search=self.metrics.observe_search)]
         )
+
+    def add_private_tools(self, tools: Sequence[Tool]) -> None:
+        """More tools for the owner's private contexts only (the schedule tools)."""
+        self._extra_private_tools.extend(tools)
+        if self.memory is not None:
+            self.use_memory(self.memory)
+        else:
+            self.private_tools = ToolRegistry([*file_tools(), *self._extra_private_tools])
 
     async def stop(self, drain_timeout: float = 30.0) -> None:
         """Finish queued turns (nothing accepted is dropped), then close channels.

@@ -39,6 +39,7 @@ def local(moments: list[datetime]) -> list[str]:
     ("in 2 hours", "2026-03-27 13:00 CET"),
     ("in 30 minutes", "2026-03-27 11:30 CET"),
     ("in an hour", "2026-03-27 12:00 CET"),
+    ("in 90 seconds", "2026-03-27 11:01 CET"),
     ("monday at 9", "2026-03-30 09:00 CEST"),
     ("on friday at 17:00", "2026-03-27 17:00 CET"),  # today, still ahead
     ("friday at 10", "2026-04-03 10:00 CEST"),  # today's has passed: next week
@@ -84,7 +85,9 @@ def test_recurring_forms_are_canonical(text: str, phrase: str) -> None:
     ("at 13pm", "12-hour"),
     ("every 2 days", "time of day"),
     ("every week", "time of day"),
-    ("every 10 seconds", "amount of time"),
+    ("every 10 seconds", "whole number of minutes"),
+    ("every 90 seconds", "whole number of minutes"),
+    ("in 10 fortnights", "amount of time"),
     ("every blursday at 9", "not a day"),
     ("cron 1 2 3", "5 fields"),
     ("cron 0 9 31 2 *", "bad cron"),
