@@ -93,7 +93,7 @@ async def test_remind_me_tomorrow_at_9_arrives_once_at_9_across_a_restart(
 async def test_reminders_command_lists_and_cancels(anthropic_server, make_gateway,
                                                    tmp_path) -> None:
     time = FakeTime(NOW)
-    gateway, channel, desk = await _gateway(anthropic_server, make_gateway, time)
+    _, channel, desk = await _gateway(anthropic_server, make_gateway, time)
     await channel.inject("ana", "hello")
     await channel.wait_for(1)
     workspace = workspace_path(tmp_path / "workspaces", PERSON)
@@ -144,7 +144,7 @@ async def test_groups_have_no_schedule_tools_and_the_tools_refuse_them(
 async def test_bad_times_come_back_to_the_model_as_a_readable_error(
         anthropic_server, make_gateway, tmp_path) -> None:
     time = FakeTime(NOW)
-    gateway, channel, _ = await _gateway(anthropic_server, make_gateway, time)
+    _, channel, _ = await _gateway(anthropic_server, make_gateway, time)
     anthropic_server.reply_tool_call("schedule_create", {"when": "someday", "text": "x"})
     anthropic_server.reply_text("When exactly?")
     await channel.inject("ana", "remind me someday")
