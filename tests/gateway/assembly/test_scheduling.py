@@ -65,11 +65,13 @@ async def test_remind_me_tomorrow_at_9_arrives_once_at_9_across_a_restart(
 
     first = build_scheduler(gateway, clock=time, sleep=time.sleep)
     await first.start()
+    await settle(first, time)
     desk.scheduler = first
     await time.advance(timedelta(hours=10), lambda: settle(first, time))
     await first.stop()  # the gateway restarts overnight
     second = build_scheduler(gateway, clock=time, sleep=time.sleep)
     await second.start()
+    await settle(second, time)
     desk.scheduler = second
     await time.advance(timedelta(hours=12, minutes=59, seconds=59),
                        lambda: settle(second, time))
@@ -151,3 +153,54 @@ async def test_bad_times_come_back_to_the_model_as_a_readable_error(
     await channel.wait_for(1)
     [result] = _tool_results(anthropic_server)
     assert "schedule_create: when is 'someday'?" in result and "Accepted forms" in result
+
+
+async def test_without_a_dm_route_the_run_waits_for_one(anthropic_server, make_gateway,
+                                                        tmp_path) -> None:
+    from gateway.workspace.seed import ensure_workspace
+
+    time = FakeTime(NOW)
+    gateway, channel, desk = await _gateway(anthropic_server, make_gateway, time)
+    ensure_workspace(tmp_path / "workspaces", PERSON)
+    workspace = workspace_path(tmp_path / "workspaces", PERSON)
+    await desk.create(workspace, "in 5 minutes", "Water the plants", "message")
+    scheduler = build_scheduler(gateway, clock=time, sleep=time.sleep)
+    await scheduler.start()
+    await settle(scheduler, time)
+    desk.scheduler = scheduler
+    await time.advance(timedelta(minutes=5), lambda: settle(scheduler, time))
+    assert channel.sent == []  # ana never wrote in a DM: nowhere to send yet
+    await channel.inject("ana", "hi")  # now there is a route
+    await channel.wait_for(1)
+    await time.advance(timedelta(seconds=30), lambda: settle(scheduler, time))
+    assert channel.texts() == ["echo: hi", "Water the plants"]
+    assert scheduler.metrics.fired == 1 and scheduler.metrics.failed == 0
+    await scheduler.stop()
+
+
+async def test_an_agent_task_runs_a_light_turn_and_sends_its_answer(
+        anthropic_server, make_gateway, tmp_path) -> None:
+    time = FakeTime(NOW)
+    gateway, channel, desk = await _gateway(anthropic_server, make_gateway, time)
+    await channel.inject("ana", "hello")
+    await channel.wait_for(1)
+    await gateway.lanes.drain()
+    workspace = workspace_path(tmp_path / "workspaces", PERSON)
+    (workspace / "MEMORY.md").write_text("Ana's secret: the cat is called Miso.\n")
+    await desk.create(workspace, "in 10 minutes", "What is still open today?", "agent")
+    await desk.create(workspace, "in 20 minutes", "Anything urgent?", "agent")
+    scheduler = build_scheduler(gateway, clock=time, sleep=time.sleep)
+    await scheduler.start()
+    await settle(scheduler, time)
+    anthropic_server.reply_text("Two things: the invoice and the dentist.")
+    anthropic_server.reply_text("HEARTBEAT_OK")
+    await time.advance(timedelta(minutes=30), lambda: settle(scheduler, time))
+    await gateway.lanes.drain()
+    assert channel.texts() == ["echo: hello", "Two things: the invoice and the dentist."]
+    assert scheduler.metrics.silent == 1
+    task_request = json.dumps(anthropic_server.requests[-2])
+    assert "What is still open today?" in task_request
+    assert "echo: hello" not in task_request  # never the DM history
+    assert "schedule_create" in task_request  # the owner's private tools
+    assert list((workspace / "sessions").glob(f"{PERSON}_schedule*.jsonl"))
+    await scheduler.stop()
