@@ -331,10 +331,13 @@ class Scheduler:
             self._invalidate(space, job_id)
             space.next_due.pop(job_id, None)
             space.state.forget(job_id)
+        now = self.clock.now()
         for job_id, job in space.jobs.items():
             old = before.get(job_id)
-            if replan_all or old is None or old.entry() != job.entry():
+            if old is None:
                 self._plan_job(space, job)
+            elif replan_all or old.entry() != job.entry():
+                self._plan_job(space, job, since=now)
         self._mark(space)
         await self._flush()
 
@@ -352,17 +355,22 @@ class Scheduler:
         if space.state.unwritten or space.state.needs_compaction:
             self._mark(space)
 
-    def _plan_job(self, space: _Space, job: Job) -> None:
+    def _plan_job(self, space: _Space, job: Job, *, since: datetime | None = None) -> None:
+        """Put the job's next run on the heap. `since`: the job was edited or its zone changed
+        at that moment; a repeating job then counts from there, so an edit never makes a run
+        from before it look missed (a one-shot keeps its time, even a past one)."""
         zone = space.ref.zone
         self._invalidate(space, job.id)
         record = space.state.record(job.id)
         basis = zlib.crc32(f"{job.when}|{job.created.isoformat()}|{zone.key}|"
                            f"{record.last_due.isoformat() if record.last_due else ''}".encode())
-        if record.next_due is not None and record.basis == basis:
+        if since is None and record.next_due is not None and record.basis == basis:
             due: datetime | None = record.next_due  # computed from the same inputs before
         else:
             try:
-                if record.last_due is None:
+                if since is not None and job.recurring:
+                    due = job.next_after(max(since, record.last_due or since), zone)
+                elif record.last_due is None:
                     due = job.first(zone)
                 else:
                     due = job.next_after(record.last_due, zone)

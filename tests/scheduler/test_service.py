@@ -284,7 +284,7 @@ async def test_hand_edits_are_picked_up_by_the_rescan(rig: Rig) -> None:
     path = schedule_path(rig.root / "ana")
     data = json.loads(path.read_text())
     data["jobs"][0]["when"] = "every day at 11:15"
-    data["jobs"].append({"id": 7, "text": "hand-written", "when": "at 10:30"})
+    data["jobs"].append({"id": 7, "text": "hand-written", "when": "2026-11-30 10:30"})
     data["jobs"].append({"id": 8, "text": "broken", "when": "someday"})
     path.write_text(json.dumps(data))
     await rig.advance(hours=3)
@@ -335,3 +335,17 @@ async def test_the_state_journal_stays_short(rig: Rig) -> None:
     assert len(lines) <= 2 + 64 + 3  # compacted as it grows (one job, no run in flight)
     await rig.stop()
     assert load_state(rig.root / "ana").jobs[1].runs == 288
+
+
+async def test_editing_a_rule_counts_from_the_edit_never_a_missed_run(rig: Rig) -> None:
+    rig.add("ana", "every day at 12:00", "lunch")  # 11:00 UTC
+    await rig.start(rescan_seconds=60)
+    await rig.advance(hours=1)  # 11:00 local: now the rule moves to 10:30, already past today
+    path = schedule_path(rig.root / "ana")
+    data = json.loads(path.read_text())
+    data["jobs"][0]["when"] = "every day at 10:30"
+    path.write_text(json.dumps(data))
+    await rig.advance(hours=23, minutes=30)  # Tuesday 09:30 UTC = 10:30 local
+    assert [(s.text, s.at) for s in rig.host.sent] == [("lunch", rig.at(hours=24,
+                                                                          minutes=30))]
+    await rig.stop()
