@@ -54,9 +54,10 @@ class AgentLoop:
         errors propagate to the caller, which owns the wording shown to the person.
         """
         total = Usage()
-        specs = tools.specs()
         last_text = ""
         for round_number in range(1, self.max_tool_rounds + 1):
+            # Read every round: a tool may make more tools available (mcp_load_tools).
+            specs = tools.specs()
             completion = await self.provider.complete(system, history, specs)
             total = total + completion.usage
             record(

@@ -56,8 +56,10 @@ def speaker_line(name: str, platform_id: str, is_owner: bool) -> str:
 
 
 def build_system_prompt(
-    files: Sequence[ContextFile], *, private: bool, now: datetime, run_info: str, area: str = ""
+    files: Sequence[ContextFile], *, private: bool, now: datetime, run_info: str, area: str = "",
+    sections: Sequence[str] = (),
 ) -> SystemPrompt:
+    """`sections` (the skills list...) follow the workspace files in the stable part."""
     parts = [PREAMBLE, MEMORY_GUIDE if private else SHARED_SESSION_NOTE]
     if not private and area:
         parts.append(GROUP_AREA_NOTE.format(area=area))
@@ -66,6 +68,7 @@ def build_system_prompt(
         rendered = _render_file(item)
         if rendered:
             parts.append(rendered)
+    parts += [section for section in sections if section]
     stable = "\n\n".join(parts)
     stamp = now.strftime("%Y-%m-%d %H:%M %Z (%A)")
     volatile = f"## Now\nCurrent time: {stamp}\n{run_info}"

@@ -150,7 +150,8 @@ class GatewayHeartbeatHost:
             transcript.append(entry)
 
         record(Message("user", prompt), None)
-        result = await self.agent.run(system, history, ctx, self.gateway.private_tools, record)
+        tools = self.gateway.heartbeat_tools(person_id, workspace)  # MCP servers allowing it
+        result = await self.agent.run(system, history, ctx, tools, record)
         usage = result.usage
         prompt_tokens = usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens
         return LightTurn(result.reply, prompt_tokens, usage.output_tokens)

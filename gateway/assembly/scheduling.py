@@ -182,7 +182,8 @@ class GatewayScheduleHost:
             transcript.append(entry)
 
         record(Message("user", prompt), None)
-        result = await self.agent.run(system, history, ctx, gateway.private_tools, record)
+        tools = gateway.heartbeat_tools(person_id, workspace)  # private, + MCP allowing it
+        result = await self.agent.run(system, history, ctx, tools, record)
         await gateway.versioning.commit(workspace, "heartbeat", session=key)
         return result.reply
 

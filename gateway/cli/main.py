@@ -33,6 +33,7 @@ GROUPS = (
     "gateway.cli.memory",     # memory index|search|status|log|diff|undo
     "gateway.cli.ops",        # backup, restore, clone, status, healthcheck
     "gateway.cli.panel",      # panel url
+    "gateway.cli.skills",     # skills list|check, mcp check
 )
 
 def _parser_errors() -> tuple[type[Exception], ...]:

@@ -25,9 +25,11 @@ from pydantic_settings import (
 )
 
 from gateway.config.heartbeat import HeartbeatSettings, check_zone
+from gateway.config.mcp import McpSettings
 from gateway.config.memory import MemorySettings
 from gateway.config.panel import PanelSettings
 from gateway.config.scheduler import SchedulerSettings
+from gateway.config.skills import SkillsSettings
 
 ENV_PREFIX = "CLAWGATE_"
 CONFIG_FILE_ENV = "CLAWGATE_CONFIG"
@@ -161,6 +163,8 @@ class Settings(BaseSettings):
     heartbeat: HeartbeatSettings = Field(default_factory=HeartbeatSettings)
     versioning: VersioningSettings = Field(default_factory=VersioningSettings)
     health: HealthSettings = Field(default_factory=HealthSettings)
+    skills: SkillsSettings = Field(default_factory=SkillsSettings)  # gateway/config/skills.py
+    mcp: McpSettings = Field(default_factory=McpSettings)  # gateway/config/mcp.py
     panel: PanelSettings = Field(default_factory=PanelSettings)  # web control panel
     scheduler: SchedulerSettings = Field(default_factory=SchedulerSettings)  # reminders
 

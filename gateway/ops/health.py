@@ -66,7 +66,9 @@ async def readiness(gateway: Gateway, started: bool = True) -> dict[str, Any]:
     state = await state_readiness(gateway)
     ready = started and state["ready"] and all(c["ready"] for c in channels.values())
     return {"ready": ready, "channels": channels, "state_db": state,
-            "queue_depth": gateway.lanes.depth()}
+            "queue_depth": gateway.lanes.depth(),
+            # Reported, never gating: an optional tool server down is not the gateway down.
+            "mcp": gateway.capabilities.readiness()}
 
 
 def instance_id(workspaces_dir: Path) -> str:

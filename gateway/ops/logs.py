@@ -116,6 +116,9 @@ def configured_secrets(settings: Any) -> list[str]:
             if value is not None and hasattr(value, "get_secret_value"):
                 found.append(value.get_secret_value())
     found.extend(getattr(settings, "log_redact", []) or [])
+    mcp = getattr(settings, "mcp", None)  # every MCP server's env and header values
+    if mcp is not None:
+        found.extend(mcp.secrets())
     return [value for value in found if value]
 
 

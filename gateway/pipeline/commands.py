@@ -143,4 +143,5 @@ async def _context(gateway: Gateway, route: Route) -> str:
         f"history: ~{history_tokens:,} tokens",
         f"Budgets: {prompt.file_max_chars:,} chars per file, {prompt.total_max_chars:,} in total",
     ]
+    lines += gateway.capability_lines(route)  # skills and MCP tool servers (issue 17)
     return "\n".join(lines)

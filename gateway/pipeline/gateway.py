@@ -12,6 +12,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from channels.base import Channel, InboundMessage, OutboundMessage
@@ -23,6 +24,7 @@ from gateway.agent.prompt import build_system_prompt, request_overhead_chars, sp
 from gateway.agent.providers.base import Provider, ProviderError
 from gateway.agent.sessions import Session, SessionStore
 from gateway.agent.tools import Tool, ToolContext, ToolRegistry, file_tools
+from gateway.capabilities.hub import Capabilities
 from gateway.clock import Clock, SystemClock
 from gateway.config.settings import Settings
 from gateway.ops.logs import turn_scope
@@ -39,6 +41,7 @@ from heartbeat.ack import scrub_token
 
 if TYPE_CHECKING:
     from gateway.agent.tools.schedule_tools import ScheduleBook
+    from gateway.capabilities.contexts import ContextKind
     from memory.service import MemoryService
 
 log = logging.getLogger(__name__)
@@ -105,6 +108,9 @@ class Gateway:
         self.loader = ContextFileLoader(
             settings.prompt.file_max_chars, settings.prompt.total_max_chars
         )
+        # --- capabilities (issue 17): skills and MCP tool servers, decided per context ---
+        self.capabilities = Capabilities(settings)
+        self.capabilities.register_metrics(self.metrics.registry)
         self._zone = settings.zone()
         self._seeded: set[str] = set()
         self.memory: MemoryService | None = None
@@ -118,6 +124,7 @@ class Gateway:
         self._resumed.clear()
         try:
             await self.state.open()
+            await self.capabilities.start()  # MCP servers (bounded by their start-up timeouts)
             pending = [m for m in await self.state.pending_inbound() if m.channel in self.channels]
             for channel in self.channels.values():
                 await channel.start(self.handle)
@@ -159,6 +166,7 @@ class Gateway:
             log.warning("stopping with turns still running after %.0f s", drain_timeout)
         for channel in self.channels.values():
             await channel.stop()
+        await self.capabilities.stop()  # MCP servers
         await self.provider.close()
         await self.state.close()
         if self.memory is not None:
@@ -348,7 +356,23 @@ class Gateway:
         )
 
     def tools_for(self, route: Route) -> ToolRegistry:
-        return self.private_tools if route.private else self.shared_tools
+        base = self.private_tools if route.private else self.shared_tools
+        # capabilities (issue 17): read_skill and MCP tools where the context allows them
+        return self.capabilities.registry(base, self._capability_kind(route), route.workspace,
+                                          route.access.area)
+
+    def heartbeat_tools(self, person_id: str, workspace: Path) -> ToolRegistry:
+        """A heartbeat turn's tools: the person's private ones, plus MCP servers allowing it."""
+        kind = self.capabilities.kind(private=True, person_id=person_id, heartbeat=True)
+        return self.capabilities.registry(self.private_tools, kind, workspace)
+
+    def capability_lines(self, route: Route) -> list[str]:
+        """/context lines about skills and tool servers (issue 17)."""
+        return self.capabilities.context_lines(route.workspace, self._capability_kind(route),
+                                               route.access.area)
+
+    def _capability_kind(self, route: Route) -> ContextKind:
+        return self.capabilities.kind(private=route.private, person_id=route.person_id)
 
     def context_files(self, route: Route) -> list[ContextFile]:
         today = self.clock.now().astimezone(self._zone).date()
@@ -365,8 +389,11 @@ class Gateway:
             run_info += "\n" + speaker_line(route.sender_name, route.sender_id,
                                             route.sender_is_owner)
         now = self.clock.now().astimezone(self._zone)
+        # capabilities (issue 17): the skills section (names and one-line descriptions)
+        skills = self.capabilities.skill_section(route.workspace, self._capability_kind(route),
+                                                 route.access.area)
         return build_system_prompt(files, private=route.private, now=now, run_info=run_info,
-                                   area=route.access.area)
+                                   area=route.access.area, sections=[skills.text])
 
     async def _ensure_workspace(self, route: Route) -> None:
         if route.person_id not in self._seeded:

@@ -49,6 +49,10 @@ class ToolRegistry:
     def names(self) -> list[str]:
         return list(self._tools)
 
+    def tools(self) -> list[Tool]:
+        """The tools themselves, to build a wider registry on top of this one."""
+        return list(self._tools.values())
+
     def __contains__(self, name: object) -> bool:
         return name in self._tools
 

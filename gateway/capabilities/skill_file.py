@@ -1,0 +1,100 @@
+"""One SKILL.md: its YAML front matter read and checked, or the reason it cannot be used.
+
+The format is the common one: a Markdown file that starts with a `---` fenced YAML block
+holding at least `name` (lowercase letters, digits and hyphens, the folder's own name) and
+`description` (what the skill is for, so the model can tell when to open it). Other keys
+(license, metadata...) are allowed and ignored. Only the head of the file is read: the body is
+for the model to open with a tool when the task needs it, never for the prompt.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import yaml
+
+SKILL_FILE = "SKILL.md"
+# The front matter must close within this many bytes; bodies may be any size.
+MAX_HEAD_BYTES = 64 * 1024
+MAX_NAME_CHARS = 64
+NAME = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
+
+Source = Literal["workspace", "shared"]
+
+
+@dataclass(frozen=True, slots=True)
+class Skill:
+    name: str
+    description: str  # whitespace collapsed to single spaces
+    path: Path  # the SKILL.md file
+    source: Source
+
+
+@dataclass(frozen=True, slots=True)
+class SkillProblem:
+    """A skill folder that cannot be used, and a message saying how to fix it."""
+
+    path: Path
+    source: Source
+    message: str
+
+
+def parse_skill(path: Path, source: Source, *, description_max_chars: int) -> Skill | SkillProblem:
+    """Read `path` (a folder's SKILL.md) into a Skill, or a SkillProblem; never raises."""
+    folder = path.parent.name
+
+    def problem(message: str) -> SkillProblem:
+        return SkillProblem(path, source, message)
+
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(MAX_HEAD_BYTES)
+    except OSError as exc:
+        return problem(f"cannot read: {exc.strerror or exc}")
+    text = head.decode("utf-8", errors="replace").removeprefix("\ufeff")
+    if b"\x00" in head:
+        return problem("binary content, not a Markdown file")
+    front, error = _front_matter(text, complete=len(head) < MAX_HEAD_BYTES)
+    if error:
+        return problem(error)
+    try:
+        data = yaml.safe_load(front)
+    except yaml.YAMLError as exc:
+        where = getattr(exc, "problem_mark", None)
+        line = f" (line {where.line + 2})" if where is not None else ""
+        return problem(f"front matter is not valid YAML{line}: {getattr(exc, 'problem', exc)}")
+    if not isinstance(data, dict):
+        return problem("front matter must be a YAML mapping with name and description")
+    name, description = data.get("name"), data.get("description")
+    if not isinstance(name, str) or not name.strip():
+        return problem("front matter has no name")
+    name = name.strip()
+    if len(name) > MAX_NAME_CHARS or not NAME.match(name):
+        return problem(f"name {name!r} must be lowercase letters, digits and hyphens "
+                       f"(at most {MAX_NAME_CHARS})")
+    if name != folder:
+        return problem(f"name {name!r} differs from its folder {folder!r}; rename one of them")
+    if not isinstance(description, str) or not description.strip():
+        return problem("front matter has no description (say what the skill is for)")
+    description = " ".join(description.split())
+    if len(description) > description_max_chars:
+        return problem(f"description is {len(description)} characters; at most "
+                       f"{description_max_chars} (put details in the body)")
+    return Skill(name, description, path, source)
+
+
+def _front_matter(text: str, *, complete: bool) -> tuple[str, str]:
+    """The YAML between the opening and closing `---` lines, or ("", why not)."""
+    lines = text.splitlines()
+    if not lines or lines[0].strip() != "---":
+        return "", "no front matter: the file must start with a '---' line, then name: and " \
+                   "description:, then '---'"
+    for index, line in enumerate(lines[1:], start=1):
+        if line.strip() in ("---", "..."):
+            return "\n".join(lines[1:index]), ""
+    if not complete:
+        return "", f"front matter is not closed with '---' within {MAX_HEAD_BYTES // 1024} KiB"
+    return "", "front matter is not closed with a '---' line"
