@@ -59,7 +59,7 @@ async def run_command(gateway: Gateway, route: Route, command: Command) -> str:
     if command.name == "reminders":
         from gateway.pipeline.reminders import reminders_command
 
-        return await reminders_command(gateway, route, command.args)
+        return await reminders_command(gateway.schedules, route, command.args)
     return UNKNOWN.format(name=command.name)
 
 
