@@ -18,11 +18,16 @@ import secrets
 import stat
 from pathlib import Path
 
-__all__ = ["atomic_write_bytes", "atomic_write_text", "fsync_directory"]
+__all__ = [
+    "PRIVATE_DIR_MODE", "PRIVATE_FILE_MODE", "atomic_write_bytes", "atomic_write_text",
+    "create_private_file", "fsync_directory", "make_private_dirs", "make_private_tree",
+]
 
-# 0o666 is what `open(path, "w")` would use; the process umask still applies, so new files get
-# the same permissions an ordinary write would have given them.
-_NEW_FILE_MODE = 0o666
+# Everything under the workspaces root is private to the service user, whatever the umask:
+# memory is someone's private life, and a 022 umask would make it world-readable.
+PRIVATE_FILE_MODE = 0o600
+PRIVATE_DIR_MODE = 0o700
+_NEW_FILE_MODE = PRIVATE_FILE_MODE
 _CREATE_ATTEMPTS = 16
 
 
@@ -42,6 +47,52 @@ def fsync_directory(directory: Path) -> None:
             os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def make_private_dirs(path: Path) -> Path:
+    """`mkdir -p` where every directory created is 0700 (mkdir's `mode` only covers the leaf
+    and is masked by the umask; an explicit chmod is not)."""
+    path = Path(path)
+    missing: list[Path] = []
+    here = path
+    while not here.exists():
+        missing.append(here)
+        if here.parent == here:
+            break
+        here = here.parent
+    for directory in reversed(missing):
+        with contextlib.suppress(FileExistsError):
+            directory.mkdir(mode=PRIVATE_DIR_MODE)
+            os.chmod(directory, PRIVATE_DIR_MODE)
+    return path
+
+
+def create_private_file(path: Path) -> None:
+    """Create `path` empty and 0600 if it does not exist (before SQLite opens it: SQLite gives
+    its -wal and -shm files the mode of the database file)."""
+    with contextlib.suppress(FileExistsError):
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_FILE_MODE))
+        os.chmod(path, PRIVATE_FILE_MODE)
+
+
+def make_private_tree(root: Path) -> None:
+    """Narrow every directory under `root` to 0700 and every file to at most 0600 (owner bits
+    kept, so a read-only file stays read-only). Symlinks are left alone (never followed)."""
+    root = Path(root)
+    if not root.is_dir() or root.is_symlink():
+        return
+    os.chmod(root, PRIVATE_DIR_MODE)
+    for directory, dirs, files in os.walk(root):
+        for name in dirs:
+            child = os.path.join(directory, name)
+            if not os.path.islink(child):
+                os.chmod(child, PRIVATE_DIR_MODE)
+        for name in files:
+            child = os.path.join(directory, name)
+            with contextlib.suppress(FileNotFoundError):
+                st = os.lstat(child)
+                if stat.S_ISREG(st.st_mode) and stat.S_IMODE(st.st_mode) & 0o077:
+                    os.chmod(child, stat.S_IMODE(st.st_mode) & 0o700)
 
 
 def _create_temp(directory: Path, name: str) -> tuple[int, Path]:
@@ -64,13 +115,13 @@ def _create_temp(directory: Path, name: str) -> tuple[int, Path]:
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Replace `path` with `data` so readers and crashes see the old or the new file, never half.
 
-    An existing file's permission bits are kept: the owner may have made a memory file read-only
-    for others, and rewriting it must not quietly widen that.
+    A new file is 0600. An existing file keeps its owner bits (the owner may have made it
+    read-only) and loses any group and other bits: a rewrite never widens access.
     """
     path = Path(path)
     directory = path.parent
     try:
-        old_mode: int | None = stat.S_IMODE(os.stat(path).st_mode)
+        old_mode: int | None = stat.S_IMODE(os.stat(path).st_mode) & 0o700
     except FileNotFoundError:
         old_mode = None
 

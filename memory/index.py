@@ -30,6 +30,7 @@ import aiosqlite
 import numpy as np
 
 from memory import search as search_mod
+from memory.atomic import create_private_file, make_private_dirs
 from memory.chunking import Chunk, chunk_lines, markdown_lines, transcript_lines
 from memory.defaults import (
     DEFAULT_CHUNK_CHARS,
@@ -155,6 +156,9 @@ class MemoryIndex:
         cache = str(self.dir / CACHE_FILE)
 
         def connector() -> Any:
+            # 0600 before SQLite creates them: it gives -wal and -shm the database's mode.
+            create_private_file(path)
+            create_private_file(Path(cache))
             conn = connect_with_vec(str(path))
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
@@ -225,7 +229,7 @@ class MemoryIndex:
     async def _ensure_open(self) -> aiosqlite.Connection:
         """The open connection; a missing or unusable index is rebuilt first."""
         if self._db is None:
-            await asyncio.to_thread(self.dir.mkdir, parents=True, exist_ok=True)
+            await asyncio.to_thread(make_private_dirs, self.dir)
             self._db = await self._open_existing()
         if self._db is None:
             await self._rebuild()
@@ -275,7 +279,7 @@ class MemoryIndex:
 
     async def _sync_locked(self, *, force: bool, progress: Progress | None) -> SyncStats:
         started = time.perf_counter()
-        await asyncio.to_thread(self.dir.mkdir, parents=True, exist_ok=True)
+        await asyncio.to_thread(make_private_dirs, self.dir)
         if self._db is None and not force:
             self._db = await self._open_existing()
         if force or self._db is None:

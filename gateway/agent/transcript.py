@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from gateway.agent.conversation import Message, ToolCall
+from memory.atomic import make_private_dirs
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +32,7 @@ class Transcript:
         try:
             fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         except FileNotFoundError:  # sessions/ was removed by hand: recreate it, never lose
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            make_private_dirs(self.path.parent)
             fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         try:
             os.write(fd, line.encode("utf-8"))

@@ -82,7 +82,7 @@ def build_gateway(
     clock: Clock | None = None,
     options: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> Gateway:
-    state = StateDB.for_root(settings.workspaces_dir)
+    state = settings.state_db()
     channels = [*build_channels(settings, state, options), *(extra_channels or [])]
     policies = {p: policy_for(channel_settings(settings, p)) for p in PLATFORMS}
     access = ChannelAccess(state, policies, clock)

@@ -25,6 +25,7 @@ from gateway.capabilities.mcp_budget import (
 from gateway.capabilities.mcp_connection import McpConnection, ServerStatus, Sleep
 from gateway.capabilities.mcp_tools import McpTool, wrap_tools
 from gateway.config.mcp import McpSettings
+from gateway.ops.redaction import Redactor
 
 NO_PLAN = SchemaPlan((), (), 0)
 
@@ -39,16 +40,8 @@ class McpToolset:
 
 
 def make_redactor(secrets: Sequence[str]) -> Callable[[str], str]:
-    """Masks each secret (longest first) wherever it appears."""
-    ordered = sorted({s for s in secrets if len(s) >= 4}, key=len, reverse=True)
-
-    def redact(text: str) -> str:
-        for secret in ordered:
-            if secret in text:
-                text = text.replace(secret, "[redacted]")
-        return text
-
-    return redact
+    """Masks each secret wherever it appears: the one redaction (gateway/ops/redaction.py)."""
+    return Redactor(secrets)
 
 
 class McpManager:

@@ -8,10 +8,11 @@ other failure is one line too, with the traceback only under `--debug`.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import traceback
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from importlib import import_module
 from pathlib import Path
 from typing import Annotated
@@ -21,6 +22,7 @@ import typer
 from gateway import __version__
 from gateway.cli.common import EXIT_USAGE, CliError
 from gateway.config.settings import CONFIG_FILE_ENV, ConfigError
+from gateway.ops.state import StateError
 
 # Modules with a `register(app)` function, in the order their commands appear in the help.
 GROUPS = (
@@ -128,7 +130,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args, debug = hoist_root_options(sys.argv[1:] if argv is None else argv)
     command = typer.main.get_command(build_app())
     try:
-        result = command.main(args=args, prog_name="clawgate", standalone_mode=False)
+        with redacted_output():  # no configured secret is ever printed (ops/redaction.py)
+            result = command.main(args=args, prog_name="clawgate", standalone_mode=False)
     except typer.Exit as exc:
         return exc.exit_code
     except (typer.Abort, KeyboardInterrupt):
@@ -142,7 +145,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return code
     except CliError as exc:
         return _one_line(str(exc), exc.code, debug)
-    except ConfigError as exc:
+    except (ConfigError, StateError) as exc:
         return _one_line(str(exc), EXIT_USAGE, debug)
     except Exception as exc:
         from gateway.workspace.seed import WorkspaceError
@@ -159,6 +162,25 @@ def main(argv: Sequence[str] | None = None) -> int:
                   "(run again with --debug for the traceback)", file=sys.stderr)
         return 1
     return result if isinstance(result, int) else 0
+
+
+@contextlib.contextmanager
+def redacted_output() -> Iterator[None]:
+    """stdout and stderr mask every configured secret while a command runs."""
+    from gateway.config.settings import load_settings
+    from gateway.ops.redaction import RedactingStream, Redactor, settings_secrets
+
+    try:
+        redactor = Redactor.from_settings(load_settings())
+    except ConfigError:  # the command reports it; still mask the standard key variables
+        redactor = Redactor(settings_secrets(None))
+    saved = sys.stdout, sys.stderr
+    sys.stdout = RedactingStream(sys.stdout, redactor)  # type: ignore[assignment]
+    sys.stderr = RedactingStream(sys.stderr, redactor)  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = saved
 
 
 def _one_line(message: str, code: int, debug: bool) -> int:

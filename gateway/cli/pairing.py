@@ -1,10 +1,11 @@
-"""`clawgate pairing list|approve|deny`: who asked to talk to the assistant.
+"""`clawgate pairing list|approve|deny|revoke`: who may talk to the assistant.
 
 It opens the gateway state database directly, so it works while the gateway runs (SQLite in
 WAL mode, one writer at a time, a busy timeout for the other).
 """
 
 import asyncio
+import sys
 from collections.abc import Awaitable, Callable
 from enum import Enum
 from typing import Annotated, Any, TypeVar
@@ -31,7 +32,7 @@ def with_state(command: Callable[[StateDB], Awaitable[T]]) -> T:
     config = settings()
 
     async def go() -> T:
-        async with StateDB.for_root(config.workspaces_dir) as state:
+        async with config.state_db() as state:
             return await command(state)
 
     return asyncio.run(go())
@@ -93,3 +94,17 @@ def deny_command(
     code: Annotated[str, typer.Argument(help="the code the sender was given")],
 ) -> None:
     _decide(channel, code, "deny")
+
+
+@app.command("revoke", help="take back an approval (IDs are in `clawgate users list`)")
+def revoke_command(
+    channel: Annotated[Platform, typer.Argument(case_sensitive=False)],
+    sender_id: Annotated[str, typer.Argument(metavar="ID", help="the sender's platform id")],
+) -> None:
+    # The logic is Pairing.revoke (gateway/pipeline/pairing.py), shared with the panel.
+    if not with_state(lambda state: Pairing(state).revoke(channel.value, sender_id)):
+        raise typer.Exit(fail(f"{channel.value}:{sender_id} is not approved", EXIT_FAILED))
+    print(f"revoked {channel.value}:{sender_id}")
+    if sender_id in getattr(settings(), channel.value).allow_from:
+        print(f"note: {sender_id} is still in {channel.value}.allow_from in the settings",
+              file=sys.stderr)

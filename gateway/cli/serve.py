@@ -11,6 +11,7 @@ import typer
 from gateway import __version__
 from gateway.cli.common import resolve_workspace, settings
 from gateway.config.settings import Settings
+from gateway.ops.logs import share_redactor
 
 log = logging.getLogger("clawgate")
 
@@ -83,6 +84,7 @@ def _serve(config: Settings) -> int:
 
     async def serve() -> int:
         gateway = build_gateway(config, build_provider(config))
+        share_redactor(gateway.redactor)  # one set of secrets for logs and tool results
         _attach_memory(gateway, config)
         desk = _attach_schedules(gateway)
         stop = asyncio.Event()
@@ -90,34 +92,43 @@ def _serve(config: Settings) -> int:
         for sig in (signal.SIGINT, signal.SIGTERM):
             with contextlib.suppress(NotImplementedError):
                 loop.add_signal_handler(sig, stop.set)
+        heartbeats = health = panel = scheduler = None
+        started = False
+        # Whatever fails at start-up, what was opened is closed: aiosqlite's threads are not
+        # daemons, so an open state database would keep the process alive after the error.
         try:
-            await gateway.start()
-        except ChannelError as exc:
-            print(f"clawgate: {exc}", file=sys.stderr)
-            await gateway.stop(drain_timeout=1)
-            return 2
-        print("clawgate is running; Ctrl-C to stop. Approve new people with "
-              "`clawgate pairing list` / `clawgate pairing approve CHANNEL CODE`.",
-              file=sys.stderr)
-        heartbeats = await start_heartbeats(gateway)  # one timer per workspace
-        scheduler = await _start_scheduler(gateway, desk)  # reminders, one heap for all
-        health = None
-        if config.health.enabled:  # /healthz /readyz /metrics (gateway/ops/health.py)
-            from gateway.ops.health import HealthServer
+            try:
+                await gateway.start()
+            except ChannelError as exc:
+                print(f"clawgate: {exc}", file=sys.stderr)
+                return 2
+            print("clawgate is running; Ctrl-C to stop. Approve new people with "
+                  "`clawgate pairing list` / `clawgate pairing approve CHANNEL CODE`.",
+                  file=sys.stderr)
+            heartbeats = await start_heartbeats(gateway)  # one timer per workspace
+            scheduler = await _start_scheduler(gateway, desk)  # reminders, one heap for all
+            if config.health.enabled:  # /healthz /readyz /metrics (gateway/ops/health.py)
+                from gateway.ops.health import HealthServer
 
-            health = HealthServer(gateway, config.health.host, config.health.port)
-            await health.start()
-        panel = await _start_panel(gateway, config)  # web control panel (gateway/panel/)
-        await stop.wait()
-        if panel is not None:
-            await panel.stop()
-        if health is not None:
-            await health.stop()
-        await heartbeats.stop()
-        if scheduler is not None:
-            await scheduler.stop()
-        await gateway.stop()
-        return 0
+                health = HealthServer(gateway, config.health.host, config.health.port)
+                try:
+                    await health.start()
+                except OSError as exc:
+                    health = None
+                    print(f"clawgate: cannot serve /healthz on {config.health.host}:"
+                          f"{config.health.port}: {exc.strerror or exc}; set "
+                          "CLAWGATE_HEALTH__PORT to a free port", file=sys.stderr)
+                    return 2
+            panel = await _start_panel(gateway, config)  # web control panel (gateway/panel/)
+            started = True
+            await stop.wait()
+            return 0
+        finally:
+            for part in (panel, health, heartbeats, scheduler):
+                if part is not None:
+                    with contextlib.suppress(Exception):
+                        await part.stop()
+            await gateway.stop(**({} if started else {"drain_timeout": 1}))
 
     return asyncio.run(serve())
 
@@ -175,10 +186,11 @@ def _chat(config: Settings, person: str) -> int:
     async def session() -> None:
         terminal = TerminalChannel()
         gateway = Gateway(config, build_provider(config), channels=[terminal])
+        share_redactor(gateway.redactor)
         _attach_memory(gateway, config)
         _attach_schedules(gateway)  # jobs made here are sent by the running `clawgate run`
-        await gateway.start()
-        try:
+        try:  # a failed start still closes what it opened (no hang on an aiosqlite thread)
+            await gateway.start()
             await terminal.input_closed.wait()
         finally:
             await gateway.stop()

@@ -61,6 +61,9 @@ def unlink_command(
     if not with_state(lambda state: state.unlink(channel, user_id)):
         raise typer.Exit(fail(f"{channel}:{user_id} is not linked", EXIT_FAILED))
     print(f"unlinked {channel}:{user_id}")
+    if with_state(lambda state: state.is_approved(channel, user_id)):
+        print(f"{channel}:{user_id} is still approved; take that back with "
+              f"`clawgate pairing revoke {channel} {user_id}`")
 
 
 @app.command("list", help="linked accounts and approved senders")

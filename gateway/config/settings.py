@@ -10,9 +10,9 @@ from __future__ import annotations
 import json
 import os
 import tomllib
-from datetime import UTC, datetime, tzinfo
+from datetime import UTC, datetime, timedelta, tzinfo
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 from zoneinfo import ZoneInfo
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
@@ -30,6 +30,9 @@ from gateway.config.memory import MemorySettings
 from gateway.config.panel import PanelSettings
 from gateway.config.scheduler import SchedulerSettings
 from gateway.config.skills import SkillsSettings
+
+if TYPE_CHECKING:
+    from gateway.ops.state import StateDB
 
 ENV_PREFIX = "CLAWGATE_"
 CONFIG_FILE_ENV = "CLAWGATE_CONFIG"
@@ -153,6 +156,9 @@ class Settings(BaseSettings):
     log_format: Literal["text", "json"] = "text"
     # Extra strings masked in every log line (tokens and provider keys always are).
     log_redact: list[str] = Field(default_factory=list)
+    # Days the id of an answered or refused message is kept to recognise a redelivery (its
+    # text is dropped once answered); each chat's newest id is kept for catch-up.
+    inbox_retention_days: float = Field(7.0, gt=0, le=3650)
     llm: LLMSettings = Field(default_factory=LLMSettings)
     prompt: PromptSettings = Field(default_factory=PromptSettings)
     tools: ToolSettings = Field(default_factory=ToolSettings)
@@ -167,6 +173,14 @@ class Settings(BaseSettings):
     mcp: McpSettings = Field(default_factory=McpSettings)  # gateway/config/mcp.py
     panel: PanelSettings = Field(default_factory=PanelSettings)  # web control panel
     scheduler: SchedulerSettings = Field(default_factory=SchedulerSettings)  # reminders
+
+    def state_db(self) -> StateDB:
+        """The gateway state database these settings describe (not opened)."""
+        from gateway.ops.state import StateDB
+
+        return StateDB.for_root(
+            self.workspaces_dir, inbox_retention=timedelta(days=self.inbox_retention_days)
+        )
 
     @field_validator("log_redact", mode="before")
     @classmethod

@@ -33,8 +33,10 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 
+from gateway.ops.git_safety import GIT_UNSAFE_PARTS, reset_git_config
 from gateway.ops.state import STATE_DIR, STATE_FILE
 from gateway.workspace.seed import SEEDED_MARKER, SESSIONS_DIR, WorkspaceError, workspace_path
+from memory.atomic import make_private_dirs, make_private_tree
 from memory.layout import DERIVED_DIRS as LAYOUT_DERIVED_DIRS
 from memory.layout import TRASH_DIR
 
@@ -207,6 +209,8 @@ def _backup_workspace(tar: tarfile.TarFile, ws: Path, report: BackupReport) -> N
         if skip:
             report.skipped.append(f"{ws.name}/{rel} ({skip})")
             continue
+        if _git_unsafe(rel):
+            continue  # restore writes a fresh git config; hooks never travel
         try:
             st = path.stat()
             data, was_db = _read_member(path)
@@ -215,6 +219,11 @@ def _backup_workspace(tar: tarfile.TarFile, ws: Path, report: BackupReport) -> N
         _add_bytes(tar, f"{base}/{rel}", data, st.st_mode, st.st_mtime)
         report.files += 1
         report.databases += was_db
+
+
+def _git_unsafe(rel: str) -> bool:
+    return any(rel == f".git/{part}" or rel.startswith(f".git/{part}/")
+               for part in GIT_UNSAFE_PARTS)
 
 
 # --- restore ----------------------------------------------------------------------------------
@@ -292,7 +301,7 @@ def _restore_from(tar: tarfile.TarFile, root: Path, *, force: bool, rename: str,
             f"refusing to overwrite {', '.join(clashes)}: restore elsewhere "
             f"(--root), under another name (--as), or pass --force to replace (the "
             f"current one is moved to {root / TRASH})")
-    root.mkdir(parents=True, exist_ok=True)
+    make_private_dirs(root)
     report = RestoreReport()
     staging = Path(tempfile.mkdtemp(dir=root, prefix=".restore-"))
     try:
@@ -300,13 +309,19 @@ def _restore_from(tar: tarfile.TarFile, root: Path, *, force: bool, rename: str,
                   if kind == "workspace" or (kind == "state" and has_state)]
         tar.extractall(staging, members=wanted, filter="data")
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
+        for name in names:
+            # Someone else's git config and hooks could run code at our next commit.
+            git_dir = staging / WORKSPACES / name / ".git"
+            if git_dir.is_dir():
+                reset_git_config(git_dir)
+        make_private_tree(staging)  # an archive's modes are someone else's (0644, 0755)
         for name, target in targets.items():
             if target.exists():
                 report.moved_aside.append(_move_aside(target, root, stamp))
             os.replace(staging / WORKSPACES / name, target)
             report.workspaces.append(target.name)
         if has_state:
-            state_target.parent.mkdir(parents=True, exist_ok=True)
+            make_private_dirs(state_target.parent)
             for side in _sqlite_family(state_target):
                 if side.exists():
                     report.moved_aside.append(_move_aside(side, root, stamp))
@@ -323,7 +338,7 @@ def _sqlite_family(path: Path) -> list[Path]:
 
 def _move_aside(path: Path, root: Path, stamp: str) -> Path:
     trash = root / TRASH
-    trash.mkdir(parents=True, exist_ok=True)
+    make_private_dirs(trash)
     target = trash / f"{path.name}.replaced-{stamp}"
     counter = 1
     while target.exists():
@@ -354,15 +369,17 @@ def clone(root: Path, source: str, new: str, *, sessions: bool = True) -> Path:
             if skip:
                 continue
             target = staging / path.relative_to(src)
-            target.parent.mkdir(parents=True, exist_ok=True)
+            make_private_dirs(target.parent)
             try:
                 data, _ = _read_member(path)
                 mode = path.stat().st_mode
             except FileNotFoundError:
                 continue
             target.write_bytes(data)
-            os.chmod(target, mode & 0o777)
+            os.chmod(target, mode & 0o700)
         (staging / SESSIONS_DIR).mkdir(exist_ok=True)
+        if (staging / ".git").is_dir():
+            reset_git_config(staging / ".git")
         marker = {"person": new, "cloned_from": source,
                   "created_at": datetime.now(UTC).isoformat()}
         (staging / SEEDED_MARKER).write_text(json.dumps(marker) + "\n", encoding="utf-8")

@@ -13,19 +13,21 @@ import contextlib
 import contextvars
 import json
 import logging
-import os
 import secrets
 import sys
 from collections.abc import Iterable, Iterator
 from datetime import UTC, datetime
 from typing import Any
 
-REDACTED = "[redacted]"
-# Shorter strings are not masked: they would mangle ordinary words.
-MIN_SECRET_CHARS = 6
-# Libraries that log full request URLs at INFO. The Telegram Bot API puts the token in the URL.
-NOISY_LOGGERS = ("httpx", "httpcore", "telegram", "discord", "aiohttp.access")
-KEY_ENV_VARS = ("ANTHROPIC_API_KEY", "OPENAI_API_KEY")
+from gateway.ops.redaction import Redactor, settings_secrets
+
+# Loggers of the HTTP clients the SDKs use. Several print each request's URL at INFO (httpx,
+# and httpx2 under openai 3.x), and a URL may carry a Bot API token, `user:password@` or
+# `?api-key=`. Parents cover their children (`aiohttp` covers `aiohttp.access`).
+HTTP_CLIENT_LOGGERS = (
+    "httpx", "httpx2", "httpcore", "httpcore2", "aiohttp", "urllib3", "websockets", "hpack",
+    "openai", "anthropic", "telegram", "discord",
+)
 
 _session: contextvars.ContextVar[str] = contextvars.ContextVar("clawgate_session", default="-")
 _turn: contextvars.ContextVar[str] = contextvars.ContextVar("clawgate_turn", default="-")
@@ -87,46 +89,45 @@ class JsonFormatter(logging.Formatter):
 class RedactingFormatter(logging.Formatter):
     """Formats with `inner`, then masks every configured secret in the finished line."""
 
-    def __init__(self, inner: logging.Formatter, secrets_: Iterable[str]) -> None:
+    def __init__(self, inner: logging.Formatter, secrets_: Redactor | Iterable[str]) -> None:
         super().__init__()
         self.inner = inner
-        # Longest first, so a secret containing another is masked whole.
-        self.secrets = sorted(
-            {s for s in secrets_ if s and len(s) >= MIN_SECRET_CHARS}, key=len, reverse=True
-        )
+        self.redactor = secrets_ if isinstance(secrets_, Redactor) else Redactor(secrets_)
 
     def format(self, record: logging.LogRecord) -> str:
-        return redact(self.inner.format(record), self.secrets)
-
-
-def redact(text: str, secrets_: Iterable[str]) -> str:
-    for secret in secrets_:
-        if secret in text:
-            text = text.replace(secret, REDACTED)
-    return text
+        return self.redactor(self.inner.format(record))
 
 
 def configured_secrets(settings: Any) -> list[str]:
-    """Tokens and keys from the settings and the standard key variables, plus `log_redact`."""
-    found: list[str] = [os.environ.get(name, "") for name in KEY_ENV_VARS]
-    for section in ("llm", "telegram", "discord"):
-        part = getattr(settings, section, None)
-        for field in ("api_key", "token"):
-            value = getattr(part, field, None) if part is not None else None
-            if value is not None and hasattr(value, "get_secret_value"):
-                found.append(value.get_secret_value())
-    found.extend(getattr(settings, "log_redact", []) or [])
-    mcp = getattr(settings, "mcp", None)  # every MCP server's env and header values
-    if mcp is not None:
-        found.extend(mcp.secrets())
-    return [value for value in found if value]
+    """Every secret the settings know (gateway/ops/redaction.py)."""
+    return settings_secrets(settings)
 
 
-def setup_logging(settings: Any, *, quiet: bool = False, stream: Any = None) -> logging.Handler:
+def share_redactor(redactor: Redactor) -> None:
+    """Make the installed log handler mask with `redactor` (the gateway's), so a secret
+    registered later (`redactor.add`, e.g. an MCP server's env) is masked in logs too."""
+    for handler in logging.getLogger().handlers:
+        if getattr(handler, "_clawgate", False) and isinstance(handler.formatter,
+                                                                RedactingFormatter):
+            handler.formatter.redactor = redactor
+
+
+def quiet_http_loggers() -> None:
+    """Hold every HTTP client logger at WARNING, whatever the root level (even DEBUG: a
+    request log is not worth a credential in a log file; the formatter masks them anyway)."""
+    for name in HTTP_CLIENT_LOGGERS:
+        logging.getLogger(name).setLevel(logging.WARNING)
+
+
+def setup_logging(
+    settings: Any, *, quiet: bool = False, stream: Any = None, redactor: Redactor | None = None
+) -> logging.Handler:
     """Configure the root logger once for this process; returns the handler installed.
 
     `quiet` (the terminal chat) shows warnings and up unless the level is DEBUG. The format is
-    text unless `log_format` is "json". Chatty HTTP libraries are held at WARNING unless DEBUG.
+    text unless `log_format` is "json". HTTP client libraries are held at WARNING whatever the
+    level (`quiet_http_loggers`). `redactor` (default: one built from the settings) masks
+    every line; pass the gateway's so secrets registered later are masked too.
     """
     level = logging.getLevelName(settings.log_level)
     if quiet and settings.log_level != "DEBUG":
@@ -134,7 +135,7 @@ def setup_logging(settings: Any, *, quiet: bool = False, stream: Any = None) -> 
     fmt = getattr(settings, "log_format", "text")
     inner = JsonFormatter() if fmt == "json" else TextFormatter()
     handler = logging.StreamHandler(stream or sys.stderr)
-    handler.setFormatter(RedactingFormatter(inner, configured_secrets(settings)))
+    handler.setFormatter(RedactingFormatter(inner, redactor or Redactor.from_settings(settings)))
     handler.addFilter(ContextFilter())
     root = logging.getLogger()
     for old in list(root.handlers):
@@ -143,7 +144,5 @@ def setup_logging(settings: Any, *, quiet: bool = False, stream: Any = None) -> 
     handler._clawgate = True  # type: ignore[attr-defined]
     root.addHandler(handler)
     root.setLevel(level)
-    if settings.log_level != "DEBUG":
-        for name in NOISY_LOGGERS:
-            logging.getLogger(name).setLevel(max(level, logging.WARNING))
+    quiet_http_loggers()
     return handler

@@ -9,13 +9,16 @@ Hooks for parts built elsewhere, one line each:
     gateway.metrics.observe_search(seconds)            # memory/: one recall search
     gateway.metrics.delivery_retry("telegram")         # a channel retried a send
 A channel may also expose an integer attribute `delivery_retries`; it is read at scrape time.
+
+Label values come from fixed sets: a value the process does not know (a tool name the model
+invented) is counted as `other` (`fixed_label`), so no input can add series without bound.
 """
 
 from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from gateway.agent.conversation import Completion, Message, SystemPrompt, ToolSpec
@@ -25,6 +28,15 @@ LabelValues = tuple[str, ...]
 Sample = tuple[str, LabelValues, float]  # (name suffix, label values, value)
 # Seconds: provider calls take 0.5-60 s, searches and turns' own work milliseconds.
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
+
+
+OTHER = "other"
+
+
+def fixed_label(value: str, allowed: Collection[str]) -> str:
+    """`value` if it is one of `allowed`, else "other": the one place label sets are bounded
+    (a model that calls 200 invented tools must not add 200 permanent series)."""
+    return value if value in allowed else OTHER
 
 
 def _escape(value: str) -> str:
@@ -163,7 +175,10 @@ class Registry:
 class GatewayMetrics:
     """Everything an operator watches. Counters only go up; gauges are read at scrape time."""
 
-    def __init__(self) -> None:
+    def __init__(self, tools: Iterable[str] = ()) -> None:
+        # The tools that exist (registered by whoever builds a tool registry); anything else a
+        # model names is `other`.
+        self.known_tools: set[str] = set(tools)
         r = self.registry = Registry()
         self.turns = r.counter("clawgate_turns_total", "Turns run, by outcome.", ["outcome"])
         self.turn_seconds = r.histogram(
@@ -218,10 +233,14 @@ class GatewayMetrics:
     def delivery_retry(self, channel: str) -> None:
         self.delivery_retries.inc(channel=channel)
 
+    def register_tools(self, names: Iterable[str]) -> None:
+        self.known_tools.update(names)
+
     def tool_result(self, message: Message) -> None:
         if message.role == "tool":
             outcome = "error" if message.is_error else "ok"
-            self.tool_calls.inc(tool=message.tool_name or "unknown", outcome=outcome)
+            tool = fixed_label(message.tool_name or "", self.known_tools)
+            self.tool_calls.inc(tool=tool, outcome=outcome)
 
 
 class MeteredProvider:

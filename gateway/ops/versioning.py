@@ -28,6 +28,8 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from gateway.ops.git_safety import safe_config_args, safe_env
+from memory.atomic import atomic_write_text
 from memory.layout import GIT_DIR, UNVERSIONED_DIRS, UNVERSIONED_FILES
 
 log = logging.getLogger(__name__)
@@ -110,17 +112,16 @@ class Versioning:
                    stdin: bytes | None = None) -> tuple[int, str]:
         assert self.git is not None
         name, email = self.author
+        # The workspace's own config never runs code (gateway/ops/git_safety.py), and what git
+        # writes (objects, index, restored files) is private whatever our umask (umask 077).
         command = [
             self.git, f"--git-dir={workspace / '.git'}", f"--work-tree={workspace}",
+            *safe_config_args(),
             "-c", f"user.name={name}", "-c", f"user.email={email}", "-c", "core.quotepath=off",
             "-c", "commit.gpgsign=false", *args,
         ]
-        env = {**os.environ, "GIT_TERMINAL_PROMPT": "0", "LC_ALL": "C"}
-        env.pop("GIT_DIR", None)
-        env.pop("GIT_WORK_TREE", None)
-        env.pop("GIT_INDEX_FILE", None)
         proc = await asyncio.create_subprocess_exec(
-            *command, cwd=workspace, env=env,
+            *command, cwd=workspace, env=safe_env(), umask=0o077,
             stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
         )
@@ -148,10 +149,10 @@ class Versioning:
         async with self._lock(workspace):
             if (workspace / ".git").exists():
                 return True
-            await self._git(workspace, "init", "-q")
+            await self._git(workspace, "init", "-q", "--template=")  # no sample hooks
             ignore = workspace / ".gitignore"
             if not ignore.exists():
-                await asyncio.to_thread(ignore.write_text, GITIGNORE, encoding="utf-8")
+                await asyncio.to_thread(atomic_write_text, ignore, GITIGNORE)
             await self._commit_locked(workspace, "init", "", "", "workspace created")
         return True
 
@@ -230,7 +231,8 @@ class Versioning:
         rev = rev or "HEAD"
         _verify_rev(rev)
         await self._resolve(workspace, rev)
-        _, out = await self._git(workspace, "show", "--format=commit %h%n%ad%n%n    %s%n",
+        _, out = await self._git(workspace, "show", "--no-ext-diff", "--no-textconv",
+                                 "--format=commit %h%n%ad%n%n    %s%n",
                                  "--date=iso-strict", rev, "--")
         return out
 

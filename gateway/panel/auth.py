@@ -25,6 +25,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from memory.atomic import make_private_dirs
+
 TOKEN_FILE = "panel-token"
 LINKS_DIR = "panel-links"
 _CODE = re.compile(r"^[A-Za-z0-9_-]{20,100}$")
@@ -65,7 +67,7 @@ class PanelSession:
 
 def _write_private(path: Path, text: str) -> bool:
     """Create `path` with mode 0600 holding `text`; False if it already exists."""
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    make_private_dirs(path.parent)  # 0700 for every directory created, not only the leaf
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:

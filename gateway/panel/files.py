@@ -18,7 +18,7 @@ from pathlib import Path
 
 from gateway.workspace.paths import resolve_in_workspace
 from gateway.workspace.seed import SESSIONS_DIR
-from memory.atomic import atomic_write_text
+from memory.atomic import atomic_write_text, make_private_dirs
 
 MAX_LISTED = 2000
 
@@ -106,6 +106,6 @@ def save_text(workspace: Path, rel: str, text: str, base_hash: str, max_bytes: i
     current = read_text(workspace, rel, max_bytes * 4)
     if text_hash(current) != base_hash:
         raise EditConflict(current or "", text_hash(current))
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    make_private_dirs(path.parent)  # 0700 for every directory created, not only the leaf
     atomic_write_text(path, text)
     return path

@@ -124,7 +124,9 @@ class PanelHost:
         return await self.gateway.state.approved() if self.gateway.state.is_open else []
 
     async def revoke(self, channel: str, sender_id: str) -> bool:
-        return await self.gateway.state.revoke(channel, sender_id)
+        from gateway.pipeline.pairing import Pairing
+
+        return await Pairing(self.gateway.state).revoke(channel, sender_id)
 
     async def links(self) -> list[tuple[str, str, str]]:
         return await self.gateway.state.links() if self.gateway.state.is_open else []

@@ -3,7 +3,7 @@
 A bounded in-memory log handler: attached to the root logger while the panel runs, detached
 when it stops. It keeps the last records at WARNING or above (already masked of secrets by
 the log files' formatter is not assumed: each message is masked here with the same secrets,
-gateway/ops/logs.py `redact`, and shown HTML-escaped).
+gateway/ops/redaction.py, and shown HTML-escaped).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from gateway.ops.logs import redact
+from gateway.ops.redaction import Redactor
 
 KEPT = 50
 
@@ -30,6 +30,7 @@ class RecentErrors(logging.Handler):
     def __init__(self, secrets: Iterable[str] = (), capacity: int = KEPT) -> None:
         super().__init__(logging.WARNING)
         self.secrets = [s for s in secrets if s]
+        self._redact = Redactor(self.secrets)
         self.lines: deque[LogLine] = deque(maxlen=capacity)
 
     def emit(self, record: logging.LogRecord) -> None:
@@ -38,7 +39,7 @@ class RecentErrors(logging.Handler):
         except Exception:  # a bad format string must not break logging
             message = str(record.msg)
         self.lines.append(LogLine(record.created, record.levelname, record.name,
-                                  redact(message, self.secrets)[:500]))
+                                  self._redact(message)[:500]))
 
     def newest(self, count: int = 10) -> list[LogLine]:
         return list(self.lines)[-count:][::-1]

@@ -29,6 +29,7 @@ from gateway.clock import Clock, SystemClock
 from gateway.config.settings import Settings
 from gateway.ops.logs import turn_scope
 from gateway.ops.metrics import GatewayMetrics, MeteredProvider
+from gateway.ops.redaction import Redactor
 from gateway.ops.state import DmRoute, StateDB
 from gateway.ops.versioning import Versioning
 from gateway.pipeline.access import AccessPolicy, LocalOnlyAccess
@@ -70,14 +71,18 @@ class Gateway:
         private_tools: Sequence[Tool] = (),
         state: StateDB | None = None,
         memory: MemoryService | None = None,
+        redactor: Redactor | None = None,
     ) -> None:
         self.settings = settings
+        # Masks every configured secret in tool results (gateway/ops/redaction.py); share it
+        # with the log formatter so secrets added later (`redactor.add`) are masked there too.
+        self.redactor = redactor or Redactor.from_settings(settings)
         self.provider = provider
         self.clock = clock or SystemClock()
         self.access = access or LocalOnlyAccess()
         self.channels = {channel.name: channel for channel in channels}
         # Inbox, identity links, approvals, last DM routes (gateway/ops/state.py). Opened by start.
-        self.state = state or StateDB.for_root(settings.workspaces_dir)
+        self.state = state or settings.state_db()
         self.router = Router(settings.workspaces_dir, settings.owner, self.state)
         # Cleared while start() re-queues what a previous run recorded but did not answer, so
         # a new message cannot overtake an older one of the same person.
@@ -88,12 +93,14 @@ class Gateway:
         self.lanes = Lanes()
         # Two registries, decided by the route: tools that reach private memory (recall, say)
         # do not exist at all in a session that is not the owner's DM.
-        self.shared_tools = ToolRegistry(file_tools())
-        self.private_tools = ToolRegistry([*file_tools(), *private_tools])
+        self.shared_tools = ToolRegistry(file_tools(), redact=self.redactor)
+        self.private_tools = ToolRegistry([*file_tools(), *private_tools], redact=self.redactor)
         self._extra_private_tools = list(private_tools)
         # Operations (gateway/ops/metrics.py, gateway/ops/versioning.py): counters for /metrics,
         # and a git commit per workspace change. The metered provider times and counts model calls.
-        self.metrics = GatewayMetrics()
+        self.metrics = GatewayMetrics(
+            [*self.shared_tools.names(), *self.private_tools.names()]
+        )
         self.metrics.queue_depth.collect_with(lambda: {(): self.lanes.depth()})
         self.versioning = Versioning(
             enabled=settings.versioning.enabled,
@@ -143,8 +150,10 @@ class Gateway:
         self.memory = memory
         self.private_tools = ToolRegistry(
             [*file_tools(), *self._extra_private_tools,
-             *memory_tools(memory, on_search=self.metrics.observe_search)]
+             *memory_tools(memory, on_search=self.metrics.observe_search)],
+            redact=self.redactor,
         )
+        self.metrics.register_tools(self.private_tools.names())
 
     def add_private_tools(self, tools: Sequence[Tool]) -> None:
         """More tools for the owner's private contexts only (the schedule tools)."""
@@ -358,13 +367,19 @@ class Gateway:
     def tools_for(self, route: Route) -> ToolRegistry:
         base = self.private_tools if route.private else self.shared_tools
         # capabilities (issue 17): read_skill and MCP tools where the context allows them
-        return self.capabilities.registry(base, self._capability_kind(route), route.workspace,
-                                          route.access.area)
+        return self._guarded(self.capabilities.registry(
+            base, self._capability_kind(route), route.workspace, route.access.area))
 
     def heartbeat_tools(self, person_id: str, workspace: Path) -> ToolRegistry:
         """A heartbeat turn's tools: the person's private ones, plus MCP servers allowing it."""
         kind = self.capabilities.kind(private=True, person_id=person_id, heartbeat=True)
-        return self.capabilities.registry(self.private_tools, kind, workspace)
+        return self._guarded(self.capabilities.registry(self.private_tools, kind, workspace))
+
+    def _guarded(self, registry: ToolRegistry) -> ToolRegistry:
+        """Every registry a turn uses masks secrets in results, and its tools are the known
+        label values of /metrics (anything else a model names counts as `other`)."""
+        self.metrics.register_tools(registry.names())
+        return registry.redact_with(self.redactor)
 
     def capability_lines(self, route: Route) -> list[str]:
         """/context lines about skills and tool servers (issue 17)."""

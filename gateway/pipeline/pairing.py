@@ -158,6 +158,18 @@ class Pairing:
     async def deny(self, channel: str, code: str) -> PairingRequest:
         return await self._take(channel, code, "denied")
 
+    async def revoke(self, channel: str, sender_id: str) -> bool:
+        """Take back an approval: the sender's next message is treated as a stranger's (a new
+        pairing request under the pairing policy). Their pending codes are withdrawn too, so
+        an old code cannot be approved by mistake. Identity links and the workspace stay.
+        True if the sender was approved. Takes effect at once: access reads the database."""
+        was_approved = await self.state.revoke(channel, sender_id)
+        await self.state._write(
+            "UPDATE pairing SET status = 'revoked' WHERE channel = ? AND sender_id = ?"
+            " AND status = 'pending'", (channel, sender_id), durable=True,
+        )
+        return was_approved
+
     async def _take(self, channel: str, code: str, status: str) -> PairingRequest:
         now = self._now()
         window = now - WRONG_APPROVAL_WINDOW.total_seconds()

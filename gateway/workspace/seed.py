@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 from importlib import resources
 from pathlib import Path
 
+from memory.atomic import make_private_dirs
 from memory.layout import BOOTSTRAP_FILES, MEMORY_DIR, SEEDED_MARKER, SESSIONS_DIR
 
 __all__ = [
@@ -45,9 +46,8 @@ def workspace_path(root: Path, person_id: str) -> Path:
 def ensure_workspace(root: Path, person_id: str) -> Path:
     """Create the person's workspace if needed and seed it once from the templates."""
     path = workspace_path(root, person_id)
-    path.mkdir(parents=True, exist_ok=True)
-    (path / MEMORY_DIR).mkdir(exist_ok=True)
-    (path / SESSIONS_DIR).mkdir(exist_ok=True)
+    make_private_dirs(path / MEMORY_DIR)  # 0700, the root and the workspace included
+    make_private_dirs(path / SESSIONS_DIR)
     marker = path / SEEDED_MARKER
     if marker.exists():
         return path

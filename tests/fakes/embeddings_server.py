@@ -7,7 +7,8 @@ float32 little-endian bytes, base64-encoded, which the SDK asks for by default),
 Vectors come from the deterministic bag-of-words `FakeEmbedder`, so search results are
 predictable. The answer's items are sent in reverse order: clients must sort by `index`.
 Faults are scripted: `fail_with` (an HTTP status), `garbage` (a 200 that is not JSON),
-`wrong_dim` (vectors of another size).
+`wrong_dim` (vectors of another size), `echo_key` (the error message quotes the key sent, as
+some real endpoints do on a 401).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ class FakeEmbeddingsServer:
         self.fail_with: int | None = None
         self.garbage = False
         self.wrong_dim = False
+        self.echo_key = False
         self._runner: web.AppRunner | None = None
         self._port = 0
 
@@ -59,9 +61,12 @@ class FakeEmbeddingsServer:
         self.requests.append(body)
         self.authorizations.append(request.headers.get("Authorization", ""))
         if self.fail_with is not None:
+            message = "embedding model overloaded"
+            if self.echo_key:
+                key = self.authorizations[-1].removeprefix("Bearer ")
+                message = f"Incorrect API key provided: {key}"
             return web.json_response(
-                {"error": {"message": "embedding model overloaded", "type": "server_error"}},
-                status=self.fail_with,
+                {"error": {"message": message, "type": "server_error"}}, status=self.fail_with
             )
         if self.garbage:
             return web.Response(text="<html>bad gateway</html>", content_type="text/html")

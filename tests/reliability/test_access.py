@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -87,3 +88,39 @@ async def test_pairing_codes_cannot_be_brute_forced(tmp_path):
     space = len(CODE_ALPHABET) ** CODE_LENGTH
     guesses_per_hour = MAX_WRONG_APPROVALS * 4
     assert guesses_per_hour / space < 1e-10
+
+
+async def test_an_approval_can_be_revoked_from_the_cli(anthropic_server, make_settings, tmp_path,
+                                                       monkeypatch, capsys):
+    from gateway.cli.main import main
+
+    settings = make_settings(**llm_overrides(anthropic_server))
+    monkeypatch.setenv("CLAWGATE_WORKSPACES_DIR", str(settings.workspaces_dir))
+    state = StateDB.for_root(settings.workspaces_dir)
+    channel = RecordingChannel("telegram")
+    access = ChannelAccess(state, {"telegram": ChannelPolicy(dm_policy="pairing")})
+    gateway = Gateway(settings, build_provider(settings), channels=[channel], access=access,
+                      state=state)
+    await gateway.start()
+    try:
+        await channel.inject("200", "hello")
+        await gateway.lanes.drain()
+        code = channel.texts()[-1].split("code is ")[1].split(" ")[0]
+        assert await asyncio.to_thread(main, ["pairing", "approve", "telegram", code]) == 0
+        await channel.inject("200", "may I talk now?")
+        await gateway.lanes.drain()
+        assert len(anthropic_server.requests) == 1
+        assert await asyncio.to_thread(main, ["users", "list"]) == 0
+        assert "telegram:200" in capsys.readouterr().out  # approvals are listed
+
+        assert await asyncio.to_thread(main, ["pairing", "revoke", "telegram", "200"]) == 0
+        assert "revoked telegram:200" in capsys.readouterr().out
+        await channel.inject("200", "still there?")
+        await gateway.lanes.drain()
+        assert len(anthropic_server.requests) == 1  # refused again: a new pairing code
+        assert "code is" in channel.texts()[-1] and code not in channel.texts()[-1]
+        assert await asyncio.to_thread(main, ["users", "list"]) == 0
+        assert "telegram:200" not in capsys.readouterr().out
+        assert await asyncio.to_thread(main, ["pairing", "revoke", "telegram", "200"]) == 1
+    finally:
+        await gateway.stop()

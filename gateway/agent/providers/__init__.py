@@ -5,6 +5,7 @@ from __future__ import annotations
 from gateway.agent.providers.base import Provider, ProviderError
 from gateway.agent.providers.retry import RetryingProvider
 from gateway.config.settings import Settings
+from gateway.ops.redaction import settings_secrets
 
 __all__ = ["Provider", "ProviderError", "RetryingProvider", "build_provider"]
 
@@ -18,6 +19,7 @@ def build_provider(settings: Settings) -> Provider:
         "base_url": llm.base_url,
         "max_output_tokens": llm.max_output_tokens,
         "timeout_seconds": llm.timeout_seconds,
+        "secrets": settings_secrets(settings),
     }
     inner: Provider
     if llm.provider == "anthropic":

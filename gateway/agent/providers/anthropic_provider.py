@@ -131,10 +131,12 @@ class AnthropicProvider:
         base_url: str | None = None,
         max_output_tokens: int = 4096,
         timeout_seconds: float = 120.0,
+        secrets: Sequence[str] = (),
     ) -> None:
         self.model = model
         self.max_output_tokens = max_output_tokens
-        self._secrets = (api_key,)
+        # Every configured secret, not only our key: an error body may echo any of them.
+        self._secrets = (api_key, *secrets)
         # An explicit timeout also stops the SDK from refusing large non-streaming max_tokens
         # (it only computes its own "needs streaming" limit when the timeout is the default).
         self._client = anthropic.AsyncAnthropic(

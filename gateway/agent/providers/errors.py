@@ -19,6 +19,7 @@ import anthropic
 import openai
 
 from gateway.agent.providers.base import ProviderError
+from gateway.ops.redaction import Redactor
 
 T = TypeVar("T")
 
@@ -52,22 +53,14 @@ _VALIDATION_ERRORS = (anthropic.APIResponseValidationError, openai.APIResponseVa
 _DECODE_ERRORS = (json.JSONDecodeError, UnicodeDecodeError)
 
 
-def redact(text: str, secrets: Iterable[str]) -> str:
-    for secret in secrets:
-        # Very short "keys" are placeholders for keyless local servers; scrubbing them would
-        # only mangle ordinary words in the message.
-        if len(secret) >= 4:
-            text = text.replace(secret, "[redacted]")
-    return text
-
-
-def short_message(text: str, secrets: Iterable[str]) -> str:
+def short_message(text: str, secrets: Iterable[str] | Redactor) -> str:
     """One line, bounded, key-free: safe to log and to show the person."""
-    text = " ".join(redact(text, secrets).split())
+    redact = secrets if isinstance(secrets, Redactor) else Redactor(secrets)
+    text = " ".join(redact(text).split())
     if len(text) > MAX_MESSAGE_CHARS:
         text = text[: MAX_MESSAGE_CHARS - 1] + "…"
     # Redact again: truncation cannot create the key, but collapsing whitespace could join it.
-    return redact(text, secrets)
+    return redact(text)
 
 
 def parse_retry_after(

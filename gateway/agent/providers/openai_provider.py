@@ -153,10 +153,12 @@ class OpenAIProvider:
         base_url: str | None = None,
         max_output_tokens: int = 4096,
         timeout_seconds: float = 120.0,
+        secrets: Sequence[str] = (),
     ) -> None:
         self.model = model
         self.max_output_tokens = max_output_tokens
-        self._secrets = (api_key,)
+        # Every configured secret, not only our key: an error body may echo any of them.
+        self._secrets = (api_key, *secrets)
         self._limit_field = "max_tokens"
         if not api_key and base_url:
             # Local servers ignore the key, but this SDK refuses to construct without one.

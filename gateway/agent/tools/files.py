@@ -23,7 +23,7 @@ import gateway.workspace.paths as paths
 from gateway.agent.conversation import ToolSpec
 from gateway.agent.tools.args import check_known, get_arg, get_int
 from gateway.agent.tools.base import Tool, ToolContext, ToolError
-from memory.atomic import atomic_write_text, fsync_directory
+from memory.atomic import atomic_write_text, fsync_directory, make_private_dirs
 from memory.layout import TRASH_DIR
 
 __all__ = [
@@ -109,7 +109,7 @@ def _write_text(path: Path, text: str, ctx: ToolContext, tool: str) -> None:
     if path.is_dir():
         raise ToolError(f"{tool}: {shown} is a directory, not a file")
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        make_private_dirs(path.parent)
         atomic_write_text(path, text)
     except (FileExistsError, NotADirectoryError) as exc:
         raise ToolError(f"{tool}: cannot create {shown}: a parent is a file, not a folder") from exc
@@ -510,7 +510,7 @@ def _trash(target: Path, ctx: ToolContext) -> str:
         counter += 1
         dest = trash / f"{stamp}-{counter}" / rel
     try:
-        dest.parent.mkdir(parents=True, exist_ok=True)
+        make_private_dirs(dest.parent)
         os.rename(target, dest)
     except OSError as exc:
         raise ToolError(f"delete_file: could not delete {shown}: {exc.strerror or exc}") from exc

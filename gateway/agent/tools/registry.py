@@ -7,7 +7,7 @@ registry is where that is guaranteed, so the loop only ever sees a `ToolOutcome`
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,7 +34,13 @@ class ToolOutcome:
 class ToolRegistry:
     """The set of tools one agent may call, looked up by name."""
 
-    def __init__(self, tools: Iterable[Tool], *, max_output_chars: int = MAX_TOOL_OUTPUT_CHARS):
+    def __init__(
+        self,
+        tools: Iterable[Tool],
+        *,
+        max_output_chars: int = MAX_TOOL_OUTPUT_CHARS,
+        redact: Callable[[str], str] | None = None,
+    ):
         self._tools: dict[str, Tool] = {}
         for tool in tools:
             name = tool.spec.name
@@ -42,6 +48,15 @@ class ToolRegistry:
                 raise ValueError(f"duplicate tool name: {name}")
             self._tools[name] = tool
         self._max_output_chars = max_output_chars
+        # Every result reaches the model, hence the transcript, the recall index and backups:
+        # an error that echoes a key (an embeddings endpoint's 401 did) is masked here.
+        self._redact = redact or (lambda text: text)
+
+    def redact_with(self, redact: Callable[[str], str]) -> ToolRegistry:
+        """Mask every result with `redact` from now on (registries built elsewhere, e.g. with
+        capability tools, get the gateway's redaction this way); returns self."""
+        self._redact = redact
+        return self
 
     def specs(self) -> list[ToolSpec]:
         return [tool.spec for tool in self._tools.values()]
@@ -61,6 +76,10 @@ class ToolRegistry:
 
     async def run(self, name: str, args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
         """Run one tool call. Never raises except for cancellation, which must propagate."""
+        outcome = await self._run(name, args, ctx)
+        return ToolOutcome(self._redact(outcome.text), outcome.is_error)
+
+    async def _run(self, name: str, args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
         tool = self._tools.get(name)
         if tool is None:
             available = ", ".join(self._tools) or "none"
@@ -82,6 +101,7 @@ class ToolRegistry:
         return ToolOutcome(self._cap(result), False)
 
     def _cap(self, text: str) -> str:
+        text = self._redact(text)  # before cutting: a cut must not leave half a key behind
         limit = self._max_output_chars
         if len(text) <= limit:
             return text

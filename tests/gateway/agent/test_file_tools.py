@@ -427,22 +427,25 @@ async def test_tool_write_failure_keeps_old(ctx: ToolContext, ws: Path, monkeypa
     assert sorted(p.name for p in (ws / "notes").iterdir()) == ["a.md"]
 
 
-def test_atomic_write_keeps_permissions(tmp_path: Path) -> None:
+def test_atomic_write_keeps_owner_bits_and_drops_the_rest(tmp_path: Path) -> None:
     target = tmp_path / "f.md"
     target.write_text("x")
     target.chmod(0o640)
     atomic_write_bytes(target, b"y")
-    assert stat.S_IMODE(target.stat().st_mode) == 0o640
-    assert target.read_bytes() == b"y"
+    assert stat.S_IMODE(target.stat().st_mode) == 0o600  # issue 12: never group-readable
+    target.chmod(0o400)
+    atomic_write_bytes(target, b"z")
+    assert stat.S_IMODE(target.stat().st_mode) == 0o400  # read-only stays read-only
+    assert target.read_bytes() == b"z"
 
 
-def test_atomic_write_new_file_uses_umask(tmp_path: Path) -> None:
+def test_atomic_write_new_file_is_private_whatever_the_umask(tmp_path: Path) -> None:
     umask = os.umask(0o022)
     try:
         atomic_write_text(tmp_path / "n.md", "hé")
     finally:
         os.umask(umask)
-    assert stat.S_IMODE((tmp_path / "n.md").stat().st_mode) == 0o644
+    assert stat.S_IMODE((tmp_path / "n.md").stat().st_mode) == 0o600
     assert (tmp_path / "n.md").read_bytes() == "hé".encode()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["n.md"]
 

@@ -221,3 +221,21 @@ def test_json_log_lines(make_settings):
     assert first["session"] == "ana:dm" and first["turn"] == "abcd1234"
     assert first["msg"] == "one event" and first["level"] == "INFO"
     assert second["session"] == "-" and second["turn"] == "-"
+
+
+async def test_invented_tool_names_do_not_add_metric_series(running, anthropic_server):
+    """The model controls tool names; /metrics label values come from the tools that exist."""
+    gateway, health, channel = running
+    anthropic_server.reply_tool_calls(
+        [(f"invented_tool_{i}", {}, None) for i in range(200)] + [("list_files", {}, None)])
+    anthropic_server.reply_text("Done.")
+    await channel.inject("gus", "call everything")
+    await channel.wait_for(1)
+    await gateway.lanes.drain()
+    text = (await get(health.url + "/metrics"))[2]
+    series = [line for line in text.splitlines() if line.startswith("clawgate_tool_calls_total{")]
+    assert not [line for line in series if "invented_tool" in line]
+    samples = parse_prometheus(text)
+    assert value(samples, "clawgate_tool_calls_total", tool="other", outcome="error") == 200
+    assert value(samples, "clawgate_tool_calls_total", tool="list_files", outcome="ok") == 1
+    assert len(series) == 2
