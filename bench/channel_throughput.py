@@ -41,6 +41,7 @@ async def run(senders: int, messages: int) -> None:
                 llm={"provider": "anthropic", "api_key": "x"},
                 telegram={"token": tg.token, "base_url": tg.base_url,
                           "poll_timeout_seconds": 1, "allow_from": [str(u) for u in users]},
+                limits={"messages_per_minute": 0},  # a throughput run, not a limits test
             )
             gateway = build_gateway(settings, InstantProvider(),  # type: ignore[arg-type]
                                     options={"telegram": {"backoff": Backoff(0.05, 0.5)}})

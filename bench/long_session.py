@@ -24,7 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.turn_overhead import AllowAll
-from channels.base import InboundMessage, MessageHandler, OutboundMessage
+from channels.base import ChannelBase, InboundMessage, MessageHandler, OutboundMessage
 from gateway.agent.compaction import Compactor
 from gateway.agent.conversation import Completion, Message, SystemPrompt, ToolCall, ToolSpec, Usage
 from gateway.config.settings import load_settings
@@ -76,7 +76,7 @@ def _note_path(prompt: str) -> str:
     return prompt[start:start + len("memory/2026-01-01.md")]
 
 
-class WaitingChannel:
+class WaitingChannel(ChannelBase):
     name = "bench"
 
     def __init__(self) -> None:
@@ -115,6 +115,7 @@ async def run(turns: int, window: int) -> None:
         settings = load_settings(
             Path(root) / "none.toml", workspaces_dir=Path(root), timezone="UTC",
             llm={"context_window": window}, compaction={"notify": False},
+            limits={"messages_per_minute": 0},  # one person, 2,000 turns as fast as possible
         )
         provider = GrowingUsageProvider()
         channel = WaitingChannel()

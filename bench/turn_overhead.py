@@ -19,7 +19,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from channels.base import InboundMessage, MessageHandler, OutboundMessage
+from channels.base import ChannelBase, InboundMessage, MessageHandler, OutboundMessage
 from gateway.agent.conversation import Completion, Message, SystemPrompt, ToolSpec, Usage
 from gateway.config.settings import load_settings
 from gateway.pipeline.access import AccessDecision
@@ -44,7 +44,7 @@ class AllowAll:
         return AccessDecision(True)
 
 
-class TimingChannel:
+class TimingChannel(ChannelBase):
     """Resolves a future per chat when its reply is sent."""
 
     name = "bench"
@@ -86,7 +86,8 @@ async def _person(
 async def run(turns: int, sessions: int) -> None:
     with tempfile.TemporaryDirectory() as root:
         settings = load_settings(
-            Path(root) / "none.toml", workspaces_dir=Path(root), timezone="UTC"
+            Path(root) / "none.toml", workspaces_dir=Path(root), timezone="UTC",
+            limits={"messages_per_minute": 0},  # one sender, hundreds of turns a second
         )
         channel = TimingChannel()
         gateway = Gateway(settings, InstantProvider(), channels=[channel], access=AllowAll())

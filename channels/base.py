@@ -1,14 +1,18 @@
 """The one small interface every platform adapter implements.
 
 Keeping it this small (start, stop, send) is what lets the gateway treat a terminal, Telegram
-and Discord alike, and lets tests swap in a recording fake.
+and Discord alike, and lets tests swap in a recording fake. Optional features (a typing
+indicator, readiness for /readyz, whether messages are durable platform messages) are declared
+on `Channel` and given defaults by `ChannelBase`, which adapters subclass and override: the
+gateway asks, it never probes with getattr. `Backoff` is the one retry delay used by channels
+and by the gateway's delivery path.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Awaitable, Callable
-from contextlib import AbstractAsyncContextManager
+from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Literal, Protocol
@@ -58,10 +62,29 @@ class ChannelError(Exception):
     """A channel cannot run (rejected token, API unreachable at start); `str()` says why."""
 
 
+class DeliveryRefused(Exception):
+    """The platform refused a send for good (blocked by the person, chat gone, bad request):
+    retrying cannot help, so the delivery path records it as failed instead of retrying."""
+
+
 class Channel(Protocol):
-    """A platform adapter. `start` returns once the adapter is receiving."""
+    """A platform adapter. `start` returns once the adapter is receiving.
+
+    `durable`: messages carry platform ids that may be redelivered, so the gateway records them
+    in its inbox and outbox (the terminal is not durable: nothing to redeliver after a restart).
+    `ready` / `ready_detail`: for /readyz. `typing(chat_id)`: "typing..." while open.
+    """
 
     name: str
+
+    @property
+    def durable(self) -> bool: ...
+
+    @property
+    def ready(self) -> bool: ...
+
+    @property
+    def ready_detail(self) -> str: ...
 
     async def start(self, handler: MessageHandler) -> None: ...
 
@@ -69,16 +92,56 @@ class Channel(Protocol):
 
     async def send(self, message: OutboundMessage) -> None: ...
 
-
-class TypingChannel(Channel, Protocol):
-    """Optional: a channel that can show "typing..." for as long as the context is open."""
-
     def typing(self, chat_id: str) -> AbstractAsyncContextManager[None]: ...
 
 
+class ChannelBase:
+    """Defaults for the optional features of `Channel`; adapters override what they support."""
+
+    name: str = "channel"
+    durable: bool = True
+    ready: bool = True
+    ready_detail: str = "started"
+
+    def typing(self, chat_id: str) -> AbstractAsyncContextManager[None]:
+        return nullcontext()
+
+
+class Backoff:
+    """Exponential backoff with a cap: first, 2x first ... `cap` seconds, reset after a success.
+
+    With `rng` (returning [0, 1)), each delay is jittered within [delay/2, delay] so callers
+    that failed together do not all come back in the same instant.
+    """
+
+    def __init__(
+        self, first: float = 1.0, cap: float = 30.0, rng: Callable[[], float] | None = None
+    ) -> None:
+        self.first, self.cap, self.rng = first, cap, rng
+        self._attempt = 0
+
+    @staticmethod
+    def delay(
+        attempt: int, first: float, cap: float, rng: Callable[[], float] | None = None
+    ) -> float:
+        """The wait after failed attempt number `attempt` (1-based)."""
+        backoff = min(cap, first * 2 ** (attempt - 1))
+        return backoff if rng is None else backoff * (0.5 + 0.5 * rng())
+
+    def next(self) -> float:
+        self._attempt += 1
+        return self.delay(self._attempt, self.first, self.cap, self.rng)
+
+    def reset(self) -> None:
+        self._attempt = 0
+
+
 class OffsetStore(Protocol):
-    """Where a polling channel keeps its platform offset (the gateway state database)."""
+    """Where a polling channel keeps its platform offset (the gateway state database), and
+    where it records an update it could not read (logged by id, skipped, never retried)."""
 
     async def load_offset(self, channel: str) -> int | None: ...
 
     async def save_offset(self, channel: str, value: int) -> None: ...
+
+    async def record_failed(self, channel: str, ref: str, error: str) -> None: ...

@@ -20,7 +20,14 @@ from typing import Any
 
 import discord
 
-from channels.base import ChannelError, InboundMessage, MessageHandler, OutboundMessage
+from channels.base import (
+    ChannelBase,
+    ChannelError,
+    DeliveryRefused,
+    InboundMessage,
+    MessageHandler,
+    OutboundMessage,
+)
 from channels.chunking import DISCORD_LIMIT, split_text
 
 log = logging.getLogger(__name__)
@@ -41,7 +48,7 @@ class _Client(discord.Client):
         await self._adapter._on_message(message)
 
 
-class DiscordChannel:
+class DiscordChannel(ChannelBase):
     def __init__(
         self,
         token: str,
@@ -65,6 +72,11 @@ class DiscordChannel:
         # both ways are deduplicated by the gateway's inbox.
         self._catch_up = catch_up
         self._catching_up: asyncio.Task[None] | None = None
+        # discord.py runs each on_message in a task of its own: two quick messages of one
+        # person could reach the gateway in either order. They are queued here in the order
+        # Discord delivered them and handed over one at a time.
+        self._intake: asyncio.Queue[discord.Message] = asyncio.Queue()
+        self._intake_task: asyncio.Task[None] | None = None
 
     @property
     def client(self) -> discord.Client:
@@ -96,6 +108,7 @@ class DiscordChannel:
         except (discord.HTTPException, OSError) as exc:
             await self._client.close()
             raise ChannelError(f"cannot reach Discord: {exc}") from exc
+        self._intake_task = asyncio.create_task(self._hand_over(), name="discord-intake")
         self._runner = asyncio.create_task(self._run(), name="discord-gateway")
         try:
             await asyncio.wait_for(self._client.wait_until_ready(), self._ready_timeout)
@@ -147,6 +160,10 @@ class DiscordChannel:
         return "connected" if self.ready else "not connected to the Discord gateway"
 
     async def stop(self) -> None:
+        if self._intake_task is not None:
+            self._intake_task.cancel()
+            await asyncio.gather(self._intake_task, return_exceptions=True)
+            self._intake_task = None
         if self._catching_up is not None:
             self._catching_up.cancel()
             await asyncio.gather(self._catching_up, return_exceptions=True)
@@ -162,9 +179,17 @@ class DiscordChannel:
     # -- receiving ---------------------------------------------------------------------------
 
     async def _on_message(self, message: discord.Message) -> None:
-        msg = self.to_inbound(message)
-        if msg is not None and self._handler is not None:
-            await self._handler(msg)
+        self._intake.put_nowait(message)  # no await before this: arrival order is kept
+
+    async def _hand_over(self) -> None:
+        while True:
+            message = await self._intake.get()
+            try:
+                msg = self.to_inbound(message)
+                if msg is not None and self._handler is not None:
+                    await self._handler(msg)
+            except Exception:
+                log.exception("discord: could not take message %s", message.id)
 
     def to_inbound(self, message: discord.Message) -> InboundMessage | None:
         me = self.client.user
@@ -219,7 +244,10 @@ class DiscordChannel:
         target = self.client.get_partial_messageable(int(message.chat_id))
         for chunk in split_text(message.text, DISCORD_LIMIT):
             if chunk.strip():
-                await target.send(chunk)
+                try:
+                    await target.send(chunk)
+                except (discord.Forbidden, discord.NotFound) as exc:
+                    raise DeliveryRefused(f"discord refused the message: {exc}") from exc
 
     @contextlib.asynccontextmanager
     async def typing(self, chat_id: str) -> AsyncIterator[None]:

@@ -40,7 +40,10 @@ from telegram.error import (
 from telegram.request import HTTPXRequest
 
 from channels.base import (
+    Backoff,
+    ChannelBase,
     ChannelError,
+    DeliveryRefused,
     InboundMessage,
     MessageHandler,
     OffsetStore,
@@ -74,21 +77,6 @@ class _NoRawUpdateDumps(logging.Filter):
 
 logging.getLogger("telegram.Bot").addFilter(_NoRawUpdateDumps())
 
-class Backoff:
-    """Exponential backoff with a cap: 1, 2, 4 ... `cap` seconds, reset after a success."""
-
-    def __init__(self, first: float = 1.0, cap: float = 30.0) -> None:
-        self.first, self.cap = first, cap
-        self._next = first
-
-    def next(self) -> float:
-        delay, self._next = self._next, min(self._next * 2, self.cap)
-        return delay
-
-    def reset(self) -> None:
-        self._next = self.first
-
-
 def retry_seconds(exc: RetryAfter) -> float:
     with warnings.catch_warnings():  # PTB 22 warns that the type becomes timedelta: both work
         warnings.simplefilter("ignore")
@@ -96,7 +84,7 @@ def retry_seconds(exc: RetryAfter) -> float:
     return float(value.total_seconds() if hasattr(value, "total_seconds") else value)
 
 
-class TelegramChannel:
+class TelegramChannel(ChannelBase):
     def __init__(
         self,
         token: str,
@@ -125,6 +113,7 @@ class TelegramChannel:
         self.ready = False  # for /readyz: the last poll succeeded
         self.ready_detail = "not polling yet"
         self.conflicts = 0
+        self.skipped = 0  # updates that could not be read, skipped (logged by id)
 
     @property
     def bot(self) -> Bot:
@@ -234,21 +223,33 @@ class TelegramChannel:
         good: list[Update] = []
         for item in raw if isinstance(raw, list) else []:
             update_id = item.get("update_id") if isinstance(item, dict) else None
+            error: Exception = ValueError("not an update")
             try:
                 update = Update.de_json(item, self.bot)
-            except Exception:
-                update = None
+            except Exception as exc:
+                update, error = None, exc
             if update is not None:
                 good.append(update)
             elif isinstance(update_id, int):
-                log.warning("telegram: skipped malformed update %d", update_id)
+                await self._skip(update_id, error)
                 self._offset = max(self._offset or 0, update_id + 1)
         return tuple(good)
 
     async def _dispatch(self, updates: tuple[Update, ...], handler: MessageHandler) -> None:
+        """Hand each update over in order; the offset moves past an update once it is recorded.
+
+        Each update is converted alone: one that cannot be read (a mention entity splitting a
+        surrogate pair, say) is recorded as failed, logged by id and skipped, so it never makes
+        the batch come back forever. A failure to *record* is different: nothing moves, the
+        same updates come back after a backoff.
+        """
         try:
             for update in updates:
-                msg = self.to_inbound(update)
+                try:
+                    msg = self.to_inbound(update)
+                except Exception as exc:
+                    await self._skip(update.update_id, exc)
+                    msg = None
                 if msg is not None:
                     await handler(msg)  # returns once recorded durably: now we may ack
                 self._offset = update.update_id + 1
@@ -259,6 +260,14 @@ class TelegramChannel:
         finally:
             if self._offsets is not None and self._offset is not None:
                 await self._offsets.save_offset(self.name, self._offset)
+
+    async def _skip(self, update_id: int, exc: Exception) -> None:
+        self.skipped += 1
+        log.warning("telegram: skipped update %d that could not be read (%s)", update_id,
+                    type(exc).__name__)
+        if self._offsets is not None:
+            await self._offsets.record_failed(self.name, f"update-{update_id}",
+                                              type(exc).__name__)
 
     def to_inbound(self, update: Update) -> InboundMessage | None:
         message = update.message
@@ -320,10 +329,13 @@ class TelegramChannel:
             if not plain.strip():
                 continue
             try:
-                await self._call(self.bot.send_message, chat_id, html, parse_mode="HTML")
-            except BadRequest as exc:
-                log.info("telegram: HTML rejected (%s); sending as plain text", exc)
-                await self._call(self.bot.send_message, chat_id, plain)
+                try:
+                    await self._call(self.bot.send_message, chat_id, html, parse_mode="HTML")
+                except BadRequest as exc:
+                    log.info("telegram: HTML rejected (%s); sending as plain text", exc)
+                    await self._call(self.bot.send_message, chat_id, plain)
+            except (BadRequest, Forbidden, InvalidToken) as exc:
+                raise DeliveryRefused(f"telegram refused the message: {exc}") from exc
 
     async def _call(self, method: Any, *args: Any, **kwargs: Any) -> Any:
         """One Bot API call with 429 and network-error retries (BadRequest is the caller's)."""

@@ -12,14 +12,15 @@ import sys
 import threading
 from typing import TextIO
 
-from channels.base import InboundMessage, MessageHandler, OutboundMessage
+from channels.base import ChannelBase, InboundMessage, MessageHandler, OutboundMessage
 
 CHANNEL_NAME = "terminal"
 LOCAL_CHAT = "local"
 
 
-class TerminalChannel:
+class TerminalChannel(ChannelBase):
     name = CHANNEL_NAME
+    durable = False  # nothing to redeliver after a restart: no inbox, no outbox
 
     def __init__(
         self,

@@ -133,11 +133,12 @@ class Compactor:
         """Flush and compact as the session's size requires; returns notices for the person."""
         limits = self.thresholds()
         tokens = session.context_tokens()
-        if allow_flush and tokens >= limits.flush_at:
-            await self.flush(session, system, ctx)
         if tokens < limits.compact_at:
+            if allow_flush and tokens >= limits.flush_at:
+                await self.flush(session, system, ctx)
             return []
-        result = await self.compact(session, overhead_chars, reason="threshold")
+        result = await self.flush_and_compact(session, system, ctx, overhead_chars,
+                                              reason="threshold", flush=allow_flush)
         return [result.notice] if result.notice else []
 
     async def flush(self, session: Session, system: SystemPrompt, ctx: ToolContext) -> bool:
@@ -175,6 +176,16 @@ class Compactor:
             await self.versioning.commit(ctx.workspace, "flush", session=session.key,
                                          turn=current_turn()[1])
         return True
+
+    async def flush_and_compact(
+        self, session: Session, system: SystemPrompt, ctx: ToolContext, overhead_chars: int,
+        *, reason: str, focus: str = "", flush: bool = True,
+    ) -> CompactionResult:
+        """Save what matters to today's note (if due), then compact: the one place that does
+        both in this order (threshold, the /compact command and overflow recovery use it)."""
+        if flush:
+            await self.flush(session, system, ctx)
+        return await self.compact(session, overhead_chars, reason=reason, focus=focus)
 
     async def compact(
         self, session: Session, overhead_chars: int, *, reason: str, focus: str = ""

@@ -11,7 +11,8 @@
   for the record.
 - Deliver: queued in the DM lane, so it never lands in the middle of a DM turn; the alert is
   recorded in the DM transcript as an assistant message (the next DM turn sees what was said),
-  then sent to the last DM route.
+  then handed to the gateway's delivery path (outbox, retried until sent) for the last DM
+  route. Only a refusal for good counts as not delivered.
 """
 
 from __future__ import annotations
@@ -170,16 +171,16 @@ class GatewayHeartbeatHost:
                                channel=target.channel, chat_id=target.chat_id)
             else:
                 session.record_event("heartbeat_notice", text=text)
-            try:
-                await gateway._send(target.channel, target.chat_id, text)
-            except Exception as exc:
-                log.warning("heartbeat delivery to %s failed: %s", target.channel, exc)
-                session.record_event("delivery", ok=False, error=type(exc).__name__,
-                                     heartbeat=True)
-                failures.append(exc)
-            else:
-                session.record_event("delivery", ok=True, channel=target.channel,
-                                     heartbeat=True)
+            sent = await gateway.delivery.deliver(target.channel, target.chat_id, text)
+            outcome = await sent
+            session.record_event("delivery", ok=outcome == "sent", channel=target.channel,
+                                 heartbeat=True,
+                                 **({} if outcome == "sent" else {"error": outcome}))
+            if outcome == "queued":  # in the outbox: retried until sent, so it counts
+                log.warning("heartbeat delivery to %s failed once; it is retried",
+                            target.channel)
+            elif outcome in ("refused", "no_channel"):
+                failures.append(RuntimeError(f"delivery to {target.channel} {outcome}"))
 
         await gateway.lanes.submit(key, job)
         if failures:

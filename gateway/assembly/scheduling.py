@@ -4,11 +4,11 @@ and starting one `scheduler.Scheduler` for every workspace.
 - Zone: a person's time zone is `[scheduler.workspaces.<id>] timezone`, else
   `[heartbeat.workspaces.<id>] timezone`, else the top-level `timezone`, else the machine's.
 - Deliver: to the person's last DM route on a running channel (none yet: the run is retried
-  later). The message is sent at once, not queued behind a running DM turn, so it is on time;
-  it is then appended to the DM transcript through the DM lane (after any running turn, never
-  in the middle of one), so the assistant knows what it said. With the outbox
-  (`gateway.delivery`), the run's key makes a repeated delivery a no-op, and a duplicate is not
-  appended to the transcript twice.
+  later), through the outbox (`gateway.delivery`) with the run's key, so a repeated delivery
+  of the same run is a no-op. It is sent at once, not queued behind a running DM turn, so it
+  is on time; it is then appended to the DM transcript through the DM lane (after any running
+  turn, never in the middle of one), so the assistant knows what it said; a duplicate is not
+  appended twice.
 - Agent task: an isolated light turn in session `<id>:schedule` (persona files and today's
   note, the owner's private tools, never the DM history), like a heartbeat; its transcript is
   `sessions/<id>_schedule-*.jsonl`. Files it changed are committed ("heartbeat" reason).
@@ -59,6 +59,10 @@ __all__ = ["GatewayScheduleHost", "NoDmRoute", "ScheduleDesk", "attach_schedules
 
 class NoDmRoute(Exception):
     """The person has not written in a DM on a running channel yet: nowhere to send."""
+
+
+class DeliveryNotAccepted(Exception):
+    """The platform refused the message for good (blocked, chat gone)."""
 
 
 def schedule_session_key(person_id: str) -> str:
@@ -152,9 +156,17 @@ class GatewayScheduleHost:
         gateway.lanes.submit(session_key, record)
 
     async def _send(self, channel: str, chat_id: str, text: str, key: str) -> bool:
-        """Send once per key; False when the key was delivered before."""
-        # Until the outbox (gateway.delivery) is on this branch: a plain send, no key.
-        await self.gateway._send(channel, chat_id, text)
+        """Through the outbox with the run's key; False when the outbox had the key already.
+
+        Accepted (sent, or queued: the outbox retries it, after a restart too) is delivered as
+        far as the scheduler is concerned; refused for good raises, so the run is retried and
+        finally counted failed."""
+        first = await self.gateway.delivery.deliver(channel, chat_id, text, key=key)
+        outcome = await first
+        if outcome == "duplicate":
+            return False
+        if outcome in ("refused", "no_channel"):
+            raise DeliveryNotAccepted(f"delivery to {channel} {outcome}")
         return True
 
     async def agent_turn(self, person_id: str, workspace: Path, prompt: str) -> str:

@@ -85,6 +85,17 @@ class CompactionSettings(_Section):
     timeout_seconds: float = Field(90.0, gt=0)  # per summarization attempt
 
 
+class LimitsSettings(_Section):
+    """What one person may ask of the gateway; see the README's "Limits"."""
+
+    # Messages of one account accepted but not yet answered; beyond it: a polite reply.
+    queue_per_person: int = Field(50, ge=1)
+    # Messages of one account per rolling minute (0: no limit); beyond it: a polite reply.
+    messages_per_minute: int = Field(60, ge=0)
+    # Wall time of one whole turn (flush, compaction, every model call and tool round).
+    turn_deadline_seconds: float = Field(600.0, gt=0)
+
+
 class VersioningSettings(_Section):
     """Each workspace is a git repository with a commit per change (gateway/ops/versioning.py)."""
 
@@ -168,6 +179,7 @@ class Settings(BaseSettings):
     compaction: CompactionSettings = Field(default_factory=CompactionSettings)
     heartbeat: HeartbeatSettings = Field(default_factory=HeartbeatSettings)
     versioning: VersioningSettings = Field(default_factory=VersioningSettings)
+    limits: LimitsSettings = Field(default_factory=LimitsSettings)
     health: HealthSettings = Field(default_factory=HealthSettings)
     skills: SkillsSettings = Field(default_factory=SkillsSettings)  # gateway/config/skills.py
     mcp: McpSettings = Field(default_factory=McpSettings)  # gateway/config/mcp.py

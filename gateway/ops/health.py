@@ -5,10 +5,9 @@
   JSON body has per-channel detail.
 - `/metrics`: the gateway's metrics in the Prometheus text format.
 
-Channel readiness is an optional attribute, so no adapter has to change (`ReadinessReporting`):
-a channel may expose `ready: bool` (False while, say, its polling keeps failing) and
-`ready_detail: str` (one line why). A channel without the attribute counts as ready once the
-gateway started it.
+Channel readiness is an optional feature declared on `channels.base.Channel`: `ready` (False
+while, say, its polling keeps failing) and `ready_detail` (one line why). `ChannelBase` says
+ready once started; adapters that know better override it.
 """
 
 from __future__ import annotations
@@ -19,9 +18,11 @@ import json
 import logging
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
+
+from channels.base import Channel
 
 if TYPE_CHECKING:
     from gateway.pipeline.gateway import Gateway
@@ -32,21 +33,11 @@ PROMETHEUS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 STATE_CHECK_SECONDS = 2.0
 
 
-@runtime_checkable
-class ReadinessReporting(Protocol):
-    """Optional for a `Channel`: say whether it can currently receive and send."""
-
-    ready: bool
-
-
-def channel_readiness(channel: Any, started: bool) -> dict[str, Any]:
+def channel_readiness(channel: Channel, started: bool) -> dict[str, Any]:
     if not started:
         return {"ready": False, "detail": "not started"}
-    ready = getattr(channel, "ready", None)
-    if ready is None:
-        return {"ready": True, "detail": "started"}
-    detail = str(getattr(channel, "ready_detail", "") or ("connected" if ready else "down"))
-    return {"ready": bool(ready), "detail": detail}
+    ready = bool(channel.ready)
+    return {"ready": ready, "detail": channel.ready_detail or ("connected" if ready else "down")}
 
 
 async def state_readiness(gateway: Gateway) -> dict[str, Any]:
@@ -88,7 +79,6 @@ class HealthServer:
         self.started = False  # the gateway's channels are started
         self._runner: web.AppRunner | None = None
         gateway.metrics.channel_ready.collect_with(self._channel_gauge)
-        gateway.metrics.delivery_retries.collect_with(self._channel_retries)
 
     def _channel_gauge(self) -> dict[tuple[str, ...], float]:
         return {(name,): float(channel_readiness(channel, self.started)["ready"])
@@ -139,9 +129,3 @@ class HealthServer:
         body = self.gateway.metrics.render()
         return web.Response(body=body.encode("utf-8"),
                             headers={"Content-Type": PROMETHEUS_CONTENT_TYPE})
-
-    def _channel_retries(self) -> dict[tuple[str, ...], float]:
-        """Channels that count their own send retries (`delivery_retries: int`)."""
-        return {(name,): float(channel.delivery_retries)
-                for name, channel in self.gateway.channels.items()
-                if isinstance(getattr(channel, "delivery_retries", None), int)}

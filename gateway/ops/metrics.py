@@ -7,8 +7,7 @@ No global state: a `Registry` is a plain object and the `Gateway` owns one `Gate
 Hooks for parts built elsewhere, one line each:
     gateway.metrics.heartbeat("delivered")            # heartbeat/: one beat and its outcome
     gateway.metrics.observe_search(seconds)            # memory/: one recall search
-    gateway.metrics.delivery_retry("telegram")         # a channel retried a send
-A channel may also expose an integer attribute `delivery_retries`; it is read at scrape time.
+    gateway.metrics.delivery_retry("telegram")         # delivery path: a send failed, retried
 
 Label values come from fixed sets: a value the process does not know (a tool name the model
 invented) is counted as `other` (`fixed_label`), so no input can add series without bound.
@@ -206,7 +205,8 @@ class GatewayMetrics:
             "clawgate_deliveries_total", "Replies handed to a channel, by outcome.",
             ["channel", "outcome"])
         self.delivery_retries = r.counter(
-            "clawgate_delivery_retries_total", "Send retries inside channels.", ["channel"])
+            "clawgate_delivery_retries_total", "Sends that failed and will be retried.",
+            ["channel"])
         self.search_seconds = r.histogram(
             "clawgate_memory_search_seconds", "Latency of one recall search.")
         self.commits = r.counter(

@@ -192,7 +192,8 @@ class PanelHost:
         answer: list[str] = []
 
         async def job() -> None:
-            answer.append(await run_command(self.gateway, route, command))
+            ctx = self.gateway.command_context(route, command.args)
+            answer.append(await run_command(ctx, command))
 
         await self.gateway.lanes.submit(key, job)
         return answer[0] if answer else ""

@@ -1,17 +1,30 @@
-"""Slash commands, answered by the gateway itself without calling the model."""
+"""Slash commands, answered by the gateway itself without calling the model.
+
+The commands are a table (`COMMANDS`): name, handler, and whether the command is `queued` (it
+changes the session, so it waits for the running turn in the session's lane) or answered at
+once. A handler gets a small `CommandContext` (the route, the arguments and the few parts it
+needs), never the Gateway itself, so this module does not depend on the gateway's module.
+"""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
+from gateway.agent.compaction import Compactor
+from gateway.agent.context_files import ContextFile
+from gateway.agent.conversation import SystemPrompt
 from gateway.agent.prompt import request_overhead_chars, tool_schema_chars
-from gateway.agent.sessions import estimate_tokens
+from gateway.agent.providers.base import Provider
+from gateway.agent.sessions import SessionStore, estimate_tokens
+from gateway.agent.tools import ToolContext, ToolRegistry
+from gateway.config.settings import Settings
+from gateway.pipeline.routing import Route
 
 if TYPE_CHECKING:
-    from gateway.pipeline.gateway import Gateway
-    from gateway.pipeline.routing import Route
+    from gateway.agent.tools.schedule_tools import ScheduleBook
 
 # Telegram-style: "/name" or "/name@bot", then arguments. "/etc/passwd?" is not a command.
 _COMMAND = re.compile(r"^/([A-Za-z0-9_]{1,32})(?:@\S+)?(?:\s+(.*))?$", re.DOTALL)
@@ -41,43 +54,79 @@ def parse_command(text: str) -> Command | None:
     return Command(match.group(1).lower(), (match.group(2) or "").strip())
 
 
-# Commands that change the session wait for the running turn, in the session's lane.
-QUEUED_COMMANDS = frozenset({"new", "reset", "compact"})
+class PromptParts(Protocol):
+    """What a command needs to see a session as the model would (the Gateway provides it)."""
+
+    def tools_for(self, route: Route) -> ToolRegistry: ...
+
+    def context_files(self, route: Route) -> list[ContextFile]: ...
+
+    def system_prompt(self, route: Route, files: list[ContextFile]) -> SystemPrompt: ...
+
+    def tool_context(self, route: Route) -> ToolContext: ...
+
+    def capability_lines(self, route: Route) -> list[str]: ...
 
 
-async def run_command(gateway: Gateway, route: Route, command: Command) -> str:
-    if command.name == "help":
-        return HELP
-    if command.name in ("new", "reset"):
-        return await _new_session(gateway, route)
-    if command.name == "compact":
-        return await _compact(gateway, route, command.args)
-    if command.name == "status":
-        return await _status(gateway, route)
-    if command.name == "context":
-        return await _context(gateway, route)
-    if command.name == "reminders":
-        from gateway.pipeline.reminders import reminders_command
-
-        return await reminders_command(gateway.schedules, route, command.args)
-    return UNKNOWN.format(name=command.name)
+@dataclass(frozen=True, slots=True)
+class CommandContext:
+    route: Route
+    args: str
+    settings: Settings
+    sessions: SessionStore
+    compactor: Compactor
+    provider: Provider
+    prompt: PromptParts
+    schedules: ScheduleBook | None = None  # reminders (gateway/assembly/scheduling.py)
 
 
-async def _new_session(gateway: Gateway, route: Route) -> str:
-    archived = gateway.sessions.reset(route.workspace, route.session_key)
+Handler = Callable[[CommandContext], Awaitable[str]]
+
+
+@dataclass(frozen=True, slots=True)
+class CommandSpec:
+    handler: Handler
+    # Changes the session: waits for the running turn in the session's lane.
+    queued: bool = False
+
+
+def lookup(name: str) -> CommandSpec:
+    """The command's entry; an unknown name gets the "unknown command" answer, at once."""
+    return COMMANDS.get(name) or CommandSpec(_unknown(name))
+
+
+async def run_command(ctx: CommandContext, command: Command) -> str:
+    return await lookup(command.name).handler(ctx)
+
+
+def _unknown(name: str) -> Handler:
+    async def answer(ctx: CommandContext) -> str:
+        return UNKNOWN.format(name=name)
+
+    return answer
+
+
+async def _help(ctx: CommandContext) -> str:
+    return HELP
+
+
+async def _new_session(ctx: CommandContext) -> str:
+    route = ctx.route
+    archived = ctx.sessions.reset(route.workspace, route.session_key)
     if archived is None:
         return "Started a fresh session."
     kept = archived.relative_to(route.workspace)
     return f"Started a fresh session. The previous conversation is kept in {kept}."
 
 
-async def _compact(gateway: Gateway, route: Route, focus: str) -> str:
-    session = await gateway.sessions.get(route.workspace, route.session_key)
-    tools = gateway.tools_for(route)
-    system = gateway.system_prompt(route, gateway.context_files(route))
-    await gateway.compactor.flush(session, system, gateway.tool_context(route))
-    result = await gateway.compactor.compact(
-        session, request_overhead_chars(system, tools.specs()), reason="manual", focus=focus
+async def _compact(ctx: CommandContext) -> str:
+    route, prompt = ctx.route, ctx.prompt
+    session = await ctx.sessions.get(route.workspace, route.session_key)
+    tools = prompt.tools_for(route)
+    system = prompt.system_prompt(route, prompt.context_files(route))
+    result = await ctx.compactor.flush_and_compact(
+        session, system, prompt.tool_context(route),
+        request_overhead_chars(system, tools.specs()), reason="manual", focus=ctx.args,
     )
     if not result.compacted:
         return "Nothing to compact yet: the whole session fits in what is kept verbatim."
@@ -90,13 +139,14 @@ async def _compact(gateway: Gateway, route: Route, focus: str) -> str:
     )
 
 
-async def _status(gateway: Gateway, route: Route) -> str:
-    session = await gateway.sessions.get(route.workspace, route.session_key)
-    llm = gateway.settings.llm
+async def _status(ctx: CommandContext) -> str:
+    route = ctx.route
+    session = await ctx.sessions.get(route.workspace, route.session_key)
+    llm = ctx.settings.llm
     used = session.context_tokens()
     share = used / llm.context_window
     lines = [
-        f"Model: {gateway.provider.name} / {gateway.provider.model}",
+        f"Model: {ctx.provider.name} / {ctx.provider.model}",
         f"Session: {route.session_key} ({'private' if route.private else 'shared'}), "
         f"{len(session.history)} messages",
         f"Context: ~{used:,} of {llm.context_window:,} tokens ({share:.0%}), "
@@ -114,10 +164,11 @@ async def _status(gateway: Gateway, route: Route) -> str:
     return "\n".join(lines)
 
 
-async def _context(gateway: Gateway, route: Route) -> str:
-    files = gateway.context_files(route)
-    system = gateway.system_prompt(route, files)
-    session = await gateway.sessions.get(route.workspace, route.session_key)
+async def _context(ctx: CommandContext) -> str:
+    route, parts = ctx.route, ctx.prompt
+    files = parts.context_files(route)
+    system = parts.system_prompt(route, files)
+    session = await ctx.sessions.get(route.workspace, route.session_key)
     width = max(len(item.name) for item in files)
     lines = [f"Context for {route.session_key} ({'private' if route.private else 'shared'}):"]
     for item in files:
@@ -132,10 +183,10 @@ async def _context(gateway: Gateway, route: Route) -> str:
             detail = report.note
         lines.append(f"  {item.name.ljust(width)}  {report.status:<11} {detail}".rstrip())
     prompt_chars = len(system.stable) + len(system.volatile)
-    specs = gateway.tools_for(route).specs()
+    specs = parts.tools_for(route).specs()
     tool_chars = tool_schema_chars(specs)
     history_tokens = sum(estimate_tokens(m.text) for m in session.history)
-    prompt = gateway.settings.prompt
+    prompt = ctx.settings.prompt
     lines += [
         f"System prompt: {prompt_chars:,} chars (~{estimate_tokens('x' * prompt_chars):,} tokens), "
         f"of which workspace files {sum(i.report.injected_chars for i in files):,}",
@@ -143,5 +194,22 @@ async def _context(gateway: Gateway, route: Route) -> str:
         f"history: ~{history_tokens:,} tokens",
         f"Budgets: {prompt.file_max_chars:,} chars per file, {prompt.total_max_chars:,} in total",
     ]
-    lines += gateway.capability_lines(route)  # skills and MCP tool servers (issue 17)
+    lines += parts.capability_lines(route)  # skills and MCP tool servers (issue 17)
     return "\n".join(lines)
+
+
+async def _reminders(ctx: CommandContext) -> str:
+    from gateway.pipeline.reminders import reminders_command
+
+    return await reminders_command(ctx.schedules, ctx.route, ctx.args)
+
+
+COMMANDS: dict[str, CommandSpec] = {
+    "help": CommandSpec(_help),
+    "new": CommandSpec(_new_session, queued=True),
+    "reset": CommandSpec(_new_session, queued=True),
+    "compact": CommandSpec(_compact, queued=True),
+    "status": CommandSpec(_status),
+    "context": CommandSpec(_context),
+    "reminders": CommandSpec(_reminders),
+}

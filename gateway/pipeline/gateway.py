@@ -1,44 +1,45 @@
-"""The Gateway object: owns and wires the parts, and runs one message end to end.
+"""The Gateway object: owns and wires the parts, and takes in one message.
 
-Channel → access → routing → (slash command | session lane → prompt → agent loop) →
-transcript → delivery. No global state: tests build a Gateway with fakes in place of the
-provider, channels and clock.
+Channel → inbox record → access → limits → routing → (slash command | session lane → turn
+runner) → delivery. The channel's handler (`handle`) only records and hands over: nothing in
+it waits for a platform, so one slow or rate-limited chat never stalls another person. Every
+outbound message goes through `self.delivery` (gateway/pipeline/delivery.py); turns are run
+by `self.turns` (gateway/pipeline/turns.py). No global state: tests build a Gateway with
+fakes in place of the provider, channels and clock.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from channels.base import Channel, InboundMessage, OutboundMessage
+from channels.base import Backoff, Channel, InboundMessage
 from gateway.agent.compaction import Compactor
 from gateway.agent.context_files import ContextFile, ContextFileLoader
-from gateway.agent.conversation import Message, SystemPrompt, Usage
-from gateway.agent.loop import AgentLoop, Recorder
-from gateway.agent.prompt import build_system_prompt, request_overhead_chars, speaker_line
-from gateway.agent.providers.base import Provider, ProviderError
-from gateway.agent.sessions import Session, SessionStore
+from gateway.agent.conversation import SystemPrompt
+from gateway.agent.loop import AgentLoop
+from gateway.agent.prompt import build_system_prompt, speaker_line
+from gateway.agent.providers.base import Provider
+from gateway.agent.sessions import SessionStore
 from gateway.agent.tools import Tool, ToolContext, ToolRegistry, file_tools
 from gateway.capabilities.hub import Capabilities
 from gateway.clock import Clock, SystemClock
 from gateway.config.settings import Settings
-from gateway.ops.logs import turn_scope
 from gateway.ops.metrics import GatewayMetrics, MeteredProvider
 from gateway.ops.redaction import Redactor
 from gateway.ops.state import DmRoute, StateDB
 from gateway.ops.versioning import Versioning
 from gateway.pipeline.access import AccessPolicy, LocalOnlyAccess
-from gateway.pipeline.commands import QUEUED_COMMANDS, Command, parse_command, run_command
+from gateway.pipeline.commands import Command, CommandContext, lookup, parse_command
+from gateway.pipeline.delivery import Delivery
 from gateway.pipeline.lanes import Job, Lanes
-from gateway.pipeline.replies import provider_error_reply
-from gateway.pipeline.routing import TERMINAL_CHANNEL, Route, Router
+from gateway.pipeline.limits import Account, PersonLimits
+from gateway.pipeline.routing import Route, Router
+from gateway.pipeline.turns import TranscriptWriteError, TurnRunner, answer_key
 from gateway.workspace.seed import ensure_workspace
-from heartbeat.ack import scrub_token
 
 if TYPE_CHECKING:
     from gateway.agent.tools.schedule_tools import ScheduleBook
@@ -47,11 +48,12 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-INTERNAL_ERROR_REPLY = (
-    "Something went wrong on my side while answering. Your message is saved; try again."
+PERSIST_REPLY = (
+    "I couldn't save your message on my side (a storage problem), so I haven't answered it "
+    "yet. I'll keep trying and answer as soon as it works."
 )
-# Overflow recoveries (flush, compact, retry) per turn before giving up with a clear message.
-OVERFLOW_RETRIES = 2
+# Tries to append a message the transcript refused, before leaving it for the next start.
+PERSIST_ATTEMPTS = 8
 EMPTY_MESSAGE_REPLY = "I got an empty message. Send me some text (or /help)."
 MEDIA_REPLY = (
     "Thanks! For now I can only read text, so I can't look at that {kind}. "
@@ -88,7 +90,6 @@ class Gateway:
         # a new message cannot overtake an older one of the same person.
         self._resumed = asyncio.Event()
         self._resumed.set()
-        self._resuming: set[tuple[str, str, str]] = set()
         self.sessions = SessionStore(self.clock)
         self.lanes = Lanes()
         # Two registries, decided by the route: tools that reach private memory (recall, say)
@@ -120,6 +121,17 @@ class Gateway:
         self.capabilities.register_metrics(self.metrics.registry)
         self._zone = settings.zone()
         self._seeded: set[str] = set()
+        # The one way out (outbox, per-chat ordered senders, retries) and the turn runner.
+        self.delivery = Delivery(self.channels, self.state, self.metrics)
+        self.turns = TurnRunner(
+            self.sessions, self.agent, self.compactor, self, self.delivery, self.metrics,
+            self.versioning, deadline_seconds=settings.limits.turn_deadline_seconds,
+        )
+        limits = settings.limits
+        self.limits = PersonLimits(self.clock, limits.queue_per_person,
+                                   limits.messages_per_minute)
+        # Between tries to append a message the transcript refused (tests make it short).
+        self.persist_backoff = Backoff(1.0, 60.0)
         self.memory: MemoryService | None = None
         # Reminders (gateway/assembly/scheduling.py sets it): /reminders and the schedule tools.
         self.schedules: ScheduleBook | None = None
@@ -127,7 +139,8 @@ class Gateway:
             self.use_memory(memory)
 
     async def start(self) -> None:
-        """Open the state database, start every channel, then resume unanswered messages."""
+        """Open the state database, start every channel, then resume what was left undone:
+        messages recorded but not answered, and replies recorded but not delivered."""
         self._resumed.clear()
         try:
             await self.state.open()
@@ -135,11 +148,12 @@ class Gateway:
             pending = [m for m in await self.state.pending_inbound() if m.channel in self.channels]
             for channel in self.channels.values():
                 await channel.start(self.handle)
+            await self.delivery.resume()
             if pending:
                 log.info("resuming %d message(s) recorded but not answered before", len(pending))
             for msg in pending:
-                self._resuming.add((msg.channel, msg.chat_id, msg.message_id))
-                await self._process(msg)
+                self.turns.resuming.add((msg.channel, msg.chat_id, msg.message_id))
+                await self._process(msg, resumed=True)
         finally:
             self._resumed.set()
 
@@ -173,6 +187,7 @@ class Gateway:
             await asyncio.wait_for(self.lanes.drain(), drain_timeout)
         except TimeoutError:
             log.warning("stopping with turns still running after %.0f s", drain_timeout)
+        await self.delivery.close(min(drain_timeout, 5.0))
         for channel in self.channels.values():
             await channel.stop()
         await self.capabilities.stop()  # MCP servers
@@ -187,9 +202,9 @@ class Gateway:
         A platform message is first recorded durably in the state database; only then may the
         channel acknowledge it to the platform (an exception here means: do not acknowledge).
         A message recorded before (same channel, chat and message id) is a redelivery and is
-        ignored, so a restart never answers twice.
+        ignored, so a restart never answers twice. Nothing here waits for a send.
         """
-        if _durable(msg) and not await self.state.record_inbound(msg):
+        if self._durable(msg) and not await self.state.record_inbound(msg):
             log.info("ignored redelivered %s message %s", msg.channel, msg.message_id)
             return
         await self._resumed.wait()
@@ -199,164 +214,122 @@ class Gateway:
             # Recorded and still pending: the next start processes it again.
             log.exception("could not process %s message %s", msg.channel, msg.message_id)
 
-    async def _process(self, msg: InboundMessage) -> None:
+    async def _process(self, msg: InboundMessage, *, resumed: bool = False) -> None:
         decision = await self.access.check(msg)
         if not decision.allowed:
-            if decision.reply:
-                await self._send(msg.channel, msg.chat_id, decision.reply)
-            await self._done(msg, "denied")
+            await self._answer_now(msg, decision.reply, "denied")
             return
-        route = await self.router.resolve(msg)
-        await self._ensure_workspace(route)
-        if msg.chat_type == "direct" and _durable(msg):
-            await self.state.set_last_dm_route(
-                route.person_id, msg.channel, msg.chat_id, msg.sender_id, msg.received_at
-            )
-        command = parse_command(msg.text)
-        if command is not None and command.name not in QUEUED_COMMANDS:
-            await self._send(route.channel, route.chat_id, await run_command(self, route, command))
-            await self._done(msg)
+        account: Account = (msg.channel, msg.sender_id)
+        # A message accepted before a restart was within the limits then: it is neither
+        # refused nor counted now (the limits are for what arrives).
+        admitted, refusal = (True, "") if resumed else self.limits.admit(account)
+        if not admitted:
+            await self._answer_now(msg, refusal, "over_limit")
             return
-        if command is not None:
-            job = self._command_job(route, command, msg)
-        elif not msg.text.strip():
-            kind = msg.attachment
-            await self._send(route.channel, route.chat_id,
-                             MEDIA_REPLY.format(kind=kind) if kind else EMPTY_MESSAGE_REPLY)
-            await self._done(msg)
-            return
-        else:
-            job = self._turn_job(route, msg)
-        self.lanes.submit(route.session_key, job)
+        counted = not resumed
+        try:
+            route = await self.router.resolve(msg)
+            await self._ensure_workspace(route)
+            if msg.chat_type == "direct" and self._durable(msg):
+                await self.state.set_last_dm_route(
+                    route.person_id, msg.channel, msg.chat_id, msg.sender_id, msg.received_at
+                )
+            command = parse_command(msg.text)
+            if command is None and not msg.text.strip():
+                kind = msg.attachment
+                await self._answer_now(
+                    msg, MEDIA_REPLY.format(kind=kind) if kind else EMPTY_MESSAGE_REPLY)
+                if counted:
+                    self.limits.release(account)
+                return
+            if command is None:
+                key, job = route.session_key, self._turn_job(route, msg)
+            else:
+                # A command that changes the session waits for the running turn; the others
+                # answer at once, in a lane of their own (in order among themselves).
+                queued = lookup(command.name).queued
+                key = route.session_key if queued else f"{route.session_key}#now"
+                job = self._command_job(route, command, msg)
+        except BaseException:
+            if counted:
+                self.limits.release(account)
+            raise
+        self.lanes.submit(key, self._released(account, job) if counted else job)
+
+    def _released(self, account: Account, job: Job) -> Job:
+        async def run() -> None:
+            try:
+                await job()
+            finally:
+                self.limits.release(account)
+
+        return run
+
+    async def _answer_now(self, msg: InboundMessage, text: str, status: str = "done") -> None:
+        """Answer without a turn (pairing code, refusal, media reply): queued, not awaited."""
+        durable = self._durable(msg)
+        await self.delivery.deliver(
+            msg.channel, msg.chat_id, text, key=answer_key(msg) if durable else None,
+            done=msg if durable else None, done_status=status,
+        )
 
     async def last_dm_route(self, person_id: str) -> DmRoute | None:
         """Where `person_id` last wrote to us in a DM (channel and chat), for proactive sends."""
         return await self.state.last_dm_route(person_id)
 
-    async def send_to_person(self, person_id: str, text: str) -> bool:
-        """Deliver `text` to the person's last DM route; False if they never wrote in a DM."""
+    async def send_to_person(self, person_id: str, text: str, *, key: str | None = None) -> bool:
+        """Deliver `text` to the person's last DM route; False if they never wrote in a DM.
+
+        `key` makes it exactly-once (a scheduler's fire id): a second call with it sends nothing.
+        """
         route = await self.last_dm_route(person_id)
         if route is None or route.channel not in self.channels:
             return False
-        await self._send(route.channel, route.chat_id, text)
+        await self.delivery.deliver(route.channel, route.chat_id, text, key=key)
         return True
 
-    async def _recorded_before(self, session: Session, msg: InboundMessage) -> bool:
-        """A resumed message may be in the transcript already (the last run died mid-turn)."""
-        key = (msg.channel, msg.chat_id, msg.message_id)
-        if key not in self._resuming:
-            return False
-        self._resuming.discard(key)
+    def _durable(self, msg: InboundMessage) -> bool:
+        """Platform messages go through the inbox; a channel that is not durable does not."""
+        channel = self.channels.get(msg.channel)
+        return channel is not None and channel.durable and bool(msg.message_id)
 
-        def scan() -> bool:
-            return any(
-                entry.get("message_id") == msg.message_id and entry.get("channel") == msg.channel
-                and entry.get("chat_id") == msg.chat_id for entry in session.transcript.load()
-            )
-
-        return await asyncio.to_thread(scan)
-
-    async def _done(self, msg: InboundMessage, status: str = "done") -> None:
-        if _durable(msg):
-            try:
-                await self.state.mark_done(msg, status)
-            except Exception:
-                log.exception("could not mark %s message %s done", msg.channel, msg.message_id)
-
-    def _typing(self, route: Route) -> contextlib.AbstractAsyncContextManager[None]:
-        typing = getattr(self.channels.get(route.channel), "typing", None)
-        return typing(route.chat_id) if typing is not None else contextlib.nullcontext()
+    def command_context(self, route: Route, args: str = "") -> CommandContext:
+        """What a slash command may use (also the panel's session actions)."""
+        return CommandContext(route, args, self.settings, self.sessions, self.compactor,
+                              self.provider, self, self.schedules)
 
     def _command_job(self, route: Route, command: Command, msg: InboundMessage) -> Job:
         async def job() -> None:
-            await self._send(route.channel, route.chat_id, await run_command(self, route, command))
-            await self._done(msg)
+            answer = await lookup(command.name).handler(self.command_context(route, command.args))
+            await self._answer_now(msg, answer)
 
         return job
 
     def _turn_job(self, route: Route, msg: InboundMessage) -> Job:
+        """The turn, retried while the transcript refuses the message (told once, politely);
+        after PERSIST_ATTEMPTS tries it stays pending for the next start."""
+
         async def job() -> None:
-            async with self._typing(route):
-                await self.run_turn(route, msg)
+            backoff = Backoff(self.persist_backoff.first, self.persist_backoff.cap)
+            for attempt in range(1, PERSIST_ATTEMPTS + 1):
+                try:
+                    async with self.channels[route.channel].typing(route.chat_id):
+                        await self.turns.run(route, msg, durable=self._durable(msg))
+                    return
+                except TranscriptWriteError as exc:
+                    log.error("could not save %s message %s to the transcript (%s); "
+                              "try %d of %d", msg.channel, msg.message_id, exc, attempt,
+                              PERSIST_ATTEMPTS)
+                    if attempt == 1:
+                        key = f"persist:{answer_key(msg)}" if self._durable(msg) else None
+                        await self.delivery.deliver(route.channel, route.chat_id,
+                                                    PERSIST_REPLY, key=key)
+                    if attempt < PERSIST_ATTEMPTS:
+                        await asyncio.sleep(backoff.next())
+            log.error("%s message %s stays pending; it is tried again at the next start",
+                      msg.channel, msg.message_id)
 
         return job
-
-    async def run_turn(self, route: Route, msg: InboundMessage) -> str:
-        """One turn: record the message, run the agent, record, then deliver the reply.
-
-        Hand edits made since the last turn are committed first and the turn's own file
-        changes after it (gateway/ops/versioning.py); log lines inside carry a turn id.
-        """
-        with turn_scope(route.session_key) as turn:
-            key = route.session_key
-            await self.versioning.commit(route.workspace, "hand edit", session=key)
-            log.info("turn started (%s)", route.channel)
-            started = time.perf_counter()
-            reply = await self._run_turn(route, msg)
-            # Done right after delivery, before the commit: a crash in between would
-            # otherwise answer this message again after the restart.
-            await self._done(msg)
-            elapsed = time.perf_counter() - started
-            self.metrics.turn_seconds.observe(elapsed)
-            log.info("turn finished in %.2f s", elapsed)
-            await self.versioning.commit(route.workspace, "turn", session=key, turn=turn)
-            return reply
-
-    async def _run_turn(self, route: Route, msg: InboundMessage) -> str:
-        session = await self.sessions.get(route.workspace, route.session_key)
-        if not await self._recorded_before(session, msg):
-            session.record(
-                Message("user", msg.text),
-                channel=msg.channel,
-                chat_id=msg.chat_id,
-                sender_id=msg.sender_id,
-                message_id=msg.message_id,
-            )
-        tools = self.tools_for(route)
-        system = self.system_prompt(route, self.context_files(route))
-        ctx = self.tool_context(route)
-        overhead = request_overhead_chars(system, tools.specs())
-        try:
-            for notice in await self.compactor.before_turn(session, system, ctx, overhead):
-                await self._send(route.channel, route.chat_id, notice)
-            reply = await self._answer(session, route, system, ctx, tools, overhead)
-            self.metrics.turns.inc(outcome="ok")
-        except ProviderError as exc:
-            log.warning("provider error in %s: %s (%s)", route.session_key, exc.kind, exc)
-            reply = provider_error_reply(exc)
-            self.metrics.turns.inc(outcome="provider_error")
-            session.record_event("error", error_kind=exc.kind, text=reply)
-        except Exception:
-            # A bug of ours must still end in an answer: the person's message is on disk.
-            log.exception("turn failed in %s", route.session_key)
-            reply = INTERNAL_ERROR_REPLY
-            self.metrics.turns.inc(outcome="internal_error")
-            session.record_event("error", error_kind="internal", text=reply)
-        await self._deliver(session, route, reply)
-        return reply
-
-    async def _answer(
-        self, session: Session, route: Route, system: SystemPrompt, ctx: ToolContext,
-        tools: ToolRegistry, overhead: int,
-    ) -> str:
-        """The agent turn. A context overflow triggers flush, compaction and a retry (twice)."""
-        for attempt in range(OVERFLOW_RETRIES + 1):
-            try:
-                result = await self.agent.run(system, session.history, ctx, tools,
-                                              _recorder(session, self.metrics))
-                return result.reply
-            except ProviderError as exc:
-                if exc.kind != "context_overflow" or attempt == OVERFLOW_RETRIES:
-                    raise
-                log.warning("context overflow in %s; compacting and retrying",
-                            route.session_key)
-                await self.compactor.flush(session, system, ctx)
-                outcome = await self.compactor.compact(session, overhead, reason="overflow")
-                if outcome.notice:
-                    await self._send(route.channel, route.chat_id, outcome.notice)
-                if not outcome.compacted:
-                    raise
-        raise AssertionError("unreachable: the last attempt re-raises")
 
     def tool_context(self, route: Route) -> ToolContext:
         return ToolContext(
@@ -416,37 +389,3 @@ class Gateway:
             await self.versioning.ensure_repo(route.workspace)
             self._seeded.add(route.person_id)
 
-    async def _deliver(self, session: Session, route: Route, text: str) -> None:
-        try:
-            await self._send(route.channel, route.chat_id, text)
-        except Exception as exc:
-            log.exception("delivery to %s failed", route.channel)
-            session.record_event("delivery", ok=False, error=type(exc).__name__)
-            self.metrics.deliveries.inc(channel=route.channel, outcome="failed")
-        else:
-            session.record_event("delivery", ok=True, channel=route.channel)
-            self.metrics.deliveries.inc(channel=route.channel, outcome="ok")
-
-    async def _send(self, channel_name: str, chat_id: str, text: str) -> None:
-        channel = self.channels.get(channel_name)
-        if channel is None:
-            log.error("no channel %r to deliver to", channel_name)
-            return
-        text = scrub_token(text)  # HEARTBEAT_OK never reaches a person, whatever sent it
-        if not text.strip():
-            log.info("nothing left to send to %s after removing HEARTBEAT_OK", channel_name)
-            return
-        await channel.send(OutboundMessage(channel_name, chat_id, text))
-
-
-def _durable(msg: InboundMessage) -> bool:
-    """Platform messages go through the inbox; the terminal (no redelivery) does not."""
-    return msg.channel != TERMINAL_CHANNEL and bool(msg.message_id)
-
-
-def _recorder(session: Session, metrics: GatewayMetrics) -> Recorder:
-    def record(message: Message, usage: Usage | None) -> None:
-        session.record(message, usage=usage)
-        metrics.tool_result(message)
-
-    return record

@@ -138,3 +138,17 @@ async def test_dms_sent_while_the_gateway_was_down_are_caught_up(dc, gateway_wit
     assert any(t.endswith("sent while down 2") for t in texts[1:])
     assert sum("before the restart" in t for t in texts) == 1  # nothing answered twice
     assert dc.history_reads >= 1 and len(sent) >= 2
+
+
+async def test_quick_messages_of_one_person_are_answered_in_order(dc, gateway_with):
+    """discord.py runs each on_message in its own task: before, two quick messages of a new
+    person raced through intake (workspace seeding, git init) and could be answered out of
+    order. The adapter now hands messages over one at a time, in arrival order."""
+    people = (311, 312, 313, 314)
+    await gateway_with(discord={"token": dc.token, "allow_from": [str(p) for p in people]})
+    for person in people:
+        for n in range(3):
+            await dc.dm(person, f"{person} message {n}")
+    await dc.wait_sent(3 * len(people), timeout=30)
+    for person in people:
+        assert dc.texts(person + 1) == [f"echo: {person} message {n}" for n in range(3)]

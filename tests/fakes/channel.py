@@ -5,10 +5,10 @@ from __future__ import annotations
 import asyncio
 import itertools
 
-from channels.base import ChatType, InboundMessage, MessageHandler, OutboundMessage
+from channels.base import ChannelBase, ChatType, InboundMessage, MessageHandler, OutboundMessage
 
 
-class RecordingChannel:
+class RecordingChannel(ChannelBase):
     def __init__(self, name: str = "fakechat") -> None:
         self.name = name
         self.sent: list[OutboundMessage] = []

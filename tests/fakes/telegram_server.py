@@ -50,6 +50,7 @@ class FakeTelegramServer:
         self.calls: list[tuple[str, dict[str, Any]]] = []
         self.offsets_seen: list[int | None] = []
         self.failures: dict[str, deque[Failure]] = {}
+        self.chat_failures: dict[str, deque[Failure]] = {}  # sendMessage to one chat only
         self.reject_html = False  # answer every HTML send with "can't parse entities"
         self.hang_polls = 0  # this many getUpdates calls hang (a stalled connection)
         self._update_ids = itertools.count(1000)
@@ -92,6 +93,13 @@ class FakeTelegramServer:
     def fail(self, method: str, status: int, description: str,
              parameters: dict[str, Any] | None = None, times: int = 1) -> None:
         queue = self.failures.setdefault(method, deque())
+        for _ in range(times):
+            queue.append(Failure(status, description, parameters))
+
+    def fail_chat(self, chat_id: int | str, status: int, description: str,
+                  parameters: dict[str, Any] | None = None, times: int = 1) -> None:
+        """The next `times` sendMessage calls to `chat_id` fail (other chats are served)."""
+        queue = self.chat_failures.setdefault(str(chat_id), deque())
         for _ in range(times):
             queue.append(Failure(status, description, parameters))
 
@@ -209,6 +217,10 @@ class FakeTelegramServer:
         if not text.strip():
             return _error(400, "Bad Request: message text is empty")
         chat_id = str(params["chat_id"])
+        queue = self.chat_failures.get(chat_id)
+        if queue:
+            failure = queue.popleft()
+            return _error(failure.status, failure.description, failure.parameters)
         async with self._changed:
             sent = Sent(chat_id, text, parse_mode)
             self.sent.append(sent)

@@ -105,10 +105,12 @@ async def test_an_approval_can_be_revoked_from_the_cli(anthropic_server, make_se
     try:
         await channel.inject("200", "hello")
         await gateway.lanes.drain()
+        await gateway.delivery.drain()  # replies go out through the outbox
         code = channel.texts()[-1].split("code is ")[1].split(" ")[0]
         assert await asyncio.to_thread(main, ["pairing", "approve", "telegram", code]) == 0
         await channel.inject("200", "may I talk now?")
         await gateway.lanes.drain()
+        await gateway.delivery.drain()  # replies go out through the outbox
         assert len(anthropic_server.requests) == 1
         assert await asyncio.to_thread(main, ["users", "list"]) == 0
         assert "telegram:200" in capsys.readouterr().out  # approvals are listed
@@ -117,6 +119,7 @@ async def test_an_approval_can_be_revoked_from_the_cli(anthropic_server, make_se
         assert "revoked telegram:200" in capsys.readouterr().out
         await channel.inject("200", "still there?")
         await gateway.lanes.drain()
+        await gateway.delivery.drain()  # replies go out through the outbox
         assert len(anthropic_server.requests) == 1  # refused again: a new pairing code
         assert "code is" in channel.texts()[-1] and code not in channel.texts()[-1]
         assert await asyncio.to_thread(main, ["users", "list"]) == 0

@@ -1,15 +1,16 @@
 """Crash safety: `clawgate run` as a real process, killed with SIGKILL at random points.
 
 Several people keep writing through the fake Telegram server while the gateway is killed and
-restarted 30 times (seeded, so a failure can be replayed). Afterwards every message must have
-been answered, duplicates are counted, every file must be intact, and every transcript line
-that existed at a kill must still be there.
+restarted 30 times (seeded, so a failure can be replayed; CRASH_SEED=N runs another seed).
+Afterwards every message must have been answered, duplicates are counted, every file must be
+intact, and every transcript line that existed at a kill must still be there.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 import random
 import re
 from dataclasses import replace
@@ -20,7 +21,7 @@ from memory.sqlite import sqlite_module
 from tests.fakes.telegram_server import FakeTelegramServer
 from tests.reliability.process import gateway_env, start_gateway
 
-SEED = 20261129
+SEED = int(os.environ.get("CRASH_SEED", "20261129"))  # another seed: measure more kills
 KILLS = 30
 PEOPLE = (4101, 4102, 4103, 4104, 4105)
 MESSAGES = 120

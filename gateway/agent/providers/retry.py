@@ -11,6 +11,7 @@ import asyncio
 import random
 from collections.abc import Awaitable, Callable, Sequence
 
+from channels.base import Backoff
 from gateway.agent.conversation import Completion, Message, SystemPrompt, ToolSpec
 from gateway.agent.providers.base import Provider, ProviderError
 
@@ -52,8 +53,7 @@ class RetryingProvider:
         Jitter spreads out callers that failed together (e.g. after an overload), so they do
         not all come back in the same instant; it stays within [backoff/2, backoff].
         """
-        backoff = min(self.max_delay, self.base_delay * 2 ** (attempt - 1))
-        jittered = backoff * (0.5 + 0.5 * self._rng())
+        jittered = Backoff.delay(attempt, self.base_delay, self.max_delay, self._rng)
         if error.retry_after is None:
             return jittered
         if error.retry_after > GIVE_UP_FACTOR * self.max_delay:
