@@ -204,3 +204,22 @@ async def test_an_agent_task_runs_a_light_turn_and_sends_its_answer(
     assert "schedule_create" in task_request  # the owner's private tools
     assert list((workspace / "sessions").glob(f"{PERSON}_schedule*.jsonl"))
     await scheduler.stop()
+
+
+async def test_the_same_run_delivered_twice_reaches_the_person_once(
+        anthropic_server, make_gateway, tmp_path) -> None:
+    from gateway.assembly.scheduling import GatewayScheduleHost
+
+    time = FakeTime(NOW)
+    gateway, channel, _ = await _gateway(anthropic_server, make_gateway, time)
+    await channel.inject("ana", "hello")
+    await channel.wait_for(1)
+    workspace = workspace_path(tmp_path / "workspaces", PERSON)
+    host = GatewayScheduleHost(gateway)
+    for _ in range(2):  # e.g. a restart after the outbox took it, before the claim was done
+        await host.deliver(PERSON, workspace, "Call the dentist", key="schedule/x/1.0/20261130")
+    await gateway.delivery.drain()
+    await gateway.lanes.drain()
+    assert channel.texts() == ["echo: hello", "Call the dentist"]
+    entries = transcript_path(workspace, dm_session_key(PERSON)).read_text()
+    assert entries.count("Call the dentist") == 1
