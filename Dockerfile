@@ -15,17 +15,25 @@ RUN apt-get update \
     && apt-get install -y --no-install-recommends git \
     && rm -rf /var/lib/apt/lists/*
 
+# The workspaces belong to uid 10001: a bind mount (-v ./data:/data) must be writable by it
+# (`sudo chown -R 10001 ./data` on the host), a named volume is set up by Docker.
 RUN useradd --create-home --uid 10001 clawgate \
     && mkdir -p /data/workspaces \
     && chown -R clawgate:clawgate /data
 
 WORKDIR /app
-COPY pyproject.toml README.md ./
+# Dependencies first, from pyproject.toml alone: a change to the code reuses this layer
+# instead of downloading and installing every dependency again.
+COPY pyproject.toml ./
+RUN python -c "import tomllib; print('\\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']))" > /tmp/requirements.txt \
+    && pip install -r /tmp/requirements.txt \
+    && rm /tmp/requirements.txt
+COPY README.md ./
 COPY gateway ./gateway
 COPY channels ./channels
 COPY memory ./memory
 COPY heartbeat ./heartbeat
-RUN pip install .
+RUN pip install --no-deps .
 
 USER clawgate
 VOLUME ["/data"]

@@ -1,26 +1,51 @@
 """The terminal channel: a direct chat with the owner's workspace from a shell.
 
 It goes through exactly the path every platform uses (InboundMessage in, OutboundMessage
-out), so `clawgate chat` exercises the real gateway. Lines are read on a daemon thread: a
-blocked `readline` must never keep the process alive after the chat ends.
+out), so `clawgate chat` exercises the real gateway. One line is handed over at a time: the
+next only once the previous one was answered (a reply sent outside a turn, or the end of the
+turn the gateway wraps in `typing`), so answers come out in the order of the input even when a
+slash command, which the gateway answers at once, follows a slow turn.
+
+Two modes:
+- interactive (a terminal on both ends): prompt_toolkit reads each line, with line editing and
+  a history kept in `history_path`; the prompt appears only when the previous line is
+  answered; a "thinking" line with the seconds elapsed runs while a turn is in progress; a
+  message that arrives on its own (a heartbeat alert) is printed above the prompt.
+- piped: lines are read on a daemon thread (a blocked `readline` must never keep the process
+  alive after the chat ends); no prompt, no indicator, answers on stdout in input order.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
+import signal
 import sys
 import threading
-from typing import TextIO
+import time
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+from typing import Any, TextIO
 
 from channels.base import ChannelBase, InboundMessage, MessageHandler, OutboundMessage
 
+log = logging.getLogger(__name__)
+
 CHANNEL_NAME = "terminal"
 LOCAL_CHAT = "local"
+PROMPT = "you> "
+# A line that started neither a turn nor got an answer within this time does not hold up the
+# next one (a message the gateway dropped): the chat must never wedge.
+ANSWER_WAIT_SECONDS = 15.0
+SPINNER = "|/-\\"
 
 
 class TerminalChannel(ChannelBase):
     name = CHANNEL_NAME
     durable = False  # nothing to redeliver after a restart: no inbox, no outbox
+    ready = True
+    ready_detail = "started"
 
     def __init__(
         self,
@@ -29,38 +54,146 @@ class TerminalChannel(ChannelBase):
         stdout: TextIO | None = None,
         sender_id: str = "local",
         prompt: str | None = None,
+        interactive: bool | None = None,
+        history_path: Path | None = None,
+        answer_wait: float = ANSWER_WAIT_SECONDS,
     ) -> None:
         self._stdin = stdin or sys.stdin
         self._stdout = stdout or sys.stdout
         self._sender_id = sender_id
-        interactive = self._stdin.isatty() and self._stdout.isatty()
-        self._prompt = prompt if prompt is not None else ("you> " if interactive else "")
+        if interactive is None:
+            interactive = _isatty(self._stdin) and _isatty(self._stdout)
+        self.interactive = interactive
+        self._prompt = prompt if prompt is not None else (PROMPT if interactive else "")
+        self._history_path = history_path
+        self._answer_wait = answer_wait
         self._lines: asyncio.Queue[str | None] = asyncio.Queue()
         self._reader: asyncio.Task[None] | None = None
         self.input_closed = asyncio.Event()
         self._counter = 0
+        # The line in flight: set once it is answered. Turns in progress (typing depth).
+        self._answered: asyncio.Event | None = None
+        self._turns = 0
+        self._spinner: asyncio.Task[None] | None = None
+        self._spinner_shown = False
+        self._session: Any = None  # the prompt_toolkit PromptSession (interactive)
+        self._closing = False
+
+    # -- the Channel interface ----------------------------------------------------------------
 
     async def start(self, handler: MessageHandler) -> None:
-        loop = asyncio.get_running_loop()
-        thread = threading.Thread(target=self._read_lines, args=(loop,), daemon=True)
-        thread.start()
-        self._reader = asyncio.create_task(self._dispatch(handler), name="terminal-reader")
-        self._show_prompt()
+        if self.interactive:
+            source = self._prompted_lines()
+        else:
+            loop = asyncio.get_running_loop()
+            thread = threading.Thread(target=self._read_lines, args=(loop,), daemon=True)
+            thread.start()
+            source = self._queued_lines()
+        self._reader = asyncio.create_task(self._dispatch(handler, source),
+                                           name="terminal-reader")
 
     async def stop(self) -> None:
+        self._closing = True
+        await self._stop_spinner()
+        # A prompt being edited is ended like Ctrl-D: prompt_toolkit gives the terminal back
+        # that way (cancelling it mid-prompt can leave it hanging).
+        app = self._session.app if self._session is not None else None
+        if app is not None and app.is_running:
+            with contextlib.suppress(Exception):
+                app.exit(exception=EOFError())
         if self._reader is not None:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait({self._reader}, timeout=2.0)
             self._reader.cancel()
             await asyncio.gather(self._reader, return_exceptions=True)
 
     async def send(self, message: OutboundMessage) -> None:
-        self._stdout.write(f"\nassistant> {message.text}\n" if self._prompt else
-                           f"assistant> {message.text}\n")
-        self._show_prompt()
+        await self._stop_spinner()  # the answer is here; what follows in the turn is quick
+        await self._print(f"assistant> {message.text}\n")
+        if self._turns == 0:
+            self._mark_answered()
 
-    def _show_prompt(self) -> None:
-        if self._prompt:
-            self._stdout.write(self._prompt)
-        self._stdout.flush()
+    @contextlib.asynccontextmanager
+    async def typing(self, chat_id: str) -> AsyncIterator[None]:
+        """A turn is running: show "thinking" (interactive), and the line is answered when
+        it ends (its reply is sent inside)."""
+        self._turns += 1
+        if self.interactive and self._spinner is None:
+            self._spinner = asyncio.create_task(self._spin(), name="terminal-thinking")
+        try:
+            yield
+        finally:
+            self._turns -= 1
+            if self._turns == 0:
+                await self._stop_spinner()
+                self._mark_answered()
+
+    # -- reading ------------------------------------------------------------------------------
+
+    async def _dispatch(self, handler: MessageHandler, lines: AsyncIterator[str]) -> None:
+        try:
+            async for line in lines:
+                if self._closing:
+                    break
+                if not line.strip():
+                    continue
+                self._counter += 1
+                self._answered = asyncio.Event()
+                await handler(
+                    InboundMessage(
+                        channel=CHANNEL_NAME,
+                        chat_id=LOCAL_CHAT,
+                        sender_id=self._sender_id,
+                        text=line,
+                        message_id=str(self._counter),
+                    )
+                )
+                with self._no_echo():  # type-ahead waits unseen for the next prompt
+                    await self._wait_answered(self._answered)
+        finally:
+            self.input_closed.set()
+
+    async def _wait_answered(self, answered: asyncio.Event) -> None:
+        while True:
+            try:
+                await asyncio.wait_for(answered.wait(), self._answer_wait)
+                return
+            except TimeoutError:
+                if self._turns == 0:  # no turn started and nothing came back: go on
+                    log.info("terminal: no answer to line %d yet; reading on", self._counter)
+                    return
+
+    @contextlib.contextmanager
+    def _no_echo(self) -> Iterator[None]:
+        """While an answer is awaited, keys typed ahead are not echoed into the "thinking"
+        line; they stay buffered and appear at the next prompt."""
+        if not self.interactive:
+            yield
+            return
+        try:
+            import termios
+
+            fd = self._stdin.fileno()
+            saved = termios.tcgetattr(fd)
+            quiet = list(saved)
+            quiet[3] &= ~termios.ECHO
+            termios.tcsetattr(fd, termios.TCSANOW, quiet)
+        except (ImportError, OSError, ValueError, AttributeError):
+            yield
+            return
+        try:
+            yield
+        finally:
+            with contextlib.suppress(OSError):
+                termios.tcsetattr(fd, termios.TCSANOW, saved)
+
+    def _mark_answered(self) -> None:
+        if self._answered is not None:
+            self._answered.set()
+
+    async def _queued_lines(self) -> AsyncIterator[str]:
+        while (line := await self._lines.get()) is not None:
+            yield line
 
     def _read_lines(self, loop: asyncio.AbstractEventLoop) -> None:
         try:
@@ -70,19 +203,81 @@ class TerminalChannel(ChannelBase):
         except (RuntimeError, ValueError, OSError):
             pass  # the loop or the stream closed under us: the chat is over either way
 
-    async def _dispatch(self, handler: MessageHandler) -> None:
-        while (line := await self._lines.get()) is not None:
-            if not line.strip():
-                self._show_prompt()
-                continue
-            self._counter += 1
-            await handler(
-                InboundMessage(
-                    channel=CHANNEL_NAME,
-                    chat_id=LOCAL_CHAT,
-                    sender_id=self._sender_id,
-                    text=line,
-                    message_id=str(self._counter),
-                )
-            )
-        self.input_closed.set()
+    async def _prompted_lines(self) -> AsyncIterator[str]:
+        """Lines from prompt_toolkit: editing, history; Ctrl-D at the prompt ends the chat.
+
+        prompt_toolkit reads Ctrl-C as a key, so no SIGINT reaches the process while the
+        prompt is up: it is raised here, so Ctrl-C stops the chat the same way wherever it is
+        pressed (the process's signal handling decides: an interrupt, never a clean exit 0).
+        """
+        from prompt_toolkit import PromptSession
+        from prompt_toolkit.history import FileHistory, InMemoryHistory
+
+        history = InMemoryHistory()
+        if self._history_path is not None:
+            with contextlib.suppress(OSError):
+                self._history_path.parent.mkdir(parents=True, exist_ok=True)
+                self._history_path.touch(mode=0o600, exist_ok=True)
+                history = FileHistory(str(self._history_path))
+        session: PromptSession[str] = PromptSession(history=history)
+        self._session = session
+        while not self._closing:
+            try:
+                # handle_sigint=False: prompt_toolkit would otherwise replace the process's
+                # SIGINT handler and remove it afterwards (Ctrl-C while thinking, later).
+                yield await session.prompt_async(self._prompt, handle_sigint=False)
+            except EOFError:
+                return
+            except KeyboardInterrupt:
+                signal.raise_signal(signal.SIGINT)
+                # Not "input ended" (a clean exit): the stop the signal starts ends this.
+                await asyncio.Event().wait()
+
+    # -- writing ------------------------------------------------------------------------------
+
+    async def _print(self, text: str) -> None:
+        """Write a message: above the prompt if one is being edited, else plainly."""
+        if self.interactive:
+            from prompt_toolkit.application import get_app_or_none, run_in_terminal
+
+            app = get_app_or_none()
+            if app is not None and app.is_running:
+                await run_in_terminal(lambda: self._write(text))
+                return
+        self._write(text)
+
+    def _write(self, text: str) -> None:
+        if self._spinner_shown:
+            self._stdout.write("\r\x1b[K")
+            self._spinner_shown = False
+        self._stdout.write(text)
+        self._stdout.flush()
+
+    async def _spin(self, clock: Callable[[], float] = time.monotonic) -> None:
+        started = clock()
+        frame = 0
+        while True:
+            seconds = int(clock() - started)
+            self._stdout.write(f"\r\x1b[K{SPINNER[frame % len(SPINNER)]} thinking... "
+                               f"{seconds} s")
+            self._stdout.flush()
+            self._spinner_shown = True
+            frame += 1
+            await asyncio.sleep(0.25)
+
+    async def _stop_spinner(self) -> None:
+        task, self._spinner = self._spinner, None
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        if self._spinner_shown:
+            self._stdout.write("\r\x1b[K")
+            self._stdout.flush()
+            self._spinner_shown = False
+
+
+def _isatty(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False

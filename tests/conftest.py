@@ -33,6 +33,9 @@ def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     for name in list(os.environ):
         if name.startswith("CLAWGATE_") or name in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY"):
             monkeypatch.delenv(name)
+    # The default workspaces root is per-user (platformdirs): never the real home in a test,
+    # also for CLI subprocesses, which inherit this environment.
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg-data"))
     monkeypatch.chdir(tmp_path)
 
 

@@ -81,9 +81,13 @@ def build_gateway(
     extra_channels: list[Channel] | None = None,
     clock: Clock | None = None,
     options: Mapping[str, Mapping[str, Any]] | None = None,
+    with_platforms: bool = True,
 ) -> Gateway:
+    """A Gateway with the configured platform channels (unless `with_platforms` is False),
+    their access policies and one state database; gateway/assembly/builder.py adds the rest."""
     state = settings.state_db()
-    channels = [*build_channels(settings, state, options), *(extra_channels or [])]
+    platform_channels = build_channels(settings, state, options) if with_platforms else []
+    channels = [*platform_channels, *(extra_channels or [])]
     policies = {p: policy_for(channel_settings(settings, p)) for p in PLATFORMS}
     access = ChannelAccess(state, policies, clock)
     return Gateway(settings, provider, channels=channels, clock=clock, access=access, state=state)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -52,9 +52,18 @@ from scheduler.jobs import Kind
 
 log = logging.getLogger(__name__)
 
-__all__ = ["GatewayScheduleHost", "NoDmRoute", "ScheduleDesk", "attach_schedules",
-           "build_scheduler",
-           "person_zone", "schedule_session_key", "start_scheduler"]
+__all__ = [
+    "GatewayScheduleHost",
+    "NoDmRoute",
+    "RemindersService",
+    "ScheduleDesk",
+    "attach_schedules",
+    "build_scheduler",
+    "person_zone",
+    "reminders",
+    "schedule_session_key",
+    "start_scheduler",
+]
 
 
 class NoDmRoute(Exception):
@@ -232,6 +241,30 @@ def _export_metrics(gateway: Gateway, desk: ScheduleDesk) -> None:
                             "Scheduled runs, by outcome (fired includes late).", ["outcome"])
     runs.collect_with(lambda: {
         (name,): float(value) for name, value in counts().items() if name != "jobs"})
+
+
+class RemindersService:
+    """The assembly's service (gateway/assembly/builder.py `services`): the schedule tools and
+    `/reminders`, and with `run` the one scheduler for every workspace."""
+
+    def __init__(self, gateway: Gateway, *, run: bool) -> None:
+        self.gateway = gateway
+        self.run = run
+        self.scheduler: Scheduler | None = None
+
+    async def start(self) -> None:
+        desk = attach_schedules(self.gateway)
+        if self.run:
+            self.scheduler = await start_scheduler(self.gateway, desk)
+
+    async def stop(self) -> None:
+        if self.scheduler is not None:
+            await self.scheduler.stop()
+            self.scheduler = None
+
+
+def reminders(*, run: bool) -> Callable[[Gateway], RemindersService]:
+    return lambda gateway: RemindersService(gateway, run=run)
 
 
 def attach_schedules(gateway: Gateway) -> ScheduleDesk | None:

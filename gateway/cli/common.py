@@ -43,8 +43,38 @@ JsonOption = Annotated[bool, typer.Option("--json", help="machine-readable JSON 
 
 
 def settings() -> Settings:
-    """The settings for this command (file named by --config / CLAWGATE_CONFIG + environment)."""
-    return load_settings()
+    """The settings for this command (file named by --config / CLAWGATE_CONFIG + environment).
+
+    Warns about `CLAWGATE_*` variables that are no setting (a typo is otherwise silently
+    ignored) and refuses a workspaces directory that cannot be one, before anything runs.
+    """
+    import os
+
+    from gateway.config.settings import unknown_env_vars
+
+    config = load_settings()
+    for warning in unknown_env_vars(os.environ):
+        print(f"clawgate: warning: {warning}", file=sys.stderr)
+    check_workspaces_dir(config.workspaces_dir)
+    return config
+
+
+def check_workspaces_dir(root: Path) -> None:
+    """A ConfigError unless `root` is a directory or could be created (nothing is created)."""
+    import os
+
+    hint = "set CLAWGATE_WORKSPACES_DIR (or workspaces_dir) to a writable directory"
+    if root.exists():
+        if not root.is_dir():
+            raise ConfigError(f"the workspaces directory {root} is not a directory: {hint}")
+        return
+    parent = root.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK) or \
+            str(parent.resolve()).startswith(("/proc", "/sys")):
+        raise ConfigError(f"the workspaces directory {root} cannot be created ({parent} is not "
+                          f"a writable directory): {hint}")
 
 
 def looks_like_path(value: str) -> bool:

@@ -1,33 +1,60 @@
-"""`clawgate doctor`: check what a first start needs, each failure with its fix."""
+"""`clawgate doctor`: check what a first start needs, each failure with its fix.
 
+The provider check is real: one small request (a few output tokens, one tool offered) to the
+configured endpoint and model. It tells apart "nothing listens there", "the key is refused",
+"no such model or endpoint" and "the model does not take tools", the four ways a first start
+goes wrong with a correct-looking configuration.
+"""
+
+import asyncio
 import tempfile
 from pathlib import Path
 
 import typer
 
-from gateway.config.settings import ConfigError, config_path, load_settings
+from gateway.config.settings import (
+    ConfigError,
+    Settings,
+    config_path,
+    load_settings,
+    unknown_env_vars,
+)
 
 Check = tuple[bool, str, str]  # (passed, what was checked, how to fix it)
+PROBE_TIMEOUT_SECONDS = 20.0
+PROBE_TOOL_NAME = "clawgate_doctor_probe"
 
 
 def register(app: typer.Typer) -> None:
-    app.command("doctor", help="check the configuration, the provider, sqlite-vec and the "
-                               "workspaces directory")(doctor_command)
+    app.command("doctor", help="check the configuration, the provider (one real request), "
+                               "sqlite-vec and the workspaces directory")(doctor_command)
 
 
 def doctor_command() -> None:
+    import os
+
     checks: list[Check] = []
     try:
         config = load_settings()
-        checks.append((True, f"configuration ({config_path()} + environment) is valid", ""))
+        source = (f"{config_path()} + environment" if config_path().exists()
+                  else f"environment; no {config_path()}")
+        checks.append((True, f"configuration ({source}) is valid", ""))
     except ConfigError as exc:
         checks.append((False, "configuration is invalid", str(exc)))
         raise typer.Exit(_report(checks)) from None
+    for warning in unknown_env_vars(os.environ):
+        checks.append((False, warning, "rename or remove that variable"))
     try:
-        config.api_key()
-        checks.append((True, f"API key for {config.llm.provider} is set", ""))
+        key = config.api_key()
     except ConfigError as exc:
         checks.append((False, "no provider API key", str(exc)))
+    else:
+        if key == "no-key":
+            checks.append((True, f"no API key set: using {config.llm.base_url} without one "
+                                 "(fine for a local server)", ""))
+        else:
+            checks.append((True, f"API key for {config.llm.provider} is set", ""))
+        checks.extend(asyncio.run(_check_provider(config)))
     try:
         from memory.sqlite import vec_version
 
@@ -37,6 +64,66 @@ def doctor_command() -> None:
                        f"{exc}. Reinstall with: pip install sqlite-vec pysqlite3-binary"))
     checks.append(_check_writable(config.workspaces_dir))
     raise typer.Exit(_report(checks))
+
+
+async def _check_provider(config: Settings) -> list[Check]:
+    from gateway.agent.conversation import Message, SystemPrompt, ToolSpec
+    from gateway.agent.providers import build_provider
+    from gateway.agent.providers.base import ProviderError
+    from gateway.pipeline.replies import endpoint_host
+
+    llm = config.llm.model_copy(update={"max_output_tokens": 16, "max_attempts": 1,
+                                        "timeout_seconds": PROBE_TIMEOUT_SECONDS})
+    probe_config = config.model_copy(update={"llm": llm})
+    host = endpoint_host(llm.provider, llm.base_url)
+    model = llm.resolved_model
+    where = f"{llm.provider} at {host}, model {model}"
+    tool = ToolSpec(PROBE_TOOL_NAME, "Answers nothing; offered to check tool support.",
+                    {"type": "object", "properties": {}})
+    system = SystemPrompt("Reply with the single word: ok")
+    messages = [Message("user", "ping")]
+    provider = build_provider(probe_config)
+    try:
+        try:
+            await provider.complete(system, messages, [tool])
+            return [(True, f"provider answers: {where}, tools accepted", "")]
+        except ProviderError as exc:
+            first = exc
+        if first.kind == "bad_request" and "tool" in str(first).lower():
+            try:
+                await provider.complete(system, messages, [])
+            except ProviderError:
+                pass
+            else:
+                return [(False, f"provider answers ({where}) but the model does not take tools",
+                         "clawgate needs tool calling: pick a model that supports it (for "
+                         "Ollama: `ollama pull qwen3` or `llama3.1`)")]
+        return [_explain(first, where, host, llm.base_url)]
+    finally:
+        await provider.close()
+
+
+def _explain(exc: Exception, where: str, host: str, base_url: str | None) -> Check:
+    kind = getattr(exc, "kind", "")
+    status = getattr(exc, "status", None)
+    if kind in ("connection", "timeout"):
+        fix = (f"start the server or correct CLAWGATE_LLM__BASE_URL ({base_url})" if base_url
+               else "check the network connection")
+        return (False, f"provider not reachable: {where} ({kind})", fix)
+    if kind == "auth":
+        return (False, f"provider refused the API key (HTTP {status}): {where}",
+                "set the right key (ANTHROPIC_API_KEY / OPENAI_API_KEY or [llm] api_key)")
+    if kind == "bad_request" and status == 404:
+        fix = ("check CLAWGATE_LLM__MODEL and CLAWGATE_LLM__BASE_URL (an OpenAI-compatible "
+               "server usually ends in /v1)")
+        if base_url and "11434" in base_url:
+            fix += "; for Ollama: `ollama pull MODEL` and use that name"
+        return (False, f"no such model or endpoint (HTTP 404): {where}", fix)
+    if kind == "context_overflow":
+        return (False, f"provider says the prompt is too long: {where}",
+                "match [llm] context_window to the server's context length")
+    return (False, f"provider request failed: {where}: {exc}",
+            "see the message; `clawgate chat --debug` shows more")
 
 
 def _check_writable(root: Path) -> Check:

@@ -2,7 +2,6 @@
 
 import asyncio
 import dataclasses
-import sys
 import textwrap
 from datetime import UTC, datetime, tzinfo
 from pathlib import Path
@@ -10,7 +9,14 @@ from typing import Annotated, Any
 
 import typer
 
-from gateway.cli.common import JsonOption, WorkspaceOption, print_json, resolve_workspace, settings
+from gateway.cli.common import (
+    CliError,
+    JsonOption,
+    WorkspaceOption,
+    print_json,
+    resolve_workspace,
+    settings,
+)
 from gateway.config.settings import Settings
 from heartbeat import ActiveHours, BeatOutcome, Heartbeat, HeartbeatPolicy, load_state
 from heartbeat.checklist import format_interval
@@ -47,26 +53,21 @@ def run_command(
 async def _run_once(
     config: Settings, workspace: Path, person_id: str, ignore_hours: bool
 ) -> tuple[BeatOutcome, HeartbeatPolicy]:
-    from gateway.agent.providers import build_provider
+    from gateway.assembly.builder import ONE_BEAT, GatewayApp, StartupError
     from gateway.assembly.heartbeat_host import GatewayHeartbeatHost, policy_for
-    from gateway.assembly.platforms import build_gateway
 
-    gateway = build_gateway(config, build_provider(config))  # channels are not started
     policy = policy_for(config, person_id)
     if ignore_hours:
         zone = policy.active_hours.zone
         policy = dataclasses.replace(policy, active_hours=ActiveHours(zone=zone))
     try:
-        try:
-            await gateway.state.open()
-        except Exception as exc:  # the beat then skips for want of a DM route, and says so
-            print(f"  (state database unavailable: {exc})", file=sys.stderr)
-        host = GatewayHeartbeatHost(gateway, require_running_channel=False)
-        beat = Heartbeat(workspace, person_id, host, policy, gateway.clock, deliver=False)
-        return await beat.beat(), policy
-    finally:
-        await gateway.provider.close()
-        await gateway.state.close()
+        async with GatewayApp(config, ONE_BEAT) as running:  # no channel starts
+            gateway = running.gateway
+            host = GatewayHeartbeatHost(gateway, require_running_channel=False)
+            beat = Heartbeat(workspace, person_id, host, policy, gateway.clock, deliver=False)
+            return await beat.beat(), policy
+    except StartupError as exc:
+        raise CliError(str(exc)) from exc
 
 
 @app.command("status", help="per workspace: next beat, last outcome, tokens today")

@@ -89,7 +89,7 @@ def restore_command(
         report = restore(archive, target, force=force, rename=rename, with_state=not no_state)
     except (BackupError, WorkspaceError) as exc:
         hint = ""
-        if rename and not no_state and "state" in str(exc):
+        if rename and not no_state and str(state_path(target)) in str(exc):
             hint = " (with --as, add --no-state to keep the current gateway state)"
         raise typer.Exit(fail(f"{exc}{hint}")) from None
     for name in report.workspaces:

@@ -27,6 +27,13 @@ def register(root: typer.Typer) -> None:
     root.add_typer(app, name="pairing")
 
 
+def state_exists() -> bool:
+    """Read-only commands report "nothing" rather than create the state database."""
+    from gateway.ops.state import state_path
+
+    return state_path(settings().workspaces_dir).exists()
+
+
 def with_state(command: Callable[[StateDB], Awaitable[T]]) -> T:
     """Run `command` with the gateway state database of the configured workspaces root."""
     config = settings()
@@ -44,7 +51,7 @@ def list_command(
     as_json: JsonOption = False,
 ) -> None:
     name = channel.value if channel is not None else None
-    requests = with_state(lambda state: Pairing(state).pending(name))
+    requests = [] if not state_exists() else with_state(lambda state: Pairing(state).pending(name))
     rows: list[dict[str, Any]] = [{
         "channel": r.channel, "code": r.code, "user_id": r.sender_id,
         "name": r.sender_name or "", "asked_at": r.created_at.isoformat(timespec="seconds"),
@@ -62,12 +69,12 @@ def list_command(
     print("approve with: clawgate pairing approve CHANNEL CODE")
 
 
-def _decide(channel: Platform, code: str, decision: str) -> None:
+def _decide(channel: Platform, code: str, decision: str, *, owner: str | None = None) -> None:
     async def go(state: StateDB) -> Any:
         pairing = Pairing(state)
         try:
             if decision == "approve":
-                return await pairing.approve(channel.value, code)
+                return await pairing.approve(channel.value, code, owner=owner)
             return await pairing.deny(channel.value, code)
         except PairingError as exc:
             return exc
@@ -78,14 +85,23 @@ def _decide(channel: Platform, code: str, decision: str) -> None:
     verb = "approved" if decision == "approve" else "denied"
     name = f" ({outcome.sender_name})" if outcome.sender_name else ""
     print(f"{verb} {outcome.channel} user {outcome.sender_id}{name}")
+    if owner is not None:
+        print(f"linked {outcome.channel}:{outcome.sender_id} to you ({owner}): its DMs are your "
+              "own workspace and conversation, the same as `clawgate chat`")
+    if decision == "approve":
+        print("the running gateway welcomes them within a few seconds and answers what they "
+              "wrote while waiting")
 
 
-@app.command("approve", help="let this sender talk to the assistant")
+@app.command("approve", help="let this sender talk to the assistant (--owner: it is you)")
 def approve_command(
     channel: Annotated[Platform, typer.Argument(case_sensitive=False)],
     code: Annotated[str, typer.Argument(help="the code the sender was given")],
+    owner: Annotated[bool, typer.Option(
+        "--owner", help="this account is yours: link it to the owner's workspace and "
+                        "conversation instead of giving it a workspace of its own")] = False,
 ) -> None:
-    _decide(channel, code, "approve")
+    _decide(channel, code, "approve", owner=settings().owner if owner else None)
 
 
 @app.command("deny", help="refuse this request")

@@ -1,17 +1,20 @@
 """`clawgate run` and `clawgate chat`: start a gateway (gateway/assembly builds it)."""
 
-import asyncio
-import contextlib
 import logging
+import os
+import stat
 import sys
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from gateway import __version__
-from gateway.cli.common import resolve_workspace, settings
-from gateway.config.settings import Settings
-from gateway.ops.logs import share_redactor
+from gateway.cli.common import CliError, resolve_workspace, settings
+from gateway.cli.lifecycle import run_until_stopped
+from gateway.config.settings import Settings, describe_workspaces_dir
+
+if TYPE_CHECKING:
+    from gateway.assembly.builder import GatewayApp
 
 log = logging.getLogger("clawgate")
 
@@ -35,7 +38,7 @@ def run_command() -> None:
     _setup_logging(config, quiet=True)
     print(
         f"clawgate {__version__}: provider {config.llm.provider}/{config.llm.resolved_model}, "
-        f"workspaces in {config.workspaces_dir.resolve()}",
+        f"workspaces in {describe_workspaces_dir(config)}",
         file=sys.stderr,
     )
     from gateway.assembly.platforms import PLATFORMS, TOKEN_HINTS, configured_platforms
@@ -49,12 +52,44 @@ def run_command() -> None:
         print(f"  {platform}: {state}", file=sys.stderr)
     if platforms:
         raise typer.Exit(_serve(config))
+    if not _has_terminal_input():
+        _check_state_database(config)  # a broken state database is the first thing to fix
+        raise CliError(
+            "no channel is configured and there is no terminal to chat in (stdin is not a "
+            "terminal or a pipe): set CLAWGATE_TELEGRAM__TOKEN or CLAWGATE_DISCORD__TOKEN "
+            "(in a container: in the compose environment), or run `clawgate chat` in a terminal")
     print(
         "No platform channel (Telegram, Discord) is configured: opening a terminal chat "
         "instead.",
         file=sys.stderr,
     )
     raise typer.Exit(_chat(config, config.owner))
+
+
+def _check_state_database(config: Settings) -> None:
+    """Open and close an existing state database: a StateError says in one line what to do."""
+    import asyncio
+
+    from gateway.ops.state import state_path
+
+    if not state_path(config.workspaces_dir).exists():
+        return
+
+    async def check() -> None:
+        async with config.state_db():
+            pass
+
+    asyncio.run(check())
+
+
+def _has_terminal_input() -> bool:
+    """A terminal, or piped/redirected input; not /dev/null or a closed stdin (a container
+    started without -i), where a terminal chat would end at once and restart forever."""
+    try:
+        mode = os.fstat(sys.stdin.fileno()).st_mode
+    except (OSError, ValueError, AttributeError):
+        return False
+    return sys.stdin.isatty() or not stat.S_ISCHR(mode)
 
 
 def chat_command(
@@ -73,138 +108,50 @@ def chat_command(
 
 def _serve(config: Settings) -> int:
     """Run every configured platform channel until Ctrl-C or SIGTERM."""
-    import signal
-
-    from channels.base import ChannelError
-    from gateway.agent.providers import build_provider
-    from gateway.assembly.heartbeat_host import start_heartbeats
-    from gateway.assembly.platforms import build_gateway
+    from gateway.assembly.builder import RUN, GatewayApp
+    from gateway.assembly.scheduling import reminders
 
     logging.getLogger().setLevel(logging.getLevelName(config.log_level))
-
-    async def serve() -> int:
-        gateway = build_gateway(config, build_provider(config))
-        share_redactor(gateway.redactor)  # one set of secrets for logs and tool results
-        _attach_memory(gateway, config)
-        desk = _attach_schedules(gateway)
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            with contextlib.suppress(NotImplementedError):
-                loop.add_signal_handler(sig, stop.set)
-        heartbeats = health = panel = scheduler = None
-        started = False
-        # Whatever fails at start-up, what was opened is closed: aiosqlite's threads are not
-        # daemons, so an open state database would keep the process alive after the error.
-        try:
-            try:
-                await gateway.start()
-            except ChannelError as exc:
-                print(f"clawgate: {exc}", file=sys.stderr)
-                return 2
-            print("clawgate is running; Ctrl-C to stop. Approve new people with "
-                  "`clawgate pairing list` / `clawgate pairing approve CHANNEL CODE`.",
-                  file=sys.stderr)
-            heartbeats = await start_heartbeats(gateway)  # one timer per workspace
-            scheduler = await _start_scheduler(gateway, desk)  # reminders, one heap for all
-            if config.health.enabled:  # /healthz /readyz /metrics (gateway/ops/health.py)
-                from gateway.ops.health import HealthServer
-
-                health = HealthServer(gateway, config.health.host, config.health.port)
-                try:
-                    await health.start()
-                except OSError as exc:
-                    health = None
-                    print(f"clawgate: cannot serve /healthz on {config.health.host}:"
-                          f"{config.health.port}: {exc.strerror or exc}; set "
-                          "CLAWGATE_HEALTH__PORT to a free port", file=sys.stderr)
-                    return 2
-            panel = await _start_panel(gateway, config)  # web control panel (gateway/panel/)
-            started = True
-            await stop.wait()
-            return 0
-        finally:
-            for part in (panel, health, heartbeats, scheduler):
-                if part is not None:
-                    with contextlib.suppress(Exception):
-                        await part.stop()
-            await gateway.stop(**({} if started else {"drain_timeout": 1}))
-
-    return asyncio.run(serve())
+    app = GatewayApp(config, RUN, services=[reminders(run=True)])  # the one scheduler
+    return run_until_stopped(config, RUN, banner=(
+        "clawgate is running; Ctrl-C to stop. Approve new people with "
+        "`clawgate pairing list` / `clawgate pairing approve CHANNEL CODE`."),
+        after_start=_owner_hint, app=app)
 
 
-# --- web panel wiring (issue 16); moves into the assembly's exit stack when that lands ---
+async def _owner_hint(app: "GatewayApp") -> None:
+    """Say so while no platform account is the owner's: their own first DM would otherwise
+    reach a different assistant (a new person) than the terminal chat's."""
+    owner = app.settings.owner
+    links = await app.gateway.state.links()
+    if any(person == owner for person, _, _ in links):
+        return
+    print(f"No Telegram/Discord account is yours ({owner}) yet: DM your bot, then run "
+          "`clawgate pairing approve CHANNEL CODE --owner` to make that account yours (the "
+          "terminal chat's assistant and private memory).", file=sys.stderr)
+
+
+# The web panel is started by the assembly (gateway/assembly/builder.py, after heartbeats).
 async def _start_panel(gateway: Any, config: Settings) -> Any:
-    """Serve the panel on the gateway's event loop, or None if off or its port is taken."""
-    if not config.panel.enabled:
-        return None
-    from gateway.ops.logs import configured_secrets
-    from gateway.panel.host import PanelHost
-    from gateway.panel.server import PanelServer
+    from gateway.assembly.builder import start_panel
 
-    panel = PanelServer(PanelHost(gateway), config.panel, configured_secrets(config))
-    try:
-        await panel.start()
-    except OSError as exc:  # the gateway itself keeps running: the panel is for the owner
-        print(f"clawgate: panel not started ({exc}); set [panel] port, or enabled = false",
-              file=sys.stderr)
-        return None
-    notice = panel.first_start_notice()
-    print(notice or f"panel on {panel.url} (a login link: `clawgate panel url`)",
-          file=sys.stderr)
-    return panel
-# --- end of web panel wiring ---
-
-
-# --- reminders wiring (issue 15); moves into the assembly's exit stack when that lands ---
-def _attach_schedules(gateway: Any) -> Any:
-    """The schedule tools and /reminders for the owner's private contexts (None if off)."""
-    from gateway.assembly.scheduling import attach_schedules
-
-    return attach_schedules(gateway)
-
-
-async def _start_scheduler(gateway: Any, desk: Any) -> Any:
-    """One scheduler for every workspace's reminders (gateway/assembly/scheduling.py)."""
-    from gateway.assembly.scheduling import start_scheduler
-
-    return await start_scheduler(gateway, desk)
-# --- end of reminders wiring ---
+    return await start_panel(gateway, config)
 
 
 def _chat(config: Settings, person: str) -> int:
-    from channels.terminal import TerminalChannel
-    from gateway.agent.providers import build_provider
-    from gateway.pipeline.gateway import Gateway
+    from gateway.assembly.builder import CHAT, GatewayApp
+    from gateway.assembly.scheduling import reminders
+    from gateway.assembly.terminal_chat import continuing_line, log_to_file
     from gateway.workspace.seed import workspace_path
 
     workspace = workspace_path(config.workspaces_dir, person)
-    if sys.stdin.isatty():
-        print(f"Chatting with the assistant of {workspace} (Ctrl-D to quit, /help for commands)",
-              file=sys.stderr)
-
-    async def session() -> None:
-        terminal = TerminalChannel()
-        gateway = Gateway(config, build_provider(config), channels=[terminal])
-        share_redactor(gateway.redactor)
-        _attach_memory(gateway, config)
-        _attach_schedules(gateway)  # jobs made here are sent by the running `clawgate run`
-        try:  # a failed start still closes what it opened (no hang on an aiosqlite thread)
-            await gateway.start()
-            await terminal.input_closed.wait()
-        finally:
-            await gateway.stop()
-
-    with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(session())
-    return 0
-
-
-def _attach_memory(gateway: object, config: Settings) -> None:
-    """Recall (memory_search, memory_get) in the owner's DMs, unless memory.enabled is false."""
-    from gateway.config.memory import build_memory_service
-    from gateway.pipeline.gateway import Gateway
-
-    service = build_memory_service(config.memory)
-    if service is not None and isinstance(gateway, Gateway):
-        gateway.use_memory(service)
+    if sys.stdin.isatty() and sys.stdout.isatty():
+        log_file = log_to_file(config)  # the terminal is the chat: no log lines in it
+        # Before the start: once started, the prompt owns the terminal.
+        print(f"Chatting with the assistant of {workspace} (Ctrl-D to quit, /help for "
+              f"commands; logs in {log_file})", file=sys.stderr)
+        if (line := continuing_line(config, workspace, person)) is not None:
+            print(line, file=sys.stderr)
+    # Reminders made here are sent by the running `clawgate run` (tools only, no scheduler).
+    app = GatewayApp(config, CHAT, services=[reminders(run=False)])
+    return run_until_stopped(config, CHAT, until_input_closed=True, app=app)

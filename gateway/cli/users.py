@@ -13,7 +13,7 @@ from gateway.cli.common import (
     print_table,
     settings,
 )
-from gateway.cli.pairing import with_state
+from gateway.cli.pairing import state_exists, with_state
 from gateway.ops.state import StateDB
 from gateway.pipeline import links
 from gateway.pipeline.links import LinkError, LinkResult, link_accounts
@@ -71,7 +71,7 @@ def list_command(as_json: JsonOption = False) -> None:
     async def go(state: StateDB) -> tuple[list, list]:
         return list(await state.links()), list(await state.approved())
 
-    links, approved = with_state(go)
+    links, approved = with_state(go) if state_exists() else ([], [])
     if as_json:
         print_json({
             "links": [{"person": p, "channel": c, "user_id": u} for p, c, u in links],

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import os
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, SecretStr
 
 from memory.defaults import DEFAULT_CHUNK_CHARS, DEFAULT_HALF_LIFE_DAYS
 
@@ -14,7 +14,9 @@ class MemorySettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     enabled: bool = True  # false: no recall index and no memory tools
-    embedder: Literal["local", "openai", "none"] = "local"
+    embedder: Annotated[Literal["local", "openai", "none"],
+                        BeforeValidator(lambda v: v.strip().lower() if isinstance(v, str) else v)
+                        ] = "local"
     model: str = ""  # openai: the embeddings model (default text-embedding-3-small)
     base_url: str | None = None  # openai: any OpenAI-compatible embeddings endpoint
     api_key: SecretStr | None = None  # openai: else OPENAI_API_KEY

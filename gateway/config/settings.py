@@ -7,15 +7,25 @@ because a stack trace from pydantic is not an answer to "why won't it start".
 
 from __future__ import annotations
 
+import difflib
 import json
 import os
 import tomllib
+from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime, timedelta, tzinfo
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 from zoneinfo import ZoneInfo
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+)
 from pydantic_settings import (
     BaseSettings,
     NoDecode,
@@ -45,12 +55,25 @@ class ConfigError(Exception):
     """A setting is missing or invalid. `str()` is the one line shown to the person."""
 
 
+def _lower(value: Any) -> Any:
+    return value.strip().lower() if isinstance(value, str) else value
+
+
+def _upper(value: Any) -> Any:
+    return value.strip().upper() if isinstance(value, str) else value
+
+
+# Choices are accepted in any case (`OpenAI`, `debug`) and stored in their canonical case.
+AnyCase = BeforeValidator(_lower)
+UpperCase = BeforeValidator(_upper)
+
+
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
 class LLMSettings(_Section):
-    provider: Literal["anthropic", "openai"] = "anthropic"
+    provider: Annotated[Literal["anthropic", "openai"], AnyCase] = "anthropic"
     model: str = ""  # empty: the provider's default in DEFAULT_MODELS
     base_url: str | None = None
     api_key: SecretStr | None = None
@@ -110,7 +133,7 @@ class HealthSettings(_Section):
     port: int = Field(8787, ge=0, le=65535)  # 0: any free port (tests)
 
 
-DmPolicy = Literal["pairing", "allowlist", "open", "disabled"]
+DmPolicy = Annotated[Literal["pairing", "allowlist", "open", "disabled"], AnyCase]
 
 
 class ChannelSettings(_Section):
@@ -158,15 +181,21 @@ class Settings(BaseSettings):
         env_prefix=ENV_PREFIX, env_nested_delimiter="__", extra="forbid", case_sensitive=False
     )
 
-    workspaces_dir: Path = Path("workspaces")
+    # Where the per-person workspaces live; default: a per-user data directory (see
+    # default_workspaces_dir), so the same assistant answers wherever clawgate starts.
+    workspaces_dir: Path = Field(default_factory=lambda: default_workspaces_dir())
     # IANA zone for daily notes and the time shown to the model; empty: the machine's zone.
     timezone: str = ""
     # The person the local terminal chat belongs to (their workspace directory name).
     owner: str = Field("owner", pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
-    log_format: Literal["text", "json"] = "text"
-    # Extra strings masked in every log line (tokens and provider keys always are).
-    log_redact: list[str] = Field(default_factory=list)
+    # On SIGTERM / Ctrl-C: how long running turns may finish before they are left pending
+    # for the next start (well under Docker's 10 s stop timeout).
+    stop_grace_seconds: float = Field(5.0, ge=0, le=300)
+    log_level: Annotated[Literal["DEBUG", "INFO", "WARNING", "ERROR"], UpperCase] = "INFO"
+    log_format: Annotated[Literal["text", "json"], AnyCase] = "text"
+    # Extra strings masked in every log line (tokens and provider keys always are); in the
+    # environment a comma-separated list.
+    log_redact: Annotated[list[str], NoDecode] = Field(default_factory=list)
     # Days the id of an answered or refused message is kept to recognise a redelivery (its
     # text is dropped once answered); each chat's newest id is kept for catch-up.
     inbox_retention_days: float = Field(7.0, gt=0, le=3650)
@@ -200,6 +229,11 @@ class Settings(BaseSettings):
         if isinstance(value, str):
             return [part.strip() for part in value.split(",") if part.strip()]
         return value
+
+    @field_validator("workspaces_dir")
+    @classmethod
+    def _home(cls, value: Path) -> Path:
+        return value.expanduser()  # "~/..." in clawgate.toml means the home directory
 
     @field_validator("timezone")
     @classmethod
@@ -241,6 +275,57 @@ class Settings(BaseSettings):
         )
 
 
+# A workspaces root made by an older clawgate in the current directory (its old default).
+LEGACY_WORKSPACES_DIR = Path("workspaces")
+
+
+def user_workspaces_dir() -> Path:
+    """The per-user default: `$XDG_DATA_HOME/clawgate/workspaces` on Linux
+    (`~/.local/share/...`), the platform's application-data folder elsewhere."""
+    from platformdirs import user_data_path
+
+    return user_data_path("clawgate", appauthor=False) / "workspaces"
+
+
+def _holds_workspaces(root: Path) -> bool:
+    """A root with a state database or a seeded workspace (not just the repo's README)."""
+    try:
+        if (root / ".gateway").is_dir():
+            return True
+        return any((child / ".clawgate-workspace").exists() for child in root.iterdir()
+                   if child.is_dir())
+    except OSError:
+        return False
+
+
+def default_workspaces_dir() -> Path:
+    """The workspaces root when neither clawgate.toml nor CLAWGATE_WORKSPACES_DIR names one.
+
+    The per-user data directory, independent of the current directory. One exception keeps
+    an existing assistant: while that directory does not exist yet, a `./workspaces` holding
+    workspaces made by an older clawgate (whose default it was) is used, and the start banner
+    says so (see describe_workspaces_dir).
+    """
+    home = user_workspaces_dir()
+    legacy = Path.cwd() / LEGACY_WORKSPACES_DIR
+    if not home.exists() and _holds_workspaces(legacy):
+        return legacy
+    return home
+
+
+def describe_workspaces_dir(settings: Settings) -> str:
+    """For start banners: the root, and where that choice came from when it was not set."""
+    root = settings.workspaces_dir.resolve()
+    if "workspaces_dir" in settings.model_fields_set:
+        return str(root)
+    if root != user_workspaces_dir().resolve():
+        return (f"{root} (found here, made by an older clawgate; set workspaces_dir = "
+                f"\"{root}\" in clawgate.toml or CLAWGATE_WORKSPACES_DIR to use it from "
+                "anywhere)")
+    return (f"{root} (the per-user default; set workspaces_dir in clawgate.toml or "
+            "CLAWGATE_WORKSPACES_DIR to change it)")
+
+
 def config_path() -> Path:
     return Path(os.environ.get(CONFIG_FILE_ENV, "") or DEFAULT_CONFIG_FILE)
 
@@ -265,13 +350,46 @@ def load_settings(path: Path | None = None, **overrides: Any) -> Settings:
 
 
 def _one_line(exc: ValidationError, path: Path) -> str:
-    first = exc.errors()[0]
-    loc = [str(part) for part in first["loc"]]
-    env_name = ENV_PREFIX + "__".join(loc).upper()
-    dotted = ".".join(loc)
-    message = first["msg"].removeprefix("Value error, ")
-    more = f" (and {len(exc.errors()) - 1} more)" if len(exc.errors()) > 1 else ""
-    return (
-        f"invalid setting {env_name} / {dotted} in {path}: {message}{more}. "
-        f"Fix it in the environment or in {path}; the README lists every option."
-    )
+    """Every error of the validation, one after the other, on one line."""
+    where = f"in the environment or in {path}" if path.exists() else "in the environment"
+    problems = []
+    for error in exc.errors():
+        loc = [str(part) for part in error["loc"]]
+        env_name = ENV_PREFIX + "__".join(loc).upper()
+        message = error["msg"].removeprefix("Value error, ")
+        problems.append(f"{env_name} / {'.'.join(loc)}: {message}")
+    noun = "setting" if len(problems) == 1 else f"{len(problems)} settings"
+    return (f"invalid {noun}: {'; '.join(problems)}. Fix {'it' if len(problems) == 1 else 'them'} "
+            f"{where}; the README lists every option.")
+
+
+def known_env_names(model: type[BaseModel] = Settings, prefix: str = ENV_PREFIX
+                    ) -> Iterator[tuple[str, bool]]:
+    """(variable name, takes sub-keys) for every setting; sub-keys: a table of named entries
+    such as `[heartbeat.workspaces.<person>]`."""
+    for name, field in model.model_fields.items():
+        env_name = f"{prefix}{name.upper()}"
+        annotation = field.annotation
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            yield from known_env_names(annotation, env_name + "__")
+        else:
+            origin = getattr(annotation, "__origin__", None)
+            yield env_name, origin is dict
+
+
+def unknown_env_vars(environ: Mapping[str, str]) -> list[str]:
+    """One warning per `CLAWGATE_*` variable that is no setting, with the closest name."""
+    known = dict(known_env_names())
+    names = [*known, CONFIG_FILE_ENV]
+    warnings = []
+    for variable in sorted(environ):
+        upper = variable.upper()
+        if not upper.startswith(ENV_PREFIX) or upper in known or upper == CONFIG_FILE_ENV:
+            continue
+        if any(takes_keys and upper.startswith(name + "__") for name, takes_keys
+               in known.items()):
+            continue
+        close = difflib.get_close_matches(upper, names, n=1, cutoff=0.6)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        warnings.append(f"{variable} is not a setting and is ignored{hint}")
+    return warnings

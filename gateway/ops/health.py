@@ -91,16 +91,23 @@ class HealthServer:
         app.router.add_get("/metrics", self._metrics)
         return app
 
-    async def start(self) -> None:
+    async def start(self, *, channels_started: bool = True) -> None:
+        """Bind and serve. `channels_started=False` when bound before the gateway starts
+        (readiness stays 503 until `started` is set): a busy port then fails first."""
         self._runner = web.AppRunner(self._app(), access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port)
-        await site.start()
+        try:
+            await site.start()
+        except BaseException:
+            await self._runner.cleanup()
+            self._runner = None
+            raise
         for address in self._runner.addresses:
             if isinstance(address, tuple):
                 self.port = int(address[1])
                 break
-        self.started = True
+        self.started = channels_started
         log.info("health endpoints on http://%s:%d (/healthz /readyz /metrics)",
                  self.host, self.port)
 

@@ -1,8 +1,10 @@
-"""A tiny metrics registry (counters, gauges, histograms) and the gateway's metric set.
+"""The gateway's metric set on `prometheus_client`, and the metered provider.
 
-No global state: a `Registry` is a plain object and the `Gateway` owns one `GatewayMetrics`.
-`Registry.render()` writes the Prometheus text exposition format (version 0.0.4), which is all
-`/metrics` needs; nothing here depends on a Prometheus client library.
+No global state: each `GatewayMetrics` has its own `CollectorRegistry` (nothing is put in
+prometheus_client's default registry), and `render()` is prometheus_client's text format.
+`Registry` is a thin facade that keeps metric definitions short and adds two things the
+gateway needs: a fixed label set checked on every update, and values computed at scrape time
+(`collect_with`: queue depth, channel readiness, retries counted inside channels).
 
 Hooks for parts built elsewhere, one line each:
     gateway.metrics.heartbeat("delivered")            # heartbeat/: one beat and its outcome
@@ -15,20 +17,20 @@ invented) is counted as `other` (`fixed_label`), so no input can add series with
 
 from __future__ import annotations
 
-import math
 import time
-from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from typing import Any
+
+import prometheus_client
+from prometheus_client.core import Metric
+from prometheus_client.registry import Collector, CollectorRegistry
 
 from gateway.agent.conversation import Completion, Message, SystemPrompt, ToolSpec
 from gateway.agent.providers.base import Provider, ProviderError
 
 LabelValues = tuple[str, ...]
-Sample = tuple[str, LabelValues, float]  # (name suffix, label values, value)
 # Seconds: provider calls take 0.5-60 s, searches and turns' own work milliseconds.
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
-
-
 OTHER = "other"
 
 
@@ -38,137 +40,137 @@ def fixed_label(value: str, allowed: Collection[str]) -> str:
     return value if value in allowed else OTHER
 
 
-def _escape(value: str) -> str:
-    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+class _Metric(Collector):
+    """One prometheus_client metric (kept out of any registry) plus scrape-time values."""
 
-
-def _number(value: float) -> str:
-    if math.isinf(value):
-        return "+Inf" if value > 0 else "-Inf"
-    if math.isnan(value):
-        return "NaN"
-    return repr(float(value)) if value != int(value) else str(int(value))
-
-
-class _Metric:
-    kind = "untyped"
-
-    def __init__(self, name: str, help_text: str, labels: Sequence[str] = ()) -> None:
-        self.name = name
-        self.help = help_text
+    def __init__(self, inner: Any, labels: Sequence[str]) -> None:
+        self.inner = inner
         self.labels = tuple(labels)
-        self._values: dict[LabelValues, float] = {}
         self._collect: Callable[[], Mapping[LabelValues, float]] | None = None
 
-    def _key(self, labels: Mapping[str, Any]) -> LabelValues:
+    def _child(self, labels: Mapping[str, Any]) -> Any:
         if set(labels) != set(self.labels):
-            raise ValueError(f"{self.name} takes labels {self.labels}, got {tuple(labels)}")
-        return tuple(str(labels[name]) for name in self.labels)
+            raise ValueError(f"{self.inner._name} takes labels {self.labels}, "
+                             f"got {tuple(labels)}")
+        if not self.labels:
+            return self.inner
+        return self.inner.labels(**{name: str(labels[name]) for name in self.labels})
+
+    def collect_with(self, fn: Callable[[], Mapping[LabelValues, float]]) -> None:
+        """Add values computed at scrape time (queue depth, channel readiness...)."""
+        self._collect = fn
+
+    def _extra(self) -> dict[LabelValues, float]:
+        return {tuple(map(str, k)): float(v) for k, v in (self._collect or dict)().items()}
 
     def value(self, **labels: Any) -> float:
         """The current value for these labels (0 if never set); for tests and `status`."""
-        return self._snapshot().get(self._key(labels), 0.0)
+        key = tuple(str(labels[name]) for name in self.labels) if labels else ()
+        self._child(labels)  # validates the label names
+        for metric in self.collect():
+            for sample in metric.samples:
+                if sample.name.endswith("_created"):
+                    continue
+                if tuple(sample.labels.get(n, "") for n in self.labels) == key:
+                    return float(sample.value)
+        return 0.0
 
-    def collect_with(self, fn: Callable[[], Mapping[LabelValues, float]]) -> None:
-        """Compute the values at scrape time (queue depth, channel readiness...)."""
-        self._collect = fn
+    def samples(self) -> Iterator[tuple[str, LabelValues, float]]:
+        """(name suffix, label values, value) per series, sorted by labels; a counter's
+        `_total` is the empty suffix, `_created` series are left out. For the panel."""
+        rows = []
+        for metric in self.collect():
+            for sample in metric.samples:
+                suffix = sample.name[len(metric.name):]
+                if suffix == "_created":
+                    continue
+                if metric.type == "counter" and suffix == "_total":
+                    suffix = ""
+                key = tuple(sample.labels.get(n, "") for n in self.labels)
+                rows.append((suffix, key, float(sample.value)))
+        return iter(sorted(rows, key=lambda row: (row[1], row[0])))
 
-    def _snapshot(self) -> dict[LabelValues, float]:
-        values = dict(self._values)
-        if self._collect is not None:
-            for key, value in self._collect().items():
-                values[key] = values.get(key, 0.0) + value
-        return values
-
-    def samples(self) -> Iterable[Sample]:
-        for key, value in sorted(self._snapshot().items()):
-            yield "", key, value
+    def collect(self) -> Iterable[Metric]:
+        extra = self._extra()
+        for metric in self.inner.collect():
+            if extra:
+                merged = []
+                seen: set[LabelValues] = set()
+                for sample in metric.samples:
+                    key = tuple(sample.labels.get(n, "") for n in self.labels)
+                    if sample.name.endswith("_created") or key not in extra:
+                        merged.append(sample)
+                        continue
+                    seen.add(key)
+                    merged.append(sample._replace(value=sample.value + extra[key]))
+                sample_name = metric.name + ("_total" if metric.type == "counter" else "")
+                for key, value in extra.items():
+                    if key not in seen:
+                        merged.append(prometheus_client.samples.Sample(
+                            sample_name, dict(zip(self.labels, key, strict=True)), value))
+                metric.samples = merged
+            yield metric
 
 
 class Counter(_Metric):
-    kind = "counter"
-
     def inc(self, amount: float = 1.0, **labels: Any) -> None:
-        if amount < 0:
-            raise ValueError("a counter only goes up")
-        key = self._key(labels)
-        self._values[key] = self._values.get(key, 0.0) + amount
+        self._child(labels).inc(amount)
 
 
 class Gauge(_Metric):
-    kind = "gauge"
-
     def set(self, value: float, **labels: Any) -> None:
-        self._values[self._key(labels)] = value
+        self._child(labels).set(value)
 
     def inc(self, amount: float = 1.0, **labels: Any) -> None:
-        key = self._key(labels)
-        self._values[key] = self._values.get(key, 0.0) + amount
+        self._child(labels).inc(amount)
 
 
 class Histogram(_Metric):
-    kind = "histogram"
-
-    def __init__(self, name: str, help_text: str, labels: Sequence[str] = (),
-                 buckets: Sequence[float] = LATENCY_BUCKETS) -> None:
-        super().__init__(name, help_text, labels)
-        self.buckets = tuple(sorted(buckets))
-        self._series: dict[LabelValues, list[float]] = {}  # bucket counts..., sum, count
-
     def observe(self, value: float, **labels: Any) -> None:
-        key = self._key(labels)
-        series = self._series.setdefault(key, [0.0] * (len(self.buckets) + 2))
-        for index, bound in enumerate(self.buckets):
-            if value <= bound:
-                series[index] += 1
-        series[-2] += value
-        series[-1] += 1
+        self._child(labels).observe(value)
 
     def count(self, **labels: Any) -> float:
-        series = self._series.get(self._key(labels))
-        return series[-1] if series else 0.0
-
-    def samples(self) -> Iterable[Sample]:
-        for key, series in sorted(self._series.items()):
-            for index, bound in enumerate(self.buckets):
-                yield "_bucket", (*key, _number(bound)), series[index]
-            yield "_bucket", (*key, "+Inf"), series[-1]
-            yield "_sum", key, series[-2]
-            yield "_count", key, series[-1]
+        key = tuple(str(labels[name]) for name in self.labels)
+        self._child(labels)
+        for metric in self.inner.collect():
+            for sample in metric.samples:
+                if sample.name.endswith("_count") and \
+                        tuple(sample.labels.get(n, "") for n in self.labels) == key:
+                    return float(sample.value)
+        return 0.0
 
 
 class Registry:
+    """A prometheus_client `CollectorRegistry` of its own, with short constructors."""
+
     def __init__(self) -> None:
-        self._metrics: dict[str, _Metric] = {}
+        self.registry = CollectorRegistry(auto_describe=True)
+        self._names: set[str] = set()
 
     def _add(self, metric: _Metric) -> Any:
-        if metric.name in self._metrics:
-            raise ValueError(f"metric {metric.name} registered twice")
-        self._metrics[metric.name] = metric
+        name = metric.inner._name
+        if name in self._names:
+            raise ValueError(f"metric {name} registered twice")
+        self._names.add(name)
+        self.registry.register(metric)
         return metric
 
     def counter(self, name: str, help_text: str, labels: Sequence[str] = ()) -> Counter:
-        return self._add(Counter(name, help_text, labels))
+        return self._add(Counter(prometheus_client.Counter(
+            name, help_text, labels, registry=None), labels))
 
     def gauge(self, name: str, help_text: str, labels: Sequence[str] = ()) -> Gauge:
-        return self._add(Gauge(name, help_text, labels))
+        return self._add(Gauge(prometheus_client.Gauge(
+            name, help_text, labels, registry=None), labels))
 
     def histogram(self, name: str, help_text: str, labels: Sequence[str] = (),
                   buckets: Sequence[float] = LATENCY_BUCKETS) -> Histogram:
-        return self._add(Histogram(name, help_text, labels, buckets))
+        return self._add(Histogram(prometheus_client.Histogram(
+            name, help_text, labels, buckets=buckets, registry=None), labels))
 
     def render(self) -> str:
-        """Every metric in the Prometheus text format."""
-        lines: list[str] = []
-        for metric in self._metrics.values():
-            lines.append(f"# HELP {metric.name} {_escape(metric.help)}")
-            lines.append(f"# TYPE {metric.name} {metric.kind}")
-            names = metric.labels + (("le",) if isinstance(metric, Histogram) else ())
-            for suffix, values, value in metric.samples():
-                pairs = [f'{n}="{_escape(v)}"' for n, v in zip(names, values, strict=False)]
-                label_text = "{" + ",".join(pairs) + "}" if pairs else ""
-                lines.append(f"{metric.name}{suffix}{label_text} {_number(value)}")
-        return "\n".join(lines) + "\n"
+        """Every metric in the Prometheus text format (prometheus_client's exposition)."""
+        return prometheus_client.generate_latest(self.registry).decode("utf-8")
 
 
 class GatewayMetrics:
@@ -176,8 +178,8 @@ class GatewayMetrics:
 
     def __init__(self, tools: Iterable[str] = ()) -> None:
         # The tools that exist (registered by whoever builds a tool registry); anything else a
-        # model names is `other`.
-        self.known_tools: set[str] = set(tools)
+        # model names is counted as `other`.
+        self.known_tools: set[str] = {str(name) for name in tools}
         r = self.registry = Registry()
         self.turns = r.counter("clawgate_turns_total", "Turns run, by outcome.", ["outcome"])
         self.turn_seconds = r.histogram(
@@ -234,7 +236,8 @@ class GatewayMetrics:
         self.delivery_retries.inc(channel=channel)
 
     def register_tools(self, names: Iterable[str]) -> None:
-        self.known_tools.update(names)
+        """Add registered tool names to the label set (whoever builds a tool registry)."""
+        self.known_tools.update(str(name) for name in names)
 
     def tool_result(self, message: Message) -> None:
         if message.role == "tool":

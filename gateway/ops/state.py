@@ -9,12 +9,17 @@ busy timeout lets both write). It holds:
   after a restart a no-op, and its pending rows are what a restart picks up again. The row
   itself holds only the key, status, times and chat type; the message (text, sender name,
   attachment) sits in `inbox_body` only while it may still need an answer and is deleted when
-  the row is marked done (answered or denied), so a stranger's words are never kept. A separate
+  the row is marked done (answered or denied), so a stranger's words are not kept: only while
+  they hold a valid pairing code (status `waiting`, at most WAITING_TTL, an hour like the
+  code) so that the owner's approval can answer them; then they are dropped. A separate
   table because shrinking rows in place leaves half-empty pages (3,000 refused 4 KB messages:
   3.4 MB that way, 0.7 MB with bodies apart). Done rows older than `inbox_retention` are
   pruned, except each chat's newest answered one (Discord catch-up starts from it).
 - `offsets`: the Telegram update offset (the next update id to ask for).
 - `approved`, `pairing`, `approve_failures`: access control (see gateway/pipeline/pairing.py).
+- `welcomes`: approvals the running gateway has not announced yet (written by `clawgate
+  pairing approve` in another process; the gateway welcomes the person and answers the
+  messages they sent while waiting, which the inbox kept with status `waiting`).
 - `links`: identity links, (channel, user id) -> person id.
 - `last_dm_route`: where each person last wrote to us in a DM (heartbeat delivery).
 - `outbox`: every outbound message (gateway/pipeline/delivery.py): pending until the platform
@@ -56,6 +61,8 @@ STATE_FILE = "state.db"
 DEFAULT_INBOX_RETENTION = timedelta(days=7)
 # Pruning runs after this many done marks (and at open): a DELETE per message would cost more.
 PRUNE_EVERY = 500
+# How long a stranger's message waits for the owner's approval (a pairing code's lifetime).
+WAITING_TTL = timedelta(hours=1)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS inbox (
@@ -82,6 +89,11 @@ CREATE TABLE IF NOT EXISTS pairing (
 );
 CREATE INDEX IF NOT EXISTS pairing_sender ON pairing (channel, sender_id);
 CREATE TABLE IF NOT EXISTS approve_failures (channel TEXT NOT NULL, at REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS welcomes (
+    channel TEXT NOT NULL, sender_id TEXT NOT NULL, chat_id TEXT NOT NULL,
+    person_id TEXT NOT NULL, as_owner INTEGER NOT NULL, approved_at TEXT NOT NULL,
+    done_at TEXT, PRIMARY KEY (channel, sender_id)
+);
 CREATE TABLE IF NOT EXISTS links (
     channel TEXT NOT NULL, sender_id TEXT NOT NULL, person_id TEXT NOT NULL,
     linked_at TEXT NOT NULL, PRIMARY KEY (channel, sender_id)
@@ -103,11 +115,14 @@ CREATE INDEX IF NOT EXISTS outbox_pending ON outbox (status, id);
 CREATE TRIGGER IF NOT EXISTS outbox_marks_done AFTER INSERT ON outbox
 WHEN NEW.done_message IS NOT NULL BEGIN
     UPDATE inbox SET status = NEW.done_status, done_at = NEW.created_at,
-        payload = json_object('chat_type', json_extract(payload, '$.chat_type'))
+        payload = CASE WHEN NEW.done_status = 'waiting' THEN payload
+                  ELSE json_object('chat_type', json_extract(payload, '$.chat_type')) END
     WHERE channel = NEW.done_channel AND chat_id = NEW.done_chat
     AND message_id = NEW.done_message;
+    -- The body is needed only while the message may still be answered (`waiting`: the
+    -- sender holds a pairing code and may be approved).
     DELETE FROM inbox_body WHERE channel = NEW.done_channel AND chat_id = NEW.done_chat
-    AND message_id = NEW.done_message;
+    AND message_id = NEW.done_message AND NEW.done_status != 'waiting';
 END;
 """
 
@@ -137,6 +152,18 @@ class Outgoing:
     chat_id: str
     text: str
     attempts: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Welcome:
+    """An approval to announce: who, where to write, which person they are now."""
+
+    channel: str
+    sender_id: str
+    chat_id: str
+    person_id: str
+    as_owner: bool
+    approved_at: str
 
 
 def state_path(workspaces_root: Path) -> Path:
@@ -313,8 +340,18 @@ class StateDB:
         return added
 
     async def mark_done(self, msg: InboundMessage, status: str = "done") -> None:
-        """Answered (or denied): the body is no longer needed, only the key (dedup)."""
+        """Answered (or denied): the body is no longer needed, only the key (dedup).
+
+        `waiting` (the sender holds a pairing code) keeps the body, to answer it if the owner
+        approves them within WAITING_TTL (gateway/pipeline/welcome.py).
+        """
         key = (msg.channel, msg.chat_id, msg.message_id)
+        if status == "waiting":
+            await self._write(
+                "UPDATE inbox SET status = 'waiting' WHERE channel = ? AND chat_id = ?"
+                " AND message_id = ?", key,
+            )
+            return
         async with self._transaction(durable=False) as connection:
             await connection.execute(
                 "UPDATE inbox SET status = ?, done_at = ?, payload = " + _ID_ONLY_PAYLOAD +
@@ -331,10 +368,15 @@ class StateDB:
     async def prune_inbox(self, now: datetime | None = None) -> int:
         """Forget done rows received before the retention window, except each chat's newest
         answered one (a channel's catch-up starts from it). Returns the rows removed."""
-        cutoff = _iso((now or datetime.now(UTC)) - self.inbox_retention)
-        await self._write(  # bodies of rows no longer pending (none in the normal case)
+        now = now or datetime.now(UTC)
+        cutoff = _iso(now - self.inbox_retention)
+        await self._write(  # nobody approved them in time: the stranger's words go
+            "UPDATE inbox SET status = 'expired', payload = " + _ID_ONLY_PAYLOAD +
+            " WHERE status = 'waiting' AND received_at < ?", (_iso(now - WAITING_TTL),),
+        )
+        await self._write(  # bodies of rows no longer pending or waiting
             "DELETE FROM inbox_body WHERE NOT EXISTS (SELECT 1 FROM inbox AS i WHERE"
-            " i.status = 'pending' AND i.channel = inbox_body.channel AND"
+            " i.status IN ('pending', 'waiting') AND i.channel = inbox_body.channel AND"
             " i.chat_id = inbox_body.chat_id AND i.message_id = inbox_body.message_id)"
         )
         return await self._write(
@@ -416,6 +458,61 @@ class StateDB:
             "SELECT channel, sender_id, approved_at, via FROM approved ORDER BY approved_at"
         )
         return [tuple(row) for row in rows]  # type: ignore[misc]
+
+    # -- welcomes: approvals to announce, messages that waited for them ----------------------
+
+    async def queue_welcome(
+        self, channel: str, sender_id: str, chat_id: str, person_id: str, *, as_owner: bool
+    ) -> None:
+        await self._write(
+            "INSERT INTO welcomes (channel, sender_id, chat_id, person_id, as_owner,"
+            " approved_at) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (channel, sender_id) DO UPDATE"
+            " SET chat_id = excluded.chat_id, person_id = excluded.person_id,"
+            " as_owner = excluded.as_owner, approved_at = excluded.approved_at, done_at = NULL",
+            (channel, sender_id, chat_id, person_id, int(as_owner), _iso(datetime.now(UTC))),
+            durable=True,
+        )
+
+    async def pending_welcomes(self) -> list[Welcome]:
+        rows = await self._rows(
+            "SELECT channel, sender_id, chat_id, person_id, as_owner, approved_at FROM welcomes"
+            " WHERE done_at IS NULL ORDER BY approved_at"
+        )
+        return [Welcome(str(c), str(s), str(chat), str(p), bool(o), str(at))
+                for c, s, chat, p, o, at in rows]
+
+    async def mark_welcomed(self, welcome: Welcome) -> None:
+        await self._write(
+            "UPDATE welcomes SET done_at = ? WHERE channel = ? AND sender_id = ?"
+            " AND approved_at = ?",
+            (_iso(datetime.now(UTC)), welcome.channel, welcome.sender_id, welcome.approved_at),
+        )
+
+    async def waiting_inbound(self, channel: str, sender_id: str) -> list[InboundMessage]:
+        """Direct messages of `sender_id` kept while they waited for approval, oldest first."""
+        rows = await self._rows(
+            "SELECT b.payload FROM inbox AS i JOIN inbox_body AS b"
+            " USING (channel, chat_id, message_id) WHERE i.channel = ? AND i.status = 'waiting'"
+            " AND json_extract(b.payload, '$.sender_id') = ? ORDER BY i.received_at, i.rowid",
+            (channel, sender_id),
+        )
+        return [_decode(row[0]) for row in rows]
+
+    async def requeue(self, msg: InboundMessage) -> None:
+        """Make a recorded message pending again (answered now, or after the next start)."""
+        await self._write(
+            "UPDATE inbox SET status = 'pending', done_at = NULL WHERE channel = ?"
+            " AND chat_id = ? AND message_id = ?",
+            (msg.channel, msg.chat_id, msg.message_id),
+            durable=True,
+        )
+
+    async def settle_waiting(self, channel: str, sender_id: str, status: str) -> int:
+        """Close the sender's waiting messages as `status` (e.g. 'denied'): bodies dropped."""
+        waiting = await self.waiting_inbound(channel, sender_id)
+        for msg in waiting:
+            await self.mark_done(msg, status)
+        return len(waiting)
 
     async def revoke(self, channel: str, sender_id: str) -> bool:
         return (

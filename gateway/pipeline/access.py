@@ -21,6 +21,9 @@ log = logging.getLogger(__name__)
 class AccessDecision:
     allowed: bool
     reply: str = ""  # what to tell a denied sender, if anything
+    # Denied for now, but the sender holds a pairing code: keep the message (inbox status
+    # `waiting`) so it is answered if the owner approves them.
+    waiting: bool = False
 
 
 class AccessPolicy(Protocol):

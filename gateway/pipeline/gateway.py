@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from channels.base import Backoff, Channel, InboundMessage
+from channels.terminal import LOCAL_CHAT as TERMINAL_CHAT
 from gateway.agent.compaction import Compactor
 from gateway.agent.context_files import ContextFile, ContextFileLoader
 from gateway.agent.conversation import SystemPrompt
@@ -37,8 +38,10 @@ from gateway.pipeline.commands import Command, CommandContext, lookup, parse_com
 from gateway.pipeline.delivery import Delivery
 from gateway.pipeline.lanes import Job, Lanes
 from gateway.pipeline.limits import Account, PersonLimits
-from gateway.pipeline.routing import Route, Router
+from gateway.pipeline.replies import endpoint_host
+from gateway.pipeline.routing import TERMINAL_CHANNEL, Route, Router
 from gateway.pipeline.turns import TranscriptWriteError, TurnRunner, answer_key
+from gateway.pipeline.welcome import ApprovalFollowUp
 from gateway.workspace.seed import ensure_workspace
 
 if TYPE_CHECKING:
@@ -90,6 +93,10 @@ class Gateway:
         # a new message cannot overtake an older one of the same person.
         self._resumed = asyncio.Event()
         self._resumed.set()
+        self.accepting = True  # False once stopping: new messages wait for the next start
+        # Called with the person id when a workspace is first used in this run (the assembly
+        # lets the heartbeat service start that person's timer at once, not at its rescan).
+        self.workspace_listeners: list[Callable[[str], object]] = []
         self.sessions = SessionStore(self.clock)
         self.lanes = Lanes()
         # Two registries, decided by the route: tools that reach private memory (recall, say)
@@ -126,12 +133,19 @@ class Gateway:
         self.turns = TurnRunner(
             self.sessions, self.agent, self.compactor, self, self.delivery, self.metrics,
             self.versioning, deadline_seconds=settings.limits.turn_deadline_seconds,
+            model=provider.model,
+            host=endpoint_host(settings.llm.provider, settings.llm.base_url),
         )
         limits = settings.limits
         self.limits = PersonLimits(self.clock, limits.queue_per_person,
                                    limits.messages_per_minute)
         # Between tries to append a message the transcript refused (tests make it short).
         self.persist_backoff = Backoff(1.0, 60.0)
+        # Welcomes people approved by `clawgate pairing approve` and answers what they wrote
+        # while waiting (gateway/pipeline/welcome.py); those were accepted already, so they
+        # go through the message path as resumed (not refused or counted by the limits).
+        self.approvals = ApprovalFollowUp(self.state, self.channels, self._announce,
+                                          lambda msg: self._process(msg, resumed=True))
         self.memory: MemoryService | None = None
         # Reminders (gateway/assembly/scheduling.py sets it): /reminders and the schedule tools.
         self.schedules: ScheduleBook | None = None
@@ -140,7 +154,12 @@ class Gateway:
 
     async def start(self) -> None:
         """Open the state database, start every channel, then resume what was left undone:
-        messages recorded but not answered, and replies recorded but not delivered."""
+        messages recorded but not answered, and replies recorded but not delivered.
+
+        On failure some parts may be up: the caller unwinds with `stop()` (the assembly in
+        gateway/assembly/builder.py registers it before calling start).
+        """
+        self.accepting = True
         self._resumed.clear()
         try:
             await self.state.open()
@@ -154,6 +173,8 @@ class Gateway:
             for msg in pending:
                 self.turns.resuming.add((msg.channel, msg.chat_id, msg.message_id))
                 await self._process(msg, resumed=True)
+            if any(name != TERMINAL_CHANNEL for name in self.channels):
+                await self.approvals.start()
         finally:
             self._resumed.set()
 
@@ -177,24 +198,39 @@ class Gateway:
         else:
             self.private_tools = ToolRegistry([*file_tools(), *self._extra_private_tools])
 
-    async def stop(self, drain_timeout: float = 30.0) -> None:
-        """Finish queued turns (nothing accepted is dropped), then close channels.
+    def stop_intake(self) -> None:
+        """From now on a new message is recorded (platforms) but not answered in this run:
+        the next start answers it. Called first thing when the gateway is asked to stop."""
+        self.accepting = False
 
-        A turn still running after `drain_timeout` is abandoned: the person's message is
-        already in the transcript, so the next start continues from it.
+    async def stop(self, drain_timeout: float = 30.0) -> None:
+        """Stop intake, let running turns finish for `drain_timeout` seconds, then close.
+
+        A turn still running after that is cancelled: the person's message is already
+        recorded (and not marked done), so the next start answers it. Every part is closed
+        even if another fails to, so no database thread keeps the process alive.
         """
+        self.stop_intake()
+        await self.approvals.stop()
         try:
             await asyncio.wait_for(self.lanes.drain(), drain_timeout)
         except TimeoutError:
-            log.warning("stopping with turns still running after %.0f s", drain_timeout)
+            pending = self.lanes.depth()
+            log.warning("stopping with %d turn(s) still running after %.1f s: left pending "
+                        "for the next start", pending, drain_timeout)
+            await self.lanes.cancel()
         await self.delivery.close(min(drain_timeout, 5.0))
-        for channel in self.channels.values():
-            await channel.stop()
-        await self.capabilities.stop()  # MCP servers
-        await self.provider.close()
-        await self.state.close()
+        closers = [*(channel.stop for channel in self.channels.values()),
+                   self.capabilities.stop,  # MCP servers
+                   self.provider.close, self.state.close]
         if self.memory is not None:
-            await self.memory.close()
+            closers.append(self.memory.close)
+        for close in closers:
+            try:
+                await close()
+            except Exception:
+                log.exception("error while stopping (%s); carrying on",
+                              getattr(close, "__qualname__", close))
 
     async def handle(self, msg: InboundMessage) -> None:
         """Entry point for every channel. Returns once the message is queued, not answered.
@@ -207,6 +243,10 @@ class Gateway:
         if self._durable(msg) and not await self.state.record_inbound(msg):
             log.info("ignored redelivered %s message %s", msg.channel, msg.message_id)
             return
+        if not self.accepting:
+            log.info("stopping: %s message %s is answered after the next start",
+                     msg.channel, msg.message_id)
+            return
         await self._resumed.wait()
         try:
             await self._process(msg)
@@ -217,8 +257,11 @@ class Gateway:
     async def _process(self, msg: InboundMessage, *, resumed: bool = False) -> None:
         decision = await self.access.check(msg)
         if not decision.allowed:
-            await self._answer_now(msg, decision.reply, "denied")
+            await self._answer_now(msg, decision.reply,
+                                   "waiting" if decision.waiting else "denied")
             return
+        if self._durable(msg):
+            await self.approvals.before_allowed(msg)
         account: Account = (msg.channel, msg.sender_id)
         # A message accepted before a restart was within the limits then: it is neither
         # refused nor counted now (the limits are for what arrives).
@@ -266,16 +309,34 @@ class Gateway:
         return run
 
     async def _answer_now(self, msg: InboundMessage, text: str, status: str = "done") -> None:
-        """Answer without a turn (pairing code, refusal, media reply): queued, not awaited."""
+        """Answer without a turn (pairing code, refusal, media reply): queued, not awaited.
+
+        A `waiting` message (its sender holds a pairing code) gets its real answer after an
+        approval, so the code it gets now must not use up the message's answer key.
+        """
         durable = self._durable(msg)
+        key = answer_key(msg) + (":pairing" if status == "waiting" else "")
         await self.delivery.deliver(
-            msg.channel, msg.chat_id, text, key=answer_key(msg) if durable else None,
+            msg.channel, msg.chat_id, text, key=key if durable else None,
             done=msg if durable else None, done_status=status,
         )
 
+    async def _announce(self, channel: str, chat_id: str, text: str, key: str) -> None:
+        """A message no one asked for right now (a welcome); `key` names it once."""
+        await self.delivery.deliver(channel, chat_id, text, key=key)
+
     async def last_dm_route(self, person_id: str) -> DmRoute | None:
-        """Where `person_id` last wrote to us in a DM (channel and chat), for proactive sends."""
-        return await self.state.last_dm_route(person_id)
+        """Where `person_id` last wrote to us in a DM (channel and chat), for proactive sends.
+
+        While a terminal chat runs, it is the owner's DM unless they wrote from a platform
+        channel that is running too (heartbeat alerts appear in `clawgate chat`).
+        """
+        route = await self.state.last_dm_route(person_id)
+        if ((route is None or route.channel not in self.channels)
+                and TERMINAL_CHANNEL in self.channels and person_id == self.settings.owner):
+            return DmRoute(person_id, TERMINAL_CHANNEL, TERMINAL_CHAT, TERMINAL_CHAT,
+                           self.clock.now())
+        return route
 
     async def send_to_person(self, person_id: str, text: str, *, key: str | None = None) -> bool:
         """Deliver `text` to the person's last DM route; False if they never wrote in a DM.
@@ -388,4 +449,9 @@ class Gateway:
             await asyncio.to_thread(ensure_workspace, self.settings.workspaces_dir, route.person_id)
             await self.versioning.ensure_repo(route.workspace)
             self._seeded.add(route.person_id)
+            for listener in self.workspace_listeners:
+                try:
+                    listener(route.person_id)
+                except Exception:
+                    log.exception("workspace listener failed for %s", route.person_id)
 

@@ -52,6 +52,13 @@ class Lanes:
             workers = [lane.worker for lane in self._lanes.values() if lane.worker]
             await asyncio.gather(*workers, return_exceptions=True)
 
+    async def cancel(self) -> None:
+        """Cancel every running and queued job (shutdown after the grace period)."""
+        workers = [lane.worker for lane in self._lanes.values() if lane.worker]
+        for worker in workers:
+            worker.cancel()
+        await asyncio.gather(*workers, return_exceptions=True)
+
     async def _work(self, key: str, lane: _Lane) -> None:
         try:
             while lane.jobs:

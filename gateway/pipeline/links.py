@@ -64,4 +64,8 @@ async def link_accounts(
     for channel, user_id in accounts:
         await state.link(channel, user_id, person)
         await state.approve(channel, user_id, via="link")
+        waiting = await state.waiting_inbound(channel, user_id)
+        if waiting:  # they wrote while unknown: the gateway greets them and answers it
+            await state.queue_welcome(channel, user_id, waiting[0].chat_id, person,
+                                      as_owner=person == owner)
     return LinkResult(person, tuple(accounts), workspace_path(root, person))

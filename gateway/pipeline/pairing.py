@@ -4,7 +4,10 @@
 - `pairing` (default): allowlisted or approved senders pass; an unknown sender's message is
   not processed, they get a pairing code instead, and the owner approves it with
   `clawgate pairing approve CHANNEL CODE` (from another shell, while the gateway runs: both
-  share the state database).
+  share the state database). `--owner` links that account to the owner, so its DMs are the
+  owner's own workspace and session. What they wrote while waiting stays in the inbox
+  (status `waiting`); after approval the gateway welcomes them and answers it, in order
+  (gateway/pipeline/welcome.py); a denial drops it.
 - `allowlist`: only `allow_from` and previously approved senders; others are ignored silently.
 - `open`: anyone may talk (each person still gets their own workspace).
 - `disabled`: no direct messages at all.
@@ -92,6 +95,12 @@ class Pairing:
 
     async def request(self, msg: InboundMessage) -> str:
         """The reply for an unknown sender's DM ("" means stay silent)."""
+        reply, _ = await self.answer(msg)
+        return reply
+
+    async def answer(self, msg: InboundMessage) -> tuple[str, bool]:
+        """(reply, waiting) for an unknown sender's DM. `waiting`: the sender holds a valid
+        code, so their message is kept and answered if the owner approves them."""
         now = self._now()
         db = self.state.db
         async with db.execute(
@@ -102,22 +111,22 @@ class Pairing:
             mine = list(await cursor.fetchall())
         silence = DENIAL_SILENCE.total_seconds()
         if any(status == "denied" and now - created < silence for _, status, created, _, _ in mine):
-            return ""
+            return "", False
         for code, status, _, expires, resent in mine:
             if status == "pending" and expires > now:
                 if resent:
                     log.info("pairing: %s:%s keeps writing, rate limited", msg.channel,
                              msg.sender_id)
-                    return ""
+                    return "", True
                 await self.state._write(
                     "UPDATE pairing SET resent = 1 WHERE channel = ? AND code = ?",
                     (msg.channel, code),
                 )
-                return PAIRING_REMINDER.format(code=code)
+                return PAIRING_REMINDER.format(code=code), True
         day = timedelta(days=1).total_seconds()
         if sum(now - created < day for _, _, created, _, _ in mine) >= MAX_CODES_PER_SENDER_PER_DAY:
             log.info("pairing: %s:%s asked too often today", msg.channel, msg.sender_id)
-            return ""
+            return "", False
         async with db.execute(
             "SELECT COUNT(*) FROM pairing WHERE channel = ? AND status = 'pending'"
             " AND expires_at > ?",
@@ -127,7 +136,7 @@ class Pairing:
         if row is not None and row[0] >= MAX_PENDING_PER_CHANNEL:
             log.warning("pairing: %d requests already pending on %s, not issuing another code",
                         row[0], msg.channel)
-            return ""
+            return "", False
         code = new_code()
         await self.state._write(
             "INSERT INTO pairing (channel, code, sender_id, chat_id, sender_name, created_at,"
@@ -137,7 +146,7 @@ class Pairing:
         )
         log.warning("pairing request on %s from %s (%s): code %s", msg.channel, msg.sender_id,
                     msg.sender_name or "no name", code)
-        return PAIRING_REPLY.format(code=code, channel=msg.channel)
+        return PAIRING_REPLY.format(code=code, channel=msg.channel), True
 
     async def pending(self, channel: str | None = None) -> list[PairingRequest]:
         sql = ("SELECT channel, code, sender_id, chat_id, sender_name, created_at, expires_at"
@@ -150,13 +159,30 @@ class Pairing:
             rows = await cursor.fetchall()
         return [_request(row, self.clock) for row in rows]
 
-    async def approve(self, channel: str, code: str) -> PairingRequest:
+    async def approve(
+        self, channel: str, code: str, *, owner: str | None = None
+    ) -> PairingRequest:
+        """Let the sender talk. With `owner` (the owner's person id) the account is linked to
+        the owner first: its DMs become the owner's own workspace and session.
+
+        The running gateway learns of it from the `welcomes` table: it welcomes the person and
+        answers what they wrote while waiting.
+        """
         request = await self._take(channel, code, "approved")
+        if owner is not None:
+            await self.state.link(request.channel, request.sender_id, owner)
+        person = await self.state.person_for(request.channel, request.sender_id)
         await self.state.approve(request.channel, request.sender_id, via=f"pairing:{code}")
+        await self.state.queue_welcome(
+            request.channel, request.sender_id, request.chat_id, person or "",
+            as_owner=owner is not None,
+        )
         return request
 
     async def deny(self, channel: str, code: str) -> PairingRequest:
-        return await self._take(channel, code, "denied")
+        request = await self._take(channel, code, "denied")
+        await self.state.settle_waiting(request.channel, request.sender_id, "denied")
+        return request
 
     async def revoke(self, channel: str, sender_id: str) -> bool:
         """Take back an approval: the sender's next message is treated as a stranger's (a new
@@ -168,6 +194,8 @@ class Pairing:
             "UPDATE pairing SET status = 'revoked' WHERE channel = ? AND sender_id = ?"
             " AND status = 'pending'", (channel, sender_id), durable=True,
         )
+        # What they wrote while waiting is not answered later either.
+        await self.state.settle_waiting(channel, sender_id, "denied")
         return was_approved
 
     async def _take(self, channel: str, code: str, status: str) -> PairingRequest:
@@ -242,7 +270,8 @@ class ChannelAccess:
         if policy.dm_policy == "allowlist":
             log.info("ignored DM from %s:%s (not on the allowlist)", msg.channel, msg.sender_id)
             return AccessDecision(False)
-        return AccessDecision(False, await self.pairing.request(msg))
+        reply, waiting = await self.pairing.answer(msg)
+        return AccessDecision(False, reply, waiting=waiting)
 
     async def _known(self, policy: ChannelPolicy, msg: InboundMessage) -> bool:
         if msg.sender_id in policy.allow_from:

@@ -6,7 +6,11 @@ kept: the session stays usable for the next message.
 
 from __future__ import annotations
 
+from urllib.parse import urlsplit
+
 from gateway.agent.providers.base import ProviderError
+
+DEFAULT_HOSTS = {"anthropic": "api.anthropic.com", "openai": "api.openai.com"}
 
 _TRANSIENT = {
     "rate_limit": "the model provider is rate-limiting requests",
@@ -18,7 +22,15 @@ _TRANSIENT = {
 }
 
 
-def provider_error_reply(exc: ProviderError) -> str:
+def endpoint_host(provider: str, base_url: str | None) -> str:
+    """host[:port] of the provider endpoint: what a person compares with their setting."""
+    if base_url:
+        parts = urlsplit(base_url if "//" in base_url else f"//{base_url}")
+        return parts.netloc or base_url
+    return DEFAULT_HOSTS.get(provider, provider)
+
+
+def provider_error_reply(exc: ProviderError, *, model: str = "", host: str = "") -> str:
     tried = f" (tried {exc.attempts} times)" if exc.attempts > 1 else ""
     if exc.kind in _TRANSIENT:
         return (
@@ -36,4 +48,8 @@ def provider_error_reply(exc: ProviderError) -> str:
             "compacting. Send /compact to try again, or /new to start fresh (the old "
             "session stays on disk)."
         )
-    return f"The model provider refused the request ({exc.kind}). Your message is saved."
+    status = f"HTTP {exc.status}" if exc.status else exc.kind
+    where = f" from {host}" if host else ""
+    which = f" for model {model}" if model else ""
+    return (f"The model provider refused the request ({status}{where}{which}). The operator "
+            "can check the endpoint and model with `clawgate doctor`. Your message is saved.")

@@ -65,6 +65,8 @@ class TurnRunner:
         versioning: Versioning,
         *,
         deadline_seconds: float,
+        model: str = "",
+        host: str = "",
     ) -> None:
         self.sessions = sessions
         self.agent = agent
@@ -74,6 +76,8 @@ class TurnRunner:
         self.metrics = metrics
         self.versioning = versioning
         self.deadline_seconds = deadline_seconds
+        # Named in a refusal, so the person can tell the operator which endpoint and model.
+        self.model, self.host = model, host
         # Messages re-queued by a restart: they may be in the transcript already.
         self.resuming: set[tuple[str, str, str]] = set()
 
@@ -149,8 +153,9 @@ class TurnRunner:
             self.metrics.turns.inc(outcome="deadline")
             session.record_event("error", error_kind="deadline", text=reply)
         except ProviderError as exc:
-            log.warning("provider error in %s: %s (%s)", route.session_key, exc.kind, exc)
-            reply = provider_error_reply(exc)
+            log.warning("provider error in %s: %s (%s; %s, model %s)", route.session_key,
+                        exc.kind, exc, self.host, self.model)
+            reply = provider_error_reply(exc, model=self.model, host=self.host)
             self.metrics.turns.inc(outcome="provider_error")
             session.record_event("error", error_kind=exc.kind, text=reply)
         except Exception:

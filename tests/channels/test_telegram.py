@@ -8,6 +8,7 @@ import json
 import logging
 import sys
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,6 +23,7 @@ from gateway.workspace.seed import ensure_workspace
 from tests.conftest import llm_overrides
 from tests.fakes.telegram_server import BOT_USER, FakeTelegramServer
 
+REPO = Path(__file__).resolve().parents[2]
 FAST = {"backoff": Backoff(0.05, 0.2), "stall_grace": 0.5}
 
 
@@ -60,12 +62,29 @@ async def test_dm_in_reply_out_with_typing(tg, tg_gateway, anthropic_server):
     assert "hello there" in json.dumps(anthropic_server.requests[-1])
 
 
+async def _approve(tmp_path, code: str, *extra: str) -> str:
+    """`clawgate pairing approve` from another process while the gateway runs."""
+    env = {"CLAWGATE_WORKSPACES_DIR": str(tmp_path / "workspaces"), "PATH": "/usr/bin:/bin",
+           "PYTHONPATH": str(REPO)}  # this checkout's code, not an installed copy
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "gateway", "pairing", "approve", "telegram", code, *extra,
+        env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await proc.communicate()
+    assert proc.returncode == 0, err.decode()
+    return out.decode()
+
+
+def _code(text: str) -> str:
+    return text.split("code is ")[1].split(" ")[0]
+
+
 async def test_unknown_sender_pairs_then_talks(tg, tg_gateway, anthropic_server, tmp_path):
     gateway = await tg_gateway()
     await tg.send_text(55, "hi, who are you?")
     first = (await tg.wait_sent(1))[0].text
     assert "pairing code" in first and "clawgate pairing approve telegram" in first
-    code = first.split("code is ")[1].split(" ")[0]
+    code = _code(first)
     assert len(code) == 8 and not set(code) & set("01OI")
     await tg.send_text(55, "hello?")
     assert code in (await tg.wait_sent(2))[1].text  # re-sent once
@@ -75,21 +94,41 @@ async def test_unknown_sender_pairs_then_talks(tg, tg_gateway, anthropic_server,
     assert len(tg.sent) == 2  # then silence
     assert anthropic_server.requests == []  # nothing reached the model
 
-    # The owner approves from another process while the gateway runs.
-    env = {"CLAWGATE_WORKSPACES_DIR": str(tmp_path / "workspaces"), "PATH": "/usr/bin:/bin"}
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "gateway", "pairing", "approve", "telegram",
-        code.lower(), env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-    )
-    out, err = await proc.communicate()
-    assert proc.returncode == 0, err.decode()
-    assert "55" in out.decode()
+    out = await _approve(tmp_path, code.lower())
+    assert "55" in out
 
+    # Without writing again: a welcome, then what they wrote while waiting, in order.
+    sent = [s.text for s in await tg.wait_sent(6)]
+    assert sent[2].startswith("You're approved")
+    assert sent[3:] == ["echo: hi, who are you?", "echo: hello?", "echo: hello??"]
     await tg.send_text(55, "now can we talk?")
-    assert (await tg.wait_sent(3))[2].text == "echo: now can we talk?"
+    assert (await tg.wait_sent(7))[6].text == "echo: now can we talk?"
     assert await gateway.state.is_approved("telegram", "55")
     route = await gateway.last_dm_route("telegram-55")
     assert route is not None and (route.channel, route.chat_id) == ("telegram", "55")
+    assert await gateway.state.pending_welcomes() == []
+
+
+async def test_owner_approves_their_own_account_in_one_step(tg, tg_gateway, anthropic_server,
+                                                            tmp_path):
+    """The owner's first DM gets a code; `approve --owner` makes that chat their own
+    assistant (the terminal's `owner` workspace and session), and the DM is answered."""
+    gateway = await tg_gateway()
+    await tg.send_text(77, "it's me, remember I like green tea")
+    code = _code((await tg.wait_sent(1))[0].text)
+
+    out = await _approve(tmp_path, code, "--owner")
+    assert "linked telegram:77 to you (owner)" in out
+
+    sent = [s.text for s in await tg.wait_sent(3)]
+    assert sent[1].startswith("This account is now linked to you, the owner")
+    assert sent[2] == "echo: it's me, remember I like green tea"
+    workspaces = tmp_path / "workspaces"
+    assert not (workspaces / "telegram-77").exists()  # no second assistant
+    transcripts = list((workspaces / "owner" / "sessions").glob("*.jsonl"))
+    assert any("green tea" in path.read_text() for path in transcripts)
+    route = await gateway.last_dm_route("owner")
+    assert route is not None and (route.channel, route.chat_id) == ("telegram", "77")
 
 
 async def test_allowlist_policy_ignores_strangers(tg, tg_gateway, anthropic_server):

@@ -10,8 +10,9 @@ from gateway.ops.redaction import settings_secrets
 __all__ = ["Provider", "ProviderError", "RetryingProvider", "build_provider"]
 
 
-def build_provider(settings: Settings) -> Provider:
-    """The configured provider wrapped in the shared retry policy."""
+def build_provider(settings: Settings, *, defer: bool = False) -> Provider:
+    """The configured provider wrapped in the shared retry policy. With `defer`, the SDK is
+    imported at the first call or `warm_up` (gateway/agent/providers/deferred.py)."""
     llm = settings.llm
     common = {
         "model": llm.resolved_model,
@@ -21,13 +22,21 @@ def build_provider(settings: Settings) -> Provider:
         "timeout_seconds": llm.timeout_seconds,
         "secrets": settings_secrets(settings),
     }
-    inner: Provider
-    if llm.provider == "anthropic":
-        from gateway.agent.providers.anthropic_provider import AnthropicProvider
 
-        inner = AnthropicProvider(**common)
-    else:
+    def build() -> Provider:
+        if llm.provider == "anthropic":
+            from gateway.agent.providers.anthropic_provider import AnthropicProvider
+
+            return AnthropicProvider(**common)
         from gateway.agent.providers.openai_provider import OpenAIProvider
 
-        inner = OpenAIProvider(**common)
+        return OpenAIProvider(**common)
+
+    inner: Provider
+    if defer:
+        from gateway.agent.providers.deferred import DeferredProvider
+
+        inner = DeferredProvider(llm.provider, llm.resolved_model, build)
+    else:
+        inner = build()
     return RetryingProvider(inner, max_attempts=llm.max_attempts)

@@ -10,13 +10,11 @@ and some servers echo the key back in 401 bodies.
 from __future__ import annotations
 
 import json
+import sys
 import time
 from collections.abc import Awaitable, Iterable, Mapping
 from email.utils import parsedate_to_datetime
 from typing import Any, TypeVar
-
-import anthropic
-import openai
 
 from gateway.agent.providers.base import ProviderError
 from gateway.ops.redaction import Redactor
@@ -45,10 +43,7 @@ _RETRYABLE_SERVER_STATUSES = frozenset({500, 502, 503, 504})
 # A 429 that will not clear by waiting: retrying only burns attempts.
 _QUOTA_CODES = ("insufficient_quota", "spend_limit", "billing")
 
-_TIMEOUT_ERRORS = (anthropic.APITimeoutError, openai.APITimeoutError)
-_CONNECTION_ERRORS = (anthropic.APIConnectionError, openai.APIConnectionError)
-_STATUS_ERRORS = (anthropic.APIStatusError, openai.APIStatusError)
-_VALIDATION_ERRORS = (anthropic.APIResponseValidationError, openai.APIResponseValidationError)
+_SDKS = ("anthropic", "openai")  # both name their error classes the same way
 # The SDKs let the JSON decoder's error escape unwrapped when a 2xx body is not JSON.
 _DECODE_ERRORS = (json.JSONDecodeError, UnicodeDecodeError)
 
@@ -164,6 +159,17 @@ def bad_response(provider: str, detail: str, *, status: int | None = None) -> Pr
     )
 
 
+def _sdk_errors(name: str) -> tuple[type[BaseException], ...]:
+    """The SDK error classes called `name`, from the SDKs this process imported: an SDK that
+    was never imported (the other provider's) raised nothing, so it is not imported here."""
+    found = []
+    for sdk in _SDKS:
+        module = sys.modules.get(sdk)
+        if module is not None and isinstance(getattr(module, name, None), type):
+            found.append(getattr(module, name))
+    return tuple(found)
+
+
 def map_sdk_error(
     exc: BaseException, *, provider: str, secrets: Iterable[str] = ()
 ) -> ProviderError | None:
@@ -171,14 +177,14 @@ def map_sdk_error(
     (a programming error should surface as itself, not be retried as a network problem)."""
     if isinstance(exc, ProviderError):
         return exc
-    if isinstance(exc, _TIMEOUT_ERRORS):
+    if isinstance(exc, _sdk_errors("APITimeoutError")):
         return ProviderError("timeout", f"{provider}: request timed out", retryable=True)
-    if isinstance(exc, _CONNECTION_ERRORS):
+    if isinstance(exc, _sdk_errors("APIConnectionError")):
         cause = type(exc.__cause__).__name__ if exc.__cause__ else "unknown cause"
         return ProviderError(
             "connection", f"{provider}: connection failed ({cause})", retryable=True
         )
-    if isinstance(exc, _STATUS_ERRORS):
+    if isinstance(exc, _sdk_errors("APIStatusError")):
         return classify_status(
             exc.status_code,
             exc.body,
@@ -186,7 +192,7 @@ def map_sdk_error(
             provider=provider,
             secrets=secrets,
         )
-    if isinstance(exc, _VALIDATION_ERRORS):
+    if isinstance(exc, _sdk_errors("APIResponseValidationError")):
         return bad_response(provider, "body does not match the API schema", status=exc.status_code)
     if isinstance(exc, _DECODE_ERRORS):
         return bad_response(provider, "body is not valid JSON")

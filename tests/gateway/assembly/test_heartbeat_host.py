@@ -300,3 +300,31 @@ async def test_cli_heartbeat_run_and_status(tmp_path, anthropic_server):
     (workspace / "HEARTBEAT.md").unlink()
     code, out, _ = await _run(["heartbeat", "run", "--workspace", str(workspace)], env)
     assert code == 0 and "skipped: HEARTBEAT.md is missing" in out
+
+
+async def test_alerts_appear_in_the_terminal_chat(anthropic_server, make_settings):
+    """`clawgate chat` is the owner's DM: a heartbeat alert is printed there (it had no route)."""
+    import io
+
+    from channels.terminal import TerminalChannel
+    from gateway.agent.providers import build_provider
+    from gateway.pipeline.gateway import Gateway
+    from tests.conftest import llm_overrides
+
+    clock = FixedClock(NOW)
+    settings = make_settings(**llm_overrides(anthropic_server), heartbeat=ALL_DAY)
+    out = io.StringIO()
+    terminal = TerminalChannel(stdin=io.StringIO(""), stdout=out, interactive=False)
+    gateway = Gateway(settings, build_provider(settings), channels=[terminal], clock=clock)
+    await gateway.start()
+    try:
+        workspace = ensure_workspace(settings.workspaces_dir, settings.owner)
+        (workspace / "HEARTBEAT.md").write_text(CHECKLIST)
+        anthropic_server.reply_text("Reminder: the dentist is at 3 pm.")
+        beat = Heartbeat(workspace, settings.owner, GatewayHeartbeatHost(gateway),
+                         policy_for(settings, settings.owner), clock)
+        outcome = await beat.beat()
+        assert outcome.status == "alert", outcome
+        assert "assistant> Reminder: the dentist is at 3 pm." in out.getvalue()
+    finally:
+        await gateway.stop()

@@ -61,11 +61,39 @@ async def test_chat_remembers_across_restarts(tmp_path, anthropic_server):
     assert "sk-test-cli" not in out + err
 
 
-async def test_doctor_reports_each_check(tmp_path):
-    code, out, _ = await _run(["doctor"], _env(tmp_path, ANTHROPIC_API_KEY="sk-x"))
+async def test_doctor_reports_each_check(tmp_path, anthropic_server):
+    # The provider check makes one real request: to the fake server, never the internet.
+    code, out, _ = await _run(["doctor"], _env(tmp_path, ANTHROPIC_API_KEY="sk-x",
+                                               CLAWGATE_LLM__BASE_URL=anthropic_server.base_url))
     assert code == 0, out
     assert "sqlite-vec" in out and "writable" in out and "all checks passed" in out
 
     code, out, _ = await _run(["doctor"], _env(tmp_path))
     assert code == 1
     assert "FAIL no provider API key" in out and "fix:" in out
+
+
+async def test_doctor_makes_one_real_request_and_explains_failures(tmp_path, openai_server):
+    env = _env(tmp_path, CLAWGATE_LLM__PROVIDER="openai", OPENAI_API_KEY="sk-x",
+               CLAWGATE_LLM__BASE_URL=openai_server.base_url, CLAWGATE_LLM__MODEL="tiny")
+    code, out, _ = await _run(["doctor"], env)
+    assert code == 0 and "provider answers" in out and "tools accepted" in out, out
+    assert openai_server.requests[-1]["model"] == "tiny"
+
+    openai_server.reply_error(401, {"error": {"message": "bad key", "type": "auth"}})
+    code, out, _ = await _run(["doctor"], env)
+    assert code == 1 and "refused the API key (HTTP 401)" in out
+
+    openai_server.reply_error(404, {"error": {"message": "model 'tiny' not found"}})
+    code, out, _ = await _run(["doctor"], env)
+    assert code == 1 and "no such model or endpoint (HTTP 404)" in out and "tiny" in out
+
+    openai_server.reply_error(400, {"error": {"message": "tiny does not support tools"}})
+    code, out, _ = await _run(["doctor"], env)
+    assert code == 1 and "does not take tools" in out
+
+    closed = _env(tmp_path, CLAWGATE_LLM__PROVIDER="openai",
+                  CLAWGATE_LLM__BASE_URL="http://127.0.0.1:9/v1")
+    code, out, _ = await _run(["doctor"], closed)
+    assert code == 1 and "not reachable" in out and "all checks passed" not in out
+    assert "no API key set" in out

@@ -164,3 +164,28 @@ def test_tables_have_json(root, capsys):
 def test_channel_names_accept_any_case(root, capsys):
     assert main(["pairing", "approve", "Telegram", "ABCD2345"]) == 1  # no such code, but parsed
     assert "ABCD2345" in _one_error_line(capsys.readouterr().err).upper()
+
+
+def test_restore_as_hints_at_no_state_when_the_state_database_is_in_the_way(root, tmp_path,
+                                                                           capsys):
+    ensure_workspace(root, "ana")
+
+    async def make_state() -> None:
+        async with StateDB.for_root(root):
+            pass
+
+    asyncio.run(make_state())
+    archive = tmp_path / "ana.tar.gz"
+    assert main(["backup", "--all", "--output", str(archive)]) == 0
+    capsys.readouterr()
+    assert main(["restore", str(archive), "--as", "ana-copy"]) == 1
+    assert "--no-state" in _one_error_line(capsys.readouterr().err)
+    assert main(["restore", str(archive), "--as", "ana-copy", "--no-state"]) == 0
+    assert (root / "ana-copy" / "AGENTS.md").exists()  # the hint was the way through
+
+
+def test_listing_commands_create_no_state_database(root, capsys):
+    assert main(["pairing", "list"]) == 0
+    assert main(["users", "list", "--json"]) == 0
+    assert "no pending pairing requests" in capsys.readouterr().out
+    assert not root.exists()

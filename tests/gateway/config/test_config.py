@@ -13,7 +13,8 @@ def test_defaults_are_safe(tmp_path):
     assert settings.prompt.file_max_chars == 20_000
     assert settings.prompt.total_max_chars == 60_000
     assert settings.llm.max_tool_rounds == 20
-    assert str(settings.workspaces_dir) == "workspaces"
+    # Not the current directory: a per-user data directory (XDG_DATA_HOME in the tests).
+    assert settings.workspaces_dir == tmp_path / "xdg-data" / "clawgate" / "workspaces"
 
 
 def test_environment_overrides_the_toml_file(tmp_path, monkeypatch):
@@ -88,3 +89,17 @@ def test_a_local_server_needs_no_key(tmp_path, monkeypatch):
     monkeypatch.setenv("CLAWGATE_LLM__PROVIDER", "openai")
     monkeypatch.setenv("CLAWGATE_LLM__BASE_URL", "http://127.0.0.1:11434/v1")
     assert load_settings(tmp_path / "absent.toml").api_key()
+
+
+def test_the_example_configuration_loads_with_the_documented_defaults(monkeypatch):
+    from pathlib import Path
+
+    from gateway.config.settings import Settings
+
+    example = Path(__file__).resolve().parents[3] / "clawgate.example.toml"
+    settings = load_settings(example)
+    defaults = Settings()
+    for section in ("llm", "telegram", "discord", "memory", "heartbeat", "versioning",
+                    "health"):
+        assert getattr(settings, section) == getattr(defaults, section), section
+    assert settings.stop_grace_seconds == defaults.stop_grace_seconds

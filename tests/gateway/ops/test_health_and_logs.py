@@ -44,16 +44,24 @@ def parse_prometheus(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]],
         while rest:
             label = LABEL.match(rest)
             assert label, f"bad labels in {line!r}"
-            labels.append((label.group(1), label.group(2)))
+            labels.append((label.group(1), _canonical(label.group(1), label.group(2))))
             rest = rest[label.end():]
         family = re.sub(r"_(bucket|sum|count)$", "", name)
         assert name in types or (family in types and types[family] == "histogram"), name
-        samples[(name, tuple(labels))] = float(value)
+        samples[(name, tuple(sorted(labels)))] = float(value)
     return samples
 
 
+def _canonical(name: str, text: str) -> str:
+    """Label order and the spelling of bucket bounds (1 or 1.0) carry no meaning."""
+    if name == "le" and text != "+Inf":
+        return repr(float(text))
+    return text
+
+
 def value(samples, name: str, **labels: str) -> float:
-    return samples.get((name, tuple(labels.items())), 0.0)
+    key = tuple(sorted((k, _canonical(k, v)) for k, v in labels.items()))
+    return samples.get((name, key), 0.0)
 
 
 class SwitchableChannel(RecordingChannel):

@@ -110,8 +110,10 @@ async def test_owner_session_in_a_real_browser(running: Any, tmp_path: Path) -> 
         await expect(page.locator(".flash")).to_contain_text(f"approved telegram user {STRANGER}")
         assert await gateway.state.is_approved("telegram", str(STRANGER))
         await tg.send_text(STRANGER, "thanks! remind me about tea")
-        sent = await tg.wait_sent(2)
-        assert sent[-1].text == "echo: thanks! remind me about tea"
+        # Welcomed, then the waiting message and the new one answered, in order.
+        sent = [s.text for s in await tg.wait_sent(4)]
+        assert sent[1].startswith("You're approved")
+        assert sent[2:] == ["echo: hello, can we talk?", "echo: thanks! remind me about tea"]
 
         # Edit MEMORY.md in the browser.
         await page.goto(base + "/p/owner/file?path=MEMORY.md")
@@ -156,7 +158,7 @@ async def test_owner_session_in_a_real_browser(running: Any, tmp_path: Path) -> 
         await page.goto(f"{base}/p/{person}/sessions")
         await page.screenshot(path=str(SHOTS / "sessions.png"))
         await page.get_by_role("link", name=f"{person}:dm").click()
-        await expect(page.locator(".msg.assistant")).to_contain_text(
+        await expect(page.locator(".msg.assistant").last).to_contain_text(
             "echo: thanks! remind me about tea")
         await page.screenshot(path=str(SHOTS / "session.png"), full_page=True)
         # Run a heartbeat now: the outcome and its reason come back (a quiet

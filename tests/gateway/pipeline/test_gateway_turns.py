@@ -164,3 +164,14 @@ async def test_messages_queued_during_a_turn_are_all_answered(anthropic_server, 
         await channel.inject("lee", f"m{n}")
     await asyncio.wait_for(channel.wait_for(5), 10)
     assert channel.texts() == [f"echo: m{n}" for n in range(5)]
+
+
+async def test_a_refused_request_names_status_endpoint_and_model(openai_server, make_gateway):
+    _, channel = await make_gateway(openai_server, llm={"model": "no-such-model"})
+    openai_server.reply_error(404, {"error": {"message": "model 'no-such-model' not found",
+                                              "type": "not_found_error"}})
+    await channel.inject("dana", "hello")
+    (reply,) = [m.text for m in await channel.wait_for(1)]
+    host = openai_server.base_url.split("//")[1].split("/")[0]
+    assert "HTTP 404" in reply and host in reply and "no-such-model" in reply
+    assert "clawgate doctor" in reply and "saved" in reply and "\n" not in reply

@@ -1,0 +1,272 @@
+"""The one place that builds a running gateway from settings, and its lifecycle.
+
+`clawgate run`, `clawgate chat` and `clawgate heartbeat run` all go through `GatewayApp`;
+they differ only in their `Plan` (which channels, whether heartbeats and the health server
+run). The app owns every resource with an `AsyncExitStack`: each part's setup is followed at
+once by registering its teardown, so parts come up in order, go down in reverse, and a
+failure half-way unwinds exactly what had started (no half-open database keeping the process
+alive, no health port left bound).
+
+Order up: health server (binds the port first, so a busy port fails before anything
+connects) -> gateway (state database, memory, provider, channels, resumed messages) ->
+heartbeat service -> web panel -> further services (the `services` slot: scheduler, MCP
+servers; each a `Service` built from the running Gateway). Down: the reverse; the gateway's
+own stop gives running turns `stop_grace_seconds`, then leaves them pending for next start.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+from gateway.config.settings import Settings
+
+if TYPE_CHECKING:
+    from channels.base import Channel
+    from gateway.agent.providers.base import Provider
+    from gateway.clock import Clock
+    from gateway.ops.health import HealthServer
+    from gateway.pipeline.gateway import Gateway
+
+log = logging.getLogger(__name__)
+
+ChannelSet = Literal["platforms", "terminal", "none"]
+
+
+class StartupError(Exception):
+    """Start-up failed for a reason the person can fix; `str()` names it and the setting."""
+
+
+class Service(Protocol):
+    """A long-running part started after the gateway (heartbeats, scheduler, panel, MCP)."""
+
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+
+ServiceFactory = Callable[["Gateway"], Service]
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """What to run. `channels`: the configured platforms, the terminal chat, or none (a
+    gateway that only answers internal calls, e.g. `heartbeat run`)."""
+
+    channels: ChannelSet = "platforms"
+    heartbeats: bool = True
+    health: bool = True
+    memory: bool = True
+    panel: bool = True  # the web control panel, if [panel] enabled
+
+
+RUN = Plan()
+# The terminal chat is the owner's DM: their heartbeat alerts appear in it.
+CHAT = Plan(channels="terminal", heartbeats=True, health=False, panel=False)
+ONE_BEAT = Plan(channels="none", heartbeats=False, health=False, panel=False)
+
+
+def build_gateway(
+    settings: Settings,
+    plan: Plan,
+    *,
+    provider: Provider | None = None,
+    extra_channels: Sequence[Channel] = (),
+    clock: Clock | None = None,
+    options: Mapping[str, Mapping[str, Any]] | None = None,
+) -> Gateway:
+    """The Gateway object for `plan`, not started (no I/O happens here)."""
+    from gateway.assembly import platforms
+
+    if provider is None:
+        from gateway.agent.providers import build_provider
+
+        provider = build_provider(settings, defer=True)  # the SDK loads after start-up
+    channels: list[Channel] = list(extra_channels)
+    if plan.channels == "terminal":
+        from channels.terminal import TerminalChannel
+        from gateway.assembly.terminal_chat import history_path
+
+        channels.append(TerminalChannel(history_path=history_path(settings)))
+    gateway = platforms.build_gateway(
+        settings, provider, extra_channels=channels, clock=clock,
+        options=options, with_platforms=plan.channels == "platforms",
+    )
+    if plan.memory:
+        from gateway.config.memory import build_memory_service
+
+        service = build_memory_service(settings.memory)
+        if service is not None:
+            gateway.use_memory(service)
+    return gateway
+
+
+async def start_panel(gateway: Gateway, settings: Settings) -> Any:
+    """Serve the web control panel (gateway/panel/) on the gateway's event loop; None if it
+    is off or its port is taken (the gateway itself keeps running: the panel is for the
+    owner, and says why it did not start)."""
+    import sys
+
+    if not settings.panel.enabled:
+        return None
+    from gateway.ops.logs import configured_secrets
+    from gateway.panel.host import PanelHost
+    from gateway.panel.server import PanelServer
+
+    panel = PanelServer(PanelHost(gateway), settings.panel, configured_secrets(settings))
+    try:
+        await panel.start()
+    except OSError as exc:
+        print(f"clawgate: panel not started ({exc}); set [panel] port, or enabled = false",
+              file=sys.stderr)
+        return None
+    notice = panel.first_start_notice()
+    print(notice or f"panel on {panel.url} (a login link: `clawgate panel url`)",
+          file=sys.stderr)
+    return panel
+
+
+class GatewayApp:
+    """A gateway and the services around it, started and stopped as one.
+
+    `async with GatewayApp(settings, plan) as app:` starts everything (or raises with
+    nothing left running) and stops everything on exit.
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        plan: Plan = RUN,
+        *,
+        gateway: Gateway | None = None,
+        services: Sequence[ServiceFactory] = (),
+        heartbeat_factory: ServiceFactory | None = None,
+    ) -> None:
+        self.settings = settings
+        self.plan = plan
+        self.gateway = gateway or build_gateway(settings, plan)
+        from gateway.ops.logs import share_redactor
+
+        share_redactor(self.gateway.redactor)  # one set of secrets for logs and tool results
+        self.health: HealthServer | None = None
+        self.heartbeats: Service | None = None
+        self.panel: Any = None
+        self.services: list[Service] = []
+        self._service_factories = list(services)
+        self._heartbeat_factory = heartbeat_factory
+        self._stack: contextlib.AsyncExitStack | None = None
+        self._grace = settings.stop_grace_seconds
+
+    async def start(self) -> None:
+        stack = contextlib.AsyncExitStack()
+        try:
+            if self.plan.health and self.settings.health.enabled:
+                self.health = await self._start_health(stack)
+            stack.push_async_callback(self._stop_gateway)
+            await self._start_gateway()
+            if self.health is not None:
+                self.health.started = True  # readiness now reflects the channels
+            self._warm_provider(stack)
+            if self.plan.heartbeats:
+                self.heartbeats = await self._start_service(stack, self._heartbeats())
+                self._watch_new_workspaces(self.heartbeats)
+            if self.plan.panel:
+                self.panel = await start_panel(self.gateway, self.settings)
+                if self.panel is not None:
+                    stack.push_async_callback(self.panel.stop)
+            for factory in self._service_factories:
+                self.services.append(await self._start_service(stack, factory(self.gateway)))
+        except BaseException:
+            await stack.aclose()
+            raise
+        self._stack = stack
+
+    async def stop(self, grace: float | None = None) -> None:
+        """Stop intake, give running turns `grace` seconds (default: the setting
+        `stop_grace_seconds`), then stop every part in reverse order."""
+        self.gateway.stop_intake()
+        self._grace = self.settings.stop_grace_seconds if grace is None else grace
+        stack, self._stack = self._stack, None
+        if stack is not None:
+            await stack.aclose()
+
+    async def __aenter__(self) -> GatewayApp:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    # --- the parts ------------------------------------------------------------------------
+
+    async def _start_health(self, stack: contextlib.AsyncExitStack) -> HealthServer:
+        from gateway.ops.health import HealthServer
+
+        health = HealthServer(self.gateway, self.settings.health.host, self.settings.health.port)
+        try:
+            await health.start(channels_started=False)
+        except OSError as exc:
+            where = f"{self.settings.health.host}:{self.settings.health.port}"
+            cause = ("is already in use (another clawgate or program listens there)"
+                     if exc.errno == errno.EADDRINUSE else f"cannot be opened ({exc.strerror})")
+            raise StartupError(
+                f"cannot serve /healthz on {where}: the port {cause}; set "
+                f"CLAWGATE_HEALTH__PORT ([health] port) to a free port, or "
+                f"CLAWGATE_HEALTH__ENABLED=false") from exc
+        stack.push_async_callback(health.stop)
+        return health
+
+    async def _start_gateway(self) -> None:
+        from channels.base import ChannelError
+
+        try:
+            await self.gateway.start()
+        except ChannelError as exc:
+            raise StartupError(str(exc)) from exc
+
+    async def _stop_gateway(self) -> None:
+        await self.gateway.stop(drain_timeout=self._grace)
+
+    def _warm_provider(self, stack: contextlib.AsyncExitStack) -> None:
+        """Import the provider SDK in the background now that the channels listen."""
+        from gateway.agent.providers.deferred import warm_up
+
+        async def warm() -> None:
+            try:
+                await warm_up(self.gateway.provider)
+            except Exception:  # the first model call builds it again and reports the error
+                log.exception("could not prepare the %s provider",
+                              self.settings.llm.provider)
+
+        task = asyncio.create_task(warm(), name="provider-warm-up")
+
+        async def cancel() -> None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+
+        stack.push_async_callback(cancel)
+
+    def _watch_new_workspaces(self, heartbeats: Service) -> None:
+        """A new person's heartbeat timer starts when their workspace is created."""
+        from heartbeat import HeartbeatService
+
+        if isinstance(heartbeats, HeartbeatService):
+            self.gateway.workspace_listeners.append(lambda _person: heartbeats.refresh())
+
+    def _heartbeats(self) -> Service:
+        if self._heartbeat_factory is not None:
+            return self._heartbeat_factory(self.gateway)
+        from gateway.assembly.heartbeat_host import build_heartbeat_service
+
+        return build_heartbeat_service(self.gateway)
+
+    @staticmethod
+    async def _start_service(stack: contextlib.AsyncExitStack, service: Service) -> Service:
+        await service.start()
+        stack.push_async_callback(service.stop)
+        return service

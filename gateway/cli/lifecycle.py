@@ -1,0 +1,151 @@
+"""Running a `GatewayApp` in the foreground: signals, exit codes, and never hanging.
+
+- First SIGTERM: log "stopping", stop intake, give running turns the grace period
+  (`stop_grace_seconds`), then stop every part in reverse order. First Ctrl-C: the same
+  without the grace (the person at the keyboard wants it stopped now): a running turn is
+  abandoned, its message stays recorded and is answered after the next start. A start-up
+  still in progress is cancelled and unwound.
+- Second Ctrl-C or SIGTERM: exit at once (status 130). Unanswered messages stay recorded.
+- Exit status: 0 after SIGTERM or the end of terminal input, 130 after Ctrl-C (never 0), 2
+  when start-up failed for a reason the person can fix (one line naming it).
+- Whatever is left afterwards (a worker thread of a database connection someone forgot to
+  close) cannot keep the process alive: it is given a moment, then the process exits anyway.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Awaitable, Callable
+
+from gateway.assembly.builder import GatewayApp, Plan, StartupError
+from gateway.config.settings import Settings
+
+log = logging.getLogger("clawgate")
+
+EXIT_INTERRUPTED = 130
+EXIT_STARTUP = 2
+LINGER_SECONDS = 1.0  # how long leftover non-daemon threads may delay the exit
+STOP_MARGIN_SECONDS = 5.0  # on top of the grace: closing channels, databases, the provider
+
+
+class _Stopper:
+    """Turns the first signal into a clean stop and the second into an immediate exit."""
+
+    def __init__(self) -> None:
+        self.event = asyncio.Event()
+        self.signal_name = ""
+
+    def install(self) -> None:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.add_signal_handler(sig, self.on_signal, sig)
+
+    def on_signal(self, sig: signal.Signals) -> None:
+        if self.event.is_set():
+            print("clawgate: stopped at once (unanswered messages are answered after the "
+                  "next start)", file=sys.stderr, flush=True)
+            _hard_exit(EXIT_INTERRUPTED)
+        self.signal_name = signal.Signals(sig).name
+        log.warning("stopping (%s): no new turns", self.signal_name)
+        print(f"clawgate: stopping ({self.signal_name}); again to stop at once",
+              file=sys.stderr, flush=True)
+        self.event.set()
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_INTERRUPTED if self.signal_name == "SIGINT" else 0
+
+
+AfterStart = Callable[[GatewayApp], Awaitable[None]]
+
+
+def run_until_stopped(config: Settings, plan: Plan, *, banner: str | None = None,
+                      until_input_closed: bool = False, app: GatewayApp | None = None,
+                      after_start: AfterStart | None = None) -> int:
+    """Start the app for `plan`, run until a signal (or the end of terminal input), stop."""
+    try:
+        code = asyncio.run(_run(config, plan, banner, until_input_closed, app, after_start))
+    except KeyboardInterrupt:  # a Ctrl-C before the handlers were installed
+        code = EXIT_INTERRUPTED
+    _exit_if_threads_linger(code)
+    return code
+
+
+async def _run(config: Settings, plan: Plan, banner: str | None, until_input_closed: bool,
+               app: GatewayApp | None, after_start: AfterStart | None) -> int:
+    stopper = _Stopper()
+    stopper.install()
+    app = app or GatewayApp(config, plan)
+    starting = asyncio.create_task(app.start(), name="gateway-start")
+    stop_wait = asyncio.create_task(stopper.event.wait())
+    await asyncio.wait({starting, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
+    if not starting.done():  # interrupted during start-up: unwind what started
+        starting.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await starting
+        return stopper.exit_code or EXIT_INTERRUPTED
+    try:
+        starting.result()
+    except StartupError as exc:
+        stop_wait.cancel()
+        print(f"clawgate: {exc}", file=sys.stderr)
+        return EXIT_STARTUP
+    if banner:
+        print(banner, file=sys.stderr)
+    if after_start is not None:
+        await after_start(app)
+    waits = {stop_wait}
+    if until_input_closed:
+        waits.add(asyncio.create_task(_input_done(app)))
+    await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    for task in waits:
+        task.cancel()
+    grace = 0.0 if stopper.signal_name == "SIGINT" else None
+    stopping = asyncio.create_task(app.stop(grace))
+    deadline = config.stop_grace_seconds + STOP_MARGIN_SECONDS
+    done, _ = await asyncio.wait({stopping}, timeout=deadline)
+    if not done:
+        log.error("stopping took longer than %.0f s; exiting anyway", deadline)
+        _hard_exit(stopper.exit_code or 1)
+    stopping.result()
+    return stopper.exit_code
+
+
+async def _input_done(app: GatewayApp) -> None:
+    """The terminal's input ended (Ctrl-D, or the end of piped input) and every line was
+    answered: the chat is over."""
+    terminal = app.gateway.channels.get("terminal")
+    if terminal is None:
+        await asyncio.Event().wait()
+    await terminal.input_closed.wait()  # type: ignore[union-attr]
+    await app.gateway.lanes.drain()
+
+
+def _exit_if_threads_linger(code: int) -> None:
+    deadline = time.monotonic() + LINGER_SECONDS
+    for thread in threading.enumerate():
+        if thread is threading.main_thread() or thread.daemon:
+            continue
+        thread.join(max(0.0, deadline - time.monotonic()))
+    left = [t.name for t in threading.enumerate()
+            if t is not threading.main_thread() and not t.daemon and t.is_alive()]
+    if left:
+        log.warning("exiting with %d worker thread(s) still alive: %s", len(left),
+                    ", ".join(left))
+        _hard_exit(code)
+
+
+def _hard_exit(code: int) -> None:
+    with contextlib.suppress(Exception):
+        sys.stdout.flush()
+        sys.stderr.flush()
+    logging.shutdown()
+    os._exit(code)
