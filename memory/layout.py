@@ -47,6 +47,8 @@ __all__ = [
     "PRIVATE_DIRS",
     "PRIVATE_FILES",
     "RECALL_DIR",
+    "SCHEDULE_FILE",
+    "SCHEDULE_STATE_FILE",
     "SEEDED_MARKER",
     "SESSIONS_DIR",
     "SKILLS_DIR",
@@ -90,6 +92,9 @@ RECALL_DIR = ".recall"  # derived recall index, rebuildable
 TRASH_DIR = ".trash"  # delete_file moves files here
 GIT_DIR = ".git"
 HEARTBEAT_STATE_FILE = ".clawgate-heartbeat.json"
+# Reminders (scheduler/): the person's job list (versioned, hand-editable) and what ran.
+SCHEDULE_FILE = ".clawgate-schedule.json"
+SCHEDULE_STATE_FILE = ".clawgate-schedule-state.jsonl"
 SEEDED_MARKER = ".clawgate-workspace"
 
 # Seeded from templates and injected into private prompts, in this order.
@@ -105,7 +110,7 @@ BOOTSTRAP_FILES: tuple[str, ...] = (
 DERIVED_DIRS: tuple[str, ...] = (RECALL_DIR,)
 # Not versioned: derived data, append-only history, the trash and the timer's bookkeeping.
 UNVERSIONED_DIRS: tuple[str, ...] = (GIT_DIR, RECALL_DIR, SESSIONS_DIR, TRASH_DIR)
-UNVERSIONED_FILES: tuple[str, ...] = (HEARTBEAT_STATE_FILE,)
+UNVERSIONED_FILES: tuple[str, ...] = (HEARTBEAT_STATE_FILE, SCHEDULE_STATE_FILE)
 
 
 def daily_note(day: date) -> str:

@@ -108,13 +108,15 @@ def chat_command(
 
 def _serve(config: Settings) -> int:
     """Run every configured platform channel until Ctrl-C or SIGTERM."""
-    from gateway.assembly.builder import RUN
+    from gateway.assembly.builder import RUN, GatewayApp
+    from gateway.assembly.scheduling import reminders
 
     logging.getLogger().setLevel(logging.getLevelName(config.log_level))
+    app = GatewayApp(config, RUN, services=[reminders(run=True)])  # the one scheduler
     return run_until_stopped(config, RUN, banner=(
         "clawgate is running; Ctrl-C to stop. Approve new people with "
         "`clawgate pairing list` / `clawgate pairing approve CHANNEL CODE`."),
-        after_start=_owner_hint)
+        after_start=_owner_hint, app=app)
 
 
 async def _owner_hint(app: "GatewayApp") -> None:
@@ -137,7 +139,8 @@ async def _start_panel(gateway: Any, config: Settings) -> Any:
 
 
 def _chat(config: Settings, person: str) -> int:
-    from gateway.assembly.builder import CHAT
+    from gateway.assembly.builder import CHAT, GatewayApp
+    from gateway.assembly.scheduling import reminders
     from gateway.assembly.terminal_chat import continuing_line, log_to_file
     from gateway.workspace.seed import workspace_path
 
@@ -149,4 +152,6 @@ def _chat(config: Settings, person: str) -> int:
               f"commands; logs in {log_file})", file=sys.stderr)
         if (line := continuing_line(config, workspace, person)) is not None:
             print(line, file=sys.stderr)
-    return run_until_stopped(config, CHAT, until_input_closed=True)
+    # Reminders made here are sent by the running `clawgate run` (tools only, no scheduler).
+    app = GatewayApp(config, CHAT, services=[reminders(run=False)])
+    return run_until_stopped(config, CHAT, until_input_closed=True, app=app)

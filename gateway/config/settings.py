@@ -38,6 +38,7 @@ from gateway.config.heartbeat import HeartbeatSettings, check_zone
 from gateway.config.mcp import McpSettings
 from gateway.config.memory import MemorySettings
 from gateway.config.panel import PanelSettings
+from gateway.config.scheduler import SchedulerSettings
 from gateway.config.skills import SkillsSettings
 
 if TYPE_CHECKING:
@@ -212,6 +213,7 @@ class Settings(BaseSettings):
     skills: SkillsSettings = Field(default_factory=SkillsSettings)  # gateway/config/skills.py
     mcp: McpSettings = Field(default_factory=McpSettings)  # gateway/config/mcp.py
     panel: PanelSettings = Field(default_factory=PanelSettings)  # web control panel
+    scheduler: SchedulerSettings = Field(default_factory=SchedulerSettings)  # reminders
 
     def state_db(self) -> StateDB:
         """The gateway state database these settings describe (not opened)."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from gateway.agent.compaction import Compactor
 from gateway.agent.context_files import ContextFile
@@ -23,6 +23,9 @@ from gateway.agent.tools import ToolContext, ToolRegistry
 from gateway.config.settings import Settings
 from gateway.pipeline.routing import Route
 
+if TYPE_CHECKING:
+    from gateway.agent.tools.schedule_tools import ScheduleBook
+
 # Telegram-style: "/name" or "/name@bot", then arguments. "/etc/passwd?" is not a command.
 _COMMAND = re.compile(r"^/([A-Za-z0-9_]{1,32})(?:@\S+)?(?:\s+(.*))?$", re.DOTALL)
 
@@ -32,7 +35,8 @@ Commands:
 /new or /reset - start a fresh session (the old transcript stays on disk)
 /compact [focus] - summarize the older part of this session now (optional focus for the summary)
 /status - model, session size in tokens, context window, compactions, workspace
-/context - which workspace files are in the prompt, and how big it is"""
+/context - which workspace files are in the prompt, and how big it is
+/reminders [cancel N] - your reminders and scheduled tasks, or cancel number N"""
 
 UNKNOWN = "Unknown command /{name}. Send /help for the list."
 
@@ -73,6 +77,7 @@ class CommandContext:
     compactor: Compactor
     provider: Provider
     prompt: PromptParts
+    schedules: ScheduleBook | None = None  # reminders (gateway/assembly/scheduling.py)
 
 
 Handler = Callable[[CommandContext], Awaitable[str]]
@@ -193,6 +198,12 @@ async def _context(ctx: CommandContext) -> str:
     return "\n".join(lines)
 
 
+async def _reminders(ctx: CommandContext) -> str:
+    from gateway.pipeline.reminders import reminders_command
+
+    return await reminders_command(ctx.schedules, ctx.route, ctx.args)
+
+
 COMMANDS: dict[str, CommandSpec] = {
     "help": CommandSpec(_help),
     "new": CommandSpec(_new_session, queued=True),
@@ -200,4 +211,5 @@ COMMANDS: dict[str, CommandSpec] = {
     "compact": CommandSpec(_compact, queued=True),
     "status": CommandSpec(_status),
     "context": CommandSpec(_context),
+    "reminders": CommandSpec(_reminders),
 }

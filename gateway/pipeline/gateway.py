@@ -45,6 +45,7 @@ from gateway.pipeline.welcome import ApprovalFollowUp
 from gateway.workspace.seed import ensure_workspace
 
 if TYPE_CHECKING:
+    from gateway.agent.tools.schedule_tools import ScheduleBook
     from gateway.capabilities.contexts import ContextKind
     from memory.service import MemoryService
 
@@ -146,6 +147,8 @@ class Gateway:
         self.approvals = ApprovalFollowUp(self.state, self.channels, self._announce,
                                           lambda msg: self._process(msg, resumed=True))
         self.memory: MemoryService | None = None
+        # Reminders (gateway/assembly/scheduling.py sets it): /reminders and the schedule tools.
+        self.schedules: ScheduleBook | None = None
         if memory is not None:
             self.use_memory(memory)
 
@@ -186,6 +189,14 @@ class Gateway:
             redact=self.redactor,
         )
         self.metrics.register_tools(self.private_tools.names())
+
+    def add_private_tools(self, tools: Sequence[Tool]) -> None:
+        """More tools for the owner's private contexts only (the schedule tools)."""
+        self._extra_private_tools.extend(tools)
+        if self.memory is not None:
+            self.use_memory(self.memory)
+        else:
+            self.private_tools = ToolRegistry([*file_tools(), *self._extra_private_tools])
 
     def stop_intake(self) -> None:
         """From now on a new message is recorded (platforms) but not answered in this run:
@@ -346,7 +357,7 @@ class Gateway:
     def command_context(self, route: Route, args: str = "") -> CommandContext:
         """What a slash command may use (also the panel's session actions)."""
         return CommandContext(route, args, self.settings, self.sessions, self.compactor,
-                              self.provider, self)
+                              self.provider, self, self.schedules)
 
     def _command_job(self, route: Route, command: Command, msg: InboundMessage) -> Job:
         async def job() -> None:

@@ -1,0 +1,126 @@
+"""Schedule tools: `schedule_create`, `schedule_list`, `schedule_cancel`.
+
+Private contexts only (the owner's DM, heartbeats, scheduled tasks): the gateway registers them
+with the private tools, so a group session does not have them at all, and as a second lock they
+refuse to run in a context that is not private. A group can therefore never create a job that
+runs later with the owner's context. The work is done by a `ScheduleBook` (the gateway's
+`ScheduleDesk`), which writes the workspace's job list and tells the running scheduler.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Protocol
+
+from gateway.agent.conversation import ToolSpec
+from gateway.agent.tools.args import check_known, get_arg
+from gateway.agent.tools.base import Tool, ToolContext, ToolError
+from scheduler import FORMS, ScheduleError, ScheduleFileError
+
+__all__ = ["ScheduleBook", "schedule_tools"]
+
+
+class ScheduleBook(Protocol):
+    async def create(self, workspace: Path, when: str, text: str, kind: Any) -> str: ...
+    async def listing(self, workspace: Path) -> str: ...
+    async def cancel(self, workspace: Path, job_id: int) -> str: ...
+
+
+def _private_only(ctx: ToolContext, tool: str) -> None:
+    if not ctx.private:
+        raise ToolError(f"{tool}: reminders are only available in the owner's direct messages")
+
+
+class ScheduleCreateTool:
+    spec = ToolSpec(
+        name="schedule_create",
+        description=(
+            "Schedule a reminder or a task at an exact time, once or repeating. Times are in "
+            "the person's time zone. 'when' accepts: " + FORMS + ". kind 'message' (default) "
+            "sends 'text' to the person as-is at that time (write it as the reminder they "
+            "should read, e.g. 'Send the invoice'); kind 'agent' runs 'text' as an "
+            "instruction for you at that time, and what you reply then is sent (nothing is "
+            "sent if you reply HEARTBEAT_OK). The result gives the resolved time in words "
+            "and ISO form: tell the person when it will happen."
+        ),
+        parameters={
+            "type": "object",
+            "properties": {
+                "when": {"type": "string", "description": "When, e.g. 'tomorrow at 9'."},
+                "text": {"type": "string", "description": "The message, or the task."},
+                "kind": {"type": "string", "enum": ["message", "agent"],
+                         "default": "message"},
+            },
+            "required": ["when", "text"],
+            "additionalProperties": False,
+        },
+    )
+
+    def __init__(self, book: ScheduleBook) -> None:
+        self.book = book
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> str:
+        name = self.spec.name
+        _private_only(ctx, name)
+        check_known(args, ("when", "text", "kind"), name)
+        when = get_arg(args, "when", str, name)
+        text = get_arg(args, "text", str, name)
+        kind = get_arg(args, "kind", str, name, "message")
+        if kind not in ("message", "agent"):
+            raise ToolError(f"{name}: kind must be 'message' or 'agent', not {kind!r}")
+        try:
+            return await self.book.create(ctx.workspace, when, text, kind)
+        except (ScheduleError, ScheduleFileError) as exc:
+            raise ToolError(f"{name}: {exc}") from None
+
+
+class ScheduleListTool:
+    spec = ToolSpec(
+        name="schedule_list",
+        description="List the person's reminders and scheduled tasks with their numbers and "
+                    "next run times.",
+        parameters={"type": "object", "properties": {}, "additionalProperties": False},
+    )
+
+    def __init__(self, book: ScheduleBook) -> None:
+        self.book = book
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> str:
+        _private_only(ctx, self.spec.name)
+        check_known(args, (), self.spec.name)
+        try:
+            return await self.book.listing(ctx.workspace)
+        except ScheduleFileError as exc:
+            raise ToolError(f"{self.spec.name}: {exc}") from None
+
+
+class ScheduleCancelTool:
+    spec = ToolSpec(
+        name="schedule_cancel",
+        description="Cancel a reminder or scheduled task by its number (from schedule_list).",
+        parameters={
+            "type": "object",
+            "properties": {"id": {"type": "integer", "minimum": 1}},
+            "required": ["id"],
+            "additionalProperties": False,
+        },
+    )
+
+    def __init__(self, book: ScheduleBook) -> None:
+        self.book = book
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> str:
+        name = self.spec.name
+        _private_only(ctx, name)
+        check_known(args, ("id",), name)
+        job_id = get_arg(args, "id", int, name)
+        if job_id < 1:
+            raise ToolError(f"{name}: 'id' is a reminder number from schedule_list (1, 2...)")
+        try:
+            return await self.book.cancel(ctx.workspace, job_id)
+        except ScheduleFileError as exc:
+            raise ToolError(f"{name}: {exc}") from None
+
+
+def schedule_tools(book: ScheduleBook) -> list[Tool]:
+    return [ScheduleCreateTool(book), ScheduleListTool(book), ScheduleCancelTool(book)]

@@ -1,0 +1,54 @@
+"""Reminders and scheduled tasks at exact times, durable across restarts.
+
+Pure logic with its own files in each workspace: this package never imports `gateway` or
+`channels`. The gateway implements `SchedulerHost` (delivery through its outbox to the person's
+last DM route, light agent turns) and runs one `Scheduler` for all workspaces.
+
+- `when`: the small language of times ("tomorrow at 9", "every weekday at 08:30", cron)
+- `recurrence`: next-run computation (cronsim + zoneinfo) and the DST rule
+- `jobs`: the job list file `.clawgate-schedule.json` (versioned, safe to edit by hand)
+- `state`: what ran, and runs in flight (`.clawgate-schedule-state.json`)
+- `service`: the heap, the fire protocol, late and missed runs, metrics
+- `book`: add, list, cancel (tools, /reminders, CLI)
+"""
+
+from scheduler.book import JobView, cancel, confirmation, create, list_jobs, render_list
+from scheduler.jobs import SCHEDULE_FILE, Job, ScheduleFileError, read_jobs
+from scheduler.recurrence import Cron, Every, Once, Schedule, ScheduleError, resolve_local
+from scheduler.service import (
+    Scheduler,
+    SchedulerHost,
+    SchedulerMetrics,
+    SchedulerPolicy,
+    WorkspaceRef,
+)
+from scheduler.state import STATE_FILE, delivery_key
+from scheduler.when import FORMS, parse_when
+
+__all__ = [
+    "FORMS",
+    "SCHEDULE_FILE",
+    "STATE_FILE",
+    "Cron",
+    "Every",
+    "Job",
+    "JobView",
+    "Once",
+    "Schedule",
+    "ScheduleError",
+    "ScheduleFileError",
+    "Scheduler",
+    "SchedulerHost",
+    "SchedulerMetrics",
+    "SchedulerPolicy",
+    "WorkspaceRef",
+    "cancel",
+    "confirmation",
+    "create",
+    "delivery_key",
+    "list_jobs",
+    "parse_when",
+    "read_jobs",
+    "render_list",
+    "resolve_local",
+]
