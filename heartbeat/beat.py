@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Literal, Protocol
 
 from heartbeat.ack import DEFAULT_ACK_MAX_CHARS, check_reply
-from heartbeat.checklist import Checklist, Task, parse_checklist
+from heartbeat.checklist import Checklist, Task, format_interval, parse_checklist
 from heartbeat.hours import ActiveHours
 from heartbeat.store import HeartbeatState, load_state, save_state
 from memory.layout import HEARTBEAT_FILE
@@ -100,6 +100,14 @@ class HeartbeatPolicy:
     repeat_window: timedelta = timedelta(hours=24)
     timeout_seconds: float = 120.0
     jitter_fraction: float = 0.1
+
+    def describe(self) -> str:
+        """One line for people (CLI status, web panel): how often, when, how much."""
+        if self.every is None:
+            return "off"
+        cap = f"{self.daily_token_cap:,} tokens a day" if self.daily_token_cap else "no token cap"
+        return (f"every {format_interval(self.every)}, active {self.active_hours.describe()}, "
+                f"{cap}")
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,7 +19,6 @@ from gateway.cli.common import (
 )
 from gateway.config.settings import Settings
 from heartbeat import ActiveHours, BeatOutcome, Heartbeat, HeartbeatPolicy, load_state
-from heartbeat.checklist import format_interval
 
 app = typer.Typer(help="HEARTBEAT.md checks: run one now, or status", no_args_is_help=True)
 
@@ -41,7 +40,7 @@ def run_command(
     person_id = path.resolve().name
     outcome, policy = asyncio.run(_run_once(config, path, person_id, ignore_hours))
     print(f"heartbeat for {person_id} ({path})")
-    print(f"  policy: {describe_policy(policy)}")
+    print(f"  policy: {policy.describe()}")
     print(f"  outcome: {outcome.describe()}")
     if outcome.text:
         print("  message:")
@@ -84,7 +83,7 @@ def status_command(as_json: JsonOption = False) -> None:
         day = policy.active_hours.local_date(now)
         rows.append({
             "person": person_id, "workspace": str(workspace),
-            "policy": describe_policy(policy), "enabled": policy.every is not None,
+            "policy": policy.describe(), "enabled": policy.every is not None,
             "next_beat_at": _iso(state.next_beat_at), "last_beat_at": _iso(state.last_beat_at),
             "last_status": state.last_status or None, "last_reason": state.last_reason or None,
             "tokens_today": state.tokens_on(day), "daily_token_cap": policy.daily_token_cap,
@@ -111,14 +110,6 @@ def status_command(as_json: JsonOption = False) -> None:
         cap = row["daily_token_cap"]
         cap_text = f" of {cap:,}" if cap else " (no cap)"
         print(f"  tokens today: {row['tokens_today']:,}{cap_text}")
-
-
-def describe_policy(policy: HeartbeatPolicy) -> str:
-    if policy.every is None:
-        return "off"
-    cap = f"{policy.daily_token_cap:,} tokens a day" if policy.daily_token_cap else "no token cap"
-    return (f"every {format_interval(policy.every)}, active {policy.active_hours.describe()}, "
-            f"{cap}")
 
 
 def _iso(moment: datetime | None) -> str | None:

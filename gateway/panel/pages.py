@@ -357,7 +357,6 @@ async def search(request: web.Request) -> web.Response:
 
 
 async def heartbeat(request: web.Request) -> web.Response:
-    from gateway.cli.heartbeat import describe_policy
     from heartbeat import load_state, parse_checklist
 
     person, workspace = person_of(request)
@@ -387,7 +386,7 @@ async def heartbeat(request: web.Request) -> web.Response:
     status_css = {"error": "bad", "capped": "warn", "alert": "ok"}.get(state.last_status, "")
     body = (
         f'<section class="card"><h2>Status</h2><table>'
-        f"<tr><th>Policy</th><td>{esc(describe_policy(policy))}</td></tr>"
+        f"<tr><th>Policy</th><td>{esc(policy.describe())}</td></tr>"
         f"<tr><th>Next beat</th><td>{next_beat}</td></tr>"
         f"<tr><th>Last beat</th><td>{when(state.last_beat_at)} "
         f'<span class="{status_css}">{esc(state.last_status)}</span> '
