@@ -33,6 +33,7 @@ COPY gateway ./gateway
 COPY channels ./channels
 COPY memory ./memory
 COPY heartbeat ./heartbeat
+COPY scheduler ./scheduler
 RUN pip install --no-deps .
 
 USER clawgate
