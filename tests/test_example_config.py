@@ -36,6 +36,7 @@ def keys(table: dict[str, Any], prefix: str = "") -> set[str]:
     names: set[str] = set()
     for name, value in table.items():
         if isinstance(value, dict) and prefix + name not in ("heartbeat.workspaces",
+                                                              "scheduler.workspaces",
                                                               "mcp.servers"):
             names |= keys(value, f"{prefix}{name}.")
         else:
