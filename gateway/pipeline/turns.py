@@ -53,6 +53,18 @@ def answer_key(msg: InboundMessage) -> str:
     return f"answer:{msg.channel}:{msg.chat_id}:{msg.message_id}"
 
 
+def attributed_text(msg: InboundMessage) -> str:
+    """A group message as the model keeps it in the history: who said it, from the platform.
+
+    The system prompt names only the current speaker; without this, every earlier line of a
+    group would read as one anonymous voice that anyone could claim to be.
+    """
+    if msg.chat_type == "direct":
+        return msg.text
+    name = msg.sender_name.replace("\n", " ").strip()[:80] or "(no display name)"
+    return f"[{name}, platform id {msg.channel}:{msg.sender_id}] {msg.text}"
+
+
 class TurnRunner:
     def __init__(
         self,
@@ -109,7 +121,7 @@ class TurnRunner:
             return
         try:
             session.record(
-                Message("user", msg.text),
+                Message("user", attributed_text(msg)),
                 channel=msg.channel,
                 chat_id=msg.chat_id,
                 sender_id=msg.sender_id,

@@ -86,7 +86,8 @@ async def test_server_message_needs_mention_and_no_private_memory(dc, gateway_wi
     await dc.guild_message(301, 7001, "<@900000000000000001> summarize please",
                            mention_bot=True)
     sent = await dc.wait_sent(1)
-    assert sent[0].channel_id == "7001" and sent[0].content == "echo: summarize please"
+    assert sent[0].channel_id == "7001" and sent[0].content == (
+        "echo: [ann, platform id discord:301] summarize please")  # who said it, per platform
     assert MEMORY_CANARY not in json.dumps(anthropic_server.requests[-1])
     # discord.py's display name and the account id reach the group prompt.
     assert "Speaking now: ann (platform id 301), not the owner" in json.dumps(

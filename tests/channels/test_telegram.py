@@ -161,7 +161,8 @@ async def test_group_needs_mention_and_never_sees_private_memory(tg, tg_gateway,
     await tg.send_text(42, mention, entities=[{"type": "mention", "offset": 0, "length": 9}],
                        **group)
     sent = await tg.wait_sent(1)
-    assert sent[0].chat_id == "-1001" and sent[0].text == "echo: what is the plan?"
+    assert sent[0].chat_id == "-1001" and sent[0].text == (
+        "echo: [Ann, platform id telegram:42] what is the plan?")  # who said it, per platform
     request = json.dumps(anthropic_server.requests[-1])
     assert MEMORY_CANARY not in request and "not a private chat" in request
     # The prompt says who speaks, by the platform's name and id (not the owner here).
@@ -171,7 +172,7 @@ async def test_group_needs_mention_and_never_sees_private_memory(tg, tg_gateway,
     bot_message = {"message_id": 1, "date": 1, "chat": {"id": -1001, "type": "supergroup"},
                    "from": BOT_USER, "text": "earlier"}
     await tg.send_text(7, "and you?", reply_to_message=bot_message, **group)
-    assert (await tg.wait_sent(2))[1].text == "echo: and you?"
+    assert (await tg.wait_sent(2))[1].text == "echo: [Ann, platform id telegram:7] and you?"
 
 
 async def test_html_rejected_falls_back_to_plain(tg, tg_gateway, anthropic_server):
