@@ -26,7 +26,9 @@ _FENCE_START = re.compile(r" {0,3}(`{3}|~{3})")
 
 
 @dataclass(frozen=True, slots=True)
-class Chunk:
+class MessagePart:
+    """One platform message cut from a long reply (not a recall chunk: memory/chunking.py)."""
+
     body: str  # an exact slice of the original text
     reopen: str = ""  # a fence line re-opened before the body, e.g. "```python\n"
     close: str = ""  # a fence closed after the body, e.g. "\n```"
@@ -100,18 +102,18 @@ def _on_fence_line(cut: int, blocks: list[_Fence]) -> int | None:
     return None
 
 
-def split_chunks(text: str, limit: int, units: Units = "chars") -> list[Chunk]:
+def split_chunks(text: str, limit: int, units: Units = "chars") -> list[MessagePart]:
     """Split `text` into chunks whose `.text` measures at most `limit` in `units`."""
     if limit < 32:
         raise ValueError("limit too small to split messages sensibly")
     if measure(text, units) <= limit:
-        return [Chunk(text)] if text else []
+        return [MessagePart(text)] if text else []
     blocks = fences(text)
     widest_close = max((measure("\n" + b.marker, units) for b in blocks), default=0)
     prefix = [0]
     for char in text:
         prefix.append(prefix[-1] + (2 if units == "utf16" and ord(char) > 0xFFFF else 1))
-    chunks: list[Chunk] = []
+    chunks: list[MessagePart] = []
     start = 0
     reopen = ""
     while start < len(text):
@@ -128,7 +130,7 @@ def split_chunks(text: str, limit: int, units: Units = "chars") -> list[Chunk]:
         close = ""
         if block is not None:
             close = ("" if body.endswith("\n") else "\n") + block.marker
-        chunks.append(Chunk(body, reopen, close))
+        chunks.append(MessagePart(body, reopen, close))
         reopen = block.opener + "\n" if block is not None else ""
         start = end
     return chunks
