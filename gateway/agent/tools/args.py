@@ -9,15 +9,22 @@ from __future__ import annotations
 
 from typing import Any, TypeVar
 
-from gateway.agent.tools.base import ToolError
+from gateway.agent.tools.base import ToolContext, ToolError
 
-__all__ = ["MISSING", "check_known", "get_arg", "get_int", "get_number"]
+__all__ = ["MISSING", "check_known", "get_arg", "get_int", "get_number", "require_private"]
 
 T = TypeVar("T")
 
 MISSING: Any = object()  # "no default": the argument is required
 
 _EXPECTED = {str: "a string", int: "an integer", bool: "true or false", float: "a number"}
+
+
+def require_private(ctx: ToolContext, tool: str, what: str) -> None:
+    """Refuse a private tool outside the owner's private contexts (a second wall: such tools
+    are only registered there)."""
+    if not ctx.private:
+        raise ToolError(f"{tool}: {what} only available in the owner's direct messages")
 
 
 def check_known(args: dict[str, Any], allowed: tuple[str, ...], tool: str) -> None:

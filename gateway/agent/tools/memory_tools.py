@@ -16,7 +16,7 @@ from typing import Any
 
 import gateway.workspace.paths as paths
 from gateway.agent.conversation import ToolSpec
-from gateway.agent.tools.args import check_known, get_arg, get_int, get_number
+from gateway.agent.tools.args import check_known, get_arg, get_int, get_number, require_private
 from gateway.agent.tools.base import Tool, ToolContext, ToolError
 from memory.chunking import transcript_lines
 from memory.defaults import DEFAULT_MAX_RESULTS
@@ -30,10 +30,6 @@ DEFAULT_GET_LINES = 40
 MAX_PHRASINGS = 4  # `queries`: other wordings of the question, fused with `query`
 MAX_GET_LINES = 400
 
-
-def _private_only(ctx: ToolContext, tool: str) -> None:
-    if not ctx.private:
-        raise ToolError(f"{tool}: memory is only available in the owner's direct messages")
 
 
 class MemorySearchTool:
@@ -80,7 +76,7 @@ class MemorySearchTool:
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> str:
         name = self.spec.name
-        _private_only(ctx, name)
+        require_private(ctx, name, "memory is")
         check_known(args, ("query", "queries", "max_results", "min_score"), name)
         query = get_arg(args, "query", str, name)
         if not query.strip():
@@ -149,7 +145,7 @@ class MemoryGetTool:
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> str:
         name = self.spec.name
-        _private_only(ctx, name)
+        require_private(ctx, name, "memory is")
         check_known(args, ("path", "from_line", "lines"), name)
         user_path = get_arg(args, "path", str, name)
         start = get_int(args, "from_line", name, 1, 1, 10**9)

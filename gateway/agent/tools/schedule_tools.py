@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from gateway.agent.conversation import ToolSpec
-from gateway.agent.tools.args import check_known, get_arg
+from gateway.agent.tools.args import check_known, get_arg, require_private
 from gateway.agent.tools.base import Tool, ToolContext, ToolError
 from scheduler import FORMS, ScheduleError, ScheduleFileError
 
@@ -25,10 +25,6 @@ class ScheduleBook(Protocol):
     async def listing(self, workspace: Path) -> str: ...
     async def cancel(self, workspace: Path, job_id: int) -> str: ...
 
-
-def _private_only(ctx: ToolContext, tool: str) -> None:
-    if not ctx.private:
-        raise ToolError(f"{tool}: reminders are only available in the owner's direct messages")
 
 
 class ScheduleCreateTool:
@@ -61,7 +57,7 @@ class ScheduleCreateTool:
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> str:
         name = self.spec.name
-        _private_only(ctx, name)
+        require_private(ctx, name, "reminders are")
         check_known(args, ("when", "text", "kind"), name)
         when = get_arg(args, "when", str, name)
         text = get_arg(args, "text", str, name)
@@ -86,7 +82,7 @@ class ScheduleListTool:
         self.book = book
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> str:
-        _private_only(ctx, self.spec.name)
+        require_private(ctx, self.spec.name, "reminders are")
         check_known(args, (), self.spec.name)
         try:
             return await self.book.listing(ctx.workspace)
@@ -111,7 +107,7 @@ class ScheduleCancelTool:
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> str:
         name = self.spec.name
-        _private_only(ctx, name)
+        require_private(ctx, name, "reminders are")
         check_known(args, ("id",), name)
         job_id = get_arg(args, "id", int, name)
         if job_id < 1:
