@@ -33,6 +33,9 @@ class Chunk:
     start_line: int
     end_line: int
     text: str
+    # The file line number of each line of `text` (a long line cut in pieces repeats its
+    # number): where a line-level hit points.
+    numbers: tuple[int, ...] = ()
 
     @property
     def hash(self) -> str:
@@ -105,7 +108,8 @@ def chunk_lines(lines: Iterable[Line], max_chars: int, overlap_lines: int = 1) -
         body = [line for line in current if line.text.strip()]
         if body and fresh:
             text = "\n".join(line.text for line in body)
-            chunks.append(Chunk(body[0].number, body[-1].number, text))
+            chunks.append(Chunk(body[0].number, body[-1].number, text,
+                                tuple(line.number for line in body)))
         keep = [line for line in current if line.text.strip()][-overlap_lines:] if (
             overlap_lines > 0) else []
         # Never carry overlap across a heading boundary or larger than half a chunk.

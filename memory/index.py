@@ -51,6 +51,15 @@ from memory.defaults import (
 )
 from memory.embedders import Embedder, EmbedderError
 from memory.layout import RECALL_DIR
+from memory.lines import (
+    FIT_SAMPLE_LINES,
+    MIN_FIT_LINES,
+    REFIT_FRACTION,
+    LineSpace,
+    content_lines,
+    pack_vectors,
+    unpack_vectors,
+)
 from memory.search import SearchResponse
 from memory.sources import SourceFile, daily_note_date, is_dm_transcript, scan_sources
 from memory.sqlite import connect_with_vec, sqlite_module
@@ -61,7 +70,7 @@ __all__ = ["DEFAULT_CHUNK_CHARS", "EmbedProgress", "IndexStatus", "MemoryIndex",
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: line vectors (memory.lines)
 INDEX_DIR = RECALL_DIR  # memory.layout
 INDEX_FILE = "index.sqlite"
 CACHE_FILE = "embeddings.sqlite"
@@ -113,7 +122,8 @@ class SyncStats:
     files_removed: int = 0
     chunks_added: int = 0
     chunks_removed: int = 0
-    embedded: int = 0  # vectors computed (cache misses)
+    embedded: int = 0  # chunk vectors computed (cache misses)
+    lines_embedded: int = 0  # line vectors computed (cache misses)
     cached: int = 0  # vectors reused from the cache
     rebuilt: bool = False
     seconds: float = 0.0
@@ -185,6 +195,10 @@ class MemoryIndex:
         # dropped when the index is rebuilt or closed. None: not loaded (vec0 KNN is used).
         self._vectors: VectorMatrix | None = None
         self._terms = search_mod.TermStats()  # word document frequencies, new after each sync
+        # The whitening of line vectors (memory.lines), fitted at the first search and again
+        # once REFIT_FRACTION of the lines changed; None: not fitted in this process.
+        self._line_space: LineSpace | None = None
+        self._lines_changed = 0
         self._watch_task: asyncio.Task[None] | None = None
         self.watching = False
         self._pending: int | None = None  # chunks without a vector, None: not counted yet
@@ -225,6 +239,11 @@ class MemoryIndex:
                 "space TEXT NOT NULL, hash TEXT NOT NULL, vector BLOB NOT NULL, "
                 "PRIMARY KEY (space, hash)) WITHOUT ROWID"
             )
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS cache.line_embeddings ("
+                "space TEXT NOT NULL, hash TEXT NOT NULL, vector BLOB NOT NULL, "
+                "PRIMARY KEY (space, hash)) WITHOUT ROWID"
+            )
             conn.commit()
             return conn
 
@@ -241,7 +260,9 @@ class MemoryIndex:
             CREATE TABLE IF NOT EXISTS chunks (
                 id INTEGER PRIMARY KEY, path TEXT NOT NULL, source TEXT NOT NULL,
                 start_line INTEGER NOT NULL, end_line INTEGER NOT NULL, hash TEXT NOT NULL,
-                day TEXT, text TEXT NOT NULL);
+                day TEXT, text TEXT NOT NULL, lines TEXT NOT NULL DEFAULT '');
+            CREATE TABLE IF NOT EXISTS chunk_lines (
+                chunk_id INTEGER PRIMARY KEY, numbers TEXT NOT NULL, vectors BLOB NOT NULL);
             CREATE INDEX IF NOT EXISTS chunks_path ON chunks(path);
             CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts
                 USING fts5(body, tokenize='porter unicode61 remove_diacritics 2');
@@ -297,6 +318,7 @@ class MemoryIndex:
     async def _rebuild(self, progress: Progress | None = None) -> SyncStats:
         """Build a fresh index beside the old one, then swap it into place."""
         self._vectors = None
+        self._line_space = None
         self._terms = search_mod.TermStats()
         if self._db is not None:
             await self._db.close()
@@ -447,17 +469,24 @@ class MemoryIndex:
         keys = {(item.rel, c.text): self._vector_key(item.rel, c.text)
                 for item, _, cs in todo for c in cs}
         vectors = await self._vectors_for(db, list(keys.values()), stats)
+        # A chunk gets its vectors now only when its own and all its lines' are cached:
+        # a chunk has a vector exactly when it has its line vectors.
+        items = {(item.rel, c.text): _line_items(c.text, c.numbers)
+                 for item, _, cs in todo for c in cs if keys[(item.rel, c.text)] in vectors}
+        line_vectors = await self._cached_lines(
+            db, [h for found in items.values() for _, h, _ in found])
         added: list[tuple[int, bytes]] = []
         for item, digest, chunks in todo:
             stats.chunks_removed += await self._delete_path(db, item.rel)
             day = daily_note_date(item.rel)
             for chunk in chunks:
                 cursor = await db.execute(
-                    "INSERT INTO chunks(path, source, start_line, end_line, hash, day, text) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    "INSERT INTO chunks(path, source, start_line, end_line, hash, day, text, "
+                    "lines) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                     (item.rel, item.source, chunk.start_line, chunk.end_line,
                      keys[(item.rel, chunk.text)],
-                     day.isoformat() if day else None, chunk.text),
+                     day.isoformat() if day else None, chunk.text,
+                     ",".join(map(str, chunk.numbers))),
                 )
                 rowid = cursor.lastrowid
                 await db.execute(
@@ -468,10 +497,12 @@ class MemoryIndex:
                     "INSERT INTO chunks_tri(rowid, body) VALUES (?, ?)", (rowid, chunk.text)
                 )
                 vector = vectors.get(keys[(item.rel, chunk.text)])
-                if vector is not None:
+                found = items.get((item.rel, chunk.text), [])
+                if vector is not None and all(h in line_vectors for _, h, _ in found):
                     await db.execute(
                         "INSERT INTO chunks_vec(rowid, embedding) VALUES (?, ?)", (rowid, vector)
                     )
+                    await self._insert_lines(db, int(rowid), found, line_vectors)
                     added.append((int(rowid), vector))
             await db.execute(
                 "INSERT OR REPLACE INTO files(path, source, hash, mtime_ns, size, chunks) "
@@ -514,6 +545,34 @@ class MemoryIndex:
             found.update((row[0], row[1]) for row in rows)
         return found
 
+    async def _cached_lines(self, db: aiosqlite.Connection, hashes: list[str]
+                            ) -> dict[str, np.ndarray]:
+        """Line vectors by text hash that the cache holds."""
+        if self.embedder is None or not hashes:
+            return {}
+        space, dim = _space(self.embedder), self.embedder.dim
+        found: dict[str, np.ndarray] = {}
+        unique = list(dict.fromkeys(hashes))
+        for start in range(0, len(unique), 500):
+            part = unique[start : start + 500]
+            rows = await db.execute_fetchall(
+                "SELECT hash, vector FROM cache.line_embeddings WHERE space = ? AND hash IN "
+                f"({','.join('?' * len(part))})", (space, *part))
+            found.update((row[0], unpack_vectors(row[1], 1, dim)[0]) for row in rows)
+        return found
+
+    async def _insert_lines(self, db: aiosqlite.Connection, chunk_id: int,
+                            items: list[tuple[int, str, str]],
+                            vectors: dict[str, np.ndarray]) -> None:
+        """The chunk's row of line vectors (lock held; every item's vector is in `vectors`)."""
+        assert self.embedder is not None
+        matrix = (np.stack([vectors[h] for _, h, _ in items]) if items
+                  else np.zeros((0, self.embedder.dim), dtype=np.float32))
+        await db.execute(
+            "INSERT OR REPLACE INTO chunk_lines(chunk_id, numbers, vectors) VALUES (?, ?, ?)",
+            (chunk_id, ",".join(str(n) for n, _, _ in items), pack_vectors(matrix)))
+        self._lines_changed += 1
+
     async def _delete_path(self, db: aiosqlite.Connection, path: str) -> int:
         rows = await db.execute_fetchall("SELECT id FROM chunks WHERE path = ?", (path,))
         ids = [(row[0],) for row in rows]
@@ -523,6 +582,8 @@ class MemoryIndex:
         await db.executemany("DELETE FROM chunks_tri WHERE rowid = ?", ids)
         if self.embedder is not None:
             await db.executemany("DELETE FROM chunks_vec WHERE rowid = ?", ids)
+            await db.executemany("DELETE FROM chunk_lines WHERE chunk_id = ?", ids)
+            self._lines_changed += len(ids)
             if self._vectors is not None:
                 self._vectors.remove(row[0] for row in ids)
         await db.execute("DELETE FROM chunks WHERE path = ?", (path,))
@@ -566,7 +627,6 @@ class MemoryIndex:
     async def _embed_loop(self, stats: SyncStats, progress: VectorProgress | None,
                           batch_seconds: float | None) -> None:
         assert self.embedder is not None
-        space = _space(self.embedder)
         started = time.perf_counter()
         total = self._pending or 0
         done = 0
@@ -574,7 +634,6 @@ class MemoryIndex:
         # Swept by id, newest first, in windows: `below` is the last window's lowest id;
         # chunks added meanwhile (ids above where this sweep began) get a sweep of their own.
         floor, below, top = 0, None, 0
-        seen: dict[str, bytes] = {}  # vectors computed in this loop, by key
         self._embed_error = stats.embed_error = ""
         while True:
             async with self._lock:
@@ -596,13 +655,6 @@ class MemoryIndex:
                     top = int(rows[0][0])
                 below = int(rows[-1][0])
                 total = max(total, done + len(rows))
-                cached = await self._cached(db, list({row[1] for row in rows}))
-                if cached:
-                    added = [(int(r[0]), cached[r[1]]) for r in rows if r[1] in cached]
-                    await self._store_vectors(db, added, {r[0]: r[1] for r in rows})
-                    stats.cached += len(added)
-                    done += len(added)
-                    rows = [r for r in rows if r[1] not in cached]
             # Shortest first within the window: similar lengths share a batch.
             window = sorted(rows, key=lambda r: (r[2], -r[0]))
             position = 0
@@ -618,73 +670,104 @@ class MemoryIndex:
                         size += 1
                 batch = window[position : position + size]
                 position += len(batch)
-                async with self._lock:
-                    db = self._db
-                    if db is None:
-                        return
-                    ids = [int(r[0]) for r in batch]
-                    texts = {int(r[0]): (r[1], self._embedding_text(r[2], r[3]))
-                             for r in await db.execute_fetchall(
-                        f"SELECT id, hash, path, text FROM chunks WHERE id IN "
-                        f"({','.join('?' * len(ids))})", ids)}
-                todo = [(i, *texts[i]) for i in ids if i in texts]
-                if not todo:
-                    continue
-                # Equal texts (a repeated line, a copied note) are embedded once.
-                unique = {h: t for _, h, t in todo if h not in seen}
-                began = time.perf_counter()
-                try:
-                    matrix = await asyncio.to_thread(
-                        self.embedder.embed_documents, list(unique.values()))
-                except (EmbedderError, OSError, RuntimeError) as exc:
-                    log.warning("embedding failed; those chunks stay keyword-only: %s", exc)
-                    stats.embed_error = self._embed_error = str(exc)
-                    self._embed_retry_at = time.monotonic() + EMBED_RETRY_SECONDS
+                outcome = await self._embed_batch([int(r[0]) for r in batch], stats)
+                if outcome is None:
                     return
-                took = time.perf_counter() - began
-                chars = sum(len(t) for t in unique.values()) or 1
-                if unique:
+                stored, took = outcome
+                if took:  # seconds per character of chunk text (its lines included)
+                    chars = sum(r[2] for r in batch) or 1
                     per_char = (took / chars if per_char is None
                                 else 0.5 * (per_char + took / chars))
-                fresh = {h: np.asarray(v, dtype=np.float32).tobytes()
-                         for h, v in zip(unique, matrix, strict=True)}
-                seen.update(fresh)
-                async with self._lock:
-                    db = self._db
-                    if db is None:
-                        return
-                    await db.executemany(
-                        "INSERT OR REPLACE INTO cache.embeddings(space, hash, vector) "
-                        "VALUES (?, ?, ?)", [(space, h, b) for h, b in fresh.items()])
-                    await self._store_vectors(
-                        db, [(i, seen[h]) for i, h, _ in todo], {i: h for i, h, _ in todo})
-                stats.embedded += len(fresh)
-                done += len(todo)
+                done += stored
                 if self._pending is not None:
-                    self._pending = max(0, self._pending - len(todo))
+                    self._pending = max(0, self._pending - stored)
                 if progress:
                     progress(EmbedProgress(done, max(total, done),
                                            time.perf_counter() - started))
 
-    async def _store_vectors(self, db: aiosqlite.Connection, rows: list[tuple[int, bytes]],
-                             hashes: dict[int, str]) -> None:
-        """Insert vectors for chunks that still exist with the hash they were computed for
-        and have none yet (lock held)."""
+    async def _embed_batch(self, ids: list[int], stats: SyncStats
+                           ) -> tuple[int, float] | None:
+        """Vectors for these chunks and their lines: cached ones read, the rest embedded in
+        one model call, all stored. (chunks stored, model seconds), or
+        None when the index closed or the embedder failed (remembered for the notes)."""
+        assert self.embedder is not None
+        space = _space(self.embedder)
+        async with self._lock:
+            db = self._db
+            if db is None:
+                return None
+            rows = await db.execute_fetchall(
+                f"SELECT id, hash, path, text, lines FROM chunks WHERE id IN "
+                f"({','.join('?' * len(ids))})", ids)
+            todo = [(int(r[0]), r[1], self._embedding_text(r[2], r[3]),
+                     _line_items(r[3], _numbers(r[4]))) for r in rows]
+            if not todo:
+                return 0, 0.0
+            chunk_vectors = {h: np.frombuffer(b, dtype=np.float32) for h, b in (
+                await self._cached(db, list({h for _, h, _, _ in todo}))).items()}
+            line_vectors = await self._cached_lines(
+                db, [h for *_, items in todo for _, h, _ in items])
+        # Equal texts (a repeated line, a copied note) are embedded once.
+        chunks = {h: t for _, h, t, _ in todo if h not in chunk_vectors}
+        lines = {h: t for *_, items in todo for _, h, t in items if h not in line_vectors}
+        texts = [*chunks.values(), *lines.values()]
+        took = 0.0
+        if texts:
+            began = time.perf_counter()
+            try:
+                matrix = await asyncio.to_thread(self.embedder.embed_documents, texts)
+            except (EmbedderError, OSError, RuntimeError) as exc:
+                log.warning("embedding failed; those chunks stay keyword-only: %s", exc)
+                stats.embed_error = self._embed_error = str(exc)
+                self._embed_retry_at = time.monotonic() + EMBED_RETRY_SECONDS
+                return None
+            took = time.perf_counter() - began
+            matrix = np.asarray(matrix, dtype=np.float32)
+            chunk_vectors.update(zip(chunks, matrix[: len(chunks)], strict=True))
+            line_vectors.update(zip(lines, matrix[len(chunks):], strict=True))
+        async with self._lock:
+            db = self._db
+            if db is None:
+                return None
+            await db.executemany(
+                "INSERT OR REPLACE INTO cache.embeddings(space, hash, vector) VALUES (?, ?, ?)",
+                [(space, h, chunk_vectors[h].tobytes()) for h in chunks])
+            await db.executemany(
+                "INSERT OR REPLACE INTO cache.line_embeddings(space, hash, vector) "
+                "VALUES (?, ?, ?)",
+                [(space, h, pack_vectors(line_vectors[h][None])) for h in lines])
+            await self._store_vectors(
+                db, [(i, chunk_vectors[h].tobytes(), items) for i, h, _, items in todo],
+                {i: h for i, h, _, _ in todo}, line_vectors)
+        stats.embedded += len(chunks)
+        stats.lines_embedded += len(lines)
+        stats.cached += len(todo) - len(chunks)
+        return len(todo), took
+
+    async def _store_vectors(self, db: aiosqlite.Connection,
+                             rows: list[tuple[int, bytes, list[tuple[int, str, str]]]],
+                             hashes: dict[int, str],
+                             line_vectors: dict[str, np.ndarray]) -> None:
+        """Insert the vectors of chunks that still exist with the hash they were computed for
+        and have none yet, with their lines' (lock held)."""
         if not rows:
             return
-        ids = [i for i, _ in rows]
+        ids = [i for i, _, _ in rows]
         marks = ",".join("?" * len(ids))
         current = {int(r[0]): r[1] for r in await db.execute_fetchall(
             f"SELECT id, hash FROM chunks WHERE id IN ({marks})", ids)}
         have = {int(r[0]) for r in await db.execute_fetchall(
             f"SELECT rowid FROM chunks_vec WHERE rowid IN ({marks})", ids)}
-        added = [(i, b) for i, b in rows
+        added = [(i, b, items) for i, b, items in rows
                  if i not in have and current.get(i) is not None and current[i] == hashes[i]]
         if added:
-            await db.executemany("INSERT INTO chunks_vec(rowid, embedding) VALUES (?, ?)", added)
+            await db.executemany("INSERT INTO chunks_vec(rowid, embedding) VALUES (?, ?)",
+                                 [(i, b) for i, b, _ in added])
+            for i, _, items in added:
+                await self._insert_lines(db, i, items, line_vectors)
             await db.commit()
             if self._vectors is not None:
-                self._vectors.add(added)
+                self._vectors.add((i, b) for i, b, _ in added)
 
     def _start_background(self) -> None:
         """Start computing missing vectors in a task, when this index does that (gateway)."""
@@ -763,6 +846,7 @@ class MemoryIndex:
                         + "; keyword matches cover them")
             try:
                 vectors = await self._loaded_vectors(db) if qvec is not None else None
+                lines = await self._fitted_lines(db) if qvec is not None else None
                 response = await search_mod.hybrid_search(
                     db,
                     query,
@@ -774,6 +858,8 @@ class MemoryIndex:
                     vectors=vectors,
                     terms=self._terms,
                     more=others,
+                    lines=lines,
+                    dim=self.embedder.dim if self.embedder is not None else 0,
                 )
             except DB_ERRORS as exc:
                 log.warning("recall index failed during search (%s); rebuilding", exc)
@@ -798,6 +884,31 @@ class MemoryIndex:
             matrix.add((int(r[0]), r[1]) for r in rows)
             self._vectors = matrix
         return self._vectors
+
+    async def _fitted_lines(self, db: aiosqlite.Connection) -> LineSpace:
+        """The whitening of this index's line vectors, refitted when REFIT_FRACTION of them
+        changed since the last fit (lock held)."""
+        space = self._line_space
+        if space is not None and self._lines_changed <= max(
+                MIN_FIT_LINES, REFIT_FRACTION * space.fitted_lines):
+            return space
+        assert self.embedder is not None
+        dim = self.embedder.dim
+        rows = int((await db.execute_fetchall("SELECT count(*) FROM chunk_lines"))[0][0])
+        # Every k-th chunk's lines (about ten a chunk): a sample the same on every run.
+        step = max(1, rows * 10 // FIT_SAMPLE_LINES)
+        sample = await db.execute_fetchall(
+            "SELECT numbers, vectors FROM chunk_lines WHERE chunk_id % ? = 0", (step,))
+        self._lines_changed = 0
+
+        def fit() -> LineSpace:
+            blocks = [unpack_vectors(blob, len(_numbers(numbers)), dim)
+                      for numbers, blob in sample if numbers]
+            return LineSpace.fit(np.concatenate(blocks) if blocks
+                                 else np.zeros((0, dim), dtype=np.float32))
+
+        self._line_space = await asyncio.to_thread(fit)
+        return self._line_space
 
     async def _query_vector(self, query: str) -> np.ndarray:
         assert self.embedder is not None
@@ -899,6 +1010,16 @@ class MemoryIndex:
             if self._db is not None:
                 await self._db.close()
                 self._db = None
+
+
+def _line_items(text: str, numbers: Sequence[int]) -> list[tuple[int, str, str]]:
+    """(line number, cache key, text) of a chunk's lines that get a vector (memory.lines)."""
+    return [(number, hashlib.sha256(line.encode("utf-8")).hexdigest(), line)
+            for number, line in content_lines(text, list(numbers))]
+
+
+def _numbers(stored: str) -> list[int]:
+    return [int(x) for x in stored.split(",") if x]
 
 
 def _sqlite_files(path: Path) -> list[Path]:

@@ -1,0 +1,124 @@
+"""Line vectors: which line of a chunk answers the query, measured in a whitened space.
+
+A chunk's own vector finds the right neighbourhood, but in a conversation the answer is one
+line among ten about other things, and the chunk's vector is their blur. So every line with
+some content gets a vector of its own too (a line costs less to embed than it adds to its
+chunk: attention grows with length), and a search scores the lines of its candidate chunks
+against the query: the `lines` leg of the fusion, and the line the snippet is centred on.
+
+Raw cosines between short lines are dominated by what all lines share: the local model gives
+"Wait, seriously? Tell me more." a higher cosine to almost any question than the line that
+answers it (measured: the answer line was in the top 5 lines for 22% of the proxy's
+questions). The fix is standard and unsupervised: subtract the workspace's mean line vector
+and whiten with the top principal directions of its lines (their covariance, shrunk toward
+the identity so small directions are not blown up; WHITEN_DIMS kept). Fitted from the
+workspace's own line vectors, no question is involved; the same answer line then ranks in the
+top 5 for 71% (bench/recall_long.py, README "Recall").
+
+Storage: one row per chunk in `chunk_lines`, the line numbers and their vectors as int8 with
+a scale per line (388 bytes a line at 384 dimensions, a quarter of float32). Line vectors are
+cached by text hash in the embedding cache's `line_embeddings` table, so an edited note
+re-embeds only the lines that changed.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = [
+    "LineSpace",
+    "content_lines",
+    "pack_vectors",
+    "unpack_vectors",
+]
+
+# Kept principal directions, and the shrinkage: each direction is divided by
+# sqrt(variance + SHRINK x mean variance). Chosen on bench/recall_long.py (line rank of the
+# answer line, 150 questions): 48 dims 69% / 64 dims 71% / 96 dims 69% top-5; shrink 3x 69% /
+# 7x 71% / 15x 66%. ABTT (remove the top 4 directions, no scaling) 62%; mean removal only 45%.
+WHITEN_DIMS = 64
+SHRINK = 7.0
+# Fewer line vectors than this: the covariance says nothing yet; plain cosine.
+MIN_FIT_LINES = 32
+# Lines sampled to fit the space (every k-th chunk row); refitted after this fraction changed.
+FIT_SAMPLE_LINES = 40_000
+REFIT_FRACTION = 0.1
+MIN_LINE_CHARS = 3  # letters or digits a line needs to be worth a vector
+
+_BULLET = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
+_WORD_CHARS = re.compile(r"\w", re.UNICODE)
+
+
+def content_lines(text: str, numbers: list[int]) -> list[tuple[int, str]]:
+    """(line number, text to embed) for the chunk's lines worth a vector, in order.
+
+    `numbers` are the file line numbers of `text.split("\\n")`. A list marker is dropped
+    (every bullet has one; it carries nothing). Lines with fewer than MIN_LINE_CHARS word
+    characters ("---", "ok") get no vector.
+    """
+    out: list[tuple[int, str]] = []
+    for number, raw in zip(numbers, text.split("\n"), strict=False):
+        line = _BULLET.sub("", raw).strip()
+        if len(_WORD_CHARS.findall(line)) >= MIN_LINE_CHARS:
+            out.append((number, line))
+    return out
+
+
+def pack_vectors(vectors: np.ndarray) -> bytes:
+    """Rows as int8 with a float32 scale each: [scales (4 x n)][int8 (dim x n)]."""
+    vectors = np.asarray(vectors, dtype=np.float32)
+    if vectors.size == 0:
+        return b""
+    scales = np.maximum(np.abs(vectors).max(axis=1), 1e-12) / 127.0
+    quantized = np.clip(np.rint(vectors / scales[:, None]), -127, 127).astype(np.int8)
+    return scales.astype(np.float32).tobytes() + quantized.tobytes()
+
+
+def unpack_vectors(blob: bytes, rows: int, dim: int) -> np.ndarray:
+    if rows == 0 or not blob:
+        return np.zeros((0, dim), dtype=np.float32)
+    scales = np.frombuffer(blob, dtype=np.float32, count=rows)
+    quantized = np.frombuffer(blob, dtype=np.int8, offset=4 * rows, count=rows * dim)
+    return quantized.reshape(rows, dim).astype(np.float32) * scales[:, None]
+
+
+def _normalize(x: np.ndarray) -> np.ndarray:
+    return x / np.maximum(np.linalg.norm(x, axis=-1, keepdims=True), 1e-12)
+
+
+@dataclass
+class LineSpace:
+    """The whitening fitted on one index's line vectors (identity until enough lines)."""
+
+    mean: np.ndarray | None = None
+    transform: np.ndarray | None = None  # dim x WHITEN_DIMS
+    fitted_lines: int = 0
+
+    @classmethod
+    def fit(cls, vectors: np.ndarray) -> LineSpace:
+        vectors = np.asarray(vectors, dtype=np.float64)
+        if len(vectors) < MIN_FIT_LINES:
+            return cls(fitted_lines=len(vectors))
+        mean = vectors.mean(axis=0)
+        centered = vectors - mean
+        covariance = centered.T @ centered / len(centered)
+        variances, directions = np.linalg.eigh(covariance)  # ascending
+        order = np.argsort(variances)[::-1][:WHITEN_DIMS]
+        shrink = SHRINK * max(float(variances.mean()), 1e-12)
+        transform = directions[:, order] / np.sqrt(np.maximum(variances[order], 0.0) + shrink)
+        return cls(mean.astype(np.float32), transform.astype(np.float32), len(vectors))
+
+    def project(self, vectors: np.ndarray) -> np.ndarray:
+        """Rows mapped into the whitened space, normalized (cosine = dot product)."""
+        vectors = np.atleast_2d(np.asarray(vectors, dtype=np.float32))
+        if self.mean is None or self.transform is None:
+            return _normalize(vectors)
+        return _normalize((vectors - self.mean) @ self.transform)
+
+    def scores(self, lines: np.ndarray, query: np.ndarray) -> np.ndarray:
+        if len(lines) == 0:
+            return np.zeros(0, dtype=np.float32)
+        return self.project(lines) @ self.project(query)[0]
