@@ -34,6 +34,9 @@ from typing import Any
 __all__ = ["KIND_COUNTS", "build"]
 
 KIND_COUNTS = {"multi": 32, "when": 25, "open": 12, "single": 81}
+# Topics where an arc (facts over several sessions) and a one-off event tell the same kind of
+# thing; see `_conversation`.
+ARC_TOPICS = ("pets", "travel", "running")
 CONVERSATIONS = 10
 QUESTIONS_PER_CONVERSATION = 15
 
@@ -495,8 +498,11 @@ def _conversation(rng: random.Random, number: int, a: str, b: str) -> tuple[Conv
         elif current_q and current_questions < 2:
             current_questions += 1
             questions.append({"kind": "single", "question": current_q, "evidence": [facts[-1]]})
+    # A one-off event on a topic an arc of the same person covers would answer the arc's
+    # questions too (a second trip for "where did X go on holiday?", a third race for "which
+    # events has X run in?") without being their evidence: such events are left out.
     free = [s for s in singles if not any(p.topic == s.topic and p.owner == s.owner
-                                          and p.topic in ("pets",) for p in placed)]
+                                          and p.topic in ARC_TOPICS for p in placed)]
     with_when = [f for f in free if f.when]
     for fact in with_when[: counts["when"]]:
         questions.append({"kind": "when", "question": fact.when, "evidence": [fact]})

@@ -54,6 +54,9 @@ def write_conversation(root: Path, conversation: dict) -> list[str]:
         if not target.exists() or target.read_text(encoding="utf-8") != body:
             target.write_text(body, encoding="utf-8")
         paths.append(path)
+    for stale in (root / "memory").glob("*.md"):  # a note of an earlier version of the data
+        if f"memory/{stale.name}" not in paths:
+            stale.unlink()
     return paths
 
 

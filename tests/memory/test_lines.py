@@ -1,0 +1,133 @@
+"""Line vectors: which lines get one, their storage, the whitened space, the line leg."""
+
+from __future__ import annotations
+
+from datetime import date
+from pathlib import Path
+
+import numpy as np
+
+from memory.index import MemoryIndex
+from memory.lines import MIN_FIT_LINES, LineSpace, content_lines, pack_vectors, unpack_vectors
+from memory.search import SNIPPET_CHARS, snippet
+from tests.fakes.embedder import FakeEmbedder
+
+TODAY = date(2026, 11, 29)
+
+
+def test_content_lines_drop_markers_and_empty_lines_and_keep_numbers():
+    text = "# 2026-03-01\n- Maya: I adopted a beagle.\n---\n- ok\n3. Call the vet at nine"
+    assert content_lines(text, [1, 2, 4, 5, 7]) == [
+        (1, "# 2026-03-01"), (2, "Maya: I adopted a beagle."), (7, "Call the vet at nine")]
+
+
+def test_packed_vectors_keep_their_direction():
+    rng = np.random.default_rng(7)
+    vectors = rng.normal(size=(20, 384)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    back = unpack_vectors(pack_vectors(vectors), 20, 384)
+    cosines = np.sum(vectors * back, axis=1) / np.linalg.norm(back, axis=1)
+    assert cosines.min() > 0.999
+    assert len(pack_vectors(vectors)) == 20 * (384 + 4)  # a quarter of float32, plus scales
+    assert unpack_vectors(b"", 0, 384).shape == (0, 384)
+
+
+def _lines_with_a_shared_direction() -> tuple[np.ndarray, np.ndarray, int]:
+    """Lines that all lean on one direction (what every chat line shares), small talk that is
+    almost only that direction, and one line about a topic; a question on that topic."""
+    rng = np.random.default_rng(3)
+    dim = 48
+    shared = np.zeros(dim, dtype=np.float32)
+    shared[0] = 1.0
+    topics = np.eye(dim, dtype=np.float32)[1:]
+    lines = [shared + 0.05 * rng.normal(size=dim) for _ in range(40)]  # small talk
+    lines += [shared + 0.6 * topics[i % 40] + 0.05 * rng.normal(size=dim) for i in range(60)]
+    answer = len(lines) - 1  # the one line about topic 45
+    lines[answer] = shared + 0.6 * topics[45] + 0.05 * rng.normal(size=dim)
+    query = 2.0 * shared + 0.5 * topics[45] + 0.05 * rng.normal(size=dim)
+    matrix = np.stack(lines).astype(np.float32)
+    matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
+    return matrix, (query / np.linalg.norm(query)).astype(np.float32), answer
+
+
+def test_whitening_lets_the_topic_line_beat_small_talk():
+    lines, query, answer = _lines_with_a_shared_direction()
+    raw = lines @ query
+    assert int(np.argmax(raw)) != answer  # plain cosine: small talk wins
+    space = LineSpace.fit(lines)
+    assert space.fitted_lines == len(lines)
+    assert int(np.argmax(space.scores(lines, query))) == answer
+
+
+def test_too_few_lines_leave_plain_cosine():
+    lines, query, _ = _lines_with_a_shared_direction()
+    few = lines[: MIN_FIT_LINES - 1]
+    space = LineSpace.fit(few)
+    assert space.transform is None
+    np.testing.assert_allclose(space.scores(few, query), few @ query, rtol=1e-5)
+
+
+def test_snippet_of_a_long_chunk_is_centred_on_the_matching_line():
+    filler = "\n".join(f"- small talk line number {i} about nothing much" for i in range(40))
+    answer = "- The spare key is under the blue flowerpot by the shed."
+    text = f"{filler}\n{answer}\n{filler}"
+    piece = snippet(text, "where is the key", focus=answer)
+    assert answer in piece and len(piece) <= SNIPPET_CHARS
+    at_end = snippet(f"{filler}\n{answer}", "unrelated words", focus=answer)
+    assert answer in at_end  # whole, not cut by the closing ellipsis
+
+
+def _note(ws: Path, day: str, lines: list[str]) -> None:
+    (ws / "memory").mkdir(parents=True, exist_ok=True)
+    (ws / "memory" / f"{day}.md").write_text("".join(f"- {line}\n" for line in lines))
+
+
+SMALL_TALK = ["Hey, how was your week?", "Busy but good, you?", "Same as always honestly.",
+              "Did you watch the game?", "No, I fell asleep early.", "Classic."]
+
+
+async def test_search_names_the_matching_line(tmp_path: Path):
+    ws = tmp_path / "ws"
+    _note(ws, "2026-03-01", [*SMALL_TALK, "Maya: the spare key is under the blue flowerpot.",
+                             *SMALL_TALK])
+    _note(ws, "2026-03-08", [*SMALL_TALK, "Maya: the plumber comes on Thursday at nine."])
+    index = MemoryIndex(ws, FakeEmbedder(), today=lambda: TODAY, chunk_chars=2000)
+    stats = await index.sync()
+    assert stats.lines_embedded > 0
+    response = await index.search("where is the spare key", max_results=3)
+    best = response.results[0]
+    assert best.path == "memory/2026-03-01.md" and best.line == 7
+    assert "blue flowerpot" in best.snippet
+    assert best.as_dict()["line"] == 7
+    rows = await index._db.execute_fetchall("SELECT count(*) FROM chunk_lines")
+    status = await index.status()
+    assert rows[0][0] == status.chunks == status.vectors  # lines stored with their chunk
+    await index.close()
+
+
+async def test_an_edit_embeds_only_the_new_line_and_a_deletion_drops_the_lines(tmp_path: Path):
+    ws = tmp_path / "ws"
+    _note(ws, "2026-03-01", [*SMALL_TALK, "Maya: the spare key is under the blue flowerpot."])
+    embedder = FakeEmbedder()
+    index = MemoryIndex(ws, embedder, today=lambda: TODAY, chunk_chars=2000)
+    await index.sync()
+    _note(ws, "2026-03-01", [*SMALL_TALK, "Maya: the spare key is under the blue flowerpot.",
+                             "Maya: and the wifi password is on the fridge."])
+    stats = await index.sync()
+    assert (stats.embedded, stats.lines_embedded) == (1, 1)  # the chunk, and only its new line
+    (ws / "memory" / "2026-03-01.md").unlink()
+    await index.sync()
+    rows = await index._db.execute_fetchall("SELECT count(*) FROM chunk_lines")
+    assert rows[0][0] == 0
+    await index.close()
+
+
+async def test_keyword_only_index_has_no_line_leg(tmp_path: Path):
+    ws = tmp_path / "ws"
+    _note(ws, "2026-03-01", [*SMALL_TALK, "Maya: the spare key is under the blue flowerpot."])
+    index = MemoryIndex(ws, None, today=lambda: TODAY)
+    await index.sync()
+    response = await index.search("spare key flowerpot")
+    assert response.results and response.results[0].line is None
+    assert "line" not in response.results[0].as_dict()
+    await index.close()
