@@ -202,7 +202,8 @@ def search_command(
     if not response.results:
         print(f"no memory matched {query!r}")
     for number, result in enumerate(response.results, start=1):
-        print(f"\n{number}. {result.path}:{result.start_line}-{result.end_line} "
+        best = f" (best line {result.line})" if result.line is not None else ""
+        print(f"\n{number}. {result.path}:{result.start_line}-{result.end_line}{best} "
               f"score {result.score:.3f} [{result.source}]")
         print("   " + result.snippet.replace("\n", "\n   "))
 

@@ -113,8 +113,9 @@ def format_results(query: str, response: Any) -> str:
         return f"No memory matched {query!r}. {head}"
     lines = [f"{len(response.results)} result(s) for {query!r}, best first; {head}"]
     for number, result in enumerate(response.results, start=1):
+        best = f", best match line {result.line}" if result.line is not None else ""
         lines.append(
-            f"\n{number}. {result.path} lines {result.start_line}-{result.end_line} "
+            f"\n{number}. {result.path} lines {result.start_line}-{result.end_line}{best} "
             f"(score {result.score:.2f}, {result.source})\n{result.snippet}"
         )
     return "\n".join(lines)
