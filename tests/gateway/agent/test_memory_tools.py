@@ -40,7 +40,10 @@ async def test_memory_search_tool_lists_results(ws):
     out = await tool.run({"query": "what is the boat called", "max_results": 2},
                          ToolContext(ws, "owner:dm", True))
     assert "MEMORY.md lines 1-2" in out and "Saudade" in out and "mode: hybrid" in out
-    assert "best match line 2" in out  # the line vectors point at the boat's line
+    await (await service.index_for(ws)).wait_for_vectors()
+    out = await tool.run({"query": "what is the boat called", "max_results": 2},
+                         ToolContext(ws, "owner:dm", True))
+    assert "best match line 2" in out  # once embedded, line vectors point at the boat's line
     await service.close()
 
 
