@@ -3,8 +3,9 @@
 1. The model alone: `LocalEmbedder.embed_documents` on ready-made texts in batches of 32, as
    tokens per second and chunks per second (tokens counted by the model's own tokenizer).
 2. The pipeline: a fresh `MemoryIndex.sync()` of daily notes that chunk to about the same
-   texts (scan, read, chunk, keyword index, embed, store), in chunks per second, and what
-   fraction of the model's rate (per token) that is.
+   texts (scan, read, chunk, keyword index, embed chunks and their lines, store), in chunks
+   per second, and what fraction of the model's rate (per token, chunk and line tokens
+   counted) that is.
 3. An unchanged re-index: seconds, and how many texts were embedded (must be 0).
 
 The texts are lines of the long-conversation benchmark (bench/recall_conversations.py), so
@@ -30,6 +31,7 @@ from recall_conversations import build  # type: ignore[import-not-found]  # benc
 
 from memory.embedders import LocalEmbedder
 from memory.index import MemoryIndex
+from memory.lines import content_lines
 
 
 def corpus_lines() -> list[str]:
@@ -81,16 +83,21 @@ async def pipeline_rate(embedder: LocalEmbedder, groups: list[list[str]], size: 
         started = time.perf_counter()
         stats = await index.sync()
         took = time.perf_counter() - started
-        rows = await index._db.execute_fetchall("SELECT path, text FROM chunks")
-        # What was embedded: with a date/speaker prefix where the index adds one.
+        rows = await index._db.execute_fetchall("SELECT path, text, lines FROM chunks")
+        # What was embedded: with a date/speaker prefix where the index adds one, and each
+        # distinct line with content once (memory.lines).
         prefixed = getattr(index, "_embedding_text", lambda path, text: text)
         tokens = sum(embedder._model.token_count(prefixed(r[0], r[1]))
                      for r in rows)
+        line_texts = {line for r in rows for _, line in content_lines(
+            r[1], [int(x) for x in r[2].split(",") if x])}
+        tokens += sum(embedder._model.token_count(t) for t in line_texts)
         started = time.perf_counter()
         again = await index.sync()
         unchanged = time.perf_counter() - started
         await index.close()
-        return stats.embedded / took, stats.embedded, unchanged, again.embedded, tokens / took
+        return (stats.embedded / took, stats.embedded, unchanged,
+                again.embedded + again.lines_embedded, tokens / took)
 
 
 def main() -> None:

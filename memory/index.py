@@ -1,9 +1,11 @@
 """The recall index of one workspace: a derived SQLite file, rebuildable from the files.
 
 `<workspace>/.recall/index.sqlite` holds the chunks, an FTS5 word index, an FTS5 trigram
-index and a sqlite-vec `vec0` table (cosine). `<workspace>/.recall/embeddings.sqlite` is the
-embedding cache, keyed by (embedder, model, dimension) and chunk hash, kept apart so a rebuild
-never re-embeds a chunk it has seen.
+index, a sqlite-vec `vec0` table (cosine) and `chunk_lines`, the vectors of each chunk's lines
+(`memory.lines`). `<workspace>/.recall/embeddings.sqlite` is the embedding cache, keyed by
+(embedder, model, dimension) and chunk or line text hash, kept apart so a rebuild never
+re-embeds a text it has seen. A chunk gets its vector and its lines' vectors together: it is
+pending until it has both.
 
 Sync is incremental: files are compared by mtime and size, then by content hash; only new
 chunks are embedded.
