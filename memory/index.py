@@ -87,6 +87,9 @@ FILE_BATCH = 64
 MAX_FILE_BYTES = 8 * 1024 * 1024
 
 Progress = Callable[[int, int], None]  # (files done, files to read)
+# A chunk still needing vectors: its own, or its lines' (memory.lines).
+PENDING = ("id NOT IN (SELECT rowid FROM chunks_vec) OR "
+           "id NOT IN (SELECT chunk_id FROM chunk_lines)")
 
 
 @dataclass(frozen=True)
@@ -471,10 +474,11 @@ class MemoryIndex:
         keys = {(item.rel, c.text): self._vector_key(item.rel, c.text)
                 for item, _, cs in todo for c in cs}
         vectors = await self._vectors_for(db, list(keys.values()), stats)
-        # A chunk gets its vectors now only when its own and all its lines' are cached:
-        # a chunk has a vector exactly when it has its line vectors.
+        # Whatever the cache holds is stored at once: the chunk's vector, and its lines'
+        # vectors when all of them are there (an index from before line vectors gets its
+        # chunk vectors back at once and its lines in the background).
         items = {(item.rel, c.text): _line_items(c.text, c.numbers)
-                 for item, _, cs in todo for c in cs if keys[(item.rel, c.text)] in vectors}
+                 for item, _, cs in todo for c in cs}
         line_vectors = await self._cached_lines(
             db, [h for found in items.values() for _, h, _ in found])
         added: list[tuple[int, bytes]] = []
@@ -499,13 +503,14 @@ class MemoryIndex:
                     "INSERT INTO chunks_tri(rowid, body) VALUES (?, ?)", (rowid, chunk.text)
                 )
                 vector = vectors.get(keys[(item.rel, chunk.text)])
-                found = items.get((item.rel, chunk.text), [])
-                if vector is not None and all(h in line_vectors for _, h, _ in found):
+                found = items[(item.rel, chunk.text)]
+                if vector is not None:
                     await db.execute(
                         "INSERT INTO chunks_vec(rowid, embedding) VALUES (?, ?)", (rowid, vector)
                     )
-                    await self._insert_lines(db, int(rowid), found, line_vectors)
                     added.append((int(rowid), vector))
+                if self.embedder is not None and all(h in line_vectors for _, h, _ in found):
+                    await self._insert_lines(db, int(rowid), found, line_vectors)
             await db.execute(
                 "INSERT OR REPLACE INTO files(path, source, hash, mtime_ns, size, chunks) "
                 "VALUES (?, ?, ?, ?, ?, ?)",
@@ -595,7 +600,7 @@ class MemoryIndex:
         if self.embedder is None:
             return 0
         rows = await db.execute_fetchall(
-            "SELECT count(*) FROM chunks WHERE id NOT IN (SELECT rowid FROM chunks_vec)")
+            f"SELECT count(*) FROM chunks WHERE {PENDING}")
         return int(rows[0][0])
 
     @property
@@ -643,8 +648,8 @@ class MemoryIndex:
                 if db is None:
                     return
                 rows = await db.execute_fetchall(
-                    "SELECT id, hash, length(text) FROM chunks WHERE id > ? AND id < ? AND id "
-                    "NOT IN (SELECT rowid FROM chunks_vec) ORDER BY id DESC LIMIT ?",
+                    f"SELECT id, hash, length(text) FROM chunks WHERE id > ? AND id < ? AND "
+                    f"({PENDING}) ORDER BY id DESC LIMIT ?",
                     (floor, below if below is not None else 2**62, EMBED_WINDOW),
                 )
                 if not rows:
@@ -750,8 +755,8 @@ class MemoryIndex:
                              rows: list[tuple[int, bytes, list[tuple[int, str, str]]]],
                              hashes: dict[int, str],
                              line_vectors: dict[str, np.ndarray]) -> None:
-        """Insert the vectors of chunks that still exist with the hash they were computed for
-        and have none yet, with their lines' (lock held)."""
+        """Insert the vectors, the chunk's and its lines', that chunks still existing with the
+        hash they were computed for do not have yet (lock held)."""
         if not rows:
             return
         ids = [i for i, _, _ in rows]
@@ -760,16 +765,19 @@ class MemoryIndex:
             f"SELECT id, hash FROM chunks WHERE id IN ({marks})", ids)}
         have = {int(r[0]) for r in await db.execute_fetchall(
             f"SELECT rowid FROM chunks_vec WHERE rowid IN ({marks})", ids)}
-        added = [(i, b, items) for i, b, items in rows
-                 if i not in have and current.get(i) is not None and current[i] == hashes[i]]
+        have_lines = {int(r[0]) for r in await db.execute_fetchall(
+            f"SELECT chunk_id FROM chunk_lines WHERE chunk_id IN ({marks})", ids)}
+        valid = [(i, b, items) for i, b, items in rows
+                 if current.get(i) is not None and current[i] == hashes[i]]
+        added = [(i, b) for i, b, _ in valid if i not in have]
         if added:
-            await db.executemany("INSERT INTO chunks_vec(rowid, embedding) VALUES (?, ?)",
-                                 [(i, b) for i, b, _ in added])
-            for i, _, items in added:
-                await self._insert_lines(db, i, items, line_vectors)
-            await db.commit()
+            await db.executemany("INSERT INTO chunks_vec(rowid, embedding) VALUES (?, ?)", added)
             if self._vectors is not None:
-                self._vectors.add((i, b) for i, b, _ in added)
+                self._vectors.add(added)
+        for i, _, items in valid:
+            if i not in have_lines:
+                await self._insert_lines(db, i, items, line_vectors)
+        await db.commit()
 
     def _start_background(self) -> None:
         """Start computing missing vectors in a task, when this index does that (gateway)."""

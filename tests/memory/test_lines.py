@@ -131,3 +131,23 @@ async def test_keyword_only_index_has_no_line_leg(tmp_path: Path):
     assert response.results and response.results[0].line is None
     assert "line" not in response.results[0].as_dict()
     await index.close()
+
+
+async def test_a_rebuild_restores_chunk_vectors_at_once_and_embeds_lines_after(tmp_path: Path):
+    # An index from before line vectors: the cache holds chunk vectors only.
+    ws = tmp_path / "ws"
+    _note(ws, "2026-03-01", [*SMALL_TALK, "Maya: the spare key is under the blue flowerpot."])
+    _note(ws, "2026-03-08", [*SMALL_TALK, "Maya: the plumber comes on Thursday at nine."])
+    index = MemoryIndex(ws, FakeEmbedder(), today=lambda: TODAY)
+    await index.sync()
+    await index._db.execute("DELETE FROM cache.line_embeddings")
+    await index._db.commit()
+    stats = await index.sync(force=True, embed=False)
+    status = await index.status()
+    assert status.vectors == status.chunks > 0  # back from the cache, searchable by vector
+    assert stats.pending == status.chunks  # their lines are still to come
+    more = await index.embed_pending()
+    assert more.embedded == 0 and more.lines_embedded > 0 and index.pending == 0
+    rows = await index._db.execute_fetchall("SELECT count(*) FROM chunk_lines")
+    assert rows[0][0] == status.chunks
+    await index.close()
