@@ -908,14 +908,20 @@ class MemoryIndex:
         # Every k-th chunk's lines (about ten a chunk): a sample the same on every run.
         step = max(1, rows * 10 // FIT_SAMPLE_LINES)
         sample = await db.execute_fetchall(
-            "SELECT numbers, vectors FROM chunk_lines WHERE chunk_id % ? = 0", (step,))
+            "SELECT chunk_id, numbers, vectors FROM chunk_lines WHERE chunk_id % ? = 0 "
+            "ORDER BY chunk_id", (step,))
         self._lines_changed = 0
 
         def fit() -> LineSpace:
-            blocks = [unpack_vectors(blob, len(_numbers(numbers)), dim)
-                      for numbers, blob in sample if numbers]
+            keys: list[tuple[int, int]] = []
+            blocks = []
+            for chunk_id, numbers, blob in sample:
+                found = _numbers(numbers)
+                if found:
+                    keys.extend((int(chunk_id), n) for n in found)
+                    blocks.append(unpack_vectors(blob, len(found), dim))
             return LineSpace.fit(np.concatenate(blocks) if blocks
-                                 else np.zeros((0, dim), dtype=np.float32))
+                                 else np.zeros((0, dim), dtype=np.float32), keys)
 
         self._line_space = await asyncio.to_thread(fit)
         return self._line_space

@@ -151,3 +151,24 @@ async def test_a_rebuild_restores_chunk_vectors_at_once_and_embeds_lines_after(t
     rows = await index._db.execute_fetchall("SELECT count(*) FROM chunk_lines")
     assert rows[0][0] == status.chunks
     await index.close()
+
+
+def test_a_line_said_many_times_is_a_hub_and_a_line_is_not_its_own_neighbour():
+    rng = np.random.default_rng(5)
+    dim = 32
+    said_often = rng.normal(size=dim)
+    lines = [said_often + 0.01 * rng.normal(size=dim) for _ in range(12)]
+    lines += [rng.normal(size=dim) for _ in range(60)]
+    matrix = np.stack(lines).astype(np.float32)
+    keys = [(i // 10, i) for i in range(len(matrix))]
+    space = LineSpace.fit(matrix, keys)
+    projected = space.project(matrix)
+    hubs = space.hubness(projected, keys)
+    assert hubs[:12].min() > 0.9  # close to its copies
+    assert hubs[12:].max() < 0.6  # a unique line is not counted against itself
+    # A question closer to the often-said line, but not by as much as that line's hubness.
+    query = 2.0 * said_often / np.linalg.norm(said_often) + matrix[40] / np.linalg.norm(
+        matrix[40])
+    plain = space.scores(matrix, query)
+    scaled = space.scores(matrix, query, keys)
+    assert int(np.argmax(plain)) < 12 and int(np.argmax(scaled)) == 40
