@@ -331,7 +331,8 @@ async def search(request: web.Request) -> web.Response:
         except PanelError as exc:
             results = f'<p class="mute">{esc(exc)}</p>'
         else:
-            rows = [(f"<code>{esc(r.path)}:{r.start_line}-{r.end_line}</code>",
+            rows = [(f"<code>{esc(r.path)}:{r.start_line}-{r.end_line}</code>"
+                     + (f" best line {r.line}" if r.line is not None else ""),
                      f'<span class="score">{r.score:.3f}</span>', esc(r.source),
                      f"<pre>{esc(r.snippet)}</pre>") for r in response.results]
             note = f" ({esc(response.note)})" if response.note else ""
