@@ -31,7 +31,7 @@ from recall_conversations import build  # type: ignore[import-not-found]  # benc
 
 from memory.embedders import LocalEmbedder
 from memory.index import MemoryIndex
-from memory.lines import content_lines
+from memory.lines import content_lines, split_numbers
 
 
 def corpus_lines() -> list[str]:
@@ -90,7 +90,7 @@ async def pipeline_rate(embedder: LocalEmbedder, groups: list[list[str]], size: 
         tokens = sum(embedder._model.token_count(prefixed(r[0], r[1]))
                      for r in rows)
         line_texts = {line for r in rows for _, line in content_lines(
-            r[1], [int(x) for x in r[2].split(",") if x])}
+            r[1], split_numbers(r[2]))}
         tokens += sum(embedder._model.token_count(t) for t in line_texts)
         started = time.perf_counter()
         again = await index.sync()

@@ -59,7 +59,9 @@ from memory.lines import (
     REFIT_FRACTION,
     LineSpace,
     content_lines,
+    join_numbers,
     pack_vectors,
+    split_numbers,
     unpack_vectors,
 )
 from memory.search import SearchResponse
@@ -492,7 +494,7 @@ class MemoryIndex:
                     (item.rel, item.source, chunk.start_line, chunk.end_line,
                      keys[(item.rel, chunk.text)],
                      day.isoformat() if day else None, chunk.text,
-                     ",".join(map(str, chunk.numbers))),
+                     join_numbers(chunk.numbers)),
                 )
                 rowid = cursor.lastrowid
                 await db.execute(
@@ -577,7 +579,7 @@ class MemoryIndex:
                   else np.zeros((0, self.embedder.dim), dtype=np.float32))
         await db.execute(
             "INSERT OR REPLACE INTO chunk_lines(chunk_id, numbers, vectors) VALUES (?, ?, ?)",
-            (chunk_id, ",".join(str(n) for n, _, _ in items), pack_vectors(matrix)))
+            (chunk_id, join_numbers([n for n, _, _ in items]), pack_vectors(matrix)))
         self._lines_changed += 1
 
     async def _delete_path(self, db: aiosqlite.Connection, path: str) -> int:
@@ -707,7 +709,7 @@ class MemoryIndex:
                 f"SELECT id, hash, path, text, lines FROM chunks WHERE id IN "
                 f"({','.join('?' * len(ids))})", ids)
             todo = [(int(r[0]), r[1], self._embedding_text(r[2], r[3]),
-                     _line_items(r[3], _numbers(r[4]))) for r in rows]
+                     _line_items(r[3], split_numbers(r[4]))) for r in rows]
             if not todo:
                 return 0, 0.0
             chunk_vectors = {h: np.frombuffer(b, dtype=np.float32) for h, b in (
@@ -916,7 +918,7 @@ class MemoryIndex:
             keys: list[tuple[int, int]] = []
             blocks = []
             for chunk_id, numbers, blob in sample:
-                found = _numbers(numbers)
+                found = split_numbers(numbers)
                 if found:
                     keys.extend((int(chunk_id), n) for n in found)
                     blocks.append(unpack_vectors(blob, len(found), dim))
@@ -1032,10 +1034,6 @@ def _line_items(text: str, numbers: Sequence[int]) -> list[tuple[int, str, str]]
     """(line number, cache key, text) of a chunk's lines that get a vector (memory.lines)."""
     return [(number, hashlib.sha256(line.encode("utf-8")).hexdigest(), line)
             for number, line in content_lines(text, list(numbers))]
-
-
-def _numbers(stored: str) -> list[int]:
-    return [int(x) for x in stored.split(",") if x]
 
 
 def _sqlite_files(path: Path) -> list[Path]:

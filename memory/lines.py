@@ -31,7 +31,9 @@ import numpy as np
 __all__ = [
     "LineSpace",
     "content_lines",
+    "join_numbers",
     "pack_vectors",
+    "split_numbers",
     "unpack_vectors",
 ]
 
@@ -77,6 +79,15 @@ def content_lines(text: str, numbers: list[int]) -> list[tuple[int, str]]:
         if len(_WORD_CHARS.findall(line)) >= MIN_LINE_CHARS:
             out.append((number, line))
     return out
+
+
+def join_numbers(numbers: list[int] | tuple[int, ...]) -> str:
+    """Line numbers as stored in the index ("3,4,7")."""
+    return ",".join(str(n) for n in numbers)
+
+
+def split_numbers(stored: str | None) -> list[int]:
+    return [int(x) for x in (stored or "").split(",") if x]
 
 
 def pack_vectors(vectors: np.ndarray) -> bytes:

@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from memory.defaults import DEFAULT_HALF_LIFE_DAYS, DEFAULT_MAX_RESULTS
-from memory.lines import LineSpace, unpack_vectors
+from memory.lines import LineSpace, split_numbers, unpack_vectors
 from memory.text import fts_phrase, query_terms, trigram_query, word_query
 from memory.vectors import VectorMatrix, merge_knn
 
@@ -236,7 +236,7 @@ async def line_leg(db: Any, candidates: list[int], qvec: np.ndarray, space: Line
     numbers: list[int] = []
     blocks: list[np.ndarray] = []
     for chunk_id, stored, blob in rows:
-        found = [int(x) for x in stored.split(",") if x]
+        found = split_numbers(stored)
         if found:
             owners.extend([int(chunk_id)] * len(found))
             numbers.extend(found)
@@ -386,7 +386,7 @@ def _line_text(row: tuple[Any, ...], number: int | None) -> str:
     """The text of line `number` of a fetched chunk row ("" when unknown)."""
     if number is None:
         return ""
-    numbers = [int(x) for x in str(row[7] or "").split(",") if x]
+    numbers = split_numbers(row[7])
     pieces = str(row[6]).split("\n")
     return next((piece for n, piece in zip(numbers, pieces, strict=False) if n == number), "")
 
