@@ -4,8 +4,8 @@
 index, a sqlite-vec `vec0` table (cosine) and `chunk_lines`, the vectors of each chunk's lines
 (`memory.lines`). `<workspace>/.recall/embeddings.sqlite` is the embedding cache, keyed by
 (embedder, model, dimension) and chunk or line text hash, kept apart so a rebuild never
-re-embeds a text it has seen. A chunk gets its vector and its lines' vectors together: it is
-pending until it has both.
+re-embeds a text it has seen. A chunk is pending until it has both its vector and its lines'
+vectors (its own may come first, from the cache).
 
 Sync is incremental: files are compared by mtime and size, then by content hash; only new
 chunks are embedded.
@@ -580,7 +580,7 @@ class MemoryIndex:
         await db.execute(
             "INSERT OR REPLACE INTO chunk_lines(chunk_id, numbers, vectors) VALUES (?, ?, ?)",
             (chunk_id, join_numbers([n for n, _, _ in items]), pack_vectors(matrix)))
-        self._lines_changed += 1
+        self._lines_changed += len(items)
 
     async def _delete_path(self, db: aiosqlite.Connection, path: str) -> int:
         rows = await db.execute_fetchall("SELECT id FROM chunks WHERE path = ?", (path,))
@@ -591,8 +591,13 @@ class MemoryIndex:
         await db.executemany("DELETE FROM chunks_tri WHERE rowid = ?", ids)
         if self.embedder is not None:
             await db.executemany("DELETE FROM chunks_vec WHERE rowid = ?", ids)
+            gone = await db.execute_fetchall(
+                "SELECT numbers FROM chunk_lines WHERE chunk_id IN (SELECT id FROM chunks "
+                "WHERE path = ?)", (path,))
+            self._lines_changed += sum(len(split_numbers(row[0])) for row in gone)
             await db.executemany("DELETE FROM chunk_lines WHERE chunk_id = ?", ids)
-            self._lines_changed += len(ids)
+            if self._line_space is not None:
+                self._line_space.forget({row[0] for row in ids})
             if self._vectors is not None:
                 self._vectors.remove(row[0] for row in ids)
         await db.execute("DELETE FROM chunks WHERE path = ?", (path,))

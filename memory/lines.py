@@ -169,6 +169,12 @@ class LineSpace:
             return _normalize(vectors)
         return _normalize((vectors - self.mean) @ self.transform)
 
+    def forget(self, chunk_ids: set[int]) -> None:
+        """Drop what is remembered about these chunks' lines (deleted; ids may be reused)."""
+        self.hubs = {key: value for key, value in self.hubs.items() if key[0] not in chunk_ids}
+        self.reference_columns = {key: column for key, column in self.reference_columns.items()
+                                  if key[0] not in chunk_ids}
+
     def scores(self, lines: np.ndarray, query: np.ndarray,
                keys: list[LineKey] | None = None) -> np.ndarray:
         """Cosine to the query in the whitened space; with `keys`, less each line's hubness."""
