@@ -479,7 +479,7 @@ class MemoryIndex:
         # Whatever the cache holds is stored at once: the chunk's vector, and its lines'
         # vectors when all of them are there (an index from before line vectors gets its
         # chunk vectors back at once and its lines in the background).
-        items = {(item.rel, c.text): _line_items(c.text, c.numbers)
+        items = {(item.rel, c.text): _line_items(c.text, c.numbers) if self.embedder else []
                  for item, _, cs in todo for c in cs}
         line_vectors = await self._cached_lines(
             db, [h for found in items.values() for _, h, _ in found])

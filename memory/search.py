@@ -352,16 +352,16 @@ def snippet(text: str, query: str, limit: int = SNIPPET_CHARS, focus: str = "") 
         return text
     at = text.find(focus) if focus else -1
     if at >= 0:
-        # The whole line with what comes before it (the question a reply answers).
-        start = max(0, min(at - limit // 4, at + len(focus) + 2 - limit))
-        hits = [start + limit // 4]
+        # The whole line with what comes before it (the question a reply answers); the +2
+        # keeps its last character clear of the closing ellipsis.
+        start = min(at - limit // 4, at + len(focus) + 2 - limit)
     else:
         words, bigrams, identifiers = query_terms(query)
         lowered = text.lower()
         positions = [lowered.find(t.lower()) for t in (*identifiers, *words, *bigrams)]
         hits = [p for p in positions if p >= 0]
-    start = max(0, min(hits) - limit // 4) if hits else 0
-    start = min(start, len(text) - limit)
+        start = min(hits) - limit // 4 if hits else 0
+    start = min(max(0, start), len(text) - limit)
     piece = text[start : start + limit]
     if start > 0:
         piece = "…" + piece[1:]
