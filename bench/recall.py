@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from memory import search as S
 from memory.defaults import DEFAULT_CHUNK_CHARS
-from memory.embedders import LocalEmbedder
+from memory.embedders import LocalEmbedder, build_line_model
 from memory.index import MemoryIndex
 
 DATA = Path(__file__).parent / "data" / "recall_facts.json"
@@ -87,7 +87,9 @@ async def evaluate(index: MemoryIndex, questions: list[dict]) -> dict[str, dict[
     db = index._db
     for q in questions:
         group = f"{q['lang']}-{'identifier' if q['kind'] == 'i' else 'question'}"
-        qvec = await index._query_vector(q["q"]) if index.embedder else None
+        qvec = None
+        if index.embedder:  # the embedder's part (a line model's follows it)
+            qvec = (await index._query_vector(q["q"]))[: index.embedder.dim]
         legs = await S.gather_legs(db, q["q"], qvec, 40)
         out = {}
         keyword = {k: v for k, v in legs.items() if k != "vector"}
@@ -121,12 +123,15 @@ def report(hits: dict[str, dict[str, list]]) -> None:
     print("cells: hit@1 / hit@5")
 
 
-async def run(chunk_chars: int, embedder_kind: str) -> None:
+async def run(chunk_chars: int, embedder_kind: str, line_model_kind: str = "minilm"
+              ) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "ws"
         questions = build_workspace(root)
         embedder = LocalEmbedder() if embedder_kind == "local" else None
-        index = MemoryIndex(root, embedder, chunk_chars=chunk_chars, today=lambda: TODAY)
+        line_model = build_line_model(line_model_kind) if embedder else None
+        index = MemoryIndex(root, embedder, chunk_chars=chunk_chars, today=lambda: TODAY,
+                            line_model=line_model)
         started = time.perf_counter()
         stats = await index.sync()
         took = time.perf_counter() - started
@@ -138,14 +143,18 @@ async def run(chunk_chars: int, embedder_kind: str) -> None:
         await index.close()
 
 
-def bench_main(run_one: Callable[[int, str], Awaitable[None]], description: str) -> None:
-    """The command line both recall benchmarks share: chunk sizes to try, embedder."""
+def bench_main(run_one: Callable[[int, str, str], Awaitable[None]], description: str
+               ) -> None:
+    """The command line both recall benchmarks share: chunk sizes to try, embedder, line
+    model."""
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--chunk-chars", type=int, nargs="+", default=[DEFAULT_CHUNK_CHARS])
     parser.add_argument("--embedder", choices=["local", "none"], default="local")
+    parser.add_argument("--line-model", choices=["minilm", "none"], default="minilm",
+                        help="the second model for line vectors (memory.minilm)")
     args = parser.parse_args()
     for size in args.chunk_chars:
-        asyncio.run(run_one(size, args.embedder))
+        asyncio.run(run_one(size, args.embedder, args.line_model))
 
 
 def main() -> None:

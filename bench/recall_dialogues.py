@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from recall import bench_main, evaluate, report  # type: ignore[import-not-found]  # bench/
 
-from memory.embedders import LocalEmbedder
+from memory.embedders import LocalEmbedder, build_line_model
 from memory.index import MemoryIndex
 
 DATA = Path(__file__).parent / "data" / "recall_dialogues.json"
@@ -57,16 +57,19 @@ def questions_for(data: dict, number: int, starts: list[tuple[str, int]]) -> lis
     return out
 
 
-async def run(chunk_chars: int, embedder_kind: str) -> None:
+async def run(chunk_chars: int, embedder_kind: str, line_model_kind: str = "minilm"
+              ) -> None:
     data = json.loads(DATA.read_text(encoding="utf-8"))
     embedder = LocalEmbedder() if embedder_kind == "local" else None
+    line_model = build_line_model(line_model_kind) if embedder else None
     merged: dict[str, dict[str, list]] = {}
     chunks, started = 0, time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         for number, conversation in enumerate(data["conversations"]):
             root = Path(tmp) / f"ws{number}"
             starts = write_conversation(root, conversation)
-            index = MemoryIndex(root, embedder, chunk_chars=chunk_chars, today=lambda: TODAY)
+            index = MemoryIndex(root, embedder, chunk_chars=chunk_chars, today=lambda: TODAY,
+                                line_model=line_model)
             chunks += (await index.sync()).chunks_added
             hits = await evaluate(index, questions_for(data, number, starts))
             await index.close()

@@ -17,7 +17,7 @@ second run reuses the embedding cache and measures search changes in seconds; ch
 is embedded (chunk size, chunk text) embed again.
 
     python bench/recall_long.py [--chunk-chars 600] [--embedder local|none] [--context]
-                                [--show-misses]
+                                [--line-model minilm|none] [--show-misses]
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from recall_conversations import KIND_COUNTS, build  # type: ignore[import-not-found]  # bench/
 
 from memory.defaults import DEFAULT_CHUNK_CHARS
-from memory.embedders import LocalEmbedder
+from memory.embedders import LocalEmbedder, build_line_model
 from memory.index import MemoryIndex
 
 KINDS = list(KIND_COUNTS)
@@ -71,9 +71,10 @@ def score(results: list, evidence: list[tuple[str, int, str]], k: int) -> tuple[
 
 
 async def run(chunk_chars: int, embedder_kind: str, workdir: Path, show_misses: bool,
-              context: bool = False) -> None:
+              context: bool = False, line_model_kind: str = "minilm") -> None:
     data = build()
     embedder = LocalEmbedder() if embedder_kind == "local" else None
+    line_model = build_line_model(line_model_kind) if embedder is not None else None
     rows: dict[str, list[tuple[bool, bool, bool]]] = defaultdict(list)
     index_seconds = search_seconds = 0.0
     chunks = embedded = 0
@@ -82,7 +83,8 @@ async def run(chunk_chars: int, embedder_kind: str, workdir: Path, show_misses: 
         paths = write_conversation(root, conversation)
         last = date.fromisoformat(conversation["sessions"][-1]["date"])
         index = MemoryIndex(root, embedder, chunk_chars=chunk_chars, context=context,
-                            today=lambda last=last: last + timedelta(days=14))
+                            today=lambda last=last: last + timedelta(days=14),
+                            line_model=line_model)
         started = time.perf_counter()
         stats = await index.sync()
         index_seconds += time.perf_counter() - started
@@ -108,7 +110,8 @@ async def run(chunk_chars: int, embedder_kind: str, workdir: Path, show_misses: 
                           f"{r.path}:{r.start_line}-{r.end_line}" for r in response.results))
         await index.close()
     n_questions = sum(len(v) for v in rows.values())
-    print(f"\nchunk_chars={chunk_chars}, embedder={embedder_kind}, context={context}: "
+    print(f"\nchunk_chars={chunk_chars}, embedder={embedder_kind}, "
+          f"line model={line_model_kind if line_model else 'none'}, context={context}: "
           f"{len(data['conversations'])} conversations, {chunks} chunks ({embedded} embedded "
           f"now, index {index_seconds:.1f} s), {n_questions} questions, "
           f"search {1000 * search_seconds / max(1, n_questions):.0f} ms a question")
@@ -129,9 +132,12 @@ def main() -> None:
     parser.add_argument("--show-misses", action="store_true")
     parser.add_argument("--context", action="store_true",
                         help="embed chunks with their date and speakers (memory.context)")
+    parser.add_argument("--line-model", choices=["minilm", "none"], default="minilm",
+                        help="the second model for line vectors (memory.minilm)")
     args = parser.parse_args()
     for size in args.chunk_chars:
-        asyncio.run(run(size, args.embedder, args.workdir, args.show_misses, args.context))
+        asyncio.run(run(size, args.embedder, args.workdir, args.show_misses, args.context,
+                        args.line_model))
 
 
 if __name__ == "__main__":

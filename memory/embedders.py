@@ -20,7 +20,14 @@ from typing import Any, Protocol
 
 import numpy as np
 
-__all__ = ["Embedder", "EmbedderError", "LocalEmbedder", "OpenAIEmbedder", "build_embedder"]
+__all__ = [
+    "Embedder",
+    "EmbedderError",
+    "LocalEmbedder",
+    "OpenAIEmbedder",
+    "build_embedder",
+    "build_line_model",
+]
 
 
 class EmbedderError(Exception):
@@ -171,3 +178,14 @@ def build_embedder(
             model or "text-embedding-3-small", dim, api_key=api_key or "no-key", base_url=base_url
         )
     raise ValueError(f"unknown embedder {kind!r}")
+
+
+def build_line_model(kind: str) -> Embedder | None:
+    """The second model for line vectors a setting names (memory.minilm); None for `none`."""
+    if kind == "none":
+        return None
+    if kind == "minilm":
+        from memory.minilm import MiniLMEmbedder
+
+        return MiniLMEmbedder()
+    raise ValueError(f"unknown line model {kind!r}")

@@ -57,13 +57,14 @@ from memory.lines import (
     FIT_SAMPLE_LINES,
     MIN_FIT_LINES,
     REFIT_FRACTION,
-    LineSpace,
+    LineEnsemble,
     content_lines,
     join_numbers,
     pack_vectors,
     split_numbers,
     unpack_vectors,
 )
+from memory.minilm import english_enough
 from memory.search import SearchResponse
 from memory.sources import SourceFile, daily_note_date, is_dm_transcript, scan_sources
 from memory.sqlite import connect_with_vec, sqlite_module
@@ -151,6 +152,7 @@ class IndexStatus:
     dirty: bool
     last_sync: str | None
     note: str = ""
+    line_model: str = ""  # the second model for line vectors, "" when none
 
 
 def _space(embedder: Embedder | None) -> str:
@@ -174,6 +176,7 @@ class MemoryIndex:
         today: Callable[[], date] | None = None,
         embed_in_background: bool = False,
         context: bool = False,
+        line_model: Embedder | None = None,
     ) -> None:
         self.workspace = Path(workspace)
         # True in the gateway: a sync started by a search or the watcher embeds in a
@@ -184,6 +187,9 @@ class MemoryIndex:
         # on re-embeds every chunk (new cache keys).
         self.context = context
         self.embedder = embedder
+        # A second model for line vectors only (memory.minilm): its vectors sit after the
+        # embedder's in each line row, and the line leg adds its score (memory.lines).
+        self.line_model = line_model if embedder is not None else None
         self.chunk_chars = chunk_chars
         self.overlap_lines = overlap_lines
         self.sessions = sessions
@@ -204,7 +210,7 @@ class MemoryIndex:
         self._terms = search_mod.TermStats()  # word document frequencies, new after each sync
         # The whitening of line vectors (memory.lines), fitted at the first search and again
         # once REFIT_FRACTION of the lines changed; None: not fitted in this process.
-        self._line_space: LineSpace | None = None
+        self._line_space: LineEnsemble | None = None
         self._lines_changed = 0
         self._watch_task: asyncio.Task[None] | None = None
         self.watching = False
@@ -225,6 +231,7 @@ class MemoryIndex:
             "overlap_lines": self.overlap_lines,
             "tokenizer": TOKENIZER_VERSION,
             "sessions": self.sessions,
+            **({"lines": _space(self.line_model)} if self.line_model else {}),
             # Only when on: an index built without it keeps its stored configuration.
             **({"context": CONTEXT_VERSION} if self.context else {}),
         }
@@ -554,21 +561,41 @@ class MemoryIndex:
             found.update((row[0], row[1]) for row in rows)
         return found
 
+    @property
+    def _line_models(self) -> list[Embedder]:
+        """The models whose vectors make up a line's row, in their order in it."""
+        if self.embedder is None:
+            return []
+        return [self.embedder, *([self.line_model] if self.line_model else [])]
+
+    @property
+    def line_dim(self) -> int:
+        """Columns of a stored line row: every line model's dimensions."""
+        return sum(model.dim for model in self._line_models)
+
+    async def _cached_line_parts(self, db: aiosqlite.Connection, hashes: list[str]
+                                 ) -> list[dict[str, np.ndarray]]:
+        """For each line model, the line vectors by text hash that the cache holds."""
+        parts: list[dict[str, np.ndarray]] = []
+        unique = list(dict.fromkeys(hashes))
+        for model in self._line_models:
+            space, dim = _space(model), model.dim
+            found: dict[str, np.ndarray] = {}
+            for start in range(0, len(unique), 500):
+                part = unique[start : start + 500]
+                rows = await db.execute_fetchall(
+                    "SELECT hash, vector FROM cache.line_embeddings WHERE space = ? AND hash "
+                    f"IN ({','.join('?' * len(part))})", (space, *part))
+                found.update((row[0], unpack_vectors(row[1], 1, dim)[0]) for row in rows)
+            parts.append(found)
+        return parts
+
     async def _cached_lines(self, db: aiosqlite.Connection, hashes: list[str]
                             ) -> dict[str, np.ndarray]:
-        """Line vectors by text hash that the cache holds."""
+        """Whole line rows by text hash: the lines every line model's cache holds."""
         if self.embedder is None or not hashes:
             return {}
-        space, dim = _space(self.embedder), self.embedder.dim
-        found: dict[str, np.ndarray] = {}
-        unique = list(dict.fromkeys(hashes))
-        for start in range(0, len(unique), 500):
-            part = unique[start : start + 500]
-            rows = await db.execute_fetchall(
-                "SELECT hash, vector FROM cache.line_embeddings WHERE space = ? AND hash IN "
-                f"({','.join('?' * len(part))})", (space, *part))
-            found.update((row[0], unpack_vectors(row[1], 1, dim)[0]) for row in rows)
-        return found
+        return _joined(await self._cached_line_parts(db, hashes))
 
     async def _insert_lines(self, db: aiosqlite.Connection, chunk_id: int,
                             items: list[tuple[int, str, str]],
@@ -576,7 +603,7 @@ class MemoryIndex:
         """The chunk's row of line vectors (lock held; every item's vector is in `vectors`)."""
         assert self.embedder is not None
         matrix = (np.stack([vectors[h] for _, h, _ in items]) if items
-                  else np.zeros((0, self.embedder.dim), dtype=np.float32))
+                  else np.zeros((0, self.line_dim), dtype=np.float32))
         await db.execute(
             "INSERT OR REPLACE INTO chunk_lines(chunk_id, numbers, vectors) VALUES (?, ?, ?)",
             (chunk_id, join_numbers([n for n, _, _ in items]), pack_vectors(matrix)))
@@ -719,42 +746,63 @@ class MemoryIndex:
                 return 0, 0.0
             chunk_vectors = {h: np.frombuffer(b, dtype=np.float32) for h, b in (
                 await self._cached(db, list({h for _, h, _, _ in todo}))).items()}
-            line_vectors = await self._cached_lines(
+            parts = await self._cached_line_parts(
                 db, [h for *_, items in todo for _, h, _ in items])
         # Equal texts (a repeated line, a copied note) are embedded once.
         chunks = {h: t for _, h, t, _ in todo if h not in chunk_vectors}
-        lines = {h: t for *_, items in todo for _, h, t in items if h not in line_vectors}
-        texts = [*chunks.values(), *lines.values()]
+        # Each line model embeds the lines its cache lacks; the embedder takes the chunks in
+        # the same call.
+        missing = [{h: t for *_, items in todo for _, h, t in items if h not in part}
+                   for part in parts]
         took = 0.0
-        if texts:
-            began = time.perf_counter()
+        began = time.perf_counter()
+        failed: Exception | None = None
+        done: list[dict[str, str]] = []  # per model, what it embedded
+        for number, (model, lines) in enumerate(zip(self._line_models, missing, strict=True)):
+            texts = [*(chunks.values() if number == 0 else ()), *lines.values()]
+            if failed is not None or not texts:
+                done.append({})
+                continue
             try:
-                matrix = await asyncio.to_thread(self.embedder.embed_documents, texts)
+                matrix = np.asarray(
+                    await asyncio.to_thread(model.embed_documents, texts), dtype=np.float32)
             except (EmbedderError, OSError, RuntimeError) as exc:
-                log.warning("embedding failed; those chunks stay keyword-only: %s", exc)
-                stats.embed_error = self._embed_error = str(exc)
-                self._embed_retry_at = time.monotonic() + EMBED_RETRY_SECONDS
-                return None
+                failed = exc
+                done.append({})
+                continue
+            if number == 0:
+                chunk_vectors.update(zip(chunks, matrix[: len(chunks)], strict=True))
+                matrix = matrix[len(chunks):]
+            parts[number].update(zip(lines, matrix, strict=True))
+            done.append(lines)
+        if chunks or any(missing):
             took = time.perf_counter() - began
-            matrix = np.asarray(matrix, dtype=np.float32)
-            chunk_vectors.update(zip(chunks, matrix[: len(chunks)], strict=True))
-            line_vectors.update(zip(lines, matrix[len(chunks):], strict=True))
+        # What was computed is kept even when a model failed: the embedder's chunk vectors
+        # are stored although the line model broke, and the cache spares the retry.
         async with self._lock:
             db = self._db
             if db is None:
                 return None
             await db.executemany(
                 "INSERT OR REPLACE INTO cache.embeddings(space, hash, vector) VALUES (?, ?, ?)",
-                [(space, h, chunk_vectors[h].tobytes()) for h in chunks])
+                [(space, h, chunk_vectors[h].tobytes()) for h in chunks if h in chunk_vectors])
             await db.executemany(
                 "INSERT OR REPLACE INTO cache.line_embeddings(space, hash, vector) "
                 "VALUES (?, ?, ?)",
-                [(space, h, pack_vectors(line_vectors[h][None])) for h in lines])
+                [(_space(model), h, pack_vectors(part[h][None]))
+                 for model, part, lines in zip(self._line_models, parts, done, strict=True)
+                 for h in lines])
             await self._store_vectors(
-                db, [(i, chunk_vectors[h].tobytes(), items) for i, h, _, items in todo],
-                {i: h for i, h, _, _ in todo}, line_vectors)
+                db, [(i, chunk_vectors[h].tobytes(), items) for i, h, _, items in todo
+                     if h in chunk_vectors],
+                {i: h for i, h, _, _ in todo}, _joined(parts))
+        if failed is not None:
+            log.warning("embedding failed; those chunks stay keyword-only: %s", failed)
+            stats.embed_error = self._embed_error = str(failed)
+            self._embed_retry_at = time.monotonic() + EMBED_RETRY_SECONDS
+            return None
         stats.embedded += len(chunks)
-        stats.lines_embedded += len(lines)
+        stats.lines_embedded += len(set().union(*missing)) if missing else 0
         stats.cached += len(todo) - len(chunks)
         return len(todo), took
 
@@ -782,7 +830,7 @@ class MemoryIndex:
             if self._vectors is not None:
                 self._vectors.add(added)
         for i, _, items in valid:
-            if i not in have_lines:
+            if i not in have_lines and all(h in line_vectors for _, h, _ in items):
                 await self._insert_lines(db, i, items, line_vectors)
         await db.commit()
 
@@ -861,9 +909,13 @@ class MemoryIndex:
                         + (f" ({self._embed_error})" if self._embed_error else
                            " (being embedded)" if self.embed_in_background else "")
                         + "; keyword matches cover them")
+            if qvec is not None and len(qvec) < self.line_dim:
+                note = "; ".join(x for x in (
+                    note, "lines not scored this time (the line model failed)") if x)
             try:
                 vectors = await self._loaded_vectors(db) if qvec is not None else None
-                lines = await self._fitted_lines(db) if qvec is not None else None
+                lines = (await self._fitted_lines(db)
+                         if qvec is not None and len(qvec) == self.line_dim else None)
                 response = await search_mod.hybrid_search(
                     db,
                     query,
@@ -886,6 +938,7 @@ class MemoryIndex:
                 response = await search_mod.hybrid_search(
                     self._db, query, qvec, max_results=max_results, min_score=min_score,
                     today=self._today(), half_life_days=self.half_life_days, more=others,
+                    dim=self.embedder.dim if self.embedder is not None else 0,
                 )
             response.note = "; ".join(x for x in (response.note, note) if x)
             if qvec is None:
@@ -902,7 +955,7 @@ class MemoryIndex:
             self._vectors = matrix
         return self._vectors
 
-    async def _fitted_lines(self, db: aiosqlite.Connection) -> LineSpace:
+    async def _fitted_lines(self, db: aiosqlite.Connection) -> LineEnsemble:
         """The whitening of this index's line vectors, refitted when REFIT_FRACTION of them
         changed since the last fit (lock held)."""
         space = self._line_space
@@ -910,7 +963,7 @@ class MemoryIndex:
                 MIN_FIT_LINES, REFIT_FRACTION * space.fitted_lines):
             return space
         assert self.embedder is not None
-        dim = self.embedder.dim
+        dim, widths = self.line_dim, [model.dim for model in self._line_models]
         rows = int((await db.execute_fetchall("SELECT count(*) FROM chunk_lines"))[0][0])
         # Every k-th chunk's lines (about ten a chunk): a sample the same on every run.
         step = max(1, rows * 10 // FIT_SAMPLE_LINES)
@@ -919,7 +972,7 @@ class MemoryIndex:
             "ORDER BY chunk_id", (step,))
         self._lines_changed = 0
 
-        def fit() -> LineSpace:
+        def fit() -> LineEnsemble:
             keys: list[tuple[int, int]] = []
             blocks = []
             for chunk_id, numbers, blob in sample:
@@ -927,19 +980,35 @@ class MemoryIndex:
                 if found:
                     keys.extend((int(chunk_id), n) for n in found)
                     blocks.append(unpack_vectors(blob, len(found), dim))
-            return LineSpace.fit(np.concatenate(blocks) if blocks
-                                 else np.zeros((0, dim), dtype=np.float32), keys)
+            return LineEnsemble.fit(np.concatenate(blocks) if blocks
+                                    else np.zeros((0, dim), dtype=np.float32), keys, widths)
 
         self._line_space = await asyncio.to_thread(fit)
         return self._line_space
 
     async def _query_vector(self, query: str) -> np.ndarray:
+        """The query's embedding, followed by the line model's when there is one (the
+        vector leg reads the first part, the line leg all of it)."""
         assert self.embedder is not None
         cached = self._query_cache.pop(query, None)
         if cached is not None:  # least recently used goes first: re-insert at the end
             self._query_cache[query] = cached
             return cached
-        vector = await asyncio.to_thread(self.embedder.embed_query, query)
+        vector = np.asarray(await asyncio.to_thread(self.embedder.embed_query, query),
+                            dtype=np.float32)
+        if self.line_model is not None and not english_enough(query):
+            # The line model knows English only: on other scripts its vote is noise (on
+            # bench/recall.py's Chinese questions it cost 1 of 12 top-1 hits).
+            vector = np.concatenate([vector, np.zeros(self.line_model.dim, dtype=np.float32)])
+        elif self.line_model is not None:
+            try:
+                second = await asyncio.to_thread(self.line_model.embed_query, query)
+            except (EmbedderError, OSError, RuntimeError) as exc:
+                # The embedder's part alone: chunk vectors still count, the line leg sits
+                # this search out (not cached, so the next search tries again).
+                log.warning("line model failed on a query: %s", exc)
+                return vector
+            vector = np.concatenate([vector, np.asarray(second, dtype=np.float32)])
         if len(self._query_cache) >= 256:
             self._query_cache.pop(next(iter(self._query_cache)))
         self._query_cache[query] = vector
@@ -985,6 +1054,7 @@ class MemoryIndex:
             dirty=dirty,
             last_sync=rows[0][0] if rows else None,
             note=note,
+            line_model=self.line_model.model if self.line_model else "",
         )
 
     def start_watching(self, interval: float = 1.0, debounce: float = 0.5) -> None:
@@ -1043,3 +1113,11 @@ def _line_items(text: str, numbers: Sequence[int]) -> list[tuple[int, str, str]]
 
 def _sqlite_files(path: Path) -> list[Path]:
     return [path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")]
+
+
+def _joined(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    """Whole line rows: each hash every part holds, its vectors side by side."""
+    if not parts:
+        return {}
+    return {h: np.concatenate([part[h] for part in parts]) if len(parts) > 1 else vector
+            for h, vector in parts[0].items() if all(h in part for part in parts[1:])}

@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 
 from memory.defaults import DEFAULT_HALF_LIFE_DAYS, DEFAULT_MAX_RESULTS
-from memory.lines import LineSpace, split_numbers, unpack_vectors
+from memory.lines import LineEnsemble, split_numbers, unpack_vectors
 from memory.text import fts_phrase, query_terms, trigram_query, word_query
 from memory.vectors import VectorMatrix, merge_knn
 
@@ -58,7 +58,7 @@ RRF_K = 20
 # top 5 for 66% of the questions, the chunk vectors for 58%, the words for 33%. Fused, with
 # the lines' hubness taken off (memory.lines), top-1 / top-5: lines at 2.0 48/81, 2.5 49/85,
 # 3.0 49/87, 4.0 50/87 (vector 1.0, words and trigrams 0.5); without the line leg 27/54.
-LEG_WEIGHTS = {"vector": 1.0, "words": 0.5, "trigram": 0.5, "lines": 3.0}
+LEG_WEIGHTS = {"vector": 1.0, "words": 0.5, "trigram": 0.5, "lines": 5.0}
 # The word leg's cost is FTS5 scoring every matching row with BM25 (about 1.3 us a row on
 # our 2-core target, more right after the query embedding has emptied the caches; finding
 # the rows alone is ten times cheaper), so a query's cost is the sum of its words' document
@@ -224,11 +224,14 @@ async def vector_leg(db: Any, qvec: np.ndarray, pool: int = POOL,
     return merge_knn(answers, pool)
 
 
-async def line_leg(db: Any, candidates: list[int], qvec: np.ndarray, space: LineSpace,
-                   dim: int) -> tuple[list[tuple[int, float]], dict[int, int]]:
-    """The candidates ranked by their best line's score in `space`, and that line by chunk."""
+async def line_leg(db: Any, candidates: list[int], qvec: np.ndarray, space: LineEnsemble
+                   ) -> tuple[list[tuple[int, float]], dict[int, int]]:
+    """The candidates ranked by their best line's score in `space`, and that line by chunk.
+
+    `qvec` is the query as every line model embeds it, side by side like the line rows."""
     if not candidates:
         return [], {}
+    dim = sum(space.widths)
     rows = await db.execute_fetchall(
         f"SELECT chunk_id, numbers, vectors FROM chunk_lines WHERE chunk_id IN "
         f"({','.join('?' * len(candidates))})", candidates)
@@ -403,12 +406,14 @@ async def hybrid_search(
     vectors: VectorMatrix | None = None,
     terms: TermStats | None = None,
     more: Sequence[tuple[str, np.ndarray | None]] = (),
-    lines: LineSpace | None = None,
+    lines: LineEnsemble | None = None,
     dim: int = 0,
 ) -> SearchResponse:
     """Search for `query` (with `qvec` its embedding, None for keyword-only).
 
-    `lines`: the index's whitened line space, for the line leg (None: no line leg).
+    `lines`: the index's whitened line spaces, for the line leg (None: no line leg). A query
+    vector longer than `dim` carries the line model's embedding after the embedder's: the
+    chunk vectors are searched with its first `dim` values, the lines with all of it.
 
     `more`: other phrasings of the same question with their embeddings. Each phrasing is
     fused on its own and the fused scores are averaged: a chunk that several phrasings find
@@ -421,11 +426,12 @@ async def hybrid_search(
     fused: dict[int, float] = {}
     best_line: dict[int, tuple[float, int]] = {}  # chunk -> (line score, line number)
     for text, vector in phrasings:
-        legs = await gather_legs(db, text, vector, max(POOL, 4 * limit), vectors=vectors,
-                                 terms=terms)
+        chunk_vector = vector[:dim] if vector is not None and dim else vector
+        legs = await gather_legs(db, text, chunk_vector, max(POOL, 4 * limit),
+                                 vectors=vectors, terms=terms)
         if lines is not None and vector is not None:
             candidates = sorted({cid for leg in legs.values() for cid, _ in leg})
-            legs["lines"], found = await line_leg(db, candidates, vector, lines, dim)
+            legs["lines"], found = await line_leg(db, candidates, vector, lines)
             for cid, line_score in legs["lines"]:
                 if cid not in best_line or line_score > best_line[cid][0]:
                     best_line[cid] = (line_score, found[cid])

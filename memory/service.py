@@ -45,8 +45,11 @@ class MemoryService:
         options: MemoryOptions | None = None,
         *,
         today: Callable[[], date] | None = None,
+        line_model_factory: Callable[[], Embedder | None] | None = None,
     ) -> None:
         self._factory = embedder_factory
+        self._line_model_factory = line_model_factory
+        self._line_model: Embedder | None = None
         self.options = options or MemoryOptions()
         self._today = today
         self._embedder: Embedder | None = None
@@ -63,6 +66,13 @@ class MemoryService:
                 log.warning("no embedder (%s): recall is keyword-only", exc)
                 self._embedder_error = str(exc)
                 self._embedder = None
+            if self._embedder is not None and self._line_model_factory is not None:
+                try:
+                    self._line_model = await asyncio.to_thread(self._line_model_factory)
+                except (EmbedderError, ImportError, OSError, RuntimeError, ValueError) as exc:
+                    # Recall still works, on the embedder's line vectors alone.
+                    log.warning("no line model (%s): lines scored by the embedder only", exc)
+                    self._line_model = None
             self._embedder_ready = True
         return self._embedder
 
@@ -80,6 +90,7 @@ class MemoryService:
                     half_life_days=opts.half_life_days,
                     today=self._today,
                     embed_in_background=True,  # a turn never waits for the model
+                    line_model=self._line_model,
                 )
                 self._indexes[key] = index
                 if opts.watch:

@@ -52,7 +52,7 @@ def register(root: typer.Typer) -> None:
 
 
 def _open_index(workspace: Path, config: Settings) -> Any:
-    from memory.embedders import EmbedderError, build_embedder
+    from memory.embedders import EmbedderError, build_embedder, build_line_model
     from memory.index import MemoryIndex
 
     memory = config.memory
@@ -64,9 +64,16 @@ def _open_index(workspace: Path, config: Settings) -> Any:
     except (EmbedderError, ImportError, OSError, RuntimeError) as exc:
         print(f"clawgate: embedder unavailable ({exc}); keyword-only", file=sys.stderr)
         embedder = None
+    line_model = None
+    if embedder is not None:
+        try:
+            line_model = build_line_model(memory.line_model)
+        except (EmbedderError, ImportError, OSError, RuntimeError) as exc:
+            print(f"clawgate: line model unavailable ({exc}); lines scored by the embedder "
+                  "only", file=sys.stderr)
     return MemoryIndex(
         workspace.resolve(), embedder, chunk_chars=memory.chunk_chars, sessions=memory.sessions,
-        half_life_days=memory.half_life_days,
+        half_life_days=memory.half_life_days, line_model=line_model,
     )
 
 
@@ -237,6 +244,8 @@ def status_command(workspace: WorkspaceOption = None, as_json: JsonOption = Fals
     print(f"chunks:     {status.chunks} ({status.vectors} with vectors)")
     print(f"embedder:   {status.embedder}" + (f" ({status.model})" if status.model else ""))
     print(f"dimension:  {status.dimension}")
+    if status.line_model:
+        print(f"line model: {status.line_model}")
     print(f"mode:       {status.mode}" + (f" - {status.note}" if status.note else ""))
     print(f"dirty:      {'yes (files changed since the last sync)' if status.dirty else 'no'}")
     print(f"last sync:  {status.last_sync or 'never'}")

@@ -17,6 +17,10 @@ class MemorySettings(BaseModel):
     embedder: Annotated[Literal["local", "openai", "none"],
                         BeforeValidator(lambda v: v.strip().lower() if isinstance(v, str) else v)
                         ] = "local"
+    # A second model for line vectors only (memory.minilm), scored with the embedder's.
+    line_model: Annotated[Literal["minilm", "none"],
+                          BeforeValidator(lambda v: v.strip().lower() if isinstance(v, str)
+                                          else v)] = "minilm"
     model: str = ""  # openai: the embeddings model (default text-embedding-3-small)
     base_url: str | None = None  # openai: any OpenAI-compatible embeddings endpoint
     api_key: SecretStr | None = None  # openai: else OPENAI_API_KEY
@@ -37,7 +41,7 @@ def build_memory_service(settings: MemorySettings, today=None):  # type: ignore[
     """The MemoryService these settings describe, or None when recall is disabled."""
     if not settings.enabled:
         return None
-    from memory.embedders import build_embedder
+    from memory.embedders import build_embedder, build_line_model
     from memory.service import MemoryOptions, MemoryService
 
     def factory():  # type: ignore[no-untyped-def]
@@ -57,4 +61,5 @@ def build_memory_service(settings: MemorySettings, today=None):  # type: ignore[
         watch_interval=settings.watch_interval_seconds,
         debounce=min(0.5, settings.watch_interval_seconds),
     )
-    return MemoryService(factory, options, today=today)
+    return MemoryService(factory, options, today=today,
+                         line_model_factory=lambda: build_line_model(settings.line_model))

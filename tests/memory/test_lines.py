@@ -182,7 +182,7 @@ async def test_the_line_space_is_refitted_when_enough_lines_change(tmp_path: Pat
     await index.sync()
     await index.search("how was the game")
     first = index._line_space
-    assert first is not None and first.fitted_lines == 60 and first.hubs
+    assert first is not None and first.fitted_lines == 60 and first.spaces[0].hubs
     _note(ws, "2026-03-11", ["Maya: the plumber comes on Thursday at nine."])  # 1 line of 61
     await index.sync()
     await index.search("when does the plumber come")
@@ -190,11 +190,11 @@ async def test_the_line_space_is_refitted_when_enough_lines_change(tmp_path: Pat
     gone = [f"memory/2026-03-{day:02d}.md" for day in range(1, 7)]  # 36 lines of 61
     ids = {row[0] for row in await index._db.execute_fetchall(
         f"SELECT id FROM chunks WHERE path IN ({','.join('?' * len(gone))})", gone)}
-    assert ids & {key[0] for key in first.hubs}
+    assert ids & {key[0] for key in first.spaces[0].hubs}
     for path in gone:
         (ws / path).unlink()
     await index.sync()
-    assert not ids & {key[0] for key in first.hubs}  # deleted chunks are forgotten
+    assert not ids & {key[0] for key in first.spaces[0].hubs}  # deleted chunks are forgotten
     await index.search("when does the plumber come")
     assert index._line_space is not first and index._line_space.fitted_lines == 25
     await index.close()
