@@ -3,7 +3,7 @@
 1. The whole: a real `clawgate run` process (Telegram through the loopback Bot API fake, the
    fake LLM server, recall on with the bundled local embedder) measured from /proc after
    start, after a few DM turns, and after a turn that searches memory (the embedder model
-   is loaded then).
+   and the line model are loaded then).
 2. The parts: fresh interpreters importing one more group of modules each time; the
    increments say where the start-up resident memory comes from.
 
@@ -44,6 +44,9 @@ STAGES: list[tuple[str, str]] = [
     # Kept in a variable: a discarded embedder frees its model at once.
     ("local embedder model loaded", "from memory.embedders import LocalEmbedder; "
                                     "embedder = LocalEmbedder(); embedder.embed_query('hello')"),
+    ("line model loaded (memory.minilm)", "from memory.minilm import MiniLMEmbedder; "
+                                          "line_model = MiniLMEmbedder(); "
+                                          "line_model.embed_query('hello')"),
 ]
 
 
@@ -85,7 +88,7 @@ async def whole(turns: int) -> None:
                 llm.reply_tool_call("memory_search", {"query": "hello"})
                 await tg.send_text(USER, "what did I say?")
                 await tg.wait_sent(2 + turns, timeout=300)
-                print(f"  after a memory search (embedder loaded): "
+                print(f"  after a memory search (models loaded):   "
                       f"{rss_mib(process.pid):6.1f} MiB")
             finally:
                 process.terminate()
