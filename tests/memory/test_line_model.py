@@ -178,3 +178,37 @@ async def test_a_chinese_query_is_not_sent_to_the_line_model(tmp_path: Path):
     await index.search("plumber")
     assert second.queries_embedded == asked + 1
     await index.close()
+
+
+async def test_the_service_loads_the_line_model_and_goes_on_without_one_that_fails(
+        tmp_path: Path, caplog):
+    from gateway.config.memory import MemorySettings, build_memory_service
+    from memory.service import MemoryOptions, MemoryService
+
+    assert MemorySettings().line_model == "minilm"
+    assert MemorySettings(line_model=" None ").line_model == "none"
+    ws = tmp_path / "ws"
+    _note(ws, "2026-03-01", LINES)
+    second = FakeEmbedder(model="second", dim=32)
+    service = MemoryService(FakeEmbedder, MemoryOptions(watch=False), today=lambda: TODAY,
+                            line_model_factory=lambda: second)
+    await service.sync(ws)  # the vectors now (a search alone would leave them to the background)
+    assert (await service.search(ws, "plumber")).results[0].line == 2
+    assert (await service.status(ws)).line_model == "second"
+    await service.close()
+
+    def broken() -> None:
+        raise EmbedderError("line model file is not the expected one")
+
+    service = MemoryService(FakeEmbedder, MemoryOptions(watch=False), today=lambda: TODAY,
+                            line_model_factory=broken)
+    await service.sync(ws)
+    response = await service.search(ws, "beagle")
+    assert response.results[0].line == 1 and response.mode == "hybrid"
+    assert (await service.status(ws)).line_model == ""
+    assert "no line model" in caplog.text
+    await service.close()
+    # The gateway's settings build a service with MiniLM as its line model.
+    service = build_memory_service(MemorySettings(embedder="none"))
+    assert service is not None and service._line_model_factory is not None
+    await service.close()
