@@ -910,12 +910,13 @@ class MemoryIndex:
                            " (being embedded)" if self.embed_in_background else "")
                         + "; keyword matches cover them")
             if qvec is not None and len(qvec) < self.line_dim:
+                # memory.lines.LineEnsemble scores with the parts the query has.
                 note = "; ".join(x for x in (
-                    note, "lines not scored this time (the line model failed)") if x)
+                    note, "the line model failed on this query; lines scored by the embedder "
+                          "alone") if x)
             try:
                 vectors = await self._loaded_vectors(db) if qvec is not None else None
-                lines = (await self._fitted_lines(db)
-                         if qvec is not None and len(qvec) == self.line_dim else None)
+                lines = await self._fitted_lines(db) if qvec is not None else None
                 response = await search_mod.hybrid_search(
                     db,
                     query,

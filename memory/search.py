@@ -58,6 +58,8 @@ RRF_K = 20
 # top 5 for 66% of the questions, the chunk vectors for 58%, the words for 33%. Fused, with
 # the lines' hubness taken off (memory.lines), top-1 / top-5: lines at 2.0 48/81, 2.5 49/85,
 # 3.0 49/87, 4.0 50/87 (vector 1.0, words and trigrams 0.5); without the line leg 27/54.
+# With the second line model (memory.minilm) the lines count for more: 3.0 57/94, 4.0 59/94,
+# 5.0 60/94, 6.0 59/95, 8.0 59/94.
 LEG_WEIGHTS = {"vector": 1.0, "words": 0.5, "trigram": 0.5, "lines": 5.0}
 # The word leg's cost is FTS5 scoring every matching row with BM25 (about 1.3 us a row on
 # our 2-core target, more right after the query embedding has emptied the caches; finding

@@ -143,11 +143,14 @@ async def test_a_failing_line_model_keeps_the_chunk_vectors_and_says_why(tmp_pat
     response = await index.search("beagle")  # the line model fails on the query too
     assert response.results and response.mode == "hybrid"
     assert "no vector yet (fake endpoint is down)" in response.note
-    assert "lines not scored this time" in response.note
+    assert "lines scored by the embedder alone" in response.note
     second.fail = False
     stats = await index.sync()
     assert stats.pending == 0 and stats.embedded == 0  # only the lines were left to do
     assert (await index.search("beagle")).results[0].line == 1
+    second.fail = True  # down again, at query time: e5's line vectors still name the line
+    response = await index.search("beagle Biscuit")
+    assert response.results[0].line == 1 and "embedder alone" in response.note
     await index.close()
 
 
@@ -212,3 +215,13 @@ async def test_the_service_loads_the_line_model_and_goes_on_without_one_that_fai
     service = build_memory_service(MemorySettings(embedder="none"))
     assert service is not None and service._line_model_factory is not None
     await service.close()
+
+
+def test_a_query_without_the_second_part_is_scored_by_the_first_model():
+    rng = np.random.default_rng(9)
+    rows = rng.normal(size=(60, 40)).astype(np.float32)
+    keys = [(i, 1) for i in range(60)]
+    ensemble = LineEnsemble.fit(rows, keys, [24, 16])
+    asked = rng.normal(size=24).astype(np.float32)  # the line model failed: e5's part only
+    assert np.allclose(ensemble.scores(rows, asked, keys),
+                       LineSpace.fit(rows[:, :24], keys).scores(rows[:, :24], asked, keys))
