@@ -95,8 +95,14 @@ class MiniLMEmbedder:
             raise EmbedderError(
                 f"the line model needs onnxruntime and tokenizers ({exc})") from exc
         model_path, tokenizer_path = model_files()
-        self._tokenizer: Any = Tokenizer.from_file(
-            str(_checked(tokenizer_path, TOKENIZER_SHA256)))
+        checked_model = _checked(model_path, MODEL_SHA256)
+        try:
+            self._tokenizer: Any = Tokenizer.from_file(
+                str(_checked(tokenizer_path, TOKENIZER_SHA256)))
+        except EmbedderError:
+            raise
+        except Exception as exc:  # the tokenizers library raises its own exception type
+            raise EmbedderError(f"line model tokenizer failed to load: {exc}") from exc
         self._tokenizer.no_padding()
         self._tokenizer.enable_truncation(MAX_TOKENS)
         options = onnxruntime.SessionOptions()
@@ -113,9 +119,11 @@ class MiniLMEmbedder:
         options.enable_cpu_mem_arena = False
         options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_BASIC
         options.log_severity_level = 3
-        self._session: Any = onnxruntime.InferenceSession(
-            str(_checked(model_path, MODEL_SHA256)), options,
-            providers=["CPUExecutionProvider"])
+        try:
+            self._session: Any = onnxruntime.InferenceSession(
+                str(checked_model), options, providers=["CPUExecutionProvider"])
+        except Exception as exc:  # onnxruntime raises its own exception types
+            raise EmbedderError(f"line model failed to load: {exc}") from exc
         self._lock = threading.Lock()
 
     def _run(self, texts: list[str]) -> np.ndarray:

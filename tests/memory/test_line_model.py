@@ -225,3 +225,18 @@ def test_a_query_without_the_second_part_is_scored_by_the_first_model():
     asked = rng.normal(size=24).astype(np.float32)  # the line model failed: e5's part only
     assert np.allclose(ensemble.scores(rows, asked, keys),
                        LineSpace.fit(rows[:, :24], keys).scores(rows[:, :24], asked, keys))
+
+
+def test_a_model_file_onnxruntime_cannot_load_is_a_clear_error(tmp_path: Path, monkeypatch):
+    import hashlib
+
+    import memory.minilm as minilm_module
+
+    garbage = tmp_path / "model.onnx"
+    garbage.write_bytes(b"not an onnx model")
+    tokenizer = model_files()[1]
+    monkeypatch.setattr(minilm_module, "model_files", lambda: (garbage, tokenizer))
+    monkeypatch.setattr(minilm_module, "MODEL_SHA256",
+                        hashlib.sha256(garbage.read_bytes()).hexdigest())
+    with pytest.raises(EmbedderError, match="line model failed to load"):
+        MiniLMEmbedder()
