@@ -87,9 +87,7 @@ async def evaluate(index: MemoryIndex, questions: list[dict]) -> dict[str, dict[
     db = index._db
     for q in questions:
         group = f"{q['lang']}-{'identifier' if q['kind'] == 'i' else 'question'}"
-        qvec = None
-        if index.embedder:  # the embedder's part (a line model's follows it)
-            qvec = (await index._query_vector(q["q"]))[: index.embedder.dim]
+        qvec = await index._query_vector(q["q"]) if index.embedder else None
         legs = await S.gather_legs(db, q["q"], qvec, 40)
         out = {}
         keyword = {k: v for k, v in legs.items() if k != "vector"}

@@ -202,7 +202,8 @@ class MemoryIndex:
         self._dirty = True  # unknown until the first sync in this process
         self._synced_once = False
         self._embed_error = ""
-        self._query_cache: dict[str, np.ndarray] = {}
+        self._query_vectors = _RecentVectors()  # the embedder's, by query text
+        self._line_queries = _RecentVectors()  # the line model's
         # The vectors of chunks_vec in memory for the vector leg (about 1.5 KiB a chunk at 384
         # dimensions): loaded at the first search, updated by every write to chunks_vec,
         # dropped when the index is rebuilt or closed. None: not loaded (vec0 KNN is used).
@@ -909,11 +910,18 @@ class MemoryIndex:
                         + (f" ({self._embed_error})" if self._embed_error else
                            " (being embedded)" if self.embed_in_background else "")
                         + "; keyword matches cover them")
-            if qvec is not None and len(qvec) < self.line_dim:
-                # memory.lines.LineEnsemble scores with the parts the query has.
-                note = "; ".join(x for x in (
-                    note, "the line model failed on this query; lines scored by the embedder "
-                          "alone") if x)
+            line_failures: list[str] = []
+
+            async def line_query(text: str) -> np.ndarray | None:
+                try:
+                    return await self._line_query(text)
+                except (EmbedderError, OSError, RuntimeError) as exc:
+                    # The line leg still runs, on the embedder's part of each line
+                    # (memory.lines.LineEnsemble scores with the parts the query has).
+                    log.warning("line model failed on a query: %s", exc)
+                    line_failures.append(str(exc))
+                    return None
+
             try:
                 vectors = await self._loaded_vectors(db) if qvec is not None else None
                 lines = await self._fitted_lines(db) if qvec is not None else None
@@ -929,7 +937,7 @@ class MemoryIndex:
                     terms=self._terms,
                     more=others,
                     lines=lines,
-                    dim=self.embedder.dim if self.embedder is not None else 0,
+                    line_query=line_query if self.line_model is not None else None,
                 )
             except DB_ERRORS as exc:
                 log.warning("recall index failed during search (%s); rebuilding", exc)
@@ -939,8 +947,11 @@ class MemoryIndex:
                 response = await search_mod.hybrid_search(
                     self._db, query, qvec, max_results=max_results, min_score=min_score,
                     today=self._today(), half_life_days=self.half_life_days, more=others,
-                    dim=self.embedder.dim if self.embedder is not None else 0,
                 )
+            if line_failures:
+                note = "; ".join(x for x in (
+                    note, "the line model failed on this query; lines scored by the embedder "
+                          "alone") if x)
             response.note = "; ".join(x for x in (response.note, note) if x)
             if qvec is None:
                 response.mode = "keyword-only"
@@ -988,42 +999,27 @@ class MemoryIndex:
         return self._line_space
 
     async def _query_vector(self, query: str) -> np.ndarray:
-        """The query's embedding, followed by the line model's when there is one (the
-        vector leg reads the first part, the line leg all of it)."""
+        """The embedder's vector of the query (a repeated query's comes from the LRU)."""
         assert self.embedder is not None
-        cached = self._query_cache.pop(query, None)
-        if cached is not None:  # least recently used goes first: re-insert at the end
-            self._query_cache[query] = cached
-            return cached
-        line_model = self.line_model
-        if line_model is None or not english_enough(query):
+        vector = self._query_vectors.get(query)
+        if vector is None:
             vector = np.asarray(await asyncio.to_thread(self.embedder.embed_query, query),
                                 dtype=np.float32)
-            if line_model is not None:
-                # The line model knows English only: on other scripts its vote is noise (on
-                # bench/recall.py's Chinese questions it cost 1 of 12 top-1 hits). Zeros:
-                # no opinion (memory.lines.LineEnsemble).
-                vector = np.concatenate([vector, np.zeros(line_model.dim, dtype=np.float32)])
-        else:
-            # Both models at once: 22 ms against 30 ms one after the other on 2 cores (each
-            # pool's threads fall asleep while the other model runs; bench/recall_latency.py).
-            first, second = await asyncio.gather(
-                asyncio.to_thread(self.embedder.embed_query, query),
-                asyncio.to_thread(line_model.embed_query, query), return_exceptions=True)
-            if isinstance(first, BaseException):
-                raise first
-            vector = np.asarray(first, dtype=np.float32)
-            if isinstance(second, (EmbedderError, OSError, RuntimeError)):
-                # The embedder's part alone: chunk vectors still count, the line leg sits
-                # this search out (not cached, so the next search tries again).
-                log.warning("line model failed on a query: %s", second)
-                return vector
-            if isinstance(second, BaseException):
-                raise second
-            vector = np.concatenate([vector, np.asarray(second, dtype=np.float32)])
-        if len(self._query_cache) >= 256:
-            self._query_cache.pop(next(iter(self._query_cache)))
-        self._query_cache[query] = vector
+            self._query_vectors.put(query, vector)
+        return vector
+
+    async def _line_query(self, query: str) -> np.ndarray | None:
+        """The line model's vector of the query; None when it has no say on it.
+
+        The line model knows English only: on other scripts its vote is noise (on
+        bench/recall.py's Chinese questions it cost 1 of 12 top-1 hits)."""
+        if self.line_model is None or not english_enough(query):
+            return None
+        vector = self._line_queries.get(query)
+        if vector is None:
+            vector = np.asarray(await asyncio.to_thread(self.line_model.embed_query, query),
+                                dtype=np.float32)
+            self._line_queries.put(query, vector)
         return vector
 
     # --- status, watch, close ---------------------------------------------------------------
@@ -1133,3 +1129,23 @@ def _joined(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
         return {}
     return {h: np.concatenate([part[h] for part in parts]) if len(parts) > 1 else vector
             for h, vector in parts[0].items() if all(h in part for part in parts[1:])}
+
+
+class _RecentVectors:
+    """Query vectors by query text, the least recently used dropped beyond `size`: the
+    assistant often searches the same words again within a turn or a heartbeat."""
+
+    def __init__(self, size: int = 256) -> None:
+        self.size = size
+        self._items: dict[str, np.ndarray] = {}
+
+    def get(self, query: str) -> np.ndarray | None:
+        vector = self._items.pop(query, None)
+        if vector is not None:  # re-inserted at the end: the most recently used
+            self._items[query] = vector
+        return vector
+
+    def put(self, query: str, vector: np.ndarray) -> None:
+        if len(self._items) >= self.size:
+            self._items.pop(next(iter(self._items)))
+        self._items[query] = vector

