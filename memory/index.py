@@ -950,8 +950,8 @@ class MemoryIndex:
                 )
             if line_failures:
                 note = "; ".join(x for x in (
-                    note, "the line model failed on this query; lines scored by the embedder "
-                          "alone") if x)
+                    note, f"the line model failed on this query ({line_failures[0]}); lines "
+                          "scored by the embedder alone") if x)
             response.note = "; ".join(x for x in (response.note, note) if x)
             if qvec is None:
                 response.mode = "keyword-only"
