@@ -1001,12 +1001,7 @@ class MemoryIndex:
     async def _query_vector(self, query: str) -> np.ndarray:
         """The embedder's vector of the query (a repeated query's comes from the LRU)."""
         assert self.embedder is not None
-        vector = self._query_vectors.get(query)
-        if vector is None:
-            vector = np.asarray(await asyncio.to_thread(self.embedder.embed_query, query),
-                                dtype=np.float32)
-            self._query_vectors.put(query, vector)
-        return vector
+        return await self._query_vectors.embed(self.embedder, query)
 
     async def _line_query(self, query: str) -> np.ndarray | None:
         """The line model's vector of the query; None when it has no say on it.
@@ -1015,12 +1010,7 @@ class MemoryIndex:
         bench/recall.py's Chinese questions it cost 1 of 12 top-1 hits)."""
         if self.line_model is None or not english_enough(query):
             return None
-        vector = self._line_queries.get(query)
-        if vector is None:
-            vector = np.asarray(await asyncio.to_thread(self.line_model.embed_query, query),
-                                dtype=np.float32)
-            self._line_queries.put(query, vector)
-        return vector
+        return await self._line_queries.embed(self.line_model, query)
 
     # --- status, watch, close ---------------------------------------------------------------
 
@@ -1139,13 +1129,14 @@ class _RecentVectors:
         self.size = size
         self._items: dict[str, np.ndarray] = {}
 
-    def get(self, query: str) -> np.ndarray | None:
+    async def embed(self, model: Embedder, query: str) -> np.ndarray:
+        """`model`'s vector of `query`, from here when recently asked (off the event loop
+        otherwise)."""
         vector = self._items.pop(query, None)
-        if vector is not None:  # re-inserted at the end: the most recently used
-            self._items[query] = vector
+        if vector is None:
+            vector = np.asarray(await asyncio.to_thread(model.embed_query, query),
+                                dtype=np.float32)
+            if len(self._items) >= self.size:
+                self._items.pop(next(iter(self._items)))
+        self._items[query] = vector  # at the end: the most recently used
         return vector
-
-    def put(self, query: str, vector: np.ndarray) -> None:
-        if len(self._items) >= self.size:
-            self._items.pop(next(iter(self._items)))
-        self._items[query] = vector

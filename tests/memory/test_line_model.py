@@ -241,3 +241,19 @@ def test_a_model_file_onnxruntime_cannot_load_is_a_clear_error(tmp_path: Path, m
                         hashlib.sha256(garbage.read_bytes()).hexdigest())
     with pytest.raises(EmbedderError, match="line model failed to load"):
         MiniLMEmbedder()
+
+
+async def test_a_repeated_query_is_embedded_once_by_each_model(tmp_path: Path):
+    ws = tmp_path / "ws"
+    _note(ws, "2026-03-01", LINES)
+    first, second = FakeEmbedder(), FakeEmbedder(model="second", dim=32)
+    index = MemoryIndex(ws, first, today=lambda: TODAY, line_model=second)
+    await index.sync()
+    for _ in range(3):
+        await index.search("when does the plumber come")
+    assert (first.queries_embedded, second.queries_embedded) == (1, 1)
+    for n in range(256):  # the oldest query falls out of the 256 kept
+        await index._query_vector(f"query {n}")
+    await index.search("when does the plumber come")
+    assert (first.queries_embedded, second.queries_embedded) == (258, 1)
+    await index.close()
