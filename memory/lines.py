@@ -236,8 +236,8 @@ class LineEnsemble:
         for space, weight, part, asked in zip(self.spaces, self.weights,
                                                _split(lines, self.widths),
                                                _split(query[None], self.widths), strict=True):
-            # A part missing (the line model failed on the query) or all zeros (a query it
-            # does not read): that model has no opinion on this query.
+            # A part missing (the line model failed on the query, or has no say on it) or
+            # all zeros: that model has no opinion on this query.
             if asked.size and asked.any():
                 total += weight * space.scores(part, asked[0], keys)
         return total

@@ -89,12 +89,18 @@ LINES = ["Maya: I adopted a beagle called Biscuit.", "Sam: The plumber comes on 
          "Maya: Biscuit chewed my running shoes.", "Sam: We booked flights to Lisbon."]
 
 
-async def test_an_index_with_a_line_model_stores_both_models_line_vectors(tmp_path: Path):
+async def _two_model_index(tmp_path: Path) -> tuple[MemoryIndex, FakeEmbedder, FakeEmbedder]:
+    """A synced index of LINES with a fake embedder and a fake line model."""
     ws = tmp_path / "ws"
     _note(ws, "2026-03-01", LINES)
     first, second = FakeEmbedder(), FakeEmbedder(model="second", dim=32)
     index = MemoryIndex(ws, first, today=lambda: TODAY, line_model=second)
     await index.sync()
+    return index, first, second
+
+
+async def test_an_index_with_a_line_model_stores_both_models_line_vectors(tmp_path: Path):
+    index, _, second = await _two_model_index(tmp_path)
     assert index.line_dim == 96 and second.documents_embedded == len(LINES)
     numbers, blob = (await index._db.execute_fetchall(
         "SELECT numbers, vectors FROM chunk_lines"))[0]
@@ -244,11 +250,7 @@ def test_a_model_file_onnxruntime_cannot_load_is_a_clear_error(tmp_path: Path, m
 
 
 async def test_a_repeated_query_is_embedded_once_by_each_model(tmp_path: Path):
-    ws = tmp_path / "ws"
-    _note(ws, "2026-03-01", LINES)
-    first, second = FakeEmbedder(), FakeEmbedder(model="second", dim=32)
-    index = MemoryIndex(ws, first, today=lambda: TODAY, line_model=second)
-    await index.sync()
+    index, first, second = await _two_model_index(tmp_path)
     for _ in range(3):
         await index.search("when does the plumber come")
     assert (first.queries_embedded, second.queries_embedded) == (1, 1)
