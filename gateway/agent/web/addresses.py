@@ -46,8 +46,8 @@ _NAMED: tuple[tuple[str, str], ...] = (
     ("100.64.0.0/10", "a carrier-grade NAT address"),
     ("224.0.0.0/4", "a multicast address"),
     ("ff00::/8", "a multicast address"),
-    ("240.0.0.0/4", "a reserved address"),
     ("255.255.255.255/32", "the broadcast address"),
+    ("240.0.0.0/4", "a reserved address"),
 )
 NAMED_RANGES: tuple[tuple[IPNetwork, str], ...] = tuple(
     (ipaddress.ip_network(net), what) for net, what in _NAMED
@@ -88,19 +88,16 @@ class AddressPolicy:
     def refusal(self, ip: IPAddress) -> str | None:
         """None if `ip` may be connected to, else what kind of address it is."""
         embedded = _embedded_v4(ip)
-        for candidate in (ip, embedded):
-            if candidate is None:
-                continue
-            if candidate in METADATA:
-                return "a cloud metadata address"
+        if ip in METADATA or embedded in METADATA:
+            return "a cloud metadata address"
         if any(ip in net for net in self.allow_networks if net.version == ip.version):
             return None
-        for candidate in (ip, embedded):
-            if candidate is None:
-                continue
+        candidates = [candidate for candidate in (ip, embedded) if candidate is not None]
+        for candidate in candidates:
             for net, what in NAMED_RANGES:
                 if net.version == candidate.version and candidate in net:
                     return what
+        for candidate in candidates:
             if candidate.is_multicast:
                 return "a multicast address"
             if not candidate.is_global:

@@ -157,7 +157,13 @@ class PageFetcher:
                       url: URL) -> FetchedPage:
         redirects: list[str] = []
         while True:
-            await self._pin(pinned, url)
+            try:
+                await self._pin(pinned, url)
+            except AddressRefused as exc:
+                if not redirects:
+                    raise
+                raise FetchError(f"{redirects[-1]} redirected to {url.human_repr()[:200]}, "
+                                 f"which is refused: {exc}") from None
             async with session.get(url, allow_redirects=False) as response:
                 location = response.headers.get("Location")
                 if response.status not in REDIRECTS or not location:
@@ -212,9 +218,10 @@ class PageFetcher:
             chunks.append(chunk)
             size += len(chunk)
         body = b"".join(chunks)
-        if not media_type and b"\x00" in body[:4096]:
-            raise FetchError(f"{shown} sent binary data without a content type; web_fetch only "
-                             "reads HTML and text")
+        wide = (response.charset or "").lower().startswith(("utf-16", "utf-32"))
+        if not wide and b"\x00" in body[:4096]:
+            raise FetchError(f"{shown} sent binary data (as {media_type or 'no content type'})"
+                             "; web_fetch only reads HTML and text")
         return FetchedPage(str(url), response.status, media_type, response.charset, body,
                            truncated, redirects)
 

@@ -77,6 +77,7 @@ class _HttpBackend:
     """What the three HTTP backends share: one request with a deadline, a JSON answer."""
 
     name = "http"
+    refused_hint = "check the key ([web] api_key or its environment variable)"
 
     def __init__(self, url: str, *, timeout_seconds: float = 10.0) -> None:
         self.url = url
@@ -89,8 +90,8 @@ class _HttpBackend:
                     session.request(method, url, **kwargs) as response:
                 body = await _read_capped(response, MAX_RESPONSE_BYTES)
                 if response.status in (401, 403):
-                    raise SearchError(f"{self.name} refused the key (HTTP {response.status}); "
-                                      "check [web] api_key")
+                    raise SearchError(f"{self.name} refused the request (HTTP "
+                                      f"{response.status}); {self.refused_hint}")
                 if response.status == 429:
                     raise SearchError(f"{self.name} says too many searches (HTTP 429); "
                                       "try again later")
@@ -124,6 +125,7 @@ class SearxngSearch(_HttpBackend):
     """A SearXNG instance (its settings.yml must list `json` under search.formats)."""
 
     name = "searxng"
+    refused_hint = "its settings.yml must allow the json format (search: formats: [html, json])"
 
     async def search(self, query: str, count: int) -> list[SearchResult]:
         url = self.url.rstrip("/") + "/search"
