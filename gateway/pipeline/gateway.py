@@ -197,7 +197,8 @@ class Gateway:
         if self.memory is not None:
             self.use_memory(self.memory)
         else:
-            self.private_tools = ToolRegistry([*file_tools(), *self._extra_private_tools])
+            self.private_tools = ToolRegistry([*file_tools(), *self._extra_private_tools],
+                                              redact=self.redactor)
 
     def add_shared_tools(self, tools: Sequence[Tool]) -> None:
         """More tools for group chats too (the web tools when `[web] groups` is on); private

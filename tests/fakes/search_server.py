@@ -20,8 +20,10 @@ BRAVE_KEY = "brave-test-key-123456"
 TAVILY_KEY = "tvly-test-key-123456"
 
 
-def hits(query: str, count: int) -> list[dict[str, str]]:
-    return [{"title": f"Result {n} for {query}", "url": f"https://site{n}.example/{n}",
+def hits(query: str, count: int, base: str = "") -> list[dict[str, str]]:
+    """`base` (a loopback web server) makes every result a page that can be fetched."""
+    return [{"title": f"Result {n} for {query}",
+             "url": f"{base}/article?n={n}" if base else f"https://site{n}.example/{n}",
              "text": f"Snippet {n} about {query}."} for n in range(1, count + 1)]
 
 
@@ -30,6 +32,7 @@ class FakeSearchServer:
         self.queries: list[tuple[str, str]] = []  # (api, query)
         self.fail_with: int | None = None
         self.raw: str | None = None  # a body sent verbatim instead of results
+        self.result_base = ""  # results point at this server when set (see hits)
         self.searxng_json = True  # False: like a SearXNG whose settings.yml lacks json
         self.port = 0
         self._runner: web.AppRunner | None = None
@@ -74,7 +77,7 @@ class FakeSearchServer:
         query = request.query.get("q", "")
         self.queries.append(("searxng", query))
         results = [{"title": h["title"], "url": h["url"], "content": h["text"],
-                    "engine": "fake"} for h in hits(query, 8)]
+                    "engine": "fake"} for h in hits(query, 8, self.result_base)]
         return self._answer({"query": query, "results": results})
 
     async def _brave(self, request: web.Request) -> web.Response:
@@ -84,7 +87,7 @@ class FakeSearchServer:
         self.queries.append(("brave", query))
         count = int(request.query.get("count", "10"))
         results = [{"title": h["title"], "url": h["url"], "description": h["text"]}
-                   for h in hits(query, count)]
+                   for h in hits(query, count, self.result_base)]
         return self._answer({"type": "search", "web": {"results": results}})
 
     async def _tavily(self, request: web.Request) -> web.Response:
@@ -94,5 +97,5 @@ class FakeSearchServer:
         query = str(body.get("query", ""))
         self.queries.append(("tavily", query))
         results = [{"title": h["title"], "url": h["url"], "content": h["text"], "score": 0.9}
-                   for h in hits(query, int(body.get("max_results", 5)))]
+                   for h in hits(query, int(body.get("max_results", 5)), self.result_base)]
         return self._answer({"query": query, "results": results})
