@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -109,6 +110,15 @@ def fail(message: str, code: int = EXIT_FAILED) -> int:
     return code
 
 
+def json_time(moment: datetime | None) -> str | None:
+    """The one convention for times in `--json` output: an ISO 8601 instant in UTC, to the
+    second, ending in +00:00 (a naive time is taken as the machine's local time). Words and
+    tables show the person's own zone; programs get one zone."""
+    if moment is None:
+        return None
+    return moment.astimezone(UTC).isoformat(timespec="seconds")
+
+
 def print_json(value: Any) -> None:
     print(json.dumps(value, indent=1, ensure_ascii=False, default=str))
 
@@ -134,5 +144,5 @@ def exit_with(code: int) -> None:
 
 __all__ = [
     "EXIT_FAILED", "EXIT_USAGE", "CliError", "ConfigError", "JsonOption", "WorkspaceOption",
-    "exit_with", "fail", "print_json", "print_table", "resolve_workspace", "settings",
+    "exit_with", "fail", "json_time", "print_json", "print_table", "resolve_workspace", "settings",
 ]

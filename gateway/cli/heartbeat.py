@@ -13,6 +13,7 @@ from gateway.cli.common import (
     CliError,
     JsonOption,
     WorkspaceOption,
+    json_time,
     print_json,
     resolve_workspace,
     settings,
@@ -113,7 +114,7 @@ def status_command(as_json: JsonOption = False) -> None:
 
 
 def _iso(moment: datetime | None) -> str | None:
-    return moment.isoformat() if moment is not None else None
+    return json_time(moment)
 
 
 def _when(moment: datetime | None, zone: tzinfo, missing: str) -> str:

@@ -12,6 +12,7 @@ import json
 import re
 import sys
 import time
+from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -23,6 +24,7 @@ from gateway.cli.common import (
     JsonOption,
     WorkspaceOption,
     fail,
+    json_time,
     print_json,
     print_table,
     resolve_workspace,
@@ -289,7 +291,8 @@ def log_command(
     except VersioningError as exc:
         raise typer.Exit(fail(str(exc))) from None
     if as_json:
-        print_json([{"rev": c.rev, "date": c.date, "subject": c.subject, "files": list(c.files)}
+        print_json([{"rev": c.rev, "date": json_time(datetime.fromisoformat(c.date)),
+                     "subject": c.subject, "files": list(c.files)}
                     for c in commits])
         return
     if not commits:

@@ -5,7 +5,7 @@ import json
 import sqlite3
 import urllib.error
 import urllib.request
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -16,6 +16,7 @@ from gateway.cli.common import (
     JsonOption,
     WorkspaceOption,
     fail,
+    json_time,
     print_json,
     resolve_workspace,
     settings,
@@ -167,7 +168,7 @@ def _heartbeat(workspace: Path) -> dict[str, Any] | None:
         return None
     state = load_state(workspace)
     return {
-        "next_beat_at": state.next_beat_at.isoformat() if state.next_beat_at else None,
+        "next_beat_at": json_time(state.next_beat_at),
         "last_status": state.last_status or None,
     }
 
@@ -186,8 +187,7 @@ def collect_status(config: Settings) -> dict[str, Any]:
         workspaces.append({
             "name": ws.name,
             "sessions": len(transcripts),
-            "last_activity": datetime.fromtimestamp(last).isoformat(timespec="seconds")
-            if last else None,
+            "last_activity": json_time(datetime.fromtimestamp(last, UTC)) if last else None,
             "last_commit": f"{head.rev} {head.date} {head.subject}" if head else None,
             "heartbeat": _heartbeat(ws),
             "index": _index_health(ws),

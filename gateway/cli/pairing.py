@@ -13,7 +13,15 @@ from typing import Annotated, Any, TypeVar
 import typer
 
 from gateway.assembly.platforms import PLATFORMS
-from gateway.cli.common import EXIT_FAILED, JsonOption, fail, print_json, print_table, settings
+from gateway.cli.common import (
+    EXIT_FAILED,
+    JsonOption,
+    fail,
+    json_time,
+    print_json,
+    print_table,
+    settings,
+)
 from gateway.ops.state import StateDB
 from gateway.pipeline.pairing import Pairing, PairingError
 
@@ -54,7 +62,7 @@ def list_command(
     requests = [] if not state_exists() else with_state(lambda state: Pairing(state).pending(name))
     rows: list[dict[str, Any]] = [{
         "channel": r.channel, "code": r.code, "user_id": r.sender_id,
-        "name": r.sender_name or "", "asked_at": r.created_at.isoformat(timespec="seconds"),
+        "name": r.sender_name or "", "asked_at": json_time(r.created_at),
         "expires_in_minutes": max(0, int((r.expires_at - r.created_at).total_seconds() // 60)),
     } for r in requests]
     if as_json:

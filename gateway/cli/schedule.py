@@ -15,6 +15,7 @@ from gateway.cli.common import (
     CliError,
     JsonOption,
     WorkspaceOption,
+    json_time,
     print_json,
     print_table,
     resolve_workspace,
@@ -48,9 +49,11 @@ def list_command(workspace: WorkspaceOption = None, as_json: JsonOption = False)
         raise CliError(str(exc)) from exc
     now = datetime.now(UTC)
     if as_json:
+        # Instants in UTC (json_time); `when` is the job's rule as stored in the file.
         print_json({"timezone": zone.key, "problems": problems, "jobs": [
             {"id": v.job.id, "kind": v.job.kind, "text": v.job.text, "when": v.job.when,
-             "next_run": v.next_run.isoformat() if v.next_run else None,
+             "repeats": v.job.recurring, "created": json_time(v.job.created),
+             "next_run": json_time(v.next_run),
              "last_outcome": v.record.outcome if v.record else "", "sending": v.sending}
             for v in views]})
         return
