@@ -155,11 +155,15 @@ def _amount(text: str) -> timedelta:
 
 
 def _iso(text: str) -> datetime | None:
+    """An ISO date and time; None for anything else ("2026-12-01 9pm" is read as a date and a
+    time of day, and an impossible date is reported there)."""
     if not re.match(r"\d{4}-\d{2}-\d{2}[ t]\d", text):
         return None
     try:
         return datetime.fromisoformat(text.upper().replace(" ", "T", 1))
     except ValueError as exc:
+        if " " in text:
+            return None
         raise ScheduleError(f"not a valid date and time: {text!r} ({exc})") from None
 
 
