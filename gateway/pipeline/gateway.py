@@ -283,7 +283,10 @@ class Gateway:
         try:
             route = await self.router.resolve(msg)
             await self._ensure_workspace(route)
-            if msg.chat_type == "direct" and self._durable(msg):
+            # The terminal is no route for later sends: `clawgate run` has no terminal (while
+            # a chat runs, last_dm_route falls back to it for its owner).
+            if msg.chat_type == "direct" and self._durable(msg) \
+                    and msg.channel != TERMINAL_CHANNEL:
                 await self.state.set_last_dm_route(
                     route.person_id, msg.channel, msg.chat_id, msg.sender_id, msg.received_at
                 )
