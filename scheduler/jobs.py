@@ -50,9 +50,10 @@ from scheduler.when import parse_when
 VERSION = 1
 KINDS = ("message", "agent")
 MAX_TEXT_CHARS = 2000
-# 200 jobs (the default limit) of 2,000 characters are under 1 MiB; a file past this is refused
-# unread rather than parsed (a hand edit gone wrong, a hostile restore).
-MAX_FILE_BYTES = 8 * 1024 * 1024
+# 200 jobs (the default limit) of 2,000 characters are under 1 MiB, 100,000 short ones (the
+# highest limit) about 15 MiB; a file past this is refused unread rather than parsed (a hand
+# edit gone wrong, a hostile restore).
+MAX_FILE_BYTES = 32 * 1024 * 1024
 Kind = Literal["message", "agent"]
 
 
