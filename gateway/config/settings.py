@@ -96,7 +96,19 @@ class PromptSettings(_Section):
 
 
 class ToolSettings(_Section):
+    """The file tools, and the quotas on what one turn's tool calls may do (README "Quotas";
+    gateway/agent/tools/quota.py)."""
+
     max_file_bytes: int = Field(1_048_576, ge=1_024)
+    # Disk a workspace may use (files, history, trash, transcripts; not the recall index).
+    workspace_max_bytes: int = Field(1_073_741_824, ge=1_048_576)
+    # Disk a group's own area may use (with what it deleted into the trash).
+    group_area_max_bytes: int = Field(10_485_760, ge=65_536)
+    # Bytes the tool calls of one turn may put into files.
+    turn_write_max_bytes: int = Field(16_777_216, ge=1_024)
+    # Tool calls one model step may ask for, and one turn may make.
+    step_max_tool_calls: int = Field(32, ge=1)
+    turn_max_tool_calls: int = Field(200, ge=1)
 
 
 class CompactionSettings(_Section):
