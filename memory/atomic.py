@@ -40,6 +40,7 @@ PRIVATE_FILE_MODE = 0o600
 PRIVATE_DIR_MODE = 0o700
 _NEW_FILE_MODE = PRIVATE_FILE_MODE
 _CREATE_ATTEMPTS = 16
+_TEMP_STEM_BYTES = 200  # + "." + 12 hex digits + ".tmp" stays under NAME_MAX (255)
 
 
 def fsync_directory(directory: Path) -> None:
@@ -114,8 +115,10 @@ def _create_temp(directory: Path, name: str) -> tuple[int, Path]:
     """
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
     flags |= getattr(os, "O_BINARY", 0)
+    # A name of up to 255 bytes must still get a temp name the file system accepts.
+    stem = name.encode("utf-8", "surrogateescape")[:_TEMP_STEM_BYTES].decode("utf-8", "ignore")
     for _ in range(_CREATE_ATTEMPTS):
-        tmp = directory / f".{name}.{secrets.token_hex(6)}.tmp"
+        tmp = directory / f".{stem}.{secrets.token_hex(6)}.tmp"
         try:
             return os.open(tmp, flags, _NEW_FILE_MODE), tmp
         except FileExistsError:
