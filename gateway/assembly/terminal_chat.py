@@ -56,7 +56,7 @@ def _exchanges(workspace: Path, person: str) -> Iterator[dict[str, object]]:
     for raw in reversed(lines):
         try:
             entry = json.loads(raw)
-        except (json.JSONDecodeError, UnicodeDecodeError):
+        except (ValueError, RecursionError):  # torn, hand-edited or hostile: skipped
             continue
         if not isinstance(entry, dict) or entry.get("type") not in ("user", "assistant"):
             continue
