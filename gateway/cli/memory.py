@@ -20,6 +20,7 @@ import typer
 
 from gateway.cli.common import (
     EXIT_FAILED,
+    EXIT_USAGE,
     CliError,
     JsonOption,
     WorkspaceOption,
@@ -31,7 +32,7 @@ from gateway.cli.common import (
     settings,
 )
 from gateway.config.settings import Settings
-from gateway.ops.versioning import Versioning, VersioningError
+from gateway.ops.versioning import UnknownRevision, Versioning, VersioningError
 from memory.defaults import DEFAULT_MAX_RESULTS
 from memory.layout import RECALL_DIR
 
@@ -301,6 +302,11 @@ def log_command(
     print_table(("rev", "date", "change"), ((c.rev, c.date, c.subject) for c in commits))
 
 
+def _history_failure(exc: VersioningError) -> int:
+    """An unknown revision is a mistake in the command (2); anything else failed (1)."""
+    return fail(str(exc), EXIT_USAGE if isinstance(exc, UnknownRevision) else EXIT_FAILED)
+
+
 @app.command("diff", help="the change made by REV (default: the last one)")
 def diff_command(workspace: WorkspaceOption = None, rev: RevArgument = "") -> None:
     config = settings()
@@ -308,7 +314,7 @@ def diff_command(workspace: WorkspaceOption = None, rev: RevArgument = "") -> No
     try:
         print(asyncio.run(_versioning(config).diff(path, rev)), end="")
     except VersioningError as exc:
-        raise typer.Exit(fail(str(exc))) from None
+        raise typer.Exit(_history_failure(exc)) from None
 
 
 @app.command("undo", help="undo the change made by REV (default: the last one)")
@@ -323,7 +329,7 @@ def undo_command(
     try:
         changed = asyncio.run(_versioning(config).undo(path, rev, to=to))
     except VersioningError as exc:
-        raise typer.Exit(fail(str(exc), EXIT_FAILED)) from None
+        raise typer.Exit(_history_failure(exc)) from None
     if not changed:
         print("nothing to undo: the files already have that content")
         return

@@ -12,6 +12,8 @@ from typing import Annotated, Any
 import typer
 
 from gateway.cli.common import (
+    EXIT_FAILED,
+    EXIT_USAGE,
     CliError,
     JsonOption,
     WorkspaceOption,
@@ -22,7 +24,7 @@ from gateway.cli.common import (
     settings,
 )
 from gateway.config.settings import Settings
-from gateway.ops.backup import BackupError, backup, clone, list_workspaces, restore
+from gateway.ops.backup import BackupError, BackupMistake, backup, clone, list_workspaces, restore
 from gateway.ops.state import state_path
 from gateway.ops.versioning import Versioning
 from gateway.workspace.seed import SESSIONS_DIR, WorkspaceError
@@ -64,6 +66,8 @@ def backup_command(
         workspaces, state = list_workspaces(root), state_path(root)
     try:
         report = backup(output, workspaces, state_db=state)
+    except BackupMistake as exc:
+        raise CliError(str(exc)) from None
     except (BackupError, OSError, sqlite3.Error) as exc:
         raise typer.Exit(fail(f"backup failed: {exc}")) from None
     print(f"wrote {report.output}: {len(report.workspaces)} workspace(s), {report.files} files, "
@@ -92,7 +96,8 @@ def restore_command(
         hint = ""
         if rename and not no_state and str(state_path(target)) in str(exc):
             hint = " (with --as, add --no-state to keep the current gateway state)"
-        raise typer.Exit(fail(f"{exc}{hint}")) from None
+        mistake = isinstance(exc, (BackupMistake, WorkspaceError))
+        raise typer.Exit(fail(f"{exc}{hint}", EXIT_USAGE if mistake else EXIT_FAILED)) from None
     for name in report.workspaces:
         print(f"restored workspace {target / name}")
     if report.state:
@@ -114,7 +119,9 @@ def clone_command(
     root = path.resolve().parent
     try:
         target = clone(root, path.name, new, sessions=not no_sessions)
-    except (BackupError, WorkspaceError, OSError) as exc:
+    except (BackupMistake, WorkspaceError) as exc:
+        raise CliError(str(exc)) from None
+    except (BackupError, OSError) as exc:
         raise typer.Exit(fail(str(exc))) from None
     asyncio.run(Versioning(enabled=config.versioning.enabled).commit(
         target, "clone", note=f"cloned from {source}"))

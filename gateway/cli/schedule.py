@@ -17,6 +17,7 @@ from zoneinfo import ZoneInfo
 import typer
 
 from gateway.cli.common import (
+    EXIT_FAILED,
     CliError,
     JsonOption,
     WorkspaceOption,
@@ -54,8 +55,8 @@ def list_command(workspace: WorkspaceOption = None, as_json: JsonOption = False)
     _, path, zone = _target(workspace)
     try:
         views, problems = list_jobs(path, zone)
-    except ScheduleFileError as exc:
-        raise CliError(str(exc)) from exc
+    except ScheduleFileError as exc:  # the file, not the command: a failure
+        raise CliError(str(exc), EXIT_FAILED) from exc
     now = datetime.now(UTC)
     if as_json:
         # Instants in UTC (json_time); `when` is the job's rule as stored in the file.
@@ -94,8 +95,10 @@ def add_command(
     try:
         job, first = create(path, zone, when, text, "agent" if agent else "message", now,
                             max_jobs=config.scheduler.max_jobs)
-    except (ScheduleError, ScheduleFileError) as exc:
+    except ScheduleError as exc:  # the WHEN or TEXT given
         raise CliError(str(exc)) from exc
+    except ScheduleFileError as exc:
+        raise CliError(str(exc), EXIT_FAILED) from exc
     _commit(config, path, f"clawgate schedule add: #{job.id} {job.text!r}")
     print(confirmation(job, first, zone, now), _where(config, path.resolve().name))
 
@@ -140,7 +143,7 @@ def cancel_command(
     try:
         job = cancel(path, zone, job_id)
     except ScheduleFileError as exc:
-        raise CliError(str(exc)) from exc
+        raise CliError(str(exc), EXIT_FAILED) from exc
     if job is None:
         raise CliError(f"no job #{job_id} in {path}; see `clawgate schedule list`")
     _commit(config, path, f"clawgate schedule cancel: #{job.id} {job.text!r}")

@@ -55,6 +55,10 @@ class VersioningError(Exception):
     """A versioning command cannot do what was asked; `str()` says why, in one line."""
 
 
+class UnknownRevision(VersioningError):
+    """The revision named does not exist (a mistake in the command, not a failure)."""
+
+
 @dataclass(frozen=True, slots=True)
 class Commit:
     rev: str
@@ -278,7 +282,7 @@ class Versioning:
         code, full = await self._git(workspace, "rev-parse", "--verify", "-q",
                                      f"{rev}^{{commit}}", check=False)
         if code != 0 or not full.strip():
-            raise VersioningError(f"no revision {rev!r} in {workspace.name}: pick one from "
+            raise UnknownRevision(f"no revision {rev!r} in {workspace.name}: pick one from "
                                   "`clawgate memory log`")
         return full.strip()
 
@@ -301,7 +305,7 @@ class Versioning:
 
 def _verify_rev(rev: str) -> None:
     if rev.startswith("-"):
-        raise VersioningError(f"not a revision: {rev!r}")
+        raise UnknownRevision(f"not a revision: {rev!r}")
 
 
 def _changed_paths(porcelain_z: str) -> list[tuple[str, str]]:
