@@ -135,7 +135,9 @@ def hoist_root_options(argv: Sequence[str]) -> tuple[list[str], bool]:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; return its exit status (the `clawgate` script's entry point)."""
     args, debug = hoist_root_options(sys.argv[1:] if argv is None else argv)
-    command = typer.main.get_command(build_app())
+    from gateway.cli.help import tidy
+
+    command = tidy(typer.main.get_command(build_app()))
     try:
         with redacted_output():  # no configured secret is ever printed (ops/redaction.py)
             result = command.main(args=args, prog_name="clawgate", standalone_mode=False)

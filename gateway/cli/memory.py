@@ -274,7 +274,7 @@ def log_command(
     workspace: WorkspaceOption = None,
     limit: Annotated[int, typer.Option("--limit", "-n", help="at most this many")] = 20,
     since: Annotated[str, typer.Option(
-        "--since", help='e.g. "yesterday", "2 hours ago", a date')] = "",
+        "--since", metavar="WHEN", help='e.g. "yesterday", "2 hours ago", a date')] = "",
     as_json: JsonOption = False,
 ) -> None:
     since = check_since(since)

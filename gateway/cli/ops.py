@@ -16,7 +16,6 @@ from gateway.cli.common import (
     EXIT_USAGE,
     CliError,
     JsonOption,
-    WorkspaceOption,
     fail,
     json_time,
     print_json,
@@ -48,9 +47,13 @@ def register(app: typer.Typer) -> None:
 def backup_command(
     output: Annotated[Path, typer.Option("--output", "-o", metavar="FILE.tar.gz",
                                          help="the archive to write")],
-    workspace: WorkspaceOption = None,
+    workspace: Annotated[str | None, typer.Option(
+        "--workspace", "-w", metavar="NAME|PATH",
+        help="only this workspace: a person id (e.g. ana) or a directory; without it, every "
+             "workspace and the gateway state database")] = None,
     all_: Annotated[bool, typer.Option(
-        "--all", help="every workspace and the gateway state database (the default)")] = False,
+        "--all", help="every workspace and the gateway state database (the same as giving "
+                      "no --workspace)")] = False,
     force: Annotated[bool, typer.Option("--force", help="replace an existing archive")] = False,
 ) -> None:
     if workspace is not None and all_:
@@ -80,9 +83,9 @@ def backup_command(
 def restore_command(
     archive: Annotated[Path, typer.Argument(metavar="FILE.tar.gz")],
     root: Annotated[Path | None, typer.Option(
-        "--root", help="workspaces root (default: workspaces_dir)")] = None,
+        "--root", metavar="DIR", help="workspaces root (default: workspaces_dir)")] = None,
     rename: Annotated[str, typer.Option(
-        "--as", help="restore a one-workspace backup under this name")] = "",
+        "--as", metavar="NAME", help="restore a one-workspace backup under this name")] = "",
     force: Annotated[bool, typer.Option(
         "--force", help="replace what exists (it is moved to <root>/.trash/)")] = False,
     no_state: Annotated[bool, typer.Option(

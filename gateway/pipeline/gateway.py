@@ -228,13 +228,17 @@ class Gateway:
         """
         self.stop_intake()
         await self.approvals.stop()
-        try:
-            await asyncio.wait_for(self.lanes.drain(), drain_timeout)
-        except TimeoutError:
+        # Counted before anything is cancelled: `wait_for(drain())` would cancel the turns
+        # themselves on its timeout, and then count none ("0 turn(s) still running").
+        draining = asyncio.ensure_future(self.lanes.drain())
+        _, late = await asyncio.wait({draining}, timeout=drain_timeout)
+        if late:
             pending = self.lanes.depth()
             log.warning("stopping with %d turn(s) still running after %.1f s: left pending "
                         "for the next start", pending, drain_timeout)
             await self.lanes.cancel()
+            draining.cancel()
+            await asyncio.gather(draining, return_exceptions=True)
         await self.delivery.close(min(drain_timeout, 5.0))
         closers = [*(channel.stop for channel in self.channels.values()),
                    self.capabilities.stop,  # MCP servers
