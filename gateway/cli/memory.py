@@ -32,7 +32,7 @@ from gateway.cli.common import (
     settings,
 )
 from gateway.config.settings import Settings
-from gateway.ops.versioning import UnknownRevision, Versioning, VersioningError
+from gateway.ops.versioning import UnknownRevision, Versioning, VersioningError, undo_words
 from memory.defaults import DEFAULT_MAX_RESULTS
 from memory.layout import RECALL_DIR
 
@@ -333,7 +333,7 @@ def undo_command(
     if not changed:
         print("nothing to undo: the files already have that content")
         return
-    print(f"restored {len(changed)} file(s): {', '.join(changed)}")
+    print(undo_words(changed))
     if (path / RECALL_DIR).exists():
         # The recall index compares files by mtime and size: the restored files are new to it,
         # so its next sync (the running gateway's watcher, or the next search) re-indexes them.

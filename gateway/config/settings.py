@@ -370,9 +370,9 @@ def load_settings(path: Path | None = None, **overrides: Any) -> Settings:
                 f"{type(exc).__name__}: {str(exc)[:120]}"
             raise ConfigError(f"cannot read {path}: {reason}. Fix the file or remove it.") \
                 from None
-    file_values.update(overrides)
+    given = {**file_values, **overrides}  # overrides: from code (tests), not the file
     try:
-        return Settings(**file_values)
+        return Settings(**given)
     except ValidationError as exc:
         from gateway.config.errors import describe
 

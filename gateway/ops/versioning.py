@@ -59,6 +59,29 @@ class UnknownRevision(VersioningError):
     """The revision named does not exist (a mistake in the command, not a failure)."""
 
 
+@dataclass(frozen=True, slots=True, order=True)
+class Change:
+    """A file an undo changed on disk, and how: "deleted" (the undone change had created
+    it), "restored" (brought back to its earlier text) or "recreated" (it had deleted it)."""
+
+    path: str
+    kind: str
+
+
+def undo_words(changes: list[Change]) -> str:
+    """'deleted notes/todo.md; restored MEMORY.md': what an undo did, in words a person
+    checks against what they meant to undo."""
+    parts = []
+    for kind in ("deleted", "recreated", "restored"):
+        paths = [change.path for change in changes if change.kind == kind]
+        if paths:
+            parts.append(f"{kind} {', '.join(paths)}")
+    return "; ".join(parts)
+
+
+_UNDO_KINDS = {"A": "recreated", "D": "deleted"}
+
+
 @dataclass(frozen=True, slots=True)
 class Commit:
     rev: str
@@ -240,10 +263,10 @@ class Versioning:
                                  "--date=iso-strict", rev, "--")
         return out
 
-    async def undo(self, workspace: Path, rev: str = "", *, to: bool = False) -> list[str]:
+    async def undo(self, workspace: Path, rev: str = "", *, to: bool = False) -> list[Change]:
         """Undo the change made by `rev` (default: the last one), or with `to` restore every
         versioned file as it was at `rev`. Records the result as an "undo" commit and returns
-        the paths that changed on disk.
+        the files that changed on disk, and how (`undo_words` says it).
         """
         workspace = self._require(workspace)
         await self.commit(workspace, "hand edit", note="uncommitted changes found before undo")
@@ -272,7 +295,8 @@ class Versioning:
                 note = f"Reverted {subject.strip()}"
             _, status = await self._git(workspace, "status", "--porcelain", "-z",
                                         "--untracked-files=no")
-            changed = [path for _, path in _changed_paths(status)]
+            changed = [Change(path, _UNDO_KINDS.get(code, "restored"))
+                        for code, path in _changed_paths(status)]
             self._seen.pop(workspace, None)
             await self._commit_locked(workspace, "undo", "", "", note)
         return changed
