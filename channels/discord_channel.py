@@ -27,6 +27,7 @@ from channels.base import (
     InboundMessage,
     MessageHandler,
     OutboundMessage,
+    send_parts,
 )
 from channels.chunking import DISCORD_LIMIT, split_text
 
@@ -241,13 +242,18 @@ class DiscordChannel(ChannelBase):
     # -- sending -----------------------------------------------------------------------------
 
     async def send(self, message: OutboundMessage) -> None:
+        """Each part of a long reply is one message; parts an earlier try got accepted are
+        skipped (`send_parts`), so a retry never repeats them."""
         target = self.client.get_partial_messageable(int(message.chat_id))
-        for chunk in split_text(message.text, DISCORD_LIMIT):
+
+        async def send_part(chunk: str) -> None:
             if chunk.strip():
                 try:
                     await target.send(chunk)
                 except (discord.Forbidden, discord.NotFound) as exc:
                     raise DeliveryRefused(f"discord refused the message: {exc}") from exc
+
+        await send_parts(message, split_text(message.text, DISCORD_LIMIT), send_part)
 
     @contextlib.asynccontextmanager
     async def typing(self, chat_id: str) -> AsyncIterator[None]:
