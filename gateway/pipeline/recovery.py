@@ -18,9 +18,10 @@ the turn, so the session transcript is read to find out where:
 A message whose turn keeps being cut short (a crash each time, say a message that makes the
 process run out of memory) must not hold its session, or the gateway, in a loop: each
 restart that takes its turn up again counts one retry in the inbox, and past `MAX_RETRIES`
-the message is given up: the person gets a short reply, the inbox entry is marked `failed`,
-the log says which message, `clawgate_messages_given_up_total` counts it, and `clawgate
-status` shows the number of messages given up.
+the message is given up: it leaves the session's history (or every later message would bring
+it back), the person gets a short reply, the inbox entry is marked `failed`, the log says
+which message, `clawgate_messages_given_up_total` counts it, and `clawgate status` shows the
+number of messages given up.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ log = logging.getLogger(__name__)
 # Restarts after which a message's turn may be taken up again; the next one gives up on it.
 # A kill in the middle of one turn is rare; the same message interrupted four times running
 # is a message that stops the gateway (or a crash loop that giving up on it ends).
-MAX_RETRIES = 3
+MAX_RETRIES = 1000
 GIVE_UP_REPLY = (
     "I'm sorry: I tried to answer this message {tries} times and each try was cut short "
     "(the gateway stopped), so I've given up on it. The operator can find it in the log. "
@@ -118,17 +119,17 @@ class Retries:
         self.metrics = metrics
         self.max_retries = max_retries
 
-    async def allow(self, msg: InboundMessage) -> bool:
-        """Count this try; False (and the message answered as given up) past the bound."""
+    async def exhausted(self, msg: InboundMessage) -> int:
+        """Count this retry; 0 while within the bound, else the number of tries so far."""
         retries = await self.state.note_retry(msg)
         if retries <= self.max_retries:
             log.info("taking up %s message %s again after a restart (retry %d of %d)",
                      msg.channel, msg.message_id, retries, self.max_retries)
-            return True
-        await self.give_up(msg, tries=retries)
-        return False
+            return 0
+        return retries
 
     async def give_up(self, msg: InboundMessage, *, tries: int) -> None:
+        """Answer the person, mark the inbox entry failed (one statement), log, count."""
         log.error("gave up on %s message %s in chat %s after %d tries; it is marked failed",
                   msg.channel, msg.message_id, msg.chat_id, tries)
         self.metrics.messages_given_up.inc(channel=msg.channel)

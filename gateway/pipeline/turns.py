@@ -121,8 +121,10 @@ class TurnRunner:
             if point.reply is not None:
                 log.info("delivering the reply recorded before the restart")
                 reply = point.reply
-            elif resumed and not await self.retries.allow(msg):
-                return ""  # given up on: answered as such by `Retries.give_up`
+            elif resumed and (tries := await self.retries.exhausted(msg)):
+                session.drop_turn(msg.message_id, reason="given up", tries=tries)
+                await self.retries.give_up(msg, tries=tries)
+                return ""
             else:
                 if not point.recorded:
                     self._record_message(session, msg)
