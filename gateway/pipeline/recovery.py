@@ -42,7 +42,7 @@ log = logging.getLogger(__name__)
 # Restarts after which a message's turn may be taken up again; the next one gives up on it.
 # A kill in the middle of one turn is rare; the same message interrupted four times running
 # is a message that stops the gateway (or a crash loop that giving up on it ends).
-MAX_RETRIES = 1000
+MAX_RETRIES = 5
 GIVE_UP_REPLY = (
     "I'm sorry: I tried to answer this message {tries} times and each try was cut short "
     "(the gateway stopped), so I've given up on it. The operator can find it in the log. "

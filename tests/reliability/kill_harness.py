@@ -312,17 +312,26 @@ async def run_kill_test(tmp_path: Path, plan: KillPlan, llm: FakeAnthropicServer
     db_path = root / ".gateway" / "state.db"
     expected: dict[str, set[int]] = {}
 
-    async def feed() -> None:
-        for number in range(plan.messages):
-            person = rng.choice(plan.people)
+    numbers = iter(range(plan.messages))
+
+    async def feed(senders: list[tuple[int, float]]) -> None:
+        """One message from each (person, gap) in turn, `gap` seconds apart."""
+        for person, gap in senders:
+            number = next(numbers)
             expected.setdefault(str(person), set()).add(number)
             await tg.send_text(person, f"note M-{number:05d}-X for later")
-            await asyncio.sleep(rng.uniform(*plan.gap))
+            await asyncio.sleep(gap)
 
-    feeder = asyncio.create_task(feed())
+    feeders: list[asyncio.Task[None]] = []
     snapshots: list[dict[Path, bytes]] = []
     try:
         for number in range(plan.kills):
+            # This run's share of the messages, arriving while it starts and works (the
+            # seeded generator draws the gaps here, so a run replays whatever the timing).
+            share = (plan.messages * (number + 1) // plan.kills
+                     - plan.messages * number // plan.kills)
+            feeders.append(asyncio.create_task(feed(
+                [(rng.choice(plan.people), rng.uniform(*plan.gap)) for _ in range(share)])))
             polls = len(tg.offsets_seen)
             process = await start_gateway(env, log)
             draw = rng.random()
@@ -364,7 +373,7 @@ async def run_kill_test(tmp_path: Path, plan: KillPlan, llm: FakeAnthropicServer
                 if count and message_id in pending)
             if progress is not None and (number + 1) % 10 == 0:
                 progress(f"{number + 1} kills, {len(tg.sent)} replies so far")
-        await feeder
+        await asyncio.gather(*feeders)
 
         process = await start_gateway(env, log)
         try:
@@ -380,7 +389,8 @@ async def run_kill_test(tmp_path: Path, plan: KillPlan, llm: FakeAnthropicServer
             process.terminate()
             await asyncio.wait_for(process.wait(), 40)
     finally:
-        feeder.cancel()
+        for feeder in feeders:
+            feeder.cancel()
         await tg.stop()
         llm.responder = None
 
