@@ -58,27 +58,34 @@ class OutboundMessage:
     A channel that cuts a message into parts sends only the parts from `first_part` on (the
     earlier ones were accepted by an earlier try) and awaits `on_part` after each accepted
     part (`send_parts` does both). A channel that sends one message ignores both.
+
+    `key` names the message the same way on every try, also after a restart (the delivery
+    path's outbox row): a platform that recognises a repeated send by a client-chosen id
+    (Discord's message nonce) gets one derived from it, so a repeat creates nothing.
     """
 
     channel: str
     chat_id: str
     text: str
     reply_to: str = ""
+    key: str = ""
     first_part: int = 0
     on_part: PartAccepted | None = field(default=None, compare=False, repr=False)
 
 
 async def send_parts(
-    message: OutboundMessage, parts: Sequence[Part], send: Callable[[Part], Awaitable[object]]
+    message: OutboundMessage, parts: Sequence[Part],
+    send: Callable[[int, Part], Awaitable[object]],
 ) -> None:
-    """Send `parts` from `message.first_part` on, reporting each accepted one.
+    """Send `parts` (`send(index, part)`) from `message.first_part` on, reporting each
+    accepted one.
 
     The parts must be cut the same way on every try (a pure function of the text), so that
     the count of accepted parts means the same thing after a restart.
     """
     total = len(parts)
     for index in range(min(message.first_part, total), total):
-        await send(parts[index])
+        await send(index, parts[index])
         if message.on_part is not None:
             await message.on_part(index + 1, total)
 

@@ -326,10 +326,11 @@ class TelegramChannel(ChannelBase):
 
     async def send(self, message: OutboundMessage) -> None:
         """Each part of a long reply is one sendMessage; parts an earlier try got accepted
-        are skipped (`send_parts`), so a retry never repeats them."""
+        are skipped (`send_parts`), so a retry never repeats them. (The Bot API has no
+        idempotency key: a part accepted just before a crash is sent again.)"""
         chat_id = _chat(message.chat_id)
 
-        async def send_part(part: tuple[str, str]) -> None:
+        async def send_part(index: int, part: tuple[str, str]) -> None:
             html, plain = part
             if not plain.strip():
                 return

@@ -21,7 +21,9 @@ Exactly-once where it matters: an optional idempotency `key` (unique in the outb
 second `deliver` with the same key a no-op, so a scheduler firing twice, or a restart
 re-running an answered message, never sends twice. The remaining window is a crash after the
 platform accepted a message (or one part of it) and before the outbox recorded that: that
-message (or part) is sent again after the restart (docs/reliability.md measures it).
+message (or part) is sent again after the restart (docs/reliability.md measures it). Where the
+platform can recognise a repeat (Discord's message nonce, derived from the outbox row) the
+channel uses it and the window closes for restarts within the platform's memory of nonces.
 """
 
 from __future__ import annotations
@@ -192,8 +194,10 @@ class Delivery:
                 await self._record(self.state.note_parts, message.row, parts_sent)
 
         try:
-            await channel.send(OutboundMessage(message.channel, message.chat_id, message.text,
-                                               first_part=item.parts_sent, on_part=accepted))
+            await channel.send(OutboundMessage(
+                message.channel, message.chat_id, message.text,
+                key="" if message.row is None else str(message.row),
+                first_part=item.parts_sent, on_part=accepted))
         except asyncio.CancelledError:
             raise
         except DeliveryRefused as exc:

@@ -40,8 +40,10 @@ from gateway.pipeline.delivery import Delivery
 log = logging.getLogger(__name__)
 
 # Restarts after which a message's turn may be taken up again; the next one gives up on it.
-# A kill in the middle of one turn is rare; the same message interrupted four times running
-# is a message that stops the gateway (or a crash loop that giving up on it ends).
+# A kill in the middle of one turn is rare; the same message cut short six times running is
+# a message that stops the gateway, or a crash loop that giving up on it may end. (The kill
+# harness, which kills every few seconds right as the resumed turns wait for the provider's
+# first call, saw at most 3 retries of one message in 20 kills; bench/crash_kill.py prints it.)
 MAX_RETRIES = 5
 GIVE_UP_REPLY = (
     "I'm sorry: I tried to answer this message {tries} times and each try was cut short "

@@ -8,7 +8,8 @@
   tool results since) last: the model never gets an empty or missing user message.
 - A long reply sent in parts keeps its progress: a retry, or a restart, sends only the parts
   the platform has not accepted (before: a 3-part reply whose second part met five 502s sent
-  part 1 twice).
+  part 1 twice). On Discord a send repeated after a kill carries the same nonce and is not
+  posted twice.
 - A message whose turn keeps being cut short is given up after a bounded number of retries,
   marked failed and reported (before: pending forever, taken up at every start).
 - A turn whose prompt or tools cannot be built ends with a short reply (before: no reply, the
@@ -35,12 +36,14 @@ from gateway.agent.conversation import Message, ToolCall
 from gateway.agent.providers import build_provider
 from gateway.agent.transcript import INTERRUPTED_TOOL_RESULT, Transcript
 from gateway.assembly.platforms import build_gateway
+from gateway.cli.ops import collect_status
 from gateway.pipeline.gateway import Gateway
 from gateway.pipeline.recovery import GIVE_UP_REPLY, MAX_RETRIES
 from gateway.pipeline.turns import SETUP_REPLY
 from gateway.workspace.seed import ensure_workspace
 from tests.conftest import AllowAll, llm_overrides
 from tests.fakes.channel import RecordingChannel
+from tests.fakes.discord_server import FakeDiscordServer, patch_discord
 from tests.fakes.llm_server import FakeAnthropicServer
 from tests.fakes.telegram_server import FakeTelegramServer
 
@@ -200,6 +203,9 @@ async def test_a_message_whose_turn_keeps_being_cut_short_is_given_up(
         assert gateway.metrics.messages_given_up.value(channel="fakechat") == 1
     finally:
         await gateway.stop()
+    # the owner sees it in `clawgate status` (the log says which message)
+    status = await asyncio.to_thread(collect_status, gateway.settings)  # a CLI: its own loop
+    assert status["messages"]["given_up"] == 1
     # and the session works again for the next message
     anthropic_server.responder = None
     gateway = _gateway(make_settings, anthropic_server, channel)
@@ -324,3 +330,34 @@ async def test_a_restart_sends_only_the_parts_not_yet_accepted(
         assert await gateway.state.outbox_counts() == {"sent": 1}
     finally:
         await gateway.stop()
+
+
+async def test_discord_recognises_a_reply_sent_just_before_a_kill(
+    make_settings, anthropic_server, monkeypatch
+):
+    """The crash window on Discord: the reply reached Discord, the kill came before the
+    outbox recorded it. The restart sends it again with the same nonce (from the outbox row)
+    and Discord returns the message it has instead of posting a second one."""
+    options = {"discord": {"guild_ready_timeout": 0.05, "ready_timeout": 10}}
+    async with FakeDiscordServer() as dc:
+        patch_discord(monkeypatch, dc)
+        settings = make_settings(**llm_overrides(anthropic_server),
+                                 discord={"token": dc.token, "allow_from": ["301"]})
+        image = build_gateway(settings, build_provider(settings), options=options)
+        await image.state.open()
+        try:
+            row = await image.state.enqueue_outbound("discord", "302", "see you at noon")
+        finally:
+            await image.state.close()
+        await dc.accept("302", "see you at noon", nonce=f"cg{row}.0")  # before the kill
+        gateway = build_gateway(settings, build_provider(settings), options=options)
+        await gateway.start()
+        try:
+            for _ in range(500):
+                if (await gateway.state.outbox_counts()).get("sent"):
+                    break
+                await asyncio.sleep(0.02)
+            assert await gateway.state.outbox_counts() == {"sent": 1}
+            assert dc.texts("302") == ["see you at noon"]  # once
+        finally:
+            await gateway.stop()
