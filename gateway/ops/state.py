@@ -435,13 +435,13 @@ class StateDB:
                 log.error("inbox: a pending message has no body; skipped")
         return pending
 
-    async def note_retry(self, msg: InboundMessage) -> int:
-        """Count one more try at answering a message taken up again after a restart; returns
-        how many such tries there were, this one included (the bound on a poison message)."""
+    async def note_retry(self, msg: InboundMessage, step: int = 1) -> int:
+        """Add `step` to a message's retry count (gateway/pipeline/recovery.py says when);
+        returns the new count (the bound on a message that stops the gateway)."""
         rows = await self._write_returning(
-            "UPDATE inbox SET retries = retries + 1 WHERE channel = ? AND chat_id = ?"
+            "UPDATE inbox SET retries = retries + ? WHERE channel = ? AND chat_id = ?"
             " AND message_id = ? RETURNING retries",
-            (msg.channel, msg.chat_id, msg.message_id),
+            (step, msg.channel, msg.chat_id, msg.message_id),
         )
         return int(rows[0][0]) if rows else 0
 

@@ -16,23 +16,26 @@ the turn, so the session transcript is read to find out where:
   between the two): record it again, so the model answers it and not the later one.
 
 A message whose turn keeps being cut short (a crash each time, say a message that makes the
-process run out of memory) must not hold its session, or the gateway, in a loop: each
-restart that takes its turn up again counts one retry in the inbox, and past `MAX_RETRIES`
-the message is given up: it leaves the session's history (or every later message would bring
-it back), the person gets a short reply, the inbox entry is marked `failed`, the log says
-which message, `clawgate_messages_given_up_total` counts it, and `clawgate status` shows the
-number of messages given up.
+process run out of memory) must not hold its session, or the gateway, in a loop. Each
+restart that takes its turn up again counts one retry in the inbox, taken back while the
+turn waits for the model provider (a kill then is not the message's doing: the gateway was
+only waiting on it). Past `MAX_RETRIES` the message is given up: it leaves the session's
+history (or every later message would bring it back), the person gets a short reply, the
+inbox entry is marked `failed`, the log says which message,
+`clawgate_messages_given_up_total` counts it, and `clawgate status` shows the number of
+messages given up.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from channels.base import InboundMessage
-from gateway.agent.loop import EMPTY_ANSWER
+from gateway.agent.loop import EMPTY_ANSWER, Waiting
 from gateway.ops.metrics import GatewayMetrics
 from gateway.ops.state import StateDB
 from gateway.pipeline.delivery import Delivery
@@ -129,6 +132,29 @@ class Retries:
                      msg.channel, msg.message_id, retries, self.max_retries)
             return 0
         return retries
+
+    def waiting_on_model(self, msg: InboundMessage) -> Waiting:
+        """For a retried turn's model calls: the retry it counted is taken back while the
+        turn waits for the provider and counted again when the answer is in. A kill during
+        the wait (most of a turn's time) is not the message's doing; one while the gateway
+        works on the message (prompt, request, answer, tools) may be, and stays counted."""
+
+        @contextlib.asynccontextmanager
+        async def waiting() -> AsyncIterator[None]:
+            await self._step(msg, -1)
+            try:
+                yield
+            finally:
+                await self._step(msg, 1)
+
+        return waiting
+
+    async def _step(self, msg: InboundMessage, step: int) -> None:
+        try:
+            await self.state.note_retry(msg, step)
+        except Exception:  # bookkeeping: the turn goes on
+            log.exception("could not update the retry count of %s message %s",
+                          msg.channel, msg.message_id)
 
     async def give_up(self, msg: InboundMessage, *, tries: int) -> None:
         """Answer the person, mark the inbox entry failed (one statement), log, count."""

@@ -19,7 +19,7 @@ import time
 from channels.base import InboundMessage
 from gateway.agent.compaction import Compactor
 from gateway.agent.conversation import Message, SystemPrompt, Usage
-from gateway.agent.loop import AgentLoop, Recorder
+from gateway.agent.loop import AgentLoop, Recorder, Waiting
 from gateway.agent.prompt import request_overhead_chars
 from gateway.agent.providers.base import ProviderError
 from gateway.agent.sessions import Session, SessionStore
@@ -128,7 +128,8 @@ class TurnRunner:
             else:
                 if not point.recorded:
                     self._record_message(session, msg)
-                reply = await self._reply(session, route)
+                waiting = self.retries.waiting_on_model(msg) if resumed else None
+                reply = await self._reply(session, route, waiting)
                 if durable:
                     self._record_reply(session, msg, reply)
             sent = await self.delivery.deliver(
@@ -186,7 +187,7 @@ class TurnRunner:
         except OSError as exc:  # the reply still goes out; a restart would recompute it
             log.warning("could not record the reply in the transcript: %s", exc)
 
-    async def _reply(self, session: Session, route: Route) -> str:
+    async def _reply(self, session: Session, route: Route, waiting: Waiting | None) -> str:
         """The answer to send, whatever happened: the model's, or a clear error line."""
         prompt = self.prompt
         try:  # a hostile or broken file, skill or tool server must not leave the person unanswered
@@ -205,7 +206,8 @@ class TurnRunner:
             async with asyncio.timeout(self.deadline_seconds):
                 for notice in await self.compactor.before_turn(session, system, ctx, overhead):
                     await self.delivery.deliver(route.channel, route.chat_id, notice)
-                reply = await self._answer(session, route, system, ctx, tools, overhead)
+                reply = await self._answer(session, route, system, ctx, tools, overhead,
+                                           waiting)
             self.metrics.turns.inc(outcome="ok")
         except TimeoutError:
             log.warning("turn in %s passed its deadline of %.0f s", route.session_key,
@@ -229,13 +231,13 @@ class TurnRunner:
 
     async def _answer(
         self, session: Session, route: Route, system: SystemPrompt, ctx: ToolContext,
-        tools: ToolRegistry, overhead: int,
+        tools: ToolRegistry, overhead: int, waiting: Waiting | None,
     ) -> str:
         """The agent turn. A context overflow triggers flush, compaction and a retry (twice)."""
         for attempt in range(OVERFLOW_RETRIES + 1):
             try:
                 result = await self.agent.run(system, session.history, ctx, tools,
-                                              _recorder(session, self.metrics))
+                                              _recorder(session, self.metrics), waiting)
                 return result.reply
             except ProviderError as exc:
                 if exc.kind != "context_overflow" or attempt == OVERFLOW_RETRIES:
