@@ -1,7 +1,7 @@
 """Crash safety: `clawgate run` as a real process, killed with SIGKILL at random points.
 
 Five people keep writing through the fake Telegram server to a model that takes about 300 ms
-per answer while the gateway is killed and restarted 30 times, a third of the kills aimed
+per answer while the gateway is killed and restarted 20 times, a third of the kills aimed
 between a turn's transcript append and its outbox write (tests/reliability/kill_harness.py
 says how). Seeded, so a failure replays (CRASH_SEED=N runs another seed); bench/crash_kill.py
 runs the same harness with 100 kills and more and prints the figures.
@@ -22,7 +22,7 @@ SEED = int(os.environ.get("CRASH_SEED", "20261129"))
 
 
 async def test_kill_nine_at_random_points_loses_nothing(tmp_path, anthropic_server):
-    plan = KillPlan(kills=30, messages=120, seed=SEED)
+    plan = KillPlan(kills=20, messages=80, seed=SEED)
     report = await run_kill_test(tmp_path, plan, anthropic_server)
     print("\ncrash safety:", report.summary())
     log = (tmp_path / "gateway.log").read_text(errors="replace")[-3000:]
