@@ -116,22 +116,9 @@ class TurnRunner:
             log.info("turn started (%s)", route.channel)
             started = time.perf_counter()
             session = await self.sessions.get(route.workspace, route.session_key)
-            resumed = durable and self._take_resumed(msg)
-            point = await self._resume_point(session, msg) if resumed else ResumePoint()
-            if point.reply is not None:
-                log.info("delivering the reply recorded before the restart")
-                reply = point.reply
-            elif resumed and (tries := await self.retries.exhausted(msg)):
-                session.drop_turn(msg.message_id, reason="given up", tries=tries)
-                await self.retries.give_up(msg, tries=tries)
-                return ""
-            else:
-                if not point.recorded:
-                    self._record_message(session, msg)
-                waiting = self.retries.waiting_on_model(msg) if resumed else None
-                reply = await self._reply(session, route, waiting)
-                if durable:
-                    self._record_reply(session, msg, reply)
+            reply = await self._reply_to(session, route, msg, durable=durable)
+            if reply is None:
+                return ""  # given up on, and answered as such (recovery.py)
             sent = await self.delivery.deliver(
                 route.channel, route.chat_id, reply,
                 key=answer_key(msg) if durable else None, done=msg if durable else None,
@@ -147,6 +134,27 @@ class TurnRunner:
             except Exception:  # the reply is queued: nothing here may cause a second one
                 log.exception("bookkeeping after the turn in %s failed", key)
             return reply
+
+    async def _reply_to(self, session: Session, route: Route, msg: InboundMessage, *,
+                        durable: bool) -> str | None:
+        """The reply to `msg`: recorded before a restart, or from a turn run (or continued)
+        now; None when the message was given up on after too many retries."""
+        resumed = durable and self._take_resumed(msg)
+        point = await self._resume_point(session, msg) if resumed else ResumePoint()
+        if point.reply is not None:
+            log.info("delivering the reply recorded before the restart")
+            return point.reply
+        if resumed and (tries := await self.retries.exhausted(msg)):
+            session.drop_turn(msg.message_id, reason="given up", tries=tries)
+            await self.retries.give_up(msg, tries=tries)
+            return None
+        if not point.recorded:
+            self._record_message(session, msg)
+        waiting = self.retries.waiting_on_model(msg) if resumed else None
+        reply = await self._reply(session, route, waiting)
+        if durable:
+            self._record_reply(session, msg, reply)
+        return reply
 
     def _take_resumed(self, msg: InboundMessage) -> bool:
         """Was `msg` re-queued by a restart? Asked once per message: a second try at it in

@@ -70,7 +70,7 @@ class KillPlan:
     startup_share: float = 0.1  # kills during start-up (imports, resuming what was pending)
     startup: tuple[float, float] = (0.2, 2.0)  # seconds after the spawn, for those
     # The others come after the gateway polls, once 0..`max_calls` more model calls were
-    # made (or the model was idle for 5 s: nothing left to do), plus up to `after_call`
+    # made (or nothing is left to do: every message answered and sent), plus up to `after_call`
     # seconds: tied to the work done, not to the clock, so a slow machine (start-up takes
     # 1-15 s here) does not turn every kill into a start-up kill.
     max_calls: int = 12
@@ -150,10 +150,8 @@ class SlowEcho:
         self.server, self.rng, self.seconds = server, rng, seconds
         self.bad: list[dict[str, Any]] = []
         self.answers_due: list[float] = []
-        self.last_request = 0.0
 
     def __call__(self, body: dict[str, Any]) -> Reply:
-        self.last_request = time.monotonic()
         messages = body.get("messages") or []
         text = _user_text(messages[-1]) if messages else ""
         if not text.strip():
@@ -163,13 +161,6 @@ class SlowEcho:
         self.answers_due.append(time.monotonic() + delay)
         reply = self.server.make_text(f"echo: {text}")
         return Reply(reply.status, reply.body, headers=reply.headers, delay=delay)
-
-    def idle(self, since: float, quiet: float = 5.0) -> bool:
-        """No answer being computed, and no request for `quiet` seconds after `since` (a
-        fresh process imports the provider's SDK before its first call: seconds, here)."""
-        now = time.monotonic()
-        return (now - max(since, self.last_request) > quiet
-                and all(due < now for due in self.answers_due))
 
     async def answer_coming(self, timeout: float, lead: float = 0.05) -> bool:
         """Wait until an answer is being computed that leaves in `lead` seconds or more."""
@@ -223,6 +214,21 @@ def _pending(db_path: Path) -> set[str]:
         return {str(row[0]) for row in rows}
     finally:
         connection.close()
+
+
+def _nothing_to_do(db_path: Path, tg: FakeTelegramServer) -> bool:
+    """Every update fetched, every message answered, every answer sent."""
+    if tg.updates or not db_path.exists():
+        return False
+    connection = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True, timeout=5)
+    try:
+        inbox = connection.execute(
+            "SELECT count(*) FROM inbox WHERE status = 'pending'").fetchone()[0]
+        outbox = connection.execute(
+            "SELECT count(*) FROM outbox WHERE status = 'pending'").fetchone()[0]
+    finally:
+        connection.close()
+    return inbox == 0 and outbox == 0
 
 
 def _unrecorded(db_path: Path, tg: FakeTelegramServer) -> set[tuple[str, int]]:
@@ -350,9 +356,8 @@ async def run_kill_test(tmp_path: Path, plan: KillPlan, llm: FakeAnthropicServer
             else:  # from the moment it polls: channels started, pending messages resumed
                 await _wait_until(lambda n=polls: len(tg.offsets_seen) > n, timeout=30.0)
                 calls = len(llm.requests) + rng.randint(0, plan.max_calls)
-                since = time.monotonic()
-                await _wait_until(lambda n=calls, t=since: len(llm.requests) >= n
-                                  or model.idle(t), timeout=15.0)
+                await _wait_until(lambda n=calls: len(llm.requests) >= n
+                                  or _nothing_to_do(db_path, tg), timeout=30.0)
                 await asyncio.sleep(rng.uniform(0, plan.after_call))
             aimed = draw >= 1 - plan.window_share
             lock = _Lock(db_path)
