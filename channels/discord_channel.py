@@ -27,6 +27,7 @@ from channels.base import (
     InboundMessage,
     MessageHandler,
     OutboundMessage,
+    send_parts,
 )
 from channels.chunking import DISCORD_LIMIT, split_text
 
@@ -35,6 +36,7 @@ log = logging.getLogger(__name__)
 CHANNEL_NAME = "discord"
 READY_TIMEOUT_SECONDS = 60.0
 CATCH_UP_LIMIT = 200  # messages per DM read back after a restart
+NONCE_MAX = 25  # characters Discord accepts in a message nonce
 # Where to catch up from: {DM channel id: newest message id recorded before the restart}.
 CatchUpSource = Callable[[], Awaitable[Mapping[str, str]]]
 
@@ -241,13 +243,22 @@ class DiscordChannel(ChannelBase):
     # -- sending -----------------------------------------------------------------------------
 
     async def send(self, message: OutboundMessage) -> None:
+        """Each part of a long reply is one message; parts an earlier try got accepted are
+        skipped (`send_parts`), so a retry never repeats them. Each part carries a nonce
+        from the message's key with `enforce_nonce` (discord.py sets it with a nonce): a part
+        Discord accepted before a crash is returned again, not posted twice (Discord keeps
+        nonces for a few minutes)."""
         target = self.client.get_partial_messageable(int(message.chat_id))
-        for chunk in split_text(message.text, DISCORD_LIMIT):
+
+        async def send_part(index: int, chunk: str) -> None:
             if chunk.strip():
+                nonce = f"cg{message.key}.{index}"[:NONCE_MAX] if message.key else None
                 try:
-                    await target.send(chunk)
+                    await target.send(chunk, nonce=nonce)
                 except (discord.Forbidden, discord.NotFound) as exc:
                     raise DeliveryRefused(f"discord refused the message: {exc}") from exc
+
+        await send_parts(message, split_text(message.text, DISCORD_LIMIT), send_part)
 
     @contextlib.asynccontextmanager
     async def typing(self, chat_id: str) -> AsyncIterator[None]:

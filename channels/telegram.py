@@ -48,6 +48,7 @@ from channels.base import (
     MessageHandler,
     OffsetStore,
     OutboundMessage,
+    send_parts,
 )
 from channels.chunking import TELEGRAM_LIMIT, split_chunks, utf16_len
 from channels.telegram_html import markdown_to_html
@@ -324,10 +325,15 @@ class TelegramChannel(ChannelBase):
     # -- sending -----------------------------------------------------------------------------
 
     async def send(self, message: OutboundMessage) -> None:
+        """Each part of a long reply is one sendMessage; parts an earlier try got accepted
+        are skipped (`send_parts`), so a retry never repeats them. (The Bot API has no
+        idempotency key: a part accepted just before a crash is sent again.)"""
         chat_id = _chat(message.chat_id)
-        for html, plain in render(message.text):
+
+        async def send_part(index: int, part: tuple[str, str]) -> None:
+            html, plain = part
             if not plain.strip():
-                continue
+                return
             try:
                 try:
                     await self._call(self.bot.send_message, chat_id, html, parse_mode="HTML")
@@ -336,6 +342,8 @@ class TelegramChannel(ChannelBase):
                     await self._call(self.bot.send_message, chat_id, plain)
             except (BadRequest, Forbidden, InvalidToken) as exc:
                 raise DeliveryRefused(f"telegram refused the message: {exc}") from exc
+
+        await send_parts(message, render(message.text), send_part)
 
     async def _call(self, method: Any, *args: Any, **kwargs: Any) -> Any:
         """One Bot API call with 429 and network-error retries (BadRequest is the caller's)."""

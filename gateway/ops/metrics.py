@@ -211,6 +211,10 @@ class GatewayMetrics:
         self.delivery_retries = r.counter(
             "clawgate_delivery_retries_total", "Sends that failed and will be retried.",
             ["channel"])
+        self.messages_given_up = r.counter(
+            "clawgate_messages_given_up_total",
+            "Messages given up after their turn was cut short by restarts too many times.",
+            ["channel"])
         self.search_seconds = r.histogram(
             "clawgate_memory_search_seconds", "Latency of one recall search.")
         self.commits = r.counter(

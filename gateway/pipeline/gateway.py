@@ -39,9 +39,10 @@ from gateway.pipeline.commands import Command, CommandContext, lookup, parse_com
 from gateway.pipeline.delivery import Delivery
 from gateway.pipeline.lanes import Job, Lanes
 from gateway.pipeline.limits import Account, PersonLimits
+from gateway.pipeline.recovery import Retries, answer_key
 from gateway.pipeline.replies import endpoint_host
 from gateway.pipeline.routing import TERMINAL_CHANNEL, Route, Router
-from gateway.pipeline.turns import TranscriptWriteError, TurnRunner, answer_key
+from gateway.pipeline.turns import INTERNAL_ERROR_REPLY, TranscriptWriteError, TurnRunner
 from gateway.pipeline.welcome import ApprovalFollowUp
 from gateway.workspace.seed import ensure_workspace
 
@@ -139,7 +140,8 @@ class Gateway:
         self.delivery = Delivery(self.channels, self.state, self.metrics)
         self.turns = TurnRunner(
             self.sessions, self.agent, self.compactor, self, self.delivery, self.metrics,
-            self.versioning, deadline_seconds=settings.limits.turn_deadline_seconds,
+            self.versioning, Retries(self.state, self.delivery, self.metrics),
+            deadline_seconds=settings.limits.turn_deadline_seconds,
             model=provider.model,
             host=endpoint_host(settings.llm.provider, settings.llm.base_url),
         )
@@ -179,7 +181,7 @@ class Gateway:
                 log.info("resuming %d message(s) recorded but not answered before", len(pending))
             for msg in pending:
                 self.turns.resuming.add((msg.channel, msg.chat_id, msg.message_id))
-                await self._process(msg, resumed=True)
+                await self._process_or_answer(msg, resumed=True)
             if any(name != TERMINAL_CHANNEL for name in self.channels):
                 await self.approvals.start()
         finally:
@@ -264,11 +266,22 @@ class Gateway:
                      msg.channel, msg.message_id)
             return
         await self._resumed.wait()
+        await self._process_or_answer(msg)
+
+    async def _process_or_answer(self, msg: InboundMessage, *, resumed: bool = False) -> None:
+        """`_process`, and a short error reply when it fails before a turn is queued (access,
+        routing, seeding the workspace): a message never waits silently for the next start.
+        If even the reply cannot be queued (the state database fails), the message stays
+        pending and the next start takes it up again."""
         try:
-            await self._process(msg)
+            await self._process(msg, resumed=resumed)
         except Exception:
-            # Recorded and still pending: the next start processes it again.
             log.exception("could not process %s message %s", msg.channel, msg.message_id)
+            try:
+                await self._answer_now(msg, INTERNAL_ERROR_REPLY)
+            except Exception:
+                log.exception("could not answer %s message %s either; it stays pending",
+                              msg.channel, msg.message_id)
 
     async def _process(self, msg: InboundMessage, *, resumed: bool = False) -> None:
         decision = await self.access.check(msg)
@@ -403,6 +416,13 @@ class Gateway:
                                                     PERSIST_REPLY, key=key)
                     if attempt < PERSIST_ATTEMPTS:
                         await asyncio.sleep(backoff.next())
+                except Exception:
+                    # The turn raises only before its reply is queued (TurnRunner.run): one
+                    # short error reply, never a second answer.
+                    log.exception("turn for %s message %s failed before its reply",
+                                  msg.channel, msg.message_id)
+                    await self._answer_now(msg, INTERNAL_ERROR_REPLY)
+                    return
             log.error("%s message %s stays pending; it is tried again at the next start",
                       msg.channel, msg.message_id)
 

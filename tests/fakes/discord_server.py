@@ -40,6 +40,9 @@ class FakeDiscordServer:
         self.typing: list[str] = []
         self.history: dict[str, list[dict[str, Any]]] = {}  # channel id -> messages, oldest first
         self.history_reads = 0
+        # (channel, nonce) -> the message created with it: Discord's `enforce_nonce` returns
+        # that message again instead of creating another (for a few minutes; here, always).
+        self.nonces: dict[tuple[str, str], dict[str, Any]] = {}
         self.identified = asyncio.Event()
         self._sockets: list[web.WebSocketResponse] = []
         self._seq = itertools.count(1)
@@ -161,10 +164,20 @@ class FakeDiscordServer:
         content = str(body.get("content", ""))
         if len(content) > 2000:
             return _json({"message": "Invalid Form Body", "code": 50035}, 400)
+        nonce = str(body.get("nonce") or "")
+        if nonce and body.get("enforce_nonce") and (channel, nonce) in self.nonces:
+            return _json(self.nonces[(channel, nonce)])
+        return _json(await self.accept(channel, content, nonce))
+
+    async def accept(self, channel: str, content: str, nonce: str = "") -> dict[str, Any]:
+        """Create a message from the bot (what a send that reached Discord does)."""
+        data = self.message(BOT, channel, content, **({"nonce": nonce} if nonce else {}))
+        if nonce:
+            self.nonces[(channel, nonce)] = data
         async with self._changed:
             self.sent.append(SentMessage(channel, content))
             self._changed.notify_all()
-        return _json(self.message(BOT, channel, content))
+        return data
 
     async def _channel(self, request: web.Request) -> web.Response:
         channel = request.match_info["channel"]
