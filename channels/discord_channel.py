@@ -25,6 +25,7 @@ import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
+import aiohttp
 import discord
 
 from channels.base import (
@@ -43,6 +44,9 @@ log = logging.getLogger(__name__)
 CHANNEL_NAME = "discord"
 READY_TIMEOUT_SECONDS = 60.0
 CATCH_UP_LIMIT = 200  # messages per DM read back after a restart
+# What a login attempt raises when Discord cannot be reached (OSError covers DNS, refused
+# connections and timeouts; aiohttp's own errors a dropped connection; HTTPException a 5xx).
+_UNREACHABLE = (discord.HTTPException, OSError, aiohttp.ClientError)
 # Where to catch up from: {DM channel id: newest message id recorded before the restart}.
 CatchUpSource = Callable[[], Awaitable[Mapping[str, str]]]
 
@@ -105,7 +109,7 @@ class DiscordChannel(ChannelBase):
         self._intake_task = asyncio.create_task(self._hand_over(), name="discord-intake")
         try:
             await self._login()
-        except (discord.HTTPException, OSError) as exc:  # no network, DNS, a 5xx
+        except _UNREACHABLE as exc:  # no network, DNS, a 5xx
             log.warning("discord: cannot reach Discord (%s); the gateway runs and keeps "
                         "trying with backoff", exc)
             self._runner = asyncio.create_task(self._keep_connecting(), name="discord-gateway")
@@ -149,7 +153,7 @@ class DiscordChannel(ChannelBase):
             except ChannelError as exc:
                 log.error("discord: %s; stopped trying", exc)
                 return
-            except (discord.HTTPException, OSError):
+            except _UNREACHABLE:
                 continue
             break
         self._catching_up = asyncio.create_task(self._when_ready(), name="discord-catch-up")
@@ -199,7 +203,11 @@ class DiscordChannel(ChannelBase):
 
     @property
     def ready_detail(self) -> str:
-        return "connected" if self.ready else "not connected to the Discord gateway"
+        if self.ready:
+            return "connected"
+        if self._client is None:
+            return "connecting: cannot reach Discord"
+        return "not connected to the Discord gateway"
 
     async def stop(self) -> None:
         if self._intake_task is not None:

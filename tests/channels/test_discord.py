@@ -172,7 +172,7 @@ async def test_discord_unreachable_at_start_keeps_trying_then_answers(
     gateway = await gateway_with(discord={"token": server.token, "allow_from": ["501"]})
     channel = gateway.channels["discord"]
     await asyncio.sleep(0.5)
-    assert not channel.ready and channel.ready_detail == "not connected to the Discord gateway"
+    assert not channel.ready and channel.ready_detail == "connecting: cannot reach Discord"
     assert caplog.text.count("cannot reach Discord") == 1  # said once, not per retry
     async with server:
         await asyncio.wait_for(server.identified.wait(), 10)
