@@ -107,7 +107,8 @@ async def _guarded(request: web.Request, handler: Handler) -> web.StreamResponse
     hosts = [request.headers.get("Host", ""), *request.headers.getall("X-Forwarded-Host", [])]
     refused = [host for host in hosts if not panel.settings.host_allowed(host)]
     if refused:
-        log.warning("panel: refused a request for host %r", refused[0][:100])
+        # info, not warning: a hostile page can send these in a loop
+        log.info("panel: refused a request for host %r", refused[0][:100])
         return web.Response(status=421, text="this panel answers only to localhost and "
                             "panel.public_url's host name; set panel.public_url to the address "
                             "you use")
