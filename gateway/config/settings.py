@@ -208,8 +208,10 @@ class DiscordSettings(ChannelSettings):
 
 
 class Settings(BaseSettings):
+    # hide_input_in_errors: a refused value may be a token or key (`--debug` prints the error).
     model_config = SettingsConfigDict(
-        env_prefix=ENV_PREFIX, env_nested_delimiter="__", extra="forbid", case_sensitive=False
+        env_prefix=ENV_PREFIX, env_nested_delimiter="__", extra="forbid", case_sensitive=False,
+        hide_input_in_errors=True,
     )
 
     # Where the per-person workspaces live; default: a per-user data directory (see
