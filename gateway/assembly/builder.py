@@ -7,11 +7,13 @@ once by registering its teardown, so parts come up in order, go down in reverse,
 failure half-way unwinds exactly what had started (no half-open database keeping the process
 alive, no health port left bound).
 
-Order up: health server (binds the port first, so a busy port fails before anything
-connects) -> gateway (state database, memory, provider, channels, resumed messages) ->
-heartbeat service -> web panel -> further services (the `services` slot: scheduler, MCP
-servers; each a `Service` built from the running Gateway). Down: the reverse; the gateway's
-own stop gives running turns `stop_grace_seconds`, then leaves them pending for next start.
+Order up: the workspaces root's gateway lock (`clawgate run` only: a second gateway on the
+same data would answer every message twice; gateway/ops/instance_lock.py) -> health server
+(binds the port first, so a busy port fails before anything connects) -> gateway (state
+database, memory, provider, channels, resumed messages) -> heartbeat service -> web panel ->
+further services (the `services` slot: scheduler, MCP servers; each a `Service` built from
+the running Gateway). Down: the reverse; the gateway's own stop gives running turns
+`stop_grace_seconds`, then leaves them pending for next start.
 """
 
 from __future__ import annotations
@@ -41,6 +43,15 @@ ChannelSet = Literal["platforms", "terminal", "none"]
 class StartupError(Exception):
     """Start-up failed for a reason the person can fix; `str()` names it and the setting."""
 
+    exit_code = 2
+
+
+class AlreadyRunningError(StartupError):
+    """Another gateway serves this workspaces root: nothing to fix here, so not a usage error
+    (exit 1), and starting a second one would answer every message twice."""
+
+    exit_code = 1
+
 
 class Service(Protocol):
     """A long-running part started after the gateway (heartbeats, scheduler, panel, MCP)."""
@@ -63,12 +74,15 @@ class Plan:
     health: bool = True
     memory: bool = True
     panel: bool = True  # the web control panel, if [panel] enabled
+    # Hold the workspaces root's gateway lock: one gateway polls the bots and runs the turns.
+    exclusive: bool = True
 
 
 RUN = Plan()
 # The terminal chat is the owner's DM: their heartbeat alerts appear in it.
-CHAT = Plan(channels="terminal", heartbeats=True, health=False, panel=False)
-ONE_BEAT = Plan(channels="none", heartbeats=False, health=False, panel=False)
+# Neither takes the lock: both work beside a running `clawgate run`, as before.
+CHAT = Plan(channels="terminal", heartbeats=True, health=False, panel=False, exclusive=False)
+ONE_BEAT = Plan(channels="none", heartbeats=False, health=False, panel=False, exclusive=False)
 
 
 def build_gateway(
@@ -168,6 +182,8 @@ class GatewayApp:
     async def start(self) -> None:
         stack = contextlib.AsyncExitStack()
         try:
+            if self.plan.exclusive:
+                self._lock(stack)
             if self.plan.health and self.settings.health.enabled:
                 self.health = await self._start_health(stack)
             stack.push_async_callback(self._stop_gateway)
@@ -206,6 +222,18 @@ class GatewayApp:
         await self.stop()
 
     # --- the parts ------------------------------------------------------------------------
+
+    def _lock(self, stack: contextlib.AsyncExitStack) -> None:
+        from gateway.ops.instance_lock import AlreadyRunning, GatewayLock
+
+        lock = GatewayLock(self.settings.workspaces_dir)
+        try:
+            lock.acquire()
+        except AlreadyRunning as exc:
+            raise AlreadyRunningError(
+                f"{exc}; stop it first (two gateways on the same workspaces would answer "
+                "every message twice)") from exc
+        stack.callback(lock.release)
 
     async def _start_health(self, stack: contextlib.AsyncExitStack) -> HealthServer:
         from gateway.ops.health import HealthServer

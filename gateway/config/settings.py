@@ -10,6 +10,7 @@ from __future__ import annotations
 import difflib
 import json
 import os
+import re
 import tomllib
 from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime, timedelta, tzinfo
@@ -181,19 +182,50 @@ class ChannelSettings(_Section):
         return self.token is not None and bool(self.token.get_secret_value())
 
 
+def _token_of_shape(value: SecretStr | None, shape: re.Pattern[str], what: str
+                    ) -> SecretStr | None:
+    """A token that cannot be one (`hello`, a pasted `Bot ...`, half a token) is a mistake to
+    name at start, not something to try against the platform forever. Surrounding
+    whitespace (a token read from a file) is dropped; the token itself is never shown."""
+    if value is None:
+        return None
+    token = value.get_secret_value().strip()
+    if token and not shape.fullmatch(token):
+        raise ValueError(f"this does not look like {what}")
+    return SecretStr(token)
+
+
+# Telegram: the bot's numeric id, ':', then about 35 URL-safe characters (from @BotFather).
+TELEGRAM_TOKEN = re.compile(r"[0-9]{3,20}:[A-Za-z0-9_-]{30,80}")
+# Discord: three dot-separated URL-safe base64 parts (the first is the bot's id).
+DISCORD_TOKEN = re.compile(r"[A-Za-z0-9_-]{18,}\.[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{20,}")
+
+
 class TelegramSettings(ChannelSettings):
     # A self-hosted Bot API server, e.g. http://localhost:8081/bot (the token is appended).
     base_url: str = ""
     poll_timeout_seconds: int = Field(25, ge=0, le=50)
 
+    @field_validator("token")
+    @classmethod
+    def _telegram_shape(cls, value: SecretStr | None) -> SecretStr | None:
+        return _token_of_shape(value, TELEGRAM_TOKEN, "a Telegram bot token (digits, ':', "
+                               "then about 35 letters, digits, '-' or '_'; from @BotFather)")
+
 
 class DiscordSettings(ChannelSettings):
-    pass
+    @field_validator("token")
+    @classmethod
+    def _discord_shape(cls, value: SecretStr | None) -> SecretStr | None:
+        return _token_of_shape(value, DISCORD_TOKEN, "a Discord bot token (three parts "
+                               "separated by '.'; developer portal, Bot tab, Reset Token)")
 
 
 class Settings(BaseSettings):
+    # hide_input_in_errors: a refused value may be a token or key (`--debug` prints the error).
     model_config = SettingsConfigDict(
-        env_prefix=ENV_PREFIX, env_nested_delimiter="__", extra="forbid", case_sensitive=False
+        env_prefix=ENV_PREFIX, env_nested_delimiter="__", extra="forbid", case_sensitive=False,
+        hide_input_in_errors=True,
     )
 
     # Where the per-person workspaces live; default: a per-user data directory (see

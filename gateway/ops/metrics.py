@@ -179,9 +179,9 @@ class GatewayMetrics:
     """Everything an operator watches. Counters only go up; gauges are read at scrape time."""
 
     def __init__(self, tools: Iterable[str] = ()) -> None:
-        # The tools that exist (registered by whoever builds a tool registry); anything else a
-        # model names is counted as `other`.
-        self.known_tools: set[str] = {str(name) for name in tools}
+        # The tools that exist, each with its label (registered by whoever builds a tool
+        # registry); anything else a model names is counted as `other`.
+        self.known_tools: dict[str, str] = {str(name): str(name) for name in tools}
         r = self.registry = Registry()
         self.turns = r.counter("clawgate_turns_total", "Turns run, by outcome.", ["outcome"])
         self.turn_seconds = r.histogram(
@@ -256,14 +256,20 @@ class GatewayMetrics:
     def tool_bytes_written(self, count: int) -> None:
         self.tool_bytes.inc(count)
 
-    def register_tools(self, names: Iterable[str]) -> None:
-        """Add registered tool names to the label set (whoever builds a tool registry)."""
-        self.known_tools.update(str(name) for name in names)
+    def register_tools(self, names: Iterable[str] | Mapping[str, str]) -> None:
+        """Add registered tools to the label set (whoever builds a tool registry): names,
+        each its own label, or name -> label (an MCP tool's label is its configured server,
+        so names a server chose never become series)."""
+        if isinstance(names, Mapping):
+            self.known_tools.update((str(k), str(v)) for k, v in names.items())
+        else:
+            self.known_tools.update((str(name), str(name)) for name in names)
 
     def tool_result(self, message: Message) -> None:
         if message.role == "tool":
             outcome = "error" if message.is_error else "ok"
-            tool = fixed_label(message.tool_name or "", self.known_tools)
+            name = message.tool_name or ""
+            tool = fixed_label(self.known_tools.get(name, name), self.known_tools.values())
             self.tool_calls.inc(tool=tool, outcome=outcome)
 
 

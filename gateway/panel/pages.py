@@ -294,12 +294,10 @@ def _item_html(item: Any) -> str:
 async def session_view(request: web.Request) -> web.Response:
     person, workspace = person_of(request)
     name = request.match_info["name"]
-    try:
-        path = session_path(workspace, name)
+    try:  # the file routes' resolver: a link out of sessions/ is no session
+        path = await asyncio.to_thread(session_path, workspace, name)
     except ValueError:
         raise web.HTTPNotFound(text="no such session") from None
-    if not path.is_file():
-        raise web.HTTPNotFound(text="no such session")
     items, skipped = await asyncio.to_thread(read_items, path)
     key = next((s.key for s in await asyncio.to_thread(list_sessions, workspace)
                 if s.name == name), "")
@@ -410,8 +408,9 @@ def _heartbeat_replies(workspace: Path, person: str, count: int = 5) -> list[tup
     that is what "nothing to report" looks like)."""
     from gateway.agent.sessions import transcript_path
 
-    path = transcript_path(workspace, f"{person}:heartbeat")
-    if not path.is_file():
+    try:
+        path = session_path(workspace, transcript_path(workspace, f"{person}:heartbeat").name)
+    except ValueError:
         return []
     items, _ = read_items(path, limit=200)
     answers = [i for i in items if i.kind == "assistant" and i.text][-count:]

@@ -452,8 +452,9 @@ class Gateway:
 
     def _guarded(self, registry: ToolRegistry) -> ToolRegistry:
         """Every registry a turn uses masks secrets in results, and its tools are the known
-        label values of /metrics (anything else a model names counts as `other`)."""
-        self.metrics.register_tools(registry.names())
+        label values of /metrics (anything else a model names counts as `other`; an MCP
+        tool counts under its configured server's name)."""
+        self.metrics.register_tools(self.capabilities.metric_labels(registry))
         return registry.redact_with(self.redactor)
 
     def capability_lines(self, route: Route) -> list[str]:

@@ -22,6 +22,10 @@ BOT = {"id": "900000000000000001", "username": "clawbot", "discriminator": "0",
 _ids = itertools.count(1_100_000_000_000_000_000)
 
 
+# Shaped like a real token: the settings refuse one that cannot be (issue 23).
+TEST_TOKEN = "MTIzNDU2Nzg5MDEyMzQ1Njc4.Gtest1.discord-test-token-0123456789abcdef"
+
+
 @dataclass
 class SentMessage:
     channel_id: str
@@ -34,7 +38,7 @@ def _user(user_id: int | str, name: str = "ann", bot: bool = False) -> dict[str,
 
 
 class FakeDiscordServer:
-    def __init__(self, token: str = "discord-test-token") -> None:
+    def __init__(self, token: str = TEST_TOKEN) -> None:
         self.token = token
         self.sent: list[SentMessage] = []
         self.typing: list[str] = []
@@ -61,7 +65,7 @@ class FakeDiscordServer:
         app.router.add_get("/gateway", self._gateway)
         self._runner = web.AppRunner(app, shutdown_timeout=0.5)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        site = web.TCPSite(self._runner, "127.0.0.1", self.port)  # 0: any free port
         await site.start()
         self.port = self._runner.addresses[0][1]
         return self

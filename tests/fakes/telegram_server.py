@@ -23,6 +23,10 @@ from aiohttp import web
 BOT_USER = {"id": 777000111, "is_bot": True, "first_name": "Claw", "username": "claw_bot"}
 
 
+# Shaped like a real token: the settings refuse one that cannot be (issue 23).
+TEST_TOKEN = "123456789:AAF-test-token-0123456789abcdefghijkl"
+
+
 @dataclass
 class Failure:
     status: int
@@ -39,7 +43,7 @@ class Sent:
 
 
 class FakeTelegramServer:
-    def __init__(self, token: str = "123456:TEST-token", *, max_poll: float = 0.5) -> None:
+    def __init__(self, token: str = TEST_TOKEN, *, max_poll: float = 0.5) -> None:
         self.token = token
         self.max_poll = max_poll
         self.updates: list[dict[str, Any]] = []  # unconfirmed, in order
