@@ -7,11 +7,17 @@ once by registering its teardown, so parts come up in order, go down in reverse,
 failure half-way unwinds exactly what had started (no half-open database keeping the process
 alive, no health port left bound).
 
-Order up: health server (binds the port first, so a busy port fails before anything
-connects) -> gateway (state database, memory, provider, channels, resumed messages) ->
-heartbeat service -> web panel -> further services (the `services` slot: scheduler, MCP
-servers; each a `Service` built from the running Gateway). Down: the reverse; the gateway's
-own stop gives running turns `stop_grace_seconds`, then leaves them pending for next start.
+Order up: the health port is reserved (a busy port fails before anything connects) -> the
+further services are built (the `services` slot: the scheduler; what they add to the gateway,
+such as the schedule tools, is there for the first turn) -> gateway (state database, memory,
+provider, channels, resumed messages): the channels poll from here -> the provider SDK loads
+in a worker thread, and the rest waits for it (up to `WARM_WAIT_SECONDS`) so that it does not
+slow the first answer -> health server served -> heartbeat service -> web panel -> further
+services started. Down: the reverse; the gateway's own stop gives running turns
+`stop_grace_seconds`, then leaves them pending for next start.
+
+Start-up time is measured by bench/startup.py: nothing the first poll does not need is
+imported before it (tests/gateway/assembly/test_startup_imports.py keeps it so).
 """
 
 from __future__ import annotations
@@ -36,6 +42,10 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 ChannelSet = Literal["platforms", "terminal", "none"]
+# How long the parts after the channels wait for the provider SDK to load before starting
+# anyway (it is imported in a worker thread; their own imports and work would compete with it
+# for the CPU and delay the answer to a message that was waiting at start).
+WARM_WAIT_SECONDS = 10.0
 
 
 class StartupError(Exception):
@@ -166,12 +176,13 @@ class GatewayApp:
         stack = contextlib.AsyncExitStack()
         try:
             if self.plan.health and self.settings.health.enabled:
-                self.health = await self._start_health(stack)
+                self.health = self._bind_health(stack)
+            services = [factory(self.gateway) for factory in self._service_factories]
             stack.push_async_callback(self._stop_gateway)
             await self._start_gateway()
+            await self._warm_provider(stack)
             if self.health is not None:
-                self.health.started = True  # readiness now reflects the channels
-            self._warm_provider(stack)
+                await self._start_health(self.health)  # readiness reflects the channels
             if self.plan.heartbeats:
                 self.heartbeats = await self._start_service(stack, self._heartbeats())
                 self._watch_new_workspaces(self.heartbeats)
@@ -179,8 +190,8 @@ class GatewayApp:
                 self.panel = await start_panel(self.gateway, self.settings)
                 if self.panel is not None:
                     stack.push_async_callback(self.panel.stop)
-            for factory in self._service_factories:
-                self.services.append(await self._start_service(stack, factory(self.gateway)))
+            for service in services:
+                self.services.append(await self._start_service(stack, service))
         except BaseException:
             await stack.aclose()
             raise
@@ -204,12 +215,13 @@ class GatewayApp:
 
     # --- the parts ------------------------------------------------------------------------
 
-    async def _start_health(self, stack: contextlib.AsyncExitStack) -> HealthServer:
+    def _bind_health(self, stack: contextlib.AsyncExitStack) -> HealthServer:
+        """Reserve the health port (standard library only); served by `_start_health`."""
         from gateway.ops.health import HealthServer
 
         health = HealthServer(self.gateway, self.settings.health.host, self.settings.health.port)
         try:
-            await health.start(channels_started=False)
+            health.bind()
         except OSError as exc:
             where = f"{self.settings.health.host}:{self.settings.health.port}"
             cause = ("is already in use (another clawgate or program listens there)"
@@ -220,6 +232,10 @@ class GatewayApp:
                 f"CLAWGATE_HEALTH__ENABLED=false") from exc
         stack.push_async_callback(health.stop)
         return health
+
+    @staticmethod
+    async def _start_health(health: HealthServer) -> None:
+        await health.start(channels_started=True)
 
     async def _start_gateway(self) -> None:
         from channels.base import ChannelError
@@ -232,8 +248,10 @@ class GatewayApp:
     async def _stop_gateway(self) -> None:
         await self.gateway.stop(drain_timeout=self._grace)
 
-    def _warm_provider(self, stack: contextlib.AsyncExitStack) -> None:
-        """Import the provider SDK in the background now that the channels listen."""
+    async def _warm_provider(self, stack: contextlib.AsyncExitStack) -> None:
+        """Import the provider SDK in the background now that the channels listen, and wait
+        for it (up to WARM_WAIT_SECONDS): the parts started after this would compete with it
+        for the CPU, and the first answer needs it."""
         from gateway.agent.providers.deferred import warm_up
 
         async def warm() -> None:
@@ -250,6 +268,7 @@ class GatewayApp:
             await asyncio.gather(task, return_exceptions=True)
 
         stack.push_async_callback(cancel)
+        await asyncio.wait({task}, timeout=WARM_WAIT_SECONDS)
 
     def _watch_new_workspaces(self, heartbeats: Service) -> None:
         """A new person's heartbeat timer starts when their workspace is created."""

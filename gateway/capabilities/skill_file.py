@@ -14,8 +14,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-import yaml
-
 SKILL_FILE = "SKILL.md"
 # The front matter must close within this many bytes; bodies may be any size.
 MAX_HEAD_BYTES = 64 * 1024
@@ -60,6 +58,8 @@ def parse_skill(path: Path, source: Source, *, description_max_chars: int) -> Sk
     front, error = _front_matter(text, complete=len(head) < MAX_HEAD_BYTES)
     if error:
         return problem(error)
+    import yaml  # only when a workspace has a skill: not on every start
+
     try:
         data = yaml.safe_load(front)
     except yaml.YAMLError as exc:
