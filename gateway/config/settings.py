@@ -40,6 +40,7 @@ from gateway.config.memory import MemorySettings
 from gateway.config.panel import PanelSettings
 from gateway.config.scheduler import SchedulerSettings
 from gateway.config.skills import SkillsSettings
+from gateway.config.web import WebSettings
 
 if TYPE_CHECKING:
     from gateway.ops.state import StateDB
@@ -214,6 +215,7 @@ class Settings(BaseSettings):
     mcp: McpSettings = Field(default_factory=McpSettings)  # gateway/config/mcp.py
     panel: PanelSettings = Field(default_factory=PanelSettings)  # web control panel
     scheduler: SchedulerSettings = Field(default_factory=SchedulerSettings)  # reminders
+    web: WebSettings = Field(default_factory=WebSettings)  # web_fetch, web_search
 
     def state_db(self) -> StateDB:
         """The gateway state database these settings describe (not opened)."""
