@@ -10,12 +10,13 @@ alive, no health port left bound).
 Order up: the health port is reserved (a busy port fails before anything connects) -> the
 further services are built (the `services` slot: the scheduler; what they add to the gateway,
 such as the schedule tools, is there for the first turn) -> gateway (state database, memory,
-provider, channels, resumed messages): the channels poll from here -> the provider SDK loads
-in a worker thread, and the rest waits for it and for the messages that were waiting at start
-to be answered (up to `FIRST_ANSWERS_WAIT_SECONDS` in all), so that their imports and work do
-not slow the first answers -> health server served -> heartbeat service -> web panel ->
-further services started. Down: the reverse; the gateway's own stop gives running turns
-`stop_grace_seconds`, then leaves them pending for next start.
+provider, channels, resumed messages): the channels poll from here -> the provider SDK starts
+loading in a worker thread -> heartbeat service and further services started (timers, light:
+a reminder due at start is sent on time) -> a wait for the SDK and for the messages that were
+waiting at start to be answered (up to `FIRST_ANSWERS_WAIT_SECONDS` in all), so that the HTTP
+servers' imports do not slow the first answers -> health server served -> web panel. Down:
+the reverse; the gateway's own stop gives running turns `stop_grace_seconds`, then leaves them
+pending for next start.
 
 Start-up time is measured by bench/startup.py: nothing the first poll does not need is
 imported before it (tests/gateway/assembly/test_startup_imports.py keeps it so).
@@ -185,18 +186,20 @@ class GatewayApp:
             services = [factory(self.gateway) for factory in self._service_factories]
             stack.push_async_callback(self._stop_gateway)
             await self._start_gateway()
-            await self._let_first_answers_out(stack)
-            if self.health is not None:
-                await self._start_health(self.health)  # readiness reflects the channels
+            warming = self._warm_provider(stack)
+            # The timers next, light (their modules are loaded): a reminder due now is on time.
             if self.plan.heartbeats:
                 self.heartbeats = await self._start_service(stack, self._heartbeats())
                 self._watch_new_workspaces(self.heartbeats)
+            for service in services:
+                self.services.append(await self._start_service(stack, service))
+            await self._let_first_answers_out(warming)
+            if self.health is not None:
+                await self._start_health(self.health)  # readiness reflects the channels
             if self.plan.panel:
                 self.panel = await start_panel(self.gateway, self.settings)
                 if self.panel is not None:
                     stack.push_async_callback(self.panel.stop)
-            for service in services:
-                self.services.append(await self._start_service(stack, service))
         except BaseException:
             await stack.aclose()
             raise
@@ -253,12 +256,12 @@ class GatewayApp:
     async def _stop_gateway(self) -> None:
         await self.gateway.stop(drain_timeout=self._grace)
 
-    async def _let_first_answers_out(self, stack: contextlib.AsyncExitStack) -> None:
+    async def _let_first_answers_out(self, warming: asyncio.Task[None]) -> None:
         """Wait (up to FIRST_ANSWERS_WAIT_SECONDS) for the provider SDK and for the turns in
-        flight: a message waiting at start is answered before the rest starts."""
+        flight: a message waiting at start is answered before the HTTP servers start."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + FIRST_ANSWERS_WAIT_SECONDS
-        await asyncio.wait({self._warm_provider(stack)}, timeout=FIRST_ANSWERS_WAIT_SECONDS)
+        await asyncio.wait({warming}, timeout=FIRST_ANSWERS_WAIT_SECONDS)
         while self.gateway.lanes.depth() and loop.time() < deadline:
             await asyncio.sleep(IDLE_CHECK_SECONDS)
 
