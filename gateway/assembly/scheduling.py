@@ -246,17 +246,18 @@ def _export_metrics(gateway: Gateway, desk: ScheduleDesk) -> None:
 
 class RemindersService:
     """The assembly's service (gateway/assembly/builder.py `services`): the schedule tools and
-    `/reminders`, and with `run` the one scheduler for every workspace."""
+    `/reminders` (given to the gateway when built, before it starts: the first turn has them),
+    and with `run` the one scheduler for every workspace (started after the channels)."""
 
     def __init__(self, gateway: Gateway, *, run: bool) -> None:
         self.gateway = gateway
         self.run = run
         self.scheduler: Scheduler | None = None
+        self._desk = attach_schedules(gateway)
 
     async def start(self) -> None:
-        desk = attach_schedules(self.gateway)
         if self.run:
-            self.scheduler = await start_scheduler(self.gateway, desk)
+            self.scheduler = await start_scheduler(self.gateway, self._desk)
 
     async def stop(self) -> None:
         if self.scheduler is not None:

@@ -10,18 +10,20 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gateway.agent.tools.base import Tool
 from gateway.agent.tools.registry import ToolRegistry
 from gateway.capabilities.contexts import ContextKind, context_kind
-from gateway.capabilities.mcp_connection import Sleep
 from gateway.capabilities.mcp_manager import McpManager
 from gateway.capabilities.mcp_tools import McpTool, metric_label
 from gateway.capabilities.skill_catalog import EMPTY_SCAN, SkillCatalog, SkillScan
 from gateway.capabilities.skill_prompt import SkillSection, render_skill_section
 from gateway.capabilities.skill_tool import ReadSkillTool
 from gateway.config.settings import Settings
+
+if TYPE_CHECKING:
+    from gateway.capabilities.mcp_connection import Sleep
 
 log = logging.getLogger(__name__)
 

@@ -13,13 +13,12 @@ import typer
 
 from gateway.cli.common import (
     CliError,
-    JsonOption,
-    WorkspaceOption,
     fail,
     print_json,
     resolve_workspace,
     settings,
 )
+from gateway.cli.options import JsonOption, WorkspaceOption
 from gateway.config.settings import Settings
 from gateway.ops.backup import BackupError, backup, clone, list_workspaces, restore
 from gateway.ops.state import state_path
