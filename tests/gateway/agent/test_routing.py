@@ -126,6 +126,7 @@ async def test_a_broken_fallback_reports_why_the_primary_was_left(
         await channel.inject("ann", "hello")
         [reply] = await channel.wait_for(1)
         assert "overloaded" in reply.text and "sk-backup" not in reply.text
+        assert "sk-backup" not in gateway.redactor("key sk-backup")  # an endpoint's key
     finally:
         await gateway.stop()
 
