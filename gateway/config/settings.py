@@ -49,6 +49,7 @@ from gateway.config.panel import PanelSettings
 from gateway.config.scheduler import SchedulerSettings
 from gateway.config.skills import SkillsSettings
 from gateway.config.usage import BudgetSettings, ModelPrice
+from gateway.config.web import WebSettings
 
 if TYPE_CHECKING:
     from gateway.ops.state import StateDB
@@ -257,6 +258,7 @@ class Settings(BaseSettings):
     budget: BudgetSettings = Field(default_factory=BudgetSettings)  # gateway/config/usage.py
     # USD per million tokens, keyed by model name; on top of gateway/ops/prices.py's table.
     prices: dict[str, ModelPrice] = Field(default_factory=dict)
+    web: WebSettings = Field(default_factory=WebSettings)  # web_fetch, web_search
 
     def state_db(self) -> StateDB:
         """The gateway state database these settings describe (not opened)."""

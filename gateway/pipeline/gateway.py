@@ -109,6 +109,7 @@ class Gateway:
         self.shared_tools = ToolRegistry(file_tools(), redact=self.redactor)
         self.private_tools = ToolRegistry([*file_tools(), *private_tools], redact=self.redactor)
         self._extra_private_tools = list(private_tools)
+        self._extra_shared_tools: list[Tool] = []
         # Operations (gateway/ops/metrics.py, gateway/ops/versioning.py): counters for /metrics,
         # and a git commit per workspace change. The metered provider times and counts model calls.
         self.metrics = GatewayMetrics(
@@ -212,7 +213,16 @@ class Gateway:
         if self.memory is not None:
             self.use_memory(self.memory)
         else:
-            self.private_tools = ToolRegistry([*file_tools(), *self._extra_private_tools])
+            self.private_tools = ToolRegistry([*file_tools(), *self._extra_private_tools],
+                                              redact=self.redactor)
+
+    def add_shared_tools(self, tools: Sequence[Tool]) -> None:
+        """More tools for group chats too (the web tools when `[web] groups` is on); private
+        contexts get them through add_private_tools."""
+        self._extra_shared_tools.extend(tools)
+        self.shared_tools = ToolRegistry([*file_tools(), *self._extra_shared_tools],
+                                         redact=self.redactor)
+        self.metrics.register_tools(self.shared_tools.names())
 
     def stop_intake(self) -> None:
         """From now on a new message is recorded (platforms) but not answered in this run:
