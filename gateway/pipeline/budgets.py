@@ -137,6 +137,8 @@ class Budgets:
             key = f"budget:{person}:{status.cap.period}:{status.cap.unit}:{period}:{level}"
             if key in self._noted:
                 continue
+            if len(self._noted) > 10_000:  # only saves outbox look-ups: the key dedupes too
+                self._noted.clear()
             self._noted.add(key)
             try:
                 await self.notify(self._note(person, status, periods), key)
