@@ -129,8 +129,9 @@ async def test_usage_command_today_week_month_by_kind(anthropic_server, make_gat
     await channel.inject("zed", "/usage all")
     await channel.inject("zed", "/usage")
     await channel.inject("dee", "/usage", chat_type="group", chat_id="g1")
-    texts = (await channel.wait_for(5))[1:]
-    assert "fakechat-dee: 3,150 tokens" in texts[0].text
-    assert texts[1].text.startswith("Only the owner")
-    assert "no price known for unknown-model" in texts[2].text
-    assert texts[3].text == "Usage is shown only in a direct message with me."
+    await channel.wait_for(5)  # each chat's answers in order; chats in parallel
+    assert "fakechat-dee: 3,150 tokens" in channel.texts("dee")[1]
+    only_owner, own = channel.texts("zed")
+    assert only_owner.startswith("Only the owner")
+    assert "no price known for unknown-model" in own
+    assert channel.texts("g1") == ["Usage is shown only in a direct message with me."]
