@@ -192,7 +192,8 @@ class GatewayScheduleHost:
                     f"right now. Your reply is sent to them as a message; reply HEARTBEAT_OK "
                     f"if there is nothing worth sending. Model: {model.name}/{model.model}.")
         system = build_system_prompt(files, private=True, now=now, run_info=run_info)
-        ctx = ToolContext(workspace, key, True, gateway.settings.tools.max_file_bytes)
+        ctx = ToolContext(workspace, key, True, gateway.settings.tools.max_file_bytes,
+                          budget=gateway.turn_budget())
         transcript = Transcript(transcript_path(workspace, key))
         history: list[Message] = []
 

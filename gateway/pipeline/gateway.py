@@ -28,6 +28,7 @@ from gateway.agent.providers.base import Provider
 from gateway.agent.scope import usage_scope
 from gateway.agent.sessions import SessionStore
 from gateway.agent.tools import Tool, ToolContext, ToolRegistry, file_tools
+from gateway.agent.tools.quota import DiskUsage, Quotas, TurnBudget
 from gateway.capabilities.hub import Capabilities
 from gateway.clock import Clock, SystemClock
 from gateway.config.settings import Settings
@@ -120,6 +121,11 @@ class Gateway:
             enabled=settings.versioning.enabled,
             on_commit=lambda reason: self.metrics.commits.inc(reason=reason),
         )
+        tools = settings.tools
+        self.quotas = Quotas(tools.workspace_max_bytes, tools.group_area_max_bytes,
+                             tools.turn_write_max_bytes, tools.step_max_tool_calls,
+                             tools.turn_max_tool_calls)
+        self.disk_usage = DiskUsage()  # one per gateway: every turn's view of disk use
         # Model routing (fallbacks, background model, per-person models) and accounting
         # (usage ledger, prices, budgets): gateway/agent/providers/routing.py,
         # gateway/ops/usage.py, gateway/pipeline/budgets.py. Every model call of every kind
@@ -434,10 +440,15 @@ class Gateway:
         return job
 
     def tool_context(self, route: Route) -> ToolContext:
+        """A turn's tool context; its budget (the quotas' share of this turn) is fresh."""
         return ToolContext(
             route.workspace, route.session_key, route.private, self.settings.tools.max_file_bytes,
-            area=route.access.area,
+            area=route.access.area, budget=self.turn_budget(),
         )
+
+    def turn_budget(self) -> TurnBudget:
+        """The quotas for one turn (a DM, group, heartbeat or scheduled task turn)."""
+        return TurnBudget(self.quotas, self.disk_usage, self.metrics)
 
     def tools_for(self, route: Route) -> ToolRegistry:
         base = self.private_tools if route.private else self.shared_tools
