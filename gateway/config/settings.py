@@ -38,9 +38,18 @@ from pydantic_settings import (
 from gateway.config.heartbeat import HeartbeatSettings, check_zone
 from gateway.config.mcp import McpSettings
 from gateway.config.memory import MemorySettings
+from gateway.config.models import (
+    MAIN_ENDPOINT,
+    EndpointSettings,
+    ModelOverride,
+    ModelRef,
+    comma_list,
+    parse_model_ref,
+)
 from gateway.config.panel import PanelSettings
 from gateway.config.scheduler import SchedulerSettings
 from gateway.config.skills import SkillsSettings
+from gateway.config.usage import BudgetSettings, ModelPrice
 from gateway.config.web import WebSettings
 from memory.atomic import BrokenFile, read_bounded
 
@@ -86,10 +95,41 @@ class LLMSettings(_Section):
     timeout_seconds: float = Field(120.0, gt=0)
     max_attempts: int = Field(4, ge=1, le=10)
     max_tool_rounds: int = Field(20, ge=1, le=200)
+    # Model routing (gateway/config/models.py has the reference syntax). Tried in order when
+    # a model is overloaded, fails with a 5xx or times out (never on a refused key).
+    fallbacks: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    # Heartbeats, memory flushes, compaction and tidying; empty: the model above.
+    background_model: str = ""
+    # Keyed by person id: `[llm.workspaces.<person>] model = "..."`.
+    workspaces: dict[str, ModelOverride] = Field(default_factory=dict)
+    # Other servers, used as `<name>:<model>`.
+    endpoints: dict[str, EndpointSettings] = Field(default_factory=dict)
+
+    _fallbacks = field_validator("fallbacks", mode="before")(comma_list)
+
+    @field_validator("endpoints")
+    @classmethod
+    def _endpoint_names(cls, value: dict[str, EndpointSettings]) -> dict[str, EndpointSettings]:
+        for name in value:
+            if name in DEFAULT_MODELS or not name.replace("-", "").replace("_", "").isalnum():
+                raise ValueError(f"endpoint name {name!r}: use letters, digits, - and _, and "
+                                 "not a provider name")
+        return value
 
     @property
     def resolved_model(self) -> str:
         return self.model or DEFAULT_MODELS[self.provider]
+
+    def ref(self, text: str) -> ModelRef:
+        """A model reference from these settings; `anthropic:x` on the `[llm]` provider's own
+        public endpoint is the `[llm]` endpoint (its key settings apply)."""
+        ref = parse_model_ref(text, self.endpoints)
+        if ref.endpoint == self.provider and not self.base_url:
+            return ModelRef(MAIN_ENDPOINT, ref.model)
+        return ref
+
+    def main_ref(self) -> ModelRef:
+        return ModelRef(MAIN_ENDPOINT, self.resolved_model)
 
 
 class PromptSettings(_Section):
@@ -261,6 +301,9 @@ class Settings(BaseSettings):
     mcp: McpSettings = Field(default_factory=McpSettings)  # gateway/config/mcp.py
     panel: PanelSettings = Field(default_factory=PanelSettings)  # web control panel
     scheduler: SchedulerSettings = Field(default_factory=SchedulerSettings)  # reminders
+    budget: BudgetSettings = Field(default_factory=BudgetSettings)  # gateway/config/usage.py
+    # USD per million tokens, keyed by model name; on top of gateway/ops/prices.py's table.
+    prices: dict[str, ModelPrice] = Field(default_factory=dict)
     web: WebSettings = Field(default_factory=WebSettings)  # web_fetch, web_search
 
     def state_db(self) -> StateDB:
@@ -304,6 +347,25 @@ class Settings(BaseSettings):
         if self.timezone:
             return ZoneInfo(self.timezone)
         return datetime.now().astimezone().tzinfo or UTC
+
+    def endpoint_key(self, ref: ModelRef) -> str:
+        """The key for a routed model's endpoint, or a ConfigError naming what to set."""
+        if ref.endpoint == MAIN_ENDPOINT:
+            return self.api_key()
+        endpoint = self.llm.endpoints.get(ref.endpoint)
+        provider = endpoint.provider if endpoint else ref.endpoint
+        if endpoint is not None and endpoint.api_key is not None and \
+                endpoint.api_key.get_secret_value():
+            return endpoint.api_key.get_secret_value()
+        value = os.environ.get(KEY_ENV[provider], "")
+        if value:
+            return value
+        if endpoint is not None and endpoint.base_url:
+            return "no-key"
+        where = (f"[llm.endpoints.{ref.endpoint}] api_key" if endpoint is not None
+                 else f"{KEY_ENV[provider]}")
+        raise ConfigError(f"no API key for the model {ref.label()}: set {where} (it is named "
+                          "in [llm] fallbacks, background_model or workspaces)")
 
     def api_key(self) -> str:
         """The provider key, or a ConfigError naming the variable to set."""

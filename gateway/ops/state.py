@@ -700,3 +700,12 @@ class StateDB:
             " received_at, done_at) VALUES (?, '', ?, ?, 'failed', ?, ?)",
             (channel, ref, payload, _iso(datetime.now(UTC)), _iso(datetime.now(UTC))),
         )
+
+    # -- for modules that keep a table of their own here (gateway/ops/usage.py) --------------
+
+    async def execute(self, sql: str, params: tuple[Any, ...] = ()) -> int:
+        """One bookkeeping statement (NORMAL sync), never inside another's transaction."""
+        return await self._write(sql, params)
+
+    async def query(self, sql: str, params: tuple[Any, ...] = ()) -> list[aiosqlite.Row]:
+        return await self._rows(sql, params)

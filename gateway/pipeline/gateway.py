@@ -23,7 +23,9 @@ from gateway.agent.context_files import ContextFile, ContextFileLoader
 from gateway.agent.conversation import SystemPrompt
 from gateway.agent.loop import AgentLoop
 from gateway.agent.prompt import build_system_prompt, speaker_line
+from gateway.agent.providers import ModelRouter, build_router, models_in_use
 from gateway.agent.providers.base import Provider
+from gateway.agent.scope import usage_scope
 from gateway.agent.sessions import SessionStore
 from gateway.agent.tools import Tool, ToolContext, ToolRegistry, file_tools
 from gateway.agent.tools.quota import DiskUsage, Quotas, TurnBudget
@@ -31,10 +33,13 @@ from gateway.capabilities.hub import Capabilities
 from gateway.clock import Clock, SystemClock
 from gateway.config.settings import Settings
 from gateway.ops.metrics import GatewayMetrics, MeteredProvider
+from gateway.ops.prices import PriceTable
 from gateway.ops.redaction import Redactor
 from gateway.ops.state import DmRoute, StateDB
+from gateway.ops.usage import UsageLedger
 from gateway.ops.versioning import Versioning
 from gateway.pipeline.access import AccessPolicy, LocalOnlyAccess
+from gateway.pipeline.budgets import Accounting, Budgets
 from gateway.pipeline.commands import Command, CommandContext, lookup, parse_command
 from gateway.pipeline.delivery import Delivery
 from gateway.pipeline.lanes import Job, Lanes
@@ -122,7 +127,18 @@ class Gateway:
                              tools.turn_write_max_bytes, tools.step_max_tool_calls,
                              tools.turn_max_tool_calls)
         self.disk_usage = DiskUsage()  # one per gateway: every turn's view of disk use
-        metered = MeteredProvider(provider, self.metrics)
+        # Model routing (fallbacks, background model, per-person models) and accounting
+        # (usage ledger, prices, budgets): gateway/agent/providers/routing.py,
+        # gateway/ops/usage.py, gateway/pipeline/budgets.py. Every model call of every kind
+        # of turn goes through `self.metered`.
+        self.models = provider if isinstance(provider, ModelRouter) else build_router(
+            settings, provider, on_fallback=lambda p, e: self.metrics.fallback(p.model, e.kind))
+        self.metrics.register_models(ref.model for _, ref in models_in_use(settings))
+        self.usage = UsageLedger(self.state, PriceTable(settings.prices), self.clock,
+                                 settings.zone())
+        self.budgets = Budgets(settings, self.usage, self._budget_note)
+        metered = self.metered = MeteredProvider(
+            self.models, self.metrics, Accounting(self.usage, self.budgets, self.metrics))
         self.agent = AgentLoop(metered, settings.llm.max_tool_rounds)
         self.compactor = Compactor(
             metered, self.agent, settings.llm, settings.compaction, self.clock, settings.zone(),
@@ -240,7 +256,7 @@ class Gateway:
         await self.delivery.close(min(drain_timeout, 5.0))
         closers = [*(channel.stop for channel in self.channels.values()),
                    self.capabilities.stop,  # MCP servers
-                   self.provider.close, self.state.close]
+                   self.models.close, self.state.close]
         if self.memory is not None:
             closers.append(self.memory.close)
         for close in closers:
@@ -314,6 +330,12 @@ class Gateway:
                 if counted:
                     self.limits.release(account)
                 return
+            if command is None and (refusal := await self.budgets.refusal(route.person_id)):
+                self.metrics.budget_refusals.inc(kind="conversation")
+                await self._answer_now(msg, refusal, "over_budget")
+                if counted:
+                    self.limits.release(account)
+                return
             if command is None:
                 key, job = route.session_key, self._turn_job(route, msg)
             else:
@@ -349,6 +371,11 @@ class Gateway:
             msg.channel, msg.chat_id, text, key=key if durable else None,
             done=msg if durable else None, done_status=status,
         )
+
+    async def _budget_note(self, text: str, key: str) -> None:
+        """A budget note for the owner (gateway/pipeline/budgets.py), once per `key`."""
+        if not await self.send_to_person(self.settings.owner, text, key=key):
+            log.warning("budget note not sent: the owner has no DM route yet")
 
     async def _announce(self, channel: str, chat_id: str, text: str, key: str) -> None:
         """A message no one asked for right now (a welcome); `key` names it once."""
@@ -386,11 +413,14 @@ class Gateway:
     def command_context(self, route: Route, args: str = "") -> CommandContext:
         """What a slash command may use (also the panel's session actions)."""
         return CommandContext(route, args, self.settings, self.sessions, self.compactor,
-                              self.provider, self, self.schedules)
+                              self.models.for_person(route.person_id), self, self.schedules,
+                              usage=self.usage, budgets=self.budgets)
 
     def _command_job(self, route: Route, command: Command, msg: InboundMessage) -> Job:
         async def job() -> None:
-            answer = await lookup(command.name).handler(self.command_context(route, command.args))
+            with usage_scope(route.person_id, "conversation"):  # /compact's model call
+                answer = await lookup(command.name).handler(
+                    self.command_context(route, command.args))
             await self._answer_now(msg, answer)
 
         return job
@@ -404,7 +434,8 @@ class Gateway:
             for attempt in range(1, PERSIST_ATTEMPTS + 1):
                 try:
                     async with self.channels[route.channel].typing(route.chat_id):
-                        await self.turns.run(route, msg, durable=self._durable(msg))
+                        with usage_scope(route.person_id, "conversation"):
+                            await self.turns.run(route, msg, durable=self._durable(msg))
                     return
                 except TranscriptWriteError as exc:
                     log.error("could not save %s message %s to the transcript (%s); "
@@ -472,9 +503,10 @@ class Gateway:
 
     def system_prompt(self, route: Route, files: list[ContextFile]) -> SystemPrompt:
         kind = "a direct message with the workspace owner" if route.private else "a group chat"
+        model = self.models.for_person(route.person_id)
         run_info = (
             f"Channel: {route.channel}, {kind}. Session: {route.session_key}. "
-            f"Model: {self.provider.name}/{self.provider.model}."
+            f"Model: {model.name}/{model.model}."
         )
         if not route.private:
             run_info += "\n" + speaker_line(route.sender_name, route.sender_id,
