@@ -11,13 +11,12 @@ import typer
 
 from gateway.cli.common import (
     CliError,
-    JsonOption,
-    WorkspaceOption,
     json_time,
     print_json,
     resolve_workspace,
     settings,
 )
+from gateway.cli.options import JsonOption, WorkspaceOption
 from gateway.config.settings import Settings
 from heartbeat import (
     ActiveHours,

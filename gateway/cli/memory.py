@@ -22,8 +22,6 @@ from gateway.cli.common import (
     EXIT_FAILED,
     EXIT_USAGE,
     CliError,
-    JsonOption,
-    WorkspaceOption,
     fail,
     json_time,
     print_json,
@@ -31,6 +29,7 @@ from gateway.cli.common import (
     resolve_workspace,
     settings,
 )
+from gateway.cli.options import JsonOption, WorkspaceOption
 from gateway.config.settings import Settings
 from gateway.ops.versioning import UnknownRevision, Versioning, VersioningError, undo_words
 from memory.defaults import DEFAULT_MAX_RESULTS

@@ -17,13 +17,13 @@ from gateway.cli.common import (
     EXIT_FAILED,
     EXIT_USAGE,
     CliError,
-    JsonOption,
     fail,
     json_time,
     print_json,
     print_table,
     settings,
 )
+from gateway.cli.options import JsonOption
 from gateway.ops.state import StateDB
 from gateway.pipeline.pairing import Pairing, PairingError, UnknownCode
 

@@ -19,14 +19,13 @@ import typer
 from gateway.cli.common import (
     EXIT_FAILED,
     CliError,
-    JsonOption,
-    WorkspaceOption,
     json_time,
     print_json,
     print_table,
     resolve_workspace,
     settings,
 )
+from gateway.cli.options import JsonOption, WorkspaceOption
 
 if TYPE_CHECKING:
     from gateway.config.settings import Settings
