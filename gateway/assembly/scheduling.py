@@ -139,6 +139,10 @@ def delivery_note(person_id: str, owner: str, stored: DmRoute | None,
     if platform is not None:
         return (f"`clawgate run` sends it to {whose} {_platform(platform.channel)} DM (if it is "
                 f"not running then, when it next starts, {late}).")
+    if yours and running is not None:  # a gateway with platforms, none of them yours yet
+        return ("Nowhere to send it yet: no Telegram or Discord account of yours has written "
+                "to the bot (`clawgate chat` shows it if the chat is open then). It is tried "
+                "again for about an hour and a half after its time, then given up.")
     if yours:
         return ("It will appear in `clawgate chat` (or `clawgate run` without Telegram/Discord) "
                 f"if one is running then, or when one next starts ({late}); no Telegram or "

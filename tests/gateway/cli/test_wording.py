@@ -77,6 +77,9 @@ def test_where_a_reminder_goes_in_every_way_of_running() -> None:
         "Telegram DM" in delivery_note("owner", "owner", mine, {"terminal"}, 12)
     assert "next starts (up to 12 hours late)" in delivery_note("owner", "owner", None,
                                                                 {"terminal"}, 12)
+    # `clawgate run` with Telegram, but no account of the owner's has written yet.
+    assert delivery_note("owner", "owner", None, {"telegram"}, 12).startswith(
+        "Nowhere to send it yet: no Telegram or Discord account of yours")
     # Nowhere: said so.
     assert delivery_note("bob", "owner", None, {"telegram"}, 12).startswith(
         "Nowhere to send it yet: bob has not written to the bot")
