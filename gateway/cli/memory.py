@@ -52,29 +52,10 @@ def register(root: typer.Typer) -> None:
 
 
 def _open_index(workspace: Path, config: Settings) -> Any:
-    from memory.embedders import EmbedderError, build_embedder, build_line_model
-    from memory.index import MemoryIndex
+    from gateway.config.memory import build_memory_index
 
-    memory = config.memory
-    try:
-        embedder = build_embedder(
-            memory.embedder, model=memory.model, dim=memory.dimension,
-            api_key=memory.resolved_api_key(), base_url=memory.base_url,
-        )
-    except (EmbedderError, ImportError, OSError, RuntimeError) as exc:
-        print(f"clawgate: embedder unavailable ({exc}); keyword-only", file=sys.stderr)
-        embedder = None
-    line_model = None
-    if embedder is not None:
-        try:
-            line_model = build_line_model(memory.line_model)
-        except (EmbedderError, ImportError, OSError, RuntimeError) as exc:
-            print(f"clawgate: line model unavailable ({exc}); lines scored by the embedder "
-                  "only", file=sys.stderr)
-    return MemoryIndex(
-        workspace.resolve(), embedder, chunk_chars=memory.chunk_chars, sessions=memory.sessions,
-        half_life_days=memory.half_life_days, line_model=line_model,
-    )
+    return build_memory_index(config.memory, workspace,
+                              lambda message: print(f"clawgate: {message}", file=sys.stderr))
 
 
 class _Progress:
