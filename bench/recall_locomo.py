@@ -26,7 +26,7 @@ Workspaces live in --workdir (default under the system temp) and keep their embe
 so a second run embeds nothing and takes about a minute.
 
     python bench/recall_locomo.py [--data PATH] [--only conv-26 ...] [--split]
-                                  [--show-misses CATEGORY ...] [--cli N]
+                                  [--show-misses CATEGORY ...] [--cli N] [--set KEY=VALUE]
 """
 
 from __future__ import annotations
@@ -163,7 +163,7 @@ def cli_results(workspace: Path, question: str) -> list[dict[str, Any]]:
 async def run(args: argparse.Namespace) -> None:
     data = json.loads(Path(args.data).read_text(encoding="utf-8"))
     samples = [s for s in data if not args.only or s["sample_id"] in args.only]
-    settings = MemorySettings()
+    settings = MemorySettings(**dict(item.split("=", 1) for item in args.set))
     rows: dict[int, list[tuple[bool, bool, bool]]] = defaultdict(list)
     by_sample: dict[str, dict[int, list[tuple[bool, bool, bool]]]] = {}
     search_ms: list[float] = []
@@ -240,6 +240,8 @@ def main() -> None:
                         help="also print two fixed groups of conversations (3 and 2)")
     parser.add_argument("--show-misses", nargs="*", type=int, default=[],
                         help="print the snip@5 misses of these categories")
+    parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
+                        help="a [memory] setting other than its default (line_model=none)")
     parser.add_argument("--cli", type=int, default=0,
                         help="check the first N questions through the real command")
     args = parser.parse_args()
