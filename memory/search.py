@@ -86,6 +86,7 @@ DATE_BOOST = 1.5
 DATE_CANDIDATES = 400
 DATE_SCAN_LIMIT = 20_000
 PASSAGES = True  # a result with a known best line shows the passage around it
+PASSAGE_CHARS = SNIPPET_CHARS
 DECAY_FLOOR = 0.8
 MMR_LAMBDA = 0.9
 
@@ -485,15 +486,15 @@ async def hybrid_search(
             break
         row = rows[cid]
         line = best_line[cid][1] if cid in best_line else None
-        found = (await passage(db, row[1], line, SNIPPET_CHARS)
+        found = (await passage(db, row[1], line, PASSAGE_CHARS)
                  if line is not None and PASSAGES else None)
         if found is None:
             first, last = int(row[3]), int(row[4])
             text = snippet(row[6], query, focus=_line_text(row, line))
         else:
             first, last, text = found
-        if any(a <= last and first <= b for a, b in shown.get(row[1], [])):
-            continue  # what this one shows is already in front of the model
+        if any(a <= first and last <= b for a, b in shown.get(row[1], [])):
+            continue  # everything this one shows is already in front of the model
         shown.setdefault(row[1], []).append((first, last))
         results.append(SearchResult(path=row[1], start_line=first, end_line=last, score=score,
                                     snippet=text, source=row[2], line=line))

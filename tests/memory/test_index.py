@@ -248,7 +248,7 @@ async def test_watcher_marks_dirty_and_syncs(ws):
     (ws / "memory" / "later.md").write_text("- The piano tuner comes on Friday.\n")
     for _ in range(100):
         await asyncio.sleep(0.05)
-        if not index.dirty and (await index.status()).files == 6:
+        if not (status := await index.status()).dirty and status.files == 6:
             break
     assert (await index.status()).files == 6
     assert await _paths(index, "piano tuner", 1) == ["memory/later.md"]
