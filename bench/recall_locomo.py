@@ -35,6 +35,7 @@ import argparse
 import asyncio
 import json
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -150,8 +151,10 @@ def table(rows: dict[int, list[tuple[bool, bool, bool]]], title: str) -> str:
 
 def cli_results(workspace: Path, question: str) -> list[dict[str, Any]]:
     """The real command's answer (its own process, default settings, no config file)."""
+    command = shutil.which("clawgate", path=str(Path(sys.executable).parent))
     done = subprocess.run(
-        [sys.executable, "-m", "gateway.cli.main", "memory", "search", question,
+        [*([command] if command else [sys.executable, "-m", "gateway"]), "memory", "search",
+         question,
          "--workspace", str(workspace), "--limit", str(LIMIT), "--json"],
         capture_output=True, text=True, check=True, cwd=ROOT,
         env={"PATH": "/usr/bin:/bin", "CLAWGATE_CONFIG": str(workspace / "no-config.toml"),
@@ -167,6 +170,7 @@ async def run(args: argparse.Namespace) -> None:
     rows: dict[int, list[tuple[bool, bool, bool]]] = defaultdict(list)
     by_sample: dict[str, dict[int, list[tuple[bool, bool, bool]]]] = {}
     search_ms: list[float] = []
+    shown: list[int] = []  # characters of each result's snippet
     skipped = chunks = embedded = 0
     index_seconds = 0.0
     cli_checked = cli_same = 0
@@ -194,6 +198,7 @@ async def run(args: argparse.Namespace) -> None:
             response = await index.search(question, max_results=LIMIT)
             search_ms.append(1000 * (time.perf_counter() - started))
             results = [r.as_dict() for r in response.results]
+            shown.extend(len(r["snippet"]) for r in results)
             asked.append((question, results))
             outcome = judge(results, evidence)
             rows[category].append(outcome)
@@ -216,7 +221,8 @@ async def run(args: argparse.Namespace) -> None:
     print(f"{len(samples)} conversations, {chunks} chunks ({embedded} embedded now, index "
           f"{index_seconds:.0f} s), {n} questions ({skipped} without a usable evidence id "
           f"left out); search p50 {search_ms[len(search_ms) // 2]:.0f} ms, "
-          f"p95 {search_ms[int(0.95 * len(search_ms))]:.0f} ms")
+          f"p95 {search_ms[int(0.95 * len(search_ms))]:.0f} ms; a result's snippet "
+          f"{sum(shown) / max(1, len(shown)):.0f} characters on average")
     print(table(rows, "all conversations (development data: tuning figures)"))
     if args.split:
         ids = sorted(by_sample)

@@ -52,16 +52,20 @@ __all__ = [
 ]
 
 MAX_RESULTS = 50
-SNIPPET_CHARS = 700
+# What one result shows at most. bench/recall_locomo.py at the final weights (snip@5 / hit@1,
+# mean characters a result shows): 700: 0.854/0.608 (629); 850: 0.874/0.639 (776); 1,000:
+# 0.901/0.671 (925). Chunks as results at 700 showed 514 characters on average.
+SNIPPET_CHARS = 850
 POOL = 40
 RRF_K = 20
-# The line leg weighs most: on bench/recall_long.py it alone put the answer's chunk in the
-# top 5 for 66% of the questions, the chunk vectors for 58%, the words for 33%. Fused, with
-# the lines' hubness taken off (memory.lines), top-1 / top-5: lines at 2.0 48/81, 2.5 49/85,
-# 3.0 49/87, 4.0 50/87 (vector 1.0, words and trigrams 0.5); without the line leg 27/54.
-# With the second line model (memory.minilm) the lines count for more: 3.0 57/94, 4.0 59/94,
-# 5.0 60/94, 6.0 59/95, 8.0 59/94.
-LEG_WEIGHTS = {"vector": 1.0, "words": 0.5, "trigram": 0.5, "lines": 5.0}
+# Chosen on real conversations (bench/recall_locomo.py, the LoCoMo development half, 760
+# questions; snip@5 / hit@1 with dates and passages on, 1,000-character snippets while
+# sweeping): lines 5.0 and words 0.5 (the weights the generated proxy had chosen) 0.837/0.578;
+# words 1.0: 0.847/0.592; lines 3.0: 0.847/0.601; both: 0.868/0.617; lines 2.0 / 1.5 / 1.0 /
+# 0.5 with words 1.0: 0.889/0.634, 0.899/0.649, 0.901/0.662, 0.904/0.661; lines 1.0 with
+# words 1.5: 0.901/0.671; lines 8.0: 0.824/0.546. The line leg still picks each result's
+# line (memory.passages) whatever its weight.
+LEG_WEIGHTS = {"vector": 1.0, "words": 1.5, "trigram": 0.5, "lines": 1.0}
 # The word leg's cost is FTS5 scoring every matching row with BM25 (about 1.3 us a row on
 # our 2-core target, more right after the query embedding has emptied the caches; finding
 # the rows alone is ten times cheaper), so a query's cost is the sum of its words' document
@@ -82,11 +86,14 @@ VECTOR_ROWS_PER_THREAD = 25_000
 # A question that names a date (memory.dates): the chunks of the notes dated around it join
 # the line leg's candidates when there are at most DATE_CANDIDATES of them, and their fused
 # score is multiplied by DATE_BOOST. At most DATE_SCAN_LIMIT of them are looked up.
-DATE_BOOST = 1.5
+# bench/recall_locomo.py (92 of its 760 questions name a year; snip@5): at the proxy's
+# weights, chunks as results, no dates 0.745, DATE_BOOST 1.5 0.761; with passages 1.5 / 2.5
+# 0.743 / 0.753; with 1,000-character passages 2.5 / 4.0 0.837 / 0.839, and at lines 2.0,
+# words 1.0: 1.5 / 2.5 0.884 / 0.889.
+DATE_BOOST = 2.5
 DATE_CANDIDATES = 400
 DATE_SCAN_LIMIT = 20_000
 PASSAGES = True  # a result with a known best line shows the passage around it
-PASSAGE_CHARS = SNIPPET_CHARS
 DECAY_FLOOR = 0.8
 MMR_LAMBDA = 0.9
 
@@ -486,7 +493,7 @@ async def hybrid_search(
             break
         row = rows[cid]
         line = best_line[cid][1] if cid in best_line else None
-        found = (await passage(db, row[1], line, PASSAGE_CHARS)
+        found = (await passage(db, row[1], line, SNIPPET_CHARS)
                  if line is not None and PASSAGES else None)
         if found is None:
             first, last = int(row[3]), int(row[4])
