@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from memory.dates import DateWindow, query_windows
-from memory.defaults import DEFAULT_HALF_LIFE_DAYS, DEFAULT_MAX_RESULTS
+from memory.defaults import DEFAULT_HALF_LIFE_DAYS, DEFAULT_MAX_RESULTS, MAX_RESULTS
 from memory.lines import LineEnsemble, split_numbers, unpack_vectors
 from memory.passages import passage
 from memory.text import fts_phrase, query_terms, trigram_query, word_query
@@ -44,6 +44,7 @@ from memory.vectors import VectorMatrix, merge_knn
 
 __all__ = [
     "DEFAULT_MAX_RESULTS",
+    "MAX_RESULTS",
     "SearchResponse",
     "SearchResult",
     "fts_leg",
@@ -51,7 +52,6 @@ __all__ = [
     "rrf_fusion",
 ]
 
-MAX_RESULTS = 50
 # What one result shows at most. bench/recall_locomo.py at the final weights (snip@5 / hit@1,
 # mean characters a result shows): 700: 0.854/0.608 (629); 850: 0.874/0.639 (776); 1,000:
 # 0.901/0.671 (925). Chunks as results at 700 showed 514 characters on average.

@@ -1,14 +1,16 @@
 """The agent loop: ask the model, run the tools it calls, repeat until a final answer.
 
 Bounded by a number of tool rounds so a model that calls tools forever cannot hold a session
-hostage. Each message is recorded (transcript first) as it happens, so a crash mid-turn loses
-nothing that was already said or done.
+hostage, and by the turn's quotas (`ctx.budget`: tool calls per step and per turn). Each
+message is recorded (transcript first) as it happens, so a crash mid-turn loses nothing that
+was already said or done.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import dataclass
 
 from gateway.agent.conversation import Message, SystemPrompt, ToolCall, Usage
@@ -25,6 +27,8 @@ ROUND_LIMIT_NOTE = (
 )
 
 Recorder = Callable[[Message, Usage | None], None]
+# Entered around each model call: the turn is waiting on the provider, not working itself.
+Waiting = Callable[[], AbstractAsyncContextManager[object]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,18 +51,21 @@ class AgentLoop:
         ctx: ToolContext,
         tools: ToolRegistry,
         record: Recorder,
+        waiting: Waiting | None = None,
     ) -> TurnResult:
         """Run one turn. `history` must already end with the person's message.
 
         `record` appends each new message to the session (and so to `history`); provider
         errors propagate to the caller, which owns the wording shown to the person.
+        `waiting` (optional) is entered around each model call.
         """
         total = Usage()
         last_text = ""
         for round_number in range(1, self.max_tool_rounds + 1):
             # Read every round: a tool may make more tools available (mcp_load_tools).
             specs = tools.specs()
-            completion = await self.provider.complete(system, history, specs)
+            async with waiting() if waiting is not None else nullcontext():
+                completion = await self.provider.complete(system, history, specs)
             total = total + completion.usage
             record(
                 Message("assistant", completion.text, tool_calls=completion.tool_calls),
@@ -67,8 +74,12 @@ class AgentLoop:
             if not completion.tool_calls:
                 return TurnResult(completion.text.strip() or EMPTY_ANSWER, total, round_number)
             last_text = completion.text.strip() or last_text
-            for call in completion.tool_calls:
-                outcome = await self._run_tool(call, ctx, tools)
+            for position, call in enumerate(completion.tool_calls):
+                # Past the per-step or per-turn number of calls, a call gets an error result
+                # instead of running (every call needs a result for the next request).
+                refusal = ctx.budget.call_refusal(position, call.name) if ctx.budget else None
+                outcome = ToolOutcome(refusal, True) if refusal else \
+                    await self._run_tool(call, ctx, tools)
                 record(
                     Message("tool", outcome.text, tool_call_id=call.id, tool_name=call.name,
                             is_error=outcome.is_error),

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import logging
 import math
 import re
 from collections import OrderedDict
@@ -20,8 +21,12 @@ from gateway.agent.transcript import Transcript, entry_to_message, message_to_en
 from gateway.clock import Clock
 from gateway.workspace.seed import SESSIONS_DIR
 
+log = logging.getLogger(__name__)
+
 MAX_CACHED_SESSIONS = 512
+DROPPED_EVENT = "dropped"  # a message and its turn left out of the history (`drop_turn`)
 CHARS_PER_TOKEN = 4
+MAX_COUNT = 10**12  # tokens, characters, entry numbers: past this a transcript value is odd
 
 
 def estimate_tokens(text: str) -> int:
@@ -53,12 +58,17 @@ class Session:
     compactions: int = 0
     flushed_cycle: int = -1  # the compaction cycle whose memory flush already ran
 
+    # The transcript entry of each person's message with a platform id (`drop_turn`).
+    _user_entries: dict[str, int] = field(default_factory=dict)
+
     def record(self, message: Message, *, usage: Usage | None = None, **extra: Any) -> None:
         """Append to the transcript first, then to the in-memory history."""
         entry = {"ts": self.clock.now().isoformat(), **message_to_entry(message), **extra}
         if usage is not None:
             entry["usage"] = usage.as_dict()
         self.transcript.append(entry)
+        if message.role == "user" and extra.get("message_id"):
+            self._user_entries[str(extra["message_id"])] = self.entry_count
         self.history.append(message)
         self.entry_ids.append(self.entry_count)
         self.entry_count += 1
@@ -68,6 +78,24 @@ class Session:
         """A bookkeeping line (an error shown to the person, say) that is not model history."""
         self.transcript.append({"ts": self.clock.now().isoformat(), **fields, "type": event_type})
         self.entry_count += 1
+
+    def drop_turn(self, message_id: str, **fields: Any) -> None:
+        """Take a person's message, and what its turn recorded since, out of the history.
+
+        For a message given up on (gateway/pipeline/recovery.py): kept in the history, a
+        message that stops the gateway would be sent again with every later message. The
+        transcript keeps every line; the `dropped` entry tells a reload to leave them out.
+        """
+        self.record_event(DROPPED_EVENT, message_id=message_id, **fields)
+        self._apply_drop(self._user_entries.get(message_id))
+
+    def _apply_drop(self, entry_id: int | None) -> None:
+        if entry_id is None or entry_id not in self.entry_ids:
+            return  # compacted away, or dropped already
+        position = self.entry_ids.index(entry_id)
+        # The token count is left as it was: too high until the next measured call (the safe
+        # side of the compaction threshold).
+        del self.history[position:], self.entry_ids[position:]
 
     def context_tokens(self) -> int:
         """Provider-reported size of the last request plus an estimate for what came after."""
@@ -151,8 +179,43 @@ def _usage_from(entry: dict[str, Any]) -> Usage | None:
     raw = entry.get("usage")
     if not isinstance(raw, dict):
         return None
-    known = {name: int(raw.get(name) or 0) for name in Usage.__dataclass_fields__}
+    known = {name: _count(raw.get(name)) for name in Usage.__dataclass_fields__}
     return Usage(**known)
+
+
+def _count(value: Any, limit: int = MAX_COUNT) -> int:
+    """A non-negative whole number from a transcript field; anything else is refused."""
+    if value is None:
+        return 0
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= limit:
+        raise ValueError(f"not a count: {type(value).__name__}")
+    return value
+
+
+def _replay(session: Session, number: int, entry: dict[str, Any]) -> None:
+    """Apply transcript entry `number` to a session being loaded; raises ValueError (or
+    TypeError) for an entry whose fields are not what the gateway writes."""
+    message = entry_to_message(entry)
+    if message is not None:
+        usage = _usage_from(entry)
+        session.history.append(message)
+        session.entry_ids.append(number)
+        session._account(message, usage)
+        if message.role == "user" and entry.get("message_id"):
+            session._user_entries[str(entry["message_id"])] = number
+    elif entry.get("type") == DROPPED_EVENT:
+        session._apply_drop(session._user_entries.get(str(entry.get("message_id"))))
+    elif entry.get("type") == "compaction":
+        summary = entry.get("summary")
+        first_entry = _count(entry.get("first_kept_entry", session.entry_count))
+        session._apply_compaction(
+            session.position_of_entry(first_entry),
+            summary if isinstance(summary, str) else None,
+            _count(entry.get("overhead_chars", 0)),
+        )
+    elif entry.get("type") == "flush":
+        cycle = entry.get("cycle", -1)
+        session.flushed_cycle = -1 if cycle == -1 else _count(cycle)
 
 
 class SessionStore:
@@ -176,23 +239,17 @@ class SessionStore:
     def _load(self, workspace: Path, key: str) -> Session:
         transcript = Transcript(transcript_path(workspace, key))
         session = Session(key, workspace, transcript, self._clock)
+        odd: list[int] = []
         for number, entry in enumerate(transcript.load()):
             session.entry_count = number + 1
-            message = entry_to_message(entry)
-            if message is not None:
-                session.history.append(message)
-                session.entry_ids.append(number)
-                session._account(message, _usage_from(entry))
-            elif entry.get("type") == "compaction":
-                summary = entry.get("summary")
-                first_entry = int(entry.get("first_kept_entry", session.entry_count))
-                session._apply_compaction(
-                    session.position_of_entry(first_entry),
-                    summary if isinstance(summary, str) else None,
-                    int(entry.get("overhead_chars", 0)),
-                )
-            elif entry.get("type") == "flush":
-                session.flushed_cycle = int(entry.get("cycle", -1))
+            try:
+                _replay(session, number, entry)
+            except (ValueError, TypeError, OverflowError):  # a hand edit: skip that entry
+                odd.append(number + 1)
+        if odd:
+            log.warning("skipped %d entr%s of %s that the gateway did not write (the first: "
+                        "entry %d)", len(odd), "y" if len(odd) == 1 else "ies",
+                        transcript.path.name, odd[0])
         session.history, session.entry_ids = repair_history(session.history, session.entry_ids)
         if not transcript.path.exists():
             session.record_event("session", key=key)

@@ -181,7 +181,7 @@ def test_registry_renders_labels_and_histograms():
 
 async def test_logs_at_the_default_level_carry_ids_and_no_secrets(anthropic_server,
                                                                  make_settings):
-    telegram_token = "123456:AAH-telegram-token-secret"
+    telegram_token = "123456789:AAH-telegram-token-secret-0123456789"
     settings = make_settings(**llm_overrides(anthropic_server),
                              telegram={"token": telegram_token}, log_redact=["hunter2-extra"])
     stream = io.StringIO()
@@ -234,8 +234,10 @@ def test_json_log_lines(make_settings):
 async def test_invented_tool_names_do_not_add_metric_series(running, anthropic_server):
     """The model controls tool names; /metrics label values come from the tools that exist."""
     gateway, health, channel = running
+    # list_files first: past step_max_tool_calls (32) the rest get "not run" results, which
+    # are counted under their (invented) names all the same.
     anthropic_server.reply_tool_calls(
-        [(f"invented_tool_{i}", {}, None) for i in range(200)] + [("list_files", {}, None)])
+        [("list_files", {}, None)] + [(f"invented_tool_{i}", {}, None) for i in range(200)])
     anthropic_server.reply_text("Done.")
     await channel.inject("gus", "call everything")
     await channel.wait_for(1)
