@@ -252,6 +252,7 @@ class IndexCore:
             CREATE TABLE IF NOT EXISTS chunk_lines (
                 chunk_id INTEGER PRIMARY KEY, numbers TEXT NOT NULL, vectors BLOB NOT NULL);
             CREATE INDEX IF NOT EXISTS chunks_path ON chunks(path);
+            CREATE INDEX IF NOT EXISTS chunks_day ON chunks(day);
             CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts
                 USING fts5(body, tokenize='porter unicode61 remove_diacritics 2');
             CREATE VIRTUAL TABLE IF NOT EXISTS chunks_tri
@@ -283,6 +284,10 @@ class IndexCore:
                 await db.close()
                 return None
             await db.execute_fetchall("SELECT count(*) FROM chunks")
+            # The notes of a date a question names (memory.dates) are found by this index;
+            # an index built before it gets it here (derived data, no rebuild needed).
+            await db.execute("CREATE INDEX IF NOT EXISTS chunks_day ON chunks(day)")
+            await db.commit()
             return db
         except Exception as exc:  # corrupt file, wrong format, missing tables
             log.warning("recall index %s is unreadable (%s); rebuilding", self.path, exc)

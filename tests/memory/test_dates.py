@@ -29,3 +29,23 @@ def test_no_date_or_an_impossible_one_names_nothing():
     assert query_windows("on 31 February, 2023") == [
         (date(2023, 2, 1), date(2023, 2, 28) + timedelta(days=MONTH_AFTER))]
     assert query_windows("the 5000 meter race") == []
+
+
+async def test_a_question_naming_a_date_prefers_the_notes_written_around_it(tmp_path):
+    from memory.index import MemoryIndex
+    from tests.fakes.embedder import FakeEmbedder
+
+    memory = tmp_path / "ws" / "memory"
+    memory.mkdir(parents=True)
+    for day in ("2023-01-10", "2023-05-04", "2023-09-20"):
+        (memory / f"{day}.md").write_text(
+            f"## Conversation at {day}\n\n- Maria: We had dinner with my aunt and cousins.\n")
+    index = MemoryIndex(tmp_path / "ws", FakeEmbedder(), today=lambda: date(2026, 1, 1))
+    await index.sync()
+    for question, wanted in (("Who did Maria have dinner with on May 3, 2023?",
+                              "memory/2023-05-04.md"),
+                             ("Who did Maria have dinner with in September 2023?",
+                              "memory/2023-09-20.md")):
+        response = await index.search(question, max_results=3)
+        assert response.results[0].path == wanted, question
+    await index.close()
