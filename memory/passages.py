@@ -17,17 +17,15 @@ from typing import Any
 
 from memory.lines import split_numbers
 
-__all__ = ["Passage", "passage"]
+__all__ = ["Passage", "passages"]
 
 Passage = tuple[int, int, str]  # first line, last line, text
+REACH = 12  # lines looked at on each side of the best line
 
 
-async def file_lines(db: Any, path: str, first: int, last: int) -> dict[int, str]:
-    """The indexed text of the file's lines `first`..`last` by line number (a line cut in
-    pieces by the chunker is joined again; overlap between chunks is read once)."""
-    rows = await db.execute_fetchall(
-        "SELECT text, lines FROM chunks WHERE path = ? AND end_line >= ? AND start_line <= ? "
-        "ORDER BY start_line, id", (path, first, last))
+def _join_pieces(rows: list[tuple[Any, ...]], first: int, last: int) -> dict[int, str]:
+    """Line number -> text for the lines `first`..`last` of (text, lines) chunk rows of one
+    file: a line cut in pieces by the chunker is joined again; overlap is read once."""
     pieces: dict[int, list[str]] = {}
     for text, numbers in rows:
         seen: dict[int, list[str]] = {}
@@ -40,32 +38,47 @@ async def file_lines(db: Any, path: str, first: int, last: int) -> dict[int, str
     return {number: " ".join(parts) for number, parts in pieces.items()}
 
 
-async def passage(db: Any, path: str, line: int, budget: int, reach: int = 12
-                  ) -> Passage | None:
-    """The passage around `line` of `path` within `budget` characters, or None when the line
-    alone does not fit (the caller then shows a window of its chunk)."""
-    lines = await file_lines(db, path, line - reach, line + reach)
+def _grow(lines: dict[int, str], line: int, budget: int, reach: int) -> Passage | None:
+    """The passage around `line` from the file's `lines`, or None when it alone is too long."""
     if line not in lines or len(lines[line]) > budget:
         return None
     first = last = line
     used = len(lines[line])
     before, after = line - 1, line + 1
-    while True:
+    grew = True
+    while grew:
         grew = False
-        for side in ("before", "after"):
-            number = before if side == "before" else after
+        for step in (-1, 1):
+            number = before if step < 0 else after
             # Blank lines are not indexed: step over the gap to the next indexed line.
-            while (number in range(line - reach, line + reach + 1) and number not in lines):
-                number += -1 if side == "before" else 1
+            while abs(number - line) <= reach and number not in lines:
+                number += step
             if number not in lines or used + 1 + len(lines[number]) > budget:
                 continue
             used += 1 + len(lines[number])
             grew = True
-            if side == "before":
+            if step < 0:
                 first, before = number, number - 1
             else:
                 last, after = number, number + 1
-        if not grew:
-            break
-    text = "\n".join(lines[n] for n in range(first, last + 1) if n in lines)
-    return first, last, text
+    return first, last, "\n".join(lines[n] for n in range(first, last + 1) if n in lines)
+
+
+async def passages(db: Any, wanted: list[tuple[str, int]], budget: int, reach: int = REACH
+                   ) -> dict[tuple[str, int], Passage | None]:
+    """The passage around each (path, line) within `budget` characters, None for a line that
+    alone does not fit (the caller then shows a window of its chunk). One query for all."""
+    wanted = list(dict.fromkeys(wanted))
+    if not wanted:
+        return {}
+    rows = await db.execute_fetchall(
+        "SELECT path, text, lines FROM chunks WHERE "
+        + " OR ".join(["(path = ? AND end_line >= ? AND start_line <= ?)"] * len(wanted))
+        + " ORDER BY path, start_line, id",
+        [x for path, line in wanted for x in (path, line - reach, line + reach)])
+    by_path: dict[str, list[tuple[Any, ...]]] = {}
+    for path, text, numbers in rows:
+        by_path.setdefault(path, []).append((text, numbers))
+    return {(path, line): _grow(_join_pieces(by_path.get(path, []), line - reach,
+                                             line + reach), line, budget, reach)
+            for path, line in wanted}

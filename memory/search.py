@@ -38,7 +38,7 @@ import numpy as np
 from memory.dates import DateWindow, query_windows
 from memory.defaults import DEFAULT_HALF_LIFE_DAYS, DEFAULT_MAX_RESULTS, MAX_RESULTS
 from memory.lines import LineEnsemble, split_numbers, unpack_vectors
-from memory.passages import passage
+from memory.passages import Passage, passages
 from memory.text import fts_phrase, query_terms, trigram_query, word_query
 from memory.vectors import VectorMatrix, merge_knn
 
@@ -488,13 +488,18 @@ async def hybrid_search(
     order = mmr(ranked, {cid: rows[cid][6] for cid, _ in ranked}, len(ranked))
     results: list[SearchResult] = []
     shown: dict[str, list[tuple[int, int]]] = {}  # path -> line ranges already in a result
-    for cid, score in order:
+    # The passages of the first 2 x limit candidates in one query; later ones one by one.
+    ahead: dict[tuple[str, int], Passage | None] = {}
+    for position, (cid, score) in enumerate(order):
         if len(results) >= limit or score < min_score:
             break
         row = rows[cid]
         line = best_line[cid][1] if cid in best_line else None
-        found = (await passage(db, row[1], line, SNIPPET_CHARS)
-                 if line is not None and PASSAGES else None)
+        if PASSAGES and line is not None and (row[1], line) not in ahead:
+            ahead.update(await passages(db, [
+                (rows[c][1], best_line[c][1]) for c, _ in order[position : position + 2 * limit]
+                if c in best_line], SNIPPET_CHARS))
+        found = ahead.get((row[1], line)) if PASSAGES and line is not None else None
         if found is None:
             first, last = int(row[3]), int(row[4])
             text = snippet(row[6], query, focus=_line_text(row, line))
