@@ -368,7 +368,7 @@ async def run_kill_test(tmp_path: Path, plan: KillPlan, llm: FakeAnthropicServer
             if aimed and await model.answer_coming(timeout=4.0):
                 tg.sends_open.clear()
                 await _wait_until(lambda: not _unrecorded(db_path, tg), timeout=2.0)
-                if await lock.take(0.05):
+                if await lock.take(0.5):
                     sizes = {p: p.stat().st_size for p in root.rglob("sessions/*.jsonl")}
                     report.aimed_hits += await _answer_appended(root, sizes, timeout=2.0)
                 else:
