@@ -16,7 +16,6 @@ from gateway.agent.tools.base import Tool
 from gateway.agent.tools.registry import ToolRegistry
 from gateway.capabilities.contexts import ContextKind, context_kind
 from gateway.capabilities.mcp_manager import McpManager
-from gateway.capabilities.mcp_tools import McpTool, metric_label
 from gateway.capabilities.skill_catalog import EMPTY_SCAN, SkillCatalog, SkillScan
 from gateway.capabilities.skill_prompt import SkillSection, render_skill_section
 from gateway.capabilities.skill_tool import ReadSkillTool
@@ -81,6 +80,9 @@ class Capabilities:
     def metric_labels(registry: ToolRegistry) -> dict[str, str]:
         """Tool name -> its `tool` label in /metrics: built-in tools by name, MCP tools by
         their configured server (a server's own names are never label values)."""
+        # Imported here: mcp_tools loads the MCP SDK, which the first poll must not wait for.
+        from gateway.capabilities.mcp_tools import McpTool, metric_label
+
         return {tool.spec.name: metric_label(tool.server) if isinstance(tool, McpTool)
                 else tool.spec.name for tool in registry.tools()}
 

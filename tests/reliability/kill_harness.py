@@ -187,7 +187,8 @@ def _entries(content: bytes) -> list[dict[str, Any]]:
 
 
 def _final_answers(entries: list[dict[str, Any]]) -> dict[str, int]:
-    """Per message id, the final answers (assistant entries calling no tool) after it."""
+    """Per message id, the final answers (assistant entries calling no tool) between it and
+    the next person's message: more than one is a second answer to the same message."""
     answers: dict[str, int] = {}
     current: str | None = None
     for entry in entries:
@@ -201,7 +202,6 @@ def _final_answers(entries: list[dict[str, Any]]) -> dict[str, int]:
         elif (kind == "assistant" and not entry.get("tool_calls") and current is not None
               and not entry.get("heartbeat") and not entry.get("reminder")):
             answers[current] += 1
-            current = None
     return answers
 
 
@@ -368,7 +368,7 @@ async def run_kill_test(tmp_path: Path, plan: KillPlan, llm: FakeAnthropicServer
             if aimed and await model.answer_coming(timeout=4.0):
                 tg.sends_open.clear()
                 await _wait_until(lambda: not _unrecorded(db_path, tg), timeout=2.0)
-                if await lock.take(0.05):
+                if await lock.take(0.5):
                     sizes = {p: p.stat().st_size for p in root.rglob("sessions/*.jsonl")}
                     report.aimed_hits += await _answer_appended(root, sizes, timeout=2.0)
                 else:

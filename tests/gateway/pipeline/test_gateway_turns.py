@@ -64,12 +64,10 @@ async def test_one_session_in_order_while_sessions_run_in_parallel(anthropic_ser
     for _ in range(3):
         anthropic_server.reply_delay(0.4)
 
-    start = time.monotonic()
     await channel.inject("fred", "f1")
     await channel.inject("fred", "f2")
     await channel.inject("gina", "g1")
     await channel.wait_for(3)
-    elapsed = time.monotonic() - start
 
     assert channel.texts("fred") == ["echo: f1", "echo: f2"]
     assert channel.texts("gina") == ["echo: g1"]
@@ -78,7 +76,6 @@ async def test_one_session_in_order_while_sessions_run_in_parallel(anthropic_ser
     assert abs(arrival["g1"] - arrival["f1"]) < 0.3
     # ...while fred's second message waited for his first turn to finish.
     assert arrival["f2"] - arrival["f1"] >= 0.35
-    assert elapsed < 2.0
 
 
 async def test_provider_failure_gives_one_clear_message_and_session_stays_usable(
