@@ -7,6 +7,10 @@ renders Markdown itself, so replies are sent as written.
 
 Its own messages and other bots are ignored. Edits are ignored (no `on_message_edit`).
 The message-content intent must be enabled for the bot in the developer portal.
+
+Attachments (voice messages, audio, images, documents) arrive as `attachments` carrying
+their CDN URL; `download` streams one to disk later, and `send` uploads a file with the text
+as its message.
 """
 
 from __future__ import annotations
@@ -16,19 +20,25 @@ import contextlib
 import logging
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from pathlib import Path
 from typing import Any
 
+import aiohttp
 import discord
 
 from channels.base import (
+    Attachment,
+    AttachmentKind,
     ChannelBase,
     ChannelError,
     DeliveryRefused,
+    DownloadError,
     InboundMessage,
     MessageHandler,
     OutboundMessage,
 )
 from channels.chunking import DISCORD_LIMIT, split_text
+from channels.files import CHUNK_BYTES, check_declared, save_stream
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +47,8 @@ READY_TIMEOUT_SECONDS = 60.0
 CATCH_UP_LIMIT = 200  # messages per DM read back after a restart
 # Where to catch up from: {DM channel id: newest message id recorded before the restart}.
 CatchUpSource = Callable[[], Awaitable[Mapping[str, str]]]
+# A bot's uploads are capped at 10 MB per file on servers without boosts (and in DMs).
+UPLOAD_LIMIT = 10 * 1000 * 1000
 
 
 class _Client(discord.Client):
@@ -208,11 +220,9 @@ class DiscordChannel(ChannelBase):
         else:
             return None
         attachment = ""
-        if message.attachments:
-            kind = (message.attachments[0].content_type or "").split("/")[0]
-            attachment = {"image": "image", "audio": "audio file", "video": "video"}.get(
-                kind, "file"
-            )
+        attachments = tuple(_attachment(item) for item in message.attachments)
+        if attachments:
+            attachment = attachments[0].label
         elif message.stickers:
             attachment = "sticker"
         if not text and not attachment:
@@ -228,6 +238,7 @@ class DiscordChannel(ChannelBase):
             received_at=message.created_at,
             addressed=addressed,
             attachment=attachment,
+            attachments=attachments,
         )
 
     @staticmethod
@@ -238,16 +249,59 @@ class DiscordChannel(ChannelBase):
         resolved = ref.resolved if ref is not None else None
         return isinstance(resolved, discord.Message) and resolved.author.id == my_id
 
+    # -- files -------------------------------------------------------------------------------
+
+    max_upload_bytes = UPLOAD_LIMIT
+
+    async def download(self, attachment: Attachment, dest: Path, max_bytes: int) -> int:
+        """Stream the attachment's CDN URL to `dest` (the URL is signed and expires after a
+        day or so: a message left pending longer than that can no longer be fetched)."""
+        check_declared(attachment.size, max_bytes)
+        timeout = aiohttp.ClientTimeout(total=None, connect=30, sock_read=60)
+        try:
+            async with aiohttp.ClientSession(timeout=timeout) as session, \
+                    session.get(attachment.ref) as response:
+                if response.status in (403, 404, 410):
+                    raise DownloadError("Discord no longer has this file (its link expired)")
+                if response.status != 200:
+                    raise DownloadError(f"Discord's file server answered {response.status}")
+                return await save_stream(response.content.iter_chunked(CHUNK_BYTES), dest,
+                                         max_bytes)
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise DownloadError(f"the download failed ({type(exc).__name__})") from None
+
     # -- sending -----------------------------------------------------------------------------
 
     async def send(self, message: OutboundMessage) -> None:
         target = self.client.get_partial_messageable(int(message.chat_id))
+        if message.file:
+            await self._send_file(target, message)
+            return
         for chunk in split_text(message.text, DISCORD_LIMIT):
             if chunk.strip():
                 try:
                     await target.send(chunk)
                 except (discord.Forbidden, discord.NotFound) as exc:
                     raise DeliveryRefused(f"discord refused the message: {exc}") from exc
+
+    async def _send_file(self, target: discord.PartialMessageable,
+                         message: OutboundMessage) -> None:
+        """The file with the text as its message (longer text follows in its own messages)."""
+        path = Path(message.file)
+        if not path.is_file():
+            raise DeliveryRefused(f"the file to send is gone: {path.name}")
+        chunks = [c for c in split_text(message.text, DISCORD_LIMIT) if c.strip()]
+        try:
+            await target.send(chunks[0] if chunks else None,
+                              file=discord.File(path, filename=path.name))
+            for chunk in chunks[1:]:
+                await target.send(chunk)
+        except (discord.Forbidden, discord.NotFound) as exc:
+            raise DeliveryRefused(f"discord refused the file: {exc}") from exc
+        except discord.HTTPException as exc:
+            if exc.status == 413:
+                raise DeliveryRefused("discord refused the file: too large") from exc
+            raise
 
     @contextlib.asynccontextmanager
     async def typing(self, chat_id: str) -> AsyncIterator[None]:
@@ -263,3 +317,20 @@ class DiscordChannel(ChannelBase):
             yield
         finally:
             await indicator.__aexit__(None, None, None)
+
+
+def _attachment(item: discord.Attachment) -> Attachment:
+    """What kind of file a Discord attachment is, from its content type and name."""
+    mime = (item.content_type or "").split(";")[0].strip().lower()
+    name = item.filename or "file"
+    kind: AttachmentKind
+    if mime.startswith("audio/") or item.is_voice_message():
+        kind, label = "audio", "voice message" if item.is_voice_message() else "audio file"
+    elif mime.startswith("image/"):
+        kind, label = "image", "image"
+    elif mime.startswith("video/"):
+        kind, label = "video", "video"
+    else:  # the gateway decides from the type and name whether it can read it
+        kind, label = "document", "file"
+    return Attachment(kind, item.url, name, mime, item.size or 0, float(item.duration or 0),
+                      item.width or 0, item.height or 0, label=label)

@@ -12,8 +12,10 @@ in one clear line and retried with backoff; 429 waits `retry_after`; network err
 abandoned and restarted; a rejected token stops the channel with an error line.
 
 Only `message` updates are requested: edits are ignored (an edit after the answer would need
-a second answer, which surprises more than it helps). Captions count as text; other media
-arrive as an `attachment` the gateway answers politely.
+a second answer, which surprises more than it helps). Captions count as text. Voice notes,
+audio, video notes, photos and documents arrive as `attachments` (file ids), fetched later
+with `download` (getFile, then the file URL streamed to disk: the Bot API serves at most
+20 MB); stickers, locations and the like only as a label the gateway answers politely.
 """
 
 from __future__ import annotations
@@ -24,8 +26,10 @@ import logging
 import re
 import warnings
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
+import httpx
 from telegram import Bot, Message, Update
 from telegram.constants import ChatAction
 from telegram.error import (
@@ -40,16 +44,19 @@ from telegram.error import (
 from telegram.request import HTTPXRequest
 
 from channels.base import (
+    Attachment,
     Backoff,
     ChannelBase,
     ChannelError,
     DeliveryRefused,
+    DownloadError,
     InboundMessage,
     MessageHandler,
     OffsetStore,
     OutboundMessage,
 )
 from channels.chunking import TELEGRAM_LIMIT, split_chunks, utf16_len
+from channels.files import check_declared, file_chunks, save_stream
 from channels.telegram_html import markdown_to_html
 
 log = logging.getLogger(__name__)
@@ -58,6 +65,13 @@ CHANNEL_NAME = "telegram"
 DEFAULT_BASE_URL = "https://api.telegram.org/bot"
 TYPING_REFRESH_SECONDS = 4.0  # Telegram shows "typing" for about 5 s per action
 MAX_SEND_ATTEMPTS = 4
+# Bot API limits: getFile serves files up to 20 MB; bots upload up to 50 MB (photos 10 MB);
+# captions up to 1024 characters.
+DOWNLOAD_LIMIT = 20 * 1024 * 1024
+UPLOAD_LIMIT = 50 * 1000 * 1000
+PHOTO_UPLOAD_LIMIT = 10 * 1000 * 1000
+CAPTION_LIMIT = 1024
+_PHOTO_SUFFIXES = (".jpg", ".jpeg", ".png", ".webp")
 
 _MEDIA_KINDS = (
     ("photo", "photo"), ("voice", "voice message"), ("video_note", "video message"),
@@ -101,6 +115,8 @@ class TelegramChannel(ChannelBase):
         self._token = token
         url = (base_url or DEFAULT_BASE_URL).rstrip("/")
         self._base_url = url if url.endswith("/bot") else url + "/bot"  # PTB appends the token
+        # Files are served beside the API: <server>/file/bot<token>/<file_path>.
+        self._file_url = self._base_url.removesuffix("/bot") + "/file/bot"
         self._offsets = offsets
         self.poll_timeout = poll_timeout
         self.groups_enabled = groups_enabled
@@ -126,6 +142,7 @@ class TelegramChannel(ChannelBase):
         self._bot = Bot(
             self._token,
             base_url=self._base_url,
+            base_file_url=self._file_url,
             request=HTTPXRequest(connection_pool_size=64, read_timeout=15.0),
             get_updates_request=HTTPXRequest(connection_pool_size=2, read_timeout=read),
         )
@@ -282,6 +299,7 @@ class TelegramChannel(ChannelBase):
             return None
         text = message.text or message.caption or ""
         attachment = next((label for attr, label in _MEDIA_KINDS if getattr(message, attr)), "")
+        attachments = _attachments(message)
         if not text and not attachment:
             return None  # service messages: someone joined, a title changed, ...
         addressed = False
@@ -301,6 +319,7 @@ class TelegramChannel(ChannelBase):
             received_at=message.date,
             addressed=addressed,
             attachment=attachment,
+            attachments=attachments,
         )
 
     def _addressed(self, message: Message, text: str) -> tuple[bool, str]:
@@ -321,10 +340,41 @@ class TelegramChannel(ChannelBase):
             text = re.sub(re.escape(handle) + r"\b", "", text, flags=re.IGNORECASE).strip()
         return addressed, text
 
+    # -- files -------------------------------------------------------------------------------
+
+    max_upload_bytes = UPLOAD_LIMIT
+
+    async def download(self, attachment: Attachment, dest: Path, max_bytes: int) -> int:
+        """getFile, then stream the file to `dest`. The file URL carries the bot token, so
+        no error raised from here names it."""
+        limit = min(max_bytes, DOWNLOAD_LIMIT)
+        check_declared(attachment.size, limit)
+        try:
+            file = await self._call(self.bot.get_file, attachment.ref)
+        except BadRequest as exc:  # "file is too big", "wrong file_id"
+            if "too big" in str(exc).lower():
+                raise DownloadError("the file is larger than the 20 MB Telegram lets bots "
+                                    "fetch") from None
+            raise DownloadError("Telegram no longer has this file") from None
+        except TelegramError as exc:
+            raise DownloadError(f"Telegram did not hand out the file ({type(exc).__name__})"
+                                ) from None
+        check_declared(file.file_size or 0, limit)
+        location = file.file_path or ""
+        if location and not location.startswith(("http://", "https://")):
+            local = Path(location)  # a self-hosted Bot API server in local mode
+            if not local.is_file():
+                raise DownloadError("the Bot API server named a file that is not there")
+            return await save_stream(file_chunks(local), dest, limit)
+        return await _fetch(location, dest, limit)
+
     # -- sending -----------------------------------------------------------------------------
 
     async def send(self, message: OutboundMessage) -> None:
         chat_id = _chat(message.chat_id)
+        if message.file:
+            await self._send_file(chat_id, message)
+            return
         for html, plain in render(message.text):
             if not plain.strip():
                 continue
@@ -336,6 +386,25 @@ class TelegramChannel(ChannelBase):
                     await self._call(self.bot.send_message, chat_id, plain)
             except (BadRequest, Forbidden, InvalidToken) as exc:
                 raise DeliveryRefused(f"telegram refused the message: {exc}") from exc
+
+    async def _send_file(self, chat_id: int | str, message: OutboundMessage) -> None:
+        """A photo as a photo (Telegram shows it inline), anything else as a document; the
+        text as its caption, or after it when longer than a caption may be."""
+        path = Path(message.file)
+        try:
+            size = path.stat().st_size
+        except OSError as exc:
+            raise DeliveryRefused(f"the file to send is gone: {path.name}") from exc
+        caption = message.text if len(message.text) <= CAPTION_LIMIT else ""
+        as_photo = path.suffix.lower() in _PHOTO_SUFFIXES and size <= PHOTO_UPLOAD_LIMIT
+        method = self.bot.send_photo if as_photo else self.bot.send_document
+        try:  # a Path, not an open file: a retried send reads the file again
+            await self._call(method, chat_id, path, caption=caption or None,
+                             filename=path.name)
+        except (BadRequest, Forbidden, InvalidToken) as exc:
+            raise DeliveryRefused(f"telegram refused the file: {exc}") from exc
+        if message.text and not caption:
+            await self.send(OutboundMessage(message.channel, message.chat_id, message.text))
 
     async def _call(self, method: Any, *args: Any, **kwargs: Any) -> Any:
         """One Bot API call with 429 and network-error retries (BadRequest is the caller's)."""
@@ -372,6 +441,65 @@ class TelegramChannel(ChannelBase):
             except TelegramError as exc:
                 log.debug("telegram: typing indicator failed: %s", exc)
             await asyncio.sleep(TYPING_REFRESH_SECONDS)
+
+
+def _attachments(message: Message) -> tuple[Attachment, ...]:
+    """The files of a message that the gateway can fetch: voice notes, audio and video notes
+    (heard), photos and image documents (seen), other documents (read), videos (declined)."""
+    found: list[Attachment] = []
+    if message.voice:
+        voice = message.voice
+        found.append(Attachment("audio", voice.file_id, "voice.ogg",
+                                voice.mime_type or "audio/ogg", voice.file_size or 0,
+                                _seconds(voice), label="voice message"))
+    if message.audio:
+        audio = message.audio
+        found.append(Attachment("audio", audio.file_id, audio.file_name or "audio",
+                                audio.mime_type or "", audio.file_size or 0, _seconds(audio),
+                                label="audio file"))
+    if message.video_note:
+        note = message.video_note
+        found.append(Attachment("audio", note.file_id, "video-note.mp4", "video/mp4",
+                                note.file_size or 0, _seconds(note), label="video message"))
+    if message.photo:
+        best = max(message.photo, key=lambda size: size.width * size.height)
+        found.append(Attachment("image", best.file_id, "photo.jpg", "image/jpeg",
+                                best.file_size or 0, width=best.width, height=best.height,
+                                label="photo"))
+    if message.document:
+        doc = message.document
+        mime = doc.mime_type or ""
+        kind = "image" if mime.startswith("image/") else "document"
+        found.append(Attachment(kind, doc.file_id, doc.file_name or "document", mime,
+                                doc.file_size or 0, label="image" if kind == "image"
+                                else "document"))
+    if message.video or message.animation:
+        video = message.video or message.animation
+        assert video is not None
+        found.append(Attachment("video", video.file_id, video.file_name or "video.mp4",
+                                video.mime_type or "video/mp4", video.file_size or 0,
+                                _seconds(video), label="video" if message.video else "GIF"))
+    return tuple(found)
+
+
+def _seconds(media: Any) -> float:
+    with warnings.catch_warnings():  # PTB 22 warns that durations become timedelta: both work
+        warnings.simplefilter("ignore")
+        value: Any = getattr(media, "duration", 0) or 0
+    return float(value.total_seconds() if hasattr(value, "total_seconds") else value)
+
+
+async def _fetch(url: str, dest: Path, limit: int) -> int:
+    """Stream `url` to `dest`. Errors say what happened, never the URL (it holds the token)."""
+    timeout = httpx.Timeout(30.0, read=60.0)
+    try:
+        async with httpx.AsyncClient(timeout=timeout) as client, \
+                client.stream("GET", url) as response:
+            if response.status_code != 200:
+                raise DownloadError(f"the file server answered {response.status_code}")
+            return await save_stream(response.aiter_bytes(), dest, limit)
+    except httpx.HTTPError as exc:
+        raise DownloadError(f"the download failed ({type(exc).__name__})") from None
 
 
 def render(text: str) -> list[tuple[str, str]]:

@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from gateway.agent.conversation import Message, ToolCall
+from gateway.agent.conversation import ImagePart, Message, ToolCall
 from memory.atomic import make_private_dirs
 
 log = logging.getLogger(__name__)
@@ -67,7 +67,7 @@ def entry_to_message(entry: dict[str, Any]) -> Message | None:
     """The conversation message an entry stands for, or None for bookkeeping entries."""
     kind = entry.get("type")
     if kind == "user":
-        return Message("user", str(entry.get("text", "")))
+        return Message("user", str(entry.get("text", "")), images=_images(entry.get("images")))
     if kind == "assistant":
         calls = tuple(
             ToolCall(str(c.get("id", "")), str(c.get("name", "")), dict(c.get("arguments") or {}))
@@ -85,6 +85,21 @@ def entry_to_message(entry: dict[str, Any]) -> Message | None:
     return None
 
 
+def _images(raw: Any) -> tuple[ImagePart, ...]:
+    if not isinstance(raw, list):
+        return ()
+    found = []
+    for item in raw:
+        if isinstance(item, dict) and isinstance(item.get("path"), str):
+            found.append(ImagePart(item["path"], str(item.get("media_type") or "image/jpeg"),
+                                   _int(item.get("width")), _int(item.get("height"))))
+    return tuple(found)
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
 def message_to_entry(message: Message) -> dict[str, Any]:
     if message.role == "tool":
         return {
@@ -95,6 +110,11 @@ def message_to_entry(message: Message) -> dict[str, Any]:
             "is_error": message.is_error,
         }
     entry: dict[str, Any] = {"type": message.role, "text": message.text}
+    if message.images:  # references only: the pixels stay in the workspace file
+        entry["images"] = [
+            {"path": i.path, "media_type": i.media_type, "width": i.width, "height": i.height}
+            for i in message.images
+        ]
     if message.tool_calls:
         entry["tool_calls"] = [
             {"id": c.id, "name": c.name, "arguments": c.arguments} for c in message.tool_calls

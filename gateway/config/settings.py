@@ -36,6 +36,7 @@ from pydantic_settings import (
 
 from gateway.config.heartbeat import HeartbeatSettings, check_zone
 from gateway.config.mcp import McpSettings
+from gateway.config.media import MediaSettings
 from gateway.config.memory import MemorySettings
 from gateway.config.panel import PanelSettings
 from gateway.config.scheduler import SchedulerSettings
@@ -214,6 +215,7 @@ class Settings(BaseSettings):
     mcp: McpSettings = Field(default_factory=McpSettings)  # gateway/config/mcp.py
     panel: PanelSettings = Field(default_factory=PanelSettings)  # web control panel
     scheduler: SchedulerSettings = Field(default_factory=SchedulerSettings)  # reminders
+    media: MediaSettings = Field(default_factory=MediaSettings)  # voice, photos, documents
 
     def state_db(self) -> StateDB:
         """The gateway state database these settings describe (not opened)."""

@@ -24,7 +24,8 @@ busy timeout lets both write). It holds:
 - `last_dm_route`: where each person last wrote to us in a DM (heartbeat delivery).
 - `outbox`: every outbound message (gateway/pipeline/delivery.py): pending until the platform
   accepted it, then `sent` (its text cleared), or `refused` / `failed`. An optional unique
-  `key` makes a delivery idempotent. Pending rows are what a restart sends again.
+  `key` makes a delivery idempotent. Pending rows are what a restart sends again. A row with
+  a `file` sends that workspace file (the text is its caption).
 
 Two connections: writes that gate an acknowledgement to a platform (the inbox record) and
 access decisions commit with `synchronous=FULL`, so "recorded" means on disk, not in a page
@@ -49,7 +50,7 @@ from typing import Any
 
 import aiosqlite
 
-from channels.base import InboundMessage
+from channels.base import Attachment, InboundMessage
 from memory.atomic import create_private_file, make_private_dirs
 
 log = logging.getLogger(__name__)
@@ -107,7 +108,8 @@ CREATE TABLE IF NOT EXISTS outbox (
     chat_id TEXT NOT NULL, text TEXT NOT NULL, status TEXT NOT NULL DEFAULT 'pending',
     attempts INTEGER NOT NULL DEFAULT 0, error TEXT NOT NULL DEFAULT '',
     created_at TEXT NOT NULL, finished_at TEXT,
-    done_channel TEXT, done_chat TEXT, done_message TEXT, done_status TEXT
+    done_channel TEXT, done_chat TEXT, done_message TEXT, done_status TEXT,
+    file TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS outbox_pending ON outbox (status, id);
 -- The inbox entry a reply answers is marked done by the same statement that adds the reply
@@ -152,6 +154,7 @@ class Outgoing:
     chat_id: str
     text: str
     attempts: int = 0
+    file: str = ""  # a file to send, with `text` as its caption
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,13 +184,23 @@ def _encode(msg: InboundMessage) -> str:
             "text": msg.text, "chat_type": msg.chat_type, "message_id": msg.message_id,
             "sender_name": msg.sender_name, "received_at": _iso(msg.received_at),
             "addressed": msg.addressed, "attachment": msg.attachment,
+            "attachments": [_attachment_fields(a) for a in msg.attachments],
         }
     )
+
+
+def _attachment_fields(attachment: Attachment) -> dict[str, Any]:
+    return {name: getattr(attachment, name) for name in Attachment.__dataclass_fields__}
 
 
 def _decode(payload: str) -> InboundMessage:
     data: dict[str, Any] = json.loads(payload)
     data["received_at"] = datetime.fromisoformat(data["received_at"])
+    known = Attachment.__dataclass_fields__
+    data["attachments"] = tuple(
+        Attachment(**{k: v for k, v in item.items() if k in known})
+        for item in data.get("attachments") or () if isinstance(item, dict)
+    )
     return InboundMessage(**data)
 
 
@@ -254,6 +267,7 @@ class StateDB:
             if problems != ["ok"]:
                 raise sqlite3.DatabaseError(f"integrity check failed: {problems[0]}")
             await self._db.executescript(_SCHEMA)
+            await self._add_missing_columns(self._db)
             await self._db.commit()
             self._durable = await _connect(self.path, "FULL")
             await self.prune_inbox()
@@ -268,6 +282,14 @@ class StateDB:
             await self.close()
             raise
         return self
+
+    @staticmethod
+    async def _add_missing_columns(db: aiosqlite.Connection) -> None:
+        """Columns added after a table was first created (a database from an older clawgate)."""
+        async with db.execute("PRAGMA table_info(outbox)") as cursor:
+            columns = {row[1] for row in await cursor.fetchall()}
+        if "file" not in columns:
+            await db.execute("ALTER TABLE outbox ADD COLUMN file TEXT NOT NULL DEFAULT ''")
 
     async def close(self) -> None:
         connections = (self._db, self._durable)
@@ -584,7 +606,7 @@ class StateDB:
 
     async def enqueue_outbound(
         self, channel: str, chat_id: str, text: str, *, key: str | None = None,
-        done: InboundMessage | None = None, done_status: str = "done",
+        done: InboundMessage | None = None, done_status: str = "done", file: str = "",
     ) -> int | None:
         """Add a message to the outbox and mark `done` answered, in one statement (trigger).
 
@@ -595,11 +617,11 @@ class StateDB:
         async with lock:
             cursor = await connection.execute(
                 "INSERT OR IGNORE INTO outbox (key, channel, chat_id, text, created_at,"
-                " done_channel, done_chat, done_message, done_status)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " done_channel, done_chat, done_message, done_status, file)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (key, channel, chat_id, text, _iso(datetime.now(UTC)),
                  *((done.channel, done.chat_id, done.message_id, done_status)
-                   if done is not None else (None, None, None, None))),
+                   if done is not None else (None, None, None, None)), file),
             )
         return cursor.lastrowid if cursor.rowcount == 1 else None
 
@@ -626,10 +648,10 @@ class StateDB:
 
     async def pending_outbound(self) -> list[Outgoing]:
         rows = await self._rows(
-            "SELECT id, channel, chat_id, text, attempts FROM outbox WHERE status = 'pending'"
-            " ORDER BY id"
+            "SELECT id, channel, chat_id, text, attempts, file FROM outbox"
+            " WHERE status = 'pending' ORDER BY id"
         )
-        return [Outgoing(int(r[0]), r[1], r[2], r[3], int(r[4])) for r in rows]
+        return [Outgoing(int(r[0]), r[1], r[2], r[3], int(r[4]), r[5] or "") for r in rows]
 
     async def outbox_counts(self) -> dict[str, int]:
         """Outbound messages by status (pending, sent, refused, failed)."""

@@ -11,8 +11,11 @@ own bugs, the deadline) ends in a reply, never in silence.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
 from channels.base import InboundMessage
 from gateway.agent.compaction import Compactor
@@ -29,6 +32,9 @@ from gateway.pipeline.commands import PromptParts
 from gateway.pipeline.delivery import Delivery
 from gateway.pipeline.replies import provider_error_reply
 from gateway.pipeline.routing import Route
+
+if TYPE_CHECKING:
+    from gateway.agent.media.intake import UserContent
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +71,10 @@ def attributed_text(msg: InboundMessage) -> str:
     return f"[{name}, platform id {msg.channel}:{msg.sender_id}] {msg.text}"
 
 
+# Turns a message's attachments into the turn's user message (gateway/agent/media/intake.py).
+MediaStep = Callable[[Route, InboundMessage], Awaitable["UserContent"]]
+
+
 class TurnRunner:
     def __init__(
         self,
@@ -92,6 +102,8 @@ class TurnRunner:
         self.model, self.host = model, host
         # Messages re-queued by a restart: they may be in the transcript already.
         self.resuming: set[tuple[str, str, str]] = set()
+        # Voice notes, photos, documents: set by the gateway when media are enabled.
+        self.media: MediaStep | None = None
 
     async def run(self, route: Route, msg: InboundMessage, *, durable: bool) -> str:
         """One turn. Hand edits since the last turn are committed first, the turn's after."""
@@ -101,8 +113,9 @@ class TurnRunner:
             log.info("turn started (%s)", route.channel)
             started = time.perf_counter()
             session = await self.sessions.get(route.workspace, route.session_key)
-            await self._record_message(session, msg)
-            reply = await self._reply(session, route)
+            # A message whose attachments all failed is answered without the model.
+            direct = await self._record_message(session, msg, route)
+            reply = direct or await self._reply(session, route)
             sent = await self.delivery.deliver(
                 route.channel, route.chat_id, reply,
                 key=answer_key(msg) if durable else None, done=msg if durable else None,
@@ -116,19 +129,32 @@ class TurnRunner:
             await self.versioning.commit(route.workspace, "turn", session=key, turn=turn)
             return reply
 
-    async def _record_message(self, session: Session, msg: InboundMessage) -> None:
+    async def _record_message(self, session: Session, msg: InboundMessage,
+                              route: Route) -> str:
+        """Append the person's message; returns a direct reply when its attachments left
+        nothing for the model to answer ("" otherwise)."""
         if await self._recorded_before(session, msg):
-            return
+            return ""
+        message, extra, direct = Message("user", attributed_text(msg)), {}, ""
+        if msg.attachments and self.media is not None:
+            content = await self.media(route, msg)
+            text = attributed_text(dataclasses.replace(msg, text=content.text))
+            message = Message("user", text, images=content.images)
+            extra, direct = {"media": content.media}, content.reply
         try:
             session.record(
-                Message("user", attributed_text(msg)),
+                message,
                 channel=msg.channel,
                 chat_id=msg.chat_id,
                 sender_id=msg.sender_id,
                 message_id=msg.message_id,
+                **extra,
             )
+            if direct:
+                session.record(Message("assistant", direct))
         except OSError as exc:
             raise TranscriptWriteError(f"{type(exc).__name__}: {exc}") from exc
+        return direct
 
     async def _recorded_before(self, session: Session, msg: InboundMessage) -> bool:
         """A resumed message may be in the transcript already (the last run died mid-turn)."""
