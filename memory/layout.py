@@ -92,6 +92,7 @@ GROUP_NOTES_FILE = "NOTES.md"  # loaded into that group's prompts only
 # Files people sent (voice notes, photos, documents), by day: `inbox/YYYY-MM-DD/` of the area
 # the context writes (a group's under its own area). Received copies, not versioned.
 INBOX_DIR = "inbox"
+SEEN_DIR = ".seen"  # inside a day's inbox folder: the resized copies a model sees (hidden)
 # Internal state: dot-names, invisible to every tool.
 RECALL_DIR = ".recall"  # derived recall index, rebuildable
 TRASH_DIR = ".trash"  # delete_file moves files here

@@ -48,11 +48,10 @@ from gateway.agent.media.images import ImageError, prepare_image, takes_images
 from gateway.agent.tools.base import ToolError
 from gateway.config.media import MediaSettings
 from memory.atomic import atomic_write_text, make_private_dirs
-from memory.layout import INBOX_DIR, Access, inbox_dir
+from memory.layout import INBOX_DIR, SEEN_DIR, Access, inbox_dir
 
 log = logging.getLogger(__name__)
 
-SEEN_DIR = ".seen"  # resized copies the model sees, beside the originals (hidden from tools)
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 # Each file in the inbox names what it is, so that the folder reads well by hand too.
 _DEFAULT_NAMES = {"audio": "voice.ogg", "image": "image.jpg", "document": "document",
