@@ -89,6 +89,7 @@ class DiscordChannel(ChannelBase):
         # Discord delivered them and handed over one at a time.
         self._intake: asyncio.Queue[discord.Message] = asyncio.Queue()
         self._intake_task: asyncio.Task[None] | None = None
+        self._downloads: aiohttp.ClientSession | None = None  # one session for attachments
 
     @property
     def client(self) -> discord.Client:
@@ -187,6 +188,9 @@ class DiscordChannel(ChannelBase):
             self._runner.cancel()
             await asyncio.gather(self._runner, return_exceptions=True)
             self._runner = None
+        if self._downloads is not None:
+            await self._downloads.close()
+            self._downloads = None
 
     # -- receiving ---------------------------------------------------------------------------
 
@@ -257,10 +261,11 @@ class DiscordChannel(ChannelBase):
         """Stream the attachment's CDN URL to `dest` (the URL is signed and expires after a
         day or so: a message left pending longer than that can no longer be fetched)."""
         check_declared(attachment.size, max_bytes)
-        timeout = aiohttp.ClientTimeout(total=None, connect=30, sock_read=60)
+        if self._downloads is None:
+            self._downloads = aiohttp.ClientSession(
+                timeout=aiohttp.ClientTimeout(total=None, connect=30, sock_read=60))
         try:
-            async with aiohttp.ClientSession(timeout=timeout) as session, \
-                    session.get(attachment.ref) as response:
+            async with self._downloads.get(attachment.ref) as response:
                 if response.status in (403, 404, 410):
                     raise DownloadError("Discord no longer has this file (its link expired)")
                 if response.status != 200:

@@ -17,10 +17,10 @@ CHUNK_BYTES = 64 * 1024
 
 
 def size_text(size: int) -> str:
-    """`20 MB`, `512 KB`: how a limit is said to a person."""
-    if size >= 1_000_000:
-        return f"{size / 1_000_000:.0f} MB"
-    return f"{max(1, size // 1000)} KB"
+    """`20 MB`, `512 KB`: how a limit is said to a person (binary units, as limits are set)."""
+    if size >= 1024 * 1024:
+        return f"{size / (1024 * 1024):.0f} MB"
+    return f"{max(1, size // 1024)} KB"
 
 
 def too_large(limit: int) -> DownloadError:

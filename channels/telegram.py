@@ -130,6 +130,7 @@ class TelegramChannel(ChannelBase):
         self.ready_detail = "not polling yet"
         self.conflicts = 0
         self.skipped = 0  # updates that could not be read, skipped (logged by id)
+        self._downloads: httpx.AsyncClient | None = None  # one client for file downloads
 
     @property
     def bot(self) -> Bot:
@@ -169,6 +170,9 @@ class TelegramChannel(ChannelBase):
         if self._bot is not None:
             with contextlib.suppress(Exception):
                 await self._bot.shutdown()
+        if self._downloads is not None:
+            await self._downloads.aclose()
+            self._downloads = None
 
     # -- receiving ---------------------------------------------------------------------------
 
@@ -366,7 +370,9 @@ class TelegramChannel(ChannelBase):
             if not local.is_file():
                 raise DownloadError("the Bot API server named a file that is not there")
             return await save_stream(file_chunks(local), dest, limit)
-        return await _fetch(location, dest, limit)
+        if self._downloads is None:  # kept: a client per file costs more than a small file
+            self._downloads = httpx.AsyncClient(timeout=httpx.Timeout(30.0, read=60.0))
+        return await _fetch(self._downloads, location, dest, limit)
 
     # -- sending -----------------------------------------------------------------------------
 
@@ -489,12 +495,10 @@ def _seconds(media: Any) -> float:
     return float(value.total_seconds() if hasattr(value, "total_seconds") else value)
 
 
-async def _fetch(url: str, dest: Path, limit: int) -> int:
+async def _fetch(client: httpx.AsyncClient, url: str, dest: Path, limit: int) -> int:
     """Stream `url` to `dest`. Errors say what happened, never the URL (it holds the token)."""
-    timeout = httpx.Timeout(30.0, read=60.0)
     try:
-        async with httpx.AsyncClient(timeout=timeout) as client, \
-                client.stream("GET", url) as response:
+        async with client.stream("GET", url) as response:
             if response.status_code != 200:
                 raise DownloadError(f"the file server answered {response.status_code}")
             return await save_stream(response.aiter_bytes(), dest, limit)

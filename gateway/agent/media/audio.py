@@ -219,8 +219,12 @@ class OpenAITranscriber:
         extra: dict[str, Any] = {"language": self.language} if self.language else {}
         started = time.perf_counter()
         try:
-            result = await client.audio.transcriptions.create(
-                model=self.model, file=audio, response_format="json", **extra)
+            # An open file, not a path: the SDK reads a path into memory whole, a file
+            # object is streamed by httpx in chunks (a 20 MB recording stays on disk).
+            with open(audio, "rb") as handle:
+                result = await client.audio.transcriptions.create(
+                    model=self.model, file=(audio.name, handle), response_format="json",
+                    **extra)
         except openai.AuthenticationError as exc:
             raise TranscriptionUnavailable(
                 "the transcription endpoint refused the key: check "

@@ -95,7 +95,7 @@ def _decoded(source: Path, provider: str, max_pixels: int) -> tuple[Image.Image,
             frame = frame.convert("RGBA" if alpha else "RGB")
             fitted = fitted_size(*frame.size, provider)
             if frame.size != fitted:
-                frame = frame.resize(fitted, Image.Resampling.LANCZOS, reducing_gap=2.0)
+                frame = frame.resize(fitted, Image.Resampling.BICUBIC, reducing_gap=2.0)
             return frame, width, height
     except ImageError:
         raise
