@@ -14,7 +14,13 @@ from heartbeat.beat import (
     HeartbeatPolicy,
     LightTurn,
 )
-from heartbeat.checklist import Checklist, Task, is_effectively_empty, parse_checklist
+from heartbeat.checklist import (
+    Checklist,
+    Task,
+    is_effectively_empty,
+    load_checklist,
+    parse_checklist,
+)
 from heartbeat.hours import ActiveHours, parse_clock
 from heartbeat.store import HeartbeatState, load_state, save_state
 from heartbeat.timer import HeartbeatService, HeartbeatTimer
@@ -37,6 +43,7 @@ __all__ = [
     "Task",
     "check_reply",
     "is_effectively_empty",
+    "load_checklist",
     "load_state",
     "parse_checklist",
     "parse_clock",

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -21,7 +22,7 @@ from pathlib import Path
 from typing import Literal, Protocol
 
 from heartbeat.ack import DEFAULT_ACK_MAX_CHARS, check_reply
-from heartbeat.checklist import Checklist, Task, format_interval, parse_checklist
+from heartbeat.checklist import Checklist, Task, format_interval, load_checklist
 from heartbeat.hours import ActiveHours
 from heartbeat.store import HeartbeatState, load_state, save_state
 from memory.layout import HEARTBEAT_FILE
@@ -149,6 +150,7 @@ class Heartbeat:
         self.deliver = deliver
         # Told about every outcome (the gateway counts them and versions what a beat wrote).
         self.on_outcome = on_outcome
+        self._checklist: tuple[tuple[int, ...], Checklist] | None = None  # per file version
 
     async def beat(self) -> BeatOutcome:
         now = self.clock.now()
@@ -180,8 +182,6 @@ class Heartbeat:
         checklist = await asyncio.to_thread(self._read_checklist)
         if checklist is None:
             return BeatOutcome("skipped", f"{CHECKLIST_FILE} is missing")
-        for problem in checklist.problems:
-            log.warning("%s of %s: %s", CHECKLIST_FILE, self.person_id, problem)
         if checklist.empty:
             return BeatOutcome("skipped", f"{CHECKLIST_FILE} is effectively empty")
         due = checklist.due(state.task_runs, now)
@@ -203,14 +203,23 @@ class Heartbeat:
         return await self._ask(state, now, checklist, due, target)
 
     def _read_checklist(self) -> Checklist | None:
+        """The checklist, parsed once per version of the file; its problems are logged then,
+        not at every beat."""
         try:
-            text = (self.workspace / CHECKLIST_FILE).read_text(encoding="utf-8", errors="replace")
-        except FileNotFoundError:
-            return None
-        except OSError as exc:
-            log.warning("cannot read %s of %s: %s", CHECKLIST_FILE, self.person_id, exc)
-            return None
-        return parse_checklist(text)
+            st = os.stat(self.workspace / CHECKLIST_FILE)
+            signature: tuple[int, ...] | None = (st.st_ino, st.st_size, st.st_mtime_ns)
+        except OSError:
+            signature = None
+        if signature is not None and self._checklist is not None \
+                and self._checklist[0] == signature:
+            return self._checklist[1]
+        checklist = load_checklist(self.workspace)
+        if checklist is not None:
+            for problem in checklist.problems:
+                log.warning("%s of %s: %s", CHECKLIST_FILE, self.person_id, problem)
+            if signature is not None:
+                self._checklist = (signature, checklist)
+        return checklist
 
     async def _over_budget(self, state: HeartbeatState, now: datetime) -> BeatOutcome | None:
         cap = self.policy.daily_token_cap

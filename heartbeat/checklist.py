@@ -11,14 +11,23 @@ to the model (see the README, "Heartbeats"):
     - name: inbox
       interval: 2h
       prompt: Check memory/inbox.md for anything older than a day.
+
+Reading is total: the file is hostile input (the person's hand, or the model's in the owner's
+chat). At most `MAX_CHECKLIST_BYTES` are read, a task that cannot be understood (an interval
+of 10^20 weeks, say) is a problem line, and `load_checklist` turns any other failure into a
+checklist with one problem, so a beat never raises over it.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from pathlib import Path
+
+from memory.layout import HEARTBEAT_FILE
 
 _COMMENT = re.compile(r"<!--.*?(?:-->|\Z)", re.DOTALL)
 _HEADING = re.compile(r"^#{1,6}(\s.*)?$")
@@ -30,6 +39,9 @@ _ITEM_KEY = re.compile(r"^\s+([A-Za-z_]+)\s*:\s*(.*)$")
 _INTERVAL_PART = re.compile(r"(\d+(?:\.\d+)?)\s*([smhdw])", re.IGNORECASE)
 _UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 _DISABLED = {"0", "off", "false", "no", "none", "disabled"}
+# Far more than a checklist a model should follow unattended; the rest is not read.
+MAX_CHECKLIST_BYTES = 256 * 1024
+MAX_INTERVAL = timedelta(days=366)
 
 
 def parse_interval(text: str) -> timedelta | None:
@@ -45,10 +57,16 @@ def parse_interval(text: str) -> timedelta | None:
         position = match.end()
     if not value or position != len(value) or seconds <= 0:
         raise ValueError(
-            f"invalid interval {text!r}: use a number with s, m, h, d or w (30m, 1h30m, 2d), "
-            "or 0 to disable"
+            f"invalid interval {_shown(text)}: use a number with s, m, h, d or w (30m, 1h30m, "
+            "2d), or 0 to disable"
         )
+    if not math.isfinite(seconds) or seconds > MAX_INTERVAL.total_seconds():
+        raise ValueError(f"interval {_shown(text)} is longer than a year")
     return timedelta(seconds=seconds)
+
+
+def _shown(text: str) -> str:
+    return repr(text) if len(text) <= 40 else repr(text[:37] + "...")
 
 
 def format_interval(delta: timedelta) -> str:
@@ -114,6 +132,28 @@ class Checklist:
         return "\n\n".join(parts)
 
 
+def load_checklist(workspace: Path) -> Checklist | None:
+    """The workspace's HEARTBEAT.md parsed (None when there is none); never raises: a file
+    that cannot be read is an empty checklist with a problem saying why."""
+    path = workspace / HEARTBEAT_FILE
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(MAX_CHECKLIST_BYTES + 1)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        return Checklist("", problems=(f"cannot be read: {exc.strerror or exc}",))
+    problems: tuple[str, ...] = ()
+    if len(data) > MAX_CHECKLIST_BYTES:
+        data = data[:MAX_CHECKLIST_BYTES]
+        problems = (f"over {MAX_CHECKLIST_BYTES // 1024} KiB: only the start is read",)
+    try:
+        checklist = parse_checklist(data.decode("utf-8", errors="replace"))
+    except Exception as exc:  # parse_checklist is total; this is the last line of defence
+        return Checklist("", problems=(f"cannot be read ({type(exc).__name__})",))
+    return Checklist(checklist.body, checklist.tasks, problems + checklist.problems)
+
+
 def parse_checklist(text: str) -> Checklist:
     lines = strip_comments(text).splitlines()
     start = next((i for i, line in enumerate(lines) if _TASKS_START.match(line)), None)
@@ -172,7 +212,7 @@ def _task(item: dict[str, str], number: int, seen: set[str]) -> tuple[Task | Non
         return None, f"{label}: the name is used twice"
     try:
         every = parse_interval(interval) if interval else None
-    except ValueError as exc:
+    except (ValueError, OverflowError) as exc:
         return None, f"{label}: {exc}"
     if every is None:
         return None, f"{label}: needs an interval such as 2h or 1d"

@@ -4,7 +4,10 @@ It lives with the workspace (copying a workspace keeps its budget and repeat mem
 name is hidden, so the assistant's file tools cannot read or change it. It holds: the last
 beat and its outcome, when the next beat is planned, tokens spent today, which alerts were
 delivered recently (as digests, for repeat suppression), and when each task last ran.
-Written through a temp file and rename; a missing or damaged file starts fresh.
+Written through a temp file and rename; a missing or damaged file starts fresh. A hand-edited
+one is hostile input: read up to `MAX_STATE_BYTES`, parsed with bounded nesting, and any value
+that is not what it should be (a naive or out-of-range time, a 5,000-digit count) is dropped,
+so a beat never meets it.
 """
 
 from __future__ import annotations
@@ -14,16 +17,17 @@ import json
 import logging
 import re
 from dataclasses import dataclass, field
-from datetime import date, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from memory.atomic import atomic_write_text
+from memory.atomic import atomic_write_text, loads_bounded, read_bounded
 from memory.layout import HEARTBEAT_STATE_FILE
 
 log = logging.getLogger(__name__)
 
 STATE_FILE = HEARTBEAT_STATE_FILE  # memory.layout
+MAX_STATE_BYTES = 1024 * 1024  # a day's alerts and the tasks' last runs: a few KiB
 
 
 def alert_digest(text: str) -> str:
@@ -74,16 +78,21 @@ class HeartbeatState:
         return json.dumps(data, indent=1, sort_keys=True) + "\n"
 
     @classmethod
-    def from_json(cls, text: str) -> HeartbeatState:
-        data = json.loads(text)
+    def from_json(cls, text: str | bytes) -> HeartbeatState:
+        """Raises ValueError (memory.atomic.BrokenFile) when the text is no state at all;
+        fields that are wrong are dropped one by one."""
+        data = loads_bounded(text, max_depth=8)
+        if not isinstance(data, dict):
+            raise ValueError("not a JSON object")
+        tokens = data.get("tokens_today", 0)
         return cls(
             last_beat_at=_parse(data.get("last_beat_at")),
-            last_status=str(data.get("last_status", "")),
-            last_reason=str(data.get("last_reason", "")),
+            last_status=_text(data.get("last_status")),
+            last_reason=_text(data.get("last_reason")),
             next_beat_at=_parse(data.get("next_beat_at")),
-            token_day=str(data.get("token_day", "")),
-            tokens_today=int(data.get("tokens_today", 0)),
-            cap_notice_day=str(data.get("cap_notice_day", "")),
+            token_day=_text(data.get("token_day")),
+            tokens_today=tokens if isinstance(tokens, int) and 0 <= tokens < 10**15 else 0,
+            cap_notice_day=_text(data.get("cap_notice_day")),
             alerts=_times(data.get("alerts")),
             task_runs=_times(data.get("task_runs")),
         )
@@ -96,10 +105,10 @@ def state_path(workspace: Path) -> Path:
 def load_state(workspace: Path) -> HeartbeatState:
     path = state_path(workspace)
     try:
-        return HeartbeatState.from_json(path.read_text(encoding="utf-8"))
+        return HeartbeatState.from_json(read_bounded(path, MAX_STATE_BYTES))
     except FileNotFoundError:
         return HeartbeatState()
-    except (OSError, ValueError, TypeError, AttributeError) as exc:
+    except Exception as exc:  # damaged or hostile: the next save replaces it
         log.warning("heartbeat state %s is unreadable (%s); starting fresh", path, exc)
         return HeartbeatState()
 
@@ -112,11 +121,27 @@ def _iso(moment: datetime | None) -> str | None:
     return moment.isoformat() if moment is not None else None
 
 
+def _text(value: Any) -> str:
+    return value[:500] if isinstance(value, str) else ""
+
+
 def _parse(value: Any) -> datetime | None:
-    return datetime.fromisoformat(value) if isinstance(value, str) and value else None
+    """An aware time that can be placed in UTC, or None (naive or odd times are dropped: a
+    beat compares them with aware ones)."""
+    if not isinstance(value, str) or not value or len(value) > 64:
+        return None
+    try:
+        moment = datetime.fromisoformat(value)
+        if moment.tzinfo is None:
+            return None
+        moment.astimezone(UTC)
+    except (ValueError, OverflowError):
+        return None
+    return moment
 
 
 def _times(raw: Any) -> dict[str, datetime]:
     if not isinstance(raw, dict):
         return {}
-    return {str(k): datetime.fromisoformat(v) for k, v in raw.items() if isinstance(v, str)}
+    parsed = {str(k)[:200]: _parse(v) for k, v in raw.items()}
+    return {k: v for k, v in parsed.items() if v is not None}

@@ -1,4 +1,4 @@
-"""Crash-safe file replacement for memory files.
+"""Crash-safe writes and bounded reads of workspace files.
 
 A memory file is the assistant's only long-term state, so a crash, a full disk or a killed process
 in the middle of a write must leave either the old file or the new one, never a truncated mix.
@@ -8,19 +8,30 @@ rename itself survives a power cut.
 
 `path` is replaced as given: if it is a symlink, the link is replaced by a regular file. Callers
 that want to write through a link pass the resolved path (`gateway.workspace.paths` returns one).
+
+The other half is reading what a person or the model may have written (a schedule, a state
+file, a transcript line): such bytes are hostile input, so they are read under a size cap
+(`read_bounded`) and JSON is parsed only after its nesting was measured (`loads_bounded`): a
+file nested 100,000 deep or holding a 5,000-digit number becomes one `BrokenFile` error naming
+the problem, never a RecursionError, MemoryError or a stall. They live here, beside the writes,
+because every package that owns such a file (heartbeat, scheduler, gateway) may import this one.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import re
 import secrets
 import stat
 from pathlib import Path
+from typing import Any
 
 __all__ = [
-    "PRIVATE_DIR_MODE", "PRIVATE_FILE_MODE", "atomic_write_bytes", "atomic_write_text",
-    "create_private_file", "fsync_directory", "make_private_dirs", "make_private_tree",
+    "MAX_JSON_DEPTH", "PRIVATE_DIR_MODE", "PRIVATE_FILE_MODE", "BrokenFile",
+    "atomic_write_bytes", "atomic_write_text", "create_private_file", "fsync_directory",
+    "json_depth", "loads_bounded", "make_private_dirs", "make_private_tree", "read_bounded",
 ]
 
 # Everything under the workspaces root is private to the service user, whatever the umask:
@@ -29,6 +40,7 @@ PRIVATE_FILE_MODE = 0o600
 PRIVATE_DIR_MODE = 0o700
 _NEW_FILE_MODE = PRIVATE_FILE_MODE
 _CREATE_ATTEMPTS = 16
+_TEMP_STEM_BYTES = 200  # + "." + 12 hex digits + ".tmp" stays under NAME_MAX (255)
 
 
 def fsync_directory(directory: Path) -> None:
@@ -103,8 +115,10 @@ def _create_temp(directory: Path, name: str) -> tuple[int, Path]:
     """
     flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
     flags |= getattr(os, "O_BINARY", 0)
+    # A name of up to 255 bytes must still get a temp name the file system accepts.
+    stem = name.encode("utf-8", "surrogateescape")[:_TEMP_STEM_BYTES].decode("utf-8", "ignore")
     for _ in range(_CREATE_ATTEMPTS):
-        tmp = directory / f".{name}.{secrets.token_hex(6)}.tmp"
+        tmp = directory / f".{stem}.{secrets.token_hex(6)}.tmp"
         try:
             return os.open(tmp, flags, _NEW_FILE_MODE), tmp
         except FileExistsError:
@@ -155,3 +169,88 @@ def atomic_write_text(path: Path, text: str) -> None:
     must be exactly what is read back on every platform.
     """
     atomic_write_bytes(path, text.encode("utf-8"))
+
+
+# --- bounded reads ----------------------------------------------------------------------------
+
+# Deeper than any file clawgate writes (its deepest is 3) and far below the interpreter's
+# recursion limit, so a hand-made file can never reach it.
+MAX_JSON_DEPTH = 64
+_JSON_STRING = re.compile(r'"[^"]*"')  # escaped quotes and backslashes removed first
+_NOT_BRACKET = bytes(b for b in range(256) if b not in b"[]{}")
+_AS_SQUARE = bytes.maketrans(b"{}", b"[]")  # one kind of pair: nesting is all that counts
+_OPEN = ord("[")
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+_C_PASSES = 4  # deeper than any file clawgate writes: the common case never loops in Python
+
+
+class BrokenFile(ValueError):
+    """A file that cannot be used as it is; `str()` says why in one line (for the owner)."""
+
+
+def read_bounded(path: Path, max_bytes: int) -> bytes:
+    """The whole file, or BrokenFile when it is larger than `max_bytes` (the excess is never
+    read, so a 10 GB file costs one stat). FileNotFoundError and other OSErrors propagate."""
+    with open(path, "rb") as handle:
+        size = os.fstat(handle.fileno()).st_size
+        if size > max_bytes:
+            raise BrokenFile(f"the file is {size:,} bytes; at most {max_bytes:,} are read")
+        data = handle.read(max_bytes + 1)
+    if len(data) > max_bytes:  # grew while we read it
+        raise BrokenFile(f"the file is over {max_bytes:,} bytes; at most {max_bytes:,} are read")
+    return data
+
+
+def json_depth(text: str, cap: int = MAX_JSON_DEPTH) -> int:
+    """How deep the arrays and objects of `text` nest (brackets inside strings do not count),
+    or `cap + 1` as soon as it is known to be deeper than `cap`.
+
+    Escapes and strings are cut out and the brackets kept by C code (replace, a regex,
+    translate); a few passes remove the innermost pairs (each pass one level, also in C),
+    and only what is still nested deeper is walked here, stopping past `cap`. A 100,000-deep
+    text costs a few milliseconds, a 7 MB file of 100,000 jobs about 0.2 s (parsing it costs
+    as much). Brackets left unclosed count as nesting: a parser would recurse into them too."""
+    plain = _JSON_STRING.sub("", text.replace("\\\\", "").replace('\\"', ""))
+    rest = plain.encode("ascii", "ignore").translate(_AS_SQUARE, _NOT_BRACKET)
+    levels = 0
+    while rest and levels < _C_PASSES:
+        shorter = rest.replace(b"[]", b"")
+        if len(shorter) == len(rest):
+            break
+        rest, levels = shorter, levels + 1
+    depth = deepest = 0
+    for byte in rest:
+        if byte == _OPEN:
+            depth += 1
+            if depth > deepest:
+                deepest = depth
+                if levels + depth > cap:
+                    break
+        else:
+            depth -= 1
+    return min(levels + deepest, cap + 1)
+
+
+def loads_bounded(text: str | bytes, *, max_depth: int = MAX_JSON_DEPTH) -> Any:
+    """`json.loads`, total: any way the text is unusable (not UTF-8, not JSON, nested deeper
+    than `max_depth`, a number too long to convert) is a BrokenFile naming where and why."""
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise BrokenFile(f"not UTF-8 text (byte {exc.start})") from None
+    if json_depth(text, max_depth) > max_depth:
+        raise BrokenFile(f"nested more than {max_depth} levels deep")
+    try:
+        value = json.loads(text)
+        if _SURROGATE_ESCAPE.search(text):  # "\ud800" alone decodes to text no file can hold
+            json.dumps(value, ensure_ascii=False).encode("utf-8")
+        return value
+    except UnicodeEncodeError:
+        raise BrokenFile("holds a lone surrogate escape (\\udXXX), which is no character") \
+            from None
+    except json.JSONDecodeError as exc:
+        raise BrokenFile(f"not valid JSON at line {exc.lineno} column {exc.colno}: "
+                         f"{exc.msg}") from None
+    except (ValueError, RecursionError, MemoryError) as exc:  # a 5,000-digit number, say
+        raise BrokenFile(f"not usable JSON: {str(exc)[:120]}") from None

@@ -50,7 +50,7 @@ def transcript_key(first_line: str) -> str | None:
     """The session key from a transcript's first line, or None if it is not a session header."""
     try:
         entry = json.loads(first_line)
-    except (json.JSONDecodeError, ValueError):
+    except (ValueError, RecursionError):  # hand-edited lines: skipped
         return None
     if isinstance(entry, dict) and entry.get("type") == "session":
         key = entry.get("key")
@@ -66,7 +66,7 @@ def transcript_lines(text: str) -> list[Line]:
             continue
         try:
             entry = json.loads(raw)
-        except (json.JSONDecodeError, ValueError):
+        except (ValueError, RecursionError):  # hand-edited lines: skipped
             continue
         if not isinstance(entry, dict):
             continue

@@ -64,6 +64,7 @@ __all__ = [
     "heartbeat_session_key",
     "inbox_dir",
     "is_dm_session_key",
+    "is_group_session_key",
     "is_private_relpath",
     "leads_to_area",
     "prompt_files",
@@ -140,6 +141,12 @@ def heartbeat_session_key(person_id: str) -> str:
 
 def group_session_key(channel: str, chat_id: str) -> str:
     return f"{channel}:group:{chat_id}"
+
+
+def is_group_session_key(key: str) -> bool:
+    """A group chat's session: `<channel>:group:<chat id>` (what people there wrote)."""
+    channel, sep, rest = key.partition(":group:")
+    return bool(channel) and ":" not in channel and bool(sep) and bool(rest)
 
 
 def is_dm_session_key(key: str) -> bool:

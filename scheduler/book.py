@@ -35,9 +35,16 @@ def _done(jobs: list[Job], state: ScheduleState, zone: ZoneInfo) -> frozenset[in
     for job in jobs:
         record = state.jobs.get(job.id)
         if (isinstance(job.schedule, Once) and job.id not in busy and record is not None
-                and record.last_due is not None and job.next_after(record.last_due, zone) is None):
+                and record.last_due is not None and _ran(job, record.last_due, zone)):
             done.add(job.id)
     return frozenset(done)
+
+
+def _ran(job: Job, last_due: datetime, zone: ZoneInfo) -> bool:
+    try:
+        return job.next_after(last_due, zone) is None
+    except (OverflowError, ValueError):  # a hand-edited state time out of range: keep the job
+        return False
 
 
 def list_jobs(workspace: Path, zone: ZoneInfo) -> tuple[list[JobView], list[str]]:

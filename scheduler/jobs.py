@@ -16,13 +16,19 @@ The format (one object per job; `when` uses the language of `scheduler.when`):
       {"id": 2, "kind": "agent", "text": "Summarize today's notes for me",
        "when": "every weekday at 18:00", "created": "2026-11-30T09:13:00+00:00"}]}
 
-Hand edits are safe: a job that cannot be read (bad `when`, unknown kind, duplicate id) is
-reported and skipped while the others keep running, and it is written back untouched when the
-gateway next changes the file; a file that is not valid JSON is never overwritten (adding or
-cancelling fails with the line and column to fix). `created` may be left out of a hand-written
-job: the file's modification time stands in for it. Relative forms ("tomorrow at 9") in the
-file count from `created`. A time without an offset is a wall time in the workspace's zone.
-Ids are never reused (`next_id`), so `/reminders cancel 3` cannot hit a newer job.
+Hand edits are safe: a job that cannot be read (bad `when`, unknown kind, duplicate id, a time
+out of range) is reported and skipped while the others keep running, and it is written back
+untouched when the gateway next changes the file; a file that is not valid JSON is never
+overwritten (adding or cancelling fails with the line and column to fix). `created` may be
+left out of a hand-written job: the file's modification time stands in for it. Relative forms
+("tomorrow at 9") in the file count from `created`. A time without an offset is a wall time
+in the workspace's zone. Ids are never reused (`next_id`), so `/reminders cancel 3` cannot hit
+a newer job.
+
+Reading is total: the file is hostile input (a hand edit, a restored backup). It is read only up
+to `MAX_FILE_BYTES` and parsed only when its nesting is shallow (`memory.atomic.loads_bounded`);
+any failure while reading one job, whatever the exception, makes that job a problem, and any
+failure of the whole file a `ScheduleFileError`, never anything else.
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ from pathlib import Path
 from typing import Any, Literal
 from zoneinfo import ZoneInfo
 
+from memory.atomic import BrokenFile, loads_bounded, read_bounded
 from memory.layout import SCHEDULE_FILE
 from scheduler.files import locked, write_private
 from scheduler.recurrence import Schedule, ScheduleError
@@ -43,6 +50,10 @@ from scheduler.when import parse_when
 VERSION = 1
 KINDS = ("message", "agent")
 MAX_TEXT_CHARS = 2000
+# 200 jobs (the default limit) of 2,000 characters are under 1 MiB, 100,000 short ones (the
+# highest limit) about 15 MiB; a file past this is refused unread rather than parsed (a hand
+# edit gone wrong, a hostile restore).
+MAX_FILE_BYTES = 32 * 1024 * 1024
 Kind = Literal["message", "agent"]
 
 
@@ -102,44 +113,77 @@ def file_signature(path: Path) -> tuple[int, int, int] | None:
 
 
 def parse_job(raw: Any, zone: ZoneInfo, default_created: datetime) -> Job:
-    """One entry of the file; raises ScheduleError naming what is wrong with it."""
+    """One entry of the file; raises ScheduleError naming what is wrong with it, and nothing
+    else (an exception no check foresaw names its type)."""
+    try:
+        return _parse_job(raw, zone, default_created)
+    except ScheduleError:
+        raise
+    except Exception as exc:  # RecursionError, OverflowError, MemoryError...: the job is broken
+        job_id = raw.get("id") if isinstance(raw, dict) else None
+        label = f"job {job_id}" if isinstance(job_id, int) and job_id < 10**12 else "a job"
+        raise ScheduleError(f"{label} cannot be read ({type(exc).__name__})") from None
+
+
+def _parse_job(raw: Any, zone: ZoneInfo, default_created: datetime) -> Job:
     if not isinstance(raw, dict):
         raise ScheduleError("a job must be an object with id, kind, text and when")
     job_id = raw.get("id")
     if not isinstance(job_id, int) or isinstance(job_id, bool) or job_id < 1:
-        raise ScheduleError(f"bad id {job_id!r}: a positive whole number")
+        raise ScheduleError(f"bad id {_short(job_id)}: a positive whole number")
     kind = raw.get("kind", "message")
     if kind not in KINDS:
-        raise ScheduleError(f"job {job_id}: kind must be 'message' or 'agent', not {kind!r}")
+        raise ScheduleError(f"job {job_id}: kind must be 'message' or 'agent', not "
+                            f"{_short(kind)}")
     text = raw.get("text")
     if not isinstance(text, str) or not text.strip():
         raise ScheduleError(f"job {job_id}: text is missing")
+    if len(text) > MAX_TEXT_CHARS:
+        raise ScheduleError(f"job {job_id}: the text is {len(text):,} characters; at most "
+                            f"{MAX_TEXT_CHARS}")
     when = raw.get("when")
     if not isinstance(when, str):
         raise ScheduleError(f"job {job_id}: when is missing")
     created = default_created
     if raw.get("created") is not None:
+        stamp = raw["created"]
         try:
-            created = datetime.fromisoformat(str(raw["created"]))
-        except ValueError:
-            raise ScheduleError(f"job {job_id}: created is not an ISO time") from None
-        if created.tzinfo is None:
-            created = created.replace(tzinfo=zone)
+            if not isinstance(stamp, str) or len(stamp) > 64:
+                raise ValueError(stamp)
+            created = datetime.fromisoformat(stamp)
+            if created.tzinfo is None:
+                created = created.replace(tzinfo=zone)
+            created.astimezone(UTC)  # a time that cannot be placed in UTC
+        except (ValueError, OverflowError):
+            raise ScheduleError(f"job {job_id}: created is not an ISO time (in range)") \
+                from None
     try:
         schedule = parse_when(when, zone, created)
+        schedule.first(created, zone)  # computable, so the scheduler never meets it broken
     except ScheduleError as exc:
         raise ScheduleError(f"job {job_id}: {exc}") from None
+    except (OverflowError, ValueError) as exc:
+        raise ScheduleError(f"job {job_id}: {when!r} is out of range ({exc})") from None
     return Job(job_id, kind, text, when, created, schedule)
 
 
+def _short(value: Any) -> str:
+    """A value as shown in a problem line: never more than a line, whatever the file held."""
+    try:
+        shown = repr(value)
+    except Exception:  # a 5,000-digit int cannot be shown; RecursionError on deep nesting
+        shown = f"<{type(value).__name__}>"
+    return shown if len(shown) <= 60 else shown[:57] + "..."
+
+
 def parse_file(text: str, zone: ZoneInfo, default_created: datetime) -> JobFile:
+    """The whole file; raises ScheduleFileError (and nothing else) when it cannot be used."""
     if not text.strip():
         return JobFile()
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ScheduleFileError(f"not valid JSON at line {exc.lineno} column {exc.colno}: "
-                                f"{exc.msg}") from None
+        data = loads_bounded(text)
+    except BrokenFile as exc:
+        raise ScheduleFileError(str(exc)) from None
     if not isinstance(data, dict) or not isinstance(data.get("jobs", []), list):
         raise ScheduleFileError('expected {"jobs": [...]} at the top')
     parsed = JobFile(entries=list(data.get("jobs", [])))
@@ -171,10 +215,14 @@ def read_jobs(workspace: Path, zone: ZoneInfo) -> JobFile:
     if signature is None:
         return JobFile()
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_bounded(path, MAX_FILE_BYTES).decode("utf-8")
     except FileNotFoundError:
         return JobFile()
-    except (OSError, UnicodeDecodeError) as exc:
+    except BrokenFile as exc:
+        raise ScheduleFileError(f"{path}: {exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ScheduleFileError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+    except OSError as exc:
         raise ScheduleFileError(f"cannot read {SCHEDULE_FILE}: {exc}") from None
     mtime = datetime.fromtimestamp(signature[2] / 1e9, UTC).replace(microsecond=0)
     try:

@@ -59,6 +59,8 @@ def _cron_problem(expr: str) -> str:
         CronSim(expr, datetime(2000, 1, 1, tzinfo=UTC))
     except CronSimError as exc:
         return f"bad cron expression {expr!r}: {exc}"
+    except (ValueError, OverflowError) as exc:  # cronsim's own check missed it
+        return f"bad cron expression {expr!r}: {type(exc).__name__}"
     return ""
 
 

@@ -43,6 +43,7 @@ from typing import Protocol
 from zoneinfo import ZoneInfo
 
 from heartbeat.ack import check_reply
+from memory.layout import SCHEDULE_FILE
 from scheduler.files import commit
 from scheduler.jobs import (
     Job,
@@ -218,23 +219,30 @@ class Scheduler:
     async def reload(self, person_id: str | None = None) -> None:
         """Re-read job lists that changed on disk (all, or one person's) and workspaces that
         appeared. The tools call it after a change; the timer calls it every rescan."""
+        self._last_scan = self.clock.now().timestamp()  # even if this pass fails: no spin
         refs = {ref.person_id: ref for ref in await asyncio.to_thread(
             lambda: list(self.discover()))}
         for pid, ref in refs.items():
             if person_id is not None and pid != person_id:
                 continue
-            space = self._spaces.get(pid)
-            if space is None:
-                space = (await asyncio.to_thread(self._read_all, [ref]))[0]
-                self._spaces[pid] = space
-                self._plan_space(space)
-                continue
-            zone_changed = space.ref.zone.key != ref.zone.key
-            space.ref = ref
-            signature = await asyncio.to_thread(file_signature, schedule_path(ref.path))
-            if signature != space.signature or zone_changed:
-                await self._refresh(space, replan_all=zone_changed)
+            try:
+                await self._reload_one(pid, ref)
+            except Exception:  # one workspace's trouble is its own: the others go on
+                log.exception("schedule of %s: reloading failed", pid)
         self._last_scan = self.clock.now().timestamp()
+
+    async def _reload_one(self, pid: str, ref: WorkspaceRef) -> None:
+        space = self._spaces.get(pid)
+        if space is None:
+            space = (await asyncio.to_thread(self._read_all, [ref]))[0]
+            self._spaces[pid] = space
+            self._plan_space(space)
+            return
+        zone_changed = space.ref.zone.key != ref.zone.key
+        space.ref = ref
+        signature = await asyncio.to_thread(file_signature, schedule_path(ref.path))
+        if signature != space.signature or zone_changed:
+            await self._refresh(space, replan_all=zone_changed)
 
     async def fire_due(self) -> int:
         """Start every run that is due now; returns how many entries were taken."""
@@ -266,6 +274,7 @@ class Scheduler:
     # -- the loop ---------------------------------------------------------------------------
 
     async def _run(self) -> None:
+        failure = ""  # the last pass's error, logged once however often it repeats
         while True:
             try:
                 await self.fire_due()
@@ -273,8 +282,14 @@ class Scheduler:
                 if now - self._last_scan >= self.policy.rescan_seconds:
                     await self.reload()
                     continue
-            except Exception:
-                log.exception("scheduler: a pass failed; going on")
+                failure = ""
+            except Exception as exc:
+                # Never a hot loop: the pass counts as a scan, so the next one waits its turn.
+                self._last_scan = self.clock.now().timestamp()
+                if f"{type(exc).__name__}: {exc}" != failure:
+                    failure = f"{type(exc).__name__}: {exc}"
+                    log.exception("scheduler: a pass failed; going on (logged once until "
+                                  "it changes)")
             await self._wait()
 
     async def _wait(self) -> None:
@@ -300,21 +315,35 @@ class Scheduler:
     def _read_all(self, refs: list[WorkspaceRef]) -> list[_Space]:
         spaces = []
         for ref in refs:
-            space = _Space(ref, state=load_state(ref.path))
+            try:
+                state = load_state(ref.path)
+            except Exception as exc:  # load_state is total; this is the last line of defence
+                log.warning("schedule state of %s unreadable (%s); starting empty",
+                            ref.person_id, type(exc).__name__)
+                state = ScheduleState(needs_compaction=True)
+            space = _Space(ref, state=state)
             self._read_jobs(space)
             spaces.append(space)
         return spaces
 
     @staticmethod
     def _read_jobs(space: _Space) -> bool:
-        """Refresh `space.jobs` from its file; False (and the old jobs kept) when unreadable."""
+        """Refresh `space.jobs` from its file; False (and the old jobs kept) when unreadable.
+
+        Whatever is wrong with the file, it is one problem of this workspace, logged once per
+        version of the file (the signature is kept, so an unchanged file is not read again)."""
         try:
             parsed: JobFile = read_jobs(space.ref.path, space.ref.zone)
-        except ScheduleFileError as exc:
+        except Exception as exc:  # ScheduleFileError, or anything read_jobs did not foresee
+            reason = str(exc) if isinstance(exc, ScheduleFileError) else \
+                f"{SCHEDULE_FILE} cannot be read ({type(exc).__name__})"
             log.warning("schedule of %s: %s; keeping the jobs read before",
-                        space.ref.person_id, exc)
-            space.problems = [str(exc)]
-            space.signature = file_signature(schedule_path(space.ref.path))
+                        space.ref.person_id, reason)
+            space.problems = [reason]
+            try:
+                space.signature = file_signature(schedule_path(space.ref.path))
+            except OSError:
+                space.signature = None
             return False
         for problem in parsed.problems:
             log.warning("schedule of %s: %s", space.ref.person_id, problem)
@@ -358,7 +387,16 @@ class Scheduler:
     def _plan_job(self, space: _Space, job: Job, *, since: datetime | None = None) -> None:
         """Put the job's next run on the heap. `since`: the job was edited or its zone changed
         at that moment; a repeating job then counts from there, so an edit never makes a run
-        from before it look missed (a one-shot keeps its time, even a past one)."""
+        from before it look missed (a one-shot keeps its time, even a past one). A job whose
+        run cannot be computed is left off the heap (logged), never stopping the others."""
+        try:
+            self._plan_job_unguarded(space, job, since)
+        except Exception as exc:
+            log.warning("schedule of %s: job %d cannot be planned (%s: %s)",
+                        space.ref.person_id, job.id, type(exc).__name__, str(exc)[:120])
+            space.next_due.pop(job.id, None)
+
+    def _plan_job_unguarded(self, space: _Space, job: Job, since: datetime | None) -> None:
         zone = space.ref.zone
         self._invalidate(space, job.id)
         record = space.state.record(job.id)
@@ -443,7 +481,13 @@ class Scheduler:
             due = space.next_due.pop(job_id, None)
             if due is None:  # already taken (cannot happen with unique generations)
                 continue
-            fire, skipped, counted_from = self._occurrence(space, job, due, now)
+            try:
+                fire, skipped, counted_from = self._occurrence(space, job, due, now)
+            except Exception as exc:  # a run that cannot be computed: this job stops here
+                log.warning("schedule of %s: job %d stopped (%s)", space.ref.person_id,
+                            job_id, type(exc).__name__)
+                self._invalidate(space, job_id)
+                continue
             self._metrics.skipped += skipped
             if fire is None:
                 space.state.skipped(job_id, counted_from)

@@ -16,6 +16,11 @@ an event (`claim`, `result`, `retry`, `done`, `skip`, `next`, `forget`) applied 
 file is compacted (rewritten whole, through a temp file and rename: one `job` line per job and
 one `pending` line per run in flight) when it grows past a few lines per job, and at load when
 a crash left a torn last line. Only the scheduler writes it; readers (the CLI) only replay.
+
+Replaying is total: a line that cannot be applied, whatever the exception (a bad time, a
+number too large, nesting too deep), is skipped and logged, and a file over `MAX_STATE_BYTES`
+is not read at all (the state starts empty: due runs fire late or are skipped by the grace
+rule, never twice thanks to the delivery keys).
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from memory.atomic import BrokenFile, loads_bounded, read_bounded
 from memory.layout import SCHEDULE_STATE_FILE
 
 log = logging.getLogger(__name__)
@@ -34,6 +40,8 @@ log = logging.getLogger(__name__)
 STATE_FILE = SCHEDULE_STATE_FILE
 VERSION = 1
 COMPACT_SLACK = 64  # lines beyond 2 per job before the journal is rewritten
+# About 300 bytes a job after compaction: room for 100,000 jobs and their runs in flight.
+MAX_STATE_BYTES = 64 * 1024 * 1024
 
 
 def delivery_key(person_id: str, job_id: int, created: datetime, due: datetime) -> str:
@@ -194,9 +202,13 @@ class ScheduleState:
             if not line.strip():
                 continue
             try:
-                state.apply(json.loads(line))
-            except (ValueError, KeyError, TypeError) as exc:
-                log.warning("%s line %d skipped: %s", source, number, exc)
+                event = loads_bounded(line, max_depth=8)
+                if not isinstance(event, dict):
+                    raise ValueError("not an object")
+                state.apply(event)
+            except Exception as exc:  # any bad line is skipped; the next compaction drops it
+                log.warning("%s line %d skipped: %s", source, number,
+                            f"{type(exc).__name__}: {str(exc)[:120]}")
                 state.needs_compaction = True
             state.lines += 1
         state.needs_compaction = state.needs_compaction or state.too_long()
@@ -211,12 +223,12 @@ def load_state(workspace: Path) -> ScheduleState:
     """Replay the journal (read-only; a missing or unreadable file is an empty state)."""
     path = state_path(workspace)
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
+        text = read_bounded(path, MAX_STATE_BYTES).decode("utf-8", errors="replace")
     except FileNotFoundError:
         return ScheduleState()
-    except OSError as exc:
+    except (OSError, BrokenFile) as exc:
         log.warning("schedule state %s is unreadable (%s); starting empty", path, exc)
-        return ScheduleState()
+        return ScheduleState(needs_compaction=True)  # the next write replaces it whole
     return ScheduleState.replay(text, str(path))
 
 

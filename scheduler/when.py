@@ -34,7 +34,11 @@ from scheduler.recurrence import (
     resolve_local,
 )
 
-__all__ = ["FORMS", "parse_when"]
+__all__ = ["FORMS", "MAX_WHEN_CHARS", "parse_when"]
+
+# Longer than any form above; a longer text (a hand edit, a model's) is refused unread, so a
+# megabyte of "when" never reaches the regexes or the caches below.
+MAX_WHEN_CHARS = 200
 
 FORMS = (
     "'tomorrow at 9', 'monday at 17:30', 'at 15:00', 'in 2 hours', '2026-12-01 15:00', "
@@ -215,6 +219,21 @@ def parse_when(text: str, zone: ZoneInfo, now: datetime) -> Schedule:
     Raises ScheduleError with a one-line reason and the accepted forms."""
     if now.tzinfo is None:
         raise ValueError("now must be timezone-aware")
+    if len(text) > MAX_WHEN_CHARS:
+        raise ScheduleError(f"a schedule is at most {MAX_WHEN_CHARS} characters; say when, "
+                            f"e.g. {FORMS}")
+    try:
+        schedule = _parse(text, zone, now)
+        if isinstance(schedule, Once):
+            schedule.moment(zone)  # a time that cannot be placed in UTC fails here, not later
+    except ScheduleError:
+        raise
+    except (OverflowError, ValueError) as exc:  # "in 99999999999999 days", year 9999-14:00
+        raise ScheduleError(f"{' '.join(text.split())!r} is out of range ({exc})") from None
+    return schedule
+
+
+def _parse(text: str, zone: ZoneInfo, now: datetime) -> Schedule:
     raw = " ".join(text.split())
     if not raw:
         raise ScheduleError(f"empty schedule; say when, e.g. {FORMS}")

@@ -1,8 +1,9 @@
 """The agent loop: ask the model, run the tools it calls, repeat until a final answer.
 
 Bounded by a number of tool rounds so a model that calls tools forever cannot hold a session
-hostage. Each message is recorded (transcript first) as it happens, so a crash mid-turn loses
-nothing that was already said or done.
+hostage, and by the turn's quotas (`ctx.budget`: tool calls per step and per turn). Each
+message is recorded (transcript first) as it happens, so a crash mid-turn loses nothing that
+was already said or done.
 """
 
 from __future__ import annotations
@@ -73,8 +74,12 @@ class AgentLoop:
             if not completion.tool_calls:
                 return TurnResult(completion.text.strip() or EMPTY_ANSWER, total, round_number)
             last_text = completion.text.strip() or last_text
-            for call in completion.tool_calls:
-                outcome = await self._run_tool(call, ctx, tools)
+            for position, call in enumerate(completion.tool_calls):
+                # Past the per-step or per-turn number of calls, a call gets an error result
+                # instead of running (every call needs a result for the next request).
+                refusal = ctx.budget.call_refusal(position, call.name) if ctx.budget else None
+                outcome = ToolOutcome(refusal, True) if refusal else \
+                    await self._run_tool(call, ctx, tools)
                 record(
                     Message("tool", outcome.text, tool_call_id=call.id, tool_name=call.name,
                             is_error=outcome.is_error),

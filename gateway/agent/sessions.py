@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import logging
 import math
 import re
 from collections import OrderedDict
@@ -20,8 +21,11 @@ from gateway.agent.transcript import Transcript, entry_to_message, message_to_en
 from gateway.clock import Clock
 from gateway.workspace.seed import SESSIONS_DIR
 
+log = logging.getLogger(__name__)
+
 MAX_CACHED_SESSIONS = 512
 CHARS_PER_TOKEN = 4
+MAX_COUNT = 10**12  # tokens, characters, entry numbers: past this a transcript value is odd
 
 
 def estimate_tokens(text: str) -> int:
@@ -156,8 +160,39 @@ def _usage_from(entry: dict[str, Any]) -> Usage | None:
     raw = entry.get("usage")
     if not isinstance(raw, dict):
         return None
-    known = {name: int(raw.get(name) or 0) for name in Usage.__dataclass_fields__}
+    known = {name: _count(raw.get(name)) for name in Usage.__dataclass_fields__}
     return Usage(**known)
+
+
+def _count(value: Any, limit: int = MAX_COUNT) -> int:
+    """A non-negative whole number from a transcript field; anything else is refused."""
+    if value is None:
+        return 0
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= limit:
+        raise ValueError(f"not a count: {type(value).__name__}")
+    return value
+
+
+def _replay(session: Session, number: int, entry: dict[str, Any]) -> None:
+    """Apply transcript entry `number` to a session being loaded; raises ValueError (or
+    TypeError) for an entry whose fields are not what the gateway writes."""
+    message = entry_to_message(entry)
+    if message is not None:
+        usage = _usage_from(entry)
+        session.history.append(message)
+        session.entry_ids.append(number)
+        session._account(message, usage)
+    elif entry.get("type") == "compaction":
+        summary = entry.get("summary")
+        first_entry = _count(entry.get("first_kept_entry", session.entry_count))
+        session._apply_compaction(
+            session.position_of_entry(first_entry),
+            summary if isinstance(summary, str) else None,
+            _count(entry.get("overhead_chars", 0)),
+        )
+    elif entry.get("type") == "flush":
+        cycle = entry.get("cycle", -1)
+        session.flushed_cycle = -1 if cycle == -1 else _count(cycle)
 
 
 class SessionStore:
@@ -181,23 +216,17 @@ class SessionStore:
     def _load(self, workspace: Path, key: str) -> Session:
         transcript = Transcript(transcript_path(workspace, key))
         session = Session(key, workspace, transcript, self._clock)
+        odd: list[int] = []
         for number, entry in enumerate(transcript.load()):
             session.entry_count = number + 1
-            message = entry_to_message(entry)
-            if message is not None:
-                session.history.append(message)
-                session.entry_ids.append(number)
-                session._account(message, _usage_from(entry))
-            elif entry.get("type") == "compaction":
-                summary = entry.get("summary")
-                first_entry = int(entry.get("first_kept_entry", session.entry_count))
-                session._apply_compaction(
-                    session.position_of_entry(first_entry),
-                    summary if isinstance(summary, str) else None,
-                    int(entry.get("overhead_chars", 0)),
-                )
-            elif entry.get("type") == "flush":
-                session.flushed_cycle = int(entry.get("cycle", -1))
+            try:
+                _replay(session, number, entry)
+            except (ValueError, TypeError, OverflowError):  # a hand edit: skip that entry
+                odd.append(number + 1)
+        if odd:
+            log.warning("skipped %d entr%s of %s that the gateway did not write (the first: "
+                        "entry %d)", len(odd), "y" if len(odd) == 1 else "ies",
+                        transcript.path.name, odd[0])
         session.history, session.entry_ids = repair_history(session.history, session.entry_ids)
         if not transcript.path.exists():
             session.record_event("session", key=key)

@@ -3,6 +3,11 @@
 Every message, tool call and result is appended before the reply is sent, so a restart
 continues the conversation where it stopped. A line torn by a crash is skipped on load (and
 fenced off with a newline) rather than failing the whole session.
+
+The file is also hostile input (the owner may edit it; a backup may be someone else's): a line
+that is not a usable entry, whatever is wrong with it (nested thousands deep, a number too
+long to convert, invalid UTF-8, a tool call that is not an object), is skipped, and one warning
+per load says how many were.
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from gateway.agent.conversation import ImagePart, Message, ToolCall
-from memory.atomic import make_private_dirs
+from memory.atomic import BrokenFile, loads_bounded, make_private_dirs
 
 log = logging.getLogger(__name__)
 
@@ -50,36 +55,48 @@ class Transcript:
             with open(self.path, "ab") as handle:
                 handle.write(b"\n")
         entries: list[dict[str, Any]] = []
+        skipped: list[int] = []
         for number, raw in enumerate(data.splitlines(), start=1):
             if not raw.strip():
                 continue
             try:
-                entry = json.loads(raw)
-            except (json.JSONDecodeError, UnicodeDecodeError):
-                log.warning("skipping unreadable line %d of %s", number, self.path.name)
+                entry = loads_bounded(raw)
+            except BrokenFile:
+                skipped.append(number)
                 continue
             if isinstance(entry, dict):
                 entries.append(entry)
+        if skipped:
+            log.warning("skipped %d unreadable line(s) of %s (the first: line %d)",
+                        len(skipped), self.path.name, skipped[0])
         return entries
 
 
 def entry_to_message(entry: dict[str, Any]) -> Message | None:
-    """The conversation message an entry stands for, or None for bookkeeping entries."""
+    """The conversation message an entry stands for, or None for bookkeeping entries.
+
+    Raises ValueError for an entry of a known type whose fields are not what the gateway
+    writes (a hand edit): the caller skips it."""
     kind = entry.get("type")
     if kind == "user":
-        return Message("user", str(entry.get("text", "")), images=_images(entry.get("images")))
+        return Message("user", _text(entry.get("text", "")), images=_images(entry.get("images")))
     if kind == "assistant":
-        calls = tuple(
-            ToolCall(str(c.get("id", "")), str(c.get("name", "")), dict(c.get("arguments") or {}))
-            for c in entry.get("tool_calls") or []
-        )
-        return Message("assistant", str(entry.get("text", "")), tool_calls=calls)
+        raw_calls = entry.get("tool_calls") or []
+        if not isinstance(raw_calls, list) or not all(isinstance(c, dict) for c in raw_calls):
+            raise ValueError("tool_calls is not a list of objects")
+        calls = []
+        for c in raw_calls:
+            arguments = c.get("arguments") or {}
+            if not isinstance(arguments, dict):
+                raise ValueError("a tool call's arguments are not an object")
+            calls.append(ToolCall(_text(c.get("id", "")), _text(c.get("name", "")), arguments))
+        return Message("assistant", _text(entry.get("text", "")), tool_calls=tuple(calls))
     if kind == "tool_result":
         return Message(
             "tool",
-            str(entry.get("text", "")),
-            tool_call_id=str(entry.get("tool_call_id", "")),
-            tool_name=str(entry.get("name", "")),
+            _text(entry.get("text", "")),
+            tool_call_id=_text(entry.get("tool_call_id", "")),
+            tool_name=_text(entry.get("name", "")),
             is_error=bool(entry.get("is_error", False)),
         )
     return None
@@ -91,13 +108,24 @@ def _images(raw: Any) -> tuple[ImagePart, ...]:
     found = []
     for item in raw:
         if isinstance(item, dict) and isinstance(item.get("path"), str):
-            found.append(ImagePart(item["path"], str(item.get("media_type") or "image/jpeg"),
+            kind = item.get("media_type")
+            found.append(ImagePart(item["path"], kind if isinstance(kind, str) else "image/jpeg",
                                    _int(item.get("width")), _int(item.get("height"))))
     return tuple(found)
 
 
 def _int(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _text(value: Any) -> str:
+    """A field the gateway writes as a string; anything else a hand edit left is refused (a
+    `str()` of a 5,000-digit number raises anyway, and of a list says nothing useful)."""
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise ValueError(f"expected text, found {type(value).__name__}")
+    return value
 
 
 def message_to_entry(message: Message) -> dict[str, Any]:

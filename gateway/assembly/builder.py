@@ -103,6 +103,9 @@ def build_gateway(
         service = build_memory_service(settings.memory)
         if service is not None:
             gateway.use_memory(service)
+    from gateway.assembly.web import attach_web
+
+    attach_web(gateway)  # web_fetch, web_search as [web] says
     return gateway
 
 

@@ -139,7 +139,8 @@ class GatewayHeartbeatHost:
     ) -> LightTurn:
         key = heartbeat_session_key(person_id)
         system = self.system_prompt(workspace, person_id, checklist)
-        ctx = ToolContext(workspace, key, True, self.gateway.settings.tools.max_file_bytes)
+        ctx = ToolContext(workspace, key, True, self.gateway.settings.tools.max_file_bytes,
+                          budget=self.gateway.turn_budget())
         transcript = Transcript(transcript_path(workspace, key))
         history: list[Message] = []
 

@@ -190,7 +190,8 @@ class GatewayScheduleHost:
                     f"if there is nothing worth sending. Model: {gateway.provider.name}/"
                     f"{gateway.provider.model}.")
         system = build_system_prompt(files, private=True, now=now, run_info=run_info)
-        ctx = ToolContext(workspace, key, True, gateway.settings.tools.max_file_bytes)
+        ctx = ToolContext(workspace, key, True, gateway.settings.tools.max_file_bytes,
+                          budget=gateway.turn_budget())
         transcript = Transcript(transcript_path(workspace, key))
         history: list[Message] = []
 

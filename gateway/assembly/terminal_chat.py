@@ -53,7 +53,7 @@ def last_exchange(workspace: Path, person: str) -> datetime | None:
     for raw in reversed(lines):
         try:
             entry = json.loads(raw)
-        except (json.JSONDecodeError, UnicodeDecodeError):
+        except (ValueError, RecursionError):  # torn, hand-edited or hostile: skipped
             continue
         if isinstance(entry, dict) and entry.get("type") in ("user", "assistant"):
             try:

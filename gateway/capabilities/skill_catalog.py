@@ -146,8 +146,11 @@ class SkillCatalog:
         cached = self._cache.get(name)
         if cached and cached[0] == signature:
             return cached[1]
-        result = parse_skill(Path(name), source,
-                             description_max_chars=self.settings.description_max_chars)
+        try:
+            result = parse_skill(Path(name), source,
+                                 description_max_chars=self.settings.description_max_chars)
+        except Exception as exc:  # parse_skill is total; a broken skill never fails a turn
+            result = SkillProblem(Path(name), source, f"cannot be read ({type(exc).__name__})")
         if time.time_ns() - st.st_mtime_ns > RACY_WINDOW_NS:
             self._cache[name] = (signature, result)
         return result

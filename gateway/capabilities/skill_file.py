@@ -5,6 +5,12 @@ holding at least `name` (lowercase letters, digits and hyphens, the folder's own
 `description` (what the skill is for, so the model can tell when to open it). Other keys
 (license, metadata...) are allowed and ignored. Only the head of the file is read: the body is
 for the model to open with a tool when the task needs it, never for the prompt.
+
+The file is hostile input (a group member may write its own area's skills), so reading is total
+and cheap: the front matter is size-capped and its bracket nesting measured before YAML sees it
+(30,000 `[` took PyYAML about 4 s and then raised RecursionError), libyaml parses when present,
+and any exception at all becomes a SkillProblem naming it. The catalog caches that result until
+the file changes, so a broken skill costs one parse per version, not one per message.
 """
 
 from __future__ import annotations
@@ -16,9 +22,17 @@ from typing import Literal
 
 import yaml
 
+from memory.atomic import json_depth
+
 SKILL_FILE = "SKILL.md"
 # The front matter must close within this many bytes; bodies may be any size.
 MAX_HEAD_BYTES = 64 * 1024
+# Front matter past name and description: license, a little metadata. Flow collections ([...],
+# {...}) nested deeper than this are refused before parsing.
+FRONT_MATTER_SLACK_BYTES = 8 * 1024
+MAX_FLOW_DEPTH = 16
+# libyaml (C) when the wheel has it: about 20x faster on hostile input, with its own depth limit.
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 MAX_NAME_CHARS = 64
 NAME = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 
@@ -60,12 +74,21 @@ def parse_skill(path: Path, source: Source, *, description_max_chars: int) -> Sk
     front, error = _front_matter(text, complete=len(head) < MAX_HEAD_BYTES)
     if error:
         return problem(error)
+    limit = FRONT_MATTER_SLACK_BYTES + 4 * description_max_chars
+    if len(front.encode("utf-8", errors="replace")) > limit:
+        return problem(f"front matter is over {limit:,} bytes; keep it to name, description "
+                       "and a few short keys (put the rest in the body)")
+    if json_depth(front, MAX_FLOW_DEPTH) > MAX_FLOW_DEPTH:
+        return problem(f"front matter nests brackets more than {MAX_FLOW_DEPTH} levels deep")
     try:
-        data = yaml.safe_load(front)
+        data = yaml.load(front, Loader=_LOADER)  # a safe loader (C or Python)
     except yaml.YAMLError as exc:
         where = getattr(exc, "problem_mark", None)
         line = f" (line {where.line + 2})" if where is not None else ""
-        return problem(f"front matter is not valid YAML{line}: {getattr(exc, 'problem', exc)}")
+        reason = str(getattr(exc, "problem", None) or exc).splitlines()[0][:200]
+        return problem(f"front matter is not valid YAML{line}: {reason}")
+    except Exception as exc:  # RecursionError, a 5,000-digit number, MemoryError...
+        return problem(f"front matter cannot be read ({type(exc).__name__})")
     if not isinstance(data, dict):
         return problem("front matter must be a YAML mapping with name and description")
     name, description = data.get("name"), data.get("description")

@@ -18,7 +18,14 @@ from gateway.cli.common import (
     settings,
 )
 from gateway.config.settings import Settings
-from heartbeat import ActiveHours, BeatOutcome, Heartbeat, HeartbeatPolicy, load_state
+from heartbeat import (
+    ActiveHours,
+    BeatOutcome,
+    Heartbeat,
+    HeartbeatPolicy,
+    load_checklist,
+    load_state,
+)
 
 app = typer.Typer(help="HEARTBEAT.md checks: run one now, or status", no_args_is_help=True)
 
@@ -80,6 +87,7 @@ def status_command(as_json: JsonOption = False) -> None:
     for person_id, workspace in discover_workspaces(root):
         policy = policy_for(config, person_id)
         state = load_state(workspace)
+        checklist = load_checklist(workspace)
         day = policy.active_hours.local_date(now)
         rows.append({
             "person": person_id, "workspace": str(workspace),
@@ -87,6 +95,7 @@ def status_command(as_json: JsonOption = False) -> None:
             "next_beat_at": _iso(state.next_beat_at), "last_beat_at": _iso(state.last_beat_at),
             "last_status": state.last_status or None, "last_reason": state.last_reason or None,
             "tokens_today": state.tokens_on(day), "daily_token_cap": policy.daily_token_cap,
+            "checklist_problems": list(checklist.problems) if checklist else [],
             "_zone": policy.active_hours.zone, "_state": state,
         })
     if as_json:
@@ -110,6 +119,8 @@ def status_command(as_json: JsonOption = False) -> None:
         cap = row["daily_token_cap"]
         cap_text = f" of {cap:,}" if cap else " (no cap)"
         print(f"  tokens today: {row['tokens_today']:,}{cap_text}")
+        for problem in row["checklist_problems"]:
+            print(f"  HEARTBEAT.md problem: {problem}")
 
 
 def _iso(moment: datetime | None) -> str | None:

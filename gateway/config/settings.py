@@ -41,6 +41,8 @@ from gateway.config.memory import MemorySettings
 from gateway.config.panel import PanelSettings
 from gateway.config.scheduler import SchedulerSettings
 from gateway.config.skills import SkillsSettings
+from gateway.config.web import WebSettings
+from memory.atomic import BrokenFile, read_bounded
 
 if TYPE_CHECKING:
     from gateway.ops.state import StateDB
@@ -48,6 +50,7 @@ if TYPE_CHECKING:
 ENV_PREFIX = "CLAWGATE_"
 CONFIG_FILE_ENV = "CLAWGATE_CONFIG"
 DEFAULT_CONFIG_FILE = Path("clawgate.toml")
+MAX_CONFIG_BYTES = 1024 * 1024  # a config file is a few KiB; past this it is refused unread
 DEFAULT_MODELS = {"anthropic": "claude-sonnet-5-5", "openai": "gpt-5.5"}
 KEY_ENV = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
 
@@ -95,7 +98,19 @@ class PromptSettings(_Section):
 
 
 class ToolSettings(_Section):
+    """The file tools, and the quotas on what one turn's tool calls may do (README "Quotas";
+    gateway/agent/tools/quota.py)."""
+
     max_file_bytes: int = Field(1_048_576, ge=1_024)
+    # Disk a workspace may use (files, history, trash, transcripts; not the recall index).
+    workspace_max_bytes: int = Field(1_073_741_824, ge=1_048_576)
+    # Disk a group's own area may use (with what it deleted into the trash).
+    group_area_max_bytes: int = Field(10_485_760, ge=65_536)
+    # Bytes the tool calls of one turn may put into files.
+    turn_write_max_bytes: int = Field(16_777_216, ge=1_024)
+    # Tool calls one model step may ask for, and one turn may make.
+    step_max_tool_calls: int = Field(32, ge=1)
+    turn_max_tool_calls: int = Field(200, ge=1)
 
 
 class CompactionSettings(_Section):
@@ -216,6 +231,7 @@ class Settings(BaseSettings):
     panel: PanelSettings = Field(default_factory=PanelSettings)  # web control panel
     scheduler: SchedulerSettings = Field(default_factory=SchedulerSettings)  # reminders
     media: MediaSettings = Field(default_factory=MediaSettings)  # voice, photos, documents
+    web: WebSettings = Field(default_factory=WebSettings)  # web_fetch, web_search
 
     def state_db(self) -> StateDB:
         """The gateway state database these settings describe (not opened)."""
@@ -338,9 +354,15 @@ def load_settings(path: Path | None = None, **overrides: Any) -> Settings:
     file_values: dict[str, Any] = {}
     if path.exists():
         try:
-            file_values = tomllib.loads(path.read_text(encoding="utf-8"))
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError, OSError) as exc:
+            file_values = tomllib.loads(read_bounded(path, MAX_CONFIG_BYTES).decode("utf-8"))
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError, OSError, BrokenFile) as exc:
             raise ConfigError(f"cannot read {path}: {exc}. Fix the file or remove it.") from exc
+        except (RecursionError, ValueError, MemoryError) as exc:  # nested 30,000 deep, a
+            # 5,000-digit number: tomllib raises these rather than TOMLDecodeError
+            reason = "nested too deep" if isinstance(exc, RecursionError) else \
+                f"{type(exc).__name__}: {str(exc)[:120]}"
+            raise ConfigError(f"cannot read {path}: {reason}. Fix the file or remove it.") \
+                from None
     file_values.update(overrides)
     try:
         return Settings(**file_values)
@@ -349,6 +371,9 @@ def load_settings(path: Path | None = None, **overrides: Any) -> Settings:
     except SettingsError as exc:
         # pydantic-settings could not even decode a variable (bad JSON for a list, say).
         raise ConfigError(f"{exc}. Fix that environment variable or {path}.") from exc
+    except (RecursionError, ValueError, TypeError, OverflowError) as exc:
+        raise ConfigError(f"cannot use {path} or the environment: {type(exc).__name__}: "
+                          f"{str(exc)[:160]}") from None
 
 
 def _one_line(exc: ValidationError, path: Path) -> str:

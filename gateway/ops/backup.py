@@ -36,13 +36,14 @@ from pathlib import Path, PurePosixPath
 from gateway.ops.git_safety import GIT_UNSAFE_PARTS, reset_git_config
 from gateway.ops.state import STATE_DIR, STATE_FILE
 from gateway.workspace.seed import SEEDED_MARKER, SESSIONS_DIR, WorkspaceError, workspace_path
-from memory.atomic import make_private_dirs, make_private_tree
+from memory.atomic import BrokenFile, loads_bounded, make_private_dirs, make_private_tree
 from memory.layout import DERIVED_DIRS as LAYOUT_DERIVED_DIRS
 from memory.layout import TRASH_DIR
 
 FORMAT = "clawgate-backup"
 VERSION = 1
 MANIFEST = "manifest.json"
+MAX_MANIFEST_BYTES = 1024 * 1024  # ours is a few hundred bytes
 WORKSPACES = "workspaces"
 STATE_ARCNAME = "gateway/state.db"
 DERIVED_DIRS = set(LAYOUT_DERIVED_DIRS)
@@ -258,8 +259,14 @@ def read_manifest(archive: Path) -> dict[str, object]:
             handle = tar.extractfile(MANIFEST)
         except KeyError as exc:
             raise BackupError(f"{archive} is not a clawgate backup (no {MANIFEST})") from exc
-        data = json.loads(handle.read()) if handle else {}
-    if data.get("format") != FORMAT:
+        raw = handle.read(MAX_MANIFEST_BYTES + 1) if handle else b"{}"
+    if len(raw) > MAX_MANIFEST_BYTES:
+        raise BackupError(f"{archive}: its {MANIFEST} is over {MAX_MANIFEST_BYTES:,} bytes")
+    try:
+        data = loads_bounded(raw, max_depth=8)  # a crafted archive is someone else's bytes
+    except BrokenFile as exc:
+        raise BackupError(f"{archive}: its {MANIFEST} cannot be read: {exc}") from None
+    if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise BackupError(f"{archive} is not a clawgate backup")
     return data
 

@@ -74,7 +74,9 @@ def reset_git_config(git_dir: Path) -> None:
     config = git_dir / "config"
     sha256 = False
     if config.is_file() and not config.is_symlink():
-        text = config.read_text("utf-8", "replace").lower().replace(" ", "").replace("\t", "")
+        with open(config, "rb") as handle:  # a restored config may be any size: its head
+            head = handle.read(1024 * 1024)
+        text = head.decode("utf-8", "replace").lower().replace(" ", "").replace("\t", "")
         sha256 = "objectformat=sha256" in text
     for part in GIT_UNSAFE_PARTS:
         path = git_dir / part

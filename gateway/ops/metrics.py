@@ -10,6 +10,7 @@ Hooks for parts built elsewhere, one line each:
     gateway.metrics.heartbeat("delivered")            # heartbeat/: one beat and its outcome
     gateway.metrics.observe_search(seconds)            # memory/: one recall search
     gateway.metrics.delivery_retry("telegram")         # delivery path: a send failed, retried
+    gateway.metrics.quota_refused("group_area")        # agent tools: a quota refused a call
 
 Label values come from fixed sets: a value the process does not know (a tool name the model
 invented) is counted as `other` (`fixed_label`), so no input can add series without bound.
@@ -27,6 +28,7 @@ from prometheus_client.registry import Collector, CollectorRegistry
 
 from gateway.agent.conversation import Completion, Message, SystemPrompt, ToolSpec
 from gateway.agent.providers.base import Provider, ProviderError
+from gateway.agent.tools.quota import QUOTA_KINDS
 
 LabelValues = tuple[str, ...]
 # Seconds: provider calls take 0.5-60 s, searches and turns' own work milliseconds.
@@ -214,6 +216,14 @@ class GatewayMetrics:
         self.commits = r.counter(
             "clawgate_workspace_commits_total", "Workspace versioning commits, by reason.",
             ["reason"])
+        self.quota_refusals = r.counter(
+            "clawgate_quota_refusals_total",
+            "Tool calls and writes refused by a quota: workspace, group_area, turn_write, "
+            "step_calls, turn_calls.", ["quota"])
+        for kind in QUOTA_KINDS:  # every series from the start, so a rate() sees the first
+            self.quota_refusals.inc(0, quota=kind)
+        self.tool_bytes = r.counter(
+            "clawgate_tool_bytes_written_total", "Bytes the file tools put into files.")
         self.queue_depth = r.gauge(
             "clawgate_queue_depth", "Turns and commands waiting or running, all sessions.")
         self.channel_ready = r.gauge(
@@ -234,6 +244,13 @@ class GatewayMetrics:
 
     def delivery_retry(self, channel: str) -> None:
         self.delivery_retries.inc(channel=channel)
+
+    def quota_refused(self, kind: str) -> None:
+        """A quota refused a tool call or a write (gateway/agent/tools/quota.py)."""
+        self.quota_refusals.inc(quota=fixed_label(kind, QUOTA_KINDS))
+
+    def tool_bytes_written(self, count: int) -> None:
+        self.tool_bytes.inc(count)
 
     def register_tools(self, names: Iterable[str]) -> None:
         """Add registered tool names to the label set (whoever builds a tool registry)."""

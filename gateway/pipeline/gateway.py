@@ -26,6 +26,7 @@ from gateway.agent.prompt import build_system_prompt, speaker_line
 from gateway.agent.providers.base import Provider
 from gateway.agent.sessions import SessionStore
 from gateway.agent.tools import Tool, ToolContext, ToolRegistry, file_tools
+from gateway.agent.tools.quota import DiskUsage, Quotas, TurnBudget
 from gateway.agent.tools.send_file import SendFileTool
 from gateway.capabilities.hub import Capabilities
 from gateway.clock import Clock, SystemClock
@@ -112,6 +113,7 @@ class Gateway:
         self.shared_tools = ToolRegistry(base_tools(), redact=self.redactor)
         self.private_tools = ToolRegistry([*base_tools(), *private_tools], redact=self.redactor)
         self._extra_private_tools = list(private_tools)
+        self._extra_shared_tools: list[Tool] = []
         # Operations (gateway/ops/metrics.py, gateway/ops/versioning.py): counters for /metrics,
         # and a git commit per workspace change. The metered provider times and counts model calls.
         self.metrics = GatewayMetrics(
@@ -122,6 +124,11 @@ class Gateway:
             enabled=settings.versioning.enabled,
             on_commit=lambda reason: self.metrics.commits.inc(reason=reason),
         )
+        tools = settings.tools
+        self.quotas = Quotas(tools.workspace_max_bytes, tools.group_area_max_bytes,
+                             tools.turn_write_max_bytes, tools.step_max_tool_calls,
+                             tools.turn_max_tool_calls)
+        self.disk_usage = DiskUsage()  # one per gateway: every turn's view of disk use
         metered = MeteredProvider(provider, self.metrics)
         # Voice notes, photos, documents (gateway/agent/media/): None when [media] is off.
         self.media = self._media_intake(settings, provider)
@@ -213,7 +220,16 @@ class Gateway:
         if self.memory is not None:
             self.use_memory(self.memory)
         else:
-            self.private_tools = ToolRegistry([*base_tools(), *self._extra_private_tools])
+            self.private_tools = ToolRegistry([*base_tools(), *self._extra_private_tools],
+                                              redact=self.redactor)
+
+    def add_shared_tools(self, tools: Sequence[Tool]) -> None:
+        """More tools for group chats too (the web tools when `[web] groups` is on); private
+        contexts get them through add_private_tools."""
+        self._extra_shared_tools.extend(tools)
+        self.shared_tools = ToolRegistry([*base_tools(), *self._extra_shared_tools],
+                                         redact=self.redactor)
+        self.metrics.register_tools(self.shared_tools.names())
 
     def stop_intake(self) -> None:
         """From now on a new message is recorded (platforms) but not answered in this run:
@@ -413,6 +429,8 @@ class Gateway:
         return job
 
     def tool_context(self, route: Route) -> ToolContext:
+        """A turn's tool context: its budget (the quotas' share of this turn) is fresh, and its
+        outbox reaches the chat the turn answers (send_file)."""
         channel = self.channels.get(route.channel)
         outbox = None
         if channel is not None and route.chat_id:
@@ -420,8 +438,12 @@ class Gateway:
                                 durable=channel.durable)
         return ToolContext(
             route.workspace, route.session_key, route.private, self.settings.tools.max_file_bytes,
-            area=route.access.area, outbox=outbox,
+            area=route.access.area, outbox=outbox, budget=self.turn_budget(),
         )
+
+    def turn_budget(self) -> TurnBudget:
+        """The quotas for one turn (a DM, group, heartbeat or scheduled task turn)."""
+        return TurnBudget(self.quotas, self.disk_usage, self.metrics)
 
     # -- media (gateway/agent/media/) ----------------------------------------------------------
 

@@ -4,7 +4,9 @@ Paths come from a language model, which may be confused or manipulated by whatev
 last, so every check here assumes a hostile input. The rules, in order:
 
 1. Lexical: the string must be a plain relative POSIX path (no absolute, home, drive or UNC
-   forms, no backslashes, no control characters) whose components are not hidden (".x").
+   forms, no backslashes, no control characters, no bidirectional controls that make a name
+   read differently from what it is) whose components are not hidden (".x") and fit a file
+   system (at most 255 bytes each).
 2. Real: the workspace and the target are resolved with `os.path.realpath` (for a target that
    does not exist yet, the deepest existing parent is resolved and the rest kept lexically) and
    the target must be inside the workspace by path components, never by string prefix.
@@ -49,11 +51,16 @@ __all__ = [
 ]
 
 MAX_PATH_CHARS = 1024
+MAX_NAME_BYTES = 255  # NAME_MAX of ext4, xfs, btrfs, tmpfs, APFS: one path component
 
 _DRIVE = re.compile(r"^[A-Za-z]:")
 # Cc: C0/C1 controls (NUL, newline, ESC...); Cs: lone surrogates, which cannot name a real UTF-8
 # file; Zl/Zp: line/paragraph separators, which would break the one-path-per-line tool output.
 _BAD_CATEGORIES = frozenset({"Cc", "Cs", "Zl", "Zp"})
+# Bidirectional controls (embeddings, overrides, isolates, marks): "invoice\u202egpj.md" shows
+# as "invoicedm.jpg". Other format characters (joiners in emoji and Persian) stay allowed.
+_BIDI_CONTROLS = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e"
+                           "\u2066\u2067\u2068\u2069")
 _HINT = "Use a relative path inside your workspace, for example 'notes/ideas.md'."
 
 
@@ -86,6 +93,10 @@ def _check_lexical(user_path: str) -> tuple[str, ...]:
     for ch in user_path:
         if unicodedata.category(ch) in _BAD_CATEGORIES:
             raise PathRefused(user_path, "the path contains control or invalid characters")
+        if ch in _BIDI_CONTROLS:
+            raise PathRefused(user_path, "the path contains a bidirectional control character "
+                                         "(it would make the name read differently from what "
+                                         "it is)")
     if "\\" in user_path:
         raise PathRefused(user_path, "backslashes are not allowed; separate folders with '/'")
     if user_path.startswith("/"):
@@ -98,6 +109,10 @@ def _check_lexical(user_path: str) -> tuple[str, ...]:
     for part in parts:
         if part.startswith(".") and part not in (".", ".."):
             raise PathRefused(user_path, f"hidden or internal names like {part!r} are off limits")
+        if len(part.encode("utf-8")) > MAX_NAME_BYTES:
+            raise PathRefused(user_path, f"a file or folder name is longer than {MAX_NAME_BYTES} "
+                                         "bytes, the most a file system allows; use a shorter "
+                                         "name")
     return parts
 
 
@@ -134,6 +149,17 @@ def resolve_in_workspace(
     if not isinstance(user_path, str):
         raise PathRefused(user_path, "the path must be a string")
     lexical = _check_lexical(user_path)
+    try:
+        return _resolve_checked(workspace, user_path, lexical, access, private=private,
+                                write=write)
+    except PathRefused:
+        raise
+    except OSError as exc:  # the whole path too long for the system, a loop, an I/O error
+        raise PathRefused(user_path, f"it cannot be used here ({exc.strerror or exc})") from None
+
+
+def _resolve_checked(workspace: Path, user_path: str, lexical: tuple[str, ...], access: Access,
+                     *, private: bool, write: bool) -> Path:
     lexical_norm = _parts("/".join(lexical) or ".")
     if lexical_norm and lexical_norm[0] == "..":
         raise PathRefused(user_path, "it points outside your workspace")

@@ -8,9 +8,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from gateway.agent.conversation import ToolSpec
+
+if TYPE_CHECKING:
+    from gateway.agent.tools.quota import TurnBudget
 
 
 class ToolError(Exception):
@@ -33,7 +36,9 @@ class ToolContext:
 
     `private` is true only in a context of the workspace's owner (their DM, heartbeat, flush);
     `area` is a group's own writable area. Tools pass both to the path resolver, which asks
-    `memory.layout` what this context may read and write. `outbox` reaches the person of the
+    `memory.layout` what this context may read and write. `budget` is the turn's share of the
+    quotas (gateway/agent/tools/quota.py): one per turn, shared by its tool calls; None only
+    where no model runs tools (tests of a single tool). `outbox` reaches the person of the
     chat the turn answers (None where no one is: heartbeats, flushes).
     """
 
@@ -43,6 +48,7 @@ class ToolContext:
     max_file_bytes: int = 1_048_576
     area: str = ""
     outbox: FileOutbox | None = None
+    budget: TurnBudget | None = None
 
 
 class Tool(Protocol):

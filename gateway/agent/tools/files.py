@@ -9,6 +9,7 @@ model are workspace-relative, so anything a tool prints can be passed straight b
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
 import weakref
 from collections.abc import Callable, Iterator
@@ -104,17 +105,39 @@ def _read_text(path: Path, ctx: ToolContext, tool: str) -> str:
         raise ToolError(f"{tool}: {shown} is not UTF-8 text; not shown") from exc
 
 
-def _write_text(path: Path, text: str, ctx: ToolContext, tool: str) -> None:
+def _write_text(path: Path, text: str, ctx: ToolContext, tool: str, *, authored: int) -> None:
+    """Write `text` to `path` atomically, within the turn's quotas (checked first: a refusal
+    writes nothing). `authored`: the bytes this call itself puts in (see quota.py)."""
     shown = _rel(ctx, path)
     if path.is_dir():
         raise ToolError(f"{tool}: {shown} is a directory, not a file")
+    data_size = len(text.encode("utf-8"))
+    growth = data_size - _size(path)
+    root = Path(os.path.realpath(ctx.workspace))
+    if ctx.budget is not None:
+        ctx.budget.check_write(tool, root, ctx.area, authored=authored, growth=growth)
     try:
         make_private_dirs(path.parent)
         atomic_write_text(path, text)
     except (FileExistsError, NotADirectoryError) as exc:
         raise ToolError(f"{tool}: cannot create {shown}: a parent is a file, not a folder") from exc
     except OSError as exc:
-        raise ToolError(f"{tool}: could not write {shown}: {exc.strerror or exc}") from exc
+        raise ToolError(f"{tool}: could not write {shown}: {_os_reason(exc)}") from exc
+    if ctx.budget is not None:
+        ctx.budget.wrote(root, ctx.area, authored=authored, growth=growth)
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.lstat().st_size
+    except OSError:
+        return 0
+
+
+def _os_reason(exc: OSError) -> str:
+    if exc.errno == errno.ENAMETOOLONG:
+        return "a name in the path is too long for the file system (at most 255 bytes each)"
+    return str(exc.strerror or exc)
 
 
 async def _resolve(ctx: ToolContext, user_path: str, *, write: bool) -> Path:
@@ -248,7 +271,8 @@ class WriteFileTool:
         content = get_arg(args, "content", str, name)
         _check_content(content, ctx, name)
         path = await _resolve(ctx, user_path, write=True)
-        await _locked(path, lambda: _write_text(path, content, ctx, name))
+        size = len(content.encode("utf-8"))
+        await _locked(path, lambda: _write_text(path, content, ctx, name, authored=size))
         return f"wrote {len(content)} characters to {_rel(ctx, path)}"
 
 
@@ -305,9 +329,20 @@ class EditFileTool:
                     f"{name}: old_text matches {count} times in {shown}; include more "
                     "surrounding text to make it unique, or set replace_all to true"
                 )
+            # The size the edit would give, known before the text is built: an amplifying
+            # replace_all (one byte to a thousand, everywhere) is refused before it costs
+            # memory or disk.
+            new_size, old_size = len(new.encode("utf-8")), len(old.encode("utf-8"))
+            predicted = len(text.encode("utf-8")) + count * (new_size - old_size)
+            if predicted > ctx.max_file_bytes:
+                raise ToolError(
+                    f"{name}: refused, nothing was written: the edited file would be "
+                    f"{predicted} bytes ({count} replacements), over the "
+                    f"{ctx.max_file_bytes}-byte limit per file"
+                )
             result = text.replace(old, new)
             _check_content(result, ctx, name, "the edited file")
-            _write_text(path, result, ctx, name)
+            _write_text(path, result, ctx, name, authored=count * new_size)
             return count
 
         count = await _locked(path, edit)
@@ -349,7 +384,8 @@ class AppendFileTool:
             sep = "\n" if existing and not existing.endswith("\n") else ""
             result = existing + sep + content
             _check_content(result, ctx, name, "the resulting file")
-            _write_text(path, result, ctx, name)
+            added = len((sep + content).encode("utf-8"))
+            _write_text(path, result, ctx, name, authored=added)
             return len(result.encode("utf-8"))
 
         size = await _locked(path, append)
