@@ -460,6 +460,7 @@ class Gateway:
             now=lambda: self.clock.now().astimezone(zone),
             max_text_bytes=settings.tools.max_file_bytes,
             deadline_seconds=settings.limits.turn_deadline_seconds,
+            budget=self.turn_budget,
         )
 
     async def _take_media(self, route: Route, msg: InboundMessage) -> UserContent:

@@ -4,6 +4,7 @@ loopback speech-to-text endpoint and the fake model; and files sent back with se
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 from collections.abc import AsyncIterator, Callable
@@ -46,13 +47,14 @@ async def media_gateway(make_settings, anthropic_server, tg, stt
     running: list[Gateway] = []
 
     async def make(llm_server: FakeLLMServer | None = None, *, llm: dict[str, Any] | None = None,
-                   media: dict[str, Any] | None = None, **telegram: Any) -> Gateway:
+                   media: dict[str, Any] | None = None, tools: dict[str, Any] | None = None,
+                   **telegram: Any) -> Gateway:
         section = {"token": tg.token, "base_url": tg.base_url, "poll_timeout_seconds": 1,
                    "allow_from": ["42"], **telegram}
         transcription = {"backend": "openai", "base_url": stt.base_url, "api_key": stt.key}
         media_section = {"transcription": transcription, **(media or {})}
         settings = make_settings(**llm_overrides(llm_server or anthropic_server, **(llm or {})),
-                                 telegram=section, media=media_section)
+                                 telegram=section, media=media_section, tools=tools or {})
         gateway = build_gateway(settings, build_provider(settings), options={"telegram": FAST})
         await gateway.start()
         running.append(gateway)
@@ -205,6 +207,28 @@ async def test_photos_in_a_group_stay_in_the_groups_area(tg, media_gateway, anth
     found = sorted(p.relative_to(owner).as_posix() for p in owner.rglob("*.jpg"))
     assert found and all(p.startswith("groups/") and f"/inbox/{_today()}/" in p for p in found)
     assert not (owner / "inbox").exists()  # never the owner's own inbox
+
+
+async def test_a_groups_files_count_against_its_storage_quota(tg, media_gateway,
+                                                              anthropic_server):
+    gateway = await media_gateway(groups_enabled=True, groups=["-100"], allow_from=["42"],
+                                  tools={"group_area_max_bytes": 200_000},
+                                  media={"document_max_chars": 1000})
+    entities = [{"type": "mention", "offset": 0, "length": 9}]
+    for _ in range(2):  # 150 KB each: the first fits, the second would pass 200 KB
+        document = {**tg.add_file(b"note line\n" * 15_000), "file_name": "notes.txt"}
+        await tg.add_update(tg.message(42, chat_id=-100, chat_type="supergroup",
+                                       document=document, caption="@claw_bot keep this",
+                                       caption_entities=entities))
+    for _ in range(500):
+        if any("storage quota" in text for text in tg.texts()):
+            break
+        await asyncio.sleep(0.02)
+    assert any("storage quota" in text for text in tg.texts())
+    owner = gateway.settings.workspaces_dir / gateway.settings.owner
+    kept = [p for p in (owner / "groups").rglob("*notes.txt")]
+    assert len(kept) == 1  # the second was never downloaded
+    assert len(tg.downloads) == 1
 
 
 # --- documents ------------------------------------------------------------------------------

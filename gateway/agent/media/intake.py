@@ -23,6 +23,7 @@ with the exact setting to change.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import re
@@ -46,6 +47,7 @@ from gateway.agent.media.audio import (
 from gateway.agent.media.documents import DocumentError, extract, readable_kind
 from gateway.agent.media.images import ImageError, prepare_image, takes_images
 from gateway.agent.tools.base import ToolError
+from gateway.agent.tools.quota import TurnBudget
 from gateway.config.media import MediaSettings
 from memory.atomic import atomic_write_text, make_private_dirs
 from memory.layout import INBOX_DIR, SEEN_DIR, Access, inbox_dir
@@ -91,6 +93,7 @@ class MediaIntake:
         now: Callable[[], datetime],
         max_text_bytes: int,
         deadline_seconds: float = 600.0,
+        budget: Callable[[], TurnBudget] | None = None,
     ) -> None:
         self.settings = settings
         self.transcriber = transcriber
@@ -100,11 +103,15 @@ class MediaIntake:
         self._now = now  # in the person's zone: the inbox folder is their day
         self.max_text_bytes = max_text_bytes
         self.deadline_seconds = deadline_seconds
+        # The disk quotas of the file tools ([tools] workspace/group area): received files
+        # count against them too, so a group cannot fill the disk by sending files.
+        self._budget = budget
 
     async def take(self, msg: InboundMessage, channel: Channel, workspace: Path,
                    access: Access) -> UserContent:
         """The content of `msg` (its attachments first, then its text)."""
         workspace = Path(os.path.realpath(workspace))  # paths below are compared to it
+        budget = self._budget() if self._budget is not None else None
         blocks: list[str] = []
         problems: list[str] = []
         images: list[ImagePart] = []
@@ -113,7 +120,8 @@ class MediaIntake:
             started = time.perf_counter()
             try:
                 async with asyncio.timeout(self.deadline_seconds):
-                    outcome = await self._one(attachment, channel, workspace, access)
+                    outcome = await self._one(attachment, channel, workspace, access,
+                                              budget)
             except TimeoutError:
                 outcome = _problem(attachment, "it took too long to process")
             except Exception:  # a bug of ours: the message must still be answered
@@ -139,7 +147,7 @@ class MediaIntake:
     # -- one attachment ------------------------------------------------------------------------
 
     async def _one(self, attachment: Attachment, channel: Channel, workspace: Path,
-                   access: Access) -> _Outcome:
+                   access: Access, budget: TurnBudget | None) -> _Outcome:
         label = _label(attachment)
         if attachment.kind in ("video", "other"):
             return _problem(attachment, f"I can't open {_a(label)} yet, only voice messages, "
@@ -159,6 +167,14 @@ class MediaIntake:
         except ToolError as exc:
             log.warning("no inbox for this context: %s", exc)
             return _problem(attachment, "this chat has no place to keep files")
+        if budget is not None:
+            try:
+                await asyncio.to_thread(budget.check_write, "media", workspace, access.area,
+                                        authored=0, growth=max(0, attachment.size))
+            except ToolError as exc:
+                log.warning("attachment refused: %s", exc)
+                return _problem(attachment, "there is no room left to keep it (this chat's "
+                                            "storage quota is used up)")
         saved = await self._download(attachment, channel, folder)
         if isinstance(saved, _Outcome):
             return saved
@@ -170,6 +186,10 @@ class MediaIntake:
         else:
             outcome = await self._read(attachment, saved, workspace, doc_kind)
         outcome.record["file"] = rel
+        if budget is not None:
+            kept = {rel, outcome.record.get("seen"), outcome.record.get("text_file")}
+            growth = await asyncio.to_thread(_sizes, workspace, kept)
+            budget.wrote(workspace, access.area, authored=0, growth=growth)
         return outcome
 
     async def _download(self, attachment: Attachment, channel: Channel,
@@ -331,6 +351,15 @@ def _make_inbox(workspace: Path, folder_rel: str, access: Access) -> Path:
         if not ignore.exists():
             atomic_write_text(ignore, "# received files: not versioned\n*\n")
     return folder
+
+
+def _sizes(workspace: Path, rels: set[Any]) -> int:
+    total = 0
+    for rel in rels:
+        if isinstance(rel, str):
+            with contextlib.suppress(OSError):
+                total += (workspace / rel).stat().st_size
+    return total
 
 
 def _save_text(path: Path, text: str, cut: bool, max_bytes: int) -> None:
