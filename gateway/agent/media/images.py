@@ -17,8 +17,10 @@ import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from PIL import Image, ImageOps, UnidentifiedImageError
+if TYPE_CHECKING:
+    from PIL import Image
 
 # Every image is re-encoded after resizing: JPEG, or PNG when it has transparency.
 JPEG_QUALITY = 85
@@ -78,7 +80,11 @@ def prepare_image(source: Path, dest: Path, provider: str, max_pixels: int) -> P
 
 
 def _decoded(source: Path, provider: str, max_pixels: int) -> tuple[Image.Image, int, int]:
-    """The image upright, fitted, as RGB or RGBA; and its original width and height."""
+    """The image upright, fitted, as RGB or RGBA; and its original width and height.
+
+    Pillow is imported here, at the first image: the gateway starts without it."""
+    from PIL import Image, ImageOps, UnidentifiedImageError
+
     try:
         with Image.open(source) as image:
             width, height = image.size
