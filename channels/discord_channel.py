@@ -23,6 +23,7 @@ import discord
 from channels.base import (
     ChannelBase,
     ChannelError,
+    ChatType,
     DeliveryRefused,
     InboundMessage,
     MessageHandler,
@@ -196,6 +197,7 @@ class DiscordChannel(ChannelBase):
         if me is None or message.author.id == me.id or message.author.bot:
             return None
         text = message.content or ""
+        chat_type: ChatType
         if isinstance(message.channel, discord.DMChannel):
             chat_type = "direct"
             addressed = False

@@ -44,8 +44,6 @@ SPINNER = "|/-\\"
 class TerminalChannel(ChannelBase):
     name = CHANNEL_NAME
     durable = False  # nothing to redeliver after a restart: no inbox, no outbox
-    ready = True
-    ready_detail = "started"
 
     def __init__(
         self,
@@ -211,9 +209,9 @@ class TerminalChannel(ChannelBase):
         pressed (the process's signal handling decides: an interrupt, never a clean exit 0).
         """
         from prompt_toolkit import PromptSession
-        from prompt_toolkit.history import FileHistory, InMemoryHistory
+        from prompt_toolkit.history import FileHistory, History, InMemoryHistory
 
-        history = InMemoryHistory()
+        history: History = InMemoryHistory()
         if self._history_path is not None:
             with contextlib.suppress(OSError):
                 self._history_path.parent.mkdir(parents=True, exist_ok=True)

@@ -49,7 +49,8 @@ class Embedder(Protocol):
 def normalize(vectors: np.ndarray) -> np.ndarray:
     vectors = np.asarray(vectors, dtype=np.float32)
     norms = np.linalg.norm(vectors, axis=-1, keepdims=True)
-    return vectors / np.maximum(norms, 1e-12)
+    normalized: np.ndarray = vectors / np.maximum(norms, 1e-12)
+    return normalized
 
 
 class LocalEmbedder:
@@ -157,7 +158,8 @@ class OpenAIEmbedder:
         return self._embed(list(texts))
 
     def embed_query(self, text: str) -> np.ndarray:
-        return self._embed([text])[0]
+        row: np.ndarray = self._embed([text])[0]
+        return row
 
 
 def build_embedder(

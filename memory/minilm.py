@@ -157,4 +157,5 @@ class MiniLMEmbedder:
         return self._run(list(texts))
 
     def embed_query(self, text: str) -> np.ndarray:
-        return self._run([text])[0]
+        row: np.ndarray = self._run([text])[0]
+        return row

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from gateway.agent.providers.base import Provider, ProviderError
 from gateway.agent.providers.retry import RetryingProvider
 from gateway.config.settings import Settings
@@ -14,7 +16,7 @@ def build_provider(settings: Settings, *, defer: bool = False) -> Provider:
     """The configured provider wrapped in the shared retry policy. With `defer`, the SDK is
     imported at the first call or `warm_up` (gateway/agent/providers/deferred.py)."""
     llm = settings.llm
-    common = {
+    common: dict[str, Any] = {
         "model": llm.resolved_model,
         "api_key": settings.api_key(),
         "base_url": llm.base_url,
