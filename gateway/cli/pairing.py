@@ -12,9 +12,9 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
-from gateway.assembly.platforms import PLATFORMS
 from gateway.cli.common import EXIT_FAILED, JsonOption, fail, print_json, print_table, settings
 from gateway.ops.state import StateDB
+from gateway.pipeline.links import PLATFORMS
 from gateway.pipeline.pairing import Pairing, PairingError
 
 Platform = Enum("Platform", {name: name for name in PLATFORMS}, type=str)  # type: ignore[misc]
