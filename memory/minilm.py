@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from memory.embedders import EmbedderError, normalize
+from memory.embedding import EmbedderError, normalize
 
 __all__ = ["MiniLMEmbedder", "english_enough", "model_files"]
 
