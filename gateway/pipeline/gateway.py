@@ -354,17 +354,6 @@ class Gateway:
                            self.clock.now())
         return route
 
-    async def send_to_person(self, person_id: str, text: str, *, key: str | None = None) -> bool:
-        """Deliver `text` to the person's last DM route; False if they never wrote in a DM.
-
-        `key` makes it exactly-once (a scheduler's fire id): a second call with it sends nothing.
-        """
-        route = await self.last_dm_route(person_id)
-        if route is None or route.channel not in self.channels:
-            return False
-        await self.delivery.deliver(route.channel, route.chat_id, text, key=key)
-        return True
-
     def _durable(self, msg: InboundMessage) -> bool:
         """Platform messages go through the inbox; a channel that is not durable does not."""
         channel = self.channels.get(msg.channel)
