@@ -11,13 +11,14 @@ and by the gateway's delivery path.
 from __future__ import annotations
 
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Literal, Protocol
+from typing import Literal, Protocol, TypeVar
 
 ChatType = Literal["direct", "group"]
+Part = TypeVar("Part")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -45,14 +46,48 @@ class InboundMessage:
             object.__setattr__(self, "text", _SURROGATE.sub("\ufffd", self.text))
 
 
+# Awaited by a channel after the platform accepted a part of a message: (parts accepted so far,
+# parts in all). The delivery path records the progress before the next part goes out.
+PartAccepted = Callable[[int, int], Awaitable[None]]
+
+
 @dataclass(frozen=True, slots=True)
 class OutboundMessage:
-    """A reply to deliver. Chunking for the platform's limits is the channel's job."""
+    """A reply to deliver. Chunking for the platform's limits is the channel's job.
+
+    A channel that cuts a message into parts sends only the parts from `first_part` on (the
+    earlier ones were accepted by an earlier try) and awaits `on_part` after each accepted
+    part (`send_parts` does both). A channel that sends one message ignores both.
+
+    `key` names the message the same way on every try, also after a restart (the delivery
+    path's outbox row): a platform that recognises a repeated send by a client-chosen id
+    (Discord's message nonce) gets one derived from it, so a repeat creates nothing.
+    """
 
     channel: str
     chat_id: str
     text: str
     reply_to: str = ""
+    key: str = ""
+    first_part: int = 0
+    on_part: PartAccepted | None = field(default=None, compare=False, repr=False)
+
+
+async def send_parts(
+    message: OutboundMessage, parts: Sequence[Part],
+    send: Callable[[int, Part], Awaitable[object]],
+) -> None:
+    """Send `parts` (`send(index, part)`) from `message.first_part` on, reporting each
+    accepted one.
+
+    The parts must be cut the same way on every try (a pure function of the text), so that
+    the count of accepted parts means the same thing after a restart.
+    """
+    total = len(parts)
+    for index in range(min(message.first_part, total), total):
+        await send(index, parts[index])
+        if message.on_part is not None:
+            await message.on_part(index + 1, total)
 
 
 MessageHandler = Callable[[InboundMessage], Awaitable[None]]

@@ -7,6 +7,13 @@ renders Markdown itself, so replies are sent as written.
 
 Its own messages and other bots are ignored. Edits are ignored (no `on_message_edit`).
 The message-content intent must be enabled for the bot in the developer portal.
+
+At start, a token Discord rejects is a `ChannelError`. Discord being unreachable is not (no
+network at boot is no configuration mistake, and failing would make a restart policy a crash
+loop): `start` says so in one log line and returns, and a background task logs in with
+backoff (1 s doubling to 30 s), then connects; readiness says "not connected" meanwhile. A
+gateway connection that is not ready within `ready_timeout` is left to discord.py's own
+reconnecting, with one log line, rather than failing the start.
 """
 
 from __future__ import annotations
@@ -18,9 +25,11 @@ import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
+import aiohttp
 import discord
 
 from channels.base import (
+    Backoff,
     ChannelBase,
     ChannelError,
     ChatType,
@@ -28,6 +37,7 @@ from channels.base import (
     InboundMessage,
     MessageHandler,
     OutboundMessage,
+    send_parts,
 )
 from channels.chunking import DISCORD_LIMIT, split_text
 
@@ -36,6 +46,10 @@ log = logging.getLogger(__name__)
 CHANNEL_NAME = "discord"
 READY_TIMEOUT_SECONDS = 60.0
 CATCH_UP_LIMIT = 200  # messages per DM read back after a restart
+NONCE_MAX = 25  # characters Discord accepts in a message nonce
+# What a login attempt raises when Discord cannot be reached (OSError covers DNS, refused
+# connections and timeouts; aiohttp's own errors a dropped connection; HTTPException a 5xx).
+_UNREACHABLE = (discord.HTTPException, OSError, aiohttp.ClientError)
 # Where to catch up from: {DM channel id: newest message id recorded before the restart}.
 CatchUpSource = Callable[[], Awaitable[Mapping[str, str]]]
 
@@ -95,6 +109,27 @@ class DiscordChannel(ChannelBase):
 
     async def start(self, handler: MessageHandler) -> None:
         self._handler = handler
+        self._intake_task = asyncio.create_task(self._hand_over(), name="discord-intake")
+        try:
+            await self._login()
+        except _UNREACHABLE as exc:  # no network, DNS, a 5xx
+            log.warning("discord: cannot reach Discord (%s); the gateway runs and keeps "
+                        "trying with backoff", exc)
+            self._runner = asyncio.create_task(self._keep_connecting(), name="discord-gateway")
+            return
+        except BaseException:
+            await self.stop()
+            raise
+        self._catching_up = asyncio.create_task(self._when_ready(), name="discord-catch-up")
+        self._runner = asyncio.create_task(self._run(), name="discord-gateway")
+        try:  # start returns once receiving, as long as that comes within the timeout
+            await asyncio.wait_for(self.client.wait_until_ready(), self._ready_timeout)
+        except TimeoutError:
+            log.warning("discord: not connected to the Discord gateway after %.0f s; the "
+                        "gateway runs and discord.py keeps trying", self._ready_timeout)
+
+    async def _login(self) -> None:
+        """A fresh client, logged in (REST: checks the token); ChannelError if rejected."""
         self._client = _Client(
             self, intents=self._intents(), guild_ready_timeout=self._guild_ready_timeout
         )
@@ -106,20 +141,33 @@ class DiscordChannel(ChannelBase):
                 "Discord rejected the bot token: check CLAWGATE_DISCORD__TOKEN (developer "
                 "portal, Bot tab, Reset Token)"
             ) from exc
-        except (discord.HTTPException, OSError) as exc:
+        except BaseException:
             await self._client.close()
-            raise ChannelError(f"cannot reach Discord: {exc}") from exc
-        self._intake_task = asyncio.create_task(self._hand_over(), name="discord-intake")
-        self._runner = asyncio.create_task(self._run(), name="discord-gateway")
-        try:
-            await asyncio.wait_for(self._client.wait_until_ready(), self._ready_timeout)
-        except TimeoutError as exc:
-            await self.stop()
-            raise ChannelError("Discord gateway did not become ready in time") from exc
-        log.info("discord: connected as %s", self._client.user)
+            self._client = None
+            raise
+
+    async def _keep_connecting(self) -> None:
+        """Log in with backoff until it works, then run the connection as a start would."""
+        backoff = Backoff()
+        while True:
+            await asyncio.sleep(backoff.next())
+            try:
+                await self._login()
+            except ChannelError as exc:
+                log.error("discord: %s; stopped trying", exc)
+                return
+            except _UNREACHABLE:
+                continue
+            break
+        self._catching_up = asyncio.create_task(self._when_ready(), name="discord-catch-up")
+        await self._run()
+
+    async def _when_ready(self) -> None:
+        """Once connected: say so, and read back the DMs missed while down."""
+        await self.client.wait_until_ready()
+        log.info("discord: connected as %s", self.client.user)
         if self._catch_up is not None:
-            self._catching_up = asyncio.create_task(self._catch_up_missed(self._catch_up),
-                                                    name="discord-catch-up")
+            await self._catch_up_missed(self._catch_up)
 
     async def _catch_up_missed(self, source: CatchUpSource) -> None:
         try:
@@ -158,7 +206,11 @@ class DiscordChannel(ChannelBase):
 
     @property
     def ready_detail(self) -> str:
-        return "connected" if self.ready else "not connected to the Discord gateway"
+        if self.ready:
+            return "connected"
+        if self._client is None:
+            return "connecting: cannot reach Discord"
+        return "not connected to the Discord gateway"
 
     async def stop(self) -> None:
         if self._intake_task is not None:
@@ -243,16 +295,31 @@ class DiscordChannel(ChannelBase):
     # -- sending -----------------------------------------------------------------------------
 
     async def send(self, message: OutboundMessage) -> None:
+        """Each part of a long reply is one message; parts an earlier try got accepted are
+        skipped (`send_parts`), so a retry never repeats them. Each part carries a nonce
+        from the message's key with `enforce_nonce` (discord.py sets it with a nonce): a part
+        Discord accepted before a crash is returned again, not posted twice (Discord keeps
+        nonces for a few minutes)."""
+        if self._client is None:  # still connecting: the outbox retries with backoff
+            raise ConnectionError("not connected to Discord yet")
         target = self.client.get_partial_messageable(int(message.chat_id))
-        for chunk in split_text(message.text, DISCORD_LIMIT):
+
+        async def send_part(index: int, chunk: str) -> None:
             if chunk.strip():
+                nonce = f"cg{message.key}.{index}"[:NONCE_MAX] if message.key else None
                 try:
-                    await target.send(chunk)
+                    await (target.send(chunk) if nonce is None
+                           else target.send(chunk, nonce=nonce))
                 except (discord.Forbidden, discord.NotFound) as exc:
                     raise DeliveryRefused(f"discord refused the message: {exc}") from exc
 
+        await send_parts(message, split_text(message.text, DISCORD_LIMIT), send_part)
+
     @contextlib.asynccontextmanager
     async def typing(self, chat_id: str) -> AsyncIterator[None]:
+        if self._client is None:  # still connecting
+            yield
+            return
         target = self.client.get_partial_messageable(int(chat_id))
         try:
             indicator = target.typing()

@@ -11,6 +11,12 @@ in one clear line and retried with backoff; 429 waits `retry_after`; network err
 (1 s doubling to 30 s); a poll that hangs past its long-poll timeout plus a grace period is
 abandoned and restarted; a rejected token stops the channel with an error line.
 
+At start, a token Telegram rejects is a `ChannelError` (the gateway cannot run with it). A
+Bot API that cannot be reached is not: no network at boot is the machine's state, not the
+person's mistake, and failing would make a restart policy a crash loop. `start` then returns
+at once, says so in one log line, and the poller keeps connecting with the same backoff
+(readiness says "connecting" until it is through; replies wait in the outbox meanwhile).
+
 Only `message` updates are requested: edits are ignored (an edit after the answer would need
 a second answer, which surprises more than it helps). Captions count as text; other media
 arrive as an `attachment` the gateway answers politely.
@@ -26,6 +32,7 @@ import warnings
 from collections.abc import AsyncIterator
 from typing import Any
 
+import httpx
 from telegram import Bot, Message, Update
 from telegram.constants import ChatAction
 from telegram.error import (
@@ -49,6 +56,7 @@ from channels.base import (
     MessageHandler,
     OffsetStore,
     OutboundMessage,
+    send_parts,
 )
 from channels.chunking import TELEGRAM_LIMIT, split_chunks, utf16_len
 from channels.telegram_html import markdown_to_html
@@ -123,26 +131,58 @@ class TelegramChannel(ChannelBase):
 
     async def start(self, handler: MessageHandler) -> None:
         read = float(self.poll_timeout) + 10.0
+        # One TLS context for both connection pools: loading the CA bundle is most of the
+        # CPU time a start spends here, and it was done twice (once per client).
+        tls = {"verify": httpx.create_ssl_context()}
         self._bot = Bot(
             self._token,
             base_url=self._base_url,
-            request=HTTPXRequest(connection_pool_size=64, read_timeout=15.0),
-            get_updates_request=HTTPXRequest(connection_pool_size=2, read_timeout=read),
+            request=HTTPXRequest(connection_pool_size=64, read_timeout=15.0, httpx_kwargs=tls),
+            get_updates_request=HTTPXRequest(connection_pool_size=2, read_timeout=read,
+                                             httpx_kwargs=tls),
         )
+        connected = False
         try:
-            await self._bot.initialize()  # getMe: checks the token, learns our username
-            await self._bot.delete_webhook()  # polling and a webhook exclude each other
+            await self._connect()
+            connected = True
         except InvalidToken as exc:
             raise ChannelError(
                 "Telegram rejected the bot token: check CLAWGATE_TELEGRAM__TOKEN "
                 "(from @BotFather)"
             ) from exc
-        except TelegramError as exc:
-            raise ChannelError(f"cannot reach the Telegram Bot API: {exc}") from exc
+        except TelegramError as exc:  # no network, DNS, a 5xx: keep trying in the background
+            self._down(f"connecting: cannot reach the Telegram Bot API ({type(exc).__name__})")
+            log.warning("telegram: cannot reach the Telegram Bot API (%s); the gateway runs "
+                        "and keeps trying with backoff", exc)
         if self._offsets is not None:
             self._offset = await self._offsets.load_offset(self.name)
-        log.info("telegram: polling as @%s", self._bot.username)
-        self._poller = asyncio.create_task(self._poll(handler), name="telegram-poll")
+        if connected:
+            log.info("telegram: polling as @%s", self._bot.username)
+        self._poller = asyncio.create_task(self._poll(handler, connected),
+                                           name="telegram-poll")
+
+    async def _connect(self) -> None:
+        await self.bot.initialize()  # getMe: checks the token, learns our username
+        await self.bot.delete_webhook()  # polling and a webhook exclude each other
+
+    async def _keep_connecting(self) -> bool:
+        """Connect with backoff until it works (True) or the token is rejected (False)."""
+        while True:
+            await asyncio.sleep(self._backoff.next())
+            try:
+                await self._connect()
+            except InvalidToken:
+                self._down("the bot token was rejected")
+                log.error("telegram: the bot token was rejected; polling stopped. "
+                          "Fix CLAWGATE_TELEGRAM__TOKEN and restart.")
+                return False
+            except TelegramError as exc:
+                self._down(f"connecting: cannot reach the Telegram Bot API "
+                           f"({type(exc).__name__})")
+                continue
+            self._backoff.reset()
+            log.info("telegram: connected; polling as @%s", self.bot.username)
+            return True
 
     async def stop(self) -> None:
         if self._poller is not None:
@@ -155,7 +195,9 @@ class TelegramChannel(ChannelBase):
 
     # -- receiving ---------------------------------------------------------------------------
 
-    async def _poll(self, handler: MessageHandler) -> None:
+    async def _poll(self, handler: MessageHandler, connected: bool = True) -> None:
+        if not connected and not await self._keep_connecting():
+            return
         conflict_reported = False
         while True:
             try:
@@ -325,10 +367,15 @@ class TelegramChannel(ChannelBase):
     # -- sending -----------------------------------------------------------------------------
 
     async def send(self, message: OutboundMessage) -> None:
+        """Each part of a long reply is one sendMessage; parts an earlier try got accepted
+        are skipped (`send_parts`), so a retry never repeats them. (The Bot API has no
+        idempotency key: a part accepted just before a crash is sent again.)"""
         chat_id = _chat(message.chat_id)
-        for html, plain in render(message.text):
+
+        async def send_part(index: int, part: tuple[str, str]) -> None:
+            html, plain = part
             if not plain.strip():
-                continue
+                return
             try:
                 try:
                     await self._call(self.bot.send_message, chat_id, html, parse_mode="HTML")
@@ -337,6 +384,8 @@ class TelegramChannel(ChannelBase):
                     await self._call(self.bot.send_message, chat_id, plain)
             except (BadRequest, Forbidden, InvalidToken) as exc:
                 raise DeliveryRefused(f"telegram refused the message: {exc}") from exc
+
+        await send_parts(message, render(message.text), send_part)
 
     async def _call(self, method: Any, *args: Any, **kwargs: Any) -> Any:
         """One Bot API call with 429 and network-error retries (BadRequest is the caller's)."""

@@ -36,13 +36,14 @@ from typing import Any
 
 import numpy as np
 
-from memory.defaults import DEFAULT_HALF_LIFE_DAYS, DEFAULT_MAX_RESULTS
+from memory.defaults import DEFAULT_HALF_LIFE_DAYS, DEFAULT_MAX_RESULTS, MAX_RESULTS
 from memory.lines import LineEnsemble, split_numbers, unpack_vectors
 from memory.text import fts_phrase, query_terms, trigram_query, word_query
 from memory.vectors import VectorMatrix, merge_knn
 
 __all__ = [
     "DEFAULT_MAX_RESULTS",
+    "MAX_RESULTS",
     "SearchResponse",
     "SearchResult",
     "hybrid_search",
@@ -50,7 +51,6 @@ __all__ = [
     "rrf_fusion",
 ]
 
-MAX_RESULTS = 50
 SNIPPET_CHARS = 700
 POOL = 40
 RRF_K = 20

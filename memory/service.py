@@ -14,12 +14,16 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import date
+from importlib import import_module
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from memory.defaults import DEFAULT_CHUNK_CHARS, DEFAULT_HALF_LIFE_DAYS, DEFAULT_MAX_RESULTS
-from memory.embedders import Embedder, EmbedderError
-from memory.index import IndexStatus, MemoryIndex, SyncStats
-from memory.search import SearchResponse
+
+if TYPE_CHECKING:  # imported at the first use (numpy, sqlite-vec): not at the gateway's start
+    from memory.embedders import Embedder
+    from memory.index import IndexStatus, MemoryIndex, SyncStats
+    from memory.search import SearchResponse
 
 __all__ = ["MemoryOptions", "MemoryService"]
 
@@ -60,6 +64,8 @@ class MemoryService:
 
     async def _get_embedder(self) -> Embedder | None:
         if not self._embedder_ready:
+            from memory.embedders import EmbedderError
+
             try:
                 self._embedder = await asyncio.to_thread(self._factory)
             except (EmbedderError, ImportError, OSError, RuntimeError, ValueError) as exc:
@@ -81,8 +87,10 @@ class MemoryService:
         async with self._guard:
             index = self._indexes.get(key)
             if index is None:
+                # First use: its imports (numpy, sqlite-vec) off the event loop.
+                index_module = await asyncio.to_thread(import_module, "memory.index")
                 opts = self.options
-                index = MemoryIndex(
+                index = index_module.MemoryIndex(
                     Path(key),
                     await self._get_embedder(),
                     chunk_chars=opts.chunk_chars,

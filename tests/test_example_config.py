@@ -37,7 +37,9 @@ def keys(table: dict[str, Any], prefix: str = "") -> set[str]:
     for name, value in table.items():
         if isinstance(value, dict) and prefix + name not in ("heartbeat.workspaces",
                                                               "scheduler.workspaces",
-                                                              "mcp.servers"):
+                                                              "mcp.servers", "llm.workspaces",
+                                                              "llm.endpoints",
+                                                              "budget.workspaces", "prices"):
             names |= keys(value, f"{prefix}{name}.")
         else:
             names.add(prefix + name)

@@ -20,6 +20,7 @@ from datetime import tzinfo
 from gateway.agent.conversation import Message, SystemPrompt, Usage
 from gateway.agent.loop import AgentLoop
 from gateway.agent.providers.base import Provider, ProviderError
+from gateway.agent.scope import usage_kind
 from gateway.agent.sessions import Session, estimate_tokens, is_compaction_marker
 from gateway.agent.tools.base import ToolContext
 from gateway.agent.tools.flush import flush_tools
@@ -156,10 +157,11 @@ class Compactor:
             calls.extend(call.name for call in message.tool_calls)
 
         try:
-            result = await asyncio.wait_for(
-                self.agent.run(system, history, ctx, flush_tools(note), record),
-                self.settings.timeout_seconds,
-            )
+            with usage_kind("flush"):
+                result = await asyncio.wait_for(
+                    self.agent.run(system, history, ctx, flush_tools(note), record),
+                    self.settings.timeout_seconds,
+                )
         except (ProviderError, TimeoutError) as exc:
             log.warning("memory flush failed in %s: %s", session.key, type(exc).__name__)
             session.mark_flushed(ok=False, error=getattr(exc, "kind", "timeout"))
@@ -220,12 +222,13 @@ class Compactor:
         total = Usage()
         for attempt in (1, 2):
             try:
-                completion = await asyncio.wait_for(
-                    self.provider.complete(
-                        SystemPrompt(SUMMARIZER_SYSTEM), [Message("user", prompt)], []
-                    ),
-                    self.settings.timeout_seconds,
-                )
+                with usage_kind("compaction"):
+                    completion = await asyncio.wait_for(
+                        self.provider.complete(
+                            SystemPrompt(SUMMARIZER_SYSTEM), [Message("user", prompt)], []
+                        ),
+                        self.settings.timeout_seconds,
+                    )
             except (ProviderError, TimeoutError) as exc:
                 log.warning("summary attempt %d failed: %s", attempt, type(exc).__name__)
                 continue

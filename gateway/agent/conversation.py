@@ -84,18 +84,25 @@ class Completion:
     tool_calls: tuple[ToolCall, ...] = ()
     usage: Usage = field(default_factory=Usage)
     stop_reason: str = ""
+    # The model that answered, as configured (set by the routing layer: with fallbacks it is
+    # not always the one asked first); it picks the price.
+    model: str = ""
 
 
 @dataclass(frozen=True, slots=True)
 class SystemPrompt:
-    """The system prompt in two parts, so providers can cache the stable prefix.
+    """The system prompt in parts, so providers can cache the prefix (providers/caching.py).
 
     `stable` must be byte-identical between turns unless a workspace file changed; `volatile`
-    (time, run info) always comes after it.
+    (run info: the channel, the session, the speaker in a group) comes after it and is the
+    same for every turn of a direct chat; `now` (the current time) changes every turn, so it
+    is not sent in the system prompt at all but after the history, as a note on the newest
+    message.
     """
 
     stable: str
     volatile: str = ""
+    now: str = ""
 
     def joined(self) -> str:
         return f"{self.stable}\n\n{self.volatile}" if self.volatile else self.stable

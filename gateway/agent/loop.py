@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import dataclass
 
 from gateway.agent.conversation import Message, SystemPrompt, ToolCall, Usage
@@ -26,6 +27,8 @@ ROUND_LIMIT_NOTE = (
 )
 
 Recorder = Callable[[Message, Usage | None], None]
+# Entered around each model call: the turn is waiting on the provider, not working itself.
+Waiting = Callable[[], AbstractAsyncContextManager[object]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,18 +51,21 @@ class AgentLoop:
         ctx: ToolContext,
         tools: ToolRegistry,
         record: Recorder,
+        waiting: Waiting | None = None,
     ) -> TurnResult:
         """Run one turn. `history` must already end with the person's message.
 
         `record` appends each new message to the session (and so to `history`); provider
         errors propagate to the caller, which owns the wording shown to the person.
+        `waiting` (optional) is entered around each model call.
         """
         total = Usage()
         last_text = ""
         for round_number in range(1, self.max_tool_rounds + 1):
             # Read every round: a tool may make more tools available (mcp_load_tools).
             specs = tools.specs()
-            completion = await self.provider.complete(system, history, specs)
+            async with waiting() if waiting is not None else nullcontext():
+                completion = await self.provider.complete(system, history, specs)
             total = total + completion.usage
             record(
                 Message("assistant", completion.text, tool_calls=completion.tool_calls),

@@ -1,8 +1,8 @@
 """System prompt assembly.
 
 The stable part (rules, memory guide, workspace files) is byte-identical between turns unless
-a file changed, so providers can cache it; everything that changes every turn (the time, run
-info) goes in the volatile tail.
+a file changed, so providers can cache it; the run info (channel, session, speaker) follows
+it, and the time, which changes every turn, is sent after the history (providers/caching.py).
 """
 
 from __future__ import annotations
@@ -71,8 +71,8 @@ def build_system_prompt(
     parts += [section for section in sections if section]
     stable = "\n\n".join(parts)
     stamp = now.strftime("%Y-%m-%d %H:%M %Z (%A)")
-    volatile = f"## Now\nCurrent time: {stamp}\n{run_info}"
-    return SystemPrompt(stable=stable, volatile=volatile)
+    return SystemPrompt(stable=stable, volatile=f"## This chat\n{run_info}",
+                        now=f"Current time: {stamp}")
 
 
 def tool_schema_chars(specs: Sequence[ToolSpec]) -> int:
@@ -82,7 +82,7 @@ def tool_schema_chars(specs: Sequence[ToolSpec]) -> int:
 
 def request_overhead_chars(system: SystemPrompt, specs: Sequence[ToolSpec]) -> int:
     """What every request carries besides the history: system prompt and tool schemas."""
-    return len(system.stable) + len(system.volatile) + tool_schema_chars(specs)
+    return len(system.stable) + len(system.volatile) + len(system.now) + tool_schema_chars(specs)
 
 
 def _render_file(item: ContextFile) -> str:

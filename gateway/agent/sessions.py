@@ -24,6 +24,7 @@ from gateway.workspace.seed import SESSIONS_DIR
 log = logging.getLogger(__name__)
 
 MAX_CACHED_SESSIONS = 512
+DROPPED_EVENT = "dropped"  # a message and its turn left out of the history (`drop_turn`)
 CHARS_PER_TOKEN = 4
 MAX_COUNT = 10**12  # tokens, characters, entry numbers: past this a transcript value is odd
 
@@ -57,12 +58,17 @@ class Session:
     compactions: int = 0
     flushed_cycle: int = -1  # the compaction cycle whose memory flush already ran
 
+    # The transcript entry of each person's message with a platform id (`drop_turn`).
+    _user_entries: dict[str, int] = field(default_factory=dict)
+
     def record(self, message: Message, *, usage: Usage | None = None, **extra: Any) -> None:
         """Append to the transcript first, then to the in-memory history."""
         entry = {"ts": self.clock.now().isoformat(), **message_to_entry(message), **extra}
         if usage is not None:
             entry["usage"] = usage.as_dict()
         self.transcript.append(entry)
+        if message.role == "user" and extra.get("message_id"):
+            self._user_entries[str(extra["message_id"])] = self.entry_count
         self.history.append(message)
         self.entry_ids.append(self.entry_count)
         self.entry_count += 1
@@ -72,6 +78,24 @@ class Session:
         """A bookkeeping line (an error shown to the person, say) that is not model history."""
         self.transcript.append({"ts": self.clock.now().isoformat(), **fields, "type": event_type})
         self.entry_count += 1
+
+    def drop_turn(self, message_id: str, **fields: Any) -> None:
+        """Take a person's message, and what its turn recorded since, out of the history.
+
+        For a message given up on (gateway/pipeline/recovery.py): kept in the history, a
+        message that stops the gateway would be sent again with every later message. The
+        transcript keeps every line; the `dropped` entry tells a reload to leave them out.
+        """
+        self.record_event(DROPPED_EVENT, message_id=message_id, **fields)
+        self._apply_drop(self._user_entries.get(message_id))
+
+    def _apply_drop(self, entry_id: int | None) -> None:
+        if entry_id is None or entry_id not in self.entry_ids:
+            return  # compacted away, or dropped already
+        position = self.entry_ids.index(entry_id)
+        # The token count is left as it was: too high until the next measured call (the safe
+        # side of the compaction threshold).
+        del self.history[position:], self.entry_ids[position:]
 
     def context_tokens(self) -> int:
         """Provider-reported size of the last request plus an estimate for what came after."""
@@ -177,6 +201,10 @@ def _replay(session: Session, number: int, entry: dict[str, Any]) -> None:
         session.history.append(message)
         session.entry_ids.append(number)
         session._account(message, usage)
+        if message.role == "user" and entry.get("message_id"):
+            session._user_entries[str(entry["message_id"])] = number
+    elif entry.get("type") == DROPPED_EVENT:
+        session._apply_drop(session._user_entries.get(str(entry.get("message_id"))))
     elif entry.get("type") == "compaction":
         summary = entry.get("summary")
         first_entry = _count(entry.get("first_kept_entry", session.entry_count))

@@ -7,11 +7,21 @@ once by registering its teardown, so parts come up in order, go down in reverse,
 failure half-way unwinds exactly what had started (no half-open database keeping the process
 alive, no health port left bound).
 
-Order up: health server (binds the port first, so a busy port fails before anything
-connects) -> gateway (state database, memory, provider, channels, resumed messages) ->
-heartbeat service -> web panel -> further services (the `services` slot: scheduler, MCP
-servers; each a `Service` built from the running Gateway). Down: the reverse; the gateway's
-own stop gives running turns `stop_grace_seconds`, then leaves them pending for next start.
+Order up: the workspaces root's gateway lock (`clawgate run` only: a second gateway on the
+same data would answer every message twice; gateway/ops/instance_lock.py) -> the health port
+is reserved (a busy port fails before anything connects) -> the
+further services are built (the `services` slot: the scheduler; what they add to the gateway,
+such as the schedule tools, is there for the first turn) -> gateway (state database, memory,
+provider, channels, resumed messages): the channels poll from here -> the provider SDK starts
+loading in a worker thread -> heartbeat service and further services started (timers, light:
+a reminder due at start is sent on time) -> a wait for the SDK and for the messages that were
+waiting at start to be answered (up to `FIRST_ANSWERS_WAIT_SECONDS` in all), so that the HTTP
+servers' imports do not slow the first answers -> health server served -> web panel. Down:
+the reverse; the gateway's own stop gives running turns `stop_grace_seconds`, then leaves them
+pending for next start.
+
+Start-up time is measured by bench/startup.py: nothing the first poll does not need is
+imported before it (tests/gateway/assembly/test_startup_imports.py keeps it so).
 """
 
 from __future__ import annotations
@@ -36,10 +46,24 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 ChannelSet = Literal["platforms", "terminal", "none"]
+# How long the parts after the channels wait for the provider SDK to load and the first turns
+# to finish before starting anyway: their imports would compete with the SDK's for the CPU and
+# block the event loop while a turn wants it.
+FIRST_ANSWERS_WAIT_SECONDS = 10.0
+IDLE_CHECK_SECONDS = 0.02
 
 
 class StartupError(Exception):
     """Start-up failed for a reason the person can fix; `str()` names it and the setting."""
+
+    exit_code = 2
+
+
+class AlreadyRunningError(StartupError):
+    """Another gateway serves this workspaces root: nothing to fix here, so not a usage error
+    (exit 1), and starting a second one would answer every message twice."""
+
+    exit_code = 1
 
 
 class Service(Protocol):
@@ -63,12 +87,15 @@ class Plan:
     health: bool = True
     memory: bool = True
     panel: bool = True  # the web control panel, if [panel] enabled
+    # Hold the workspaces root's gateway lock: one gateway polls the bots and runs the turns.
+    exclusive: bool = True
 
 
 RUN = Plan()
 # The terminal chat is the owner's DM: their heartbeat alerts appear in it.
-CHAT = Plan(channels="terminal", heartbeats=True, health=False, panel=False)
-ONE_BEAT = Plan(channels="none", heartbeats=False, health=False, panel=False)
+# Neither takes the lock: both work beside a running `clawgate run`, as before.
+CHAT = Plan(channels="terminal", heartbeats=True, health=False, panel=False, exclusive=False)
+ONE_BEAT = Plan(channels="none", heartbeats=False, health=False, panel=False, exclusive=False)
 
 
 def build_gateway(
@@ -168,22 +195,27 @@ class GatewayApp:
     async def start(self) -> None:
         stack = contextlib.AsyncExitStack()
         try:
+            if self.plan.exclusive:
+                self._lock(stack)
             if self.plan.health and self.settings.health.enabled:
-                self.health = await self._start_health(stack)
+                self.health = self._bind_health(stack)
+            services = [factory(self.gateway) for factory in self._service_factories]
             stack.push_async_callback(self._stop_gateway)
             await self._start_gateway()
-            if self.health is not None:
-                self.health.started = True  # readiness now reflects the channels
-            self._warm_provider(stack)
+            warming = self._warm_provider(stack)
+            # The timers next, light (their modules are loaded): a reminder due now is on time.
             if self.plan.heartbeats:
                 self.heartbeats = await self._start_service(stack, self._heartbeats())
                 self._watch_new_workspaces(self.heartbeats)
+            for service in services:
+                self.services.append(await self._start_service(stack, service))
+            await self._let_first_answers_out(warming)
+            if self.health is not None:
+                await self._start_health(self.health)  # readiness reflects the channels
             if self.plan.panel:
                 self.panel = await start_panel(self.gateway, self.settings)
                 if self.panel is not None:
                     stack.push_async_callback(self.panel.stop)
-            for factory in self._service_factories:
-                self.services.append(await self._start_service(stack, factory(self.gateway)))
         except BaseException:
             await stack.aclose()
             raise
@@ -207,12 +239,25 @@ class GatewayApp:
 
     # --- the parts ------------------------------------------------------------------------
 
-    async def _start_health(self, stack: contextlib.AsyncExitStack) -> HealthServer:
+    def _lock(self, stack: contextlib.AsyncExitStack) -> None:
+        from gateway.ops.instance_lock import AlreadyRunning, GatewayLock
+
+        lock = GatewayLock(self.settings.workspaces_dir)
+        try:
+            lock.acquire()
+        except AlreadyRunning as exc:
+            raise AlreadyRunningError(
+                f"{exc}; stop it first (two gateways on the same workspaces would answer "
+                "every message twice)") from exc
+        stack.callback(lock.release)
+
+    def _bind_health(self, stack: contextlib.AsyncExitStack) -> HealthServer:
+        """Reserve the health port (standard library only); served by `_start_health`."""
         from gateway.ops.health import HealthServer
 
         health = HealthServer(self.gateway, self.settings.health.host, self.settings.health.port)
         try:
-            await health.start(channels_started=False)
+            health.bind()
         except OSError as exc:
             where = f"{self.settings.health.host}:{self.settings.health.port}"
             cause = ("is already in use (another clawgate or program listens there)"
@@ -223,6 +268,10 @@ class GatewayApp:
                 f"CLAWGATE_HEALTH__ENABLED=false") from exc
         stack.push_async_callback(health.stop)
         return health
+
+    @staticmethod
+    async def _start_health(health: HealthServer) -> None:
+        await health.start(channels_started=True)
 
     async def _start_gateway(self) -> None:
         from channels.base import ChannelError
@@ -235,7 +284,16 @@ class GatewayApp:
     async def _stop_gateway(self) -> None:
         await self.gateway.stop(drain_timeout=self._grace)
 
-    def _warm_provider(self, stack: contextlib.AsyncExitStack) -> None:
+    async def _let_first_answers_out(self, warming: asyncio.Task[None]) -> None:
+        """Wait (up to FIRST_ANSWERS_WAIT_SECONDS) for the provider SDK and for the turns in
+        flight: a message waiting at start is answered before the HTTP servers start."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + FIRST_ANSWERS_WAIT_SECONDS
+        await asyncio.wait({warming}, timeout=FIRST_ANSWERS_WAIT_SECONDS)
+        while self.gateway.lanes.depth() and loop.time() < deadline:
+            await asyncio.sleep(IDLE_CHECK_SECONDS)
+
+    def _warm_provider(self, stack: contextlib.AsyncExitStack) -> asyncio.Task[None]:
         """Import the provider SDK in the background now that the channels listen."""
         from gateway.agent.providers.deferred import warm_up
 
@@ -253,6 +311,7 @@ class GatewayApp:
             await asyncio.gather(task, return_exceptions=True)
 
         stack.push_async_callback(cancel)
+        return task
 
     def _watch_new_workspaces(self, heartbeats: Service) -> None:
         """A new person's heartbeat timer starts when their workspace is created."""

@@ -29,6 +29,7 @@ from gateway.agent.context_files import ContextFile, FileReport, Status, truncat
 from gateway.agent.conversation import Message, SystemPrompt, Usage
 from gateway.agent.loop import AgentLoop
 from gateway.agent.prompt import build_system_prompt
+from gateway.agent.scope import UsageScope, usage_scope
 from gateway.agent.sessions import transcript_path
 from gateway.agent.tools import ToolContext
 from gateway.agent.transcript import Transcript, message_to_entry
@@ -106,7 +107,9 @@ class GatewayHeartbeatHost:
         self.gateway = gateway
         # The CLI's one-off beat prints instead of sending, so any recorded route will do.
         self.require_running_channel = require_running_channel
-        self.agent = AgentLoop(gateway.provider, gateway.settings.heartbeat.max_tool_rounds)
+        # The metered provider: heartbeats are counted as the person's, kind "heartbeat"
+        # (and answered by the background model when one is set).
+        self.agent = AgentLoop(gateway.metered, gateway.settings.heartbeat.max_tool_rounds)
 
     def dm_busy(self, person_id: str) -> bool:
         return self.gateway.lanes.is_busy(dm_session_key(person_id))
@@ -126,10 +129,10 @@ class GatewayHeartbeatHost:
     def system_prompt(self, workspace: Path, person_id: str, checklist: str) -> SystemPrompt:
         gateway = self.gateway
         files = light_context_files(gateway, workspace, checklist)
+        model = gateway.models.for_scope(UsageScope(person_id, "heartbeat"))
         run_info = (
             f"Heartbeat check for {person_id} (session {heartbeat_session_key(person_id)}); "
-            f"no one is chatting right now. Model: {gateway.provider.name}/"
-            f"{gateway.provider.model}."
+            f"no one is chatting right now. Model: {model.name}/{model.model}."
         )
         now = gateway.clock.now().astimezone(gateway.settings.zone())
         return build_system_prompt(files, private=True, now=now, run_info=run_info)
@@ -153,7 +156,8 @@ class GatewayHeartbeatHost:
 
         record(Message("user", prompt), None)
         tools = self.gateway.heartbeat_tools(person_id, workspace)  # MCP servers allowing it
-        result = await self.agent.run(system, history, ctx, tools, record)
+        with usage_scope(person_id, "heartbeat"):
+            result = await self.agent.run(system, history, ctx, tools, record)
         usage = result.usage
         prompt_tokens = usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens
         return LightTurn(result.reply, prompt_tokens, usage.output_tokens)

@@ -30,6 +30,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from gateway.agent.conversation import Message, Usage
 from gateway.agent.loop import AgentLoop
 from gateway.agent.prompt import build_system_prompt
+from gateway.agent.scope import usage_scope
 from gateway.agent.sessions import transcript_path
 from gateway.agent.tools import ToolContext
 from gateway.agent.transcript import Transcript, message_to_entry
@@ -146,7 +147,8 @@ class GatewayScheduleHost:
 
     def __init__(self, gateway: Gateway) -> None:
         self.gateway = gateway
-        self.agent = AgentLoop(gateway.provider, gateway.settings.scheduler.max_tool_rounds)
+        # Metered: an agent task is counted as the person's, kind "reminders".
+        self.agent = AgentLoop(gateway.metered, gateway.settings.scheduler.max_tool_rounds)
 
     async def deliver(self, person_id: str, workspace: Path, text: str, *, key: str) -> None:
         gateway = self.gateway
@@ -181,14 +183,14 @@ class GatewayScheduleHost:
     async def agent_turn(self, person_id: str, workspace: Path, prompt: str) -> str:
         gateway = self.gateway
         key = schedule_session_key(person_id)
+        model = gateway.models.for_person(person_id)
         zone = person_zone(gateway.settings, person_id)
         now = gateway.clock.now().astimezone(zone)
         names = [*PERSONA_FILES, daily_note(now.date())]
         files = gateway.loader.load(workspace, private=True, today=now.date(), names=names)
         run_info = (f"A scheduled task for {person_id} (session {key}); no one is chatting "
                     f"right now. Your reply is sent to them as a message; reply HEARTBEAT_OK "
-                    f"if there is nothing worth sending. Model: {gateway.provider.name}/"
-                    f"{gateway.provider.model}.")
+                    f"if there is nothing worth sending. Model: {model.name}/{model.model}.")
         system = build_system_prompt(files, private=True, now=now, run_info=run_info)
         ctx = ToolContext(workspace, key, True, gateway.settings.tools.max_file_bytes,
                           budget=gateway.turn_budget())
@@ -205,7 +207,8 @@ class GatewayScheduleHost:
 
         record(Message("user", prompt), None)
         tools = gateway.heartbeat_tools(person_id, workspace)  # private, + MCP allowing it
-        result = await self.agent.run(system, history, ctx, tools, record)
+        with usage_scope(person_id, "reminders"):
+            result = await self.agent.run(system, history, ctx, tools, record)
         await gateway.versioning.commit(workspace, "heartbeat", session=key)
         return result.reply
 
@@ -246,17 +249,18 @@ def _export_metrics(gateway: Gateway, desk: ScheduleDesk) -> None:
 
 class RemindersService:
     """The assembly's service (gateway/assembly/builder.py `services`): the schedule tools and
-    `/reminders`, and with `run` the one scheduler for every workspace."""
+    `/reminders` (given to the gateway when built, before it starts: the first turn has them),
+    and with `run` the one scheduler for every workspace (started after the channels)."""
 
     def __init__(self, gateway: Gateway, *, run: bool) -> None:
         self.gateway = gateway
         self.run = run
         self.scheduler: Scheduler | None = None
+        self._desk = attach_schedules(gateway)
 
     async def start(self) -> None:
-        desk = attach_schedules(self.gateway)
         if self.run:
-            self.scheduler = await start_scheduler(self.gateway, desk)
+            self.scheduler = await start_scheduler(self.gateway, self._desk)
 
     async def stop(self) -> None:
         if self.scheduler is not None:

@@ -10,17 +10,19 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gateway.agent.tools.base import Tool
 from gateway.agent.tools.registry import ToolRegistry
 from gateway.capabilities.contexts import ContextKind, context_kind
-from gateway.capabilities.mcp_connection import Sleep
 from gateway.capabilities.mcp_manager import McpManager
 from gateway.capabilities.skill_catalog import EMPTY_SCAN, SkillCatalog, SkillScan
 from gateway.capabilities.skill_prompt import SkillSection, render_skill_section
 from gateway.capabilities.skill_tool import ReadSkillTool
 from gateway.config.settings import Settings
+
+if TYPE_CHECKING:
+    from gateway.capabilities.mcp_connection import Sleep
 
 log = logging.getLogger(__name__)
 
@@ -73,6 +75,16 @@ class Capabilities:
         if with_mcp is not None:
             return with_mcp
         return ToolRegistry(tools) if extra else base
+
+    @staticmethod
+    def metric_labels(registry: ToolRegistry) -> dict[str, str]:
+        """Tool name -> its `tool` label in /metrics: built-in tools by name, MCP tools by
+        their configured server (a server's own names are never label values)."""
+        # Imported here: mcp_tools loads the MCP SDK, which the first poll must not wait for.
+        from gateway.capabilities.mcp_tools import McpTool, metric_label
+
+        return {tool.spec.name: metric_label(tool.server) if isinstance(tool, McpTool)
+                else tool.spec.name for tool in registry.tools()}
 
     def context_lines(self, workspace: Path, kind: ContextKind, area: str = "") -> list[str]:
         """What /context shows about skills and tool servers in this conversation."""

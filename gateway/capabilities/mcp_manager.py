@@ -12,6 +12,7 @@ import asyncio
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from gateway.agent.conversation import ToolSpec
 from gateway.agent.tools.base import Tool
@@ -22,10 +23,12 @@ from gateway.capabilities.mcp_budget import (
     SchemaPlan,
     plan_schemas,
 )
-from gateway.capabilities.mcp_connection import McpConnection, ServerStatus, Sleep
-from gateway.capabilities.mcp_tools import McpTool, wrap_tools
 from gateway.config.mcp import McpSettings
 from gateway.ops.redaction import Redactor
+
+if TYPE_CHECKING:  # the MCP SDK is imported only when a server is configured
+    from gateway.capabilities.mcp_connection import McpConnection, ServerStatus, Sleep
+    from gateway.capabilities.mcp_tools import McpTool
 
 NO_PLAN = SchemaPlan((), (), 0)
 
@@ -54,10 +57,15 @@ class McpManager:
         # A server's results and errors are masked with every server's secrets: one server may
         # well echo a token that was configured for another.
         redact = make_redactor(settings.secrets())
-        self.connections = {
-            name: McpConnection(name, server, redact=redact, sleep=sleep, monotonic=monotonic)
-            for name, server in settings.servers.items() if server.enabled
-        }
+        self.connections: dict[str, McpConnection] = {}
+        if any(server.enabled for server in settings.servers.values()):
+            from gateway.capabilities.mcp_connection import McpConnection
+
+            self.connections = {
+                name: McpConnection(name, server, redact=redact, sleep=sleep,
+                                    monotonic=monotonic)
+                for name, server in settings.servers.items() if server.enabled
+            }
         self._order = {name: index for index, name in enumerate(self.connections)}
         self._last_used: dict[str, float] = {}
         self._wrapped: dict[str, tuple[object, list[McpTool]]] = {}
@@ -121,6 +129,8 @@ class McpManager:
         listing = connection.tools
         cached = self._wrapped.get(name)
         if cached is None or cached[0] is not listing:
+            from gateway.capabilities.mcp_tools import wrap_tools
+
             wrapped = wrap_tools(connection, listing, max_chars=self.settings.result_max_chars,
                                  on_use=self.touch)
             self._wrapped[name] = (listing, wrapped)

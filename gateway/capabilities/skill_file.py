@@ -20,8 +20,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-import yaml
-
 from memory.atomic import json_depth
 
 SKILL_FILE = "SKILL.md"
@@ -31,8 +29,6 @@ MAX_HEAD_BYTES = 64 * 1024
 # {...}) nested deeper than this are refused before parsing.
 FRONT_MATTER_SLACK_BYTES = 8 * 1024
 MAX_FLOW_DEPTH = 16
-# libyaml (C) when the wheel has it: about 20x faster on hostile input, with its own depth limit.
-_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 MAX_NAME_CHARS = 64
 NAME = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 
@@ -80,8 +76,13 @@ def parse_skill(path: Path, source: Source, *, description_max_chars: int) -> Sk
                        "and a few short keys (put the rest in the body)")
     if json_depth(front, MAX_FLOW_DEPTH) > MAX_FLOW_DEPTH:
         return problem(f"front matter nests brackets more than {MAX_FLOW_DEPTH} levels deep")
+    import yaml  # only when a workspace has a skill: not on every start
+
+    # libyaml (C) when the wheel has it: about 20x faster on hostile input, with its own depth
+    # limit; else PyYAML's own safe loader.
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:
-        data = yaml.load(front, Loader=_LOADER)  # a safe loader (C or Python)
+        data = yaml.load(front, Loader=loader)  # a safe loader (C or Python)
     except yaml.YAMLError as exc:
         where = getattr(exc, "problem_mark", None)
         line = f" (line {where.line + 2})" if where is not None else ""

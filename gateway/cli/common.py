@@ -1,5 +1,8 @@
 """What every `clawgate` command shares: the error type, the `--workspace` rule, output helpers.
 
+Typer is not imported here: `clawgate run` starts without it (gateway/cli/start.py); the
+option types of the Typer commands are in gateway/cli/options.py.
+
 One rule for `--workspace` everywhere: a value with a path separator (or starting with `.` or
 `~`) is a directory; anything else is a person id under `workspaces_dir`; no value is the
 owner's workspace. Expected failures raise `CliError` (or `ConfigError`): the entry point prints
@@ -12,9 +15,7 @@ import json
 import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Annotated, Any
-
-import typer
+from typing import Any
 
 from gateway.config.settings import ConfigError, Settings, load_settings
 
@@ -29,17 +30,6 @@ class CliError(Exception):
     def __init__(self, message: str, code: int = EXIT_USAGE) -> None:
         super().__init__(message)
         self.code = code
-
-
-WorkspaceOption = Annotated[
-    str | None,
-    typer.Option(
-        "--workspace", "-w", metavar="NAME|PATH",
-        help="a person id (e.g. ana, telegram-123) or a workspace directory "
-             "(default: the owner's)",
-    ),
-]
-JsonOption = Annotated[bool, typer.Option("--json", help="machine-readable JSON on stdout")]
 
 
 def settings() -> Settings:
@@ -129,10 +119,12 @@ def print_table(headers: Sequence[str], rows: Iterable[Sequence[Any]], *,
 def exit_with(code: int) -> None:
     """End a command with `code` (Typer commands return None; the status travels this way)."""
     if code:
+        import typer
+
         raise typer.Exit(code)
 
 
 __all__ = [
-    "EXIT_FAILED", "EXIT_USAGE", "CliError", "ConfigError", "JsonOption", "WorkspaceOption",
-    "exit_with", "fail", "print_json", "print_table", "resolve_workspace", "settings",
+    "EXIT_FAILED", "EXIT_USAGE", "CliError", "ConfigError", "exit_with", "fail", "print_json",
+    "print_table", "resolve_workspace", "settings",
 ]

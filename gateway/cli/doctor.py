@@ -1,14 +1,17 @@
 """`clawgate doctor`: check what a first start needs, each failure with its fix.
 
-The provider check is real: one small request (a few output tokens, one tool offered) to the
-configured endpoint and model. It tells apart "nothing listens there", "the key is refused",
-"no such model or endpoint" and "the model does not take tools", the four ways a first start
-goes wrong with a correct-looking configuration.
+The provider check is real: one small request (a few output tokens, one tool offered) to
+every model in use (the main one, each fallback, the background model, the per-person ones),
+each on its own endpoint without the others behind it. It tells apart "nothing listens
+there", "the key is refused", "no such model or endpoint" and "the model does not take
+tools", the four ways a first start goes wrong with a correct-looking configuration, and
+says when a model has no price (its cost would count as $0 against money caps).
 """
 
 import asyncio
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import typer
 
@@ -54,7 +57,7 @@ def doctor_command() -> None:
                                  "(fine for a local server)", ""))
         else:
             checks.append((True, f"API key for {config.llm.provider} is set", ""))
-        checks.extend(asyncio.run(_check_provider(config)))
+        checks.extend(asyncio.run(_check_models(config)))
     try:
         from memory.sqlite import vec_version
 
@@ -66,27 +69,63 @@ def doctor_command() -> None:
     raise typer.Exit(_report(checks))
 
 
-async def _check_provider(config: Settings) -> list[Check]:
+async def _check_models(config: Settings) -> list[Check]:
+    """One probe per model in use; the routed ones say what they are for."""
+    from gateway.agent.providers import models_in_use
+    from gateway.ops.prices import PriceTable
+
+    prices = PriceTable(config.prices)
+    budget = config.budget
+    money_caps = bool(budget.daily_usd or budget.monthly_usd or any(
+        own.daily_usd or own.monthly_usd for own in budget.workspaces.values()))
+    checks: list[Check] = []
+    seen = set()
+    for role, ref in models_in_use(config):
+        if ref in seen:
+            continue
+        seen.add(ref)
+        ok, what, fix = await _check_provider(config, ref)
+        checks.append((ok, what if role == "main" else f"{role} model: {what}", fix))
+        if not prices.known(ref.model):
+            # A local model may well be free; with a money cap set, $0 would never reach it.
+            checks.append((not money_caps, f"no price known for model {ref.model}: its cost "
+                                           "counts as $0 in /usage and against money caps",
+                           f'add [prices."{ref.model}"] input = ... output = ... '
+                           "(US$ per million tokens) to clawgate.toml" if money_caps else ""))
+    return checks
+
+
+async def _check_provider(config: Settings, ref: Any = None) -> Check:
     from gateway.agent.conversation import Message, SystemPrompt, ToolSpec
-    from gateway.agent.providers import build_provider
+    from gateway.agent.providers import build_endpoint
     from gateway.agent.providers.base import ProviderError
+    from gateway.config.models import MAIN_ENDPOINT, PROVIDERS
     from gateway.pipeline.replies import endpoint_host
 
     llm = config.llm.model_copy(update={"max_output_tokens": 16, "max_attempts": 1,
                                         "timeout_seconds": PROBE_TIMEOUT_SECONDS})
     probe_config = config.model_copy(update={"llm": llm})
-    host = endpoint_host(llm.provider, llm.base_url)
-    model = llm.resolved_model
-    where = f"{llm.provider} at {host}, model {model}"
+    ref = ref or llm.main_ref()
+    if ref.endpoint == MAIN_ENDPOINT:
+        kind, base_url = llm.provider, llm.base_url
+    elif ref.endpoint in PROVIDERS:
+        kind, base_url = ref.endpoint, None
+    else:
+        kind, base_url = llm.endpoints[ref.endpoint].provider, llm.endpoints[ref.endpoint].base_url
+    host = endpoint_host(kind, base_url)
+    where = f"{kind} at {host}, model {ref.model}"
     tool = ToolSpec(PROBE_TOOL_NAME, "Answers nothing; offered to check tool support.",
                     {"type": "object", "properties": {}})
     system = SystemPrompt("Reply with the single word: ok")
     messages = [Message("user", "ping")]
-    provider = build_provider(probe_config)
+    try:
+        provider = build_endpoint(probe_config, ref)
+    except ConfigError as exc:
+        return (False, f"no API key for {where}", str(exc))
     try:
         try:
             await provider.complete(system, messages, [tool])
-            return [(True, f"provider answers: {where}, tools accepted", "")]
+            return (True, f"provider answers: {where}, tools accepted", "")
         except ProviderError as exc:
             first = exc
         if first.kind == "bad_request" and "tool" in str(first).lower():
@@ -95,10 +134,10 @@ async def _check_provider(config: Settings) -> list[Check]:
             except ProviderError:
                 pass
             else:
-                return [(False, f"provider answers ({where}) but the model does not take tools",
-                         "clawgate needs tool calling: pick a model that supports it (for "
-                         "Ollama: `ollama pull qwen3` or `llama3.1`)")]
-        return [_explain(first, where, host, llm.base_url)]
+                return (False, f"provider answers ({where}) but the model does not take tools",
+                        "clawgate needs tool calling: pick a model that supports it (for "
+                        "Ollama: `ollama pull qwen3` or `llama3.1`)")
+        return _explain(first, where, host, base_url)
     finally:
         await provider.close()
 

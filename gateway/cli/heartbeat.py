@@ -11,12 +11,11 @@ import typer
 
 from gateway.cli.common import (
     CliError,
-    JsonOption,
-    WorkspaceOption,
     print_json,
     resolve_workspace,
     settings,
 )
+from gateway.cli.options import JsonOption, WorkspaceOption
 from gateway.config.settings import Settings
 from heartbeat import (
     ActiveHours,

@@ -7,7 +7,8 @@
   still in progress is cancelled and unwound.
 - Second Ctrl-C or SIGTERM: exit at once (status 130). Unanswered messages stay recorded.
 - Exit status: 0 after SIGTERM or the end of terminal input, 130 after Ctrl-C (never 0), 2
-  when start-up failed for a reason the person can fix (one line naming it).
+  when start-up failed for a reason the person can fix (one line naming it), 1 when another
+  gateway already runs on the same workspaces ("clawgate is already running (pid N) on ROOT").
 - Whatever is left afterwards (a worker thread of a database connection someone forgot to
   close) cannot keep the process alive: it is given a moment, then the process exits anyway.
 """
@@ -98,7 +99,7 @@ async def _run(config: Settings, plan: Plan, banner: str | None, until_input_clo
     except StartupError as exc:
         stop_wait.cancel()
         print(f"clawgate: {exc}", file=sys.stderr)
-        return EXIT_STARTUP
+        return exc.exit_code
     if banner:
         print(banner, file=sys.stderr)
     if after_start is not None:

@@ -1,102 +1,28 @@
-"""The `clawgate` command line (Typer + Rich): the root options and the one error policy.
+"""The `clawgate` entry point: the root options and the one error policy.
 
-Each command group lives in its own module under gateway/cli/ and adds itself with
-`register(app)`; a new group (schedule, skills, panel...) is one module and one line in
-`GROUPS`. Errors a person can make end as one `clawgate: ...` line and exit status 2; any
-other failure is one line too, with the traceback only under `--debug`.
+The command tree (Typer + Rich, gateway/cli/app.py) is built for every command line except a
+plain `clawgate run` (or a bare `clawgate`, which is the same), the command every deploy,
+update and restart runs: that one goes straight to gateway/cli/start.py, so the gateway polls
+its channels without first importing the command line's framework. Errors a person can make
+end as one `clawgate: ...` line and exit status 2; any other failure is one line too, with the
+traceback only under `--debug`.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
 import sys
 import traceback
 from collections.abc import Iterator, Sequence
-from importlib import import_module
 from pathlib import Path
-from typing import Annotated
 
-import typer
-
-from gateway import __version__
 from gateway.cli.common import EXIT_USAGE, CliError
-from gateway.config.settings import CONFIG_FILE_ENV, ConfigError
+from gateway.config.settings import ConfigError
 from gateway.ops.state import StateError
 
-# Modules with a `register(app)` function, in the order their commands appear in the help.
-GROUPS = (
-    "gateway.cli.serve",      # run, chat
-    "gateway.cli.doctor",     # doctor
-    "gateway.cli.pairing",    # pairing list|approve|deny
-    "gateway.cli.users",      # users link|unlink|list
-    "gateway.cli.heartbeat",  # heartbeat run|status
-    "gateway.cli.schedule",   # schedule list|add|cancel
-    "gateway.cli.memory",     # memory index|search|status|log|diff|undo
-    "gateway.cli.ops",        # backup, restore, clone, status, healthcheck
-    "gateway.cli.panel",      # panel url
-    "gateway.cli.skills",     # skills list|check, mcp check
-)
-
-def _parser_errors() -> tuple[type[Exception], ...]:
-    """Typer >= 0.29 vendors Click (its errors derive from TyperException); older ones raise
-    Click's own ClickException."""
-    errors: list[type[Exception]] = [typer.TyperException]
-    try:
-        import click
-
-        errors.append(click.ClickException)
-    except ImportError:
-        pass
-    return tuple(errors)
-
-
-_PARSER_ERRORS = _parser_errors()
 # Root options accepted anywhere on the command line (before or after the subcommand).
 _ROOT_VALUE_OPTIONS = ("--config",)
 _ROOT_FLAGS = ("--debug",)
-
-
-def _version(value: bool) -> None:
-    if value:
-        print(f"clawgate {__version__}")
-        raise typer.Exit()
-
-
-def build_app() -> typer.Typer:
-    app = typer.Typer(
-        name="clawgate",
-        help="Your own LLM assistant over Telegram, Discord and a terminal.",
-        no_args_is_help=False,
-        add_completion=False,
-        pretty_exceptions_enable=False,
-        context_settings={"help_option_names": ["-h", "--help"]},
-    )
-
-    @app.callback(invoke_without_command=True)
-    def root(
-        ctx: typer.Context,
-        config: Annotated[Path | None, typer.Option(
-            "--config", metavar="FILE",
-            help="TOML config file (default ./clawgate.toml, or CLAWGATE_CONFIG); "
-                 "accepted before or after the command")] = None,
-        debug: Annotated[bool, typer.Option(
-            "--debug", help="show the traceback of an unexpected error")] = False,
-        version: Annotated[bool, typer.Option(
-            "--version", callback=_version, is_eager=True, help="print the version")] = False,
-    ) -> None:
-        if config is not None:
-            if not config.is_file():
-                raise CliError(f"config file {config} does not exist (given with --config)")
-            os.environ[CONFIG_FILE_ENV] = str(config)
-        if ctx.invoked_subcommand is None:  # bare `clawgate` is `clawgate run`
-            from gateway.cli.serve import run_command
-
-            ctx.invoke(run_command)
-
-    for name in GROUPS:
-        import_module(name).register(app)
-    return app
 
 
 def hoist_root_options(argv: Sequence[str]) -> tuple[list[str], bool]:
@@ -125,24 +51,47 @@ def hoist_root_options(argv: Sequence[str]) -> tuple[list[str], bool]:
     return front + rest, debug
 
 
+def plain_run(args: Sequence[str]) -> tuple[Path | None] | None:
+    """`(config file or None,)` when `args` (root options hoisted) is just `run` or nothing,
+    else None: every other command line goes through the command tree."""
+    rest = list(args)
+    if rest and rest[-1] == "run":
+        rest.pop()
+    config: Path | None = None
+    i = 0
+    while i < len(rest):
+        item = rest[i]
+        if item in _ROOT_FLAGS:
+            i += 1
+        elif item in _ROOT_VALUE_OPTIONS and i + 1 < len(rest):
+            config = Path(rest[i + 1])
+            i += 2
+        elif item.startswith(tuple(f"{o}=" for o in _ROOT_VALUE_OPTIONS)):
+            config = Path(item.split("=", 1)[1])
+            i += 1
+        else:
+            return None
+    return (config,)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one command; return its exit status (the `clawgate` script's entry point)."""
     args, debug = hoist_root_options(sys.argv[1:] if argv is None else argv)
-    command = typer.main.get_command(build_app())
     try:
-        with redacted_output():  # no configured secret is ever printed (ops/redaction.py)
-            result = command.main(args=args, prog_name="clawgate", standalone_mode=False)
-    except typer.Exit as exc:
-        return exc.exit_code
-    except (typer.Abort, KeyboardInterrupt):
+        if (plain := plain_run(args)) is not None:
+            from gateway.cli.start import prepare_run, run_gateway, use_config_file
+
+            use_config_file(plain[0])
+            prepare_run()
+            with redacted_output():  # no configured secret is ever printed (ops/redaction.py)
+                return run_gateway()
+        from gateway.cli.app import run_typer
+
+        with redacted_output():
+            return run_typer(args)
+    except KeyboardInterrupt:
         print("clawgate: interrupted", file=sys.stderr)
         return 130
-    except _PARSER_ERRORS as exc:  # usage errors: unknown command or option, bad value
-        ctx = getattr(exc, "ctx", None)
-        code = int(getattr(exc, "exit_code", EXIT_USAGE))
-        hint = f" (see `{ctx.command_path} --help`)" if ctx is not None and code == 2 else ""
-        print(f"clawgate: {exc.format_message()}{hint}", file=sys.stderr)  # type: ignore[attr-defined]
-        return code
     except CliError as exc:
         return _one_line(str(exc), exc.code, debug)
     except (ConfigError, StateError) as exc:
@@ -161,7 +110,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"clawgate: unexpected error: {type(exc).__name__}: {exc} "
                   "(run again with --debug for the traceback)", file=sys.stderr)
         return 1
-    return result if isinstance(result, int) else 0
 
 
 @contextlib.contextmanager

@@ -20,14 +20,13 @@ import typer
 from gateway.cli.common import (
     EXIT_FAILED,
     CliError,
-    JsonOption,
-    WorkspaceOption,
     fail,
     print_json,
     print_table,
     resolve_workspace,
     settings,
 )
+from gateway.cli.options import JsonOption, WorkspaceOption
 from gateway.config.settings import Settings
 from gateway.ops.versioning import Versioning, VersioningError
 from memory.defaults import DEFAULT_MAX_RESULTS

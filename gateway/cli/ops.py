@@ -13,13 +13,12 @@ import typer
 
 from gateway.cli.common import (
     CliError,
-    JsonOption,
-    WorkspaceOption,
     fail,
     print_json,
     resolve_workspace,
     settings,
 )
+from gateway.cli.options import JsonOption, WorkspaceOption
 from gateway.config.settings import Settings
 from gateway.ops.backup import BackupError, backup, clone, list_workspaces, restore
 from gateway.ops.state import state_path
@@ -172,6 +171,24 @@ def _heartbeat(workspace: Path) -> dict[str, Any] | None:
     }
 
 
+def _messages(workspaces_dir: Path) -> dict[str, Any] | None:
+    """Inbox and outbox counts by status, read-only (the gateway may be running)."""
+    path = state_path(workspaces_dir)
+    if not path.exists():
+        return None
+    try:
+        db = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=2)
+        try:
+            inbox = dict(db.execute("SELECT status, count(*) FROM inbox GROUP BY status"))
+            outbox = dict(db.execute("SELECT status, count(*) FROM outbox GROUP BY status"))
+        finally:
+            db.close()
+    except sqlite3.Error as exc:
+        return {"error": str(exc)}
+    return {"pending": inbox.get("pending", 0), "given_up": inbox.get("failed", 0),
+            "outbox_pending": outbox.get("pending", 0)}
+
+
 def collect_status(config: Settings) -> dict[str, Any]:
     from gateway.assembly.platforms import configured_platforms
     from gateway.pipeline.links import PLATFORMS
@@ -198,6 +215,7 @@ def collect_status(config: Settings) -> dict[str, Any]:
         "workspaces_dir": str(config.workspaces_dir.resolve()),
         "workspaces": workspaces,
         "versioning": "on" if versioning.enabled else "off",
+        "messages": _messages(config.workspaces_dir),
         "gateway": {"running": False},
     }
     if config.health.enabled:
@@ -228,6 +246,16 @@ def status_command(as_json: JsonOption = False) -> None:
     else:
         print("gateway: not reachable on its health port (not running, or [health] disabled)")
     print(f"versioning: {report['versioning']}")
+    messages = report["messages"]
+    if messages is not None:
+        if "error" in messages:
+            print(f"messages: state database unreadable ({messages['error']})")
+        else:
+            print(f"messages: {messages['pending']} waiting for an answer, "
+                  f"{messages['outbox_pending']} answer(s) waiting to be sent, "
+                  f"{messages['given_up']} given up or unreadable"
+                  + (" (see the log: \"gave up on\", \"skipped\")"
+                     if messages["given_up"] else ""))
     print(f"workspaces in {report['workspaces_dir']}: {len(report['workspaces'])}")
     for ws in report["workspaces"]:
         print(f"  {ws['name']}: {ws['sessions']} session(s), last activity "

@@ -12,7 +12,8 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
-from gateway.cli.common import EXIT_FAILED, JsonOption, fail, print_json, print_table, settings
+from gateway.cli.common import EXIT_FAILED, fail, print_json, print_table, settings
+from gateway.cli.options import JsonOption
 from gateway.ops.state import StateDB
 from gateway.pipeline.links import PLATFORMS
 from gateway.pipeline.pairing import Pairing, PairingError

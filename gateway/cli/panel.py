@@ -1,7 +1,9 @@
-"""`clawgate panel url`: a one-time login link for the web panel of the running gateway.
+"""`clawgate panel url|rotate`: a one-time login link for the web panel; a new panel token.
 
-It works from another shell while `clawgate run` serves the panel: the link's code is a 0600
-file in the state directory that the server redeems (and deletes) on first use.
+Both work from another shell while `clawgate run` serves the panel: the link's code is a 0600
+file in the state directory that the server redeems (and deletes) on first use, and the
+running panel notices a replaced token file on its next request (every login ends).
+The token itself is never printed.
 """
 
 import sys
@@ -10,7 +12,8 @@ import typer
 
 from gateway.cli.common import EXIT_FAILED, fail, settings
 
-app = typer.Typer(help="the web control panel: a one-time login link", no_args_is_help=True)
+app = typer.Typer(help="the web control panel: a one-time login link, a new token",
+                  no_args_is_help=True)
 
 
 def register(root: typer.Typer) -> None:
@@ -33,3 +36,15 @@ def url_command() -> None:
     print(f"{panel.base_url()}/login/link?code={code}")
     print(f"(one use, valid {panel.link_minutes:g} minutes; the panel runs inside "
           "`clawgate run`)", file=sys.stderr)
+
+
+@app.command("rotate", help="replace the panel token: every panel login and unused login "
+                            "link stops working at once")
+def rotate_command() -> None:
+    from gateway.panel.auth import rotate_token
+    from gateway.panel.server import state_dir
+
+    directory = state_dir(settings().workspaces_dir)
+    rotate_token(directory)
+    print(f"panel token replaced in {directory}/panel-token: every panel login and unused "
+          "login link has stopped working; `clawgate panel url` for a new link")

@@ -13,13 +13,12 @@ import typer
 
 from gateway.cli.common import (
     CliError,
-    JsonOption,
-    WorkspaceOption,
     print_json,
     print_table,
     resolve_workspace,
     settings,
 )
+from gateway.cli.options import JsonOption, WorkspaceOption
 
 app = typer.Typer(help="reminders and scheduled tasks: list, add, cancel", no_args_is_help=True)
 

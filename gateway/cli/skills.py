@@ -11,14 +11,13 @@ import typer
 
 from gateway.cli.common import (
     EXIT_FAILED,
-    JsonOption,
-    WorkspaceOption,
     exit_with,
     print_json,
     print_table,
     resolve_workspace,
     settings,
 )
+from gateway.cli.options import JsonOption, WorkspaceOption
 
 skills_app = typer.Typer(help="skills (skills/<name>/SKILL.md): list them, check them",
                          no_args_is_help=True)

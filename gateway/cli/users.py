@@ -7,12 +7,12 @@ import typer
 from gateway.cli.common import (
     EXIT_FAILED,
     CliError,
-    JsonOption,
     fail,
     print_json,
     print_table,
     settings,
 )
+from gateway.cli.options import JsonOption
 from gateway.cli.pairing import state_exists, with_state
 from gateway.ops.state import StateDB
 from gateway.pipeline import links

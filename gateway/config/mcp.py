@@ -43,7 +43,10 @@ class McpServerSettings(BaseModel):
     # Only these of the server's tools (by their own names); empty: all of them.
     tools: list[str] = Field(default_factory=list)
     startup_timeout_seconds: float = Field(30.0, gt=0, le=600)
-    call_timeout_seconds: float = Field(60.0, gt=0, le=3600)
+    # One call holds the person's conversation (its lane) while it runs: a hung server must
+    # not keep them waiting a minute. Most tool calls answer in a few seconds; raise it per
+    # server for slow ones (a long search, a report).
+    call_timeout_seconds: float = Field(20.0, gt=0, le=3600)
     restart_initial_seconds: float = Field(1.0, ge=0, le=3600)
     restart_max_seconds: float = Field(300.0, ge=0, le=86_400)
 

@@ -41,10 +41,11 @@ def build_memory_service(settings: MemorySettings, today=None):  # type: ignore[
     """The MemoryService these settings describe, or None when recall is disabled."""
     if not settings.enabled:
         return None
-    from memory.embedders import build_embedder, build_line_model
     from memory.service import MemoryOptions, MemoryService
 
     def factory():  # type: ignore[no-untyped-def]
+        from memory.embedders import build_embedder  # numpy: at the first search
+
         return build_embedder(
             settings.embedder,
             model=settings.model,
@@ -61,5 +62,9 @@ def build_memory_service(settings: MemorySettings, today=None):  # type: ignore[
         watch_interval=settings.watch_interval_seconds,
         debounce=min(0.5, settings.watch_interval_seconds),
     )
-    return MemoryService(factory, options, today=today,
-                         line_model_factory=lambda: build_line_model(settings.line_model))
+    def line_model():  # type: ignore[no-untyped-def]
+        from memory.embedders import build_line_model
+
+        return build_line_model(settings.line_model)
+
+    return MemoryService(factory, options, today=today, line_model_factory=line_model)

@@ -8,6 +8,7 @@ operator asks twice: a non-loopback `host` is refused at start unless `allow_rem
 from __future__ import annotations
 
 import ipaddress
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
@@ -35,7 +36,8 @@ class PanelSettings(BaseModel):
     host: str = "127.0.0.1"
     port: int = Field(8788, ge=0, le=65535)  # 0: any free port (tests)
     # The address people type when the panel is behind a reverse proxy, for `clawgate panel
-    # url`, e.g. https://panel.example.org (default: http://host:port).
+    # url`, e.g. https://panel.example.org (default: http://host:port). Its host name is the
+    # one name besides loopback the panel answers to (the Host header check).
     public_url: str = ""
     session_hours: float = Field(12.0, gt=0, le=24 * 30)  # a login lasts this long
     link_minutes: float = Field(10.0, gt=0, le=24 * 60)  # a one-time login link lasts this long
@@ -51,6 +53,30 @@ class PanelSettings(BaseModel):
                 "127.0.0.1"
             )
         return host
+
+    @field_validator("public_url")
+    @classmethod
+    def _an_http_url(cls, url: str) -> str:
+        if url and (urlsplit(url).scheme not in ("http", "https") or not urlsplit(url).hostname):
+            raise ValueError(f"use an http:// or https:// address with a host name, got {url!r}")
+        return url
+
+    def host_allowed(self, host: str) -> bool:
+        """Whether a request's Host header names this panel: a loopback name, the address it
+        listens on, or `public_url`'s host. Anything else is a page on another site reaching
+        the panel through DNS rebinding, or a misrouted proxy."""
+        try:
+            name = urlsplit(f"//{host}").hostname or ""
+        except ValueError:
+            return False
+        if not name:
+            return False
+        if is_loopback(name):
+            return True
+        allowed = {self.host.strip("[]").lower()} - {"0.0.0.0", "::", ""}
+        if self.public_url:
+            allowed.add((urlsplit(self.public_url).hostname or "").lower())
+        return name in allowed
 
     def base_url(self, port: int | None = None) -> str:
         if self.public_url:

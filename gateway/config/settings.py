@@ -10,6 +10,7 @@ from __future__ import annotations
 import difflib
 import json
 import os
+import re
 import tomllib
 from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime, timedelta, tzinfo
@@ -37,9 +38,18 @@ from pydantic_settings import (
 from gateway.config.heartbeat import HeartbeatSettings, check_zone
 from gateway.config.mcp import McpSettings
 from gateway.config.memory import MemorySettings
+from gateway.config.models import (
+    MAIN_ENDPOINT,
+    EndpointSettings,
+    ModelOverride,
+    ModelRef,
+    comma_list,
+    parse_model_ref,
+)
 from gateway.config.panel import PanelSettings
 from gateway.config.scheduler import SchedulerSettings
 from gateway.config.skills import SkillsSettings
+from gateway.config.usage import BudgetSettings, ModelPrice
 from gateway.config.web import WebSettings
 from memory.atomic import BrokenFile, read_bounded
 
@@ -85,10 +95,41 @@ class LLMSettings(_Section):
     timeout_seconds: float = Field(120.0, gt=0)
     max_attempts: int = Field(4, ge=1, le=10)
     max_tool_rounds: int = Field(20, ge=1, le=200)
+    # Model routing (gateway/config/models.py has the reference syntax). Tried in order when
+    # a model is overloaded, fails with a 5xx or times out (never on a refused key).
+    fallbacks: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    # Heartbeats, memory flushes, compaction and tidying; empty: the model above.
+    background_model: str = ""
+    # Keyed by person id: `[llm.workspaces.<person>] model = "..."`.
+    workspaces: dict[str, ModelOverride] = Field(default_factory=dict)
+    # Other servers, used as `<name>:<model>`.
+    endpoints: dict[str, EndpointSettings] = Field(default_factory=dict)
+
+    _fallbacks = field_validator("fallbacks", mode="before")(comma_list)
+
+    @field_validator("endpoints")
+    @classmethod
+    def _endpoint_names(cls, value: dict[str, EndpointSettings]) -> dict[str, EndpointSettings]:
+        for name in value:
+            if name in DEFAULT_MODELS or not name.replace("-", "").replace("_", "").isalnum():
+                raise ValueError(f"endpoint name {name!r}: use letters, digits, - and _, and "
+                                 "not a provider name")
+        return value
 
     @property
     def resolved_model(self) -> str:
         return self.model or DEFAULT_MODELS[self.provider]
+
+    def ref(self, text: str) -> ModelRef:
+        """A model reference from these settings; `anthropic:x` on the `[llm]` provider's own
+        public endpoint is the `[llm]` endpoint (its key settings apply)."""
+        ref = parse_model_ref(text, self.endpoints)
+        if ref.endpoint == self.provider and not self.base_url:
+            return ModelRef(MAIN_ENDPOINT, ref.model)
+        return ref
+
+    def main_ref(self) -> ModelRef:
+        return ModelRef(MAIN_ENDPOINT, self.resolved_model)
 
 
 class PromptSettings(_Section):
@@ -181,19 +222,50 @@ class ChannelSettings(_Section):
         return self.token is not None and bool(self.token.get_secret_value())
 
 
+def _token_of_shape(value: SecretStr | None, shape: re.Pattern[str], what: str
+                    ) -> SecretStr | None:
+    """A token that cannot be one (`hello`, a pasted `Bot ...`, half a token) is a mistake to
+    name at start, not something to try against the platform forever. Surrounding
+    whitespace (a token read from a file) is dropped; the token itself is never shown."""
+    if value is None:
+        return None
+    token = value.get_secret_value().strip()
+    if token and not shape.fullmatch(token):
+        raise ValueError(f"this does not look like {what}")
+    return SecretStr(token)
+
+
+# Telegram: the bot's numeric id, ':', then about 35 URL-safe characters (from @BotFather).
+TELEGRAM_TOKEN = re.compile(r"[0-9]{3,20}:[A-Za-z0-9_-]{30,80}")
+# Discord: three dot-separated URL-safe base64 parts (the first is the bot's id).
+DISCORD_TOKEN = re.compile(r"[A-Za-z0-9_-]{18,}\.[A-Za-z0-9_-]{4,}\.[A-Za-z0-9_-]{20,}")
+
+
 class TelegramSettings(ChannelSettings):
     # A self-hosted Bot API server, e.g. http://localhost:8081/bot (the token is appended).
     base_url: str = ""
     poll_timeout_seconds: int = Field(25, ge=0, le=50)
 
+    @field_validator("token")
+    @classmethod
+    def _telegram_shape(cls, value: SecretStr | None) -> SecretStr | None:
+        return _token_of_shape(value, TELEGRAM_TOKEN, "a Telegram bot token (digits, ':', "
+                               "then about 35 letters, digits, '-' or '_'; from @BotFather)")
+
 
 class DiscordSettings(ChannelSettings):
-    pass
+    @field_validator("token")
+    @classmethod
+    def _discord_shape(cls, value: SecretStr | None) -> SecretStr | None:
+        return _token_of_shape(value, DISCORD_TOKEN, "a Discord bot token (three parts "
+                               "separated by '.'; developer portal, Bot tab, Reset Token)")
 
 
 class Settings(BaseSettings):
+    # hide_input_in_errors: a refused value may be a token or key (`--debug` prints the error).
     model_config = SettingsConfigDict(
-        env_prefix=ENV_PREFIX, env_nested_delimiter="__", extra="forbid", case_sensitive=False
+        env_prefix=ENV_PREFIX, env_nested_delimiter="__", extra="forbid", case_sensitive=False,
+        hide_input_in_errors=True,
     )
 
     # Where the per-person workspaces live; default: a per-user data directory (see
@@ -229,6 +301,9 @@ class Settings(BaseSettings):
     mcp: McpSettings = Field(default_factory=McpSettings)  # gateway/config/mcp.py
     panel: PanelSettings = Field(default_factory=PanelSettings)  # web control panel
     scheduler: SchedulerSettings = Field(default_factory=SchedulerSettings)  # reminders
+    budget: BudgetSettings = Field(default_factory=BudgetSettings)  # gateway/config/usage.py
+    # USD per million tokens, keyed by model name; on top of gateway/ops/prices.py's table.
+    prices: dict[str, ModelPrice] = Field(default_factory=dict)
     web: WebSettings = Field(default_factory=WebSettings)  # web_fetch, web_search
 
     def state_db(self) -> StateDB:
@@ -272,6 +347,25 @@ class Settings(BaseSettings):
         if self.timezone:
             return ZoneInfo(self.timezone)
         return datetime.now().astimezone().tzinfo or UTC
+
+    def endpoint_key(self, ref: ModelRef) -> str:
+        """The key for a routed model's endpoint, or a ConfigError naming what to set."""
+        if ref.endpoint == MAIN_ENDPOINT:
+            return self.api_key()
+        endpoint = self.llm.endpoints.get(ref.endpoint)
+        provider = endpoint.provider if endpoint else ref.endpoint
+        if endpoint is not None and endpoint.api_key is not None and \
+                endpoint.api_key.get_secret_value():
+            return endpoint.api_key.get_secret_value()
+        value = os.environ.get(KEY_ENV[provider], "")
+        if value:
+            return value
+        if endpoint is not None and endpoint.base_url:
+            return "no-key"
+        where = (f"[llm.endpoints.{ref.endpoint}] api_key" if endpoint is not None
+                 else f"{KEY_ENV[provider]}")
+        raise ConfigError(f"no API key for the model {ref.label()}: set {where} (it is named "
+                          "in [llm] fallbacks, background_model or workspaces)")
 
     def api_key(self) -> str:
         """The provider key, or a ConfigError naming the variable to set."""

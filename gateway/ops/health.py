@@ -8,6 +8,10 @@
 Channel readiness is an optional feature declared on `channels.base.Channel`: `ready` (False
 while, say, its polling keeps failing) and `ready_detail` (one line why). `ChannelBase` says
 ready once started; adapters that know better override it.
+
+`clawgate run` reserves the port with the standard library before anything else starts
+(`bind`: a busy port fails first) and serves it with aiohttp once the channels poll (`start`):
+the web framework is not imported before the first poll.
 """
 
 from __future__ import annotations
@@ -17,14 +21,15 @@ import hashlib
 import json
 import logging
 import os
+import socket
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-
-from aiohttp import web
 
 from channels.base import Channel
 
 if TYPE_CHECKING:
+    from aiohttp import web
+
     from gateway.pipeline.gateway import Gateway
 
 log = logging.getLogger(__name__)
@@ -78,6 +83,7 @@ class HealthServer:
         self.port = port
         self.started = False  # the gateway's channels are started
         self._runner: web.AppRunner | None = None
+        self._sockets: list[socket.socket] = []  # bound by bind(), served by start()
         gateway.metrics.channel_ready.collect_with(self._channel_gauge)
 
     def _channel_gauge(self) -> dict[tuple[str, ...], float]:
@@ -85,54 +91,91 @@ class HealthServer:
                 for name, channel in self.gateway.channels.items()}
 
     def _app(self) -> web.Application:
+        from aiohttp import web
+
         app = web.Application()
         app.router.add_get("/healthz", self._healthz)
         app.router.add_get("/readyz", self._readyz)
         app.router.add_get("/metrics", self._metrics)
         return app
 
-    async def start(self, *, channels_started: bool = True) -> None:
-        """Bind and serve. `channels_started=False` when bound before the gateway starts
-        (readiness stays 503 until `started` is set): a busy port then fails first."""
-        self._runner = web.AppRunner(self._app(), access_log=None)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port)
+    def bind(self) -> None:
+        """Reserve the port now (an OSError if it is taken), without serving it yet: what
+        connects meanwhile waits in the listen backlog until `start()`."""
+        infos = socket.getaddrinfo(self.host or None, self.port, type=socket.SOCK_STREAM,
+                                   flags=socket.AI_PASSIVE)
         try:
-            await site.start()
+            for family, kind, proto, _, address in dict.fromkeys(infos):
+                sock = socket.socket(family, kind, proto)
+                self._sockets.append(sock)
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as asyncio does
+                if family == socket.AF_INET6:
+                    sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+                if self.port == 0 and len(self._sockets) > 1:  # one port for every address
+                    address = (address[0], self._sockets[0].getsockname()[1], *address[2:])
+                sock.bind(address)
+                sock.listen(128)
+                sock.setblocking(False)
+        except BaseException:
+            self._close_sockets()
+            raise
+        if self._sockets:
+            self.port = int(self._sockets[0].getsockname()[1])
+
+    def _close_sockets(self) -> None:
+        for sock in self._sockets:
+            sock.close()
+        self._sockets = []
+
+    async def start(self, *, channels_started: bool = True) -> None:
+        """Serve (binding first unless `bind()` did). `channels_started=False` while the
+        gateway is not started yet: readiness stays 503 until `started` is set."""
+        from aiohttp import web
+
+        if not self._sockets:
+            self.bind()
+        self._runner = web.AppRunner(self._app(), access_log=None)
+        try:
+            await self._runner.setup()
+            for sock in self._sockets:
+                await web.SockSite(self._runner, sock).start()
         except BaseException:
             await self._runner.cleanup()
             self._runner = None
+            self._close_sockets()
             raise
-        for address in self._runner.addresses:
-            if isinstance(address, tuple):
-                self.port = int(address[1])
-                break
         self.started = channels_started
-        log.info("health endpoints on http://%s:%d (/healthz /readyz /metrics)",
-                 self.host, self.port)
+        log.info("health endpoints on %s (/healthz /readyz /metrics)", self.url)
 
     async def stop(self) -> None:
         self.started = False
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
+        self._close_sockets()
 
     @property
     def url(self) -> str:
         return f"http://{self.host}:{self.port}"
 
     async def _healthz(self, request: web.Request) -> web.Response:
+        from aiohttp import web
+
         return web.json_response({
             "status": "ok", "service": "clawgate", "pid": os.getpid(),
             "instance": instance_id(self.gateway.settings.workspaces_dir),
         })
 
     async def _readyz(self, request: web.Request) -> web.Response:
+        from aiohttp import web
+
         report = await readiness(self.gateway, self.started)
         return web.Response(text=json.dumps(report, indent=1), content_type="application/json",
                             status=200 if report["ready"] else 503)
 
     async def _metrics(self, request: web.Request) -> web.Response:
+        from aiohttp import web
+
         body = self.gateway.metrics.render()
         return web.Response(body=body.encode("utf-8"),
                             headers={"Content-Type": PROMETHEUS_CONTENT_TYPE})

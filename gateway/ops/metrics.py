@@ -20,14 +20,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 import prometheus_client
 from prometheus_client.core import Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from gateway.agent.conversation import Completion, Message, SystemPrompt, ToolSpec
+from gateway.agent.conversation import Completion, Message, SystemPrompt, ToolSpec, Usage
 from gateway.agent.providers.base import Provider, ProviderError
+from gateway.agent.scope import TURN_KINDS, UsageScope, current_scope
 from gateway.agent.tools.quota import QUOTA_KINDS
 
 LabelValues = tuple[str, ...]
@@ -179,9 +180,9 @@ class GatewayMetrics:
     """Everything an operator watches. Counters only go up; gauges are read at scrape time."""
 
     def __init__(self, tools: Iterable[str] = ()) -> None:
-        # The tools that exist (registered by whoever builds a tool registry); anything else a
-        # model names is counted as `other`.
-        self.known_tools: set[str] = {str(name) for name in tools}
+        # The tools that exist, each with its label (registered by whoever builds a tool
+        # registry); anything else a model names is counted as `other`.
+        self.known_tools: dict[str, str] = {str(name): str(name) for name in tools}
         r = self.registry = Registry()
         self.turns = r.counter("clawgate_turns_total", "Turns run, by outcome.", ["outcome"])
         self.turn_seconds = r.histogram(
@@ -198,6 +199,24 @@ class GatewayMetrics:
             "clawgate_tokens_total",
             "Tokens reported by the provider: in, out, cache_read, cache_write.",
             ["direction"])
+        # Per kind of turn and model (models: the configured ones, anything else `other`).
+        self.known_models: set[str] = set()
+        self.usage_tokens = r.counter(
+            "clawgate_usage_tokens_total",
+            "Tokens reported by the provider, by kind of turn, model and direction.",
+            ["kind", "model", "direction"])
+        self.usage_cost = r.counter(
+            "clawgate_usage_cost_dollars_total",
+            "Cost in US dollars from the price table, by kind of turn and model.",
+            ["kind", "model"])
+        self.fallbacks = r.counter(
+            "clawgate_model_fallbacks_total",
+            "Calls handed to the next model of a fallback chain, by the model that failed "
+            "and why.", ["model", "kind"])
+        self.budget_refusals = r.counter(
+            "clawgate_budget_refusals_total",
+            "Turns not started because their person reached a cap, by kind of turn.",
+            ["kind"])
         self.compactions = r.counter(
             "clawgate_compactions_total", "Session compactions by reason and result.",
             ["reason", "result"])
@@ -210,6 +229,10 @@ class GatewayMetrics:
             ["channel", "outcome"])
         self.delivery_retries = r.counter(
             "clawgate_delivery_retries_total", "Sends that failed and will be retried.",
+            ["channel"])
+        self.messages_given_up = r.counter(
+            "clawgate_messages_given_up_total",
+            "Messages given up after their turn was cut short by restarts too many times.",
             ["channel"])
         self.search_seconds = r.histogram(
             "clawgate_memory_search_seconds", "Latency of one recall search.")
@@ -245,6 +268,22 @@ class GatewayMetrics:
     def delivery_retry(self, channel: str) -> None:
         self.delivery_retries.inc(channel=channel)
 
+    def register_models(self, names: Iterable[str]) -> None:
+        """The configured model names: the `model` label's values (others count as other)."""
+        self.known_models.update(str(name) for name in names)
+
+    def usage(self, kind: str, model: str, usage: Usage, cost: float) -> None:
+        kind = fixed_label(kind, TURN_KINDS)
+        model = fixed_label(model, self.known_models)
+        for direction, amount in (("in", usage.input_tokens), ("out", usage.output_tokens),
+                                  ("cache_read", usage.cache_read_tokens),
+                                  ("cache_write", usage.cache_write_tokens)):
+            self.usage_tokens.inc(amount, kind=kind, model=model, direction=direction)
+        self.usage_cost.inc(cost, kind=kind, model=model)
+
+    def fallback(self, model: str, error_kind: str) -> None:
+        self.fallbacks.inc(model=fixed_label(model, self.known_models), kind=error_kind)
+
     def quota_refused(self, kind: str) -> None:
         """A quota refused a tool call or a write (gateway/agent/tools/quota.py)."""
         self.quota_refusals.inc(quota=fixed_label(kind, QUOTA_KINDS))
@@ -252,23 +291,41 @@ class GatewayMetrics:
     def tool_bytes_written(self, count: int) -> None:
         self.tool_bytes.inc(count)
 
-    def register_tools(self, names: Iterable[str]) -> None:
-        """Add registered tool names to the label set (whoever builds a tool registry)."""
-        self.known_tools.update(str(name) for name in names)
+    def register_tools(self, names: Iterable[str] | Mapping[str, str]) -> None:
+        """Add registered tools to the label set (whoever builds a tool registry): names,
+        each its own label, or name -> label (an MCP tool's label is its configured server,
+        so names a server chose never become series)."""
+        if isinstance(names, Mapping):
+            self.known_tools.update((str(k), str(v)) for k, v in names.items())
+        else:
+            self.known_tools.update((str(name), str(name)) for name in names)
 
     def tool_result(self, message: Message) -> None:
         if message.role == "tool":
             outcome = "error" if message.is_error else "ok"
-            tool = fixed_label(message.tool_name or "", self.known_tools)
+            name = message.tool_name or ""
+            tool = fixed_label(self.known_tools.get(name, name), self.known_tools.values())
             self.tool_calls.inc(tool=tool, outcome=outcome)
 
 
-class MeteredProvider:
-    """Wraps a provider to time each call and count tokens and errors; behaviour unchanged."""
+class UsageSink(Protocol):
+    """Where the metered provider reports each call (gateway/pipeline/budgets.py)."""
 
-    def __init__(self, inner: Provider, metrics: GatewayMetrics) -> None:
+    async def before_call(self, scope: UsageScope) -> None:
+        """Raise (BudgetExceeded) to stop a call before it is made."""
+
+    async def after_call(self, scope: UsageScope, model: str, usage: Usage) -> None: ...
+
+
+class MeteredProvider:
+    """Wraps a provider to time each call and count tokens and errors, and hands each call's
+    usage, attributed to its scope (person, kind of turn), to the usage sink."""
+
+    def __init__(self, inner: Provider, metrics: GatewayMetrics,
+                 usage: UsageSink | None = None) -> None:
         self.inner = inner
         self.metrics = metrics
+        self.usage = usage
 
     @property
     def name(self) -> str:
@@ -281,6 +338,9 @@ class MeteredProvider:
     async def complete(
         self, system: SystemPrompt, messages: Sequence[Message], tools: Sequence[ToolSpec]
     ) -> Completion:
+        scope = current_scope()
+        if self.usage is not None:
+            await self.usage.before_call(scope)
         started = time.perf_counter()
         try:
             completion = await self.inner.complete(system, messages, tools)
@@ -295,6 +355,8 @@ class MeteredProvider:
         self.metrics.tokens.inc(usage.output_tokens, direction="out")
         self.metrics.tokens.inc(usage.cache_read_tokens, direction="cache_read")
         self.metrics.tokens.inc(usage.cache_write_tokens, direction="cache_write")
+        if self.usage is not None:
+            await self.usage.after_call(scope, completion.model or self.model, usage)
         return completion
 
     async def close(self) -> None:

@@ -114,6 +114,9 @@ def _secret_fields(model: Any) -> Iterator[str]:
             yield value.get_secret_value()
         elif isinstance(value, BaseModel):
             yield from _secret_fields(value)
+        elif isinstance(value, dict):  # named entries: [llm.endpoints.<name>] api_key
+            for entry in value.values():
+                yield from _secret_fields(entry)
 
 
 class RedactingStream(io.TextIOBase):

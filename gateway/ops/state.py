@@ -15,6 +15,9 @@ busy timeout lets both write). It holds:
   table because shrinking rows in place leaves half-empty pages (3,000 refused 4 KB messages:
   3.4 MB that way, 0.7 MB with bodies apart). Done rows older than `inbox_retention` are
   pruned, except each chat's newest answered one (Discord catch-up starts from it).
+  `retries` counts the restarts after which the message's turn was taken up again, so a
+  message that crashes the process every time is given up after a bounded number of tries
+  (gateway/pipeline/recovery.py) instead of staying pending forever.
 - `offsets`: the Telegram update offset (the next update id to ask for).
 - `approved`, `pairing`, `approve_failures`: access control (see gateway/pipeline/pairing.py).
 - `welcomes`: approvals the running gateway has not announced yet (written by `clawgate
@@ -24,7 +27,8 @@ busy timeout lets both write). It holds:
 - `last_dm_route`: where each person last wrote to us in a DM (heartbeat delivery).
 - `outbox`: every outbound message (gateway/pipeline/delivery.py): pending until the platform
   accepted it, then `sent` (its text cleared), or `refused` / `failed`. An optional unique
-  `key` makes a delivery idempotent. Pending rows are what a restart sends again.
+  `key` makes a delivery idempotent. Pending rows are what a restart sends again, from
+  `parts_sent` on: the parts of a long reply the platform accepted are not sent twice.
 
 Two connections: writes that gate an acknowledgement to a platform (the inbox record) and
 access decisions commit with `synchronous=FULL`, so "recorded" means on disk, not in a page
@@ -68,7 +72,7 @@ _SCHEMA = """
 CREATE TABLE IF NOT EXISTS inbox (
     channel TEXT NOT NULL, chat_id TEXT NOT NULL, message_id TEXT NOT NULL,
     payload TEXT NOT NULL, status TEXT NOT NULL DEFAULT 'pending',
-    received_at TEXT NOT NULL, done_at TEXT,
+    received_at TEXT NOT NULL, done_at TEXT, retries INTEGER NOT NULL DEFAULT 0,
     PRIMARY KEY (channel, chat_id, message_id)
 );
 CREATE INDEX IF NOT EXISTS inbox_pending ON inbox (status, received_at);
@@ -107,7 +111,8 @@ CREATE TABLE IF NOT EXISTS outbox (
     chat_id TEXT NOT NULL, text TEXT NOT NULL, status TEXT NOT NULL DEFAULT 'pending',
     attempts INTEGER NOT NULL DEFAULT 0, error TEXT NOT NULL DEFAULT '',
     created_at TEXT NOT NULL, finished_at TEXT,
-    done_channel TEXT, done_chat TEXT, done_message TEXT, done_status TEXT
+    done_channel TEXT, done_chat TEXT, done_message TEXT, done_status TEXT,
+    parts_sent INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS outbox_pending ON outbox (status, id);
 -- The inbox entry a reply answers is marked done by the same statement that adds the reply
@@ -125,6 +130,13 @@ WHEN NEW.done_message IS NOT NULL BEGIN
     AND message_id = NEW.done_message AND NEW.done_status != 'waiting';
 END;
 """
+
+
+# Columns added after the first release: (table, column, definition), added at open when missing.
+_ADDED_COLUMNS = (
+    ("inbox", "retries", "INTEGER NOT NULL DEFAULT 0"),
+    ("outbox", "parts_sent", "INTEGER NOT NULL DEFAULT 0"),
+)
 
 
 # What an inbox row keeps of the message: the chat type (catch-up looks for direct chats).
@@ -145,13 +157,18 @@ class DmRoute:
 
 @dataclass(frozen=True, slots=True)
 class Outgoing:
-    """One outbound message; `row` is its outbox id (None on a channel that is not durable)."""
+    """One outbound message; `row` is its outbox id (None on a channel that is not durable).
+
+    `parts_sent`: how many of its parts (a long reply is cut into several platform messages)
+    the platform accepted already; a retry, also after a restart, sends only the rest.
+    """
 
     row: int | None
     channel: str
     chat_id: str
     text: str
     attempts: int = 0
+    parts_sent: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -254,6 +271,7 @@ class StateDB:
             if problems != ["ok"]:
                 raise sqlite3.DatabaseError(f"integrity check failed: {problems[0]}")
             await self._db.executescript(_SCHEMA)
+            await self._add_columns(self._db)
             await self._db.commit()
             self._durable = await _connect(self.path, "FULL")
             await self.prune_inbox()
@@ -268,6 +286,15 @@ class StateDB:
             await self.close()
             raise
         return self
+
+    @staticmethod
+    async def _add_columns(db: aiosqlite.Connection) -> None:
+        """Bring a database written by an older version up to the current columns."""
+        for table, column, definition in _ADDED_COLUMNS:
+            async with db.execute(f"PRAGMA table_info({table})") as cursor:
+                present = {row[1] for row in await cursor.fetchall()}
+            if column not in present:
+                await db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {definition}")
 
     async def close(self) -> None:
         connections = (self._db, self._durable)
@@ -315,6 +342,14 @@ class StateDB:
                 await connection.execute("ROLLBACK")
                 raise
             await connection.execute("COMMIT")
+
+    async def _write_returning(
+        self, sql: str, params: tuple[Any, ...] = ()
+    ) -> list[aiosqlite.Row]:
+        """One statement with a RETURNING clause, committed when this returns."""
+        connection, lock = self._connection(False)
+        async with lock, connection.execute(sql, params) as cursor:
+            return list(await cursor.fetchall())
 
     async def _rows(self, sql: str, params: tuple[Any, ...] = ()) -> list[aiosqlite.Row]:
         async with self.db.execute(sql, params) as cursor:
@@ -399,6 +434,21 @@ class StateDB:
             except (ValueError, TypeError, KeyError):  # a row without its body: cannot answer
                 log.error("inbox: a pending message has no body; skipped")
         return pending
+
+    async def note_retry(self, msg: InboundMessage, step: int = 1) -> int:
+        """Add `step` to a message's retry count (gateway/pipeline/recovery.py says when);
+        returns the new count (the bound on a message that stops the gateway)."""
+        rows = await self._write_returning(
+            "UPDATE inbox SET retries = retries + ? WHERE channel = ? AND chat_id = ?"
+            " AND message_id = ? RETURNING retries",
+            (step, msg.channel, msg.chat_id, msg.message_id),
+        )
+        return int(rows[0][0]) if rows else 0
+
+    async def inbound_counts(self) -> dict[str, int]:
+        """Inbound messages by status (pending, done, failed, ...)."""
+        rows = await self._rows("SELECT status, count(*) FROM inbox GROUP BY status")
+        return {str(status): int(count) for status, count in rows}
 
     async def inbound_status(self, channel: str, chat_id: str, message_id: str) -> str | None:
         rows = await self._rows(
@@ -607,6 +657,10 @@ class StateDB:
         await self._write("UPDATE outbox SET attempts = attempts + 1, error = ? WHERE id = ?",
                           (error, row))
 
+    async def note_parts(self, row: int, parts_sent: int) -> None:
+        """The platform accepted the first `parts_sent` parts of a multi-part message."""
+        await self._write("UPDATE outbox SET parts_sent = ? WHERE id = ?", (parts_sent, row))
+
     async def finish_outbound(self, row: int, status: str, error: str = "") -> None:
         """`sent`, `refused` or `failed`; the text is not kept once the row is finished."""
         await self._write(
@@ -626,10 +680,10 @@ class StateDB:
 
     async def pending_outbound(self) -> list[Outgoing]:
         rows = await self._rows(
-            "SELECT id, channel, chat_id, text, attempts FROM outbox WHERE status = 'pending'"
-            " ORDER BY id"
+            "SELECT id, channel, chat_id, text, attempts, parts_sent FROM outbox"
+            " WHERE status = 'pending' ORDER BY id"
         )
-        return [Outgoing(int(r[0]), r[1], r[2], r[3], int(r[4])) for r in rows]
+        return [Outgoing(int(r[0]), r[1], r[2], r[3], int(r[4]), int(r[5])) for r in rows]
 
     async def outbox_counts(self) -> dict[str, int]:
         """Outbound messages by status (pending, sent, refused, failed)."""
@@ -646,3 +700,12 @@ class StateDB:
             " received_at, done_at) VALUES (?, '', ?, ?, 'failed', ?, ?)",
             (channel, ref, payload, _iso(datetime.now(UTC)), _iso(datetime.now(UTC))),
         )
+
+    # -- for modules that keep a table of their own here (gateway/ops/usage.py) --------------
+
+    async def execute(self, sql: str, params: tuple[Any, ...] = ()) -> int:
+        """One bookkeeping statement (NORMAL sync), never inside another's transaction."""
+        return await self._write(sql, params)
+
+    async def query(self, sql: str, params: tuple[Any, ...] = ()) -> list[aiosqlite.Row]:
+        return await self._rows(sql, params)

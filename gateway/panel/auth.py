@@ -1,7 +1,11 @@
 """Who is logged in to the panel, and may they see this person.
 
 - The **token** is created once (32 random bytes, URL-safe) in the gateway's state directory
-  as `panel-token`, mode 0600. Whoever can read that file can log in; nobody else can.
+  as `panel-token`, mode 0600. Whoever can read that file can log in; nobody else can. It is
+  never printed (a line on stderr ends up in journald or container logs, readable by others
+  and kept for long): people log in with one-time links. `rotate_token` (`clawgate panel
+  rotate`, another process) replaces the file; the running panel notices the new file on the
+  next request and drops every session, and the unused links are deleted with it.
 - A **one-time login link** is a random code stored as a 0600 file under `panel-links/`, with
   its expiry inside. `clawgate panel url` (another process) writes one; the server redeems it
   by unlinking the file, which succeeds exactly once even with two racing requests.
@@ -87,6 +91,24 @@ def ensure_token(state_dir: Path) -> tuple[str, bool]:
     return path.read_text(encoding="utf-8").strip(), created
 
 
+def rotate_token(state_dir: Path) -> None:
+    """Replace the token: every login and unused one-time link stops working."""
+    make_private_dirs(state_dir)
+    path = state_dir / TOKEN_FILE
+    temp = state_dir / f".{TOKEN_FILE}.{secrets.token_hex(4)}"
+    try:
+        if not _write_private(temp, secrets.token_urlsafe(32) + "\n"):
+            raise FileExistsError(temp)
+        os.replace(temp, path)  # a new inode: the running panel sees the change
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            temp.unlink()
+    with contextlib.suppress(OSError):
+        for entry in (state_dir / LINKS_DIR).iterdir():
+            with contextlib.suppress(OSError):
+                entry.unlink()
+
+
 def issue_link_code(state_dir: Path, ttl_seconds: float, *, now: float | None = None) -> str:
     """A one-time login code valid `ttl_seconds`; works across processes (a file per code)."""
     code = secrets.token_urlsafe(24)
@@ -128,10 +150,24 @@ class PanelAuth:
     clock: Callable[[], float] = time.time
     _sessions: dict[str, PanelSession] = field(default_factory=dict)
     _token: str = ""
+    _token_file: tuple[int, int, int] | None = None  # (inode, mtime ns, size) it was read from
 
     def token(self) -> str:
-        if not self._token:
-            self._token, _ = ensure_token(self.state_dir)
+        """The current token; if the file was replaced (rotated) since it was read, every
+        session ends here."""
+        path = self.state_dir / TOKEN_FILE
+        try:
+            st = os.stat(path)
+            seen: tuple[int, int, int] | None = (st.st_ino, st.st_mtime_ns, st.st_size)
+        except FileNotFoundError:
+            seen = None
+        if self._token and seen == self._token_file:
+            return self._token
+        token, _ = ensure_token(self.state_dir)
+        if self._token and token != self._token:
+            self._sessions.clear()  # rotated: old cookies stop working
+        st = os.stat(path)
+        self._token, self._token_file = token, (st.st_ino, st.st_mtime_ns, st.st_size)
         return self._token
 
     def check_token(self, given: str) -> bool:
@@ -141,6 +177,7 @@ class PanelAuth:
         return redeem_link_code(self.state_dir, code, now=self.clock())
 
     def login(self, principal: Principal = OWNER) -> PanelSession:
+        self.token()  # notice a rotation first, so it cannot end this new session later
         session = PanelSession(secrets.token_urlsafe(32), principal, secrets.token_urlsafe(32),
                                self.clock() + self.session_seconds)
         self._sessions[session.sid] = session
@@ -149,6 +186,7 @@ class PanelAuth:
     def session(self, sid: str | None) -> PanelSession | None:
         if not sid:
             return None
+        self.token()  # a rotated token ends every session
         session = self._sessions.get(sid)
         if session is None:
             return None

@@ -192,8 +192,11 @@ class PanelHost:
         answer: list[str] = []
 
         async def job() -> None:
+            from gateway.agent.scope import usage_scope
+
             ctx = self.gateway.command_context(route, command.args)
-            answer.append(await run_command(ctx, command))
+            with usage_scope(person_id, "conversation"):  # a compaction's model calls
+                answer.append(await run_command(ctx, command))
 
         await self.gateway.lanes.submit(key, job)
         return answer[0] if answer else ""

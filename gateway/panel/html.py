@@ -23,7 +23,8 @@ _MD = MarkdownIt("commonmark", {"html": False, "linkify": False}).enable("table"
 CSS = (resources.files("gateway.panel") / "static" / "panel.css").read_text(encoding="utf-8")
 
 PERSON_TABS = (("files", "Files"), ("history", "History"), ("sessions", "Sessions"),
-               ("search", "Search"), ("heartbeat", "Heartbeat"), ("metrics", "Metrics"))
+               ("search", "Search"), ("heartbeat", "Heartbeat"), ("usage", "Usage"),
+               ("metrics", "Metrics"))
 
 
 def esc(value: object) -> str:

@@ -44,6 +44,7 @@ def add_routes(router: web.UrlDispatcher) -> None:
     router.add_get("/p/{person}/session/{name}", session_view)
     router.add_get("/p/{person}/search", search)
     router.add_get("/p/{person}/heartbeat", heartbeat)
+    router.add_get("/p/{person}/usage", usage)
     router.add_get("/p/{person}/metrics", metrics)
 
 
@@ -294,12 +295,10 @@ def _item_html(item: Any) -> str:
 async def session_view(request: web.Request) -> web.Response:
     person, workspace = person_of(request)
     name = request.match_info["name"]
-    try:
-        path = session_path(workspace, name)
+    try:  # the file routes' resolver: a link out of sessions/ is no session
+        path = await asyncio.to_thread(session_path, workspace, name)
     except ValueError:
         raise web.HTTPNotFound(text="no such session") from None
-    if not path.is_file():
-        raise web.HTTPNotFound(text="no such session")
     items, skipped = await asyncio.to_thread(read_items, path)
     key = next((s.key for s in await asyncio.to_thread(list_sessions, workspace)
                 if s.name == name), "")
@@ -410,12 +409,60 @@ def _heartbeat_replies(workspace: Path, person: str, count: int = 5) -> list[tup
     that is what "nothing to report" looks like)."""
     from gateway.agent.sessions import transcript_path
 
-    path = transcript_path(workspace, f"{person}:heartbeat")
-    if not path.is_file():
+    try:
+        path = session_path(workspace, transcript_path(workspace, f"{person}:heartbeat").name)
+    except ValueError:
         return []
     items, _ = read_items(path, limit=200)
     answers = [i for i in items if i.kind == "assistant" and i.text][-count:]
     return [(when(i.ts), esc(i.text[:500])) for i in reversed(answers)]
+
+
+# --- usage ---------------------------------------------------------------------------------------
+
+
+async def usage(request: web.Request) -> web.Response:
+    """What the person's turns used and cost (gateway/ops/usage.py), and their caps."""
+    from datetime import timedelta
+
+    from gateway.ops.usage import Totals
+    from gateway.pipeline.usage_report import money
+
+    person, _ = person_of(request)
+    gateway = panel_of(request).host.gateway
+    ledger = gateway.usage
+    periods = ledger.periods()
+
+    def row(label: str, t: Totals) -> tuple[str, ...]:
+        return (esc(label), f"{t.calls:,}", f"{t.input:,}", f"{t.output:,}",
+                f"{t.cache_read:,}", f"{t.cache_write:,}", f"{t.cache_share:.0%}",
+                esc(money(t.cost)))
+
+    heads = ["", "Calls", "In", "Out", "Cache read", "Cache write", "From cache", "Cost"]
+    spans = [("Today", periods.today), ("This week", periods.week),
+             ("This month", periods.month)]
+    totals = [row(label, await ledger.total(person, since)) for label, since in spans]
+    kinds = [row(kind, t) for kind, t in
+             (await ledger.grouped("kind", person, periods.month)).items()]
+    models = [row(model + ("" if ledger.prices.known(model) else " (no price: $0)"), t)
+              for model, t in (await ledger.grouped("model", person, periods.month)).items()]
+    first = periods.today - timedelta(days=13)
+    daily = await ledger.grouped("day", person, first)
+    days = [(day.isoformat(), daily.get(day.isoformat(), Totals()).cost)
+            for day in (first + timedelta(days=n) for n in range(14))]
+    caps = [(esc(s.cap.period), esc(s.cap.show(s.used)), esc(s.cap.show(s.cap.limit)),
+             f'<span class="{"bad" if s.reached else "warn" if s.share >= 0.8 else ""}">'
+             f"{s.share:.0%}</span>") for s in await gateway.budgets.status(person)]
+    chart = bar_chart(days, "Cost per day (US$)") if any(v for _, v in days) else ""
+    body = (f'<section class="card"><h2>Totals</h2>{table(heads, totals)}</section>'
+            f'<section class="card"><h2>This month by kind of turn</h2>'
+            f'{table(heads, kinds, "nothing this month")}</section>'
+            f'<section class="card"><h2>This month by model</h2>'
+            f'{table(heads, models, "nothing this month")}{chart}</section>'
+            f'<section class="card"><h2>Caps</h2>'
+            f'{table(["Period", "Used", "Cap", "Share"], caps, "no caps for this person")}'
+            f"</section>")
+    return page(request, "Usage", body, person=person, tab="usage")
 
 
 # --- metrics -------------------------------------------------------------------------------------

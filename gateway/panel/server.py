@@ -1,6 +1,9 @@
 """The panel's aiohttp application: security middleware, login, and the server's lifecycle.
 
 Rules every request goes through (`guard`):
+- The Host header (and X-Forwarded-Host, if a proxy sets it) must name the panel: a loopback
+  name or `public_url`'s host (PanelSettings.host_allowed), so a page on another site cannot
+  reach it by pointing its own name at 127.0.0.1 (DNS rebinding), even with a valid cookie.
 - Only /login and /login/link answer without a session; everything else (pages, actions,
   static files) redirects to /login (a page) or answers 401.
 - Every POST must carry the session's CSRF token (form field `csrf` or header X-CSRF-Token);
@@ -23,7 +26,7 @@ from aiohttp import web
 
 from gateway.config.panel import PanelSettings
 from gateway.panel import actions, pages
-from gateway.panel.auth import OWNER, PanelAuth, issue_link_code
+from gateway.panel.auth import OWNER, PanelAuth
 from gateway.panel.context import PANEL, SESSION, Panel, panel_of, session_of
 from gateway.panel.host import PanelHost
 from gateway.panel.html import csrf_field, esc, layout
@@ -80,6 +83,14 @@ async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
 
 async def _guarded(request: web.Request, handler: Handler) -> web.StreamResponse:
     panel = panel_of(request)
+    hosts = [request.headers.get("Host", ""), *request.headers.getall("X-Forwarded-Host", [])]
+    refused = [host for host in hosts if not panel.settings.host_allowed(host)]
+    if refused:
+        # info, not warning: a hostile page can send these in a loop
+        log.info("panel: refused a request for host %r", refused[0][:100])
+        return web.Response(status=421, text="this panel answers only to localhost and "
+                            "panel.public_url's host name; set panel.public_url to the address "
+                            "you use")
     if request.method not in ("GET", "HEAD", "POST"):
         return web.Response(status=405, text="method not allowed")
     if request.method == "POST" and not _origin_ok(request):
@@ -247,13 +258,13 @@ class PanelServer:
         return self.settings.base_url(self.port)
 
     def first_start_notice(self) -> str | None:
-        """The token and a login link, the first time only (when the token is created)."""
+        """What to say the first time (when the token is created): where it is and how to
+        log in, never the token itself."""
         from gateway.panel.auth import ensure_token
 
-        token, created = ensure_token(self.panel.auth.state_dir)
+        _, created = ensure_token(self.panel.auth.state_dir)
         if not created:
             return None
-        code = issue_link_code(self.panel.auth.state_dir, self.settings.link_minutes * 60)
-        return (f"panel: new login token {token} (kept in "
-                f"{self.panel.auth.state_dir}/panel-token); log in once at "
-                f"{self.url}/login/link?code={code} (later: `clawgate panel url`)")
+        return (f"panel on {self.url}: a login token was created in "
+                f"{self.panel.auth.state_dir}/panel-token (mode 0600, never printed); run "
+                "`clawgate panel url` on this machine for a one-time login link")

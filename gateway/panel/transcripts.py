@@ -19,6 +19,7 @@ from statistics import median
 from typing import Any
 
 from gateway.agent.transcript import Transcript
+from gateway.workspace.paths import PathRefused, resolve_in_workspace
 from gateway.workspace.seed import SESSIONS_DIR
 
 _FILE = re.compile(r"^[A-Za-z0-9_.-]{1,200}\.jsonl$")
@@ -81,10 +82,19 @@ def list_sessions(workspace: Path) -> list[SessionFile]:
 
 
 def session_path(workspace: Path, name: str) -> Path:
-    """`sessions/<name>` for a plain transcript file name; ValueError for anything else."""
+    """The transcript `sessions/<name>`, through the resolver the file routes use
+    (`resolve_in_workspace`): ValueError for a name that is no transcript's, a link leading
+    out of sessions/ (to MEMORY.md or out of the workspace), or anything but a regular file."""
     if not _FILE.match(name) or name.startswith("."):
         raise ValueError(f"not a transcript name: {name!r}")
-    return workspace / SESSIONS_DIR / name
+    try:
+        path = resolve_in_workspace(workspace, f"{SESSIONS_DIR}/{name}", private=True,
+                                    write=False)
+    except PathRefused as exc:
+        raise ValueError(f"{name}: {exc.reason}") from None
+    if path.parent != Path(os.path.realpath(workspace / SESSIONS_DIR)) or not path.is_file():
+        raise ValueError(f"not a transcript file: {name!r}")
+    return path
 
 
 def read_items(path: Path, limit: int = MAX_SHOWN) -> tuple[list[Item], int]:
@@ -147,7 +157,8 @@ def daily_figures(workspace: Path, today: date, days: int = 14) -> dict[str, Day
     figures: dict[str, DayFigures] = defaultdict(DayFigures)
     directory = workspace / SESSIONS_DIR
     try:
-        paths = [Path(e.path) for e in os.scandir(directory) if _FILE.match(e.name)]
+        paths = [Path(e.path) for e in os.scandir(directory)
+                 if _FILE.match(e.name) and e.is_file(follow_symlinks=False)]
     except OSError:
         return {}
     for path in paths:

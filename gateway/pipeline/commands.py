@@ -25,6 +25,8 @@ from gateway.pipeline.routing import Route
 
 if TYPE_CHECKING:
     from gateway.agent.tools.schedule_tools import ScheduleBook
+    from gateway.ops.usage import UsageLedger
+    from gateway.pipeline.budgets import Budgets
 
 # Telegram-style: "/name" or "/name@bot", then arguments. "/etc/passwd?" is not a command.
 _COMMAND = re.compile(r"^/([A-Za-z0-9_]{1,32})(?:@\S+)?(?:\s+(.*))?$", re.DOTALL)
@@ -36,7 +38,8 @@ Commands:
 /compact [focus] - summarize the older part of this session now (optional focus for the summary)
 /status - model, session size in tokens, context window, compactions, workspace
 /context - which workspace files are in the prompt, and how big it is
-/reminders [cancel N] - your reminders and scheduled tasks, or cancel number N"""
+/reminders [cancel N] - your reminders and scheduled tasks, or cancel number N
+/usage [all] - tokens and cost today, this week and this month, by kind (all: everyone)"""
 
 UNKNOWN = "Unknown command /{name}. Send /help for the list."
 
@@ -78,6 +81,8 @@ class CommandContext:
     provider: Provider
     prompt: PromptParts
     schedules: ScheduleBook | None = None  # reminders (gateway/assembly/scheduling.py)
+    usage: UsageLedger | None = None  # /usage (gateway/ops/usage.py)
+    budgets: Budgets | None = None
 
 
 Handler = Callable[[CommandContext], Awaitable[str]]
@@ -182,7 +187,7 @@ async def _context(ctx: CommandContext) -> str:
         else:
             detail = report.note
         lines.append(f"  {item.name.ljust(width)}  {report.status:<11} {detail}".rstrip())
-    prompt_chars = len(system.stable) + len(system.volatile)
+    prompt_chars = len(system.stable) + len(system.volatile) + len(system.now)
     specs = parts.tools_for(route).specs()
     tool_chars = tool_schema_chars(specs)
     history_tokens = sum(estimate_tokens(m.text) for m in session.history)
@@ -204,6 +209,12 @@ async def _reminders(ctx: CommandContext) -> str:
     return await reminders_command(ctx.schedules, ctx.route, ctx.args)
 
 
+async def _usage(ctx: CommandContext) -> str:
+    from gateway.pipeline.usage_report import usage_command
+
+    return await usage_command(ctx)
+
+
 COMMANDS: dict[str, CommandSpec] = {
     "help": CommandSpec(_help),
     "new": CommandSpec(_new_session, queued=True),
@@ -212,4 +223,5 @@ COMMANDS: dict[str, CommandSpec] = {
     "status": CommandSpec(_status),
     "context": CommandSpec(_context),
     "reminders": CommandSpec(_reminders),
+    "usage": CommandSpec(_usage),
 }

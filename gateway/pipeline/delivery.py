@@ -11,14 +11,19 @@ that chat's messages in order: a chat that is rate-limited (Telegram 429 with re
 whose platform is down waits alone, while every other chat keeps getting its answers.
 
 A send that fails is retried with backoff while the gateway runs; the outbox row stays
-pending, so a restart sends it again (`resume`). A send the platform refuses for good
-(`DeliveryRefused`: blocked by the person, chat gone) is recorded as failed and not retried.
+pending, so a restart sends it again (`resume`). A long reply goes out as several platform
+messages (parts); each accepted part is recorded in the outbox row (`parts_sent`) before the
+next one is sent, so a retry or a restart sends only the parts not yet accepted. A send the
+platform refuses for good (`DeliveryRefused`: blocked by the person, chat gone) is recorded
+as failed and not retried.
 
 Exactly-once where it matters: an optional idempotency `key` (unique in the outbox) makes a
 second `deliver` with the same key a no-op, so a scheduler firing twice, or a restart
 re-running an answered message, never sends twice. The remaining window is a crash after the
-platform accepted a message and before the outbox row was marked sent: that message is sent
-again after the restart (docs/reliability.md measures it).
+platform accepted a message (or one part of it) and before the outbox recorded that: that
+message (or part) is sent again after the restart (docs/reliability.md measures it). Where the
+platform can recognise a repeat (Discord's message nonce, derived from the outbox row) the
+channel uses it and the window closes for restarts within the platform's memory of nonces.
 """
 
 from __future__ import annotations
@@ -49,6 +54,7 @@ class _Item:
     message: Outgoing
     first: asyncio.Future[Outcome]
     attempts: int = 0
+    parts_sent: int = 0  # parts of a long message the platform accepted (see Outgoing)
 
 
 class Delivery:
@@ -152,7 +158,8 @@ class Delivery:
     def _queue(self, message: Outgoing) -> asyncio.Future[Outcome]:
         first: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
         chat = (message.channel, message.chat_id)
-        self._queues.setdefault(chat, deque()).append(_Item(message, first, message.attempts))
+        self._queues.setdefault(chat, deque()).append(
+            _Item(message, first, message.attempts, message.parts_sent))
         if chat not in self._senders:
             self._senders[chat] = asyncio.create_task(self._send_all(chat),
                                                       name=f"deliver:{chat[0]}:{chat[1]}")
@@ -178,8 +185,19 @@ class Delivery:
         """One send; True when the item is finished (sent, refused or given up)."""
         message = item.message
         channel = self.channels[message.channel]
+
+        async def accepted(parts_sent: int, total: int) -> None:
+            # Recorded before the next part goes out, so neither a retry nor a restart sends
+            # an accepted part again; the last part is recorded by marking the row sent.
+            item.parts_sent = parts_sent
+            if parts_sent < total:
+                await self._record(self.state.note_parts, message.row, parts_sent)
+
         try:
-            await channel.send(OutboundMessage(message.channel, message.chat_id, message.text))
+            await channel.send(OutboundMessage(
+                message.channel, message.chat_id, message.text,
+                key="" if message.row is None else str(message.row),
+                first_part=item.parts_sent, on_part=accepted))
         except asyncio.CancelledError:
             raise
         except DeliveryRefused as exc:
@@ -225,7 +243,7 @@ class Delivery:
                 log.exception("could not record %d sent message(s)", len(rows))
 
     async def _record(self, write: Callable[..., Awaitable[None]], row: int | None,
-                      *args: str) -> None:
+                      *args: object) -> None:
         if row is None:
             return
         try:

@@ -23,7 +23,9 @@ from gateway.agent.context_files import ContextFile, ContextFileLoader
 from gateway.agent.conversation import SystemPrompt
 from gateway.agent.loop import AgentLoop
 from gateway.agent.prompt import build_system_prompt, speaker_line
+from gateway.agent.providers import ModelRouter, build_router, models_in_use
 from gateway.agent.providers.base import Provider
+from gateway.agent.scope import usage_scope
 from gateway.agent.sessions import SessionStore
 from gateway.agent.tools import Tool, ToolContext, ToolRegistry, file_tools
 from gateway.agent.tools.quota import DiskUsage, Quotas, TurnBudget
@@ -31,17 +33,21 @@ from gateway.capabilities.hub import Capabilities
 from gateway.clock import Clock, SystemClock
 from gateway.config.settings import Settings
 from gateway.ops.metrics import GatewayMetrics, MeteredProvider
+from gateway.ops.prices import PriceTable
 from gateway.ops.redaction import Redactor
 from gateway.ops.state import DmRoute, StateDB
+from gateway.ops.usage import UsageLedger
 from gateway.ops.versioning import Versioning
 from gateway.pipeline.access import AccessPolicy, LocalOnlyAccess
+from gateway.pipeline.budgets import Accounting, Budgets
 from gateway.pipeline.commands import Command, CommandContext, lookup, parse_command
 from gateway.pipeline.delivery import Delivery
 from gateway.pipeline.lanes import Job, Lanes
 from gateway.pipeline.limits import Account, PersonLimits
+from gateway.pipeline.recovery import Retries, answer_key
 from gateway.pipeline.replies import endpoint_host
 from gateway.pipeline.routing import TERMINAL_CHANNEL, Route, Router
-from gateway.pipeline.turns import TranscriptWriteError, TurnRunner, answer_key
+from gateway.pipeline.turns import INTERNAL_ERROR_REPLY, TranscriptWriteError, TurnRunner
 from gateway.pipeline.welcome import ApprovalFollowUp
 from gateway.workspace.seed import ensure_workspace
 
@@ -121,7 +127,18 @@ class Gateway:
                              tools.turn_write_max_bytes, tools.step_max_tool_calls,
                              tools.turn_max_tool_calls)
         self.disk_usage = DiskUsage()  # one per gateway: every turn's view of disk use
-        metered = MeteredProvider(provider, self.metrics)
+        # Model routing (fallbacks, background model, per-person models) and accounting
+        # (usage ledger, prices, budgets): gateway/agent/providers/routing.py,
+        # gateway/ops/usage.py, gateway/pipeline/budgets.py. Every model call of every kind
+        # of turn goes through `self.metered`.
+        self.models = provider if isinstance(provider, ModelRouter) else build_router(
+            settings, provider, on_fallback=lambda p, e: self.metrics.fallback(p.model, e.kind))
+        self.metrics.register_models(ref.model for _, ref in models_in_use(settings))
+        self.usage = UsageLedger(self.state, PriceTable(settings.prices), self.clock,
+                                 settings.zone())
+        self.budgets = Budgets(settings, self.usage, self._budget_note)
+        metered = self.metered = MeteredProvider(
+            self.models, self.metrics, Accounting(self.usage, self.budgets, self.metrics))
         self.agent = AgentLoop(metered, settings.llm.max_tool_rounds)
         self.compactor = Compactor(
             metered, self.agent, settings.llm, settings.compaction, self.clock, settings.zone(),
@@ -139,7 +156,8 @@ class Gateway:
         self.delivery = Delivery(self.channels, self.state, self.metrics)
         self.turns = TurnRunner(
             self.sessions, self.agent, self.compactor, self, self.delivery, self.metrics,
-            self.versioning, deadline_seconds=settings.limits.turn_deadline_seconds,
+            self.versioning, Retries(self.state, self.delivery, self.metrics),
+            deadline_seconds=settings.limits.turn_deadline_seconds,
             model=provider.model,
             host=endpoint_host(settings.llm.provider, settings.llm.base_url),
         )
@@ -179,7 +197,7 @@ class Gateway:
                 log.info("resuming %d message(s) recorded but not answered before", len(pending))
             for msg in pending:
                 self.turns.resuming.add((msg.channel, msg.chat_id, msg.message_id))
-                await self._process(msg, resumed=True)
+                await self._process_or_answer(msg, resumed=True)
             if any(name != TERMINAL_CHANNEL for name in self.channels):
                 await self.approvals.start()
         finally:
@@ -238,7 +256,7 @@ class Gateway:
         await self.delivery.close(min(drain_timeout, 5.0))
         closers = [*(channel.stop for channel in self.channels.values()),
                    self.capabilities.stop,  # MCP servers
-                   self.provider.close, self.state.close]
+                   self.models.close, self.state.close]
         if self.memory is not None:
             closers.append(self.memory.close)
         for close in closers:
@@ -264,11 +282,22 @@ class Gateway:
                      msg.channel, msg.message_id)
             return
         await self._resumed.wait()
+        await self._process_or_answer(msg)
+
+    async def _process_or_answer(self, msg: InboundMessage, *, resumed: bool = False) -> None:
+        """`_process`, and a short error reply when it fails before a turn is queued (access,
+        routing, seeding the workspace): a message never waits silently for the next start.
+        If even the reply cannot be queued (the state database fails), the message stays
+        pending and the next start takes it up again."""
         try:
-            await self._process(msg)
+            await self._process(msg, resumed=resumed)
         except Exception:
-            # Recorded and still pending: the next start processes it again.
             log.exception("could not process %s message %s", msg.channel, msg.message_id)
+            try:
+                await self._answer_now(msg, INTERNAL_ERROR_REPLY)
+            except Exception:
+                log.exception("could not answer %s message %s either; it stays pending",
+                              msg.channel, msg.message_id)
 
     async def _process(self, msg: InboundMessage, *, resumed: bool = False) -> None:
         decision = await self.access.check(msg)
@@ -281,9 +310,9 @@ class Gateway:
         account: Account = (msg.channel, msg.sender_id)
         # A message accepted before a restart was within the limits then: it is neither
         # refused nor counted now (the limits are for what arrives).
-        admitted, refusal = (True, "") if resumed else self.limits.admit(account)
+        admitted, limited = (True, "") if resumed else self.limits.admit(account)
         if not admitted:
-            await self._answer_now(msg, refusal, "over_limit")
+            await self._answer_now(msg, limited, "over_limit")
             return
         counted = not resumed
         try:
@@ -298,6 +327,12 @@ class Gateway:
                 kind = msg.attachment
                 await self._answer_now(
                     msg, MEDIA_REPLY.format(kind=kind) if kind else EMPTY_MESSAGE_REPLY)
+                if counted:
+                    self.limits.release(account)
+                return
+            if command is None and (refusal := await self.budgets.refusal(route.person_id)):
+                self.metrics.budget_refusals.inc(kind="conversation")
+                await self._answer_now(msg, refusal, "over_budget")
                 if counted:
                     self.limits.release(account)
                 return
@@ -337,6 +372,11 @@ class Gateway:
             done=msg if durable else None, done_status=status,
         )
 
+    async def _budget_note(self, text: str, key: str) -> None:
+        """A budget note for the owner (gateway/pipeline/budgets.py), once per `key`."""
+        if not await self.send_to_person(self.settings.owner, text, key=key):
+            log.warning("budget note not sent: the owner has no DM route yet")
+
     async def _announce(self, channel: str, chat_id: str, text: str, key: str) -> None:
         """A message no one asked for right now (a welcome); `key` names it once."""
         await self.delivery.deliver(channel, chat_id, text, key=key)
@@ -354,6 +394,17 @@ class Gateway:
                            self.clock.now())
         return route
 
+    async def send_to_person(self, person_id: str, text: str, *, key: str | None = None) -> bool:
+        """Deliver `text` to the person's last DM route; False if they never wrote in a DM.
+
+        `key` makes it exactly-once (a scheduler's fire id): a second call with it sends nothing.
+        """
+        route = await self.last_dm_route(person_id)
+        if route is None or route.channel not in self.channels:
+            return False
+        await self.delivery.deliver(route.channel, route.chat_id, text, key=key)
+        return True
+
     def _durable(self, msg: InboundMessage) -> bool:
         """Platform messages go through the inbox; a channel that is not durable does not."""
         channel = self.channels.get(msg.channel)
@@ -362,11 +413,14 @@ class Gateway:
     def command_context(self, route: Route, args: str = "") -> CommandContext:
         """What a slash command may use (also the panel's session actions)."""
         return CommandContext(route, args, self.settings, self.sessions, self.compactor,
-                              self.provider, self, self.schedules)
+                              self.models.for_person(route.person_id), self, self.schedules,
+                              usage=self.usage, budgets=self.budgets)
 
     def _command_job(self, route: Route, command: Command, msg: InboundMessage) -> Job:
         async def job() -> None:
-            answer = await lookup(command.name).handler(self.command_context(route, command.args))
+            with usage_scope(route.person_id, "conversation"):  # /compact's model call
+                answer = await lookup(command.name).handler(
+                    self.command_context(route, command.args))
             await self._answer_now(msg, answer)
 
         return job
@@ -380,7 +434,8 @@ class Gateway:
             for attempt in range(1, PERSIST_ATTEMPTS + 1):
                 try:
                     async with self.channels[route.channel].typing(route.chat_id):
-                        await self.turns.run(route, msg, durable=self._durable(msg))
+                        with usage_scope(route.person_id, "conversation"):
+                            await self.turns.run(route, msg, durable=self._durable(msg))
                     return
                 except TranscriptWriteError as exc:
                     log.error("could not save %s message %s to the transcript (%s); "
@@ -392,6 +447,13 @@ class Gateway:
                                                     PERSIST_REPLY, key=key)
                     if attempt < PERSIST_ATTEMPTS:
                         await asyncio.sleep(backoff.next())
+                except Exception:
+                    # The turn raises only before its reply is queued (TurnRunner.run): one
+                    # short error reply, never a second answer.
+                    log.exception("turn for %s message %s failed before its reply",
+                                  msg.channel, msg.message_id)
+                    await self._answer_now(msg, INTERNAL_ERROR_REPLY)
+                    return
             log.error("%s message %s stays pending; it is tried again at the next start",
                       msg.channel, msg.message_id)
 
@@ -421,8 +483,9 @@ class Gateway:
 
     def _guarded(self, registry: ToolRegistry) -> ToolRegistry:
         """Every registry a turn uses masks secrets in results, and its tools are the known
-        label values of /metrics (anything else a model names counts as `other`)."""
-        self.metrics.register_tools(registry.names())
+        label values of /metrics (anything else a model names counts as `other`; an MCP
+        tool counts under its configured server's name)."""
+        self.metrics.register_tools(self.capabilities.metric_labels(registry))
         return registry.redact_with(self.redactor)
 
     def capability_lines(self, route: Route) -> list[str]:
@@ -440,9 +503,10 @@ class Gateway:
 
     def system_prompt(self, route: Route, files: list[ContextFile]) -> SystemPrompt:
         kind = "a direct message with the workspace owner" if route.private else "a group chat"
+        model = self.models.for_person(route.person_id)
         run_info = (
             f"Channel: {route.channel}, {kind}. Session: {route.session_key}. "
-            f"Model: {self.provider.name}/{self.provider.model}."
+            f"Model: {model.name}/{model.model}."
         )
         if not route.private:
             run_info += "\n" + speaker_line(route.sender_name, route.sender_id,

@@ -17,6 +17,11 @@ pending per channel. A code is sent once and re-sent at most once; a sender gets
 codes a day and nothing for a day after a denial; after 5 wrong codes in 15 minutes,
 `approve` refuses for the rest of that window. Silence is the answer to anything beyond that.
 
+Slots are not held forever: a code past its hour is marked `expired`, and when every slot is
+taken the oldest pending request gives way (`superseded`, its waiting messages dropped) to the
+newcomer. Otherwise three strangers (or one with three accounts) renewing their codes could
+keep every slot, and the person the owner is waiting for would only ever meet silence.
+
 Groups are off unless `groups_enabled`; then only listed group ids, and only when the bot is
 mentioned or replied to (the channel sets `InboundMessage.addressed`).
 """
@@ -127,16 +132,7 @@ class Pairing:
         if sum(now - created < day for _, _, created, _, _ in mine) >= MAX_CODES_PER_SENDER_PER_DAY:
             log.info("pairing: %s:%s asked too often today", msg.channel, msg.sender_id)
             return "", False
-        async with db.execute(
-            "SELECT COUNT(*) FROM pairing WHERE channel = ? AND status = 'pending'"
-            " AND expires_at > ?",
-            (msg.channel, now),
-        ) as cursor:
-            row = await cursor.fetchone()
-        if row is not None and row[0] >= MAX_PENDING_PER_CHANNEL:
-            log.warning("pairing: %d requests already pending on %s, not issuing another code",
-                        row[0], msg.channel)
-            return "", False
+        await self._make_room(msg.channel, now)
         code = new_code()
         await self.state._write(
             "INSERT INTO pairing (channel, code, sender_id, chat_id, sender_name, created_at,"
@@ -147,6 +143,26 @@ class Pairing:
         log.warning("pairing request on %s from %s (%s): code %s", msg.channel, msg.sender_id,
                     msg.sender_name or "no name", code)
         return PAIRING_REPLY.format(code=code, channel=msg.channel), True
+
+    async def _make_room(self, channel: str, now: float) -> None:
+        """Mark codes past their hour expired; if every slot is still taken, the oldest
+        pending requests give way (their waiting messages are dropped: they cannot be
+        approved any more)."""
+        await self.state._write(
+            "UPDATE pairing SET status = 'expired' WHERE channel = ? AND status = 'pending'"
+            " AND expires_at <= ?", (channel, now))
+        async with self.state.db.execute(
+            "SELECT code, sender_id FROM pairing WHERE channel = ? AND status = 'pending'"
+            " ORDER BY created_at, rowid", (channel,),
+        ) as cursor:
+            pending = list(await cursor.fetchall())
+        for code, sender in pending[:max(0, len(pending) - MAX_PENDING_PER_CHANNEL + 1)]:
+            await self.state._write(
+                "UPDATE pairing SET status = 'superseded' WHERE channel = ? AND code = ?"
+                " AND status = 'pending'", (channel, code), durable=True)
+            await self.state.settle_waiting(channel, str(sender), "expired")
+            log.warning("pairing: %d requests pending on %s; the oldest (from %s) gave way to "
+                        "a new one", len(pending), channel, sender)
 
     async def pending(self, channel: str | None = None) -> list[PairingRequest]:
         sql = ("SELECT channel, code, sender_id, chat_id, sender_name, created_at, expires_at"

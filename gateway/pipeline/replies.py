@@ -37,6 +37,8 @@ def provider_error_reply(exc: ProviderError, *, model: str = "", host: str = "")
             f"Sorry, {_TRANSIENT[exc.kind]}{tried}. Your message is saved; "
             "send it again in a minute."
         )
+    if exc.kind == "budget":
+        return str(exc)  # the polite refusal (gateway/pipeline/budgets.py)
     if exc.kind == "auth":
         return (
             "The model provider rejected the gateway's API key. The operator needs to check "

@@ -5,7 +5,9 @@ transcript; the prompt is assembled; flush and compaction run if due; the agent 
 (all of it within one overall deadline); the answer is appended to the transcript; the reply
 goes to the outbox and the inbox entry is marked done in one statement (gateway/pipeline/
 delivery.py); then it is sent. Everything the person must hear about (provider errors, our
-own bugs, the deadline) ends in a reply, never in silence.
+own bugs, a prompt or tool set that cannot be built, the deadline) ends in a reply, never in
+silence. A message re-queued by a restart continues from what the transcript says was done
+(gateway/pipeline/recovery.py): a reply recorded before the crash is delivered as it is.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import time
 from channels.base import InboundMessage
 from gateway.agent.compaction import Compactor
 from gateway.agent.conversation import Message, SystemPrompt, Usage
-from gateway.agent.loop import AgentLoop, Recorder
+from gateway.agent.loop import AgentLoop, Recorder, Waiting
 from gateway.agent.prompt import request_overhead_chars
 from gateway.agent.providers.base import ProviderError
 from gateway.agent.sessions import Session, SessionStore
@@ -27,6 +29,13 @@ from gateway.ops.metrics import GatewayMetrics
 from gateway.ops.versioning import Versioning
 from gateway.pipeline.commands import PromptParts
 from gateway.pipeline.delivery import Delivery
+from gateway.pipeline.recovery import (
+    REPLY_EVENT,
+    ResumePoint,
+    Retries,
+    answer_key,
+    resume_point,
+)
 from gateway.pipeline.replies import provider_error_reply
 from gateway.pipeline.routing import Route
 
@@ -39,6 +48,11 @@ DEADLINE_REPLY = (
     "That took longer than I allow for one answer ({seconds:.0f} s), so I stopped. Your "
     "message is saved; try again, perhaps asking for less at once."
 )
+SETUP_REPLY = (
+    "I couldn't prepare my answer: something I load for it failed (a file in the workspace, "
+    "a skill or a tool server). The details are in the log; try again, and tell the operator "
+    "if it keeps happening."
+)
 # Overflow recoveries (flush, compact, retry) per turn before giving up with a clear message.
 OVERFLOW_RETRIES = 2
 
@@ -46,11 +60,6 @@ OVERFLOW_RETRIES = 2
 class TranscriptWriteError(Exception):
     """The person's message could not be appended to the transcript (disk full, read-only,
     immutable file): the turn did not start, the message stays pending."""
-
-
-def answer_key(msg: InboundMessage) -> str:
-    """The idempotency key of the one answer a platform message gets."""
-    return f"answer:{msg.channel}:{msg.chat_id}:{msg.message_id}"
 
 
 def attributed_text(msg: InboundMessage) -> str:
@@ -75,6 +84,7 @@ class TurnRunner:
         delivery: Delivery,
         metrics: GatewayMetrics,
         versioning: Versioning,
+        retries: Retries,
         *,
         deadline_seconds: float,
         model: str = "",
@@ -87,38 +97,75 @@ class TurnRunner:
         self.delivery = delivery
         self.metrics = metrics
         self.versioning = versioning
+        self.retries = retries
         self.deadline_seconds = deadline_seconds
         # Named in a refusal, so the person can tell the operator which endpoint and model.
         self.model, self.host = model, host
-        # Messages re-queued by a restart: they may be in the transcript already.
+        # Messages re-queued by a restart: their turn may have run, in part or whole, before.
         self.resuming: set[tuple[str, str, str]] = set()
 
     async def run(self, route: Route, msg: InboundMessage, *, durable: bool) -> str:
-        """One turn. Hand edits since the last turn are committed first, the turn's after."""
+        """One turn. Hand edits since the last turn are committed first, the turn's after.
+
+        Raises only before the reply is queued (so the caller may answer with an error line
+        without ever sending two replies); what comes after the queueing is logged.
+        """
         with turn_scope(route.session_key) as turn:
             key = route.session_key
             await self.versioning.commit(route.workspace, "hand edit", session=key)
             log.info("turn started (%s)", route.channel)
             started = time.perf_counter()
             session = await self.sessions.get(route.workspace, route.session_key)
-            await self._record_message(session, msg)
-            reply = await self._reply(session, route)
+            reply = await self._reply_to(session, route, msg, durable=durable)
+            if reply is None:
+                return ""  # given up on, and answered as such (recovery.py)
             sent = await self.delivery.deliver(
                 route.channel, route.chat_id, reply,
                 key=answer_key(msg) if durable else None, done=msg if durable else None,
             )
-            outcome = await sent
-            session.record_event("delivery", ok=outcome == "sent", channel=route.channel,
-                                 **({} if outcome == "sent" else {"error": outcome}))
-            elapsed = time.perf_counter() - started
-            self.metrics.turn_seconds.observe(elapsed)
-            log.info("turn finished in %.2f s", elapsed)
-            await self.versioning.commit(route.workspace, "turn", session=key, turn=turn)
+            try:
+                outcome = await sent
+                session.record_event("delivery", ok=outcome == "sent", channel=route.channel,
+                                     **({} if outcome == "sent" else {"error": outcome}))
+                elapsed = time.perf_counter() - started
+                self.metrics.turn_seconds.observe(elapsed)
+                log.info("turn finished in %.2f s", elapsed)
+                await self.versioning.commit(route.workspace, "turn", session=key, turn=turn)
+            except Exception:  # the reply is queued: nothing here may cause a second one
+                log.exception("bookkeeping after the turn in %s failed", key)
             return reply
 
-    async def _record_message(self, session: Session, msg: InboundMessage) -> None:
-        if await self._recorded_before(session, msg):
-            return
+    async def _reply_to(self, session: Session, route: Route, msg: InboundMessage, *,
+                        durable: bool) -> str | None:
+        """The reply to `msg`: recorded before a restart, or from a turn run (or continued)
+        now; None when the message was given up on after too many retries."""
+        resumed = durable and self._take_resumed(msg)
+        point = await self._resume_point(session, msg) if resumed else ResumePoint()
+        if point.reply is not None:
+            log.info("delivering the reply recorded before the restart")
+            return point.reply
+        if resumed and (tries := await self.retries.exhausted(msg)):
+            session.drop_turn(msg.message_id, reason="given up", tries=tries)
+            await self.retries.give_up(msg, tries=tries)
+            return None
+        if not point.recorded:
+            self._record_message(session, msg)
+        waiting = self.retries.waiting_on_model(msg) if resumed else None
+        reply = await self._reply(session, route, waiting)
+        if durable:
+            self._record_reply(session, msg, reply)
+        return reply
+
+    def _take_resumed(self, msg: InboundMessage) -> bool:
+        """Was `msg` re-queued by a restart? Asked once per message: a second try at it in
+        the same run (the transcript refused it) starts from what this try did."""
+        key = (msg.channel, msg.chat_id, msg.message_id)
+        if key not in self.resuming:
+            return False
+        self.resuming.discard(key)
+        return True
+
+    def _record_message(self, session: Session, msg: InboundMessage) -> None:
         try:
             session.record(
                 Message("user", attributed_text(msg)),
@@ -130,33 +177,45 @@ class TurnRunner:
         except OSError as exc:
             raise TranscriptWriteError(f"{type(exc).__name__}: {exc}") from exc
 
-    async def _recorded_before(self, session: Session, msg: InboundMessage) -> bool:
-        """A resumed message may be in the transcript already (the last run died mid-turn)."""
-        key = (msg.channel, msg.chat_id, msg.message_id)
-        if key not in self.resuming:
-            return False
-        self.resuming.discard(key)
+    async def _resume_point(self, session: Session, msg: InboundMessage) -> ResumePoint:
+        """What the run before the restart did about `msg`, from the transcript on disk."""
+        entries = await asyncio.to_thread(session.transcript.load)
+        return resume_point(entries, msg)
 
-        def scan() -> bool:
-            return any(
-                entry.get("message_id") == msg.message_id and entry.get("channel") == msg.channel
-                and entry.get("chat_id") == msg.chat_id for entry in session.transcript.load()
-            )
+    def _record_reply(self, session: Session, msg: InboundMessage, reply: str) -> None:
+        """Note a reply that is not the model's last text (an error line, the tool-round note,
+        the empty-answer line) so a restart delivers it as it is (recovery.py)."""
+        last = session.history[-1] if session.history else None
+        if (last is not None and last.role == "assistant" and not last.tool_calls
+                and last.text.strip() == reply):
+            return  # the model's final answer, just recorded: that is the record
+        try:
+            session.record_event(REPLY_EVENT, channel=msg.channel, chat_id=msg.chat_id,
+                                 message_id=msg.message_id, text=reply)
+        except OSError as exc:  # the reply still goes out; a restart would recompute it
+            log.warning("could not record the reply in the transcript: %s", exc)
 
-        return await asyncio.to_thread(scan)
-
-    async def _reply(self, session: Session, route: Route) -> str:
+    async def _reply(self, session: Session, route: Route, waiting: Waiting | None) -> str:
         """The answer to send, whatever happened: the model's, or a clear error line."""
         prompt = self.prompt
-        tools = prompt.tools_for(route)
-        system = prompt.system_prompt(route, prompt.context_files(route))
-        ctx = prompt.tool_context(route)
-        overhead = request_overhead_chars(system, tools.specs())
+        try:  # a hostile or broken file, skill or tool server must not leave the person unanswered
+            tools = prompt.tools_for(route)
+            system = prompt.system_prompt(route, prompt.context_files(route))
+            ctx = prompt.tool_context(route)
+            overhead = request_overhead_chars(system, tools.specs())
+        except Exception as exc:
+            log.error("could not prepare the turn in %s: %s: %s", route.session_key,
+                      type(exc).__name__, str(exc)[:200])
+            log.debug("preparing the turn failed", exc_info=True)  # RecursionError: long
+            self.metrics.turns.inc(outcome="setup_error")
+            session.record_event("error", error_kind="setup", text=SETUP_REPLY)
+            return SETUP_REPLY
         try:
             async with asyncio.timeout(self.deadline_seconds):
                 for notice in await self.compactor.before_turn(session, system, ctx, overhead):
                     await self.delivery.deliver(route.channel, route.chat_id, notice)
-                reply = await self._answer(session, route, system, ctx, tools, overhead)
+                reply = await self._answer(session, route, system, ctx, tools, overhead,
+                                           waiting)
             self.metrics.turns.inc(outcome="ok")
         except TimeoutError:
             log.warning("turn in %s passed its deadline of %.0f s", route.session_key,
@@ -180,13 +239,13 @@ class TurnRunner:
 
     async def _answer(
         self, session: Session, route: Route, system: SystemPrompt, ctx: ToolContext,
-        tools: ToolRegistry, overhead: int,
+        tools: ToolRegistry, overhead: int, waiting: Waiting | None,
     ) -> str:
         """The agent turn. A context overflow triggers flush, compaction and a retry (twice)."""
         for attempt in range(OVERFLOW_RETRIES + 1):
             try:
                 result = await self.agent.run(system, session.history, ctx, tools,
-                                              _recorder(session, self.metrics))
+                                              _recorder(session, self.metrics), waiting)
                 return result.reply
             except ProviderError as exc:
                 if exc.kind != "context_overflow" or attempt == OVERFLOW_RETRIES:

@@ -3,6 +3,7 @@ and identity links joining a Telegram and a Discord account into one person."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -155,3 +156,34 @@ async def test_quick_messages_of_one_person_are_answered_in_order(dc, gateway_wi
     await dc.wait_sent(3 * len(people), timeout=30)
     for person in people:
         assert dc.texts(person + 1) == [f"echo: {person} message {n}" for n in range(3)]
+
+
+async def test_discord_unreachable_at_start_keeps_trying_then_answers(
+        monkeypatch, gateway_with, anthropic_server, caplog):
+    """No network at start (issue 23, item 8): the gateway starts, Discord is not ready and
+    says so once; when Discord answers, the channel logs in, connects and answers a DM."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = FakeDiscordServer()
+    server.port = port  # nothing listens there yet
+    patch_discord(monkeypatch, server)
+    monkeypatch.setattr("channels.discord_channel.Backoff",
+                        lambda: Backoff(0.05, 0.2))  # the schedule, faster
+    gateway = await gateway_with(discord={"token": server.token, "allow_from": ["501"]})
+    channel = gateway.channels["discord"]
+    await asyncio.sleep(0.5)
+    assert not channel.ready and channel.ready_detail == "connecting: cannot reach Discord"
+    assert caplog.text.count("cannot reach Discord") == 1  # said once, not per retry
+    async with server:
+        await asyncio.wait_for(server.identified.wait(), 10)
+        for _ in range(100):
+            if channel.ready:
+                break
+            await asyncio.sleep(0.05)
+        assert channel.ready
+        await server.dm(501, "you there?")
+        sent = await server.wait_sent(1)
+        assert [m.content for m in sent] == ["echo: you there?"]

@@ -22,6 +22,10 @@ BOT = {"id": "900000000000000001", "username": "clawbot", "discriminator": "0",
 _ids = itertools.count(1_100_000_000_000_000_000)
 
 
+# Shaped like a real token: the settings refuse one that cannot be (issue 23).
+TEST_TOKEN = "MTIzNDU2Nzg5MDEyMzQ1Njc4.Gtest1.discord-test-token-0123456789abcdef"
+
+
 @dataclass
 class SentMessage:
     channel_id: str
@@ -34,12 +38,15 @@ def _user(user_id: int | str, name: str = "ann", bot: bool = False) -> dict[str,
 
 
 class FakeDiscordServer:
-    def __init__(self, token: str = "discord-test-token") -> None:
+    def __init__(self, token: str = TEST_TOKEN) -> None:
         self.token = token
         self.sent: list[SentMessage] = []
         self.typing: list[str] = []
         self.history: dict[str, list[dict[str, Any]]] = {}  # channel id -> messages, oldest first
         self.history_reads = 0
+        # (channel, nonce) -> the message created with it: Discord's `enforce_nonce` returns
+        # that message again instead of creating another (for a few minutes; here, always).
+        self.nonces: dict[tuple[str, str], dict[str, Any]] = {}
         self.identified = asyncio.Event()
         self._sockets: list[web.WebSocketResponse] = []
         self._seq = itertools.count(1)
@@ -58,7 +65,7 @@ class FakeDiscordServer:
         app.router.add_get("/gateway", self._gateway)
         self._runner = web.AppRunner(app, shutdown_timeout=0.5)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        site = web.TCPSite(self._runner, "127.0.0.1", self.port)  # 0: any free port
         await site.start()
         self.port = self._runner.addresses[0][1]
         return self
@@ -161,10 +168,20 @@ class FakeDiscordServer:
         content = str(body.get("content", ""))
         if len(content) > 2000:
             return _json({"message": "Invalid Form Body", "code": 50035}, 400)
+        nonce = str(body.get("nonce") or "")
+        if nonce and body.get("enforce_nonce") and (channel, nonce) in self.nonces:
+            return _json(self.nonces[(channel, nonce)])
+        return _json(await self.accept(channel, content, nonce))
+
+    async def accept(self, channel: str, content: str, nonce: str = "") -> dict[str, Any]:
+        """Create a message from the bot (what a send that reached Discord does)."""
+        data = self.message(BOT, channel, content, **({"nonce": nonce} if nonce else {}))
+        if nonce:
+            self.nonces[(channel, nonce)] = data
         async with self._changed:
             self.sent.append(SentMessage(channel, content))
             self._changed.notify_all()
-        return _json(self.message(BOT, channel, content))
+        return data
 
     async def _channel(self, request: web.Request) -> web.Response:
         channel = request.match_info["channel"]

@@ -4,14 +4,34 @@ The real SDKs talk to these through `base_url`, so tests exercise the SDKs' own 
 building, response parsing and error classes instead of mocks of them. Replies are scripted
 in order; when the script runs dry a default responder echoes the last user message so
 end-to-end tests get a predictable answer without scripting every turn.
+
+Usage is reported the way the real APIs report it, computed from the request unless a test
+scripts numbers (`reply_text(..., input_tokens=...)`). Tokens are estimated as characters / 4
+of each content block's JSON. Prompt caching is simulated:
+
+- Anthropic: the prefix up to each `cache_control` breakpoint (tools, then system, then
+  messages) is written to a cache per model when it has at least `cache_min_tokens`; a later
+  request reads the longest cached prefix that ends at one of its block boundaries within 20
+  blocks before one of its breakpoints. `cache_read_input_tokens` is that prefix,
+  `cache_creation_input_tokens` what follows it up to the last breakpoint, `input_tokens` the
+  rest. More than 4 breakpoints is a 400, as it is there. Entries live `cache_ttl` seconds
+  from their last use.
+- OpenAI: automatic; a prompt of at least 1,024 tokens reads the longest prefix (in steps of
+  128 tokens) that an earlier prompt to the same model shared byte for byte, counted in
+  `prompt_tokens_details.cached_tokens` (which `prompt_tokens` includes).
+
+`reported` keeps every usage block sent; `reported_totals()` sums them.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import itertools
 import json
+import math
+import re
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
@@ -35,6 +55,20 @@ class Reply:
     delay: float = 0.0
     # A placeholder that means "whatever the default responder says", used by reply_delay.
     use_default: bool = False
+    # Fill in the usage block from the request (tokens estimated, prompt cache simulated).
+    computed_usage: bool = False
+
+
+def estimate_tokens(value: Any) -> int:
+    """Characters / 4 of the canonical JSON (a text block's overhead included), at least 1."""
+    text = value if isinstance(value, str) else json.dumps(
+        value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return max(1, math.ceil(len(text) / 4))
+
+
+def _canonical(value: Any) -> bytes:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False,
+                      separators=(",", ":")).encode("utf-8")
 
 
 Responder = Callable[[dict[str, Any]], Reply]
@@ -50,6 +84,12 @@ class FakeLLMServer:
     def __init__(self) -> None:
         self.requests: list[dict[str, Any]] = []
         self.request_headers: list[dict[str, str]] = []
+        self.reported: list[dict[str, Any]] = []  # every usage block sent with a 2xx
+        # Prompt cache simulation (see the module doc).
+        self.cache: dict[str, float] = {}
+        self.cache_ttl = 300.0
+        self.cache_min_tokens = 1024
+        self.now: Callable[[], float] = time.monotonic
         self.responder: Responder | None = None
         self._script: deque[Reply] = deque()
         self._runner: web.AppRunner | None = None
@@ -96,12 +136,13 @@ class FakeLLMServer:
         self,
         text: str,
         *,
-        input_tokens: int = 10,
+        input_tokens: int | None = None,
         output_tokens: int = 5,
         cache_read_tokens: int = 0,
         cache_write_tokens: int = 0,
         delay: float = 0.0,
     ) -> Reply:
+        """Without `input_tokens` the usage is computed from the request."""
         reply = self.make_text(
             text,
             input_tokens=input_tokens,
@@ -163,12 +204,34 @@ class FakeLLMServer:
         self,
         text: str,
         *,
-        input_tokens: int = 10,
+        input_tokens: int | None = None,
         output_tokens: int = 5,
         cache_read_tokens: int = 0,
         cache_write_tokens: int = 0,
     ) -> Reply:
+        """Without `input_tokens`, the usage is computed from the request it answers."""
         raise NotImplementedError
+
+    def computed_usage(self, request: dict[str, Any], reply: dict[str, Any]) -> dict[str, Any]:
+        """The usage block the real API would send for `request` answered by `reply`."""
+        raise NotImplementedError
+
+    def request_error(self, request: dict[str, Any]) -> Reply | None:
+        """A 400 the real API would send for this request, if any."""
+        return None
+
+    def reported_totals(self) -> dict[str, int]:
+        """Sum of every usage block sent, as uncached input, output, cache read and write."""
+        raise NotImplementedError
+
+    def _cache_lookup(self, keys: list[str]) -> None:
+        """Drop expired entries; refresh the ones in `keys` that are alive."""
+        now = self.now()
+        for key in [k for k, at in self.cache.items() if now - at > self.cache_ttl]:
+            del self.cache[key]
+        for key in keys:
+            if key in self.cache:
+                self.cache[key] = now
 
     def make_tool_calls(self, calls: list[ToolCallSpec], *, text: str = "") -> Reply:
         raise NotImplementedError
@@ -202,7 +265,13 @@ class FakeLLMServer:
             return web.json_response(self.error_body(400, "request body is not JSON"), status=400)
         self.requests.append(body)
         self.request_headers.append(dict(request.headers))
-        reply = self._next_reply(body)
+        reply = self.request_error(body) or self._next_reply(body)
+        if reply.computed_usage and isinstance(reply.body, dict):
+            reply = replace(reply, body={**reply.body,
+                                         "usage": self.computed_usage(body, reply.body)})
+        if 200 <= reply.status < 300 and isinstance(reply.body, dict) and \
+                isinstance(reply.body.get("usage"), dict):
+            self.reported.append(reply.body["usage"])
         if reply.delay > 0:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stopping.wait(), reply.delay)
@@ -215,6 +284,11 @@ class FakeLLMServer:
         )
 
 
+# The gateway's time note on the newest message (gateway/agent/providers/caching.py): not
+# the person's words, so the echo leaves it out.
+_TIME_NOTE = re.compile(r"\s*\[Current time: [^\]\n]*\]\s*$")
+
+
 def _typed_text(content: Any) -> str:
     """The person's words in a `content` that is a string or a list of typed parts.
 
@@ -222,11 +296,11 @@ def _typed_text(content: Any) -> str:
     echoing them would make the two fakes answer the same conversation differently.
     """
     if isinstance(content, str):
-        return content
+        return _TIME_NOTE.sub("", content)
     if not isinstance(content, list):
         return ""
     return "".join(
-        str(part.get("text", ""))
+        _TIME_NOTE.sub("", str(part.get("text", "")))
         for part in content
         if isinstance(part, dict) and part.get("type") == "text"
     )
@@ -289,13 +363,78 @@ class FakeAnthropicServer(FakeLLMServer):
         self,
         text: str,
         *,
-        input_tokens: int = 10,
+        input_tokens: int | None = None,
         output_tokens: int = 5,
         cache_read_tokens: int = 0,
         cache_write_tokens: int = 0,
     ) -> Reply:
-        usage = self._usage(input_tokens, output_tokens, cache_read_tokens, cache_write_tokens)
-        return self._message([{"type": "text", "text": text}], "end_turn", usage)
+        usage = self._usage(input_tokens or 0, output_tokens, cache_read_tokens,
+                            cache_write_tokens)
+        reply = self._message([{"type": "text", "text": text}], "end_turn", usage)
+        return replace(reply, computed_usage=input_tokens is None)
+
+    @staticmethod
+    def prompt_blocks(request: dict[str, Any]) -> list[dict[str, Any]]:
+        """The request as the cache sees it: tools, then system, then message blocks."""
+        blocks: list[dict[str, Any]] = [dict(tool) for tool in request.get("tools") or []]
+        system = request.get("system") or []
+        if isinstance(system, str):
+            system = [{"type": "text", "text": system}]
+        blocks += [dict(block) for block in system]
+        for message in request.get("messages") or []:
+            content = message.get("content")
+            if isinstance(content, str):
+                content = [{"type": "text", "text": content}]
+            blocks += [{**block, "role": message.get("role")} for block in content or []]
+        return blocks
+
+    def request_error(self, request: dict[str, Any]) -> Reply | None:
+        marked = sum("cache_control" in block for block in self.prompt_blocks(request))
+        if marked > 4:
+            return Reply(status=400, body=self.error_body(
+                400, f"A maximum of 4 blocks with cache_control may be provided. "
+                     f"Found {marked}."))
+        return None
+
+    def computed_usage(self, request: dict[str, Any], reply: dict[str, Any]) -> dict[str, Any]:
+        blocks = self.prompt_blocks(request)
+        digest = hashlib.sha256(str(request.get("model")).encode())
+        keys: list[str] = []
+        ends: list[int] = []  # tokens up to and including block i
+        total = 0
+        for block in blocks:
+            plain = {k: v for k, v in block.items() if k != "cache_control"}
+            digest.update(_canonical(plain))
+            keys.append(digest.hexdigest())
+            total += estimate_tokens(plain)
+            ends.append(total)
+        breakpoints = [i for i, block in enumerate(blocks) if "cache_control" in block]
+        self._cache_lookup([])
+        hit = -1
+        for point in breakpoints:
+            for index in range(point, max(-1, point - 21), -1):
+                if keys[index] in self.cache:
+                    hit = max(hit, index)
+                    break
+        if hit >= 0:
+            self._cache_lookup([keys[hit]])
+        read = ends[hit] if hit >= 0 else 0
+        written_to = read
+        for point in breakpoints:
+            if point > hit and ends[point] >= self.cache_min_tokens:
+                self.cache[keys[point]] = self.now()
+                written_to = ends[point]
+        output = sum(estimate_tokens(block.get("text") or block.get("input") or "")
+                     for block in reply.get("content") or [])
+        return self._usage(total - written_to, output, read, written_to - read)
+
+    def reported_totals(self) -> dict[str, int]:
+        def total(name: str) -> int:
+            return sum(int(usage.get(name) or 0) for usage in self.reported)
+
+        return {"input": total("input_tokens"), "output": total("output_tokens"),
+                "cache_read": total("cache_read_input_tokens"),
+                "cache_write": total("cache_creation_input_tokens")}
 
     def make_tool_calls(self, calls: list[ToolCallSpec], *, text: str = "") -> Reply:
         content: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
@@ -310,7 +449,7 @@ class FakeAnthropicServer(FakeLLMServer):
                     "input": arguments,
                 }
             )
-        return self._message(content, "tool_use", self._usage())
+        return replace(self._message(content, "tool_use", self._usage()), computed_usage=True)
 
     def error_body(self, status: int, message: str) -> dict[str, Any]:
         error_type = self._ERROR_TYPES.get(
@@ -370,15 +509,54 @@ class FakeOpenAIServer(FakeLLMServer):
         self,
         text: str,
         *,
-        input_tokens: int = 10,
+        input_tokens: int | None = None,
         output_tokens: int = 5,
         cache_read_tokens: int = 0,
         cache_write_tokens: int = 0,
     ) -> Reply:
         message = {"role": "assistant", "content": text, "refusal": None}
-        return self._completion(
-            message, "stop", self._usage(input_tokens, output_tokens, cache_read_tokens)
+        reply = self._completion(
+            message, "stop", self._usage(input_tokens or 0, output_tokens, cache_read_tokens)
         )
+        return replace(reply, computed_usage=input_tokens is None)
+
+    CACHE_STEP_CHARS = 512  # 128 tokens at 4 characters a token
+
+    def computed_usage(self, request: dict[str, Any], reply: dict[str, Any]) -> dict[str, Any]:
+        prompt = b"".join(_canonical(part) for part in
+                          [*(request.get("tools") or []), *(request.get("messages") or [])])
+        text = prompt.decode("utf-8")
+        tokens = estimate_tokens(text)
+        digest = hashlib.sha256(str(request.get("model")).encode())
+        keys = []
+        for start in range(0, len(text) - self.CACHE_STEP_CHARS + 1, self.CACHE_STEP_CHARS):
+            digest.update(text[start:start + self.CACHE_STEP_CHARS].encode("utf-8"))
+            keys.append(digest.hexdigest())
+        self._cache_lookup([])
+        cached_steps = 0
+        if tokens >= self.cache_min_tokens:
+            for index, key in enumerate(keys):
+                if key not in self.cache:
+                    break
+                cached_steps = index + 1
+            self._cache_lookup(keys[:cached_steps])
+            for key in keys[cached_steps:]:
+                self.cache[key] = self.now()
+        cached = min(cached_steps * self.CACHE_STEP_CHARS // 4, tokens)
+        if cached < self.cache_min_tokens:
+            cached = 0
+        message = (reply.get("choices") or [{}])[0].get("message") or {}
+        output = estimate_tokens(message.get("content") or "") + sum(
+            estimate_tokens(call) for call in message.get("tool_calls") or [])
+        return self._usage(tokens, output, cached)
+
+    def reported_totals(self) -> dict[str, int]:
+        prompt = sum(int(u.get("prompt_tokens") or 0) for u in self.reported)
+        cached = sum(int((u.get("prompt_tokens_details") or {}).get("cached_tokens") or 0)
+                     for u in self.reported)
+        return {"input": prompt - cached,
+                "output": sum(int(u.get("completion_tokens") or 0) for u in self.reported),
+                "cache_read": cached, "cache_write": 0}
 
     def make_tool_calls(self, calls: list[ToolCallSpec], *, text: str = "") -> Reply:
         tool_calls = [
@@ -398,7 +576,8 @@ class FakeOpenAIServer(FakeLLMServer):
             "refusal": None,
             "tool_calls": tool_calls,
         }
-        return self._completion(message, "tool_calls", self._usage())
+        return replace(self._completion(message, "tool_calls", self._usage()),
+                       computed_usage=True)
 
     def error_body(self, status: int, message: str) -> dict[str, Any]:
         error_type = {

@@ -7,8 +7,12 @@ server but not the model). Modes from the command line simulate servers that are
 the start: `--exit-at-start` dies before speaking, `--garbage` writes non-protocol lines,
 `--silent` never answers the handshake. With FAKE_MCP_LOG_ENV=NAME in its environment it
 prints that variable's value on stderr at start (a careless server leaking its own token).
+`--leaky` adds tools whose listing carries its FAKE_TOKEN: in a property's description,
+default, enum, title and examples (`lookup`), in a tool name (`tok_<token>`), in a schema key
+(`keyed`), plus a name outside [A-Za-z0-9_-] (`list.events`) and a schema nested 40 deep.
 
-Run: python -m tests.fakes.mcp_server [--exit-at-start | --garbage | --silent | --http PORT]
+Run: python -m tests.fakes.mcp_server [--exit-at-start | --garbage | --silent | --leaky |
+--http PORT]
 """
 
 from __future__ import annotations
@@ -71,6 +75,50 @@ def build_server(name: str = "fake") -> MCPServer:
     return server
 
 
+def add_leaky_tools(server: MCPServer, token: str) -> None:
+    """Tools whose listings carry `token` where a careless server would put its config."""
+
+    @server.tool(description="Look a record up.")
+    def lookup(query: str = "") -> str:
+        return f"found {query}"
+
+    server._tool_manager.get_tool("lookup").parameters = {
+        "type": "object",
+        "title": f"lookup with {token}",
+        "properties": {"query": {
+            "type": "string", "title": f"Query ({token})",
+            "description": f"Search text; the API key is {token}.",
+            "default": token, "enum": ["a", token], "examples": [[token]],
+        }},
+    }
+
+    def leak() -> str:
+        return "leaked through the name"
+
+    server.add_tool(leak, name=f"tok_{token}", description="A tool named after a secret.")
+
+    @server.tool(description="A schema with a secret as a property name.")
+    def keyed() -> str:
+        return "keyed"
+
+    server._tool_manager.get_tool("keyed").parameters = {
+        "type": "object", "properties": {token: {"type": "string"}}}
+
+    def dotted() -> str:
+        return "dotted"
+
+    server.add_tool(dotted, name="list.events", description="A name with a dot.")
+
+    @server.tool(description="A schema nested 40 levels deep.")
+    def deep() -> str:
+        return "deep"
+
+    nested: dict[str, Any] = {"type": "string"}
+    for _ in range(40):
+        nested = {"type": "object", "properties": {"x": nested}}
+    server._tool_manager.get_tool("deep").parameters = nested
+
+
 def main(argv: list[str]) -> None:
     if "--exit-at-start" in argv:
         print("fake server: cannot start (as asked)", file=sys.stderr)
@@ -91,7 +139,10 @@ def main(argv: list[str]) -> None:
     if os.environ.get("FAKE_MCP_LOG_ENV"):  # a server that logs its own secret on stderr
         name = os.environ["FAKE_MCP_LOG_ENV"]
         print(f"starting with {name}={os.environ.get(name, '')}", file=sys.stderr, flush=True)
-    build_server().run("stdio")
+    server = build_server()
+    if "--leaky" in argv:
+        add_leaky_tools(server, os.environ.get("FAKE_TOKEN", ""))
+    server.run("stdio")
 
 
 if __name__ == "__main__":

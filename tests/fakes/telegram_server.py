@@ -23,6 +23,10 @@ from aiohttp import web
 BOT_USER = {"id": 777000111, "is_bot": True, "first_name": "Claw", "username": "claw_bot"}
 
 
+# Shaped like a real token: the settings refuse one that cannot be (issue 23).
+TEST_TOKEN = "123456789:AAF-test-token-0123456789abcdefghijkl"
+
+
 @dataclass
 class Failure:
     status: int
@@ -39,7 +43,7 @@ class Sent:
 
 
 class FakeTelegramServer:
-    def __init__(self, token: str = "123456:TEST-token", *, max_poll: float = 0.5) -> None:
+    def __init__(self, token: str = TEST_TOKEN, *, max_poll: float = 0.5) -> None:
         self.token = token
         self.max_poll = max_poll
         self.updates: list[dict[str, Any]] = []  # unconfirmed, in order
@@ -50,9 +54,14 @@ class FakeTelegramServer:
         self.calls: list[tuple[str, dict[str, Any]]] = []
         self.offsets_seen: list[int | None] = []
         self.failures: dict[str, deque[Failure]] = {}
-        self.chat_failures: dict[str, deque[Failure]] = {}  # sendMessage to one chat only
+        # sendMessage to one chat only; None in the queue serves that send normally
+        self.chat_failures: dict[str, deque[Failure | None]] = {}
         self.reject_html = False  # answer every HTML send with "can't parse entities"
         self.hang_polls = 0  # this many getUpdates calls hang (a stalled connection)
+        # Cleared: sendMessage calls wait (not accepted) until it is set again; one whose
+        # client went away meanwhile is never accepted (a killed gateway's pending send).
+        self.sends_open = asyncio.Event()
+        self.sends_open.set()
         self._update_ids = itertools.count(1000)
         self._message_ids = itertools.count(1)
         self._changed = asyncio.Condition()
@@ -97,9 +106,12 @@ class FakeTelegramServer:
             queue.append(Failure(status, description, parameters))
 
     def fail_chat(self, chat_id: int | str, status: int, description: str,
-                  parameters: dict[str, Any] | None = None, times: int = 1) -> None:
-        """The next `times` sendMessage calls to `chat_id` fail (other chats are served)."""
+                  parameters: dict[str, Any] | None = None, times: int = 1,
+                  after: int = 0) -> None:
+        """The next `times` sendMessage calls to `chat_id` fail (other chats are served),
+        once `after` sends to it went through (the second part of a long reply, say)."""
         queue = self.chat_failures.setdefault(str(chat_id), deque())
+        queue.extend([None] * after)
         for _ in range(times):
             queue.append(Failure(status, description, parameters))
 
@@ -176,6 +188,10 @@ class FakeTelegramServer:
         handler = getattr(self, f"_m_{method}", None)
         if handler is None:
             return _error(404, "Not Found: method not found")
+        if method == "sendMessage" and not self.sends_open.is_set():
+            await self.sends_open.wait()
+            if request.transport is None or request.transport.is_closing():
+                return _error(500, "Internal Server Error: the client went away")
         return await handler(params)
 
     async def _m_getMe(self, params: dict[str, Any]) -> web.Response:
@@ -218,8 +234,8 @@ class FakeTelegramServer:
             return _error(400, "Bad Request: message text is empty")
         chat_id = str(params["chat_id"])
         queue = self.chat_failures.get(chat_id)
-        if queue:
-            failure = queue.popleft()
+        failure = queue.popleft() if queue else None
+        if failure is not None:
             return _error(failure.status, failure.description, failure.parameters)
         async with self._changed:
             sent = Sent(chat_id, text, parse_mode)

@@ -47,10 +47,10 @@ async def test_unapproved_senders_never_reach_the_model(policy, anthropic_server
         assert not (tmp_path / "workspaces" / "telegram-100").exists()
         replies = channel.texts()
         if policy == "pairing":
-            # 3 codes pending at most per channel, each re-sent once, then silence.
-            assert sum("Ask the owner" in text for text in replies) == 3
-            assert sum(text.startswith("Still waiting") for text in replies) == 3
-            assert len(replies) == 6
+            # A code each (the oldest of 3 pending gives way), re-sent once, then silence.
+            assert sum("Ask the owner" in text for text in replies) == 30
+            assert sum(text.startswith("Still waiting") for text in replies) == 30
+            assert len(replies) == 60
         else:
             assert replies == []
 
@@ -88,6 +88,55 @@ async def test_pairing_codes_cannot_be_brute_forced(tmp_path):
     space = len(CODE_ALPHABET) ** CODE_LENGTH
     guesses_per_hour = MAX_WRONG_APPROVALS * 4
     assert guesses_per_hour / space < 1e-10
+
+
+async def test_strangers_cannot_hold_every_pairing_slot(anthropic_server, make_settings):
+    """issue 23: pending requests expire, and with every slot taken the oldest gives way, so
+    the person the owner waits for always gets a code."""
+    clock = FixedClock(NOW)
+    settings = make_settings(**llm_overrides(anthropic_server))
+    state = StateDB.for_root(settings.workspaces_dir)
+    channel = RecordingChannel("telegram")
+    access = ChannelAccess(state, {"telegram": ChannelPolicy(dm_policy="pairing")}, clock)
+    gateway = Gateway(settings, build_provider(settings), channels=[channel], access=access,
+                      state=state, clock=clock)
+    await gateway.start()
+    pairing = Pairing(state, clock)
+
+    async def say(sender: str, text: str) -> str:
+        before = len(channel.texts())
+        await channel.inject(sender, text)
+        await gateway.lanes.drain()
+        await gateway.delivery.drain()
+        new = channel.texts()[before:]
+        return new[-1] if new else ""
+
+    try:
+        for stranger in ("901", "902", "903"):  # every slot taken
+            assert "code is" in await say(stranger, "let me in")
+            clock.advance(timedelta(minutes=1))
+        reply = await say("555", "hi, it's Rosa")  # the person the owner waits for
+        assert "code is" in reply
+        rosa_code = reply.split("code is ")[1].split(" ")[0]
+        pending = {r.sender_id: r.code for r in await pairing.pending("telegram")}
+        assert set(pending) == {"902", "903", "555"}  # the oldest, 901, gave way
+        assert await state.waiting_inbound("telegram", "901") == []  # its words dropped
+        assert [m.text for m in await state.waiting_inbound("telegram", "555")] == \
+            ["hi, it's Rosa"]
+        # Strangers renewing cannot take the slot back for good: each new one pushes out the
+        # oldest, and Rosa's code is approved while valid.
+        await pairing.approve("telegram", rosa_code)
+        assert await state.is_approved("telegram", "555")
+
+        clock.advance(timedelta(minutes=61))  # every code is past its hour
+        assert await pairing.pending("telegram") == []
+        assert "code is" in await say("904", "anyone?")
+        statuses = await state.db.execute_fetchall(
+            "SELECT sender_id, status FROM pairing ORDER BY created_at")
+        assert dict(statuses) == {"901": "superseded", "902": "expired", "903": "expired",
+                                  "555": "approved", "904": "pending"}
+    finally:
+        await gateway.stop()
 
 
 async def test_an_approval_can_be_revoked_from_the_cli(anthropic_server, make_settings, tmp_path,

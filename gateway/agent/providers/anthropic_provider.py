@@ -9,6 +9,7 @@ import anthropic
 from anthropic.types import Message as AnthropicMessage
 
 from gateway.agent.conversation import Completion, Message, SystemPrompt, ToolCall, ToolSpec, Usage
+from gateway.agent.providers.caching import anthropic_layout
 from gateway.agent.providers.errors import bad_response, call_mapped
 
 # The API rejects empty text blocks, and it rejects conversations that do not start with a
@@ -156,6 +157,7 @@ class AnthropicProvider:
             params["system"] = blocks
         if tools:
             params["tools"] = to_anthropic_tools(tools)
+        params = anthropic_layout(params, system.now)  # cache breakpoints, time note last
         response = await call_mapped(
             self._client.messages.create(**params), provider=self.name, secrets=self._secrets
         )

@@ -9,7 +9,7 @@ from gateway.agent.conversation import Completion, Message, SystemPrompt, ToolSp
 
 ErrorKind = Literal[
     "rate_limit", "overloaded", "server", "timeout", "connection", "auth", "bad_request",
-    "context_overflow", "bad_response",
+    "context_overflow", "bad_response", "budget",
 ]
 
 
@@ -31,6 +31,14 @@ class ProviderError(Exception):
         self.retry_after = retry_after
         self.status = status
         self.attempts = 1  # set by RetryingProvider: how many calls were made in all
+
+
+class BudgetExceeded(ProviderError):
+    """A turn nobody asked for just now (a heartbeat, a reminder's task, tidying) was not
+    started: its person reached a cap. Never retried, never handed to a fallback model."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("budget", message)
 
 
 class Provider(Protocol):

@@ -16,6 +16,7 @@ import openai
 from openai.types.chat import ChatCompletion
 
 from gateway.agent.conversation import Completion, Message, SystemPrompt, ToolCall, ToolSpec, Usage
+from gateway.agent.providers.caching import openai_layout
 from gateway.agent.providers.errors import bad_response, call_mapped
 
 
@@ -172,7 +173,8 @@ class OpenAIProvider:
     ) -> Completion:
         params: dict[str, Any] = {
             "model": self.model,
-            "messages": to_openai_messages(system, messages),
+            # The time note goes last, so the prefix stays byte-identical (caching.py).
+            "messages": openai_layout(to_openai_messages(system, messages), system.now),
         }
         if tools:  # some compatible servers reject an empty list
             params["tools"] = to_openai_tools(tools)

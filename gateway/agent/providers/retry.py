@@ -47,6 +47,11 @@ class RetryingProvider:
         self._sleep = sleep
         self._rng = rng
 
+    def around(self, inner: Provider) -> RetryingProvider:
+        """The same policy (attempts, delays, sleep, randomness) around another provider."""
+        return RetryingProvider(inner, max_attempts=self.max_attempts, base_delay=self.base_delay,
+                                max_delay=self.max_delay, sleep=self._sleep, rng=self._rng)
+
     def delay_for(self, attempt: int, error: ProviderError) -> float | None:
         """Seconds to wait after failed attempt number `attempt` (1-based), or None to give up.
 

@@ -12,17 +12,18 @@ import os
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gateway.workspace.paths as paths
 from gateway.agent.conversation import ToolSpec
 from gateway.agent.tools.args import check_known, get_arg, get_int, get_number, require_private
 from gateway.agent.tools.base import Tool, ToolContext, ToolError
 from memory.chunking import transcript_lines
-from memory.defaults import DEFAULT_MAX_RESULTS
-from memory.search import MAX_RESULTS
-from memory.service import MemoryService
+from memory.defaults import DEFAULT_MAX_RESULTS, MAX_RESULTS
 from memory.sources import is_memory_path
+
+if TYPE_CHECKING:  # the recall index (numpy, sqlite-vec) loads at the first search
+    from memory.service import MemoryService
 
 __all__ = ["MemoryGetTool", "MemorySearchTool", "memory_tools"]
 

@@ -4,28 +4,34 @@ The send chain, one layer each: `fetch` (overall deadline) -> `_follow` (redirec
 checked again, at most `max_redirects`) -> `_open` (resolve, check every address, pin them)
 -> `_read` (status, content type, body streamed up to `max_bytes`).
 
-Pinning: the host is resolved once by us; aiohttp's connector asks our `_PinnedResolver`, which
+Pinning: the host is resolved once by us; aiohttp's connector asks our `PinnedResolver`, which
 answers with exactly the checked addresses and knows no other host, so there is no second
 lookup for a rebinding DNS server to answer differently. TLS still verifies the certificate
 against the host name (aiohttp passes it as SNI), and the Host header is the URL's. A URL whose
 host is an IP literal is checked as that address (aiohttp does not resolve those). No proxy
 from the environment is used (`trust_env=False`): a proxy would make its own lookups.
+
+aiohttp is imported at the first fetch (pinning.py holds the resolver class), not when the
+tool is registered: a gateway polls its channels without it (tests/gateway/assembly/
+test_startup_imports.py).
 """
 
 from __future__ import annotations
 
 import asyncio
 import ipaddress
-import socket
 import ssl
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import aiohttp
-from aiohttp.abc import AbstractResolver, ResolveResult
 from yarl import URL
 
 from gateway.agent.web.addresses import AddressPolicy, AddressRefused, Resolver, SystemResolver
+
+if TYPE_CHECKING:
+    import aiohttp
+
+    from gateway.agent.web.pinning import PinnedResolver
 
 __all__ = ["FetchError", "FetchLimits", "FetchedPage", "PageFetcher", "check_url"]
 
@@ -90,31 +96,6 @@ def check_url(raw: str) -> URL:
     return url.with_fragment(None)
 
 
-class _PinnedResolver(AbstractResolver):
-    """Answers the connector with addresses checked beforehand; any other host is an error."""
-
-    def __init__(self) -> None:
-        self.pins: dict[str, list[str]] = {}
-
-    async def resolve(self, host: str, port: int = 0,
-                      family: socket.AddressFamily = socket.AF_INET) -> list[ResolveResult]:
-        addresses = self.pins.get(host)
-        if not addresses:
-            raise OSError(f"{host} was not checked before connecting")
-        results: list[ResolveResult] = []
-        for address in addresses:
-            ip = ipaddress.ip_address(address.split("%", 1)[0])
-            results.append({
-                "hostname": host, "host": address, "port": port,
-                "family": socket.AF_INET6 if ip.version == 6 else socket.AF_INET,
-                "proto": 0, "flags": socket.AI_NUMERICHOST,
-            })
-        return results
-
-    async def close(self) -> None:
-        return None
-
-
 class PageFetcher:
     """GETs pages for web_fetch. Stateless between calls: each fetch has its own connections."""
 
@@ -132,9 +113,13 @@ class PageFetcher:
         self._ssl = ssl_context if ssl_context is not None else True
 
     async def fetch(self, raw_url: str) -> FetchedPage:
+        import aiohttp
+
+        from gateway.agent.web.pinning import PinnedResolver
+
         url = check_url(raw_url)
         seconds = self.limits.timeout_seconds
-        pinned = _PinnedResolver()
+        pinned = PinnedResolver()
         connector = aiohttp.TCPConnector(resolver=pinned, use_dns_cache=False, force_close=True,
                                          ssl=self._ssl)
         headers = {"User-Agent": USER_AGENT, "Accept": ACCEPT}
@@ -153,7 +138,7 @@ class PageFetcher:
         except aiohttp.ClientError as exc:
             raise FetchError(f"could not fetch {url.human_repr()}: {_describe(exc)}") from None
 
-    async def _follow(self, session: aiohttp.ClientSession, pinned: _PinnedResolver,
+    async def _follow(self, session: aiohttp.ClientSession, pinned: PinnedResolver,
                       url: URL) -> FetchedPage:
         redirects: list[str] = []
         while True:
@@ -183,7 +168,7 @@ class PageFetcher:
                 raise FetchError(f"{redirects[-1]} redirected to {target.human_repr()[:200]}, "
                                  f"which is refused: {exc}") from None
 
-    async def _pin(self, pinned: _PinnedResolver, url: URL) -> None:
+    async def _pin(self, pinned: PinnedResolver, url: URL) -> None:
         """Resolve the hop's host once, check every address, and pin the result."""
         host = url.raw_host or ""
         literal = host.strip("[]")
@@ -228,6 +213,8 @@ class PageFetcher:
 
 def _describe(exc: Any) -> str:
     """One short line for a client error (no traceback, no internal reprs)."""
+    import aiohttp
+
     if isinstance(exc, aiohttp.ClientConnectorCertificateError):
         return "its TLS certificate is not valid"
     if isinstance(exc, aiohttp.ClientConnectorDNSError):

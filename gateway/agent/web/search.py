@@ -19,9 +19,10 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-import aiohttp
+if TYPE_CHECKING:  # imported at the first search, not when the tool is registered
+    import aiohttp
 
 __all__ = ["BraveSearch", "CachedSearch", "DdgsSearch", "SearchBackend", "SearchError",
            "SearchResult", "SearxngSearch", "TavilySearch", "TtlCache"]
@@ -84,6 +85,8 @@ class _HttpBackend:
         self.timeout_seconds = timeout_seconds
 
     async def _json(self, method: str, url: str, **kwargs: Any) -> Any:
+        import aiohttp
+
         timeout = aiohttp.ClientTimeout(total=self.timeout_seconds)
         try:
             async with aiohttp.ClientSession(timeout=timeout) as session, \

@@ -117,6 +117,7 @@ async def test_anthropic_tool_round_trip(anthropic_server: FakeAnthropicServer) 
             "name": "get_weather",
             "description": "Current weather for a city.",
             "input_schema": WEATHER.parameters,
+            "cache_control": {"type": "ephemeral"},  # the tools are a cached prefix
         }
     ]
     assert first["model"] == "fake-model" and first["max_tokens"] == 4096
@@ -136,7 +137,9 @@ async def test_anthropic_tool_round_trip(anthropic_server: FakeAnthropicServer) 
         },
         {
             "role": "user",
-            "content": [{"type": "tool_result", "tool_use_id": "call_1", "content": "sunny, 21C"}],
+            # The newest message carries the history's cache breakpoint.
+            "content": [{"type": "tool_result", "tool_use_id": "call_1", "content": "sunny, 21C",
+                         "cache_control": {"type": "ephemeral"}}],
         },
     ]
 
@@ -269,7 +272,8 @@ async def test_anthropic_merges_consecutive_tool_results(
     ]
     assert sent[2]["content"] == [
         {"type": "tool_result", "tool_use_id": "a", "content": "rain"},
-        {"type": "tool_result", "tool_use_id": "b", "content": "boom", "is_error": True},
+        {"type": "tool_result", "tool_use_id": "b", "content": "boom", "is_error": True,
+         "cache_control": {"type": "ephemeral"}},
     ]
 
 

@@ -36,7 +36,7 @@ def _imports(tmp_path: Path, **env: str) -> dict[str, bool]:
 
 def test_openai_with_telegram_imports_neither_anthropic_nor_discord(tmp_path):
     loaded = _imports(tmp_path, CLAWGATE_LLM__PROVIDER="openai", OPENAI_API_KEY="sk-x",
-                      CLAWGATE_TELEGRAM__TOKEN="1:x")
+                      CLAWGATE_TELEGRAM__TOKEN="123456789:AAF-test-token-0123456789abcdefghijkl")
     assert loaded == {"anthropic": False, "openai": False, "discord": False,
                       "telegram": True, "channels.discord_channel": False}
 

@@ -72,7 +72,7 @@ async def test_acknowledgements_never_reach_the_person(
     anthropic_server, make_gateway, tmp_path, reply
 ):
     _, channel, _, workspace, beat = await _setup(anthropic_server, make_gateway, tmp_path)
-    anthropic_server.reply_text(reply)
+    anthropic_server.reply_text(reply, input_tokens=10)  # usage as scripted: 10 in, 5 out
     outcome = await beat.beat()
     assert outcome.status == "ok" and outcome.tokens == 15
     assert channel.texts() == ["echo: hello"]
@@ -129,7 +129,7 @@ async def test_light_context_and_private_tools(anthropic_server, make_gateway, t
 async def test_repeat_alert_suppressed_for_24_hours(anthropic_server, make_gateway, tmp_path):
     _, channel, clock, _, beat = await _setup(anthropic_server, make_gateway, tmp_path)
     for _ in range(3):
-        anthropic_server.reply_text("Your passport expires on Friday.")
+        anthropic_server.reply_text("Your passport expires on Friday.", input_tokens=10)
     assert (await beat.beat()).status == "alert"
     clock.advance(timedelta(hours=23, minutes=59))
     outcome = await beat.beat()
@@ -287,7 +287,7 @@ async def test_cli_heartbeat_run_and_status(tmp_path, anthropic_server):
                CLAWGATE_LLM__BASE_URL=anthropic_server.base_url,
                CLAWGATE_HEARTBEAT__ACTIVE_START="00:00", CLAWGATE_HEARTBEAT__ACTIVE_END="24:00",
                CLAWGATE_TIMEZONE="UTC")
-    anthropic_server.reply_text("Dentist at 15:00 today.")
+    anthropic_server.reply_text("Dentist at 15:00 today.", input_tokens=10)
     code, out, err = await _run(["heartbeat", "run", "--workspace", str(workspace)], env)
     assert code == 0, err
     assert "alert: not sent from the command line (would go to telegram chat 42)" in out

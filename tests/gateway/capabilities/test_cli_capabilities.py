@@ -58,7 +58,10 @@ def test_mcp_check_starts_reports_and_stops_each_server(root, tmp_path, monkeypa
         "[mcp.servers.fake]\n" + "\n".join(f"{k} = {json.dumps(v)}" for k, v in good.items()
                                            if k != "env")
         + f"\nenv = {{ PYTHONPATH = {json.dumps(good['env']['PYTHONPATH'])} }}\n"
-        + '[mcp.servers.missing]\ncommand = "/nonexistent/server"\n')
+        # (a later restart would show it "starting" when the fake starts slowly, on a busy
+        # machine: only the first attempt is reported)
+        + '[mcp.servers.missing]\ncommand = "/nonexistent/server"\n'
+        + 'restart_initial_seconds = 600\n')
     monkeypatch.setenv("CLAWGATE_CONFIG", str(config))
     assert main(["mcp", "check", "--json"]) == 1  # one server does not start
     rows = {row["server"]: row for row in json.loads(capsys.readouterr().out)}

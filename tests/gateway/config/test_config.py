@@ -103,3 +103,23 @@ def test_the_example_configuration_loads_with_the_documented_defaults(monkeypatc
                     "health"):
         assert getattr(settings, section) == getattr(defaults, section), section
     assert settings.stop_grace_seconds == defaults.stop_grace_seconds
+
+
+def test_bot_tokens_must_have_a_tokens_shape(tmp_path, monkeypatch):
+    """issue 23: `hello` is no token; a real one, with stray whitespace from a file, is."""
+    real = "110201543:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw"
+    monkeypatch.setenv("CLAWGATE_TELEGRAM__TOKEN", f" {real}\n")
+    settings = load_settings(tmp_path / "absent.toml")
+    assert settings.telegram.token.get_secret_value() == real  # type: ignore[union-attr]
+    config = tmp_path / "clawgate.toml"
+    for section, bad in (("telegram", "hello"), ("telegram", "110201543:short"),
+                         ("discord", "hello"), ("discord", f"Bot {real}")):
+        monkeypatch.delenv("CLAWGATE_TELEGRAM__TOKEN", raising=False)
+        config.write_text(f'[{section}]\ntoken = "{bad}"\n')
+        with pytest.raises(ConfigError) as caught:
+            load_settings(config)
+        message = str(caught.value)
+        assert f"CLAWGATE_{section.upper()}__TOKEN / {section}.token" in message
+        assert bad not in message and "\n" not in message
+    config.write_text('[discord]\ntoken = ""\n')  # empty: the channel is not configured
+    assert not load_settings(config).discord.configured

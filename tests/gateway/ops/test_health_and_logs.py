@@ -180,7 +180,7 @@ def test_registry_renders_labels_and_histograms():
 
 async def test_logs_at_the_default_level_carry_ids_and_no_secrets(anthropic_server,
                                                                  make_settings):
-    telegram_token = "123456:AAH-telegram-token-secret"
+    telegram_token = "123456789:AAH-telegram-token-secret-0123456789"
     settings = make_settings(**llm_overrides(anthropic_server),
                              telegram={"token": telegram_token}, log_redact=["hunter2-extra"])
     stream = io.StringIO()

@@ -257,30 +257,6 @@ def test_cli_panel_url_prints_a_link_the_server_redeems(tmp_path, monkeypatch, c
     assert main(["panel", "url"]) == 1
 
 
-async def test_clawgate_run_wiring_serves_the_panel_and_prints_the_token_once(
-    make_gateway, anthropic_server, capsys
-):
-    from aiohttp import ClientSession
-
-    from gateway.cli.serve import _start_panel
-
-    gateway, _ = await make_gateway(anthropic_server, panel={"port": 0})
-    panel = await _start_panel(gateway, gateway.settings)
-    try:
-        first = capsys.readouterr().err
-        token = (state_dir(gateway.settings.workspaces_dir) / "panel-token").read_text().strip()
-        assert f"new login token {token}" in first and "/login/link?code=" in first
-        link = first.split("log in once at ")[1].split(" ")[0]
-        async with ClientSession() as http, http.get(link, allow_redirects=False) as response:
-            assert response.status == 303
-    finally:
-        await panel.stop()
-    again = await _start_panel(gateway, gateway.settings)
-    await again.stop()
-    assert "new login token" not in capsys.readouterr().err
-    off = gateway.settings.model_copy(update={"panel": gateway.settings.panel.model_copy(
-        update={"enabled": False})})
-    assert await _start_panel(gateway, off) is None
 
 
 async def test_group_sessions_reset_with_their_area_and_odd_keys_are_refused(rig):

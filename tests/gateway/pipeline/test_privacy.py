@@ -76,7 +76,9 @@ async def test_stable_prompt_is_byte_identical_between_turns(anthropic_server, m
     await channel.inject("carol", "two")
     await channel.wait_for(2)
     first, second = (r["system"] for r in anthropic_server.requests)
-    assert first[0]["text"] == second[0]["text"]
+    assert first == second  # the whole system prompt: the time is not in it
     assert first[0]["cache_control"] == {"type": "ephemeral"}
-    assert first[1]["text"] != second[1]["text"]  # the time moved, in the volatile tail only
-    assert "10:07" in second[1]["text"]
+    # The time moved, in the note after the history only (gateway/agent/providers/caching.py).
+    notes = [r["messages"][-1]["content"][-1]["text"] for r in anthropic_server.requests]
+    assert "10:00" in notes[0] and "10:07" in notes[1]
+    assert "10:0" not in json.dumps(anthropic_server.requests[1]["messages"][:-1])

@@ -1,0 +1,181 @@
+"""The usage ledger: what each person's turns used and cost, per day, kind of turn and model.
+
+One row per (person, day, kind, model) in the state database's `usage_daily` table, added to
+after every model call with the provider's reported tokens and the cost from the price table
+(gateway/ops/prices.py). Rows are totals, not one per call: a year of a busy gateway stays a
+few thousand rows, and "today", "this week", "this month" are one indexed sum each. Days are
+calendar days in the gateway's time zone, so a daily cap resets at the person's midnight.
+
+Written on the bookkeeping connection (NORMAL sync): a crash of the process loses nothing; a
+power loss may lose the last calls' counts, which is acceptable for accounting, and never
+blocks a reply. A failed write is logged and the turn goes on.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+from collections.abc import Iterable
+from dataclasses import dataclass, fields
+from datetime import date, timedelta, tzinfo
+from typing import Any
+
+from gateway.agent.conversation import Usage
+from gateway.clock import Clock
+from gateway.ops.prices import PriceTable
+from gateway.ops.state import StateDB
+
+log = logging.getLogger(__name__)
+
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS usage_daily ("
+    " person TEXT NOT NULL, day TEXT NOT NULL, kind TEXT NOT NULL, model TEXT NOT NULL,"
+    " calls INTEGER NOT NULL DEFAULT 0, input INTEGER NOT NULL DEFAULT 0,"
+    " output INTEGER NOT NULL DEFAULT 0, cache_read INTEGER NOT NULL DEFAULT 0,"
+    " cache_write INTEGER NOT NULL DEFAULT 0, cost REAL NOT NULL DEFAULT 0,"
+    " PRIMARY KEY (person, day, kind, model))"
+)
+_UPSERT = (
+    "INSERT INTO usage_daily (person, day, kind, model, calls, input, output, cache_read,"
+    " cache_write, cost) VALUES (?, ?, ?, ?, 1, ?, ?, ?, ?, ?)"
+    " ON CONFLICT (person, day, kind, model) DO UPDATE SET calls = calls + 1,"
+    " input = input + excluded.input, output = output + excluded.output,"
+    " cache_read = cache_read + excluded.cache_read,"
+    " cache_write = cache_write + excluded.cache_write, cost = cost + excluded.cost"
+)
+_SUMS = ("count(*) AS rows_, sum(calls), sum(input), sum(output), sum(cache_read),"
+         " sum(cache_write), sum(cost)")
+GROUPS = ("kind", "model", "day", "person")
+
+
+@dataclass(frozen=True, slots=True)
+class Totals:
+    calls: int = 0
+    input: int = 0
+    output: int = 0
+    cache_read: int = 0
+    cache_write: int = 0
+    cost: float = 0.0
+
+    @property
+    def tokens(self) -> int:
+        """Everything the provider processed: what token caps count."""
+        return self.input + self.output + self.cache_read + self.cache_write
+
+    @property
+    def prompt_tokens(self) -> int:
+        return self.input + self.cache_read + self.cache_write
+
+    @property
+    def cache_share(self) -> float:
+        """The share of prompt tokens read from the cache."""
+        return self.cache_read / self.prompt_tokens if self.prompt_tokens else 0.0
+
+    def __add__(self, other: Totals) -> Totals:
+        return Totals(*(getattr(self, f.name) + getattr(other, f.name) for f in fields(self)))
+
+    @classmethod
+    def of(cls, usage: Usage, cost: float) -> Totals:
+        return cls(1, usage.input_tokens, usage.output_tokens, usage.cache_read_tokens,
+                   usage.cache_write_tokens, cost)
+
+
+def _totals(row: Iterable[object]) -> Totals:
+    calls, inp, out, read, write, cost = (value or 0 for value in row)
+    return Totals(int(calls), int(inp), int(out), int(read), int(write),  # type: ignore[call-overload]
+                  float(cost))  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True, slots=True)
+class Periods:
+    """The first days of today, this week (Monday) and this month, in the gateway's zone."""
+
+    today: date
+
+    @property
+    def week(self) -> date:
+        return self.today - timedelta(days=self.today.weekday())
+
+    @property
+    def month(self) -> date:
+        return self.today.replace(day=1)
+
+    @property
+    def next_month(self) -> date:
+        return (self.month + timedelta(days=32)).replace(day=1)
+
+
+class UsageLedger:
+    """Records model calls and answers "how much since ..." per person, kind and model."""
+
+    def __init__(self, state: StateDB, prices: PriceTable, clock: Clock, zone: tzinfo) -> None:
+        self.state = state
+        self.prices = prices
+        self.clock = clock
+        self.zone = zone
+        self._ready = False
+        self._warned = False
+
+    def periods(self) -> Periods:
+        return Periods(self.clock.now().astimezone(self.zone).date())
+
+    async def _ensure(self) -> bool:
+        if not self.state.is_open:
+            if not self._warned:
+                self._warned = True
+                log.warning("usage not recorded: the state database is not open")
+            return False
+        if not self._ready:
+            await self.state.execute(_SCHEMA)
+            self._ready = True
+        return True
+
+    async def record(self, person: str, kind: str, model: str, usage: Usage) -> Totals:
+        """Add one call; returns what it counted (its cost from the price table)."""
+        cost = self.prices.cost(model, usage)
+        counted = Totals.of(usage, cost)
+        try:
+            if await self._ensure():
+                day = self.periods().today.isoformat()
+                await self.state.execute(_UPSERT, (
+                    person, day, kind, model, usage.input_tokens, usage.output_tokens,
+                    usage.cache_read_tokens, usage.cache_write_tokens, cost))
+        except (sqlite3.Error, RuntimeError) as exc:  # the turn goes on; the log says why
+            log.warning("usage of a %s call for %s not recorded: %s", kind, person or "-", exc)
+        return counted
+
+    async def total(self, person: str | None, since: date, until: date | None = None) -> Totals:
+        """Everything from `since` (inclusive) to `until` (exclusive); all people if None."""
+        rows = await self._select("", person, since, until)
+        return _totals(rows[0][1:]) if rows and rows[0][0] else Totals()
+
+    async def grouped(self, group: str, person: str | None, since: date,
+                      until: date | None = None) -> dict[str, Totals]:
+        """Totals by `group` (kind, model, day or person), largest cost first."""
+        if group not in GROUPS:
+            raise ValueError(f"cannot group usage by {group!r}")
+        rows = await self._select(group, person, since, until)
+        found = {str(row[0]): _totals(row[2:]) for row in rows}
+        return dict(sorted(found.items(), key=lambda item: (-item[1].cost, -item[1].tokens,
+                                                              item[0])))
+
+    async def _select(self, group: str, person: str | None, since: date,
+                      until: date | None) -> list[Any]:
+        if not await self._ensure():
+            return []
+        where, params = ["day >= ?"], [since.isoformat()]
+        if until is not None:
+            where.append("day < ?")
+            params.append(until.isoformat())
+        if person is not None:
+            where.append("person = ?")
+            params.append(person)
+        head = f"{group}, " if group else ""
+        sql = f"SELECT {head}{_SUMS} FROM usage_daily WHERE {' AND '.join(where)}"
+        if group:
+            sql += f" GROUP BY {group}"
+        try:
+            return list(await self.state.query(sql, tuple(params)))
+        except sqlite3.Error as exc:
+            log.warning("usage could not be read: %s", exc)
+            return []

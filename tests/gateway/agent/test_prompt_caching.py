@@ -1,0 +1,141 @@
+"""Prompt caching that pays: breakpoints on Anthropic, a byte-stable prefix on OpenAI, and a
+fake server that computes cache usage from the request the way the real APIs do."""
+
+from __future__ import annotations
+
+import itertools
+import json
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from gateway.agent.conversation import Message, SystemPrompt
+from gateway.agent.providers.anthropic_provider import AnthropicProvider
+from gateway.clock import FixedClock
+from tests.fakes.llm_server import FakeAnthropicServer
+
+NOW = datetime(2026, 11, 5, 9, 0, tzinfo=UTC)
+LONG = "The workspace rules, long enough to be worth caching. " * 120  # ~1,650 tokens
+
+
+def _breakpoints(request: dict[str, Any]) -> list[str]:
+    where = [f"tool:{t['name']}" for t in request.get("tools", []) if "cache_control" in t]
+    where += ["system" for b in request.get("system", []) if "cache_control" in b]
+    for index, message in enumerate(request["messages"]):
+        where += [f"message:{index}" for b in message["content"] if "cache_control" in b]
+    return where
+
+
+def _plain(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Messages without breakpoints and without the time note: what the history is."""
+    out = []
+    for message in messages:
+        content = [{k: v for k, v in block.items() if k != "cache_control"}
+                   for block in message["content"]
+                   if not str(block.get("text", "")).startswith("[Current time:")]
+        if content:
+            out.append({**message, "content": content})
+    return out
+
+
+async def test_anthropic_requests_cache_tools_system_and_history(anthropic_server,
+                                                                 make_gateway):
+    clock = FixedClock(NOW)
+    _, channel = await make_gateway(anthropic_server, clock=clock)
+    for turn in range(1, 7):
+        if turn == 3:
+            anthropic_server.reply_tool_call("read_file", {"path": "SOUL.md"})
+        await channel.inject("dan", f"message number {turn} " + "about plans " * 30)
+        await channel.wait_for(turn)
+        clock.advance(timedelta(minutes=3))
+    requests = anthropic_server.requests
+    for request in requests:
+        marks = _breakpoints(request)
+        assert len(marks) == 3 and marks[0].startswith("tool:") and marks[1] == "system"
+        assert marks[2] == f"message:{len(request['messages']) - 1}"  # the newest message
+        note = request["messages"][-1]["content"][-1]
+        assert note["text"].startswith("[Current time: 2026-11-05") and "cache_control" not in note
+    # Each request's history is the previous one's plus what was said since.
+    for before, after in itertools.pairwise(requests):
+        old, new = _plain(before["messages"]), _plain(after["messages"])
+        assert new[:len(old) - 1] == old[:-1]
+        assert before["system"] == after["system"] and before["tools"] == after["tools"]
+    # And so every request after the first reads nearly all of its prompt from the cache.
+    for usage in anthropic_server.reported[1:]:
+        prompt = (usage["input_tokens"] + usage["cache_read_input_tokens"]
+                  + usage["cache_creation_input_tokens"])
+        assert usage["cache_read_input_tokens"] / prompt > 0.8
+
+
+async def test_openai_prefix_is_byte_identical_from_turn_to_turn(openai_server, make_gateway):
+    clock = FixedClock(NOW)
+    _, channel = await make_gateway(openai_server, clock=clock)
+    for turn in range(1, 5):
+        await channel.inject("dan", f"message number {turn} " + "about plans " * 30)
+        await channel.wait_for(turn)
+        clock.advance(timedelta(minutes=3))
+    serialized = [json.dumps([r["tools"], r["messages"][:-1]]) for r in openai_server.requests]
+    for before, after in zip(openai_server.requests, openai_server.requests[1:], strict=False):
+        # Everything but the newest message (which carries the time note) is resent as is.
+        assert after["tools"] == before["tools"]
+        assert after["messages"][:len(before["messages"]) - 1] == before["messages"][:-1]
+        assert "Current time" not in json.dumps(after["messages"][:-1])
+    assert len(set(s[:2000] for s in serialized)) == 1
+    cached = [u["prompt_tokens_details"]["cached_tokens"] for u in openai_server.reported]
+    assert cached[0] == 0 and all(c > 1024 for c in cached[1:])
+
+
+async def test_fake_anthropic_cache_follows_breakpoints_and_refuses_a_fifth(anthropic_server):
+    provider = AnthropicProvider(model="claude-x", api_key="k", base_url=anthropic_server.base_url)
+    try:
+        system = SystemPrompt(stable=LONG)
+        first = [Message("user", "hi")]
+        await provider.complete(system, first, [])
+        await provider.complete(system, [*first, Message("assistant", "hello"),
+                                         Message("user", "again")], [])
+        one, two = anthropic_server.reported
+        assert one["cache_read_input_tokens"] == 0 and one["cache_creation_input_tokens"] > 1024
+        assert two["cache_read_input_tokens"] == one["cache_creation_input_tokens"]
+        # Below the minimum length nothing is cached at all.
+        await provider.complete(SystemPrompt(stable="short"), first, [])
+        three = anthropic_server.reported[-1]
+        assert three["cache_read_input_tokens"] == three["cache_creation_input_tokens"] == 0
+        # Another model has a cache of its own.
+        other = AnthropicProvider(model="claude-y", api_key="k",
+                                  base_url=anthropic_server.base_url)
+        await other.complete(system, first, [])
+        await other.close()
+        assert anthropic_server.reported[-1]["cache_read_input_tokens"] == 0
+    finally:
+        await provider.close()
+    # The API allows four breakpoints; the fake answers a fifth as it does.
+    async with FakeAnthropicServer() as server:
+        import anthropic
+
+        client = anthropic.AsyncAnthropic(api_key="k", base_url=server.base_url, max_retries=0)
+        block = {"type": "text", "text": "x", "cache_control": {"type": "ephemeral"}}
+        try:
+            await client.messages.create(model="m", max_tokens=5, system=[block] * 5,
+                                         messages=[{"role": "user", "content": "hi"}])
+        except anthropic.BadRequestError as exc:
+            assert "maximum of 4 blocks" in str(exc)
+        else:
+            raise AssertionError("five breakpoints were accepted")
+        finally:
+            await client.close()
+
+
+async def test_a_changed_workspace_file_rebuilds_the_cache_once(anthropic_server, make_gateway,
+                                                                tmp_path):
+    _gateway, channel = await make_gateway(anthropic_server, owner="fakechat-eve")
+    await channel.inject("eve", "one " * 50)
+    await channel.wait_for(1)
+    (tmp_path / "workspaces" / "fakechat-eve" / "USER.md").write_text("Eve likes tea.\n")
+    for turn in (2, 3):
+        await channel.inject("eve", f"turn {turn} " * 50)
+        await channel.wait_for(turn)
+    _, changed, after = anthropic_server.reported
+    assert changed["cache_creation_input_tokens"] > changed["cache_read_input_tokens"]
+    assert after["cache_read_input_tokens"] > 0.8 * (after["cache_read_input_tokens"]
+                                                    + after["cache_creation_input_tokens"]
+                                                    + after["input_tokens"])
+
