@@ -221,11 +221,17 @@ class GatewayApp:
             raise
         self._stack = stack
 
+    def stop_intake(self, grace: float | None = None) -> None:
+        """No new turns from now on; running ones get `grace` seconds (default: the setting
+        `stop_grace_seconds`) when the parts stop, also when a start in progress is cancelled
+        and unwinds."""
+        self.gateway.stop_intake()
+        self._grace = self.settings.stop_grace_seconds if grace is None else grace
+
     async def stop(self, grace: float | None = None) -> None:
         """Stop intake, give running turns `grace` seconds (default: the setting
         `stop_grace_seconds`), then stop every part in reverse order."""
-        self.gateway.stop_intake()
-        self._grace = self.settings.stop_grace_seconds if grace is None else grace
+        self.stop_intake(grace)
         stack, self._stack = self._stack, None
         if stack is not None:
             await stack.aclose()

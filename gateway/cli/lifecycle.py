@@ -89,10 +89,13 @@ async def _run(config: Settings, plan: Plan, banner: str | None, until_input_clo
     stop_wait = asyncio.create_task(stopper.event.wait())
     await asyncio.wait({starting, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
     if not starting.done():  # interrupted during start-up: unwind what started
+        # The start may already be answering (it waits for the first answers before the HTTP
+        # servers): the unwinding gives those turns the same grace as a stop after the start.
+        app.stop_intake(_grace(config, stopper))
         starting.cancel()
         with contextlib.suppress(asyncio.CancelledError, Exception):
             await starting
-        return stopper.exit_code or EXIT_INTERRUPTED
+        return stopper.exit_code
     try:
         starting.result()
     except StartupError as exc:
@@ -109,8 +112,7 @@ async def _run(config: Settings, plan: Plan, banner: str | None, until_input_clo
     await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
     for task in waits:
         task.cancel()
-    grace = 0.0 if stopper.signal_name == "SIGINT" else None
-    stopping = asyncio.create_task(app.stop(grace))
+    stopping = asyncio.create_task(app.stop(_grace(config, stopper)))
     deadline = config.stop_grace_seconds + STOP_MARGIN_SECONDS
     done, _ = await asyncio.wait({stopping}, timeout=deadline)
     if not done:
@@ -118,6 +120,11 @@ async def _run(config: Settings, plan: Plan, banner: str | None, until_input_clo
         _hard_exit(stopper.exit_code or 1)
     stopping.result()
     return stopper.exit_code
+
+
+def _grace(config: Settings, stopper: _Stopper) -> float:
+    """Seconds running turns get: none after Ctrl-C, `stop_grace_seconds` otherwise."""
+    return 0.0 if stopper.signal_name == "SIGINT" else config.stop_grace_seconds
 
 
 async def _input_done(app: GatewayApp) -> None:

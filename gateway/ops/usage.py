@@ -13,6 +13,7 @@ blocks a reply. A failed write is logged and the turn goes on.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import sqlite3
 from collections.abc import Iterable
@@ -114,6 +115,7 @@ class UsageLedger:
         self.zone = zone
         self._ready = False
         self._warned = False
+        self._writes: set[asyncio.Task[Totals]] = set()
 
     def periods(self) -> Periods:
         return Periods(self.clock.now().astimezone(self.zone).date())
@@ -128,6 +130,21 @@ class UsageLedger:
             await self.state.execute(_SCHEMA)
             self._ready = True
         return True
+
+    def record_soon(self, person: str, kind: str, model: str, usage: Usage) -> Totals:
+        """`record` in the background: a turn's reply never waits for the bookkeeping write
+        (another writer may hold the database for a while). Reads wait for what is pending,
+        so a total asked for after a call includes it."""
+        task = asyncio.create_task(self.record(person, kind, model, usage),
+                                   name="usage-record")
+        self._writes.add(task)
+        task.add_done_callback(self._writes.discard)
+        return Totals.of(usage, self.prices.cost(model, usage))
+
+    async def settled(self) -> None:
+        """Every call recorded so far is written (before a read, and before closing)."""
+        while self._writes:
+            await asyncio.gather(*self._writes, return_exceptions=True)
 
     async def record(self, person: str, kind: str, model: str, usage: Usage) -> Totals:
         """Add one call; returns what it counted (its cost from the price table)."""
@@ -160,6 +177,7 @@ class UsageLedger:
 
     async def _select(self, group: str, person: str | None, since: date,
                       until: date | None) -> list[object]:
+        await self.settled()
         if not await self._ensure():
             return []
         where, params = ["day >= ?"], [since.isoformat()]

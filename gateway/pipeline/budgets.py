@@ -14,6 +14,7 @@ it already cost); so a cap can be passed by at most one turn.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -168,6 +169,7 @@ class Accounting:
         self.ledger = ledger
         self.budgets = budgets
         self.metrics = metrics
+        self._checks: set[asyncio.Task[None]] = set()
 
     async def before_call(self, scope: UsageScope) -> None:
         if scope.kind not in UNASKED_KINDS or scope.person == NO_PERSON:
@@ -180,7 +182,23 @@ class Accounting:
             raise BudgetExceeded(refusal)
 
     async def after_call(self, scope: UsageScope, model: str, usage: Usage) -> None:
-        counted = await self.ledger.record(scope.person, scope.kind, model, usage)
+        """Counted at once, written and checked against the caps in the background: the
+        answer goes on to the transcript without waiting for the state database."""
+        counted = self.ledger.record_soon(scope.person, scope.kind, model, usage)
         self.metrics.usage(scope.kind, model, usage, counted.cost)
         if self.budgets.caps(scope.person):
-            await self.budgets.after_usage(scope.person)
+            task = asyncio.create_task(self._check_caps(scope.person), name="budget-check")
+            self._checks.add(task)
+            task.add_done_callback(self._checks.discard)
+
+    async def _check_caps(self, person: str) -> None:
+        try:
+            await self.budgets.after_usage(person)
+        except Exception:  # a note not sent is logged; the turn is not the place to fail
+            log.exception("checking %s's budget after a call failed", person)
+
+    async def settled(self) -> None:
+        """Usage written and budget notes sent (before the state database closes)."""
+        await self.ledger.settled()
+        while self._checks:
+            await asyncio.gather(*self._checks, return_exceptions=True)

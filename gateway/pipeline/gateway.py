@@ -137,8 +137,8 @@ class Gateway:
         self.usage = UsageLedger(self.state, PriceTable(settings.prices), self.clock,
                                  settings.zone())
         self.budgets = Budgets(settings, self.usage, self._budget_note)
-        metered = self.metered = MeteredProvider(
-            self.models, self.metrics, Accounting(self.usage, self.budgets, self.metrics))
+        self.accounting = Accounting(self.usage, self.budgets, self.metrics)
+        metered = self.metered = MeteredProvider(self.models, self.metrics, self.accounting)
         self.agent = AgentLoop(metered, settings.llm.max_tool_rounds)
         self.compactor = Compactor(
             metered, self.agent, settings.llm, settings.compaction, self.clock, settings.zone(),
@@ -256,7 +256,9 @@ class Gateway:
         await self.delivery.close(min(drain_timeout, 5.0))
         closers = [*(channel.stop for channel in self.channels.values()),
                    self.capabilities.stop,  # MCP servers
-                   self.models.close, self.state.close]
+                   self.models.close,
+                   self.accounting.settled,  # the last calls' usage, before the database
+                   self.state.close]
         if self.memory is not None:
             closers.append(self.memory.close)
         for close in closers:
