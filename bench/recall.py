@@ -31,6 +31,7 @@ from memory import search as S
 from memory.defaults import DEFAULT_CHUNK_CHARS
 from memory.embedders import LocalEmbedder, build_line_model
 from memory.index import MemoryIndex
+from memory.text import word_query
 
 DATA = Path(__file__).parent / "data" / "recall_facts.json"
 TODAY = date(2026, 12, 31)
@@ -72,6 +73,26 @@ def build_workspace(root: Path) -> list[dict]:
     return questions
 
 
+def openclaw_fusion(legs: dict[str, list[tuple[int, float]]]) -> dict[int, float]:
+    """The baseline: 0.7 x cosine + 0.3 x r/(1+r) of BM25 (word leg only)."""
+    scores: dict[int, float] = {}
+    for chunk_id, cosine in legs.get("vector", []):
+        scores[chunk_id] = 0.7 * max(cosine, 0.0)
+    for chunk_id, relevance in legs.get("words", []):
+        r = max(relevance, 0.0)
+        scores[chunk_id] = scores.get(chunk_id, 0.0) + 0.3 * (r / (1.0 + r))
+    return scores
+
+
+async def baseline_legs(db, query: str, qvec, pool: int) -> dict[str, list[tuple[int, float]]]:
+    """The baseline's legs: every content word ANDed (BM25) and the vector KNN."""
+    legs = {"words": await S.fts_leg(db, "chunks_fts", word_query(query).replace(" OR ", " AND "),
+                                     pool)}
+    if qvec is not None:
+        legs["vector"] = await S.vector_leg(db, qvec, pool)
+    return legs
+
+
 def _hit(results: list[tuple[str, int, int]], q: dict, k: int) -> bool:
     return any(p == q["path"] and s <= q["line"] <= e for p, s, e in results[:k])
 
@@ -96,8 +117,7 @@ async def evaluate(index: MemoryIndex, questions: list[dict]) -> dict[str, dict[
         out["vector"] = await _rows(db, [i for i, _ in legs.get("vector", [])[:5]])
         response = await index.search(q["q"], max_results=5)
         out["hybrid"] = [(r.path, r.start_line, r.end_line) for r in response.results]
-        base_legs = await S.gather_legs(db, q["q"], qvec, 20, and_words=True)
-        base = S.openclaw_fusion(base_legs)
+        base = openclaw_fusion(await baseline_legs(db, q["q"], qvec, 20))
         ranked = [i for i in sorted(base, key=lambda i: -base[i]) if base[i] >= 0.35][:5]
         out["baseline"] = await _rows(db, ranked)
         for mode in modes:

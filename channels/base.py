@@ -105,8 +105,9 @@ class DeliveryRefused(Exception):
 class Channel(Protocol):
     """A platform adapter. `start` returns once the adapter is receiving.
 
-    `durable`: messages carry platform ids that may be redelivered, so the gateway records them
-    in its inbox and outbox (the terminal is not durable: nothing to redeliver after a restart).
+    `durable`: the gateway records the messages in its inbox and outbox, so one that was not
+    answered (a restart, a crash) is answered at the next start and a redelivered one is not
+    answered twice (the terminal is durable too, with ids unique across runs).
     `ready` / `ready_detail`: for /readyz. `typing(chat_id)`: "typing..." while open.
     """
 

@@ -6,11 +6,18 @@ next only once the previous one was answered (a reply sent outside a turn, or th
 turn the gateway wraps in `typing`), so answers come out in the order of the input even when a
 slash command, which the gateway answers at once, follows a slow turn.
 
+Each line goes through the gateway's inbox like a platform message (`durable`): a line whose
+answer was cut short (Ctrl-C while it was thinking, a crash) is answered at the next start.
+Its id is unique across runs (this run's start time, then a counter).
+
 Two modes:
 - interactive (a terminal on both ends): prompt_toolkit reads each line, with line editing and
   a history kept in `history_path`; the prompt appears only when the previous line is
   answered; a "thinking" line with the seconds elapsed runs while a turn is in progress; a
-  message that arrives on its own (a heartbeat alert) is printed above the prompt.
+  message that arrives on its own (a reminder, a heartbeat alert) is printed above the
+  prompt. Keys as in a shell: Ctrl-C clears a half-typed line; on an empty line it says how
+  to leave, and a second Ctrl-C (or Ctrl-D) leaves. Ctrl-C while an answer is being written
+  stops the chat (the process's signal handling: the line is answered at the next start).
 - piped: lines are read on a daemon thread (a blocked `readline` must never keep the process
   alive after the chat ends); no prompt, no indicator, answers on stdout in input order.
 """
@@ -20,7 +27,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import signal
 import sys
 import threading
 import time
@@ -39,11 +45,12 @@ PROMPT = "you> "
 # next one (a message the gateway dropped): the chat must never wedge.
 ANSWER_WAIT_SECONDS = 15.0
 SPINNER = "|/-\\"
+LEAVE_HINT = "(Ctrl-C again or Ctrl-D to leave the chat)"
 
 
 class TerminalChannel(ChannelBase):
     name = CHANNEL_NAME
-    durable = False  # nothing to redeliver after a restart: no inbox, no outbox
+    durable = True  # lines wait in the inbox until answered (see the module doc)
     ready = True
     ready_detail = "started"
 
@@ -70,6 +77,7 @@ class TerminalChannel(ChannelBase):
         self._lines: asyncio.Queue[str | None] = asyncio.Queue()
         self._reader: asyncio.Task[None] | None = None
         self.input_closed = asyncio.Event()
+        self._run_id = f"{time.time_ns():x}"
         self._counter = 0
         # The line in flight: set once it is answered. Turns in progress (typing depth).
         self._answered: asyncio.Event | None = None
@@ -77,6 +85,7 @@ class TerminalChannel(ChannelBase):
         self._spinner: asyncio.Task[None] | None = None
         self._spinner_shown = False
         self._session: Any = None  # the prompt_toolkit PromptSession (interactive)
+        self._leave_armed = False  # Ctrl-C on an empty line once: the next one leaves
         self._closing = False
 
     # -- the Channel interface ----------------------------------------------------------------
@@ -145,7 +154,7 @@ class TerminalChannel(ChannelBase):
                         chat_id=LOCAL_CHAT,
                         sender_id=self._sender_id,
                         text=line,
-                        message_id=str(self._counter),
+                        message_id=f"{self._run_id}-{self._counter}",
                     )
                 )
                 with self._no_echo():  # type-ahead waits unseen for the next prompt
@@ -204,11 +213,10 @@ class TerminalChannel(ChannelBase):
             pass  # the loop or the stream closed under us: the chat is over either way
 
     async def _prompted_lines(self) -> AsyncIterator[str]:
-        """Lines from prompt_toolkit: editing, history; Ctrl-D at the prompt ends the chat.
+        """Lines from prompt_toolkit: editing, history; keys as in a shell (`_shell_keys`).
 
-        prompt_toolkit reads Ctrl-C as a key, so no SIGINT reaches the process while the
-        prompt is up: it is raised here, so Ctrl-C stops the chat the same way wherever it is
-        pressed (the process's signal handling decides: an interrupt, never a clean exit 0).
+        Leaving at the prompt (Ctrl-D, or Ctrl-C twice on an empty line) ends the input like
+        the end of a pipe: the chat stops cleanly (exit status 0).
         """
         from prompt_toolkit import PromptSession
         from prompt_toolkit.history import FileHistory, InMemoryHistory
@@ -219,7 +227,9 @@ class TerminalChannel(ChannelBase):
                 self._history_path.parent.mkdir(parents=True, exist_ok=True)
                 self._history_path.touch(mode=0o600, exist_ok=True)
                 history = FileHistory(str(self._history_path))
-        session: PromptSession[str] = PromptSession(history=history)
+        session: PromptSession[str] = PromptSession(history=history,
+                                                    key_bindings=self._shell_keys())
+        session.default_buffer.on_text_changed += self._typed
         self._session = session
         while not self._closing:
             try:
@@ -228,10 +238,31 @@ class TerminalChannel(ChannelBase):
                 yield await session.prompt_async(self._prompt, handle_sigint=False)
             except EOFError:
                 return
-            except KeyboardInterrupt:
-                signal.raise_signal(signal.SIGINT)
-                # Not "input ended" (a clean exit): the stop the signal starts ends this.
-                await asyncio.Event().wait()
+
+    def _shell_keys(self) -> Any:
+        """Ctrl-C at the prompt: a half-typed line is cleared; on an empty line the first
+        press says how to leave and a second one in a row leaves (as Ctrl-D does)."""
+        from prompt_toolkit.application import run_in_terminal
+        from prompt_toolkit.key_binding import KeyBindings
+
+        keys = KeyBindings()
+
+        @keys.add("c-c")
+        def _interrupt(event: Any) -> None:
+            buffer = event.app.current_buffer
+            if buffer.text:
+                buffer.reset()  # the line is dropped, the prompt stays: a shell's Ctrl-C
+                self._leave_armed = False
+            elif self._leave_armed:
+                event.app.exit(exception=EOFError())
+            else:
+                self._leave_armed = True
+                run_in_terminal(lambda: self._write(LEAVE_HINT + "\n"))
+
+        return keys
+
+    def _typed(self, _buffer: object) -> None:
+        self._leave_armed = False  # typing in between: the next Ctrl-C is a first one again
 
     # -- writing ------------------------------------------------------------------------------
 

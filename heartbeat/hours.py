@@ -7,22 +7,16 @@ end.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, tzinfo
 
-_CLOCK = re.compile(r"^(\d{1,2}):(\d{2})$")
+from heartbeat.timeofday import parse_time_of_day
 
 
 def parse_clock(text: str) -> time:
-    match = _CLOCK.match(text.strip())
-    if match:
-        hour, minute = int(match.group(1)), int(match.group(2))
-        if hour == 24 and minute == 0:
-            return time(0, 0)
-        if hour < 24 and minute < 60:
-            return time(hour, minute)
-    raise ValueError(f"invalid time of day {text!r}: use HH:MM, 00:00 to 24:00")
+    """A start or end of the active hours: any time of day the scheduler accepts too
+    (heartbeat/timeofday.py), and `24:00` for the end of the day."""
+    return parse_time_of_day(text, end_of_day=True)
 
 
 @dataclass(frozen=True, slots=True)

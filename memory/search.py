@@ -16,9 +16,8 @@ Legs, each returning a candidate pool of `POOL` chunks:
 Fusion is weighted reciprocal rank fusion (RRF): a chunk scores sum(w / (K + rank)) over the
 legs that found it, scaled so that rank 1 in every leg is 1.0. Ranks, unlike raw scores, need no
 calibration between BM25 and the local model's compressed cosines (unrelated texts score about
-0.75 there), and a chunk both legs agree on rises to the top. The baseline it replaced
-(0.7 x cosine + 0.3 x BM25 mapped by r/(1+r), AND queries, min score 0.35) is kept as
-`openclaw_fusion` for the benchmark.
+0.75 there), and a chunk both legs agree on rises to the top. (The baseline it replaced,
+0.7 x cosine + 0.3 x BM25 mapped by r/(1+r) over AND queries, lives on in bench/recall.py.)
 
 Dated daily notes fade with age by a factor that never drops below `DECAY_FLOOR`, so an old
 exact match (found by several legs) still beats a recent vague one; MEMORY.md, USER.md and
@@ -36,8 +35,10 @@ from typing import Any
 
 import numpy as np
 
+from memory.dates import DateWindow, query_windows
 from memory.defaults import DEFAULT_HALF_LIFE_DAYS, DEFAULT_MAX_RESULTS, MAX_RESULTS
 from memory.lines import LineEnsemble, split_numbers, unpack_vectors
+from memory.passages import passage
 from memory.text import fts_phrase, query_terms, trigram_query, word_query
 from memory.vectors import VectorMatrix, merge_knn
 
@@ -46,21 +47,25 @@ __all__ = [
     "MAX_RESULTS",
     "SearchResponse",
     "SearchResult",
+    "fts_leg",
     "hybrid_search",
-    "openclaw_fusion",
     "rrf_fusion",
 ]
 
-SNIPPET_CHARS = 700
+# What one result shows at most. bench/recall_locomo.py at the final weights (snip@5 / hit@1,
+# mean characters a result shows): 700: 0.854/0.608 (629); 850: 0.874/0.639 (776); 1,000:
+# 0.901/0.671 (925). Chunks as results at 700 showed 514 characters on average.
+SNIPPET_CHARS = 850
 POOL = 40
 RRF_K = 20
-# The line leg weighs most: on bench/recall_long.py it alone put the answer's chunk in the
-# top 5 for 66% of the questions, the chunk vectors for 58%, the words for 33%. Fused, with
-# the lines' hubness taken off (memory.lines), top-1 / top-5: lines at 2.0 48/81, 2.5 49/85,
-# 3.0 49/87, 4.0 50/87 (vector 1.0, words and trigrams 0.5); without the line leg 27/54.
-# With the second line model (memory.minilm) the lines count for more: 3.0 57/94, 4.0 59/94,
-# 5.0 60/94, 6.0 59/95, 8.0 59/94.
-LEG_WEIGHTS = {"vector": 1.0, "words": 0.5, "trigram": 0.5, "lines": 5.0}
+# Chosen on real conversations (bench/recall_locomo.py, the LoCoMo development half, 760
+# questions; snip@5 / hit@1 with dates and passages on, 1,000-character snippets while
+# sweeping): lines 5.0 and words 0.5 (the weights the generated proxy had chosen) 0.837/0.578;
+# words 1.0: 0.847/0.592; lines 3.0: 0.847/0.601; both: 0.868/0.617; lines 2.0 / 1.5 / 1.0 /
+# 0.5 with words 1.0: 0.889/0.634, 0.899/0.649, 0.901/0.662, 0.904/0.661; lines 1.0 with
+# words 1.5: 0.901/0.671; lines 8.0: 0.824/0.546. The line leg still picks each result's
+# line (memory.passages) whatever its weight.
+LEG_WEIGHTS = {"vector": 1.0, "words": 1.5, "trigram": 0.5, "lines": 1.0}
 # The word leg's cost is FTS5 scoring every matching row with BM25 (about 1.3 us a row on
 # our 2-core target, more right after the query embedding has emptied the caches; finding
 # the rows alone is ten times cheaper), so a query's cost is the sum of its words' document
@@ -78,6 +83,17 @@ COMMON_WORD_MIN_CHUNKS = 1000
 # matrix finish 100k x 384 in 13 ms against 22 ms for one (measured on 2 cores).
 VECTOR_THREADS = 2
 VECTOR_ROWS_PER_THREAD = 25_000
+# A question that names a date (memory.dates): the chunks of the notes dated around it join
+# the line leg's candidates when there are at most DATE_CANDIDATES of them, and their fused
+# score is multiplied by DATE_BOOST. At most DATE_SCAN_LIMIT of them are looked up.
+# bench/recall_locomo.py (92 of its 760 questions name a year; snip@5): at the proxy's
+# weights, chunks as results, no dates 0.745, DATE_BOOST 1.5 0.761; with passages 1.5 / 2.5
+# 0.743 / 0.753; with 1,000-character passages 2.5 / 4.0 0.837 / 0.839, and at lines 2.0,
+# words 1.0: 1.5 / 2.5 0.884 / 0.889.
+DATE_BOOST = 2.5
+DATE_CANDIDATES = 400
+DATE_SCAN_LIMIT = 20_000
+PASSAGES = True  # a result with a known best line shows the passage around it
 DECAY_FLOOR = 0.8
 MMR_LAMBDA = 0.9
 
@@ -162,7 +178,8 @@ class TermStats:
         return left_out
 
 
-async def _fts(db: Any, table: str, match: str, pool: int) -> list[tuple[int, float]]:
+async def fts_leg(db: Any, table: str, match: str, pool: int) -> list[tuple[int, float]]:
+    """The best `pool` rows of an FTS5 table for a MATCH expression, as (rowid, -bm25)."""
     if not match:
         return []
     try:
@@ -187,28 +204,26 @@ async def _vector(db: Any, qvec: np.ndarray, pool: int) -> list[tuple[int, float
 
 
 async def keyword_legs(
-    db: Any, query: str, pool: int = POOL, *, and_words: bool = False,
+    db: Any, query: str, pool: int = POOL, *,
     terms: TermStats | None = None, alone: bool = True,
 ) -> Legs:
-    """The word and trigram legs. `and_words` builds the baseline's AND query instead of OR.
+    """The word and trigram legs.
 
     With `terms`, the query's most common words are left out of the word query (see
     WORD_ROW_BUDGET); all of them only when not `alone` (a vector leg runs beside).
     """
     drop: set[str] = set()
-    if terms is not None and not and_words:
+    if terms is not None:
         words = query_terms(query)[0]
         if words:
             drop = await terms.leave_out(db, words, keep_rarest=alone)
     match = word_query(query, drop, keep_some=alone)
-    if and_words:
-        match = match.replace(" OR ", " AND ")
     legs: Legs = {}
     if match:
-        legs["words"] = await _fts(db, "chunks_fts", match, pool)
+        legs["words"] = await fts_leg(db, "chunks_fts", match, pool)
     trigram = trigram_query(query)
     if trigram:
-        legs["trigram"] = await _fts(db, "chunks_tri", trigram, pool)
+        legs["trigram"] = await fts_leg(db, "chunks_tri", trigram, pool)
     return legs
 
 
@@ -259,7 +274,7 @@ async def line_leg(db: Any, candidates: list[int], qvec: np.ndarray, space: Line
 
 
 async def gather_legs(
-    db: Any, query: str, qvec: np.ndarray | None, pool: int = POOL, *, and_words: bool = False,
+    db: Any, query: str, qvec: np.ndarray | None, pool: int = POOL, *,
     vectors: VectorMatrix | None = None, terms: TermStats | None = None,
 ) -> Legs:
     """Every leg's candidates (see `keyword_legs` and `vector_leg`).
@@ -269,9 +284,9 @@ async def gather_legs(
     legs during the query embedding instead gains nothing: the embedder uses both cores.)
     """
     if qvec is None:
-        return await keyword_legs(db, query, pool, and_words=and_words, terms=terms)
+        return await keyword_legs(db, query, pool, terms=terms)
     legs, vector = await asyncio.gather(
-        keyword_legs(db, query, pool, and_words=and_words, terms=terms, alone=False),
+        keyword_legs(db, query, pool, terms=terms, alone=False),
         vector_leg(db, qvec, pool, vectors),
     )
     legs["vector"] = vector
@@ -291,17 +306,6 @@ def rrf_fusion(legs: Legs, weights: dict[str, float] | None = None, k: int = RRF
         for rank, (chunk_id, _) in enumerate(legs[name], start=1):
             scores[chunk_id] = scores.get(chunk_id, 0.0) + weight / (k + rank)
     return {chunk_id: score / top for chunk_id, score in scores.items()}
-
-
-def openclaw_fusion(legs: Legs) -> dict[int, float]:
-    """The baseline: 0.7 x cosine + 0.3 x r/(1+r) of BM25 (word leg only)."""
-    scores: dict[int, float] = {}
-    for chunk_id, cosine in legs.get("vector", []):
-        scores[chunk_id] = 0.7 * max(cosine, 0.0)
-    for chunk_id, relevance in legs.get("words", []):
-        r = max(relevance, 0.0)
-        scores[chunk_id] = scores.get(chunk_id, 0.0) + 0.3 * (r / (1.0 + r))
-    return scores
 
 
 def decay(day: str | None, today: date, half_life_days: float) -> float:
@@ -375,6 +379,17 @@ def snippet(text: str, query: str, limit: int = SNIPPET_CHARS, focus: str = "") 
     return piece
 
 
+async def dated_chunks(db: Any, windows: list[DateWindow]) -> set[int]:
+    """The chunks of daily notes dated inside any of the windows (memory.dates)."""
+    if not windows:
+        return set()
+    rows = await db.execute_fetchall(
+        "SELECT id FROM chunks WHERE " + " OR ".join(["day BETWEEN ? AND ?"] * len(windows))
+        + " LIMIT ?",
+        [*(d.isoformat() for window in windows for d in window), DATE_SCAN_LIMIT])
+    return {int(row[0]) for row in rows}
+
+
 async def fetch_chunks(db: Any, ids: list[int]) -> dict[int, tuple[Any, ...]]:
     if not ids:
         return {}
@@ -430,6 +445,7 @@ async def hybrid_search(
         return SearchResponse(note="empty query")
     fused: dict[int, float] = {}
     best_line: dict[int, tuple[float, int]] = {}  # chunk -> (line score, line number)
+    dated = await dated_chunks(db, query_windows(query))
     for text, vector in phrasings:
         scored_by_lines = lines is not None and vector is not None
         second = (asyncio.ensure_future(line_query(text))
@@ -445,7 +461,8 @@ async def hybrid_search(
             assert lines is not None and vector is not None
             extra = await second if second is not None else None
             asked = vector if extra is None else np.concatenate([vector, extra])
-            candidates = sorted({cid for leg in legs.values() for cid, _ in leg})
+            candidates = sorted({cid for leg in legs.values() for cid, _ in leg} | (
+                dated if len(dated) <= DATE_CANDIDATES else set()))
             legs["lines"], found = await line_leg(db, candidates, asked, lines)
             for cid, line_score in legs["lines"]:
                 if cid not in best_line or line_score > best_line[cid][0]:
@@ -459,28 +476,35 @@ async def hybrid_search(
         # Age only scales a score by a factor in [DECAY_FLOOR, 1], so a chunk scoring below
         # DECAY_FLOOR x the keep-th best can never climb into the best `keep`: not fetched.
         floor = DECAY_FLOOR * sorted(fused.values(), reverse=True)[keep - 1]
+        floor /= DATE_BOOST if dated else 1.0
         candidates = [cid for cid in candidates if fused[cid] >= floor]
     rows = await fetch_chunks(db, candidates)
     ranked = sorted(
-        ((cid, fused[cid] * decay(rows[cid][5], today, half_life_days))
+        ((cid, fused[cid] * decay(rows[cid][5], today, half_life_days)
+          * (DATE_BOOST if cid in dated else 1.0))
          for cid in candidates if cid in rows),
         key=lambda item: -item[1],
     )[:keep]
-    picked = mmr(ranked, {cid: rows[cid][6] for cid, _ in ranked}, limit)
-    results = [
-        SearchResult(
-            path=rows[cid][1],
-            start_line=int(rows[cid][3]),
-            end_line=int(rows[cid][4]),
-            score=score,
-            snippet=snippet(rows[cid][6], query, focus=_line_text(rows[cid], line)),
-            source=rows[cid][2],
-            line=line,
-        )
-        for cid, score in picked
-        if score >= min_score
-        for line in [best_line[cid][1] if cid in best_line else None]
-    ]
+    order = mmr(ranked, {cid: rows[cid][6] for cid, _ in ranked}, len(ranked))
+    results: list[SearchResult] = []
+    shown: dict[str, list[tuple[int, int]]] = {}  # path -> line ranges already in a result
+    for cid, score in order:
+        if len(results) >= limit or score < min_score:
+            break
+        row = rows[cid]
+        line = best_line[cid][1] if cid in best_line else None
+        found = (await passage(db, row[1], line, SNIPPET_CHARS)
+                 if line is not None and PASSAGES else None)
+        if found is None:
+            first, last = int(row[3]), int(row[4])
+            text = snippet(row[6], query, focus=_line_text(row, line))
+        else:
+            first, last, text = found
+        if any(a <= first and last <= b for a, b in shown.get(row[1], [])):
+            continue  # everything this one shows is already in front of the model
+        shown.setdefault(row[1], []).append((first, last))
+        results.append(SearchResult(path=row[1], start_line=first, end_line=last, score=score,
+                                    snippet=text, source=row[2], line=line))
     note = ""
     if not results:
         note = "no matching memory" if not ranked else f"no result scored {min_score} or more"

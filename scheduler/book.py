@@ -15,7 +15,7 @@ from zoneinfo import ZoneInfo
 from scheduler.jobs import Job, Kind, add_job, cancel_job, read_jobs
 from scheduler.recurrence import Once
 from scheduler.state import JobRecord, ScheduleState, load_state
-from scheduler.wording import in_words
+from scheduler.wording import from_now, in_words, when_words
 
 __all__ = ["JobView", "cancel", "confirmation", "create", "list_jobs", "render_list"]
 
@@ -108,7 +108,8 @@ def render_list(views: list[JobView], problems: list[str], zone: ZoneInfo, now: 
         elif view.next_run is None:
             nxt = "no further run"
         elif view.next_run <= now:
-            nxt = "due now (late)"
+            nxt = (f"overdue, was due {when_words(view.next_run, zone)} "
+                   f"({from_now(view.next_run, now)}); sent as soon as the gateway runs")
         else:
             nxt = in_words(view.next_run, zone, now).split(";")[0]
         repeat = f" ({job.when})" if job.recurring else ""

@@ -3,6 +3,11 @@ and starting one `scheduler.Scheduler` for every workspace.
 
 - Zone: a person's time zone is `[scheduler.workspaces.<id>] timezone`, else
   `[heartbeat.workspaces.<id>] timezone`, else the top-level `timezone`, else the machine's.
+- Where: every way of running has a scheduler. `clawgate run` with Telegram/Discord serves
+  every workspace; the terminal chat (`clawgate chat`, or `clawgate run` with no platform)
+  serves its own person only, whose reminders and alerts appear in the chat (the others have
+  no channel there). A reminder made where it cannot be delivered says where it will go
+  (`delivery_note`).
 - Deliver: to the person's last DM route on a running channel (none yet: the run is retried
   later), through the outbox (`gateway.delivery`) with the run's key, so a repeated delivery
   of the same run is a no-op. It is sent at once, not queued behind a running DM turn, so it
@@ -21,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Collection, Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -37,7 +42,9 @@ from gateway.agent.transcript import Transcript, message_to_entry
 from gateway.assembly.heartbeat_host import discover_workspaces
 from gateway.clock import Clock
 from gateway.config.settings import Settings
+from gateway.ops.state import DmRoute
 from gateway.pipeline.gateway import Gateway
+from gateway.pipeline.routing import TERMINAL_CHANNEL
 from memory.layout import PERSONA_FILES, daily_note, dm_session_key
 from scheduler import (
     Scheduler,
@@ -60,6 +67,7 @@ __all__ = [
     "ScheduleDesk",
     "attach_schedules",
     "build_scheduler",
+    "delivery_note",
     "person_zone",
     "reminders",
     "schedule_session_key",
@@ -106,12 +114,56 @@ def person_zone(settings: Settings, person_id: str) -> ZoneInfo:
     return ZoneInfo(name) if name else machine_zone()
 
 
-class ScheduleDesk:
-    """Add, list and cancel a person's jobs (files only; tells the scheduler when running)."""
+def _platform(channel: str) -> str:
+    return channel.capitalize()  # telegram -> Telegram
 
-    def __init__(self, settings: Settings, clock: Clock) -> None:
+
+def delivery_note(person_id: str, owner: str, stored: DmRoute | None,
+                  running: Collection[str] | None, grace_hours: float) -> str:
+    """Where a reminder of `person_id` will arrive, in one or two sentences for the person.
+
+    `stored`: their last DM route on a platform (the state database); `running`: the channels
+    of this process (None: a command-line tool, no gateway here)."""
+    yours = owner == person_id
+    whose = "your" if yours else f"{person_id}'s"
+    late = f"up to {grace_hours:g} hours late"
+    platform = stored if stored is not None and stored.channel != TERMINAL_CHANNEL else None
+    terminal_here = running is not None and TERMINAL_CHANNEL in running
+    if platform is not None and running is not None and platform.channel in running:
+        return f"It will be sent to {whose} {_platform(platform.channel)} DM."
+    if yours and terminal_here:
+        elsewhere = (f"`clawgate run` sends it to your {_platform(platform.channel)} DM"
+                     if platform is not None else
+                     f"it comes when `clawgate chat` next starts ({late})")
+        return f"It will appear in this chat if the chat is open then; otherwise {elsewhere}."
+    if platform is not None:
+        return (f"`clawgate run` sends it to {whose} {_platform(platform.channel)} DM (if it is "
+                f"not running then, when it next starts, {late}).")
+    if yours and running is not None:  # a gateway with platforms, none of them yours yet
+        return ("Nowhere to send it yet: no Telegram or Discord account of yours has written "
+                "to the bot (`clawgate chat` shows it if the chat is open then). It is tried "
+                "again for about an hour and a half after its time, then given up.")
+    if yours:
+        return ("It will appear in `clawgate chat` (or `clawgate run` without Telegram/Discord) "
+                f"if one is running then, or when one next starts ({late}); no Telegram or "
+                "Discord account of yours has written to the bot yet, so it cannot reach you "
+                "there.")
+    return (f"Nowhere to send it yet: {person_id} has not written to the bot in a direct "
+            "message. It is tried again for about an hour and a half after its time, then "
+            "given up.")
+
+
+class ScheduleDesk:
+    """Add, list and cancel a person's jobs (files only; tells the scheduler when running).
+
+    `where(person_id)`: a sentence saying where a new reminder will arrive (the gateway's own
+    desk knows its channels; the command line reads the state database)."""
+
+    def __init__(self, settings: Settings, clock: Clock,
+                 where: Callable[[str], Awaitable[str]] | None = None) -> None:
         self.settings = settings
         self.clock = clock
+        self.where = where
         self.scheduler: Scheduler | None = None  # set while the gateway runs one
 
     def zone(self, workspace: Path) -> ZoneInfo:
@@ -123,7 +175,10 @@ class ScheduleDesk:
         job, first = await asyncio.to_thread(create_job, workspace, zone, when, text, kind,
                                              now, max_jobs=self.settings.scheduler.max_jobs)
         await self._changed(workspace)
-        return confirmation(job, first, zone, now)
+        reply = confirmation(job, first, zone, now)
+        if self.where is not None:
+            reply += " " + await self.where(workspace.name)
+        return reply
 
     async def listing(self, workspace: Path) -> str:
         zone = self.zone(workspace)
@@ -213,9 +268,16 @@ class GatewayScheduleHost:
         return result.reply
 
 
-def workspace_refs(settings: Settings) -> Iterator[WorkspaceRef]:
+def workspace_refs(settings: Settings, only: str | None = None) -> Iterator[WorkspaceRef]:
     for person_id, path in discover_workspaces(settings.workspaces_dir):
-        yield WorkspaceRef(person_id, path, person_zone(settings, person_id))
+        if only is None or person_id == only:
+            yield WorkspaceRef(person_id, path, person_zone(settings, person_id))
+
+
+def serves_only_the_owner(gateway: Gateway) -> bool:
+    """A gateway without a platform channel (the terminal chat) can reach its owner only: it
+    runs their jobs and leaves everyone else's to the `clawgate run` that can send them."""
+    return not any(name != TERMINAL_CHANNEL for name in gateway.channels)
 
 
 def build_scheduler(gateway: Gateway, *, clock: Clock | None = None,
@@ -227,8 +289,9 @@ def build_scheduler(gateway: Gateway, *, clock: Clock | None = None,
         agent_timeout=section.agent_timeout_seconds,
         rescan_seconds=section.rescan_seconds,
     )
+    only = gateway.settings.owner if serves_only_the_owner(gateway) else None
     return Scheduler(GatewayScheduleHost(gateway),
-                     lambda: list(workspace_refs(gateway.settings)),
+                     lambda: list(workspace_refs(gateway.settings, only)),
                      clock or gateway.clock, policy=policy, sleep=sleep)
 
 
@@ -250,7 +313,8 @@ def _export_metrics(gateway: Gateway, desk: ScheduleDesk) -> None:
 class RemindersService:
     """The assembly's service (gateway/assembly/builder.py `services`): the schedule tools and
     `/reminders` (given to the gateway when built, before it starts: the first turn has them),
-    and with `run` the one scheduler for every workspace (started after the channels)."""
+    and with `run` the scheduler (started after the channels): every workspace with a platform
+    channel; in the terminal chat, its person's."""
 
     def __init__(self, gateway: Gateway, *, run: bool) -> None:
         self.gateway = gateway
@@ -279,11 +343,22 @@ def attach_schedules(gateway: Gateway) -> ScheduleDesk | None:
         return None
     from gateway.agent.tools.schedule_tools import schedule_tools
 
-    desk = ScheduleDesk(gateway.settings, gateway.clock)
+    desk = ScheduleDesk(gateway.settings, gateway.clock,
+                        where=lambda person_id: gateway_delivery_note(gateway, person_id))
     gateway.schedules = desk
     gateway.add_private_tools(schedule_tools(desk))
     _export_metrics(gateway, desk)
     return desk
+
+
+async def gateway_delivery_note(gateway: Gateway, person_id: str) -> str:
+    try:
+        stored = await gateway.state.last_dm_route(person_id)
+    except Exception as exc:  # the note is a courtesy: never fail a reminder over it
+        log.warning("cannot look up the DM route of %s: %s", person_id, exc)
+        stored = None
+    return delivery_note(person_id, gateway.settings.owner, stored, set(gateway.channels),
+                         gateway.settings.scheduler.grace_hours)
 
 
 async def start_scheduler(gateway: Gateway, desk: ScheduleDesk | None) -> Scheduler | None:

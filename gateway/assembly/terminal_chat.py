@@ -10,12 +10,14 @@ from __future__ import annotations
 import json
 import logging
 import os
+from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 
 from gateway.agent.sessions import transcript_path
 from gateway.config.settings import Settings
 from gateway.ops.state import STATE_DIR
+from gateway.pipeline.routing import TERMINAL_CHANNEL
 from memory.layout import dm_session_key
 
 LOG_FILE = "chat.log"
@@ -43,23 +45,44 @@ def log_to_file(settings: Settings) -> Path:
     return path
 
 
-def last_exchange(workspace: Path, person: str) -> datetime | None:
-    """When the person's DM conversation last had a message (None: a new conversation)."""
+def _exchanges(workspace: Path, person: str) -> Iterator[dict[str, object]]:
+    """The person's DM conversation, newest first: user messages and the assistant's final
+    answers (tool-calling steps of a turn are left out)."""
     path = transcript_path(workspace, dm_session_key(person))
     try:
         lines = path.read_bytes().splitlines()
     except OSError:
-        return None
+        return
     for raw in reversed(lines):
         try:
             entry = json.loads(raw)
         except (ValueError, RecursionError):  # torn, hand-edited or hostile: skipped
             continue
-        if isinstance(entry, dict) and entry.get("type") in ("user", "assistant"):
-            try:
-                return datetime.fromisoformat(str(entry.get("ts")))
-            except ValueError:
-                return None
+        if not isinstance(entry, dict) or entry.get("type") not in ("user", "assistant"):
+            continue
+        if entry.get("type") == "assistant" and entry.get("tool_calls"):
+            continue
+        yield entry
+
+
+def last_exchange(workspace: Path, person: str) -> datetime | None:
+    """When the person's DM conversation last had a message (None: a new conversation)."""
+    for entry in _exchanges(workspace, person):
+        try:
+            return datetime.fromisoformat(str(entry.get("ts")))
+        except ValueError:
+            return None
+    return None
+
+
+def unanswered_line(workspace: Path, person: str) -> str | None:
+    """The last line typed in the chat, when no answer followed it (the chat was stopped
+    while it was thinking): the gateway's inbox still holds it, and the next start answers
+    it (channels/terminal.py)."""
+    for entry in _exchanges(workspace, person):
+        if entry.get("type") == "user" and entry.get("channel") == TERMINAL_CHANNEL:
+            return str(entry.get("text", ""))
+        return None
     return None
 
 
@@ -68,5 +91,11 @@ def continuing_line(settings: Settings, workspace: Path, person: str) -> str | N
     if when is None:
         return None
     local = when.astimezone(settings.zone())
-    return (f"Continuing your conversation from {local:%a %d %b %Y %H:%M} "
+    line = (f"Continuing your conversation from {local:%a %d %b %Y %H:%M} "
             "(/new starts a fresh one).")
+    waiting = unanswered_line(workspace, person)
+    if waiting is not None:
+        shown = waiting if len(waiting) <= 60 else waiting[:59] + "…"
+        line += (f"\nYour last message was not answered before the chat stopped: "
+                 f"answering it now ({shown!r}).")
+    return line

@@ -146,7 +146,8 @@ class McpConnection:
             detail = f"{len(self.tools)} tools"
         elif self.status == "down":
             wait = max(self._retry_at - self._monotonic(), 0.0)
-            detail = f"{self.last_error or 'not connected'}; next attempt in {wait:.0f} s"
+            when = f"next attempt in {wait:.0f} s" if wait >= 1 else "trying again now"
+            detail = f"{self.last_error or 'not connected'}; {when}"
         else:
             detail = self.last_error or self.status
         return ServerStatus(self.name, self.status, len(self.tools), detail, self.counters)

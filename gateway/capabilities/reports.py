@@ -61,8 +61,10 @@ async def mcp_report(settings: Settings) -> list[dict[str, Any]]:
         for status in manager.statuses():
             connection = manager.connections[status.name]
             tools = manager.tools_of(status.name)
+            # A one-off check has no "next attempt": the reason alone (or nothing when ready).
+            detail = "" if status.status == "ready" else (connection.last_error or status.detail)
             rows.append({
-                "server": status.name, "status": status.status, "detail": status.detail,
+                "server": status.name, "status": status.status, "detail": detail,
                 "contexts": list(connection.settings.contexts),
                 "tools": [t.spec.name for t in tools],
                 "schema_chars": tool_schema_chars([t.spec for t in tools]),

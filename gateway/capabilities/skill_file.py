@@ -92,22 +92,33 @@ def parse_skill(path: Path, source: Source, *, description_max_chars: int) -> Sk
         return problem(f"front matter cannot be read ({type(exc).__name__})")
     if not isinstance(data, dict):
         return problem("front matter must be a YAML mapping with name and description")
+    problems = _field_problems(data, folder, description_max_chars)
+    if problems:  # every one at once: fixing the first must not reveal the next
+        return problem("; ".join(problems))
+    name = str(data["name"]).strip()
+    description = " ".join(str(data["description"]).split())
+    return Skill(name, description, path, source)
+
+
+def _field_problems(data: dict[object, object], folder: str, description_max_chars: int
+                    ) -> list[str]:
+    """What is wrong with the name and the description, all of it."""
+    found = []
     name, description = data.get("name"), data.get("description")
     if not isinstance(name, str) or not name.strip():
-        return problem("front matter has no name")
-    name = name.strip()
-    if len(name) > MAX_NAME_CHARS or not NAME.match(name):
-        return problem(f"name {name!r} must be lowercase letters, digits and hyphens "
-                       f"(at most {MAX_NAME_CHARS})")
-    if name != folder:
-        return problem(f"name {name!r} differs from its folder {folder!r}; rename one of them")
+        found.append("front matter has no name")
+    elif len(name.strip()) > MAX_NAME_CHARS or not NAME.match(name.strip()):
+        found.append(f"name {name.strip()!r} must be lowercase letters, digits and hyphens "
+                     f"(at most {MAX_NAME_CHARS})")
+    elif name.strip() != folder:
+        found.append(f"name {name.strip()!r} differs from its folder {folder!r}; rename one "
+                     "of them")
     if not isinstance(description, str) or not description.strip():
-        return problem("front matter has no description (say what the skill is for)")
-    description = " ".join(description.split())
-    if len(description) > description_max_chars:
-        return problem(f"description is {len(description)} characters; at most "
-                       f"{description_max_chars} (put details in the body)")
-    return Skill(name, description, path, source)
+        found.append("front matter has no description (say what the skill is for)")
+    elif len(" ".join(description.split())) > description_max_chars:
+        found.append(f"description is {len(' '.join(description.split()))} characters; at "
+                     f"most {description_max_chars} (put details in the body)")
+    return found
 
 
 def _front_matter(text: str, *, complete: bool) -> tuple[str, str]:

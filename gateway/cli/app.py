@@ -94,7 +94,9 @@ def run_typer(args: Sequence[str]) -> int:
     """Parse `args` with the command tree and run the command: its exit status. Usage errors
     (unknown command or option, bad value) are one line here; other errors propagate to the
     one error policy of gateway/cli/main.py."""
-    command = typer.main.get_command(build_app())
+    from gateway.cli.help import tidy
+
+    command = tidy(typer.main.get_command(build_app()))
     try:
         result = command.main(args=list(args), prog_name="clawgate", standalone_mode=False)
     except typer.Exit as exc:

@@ -6,7 +6,8 @@ option types of the Typer commands are in gateway/cli/options.py.
 One rule for `--workspace` everywhere: a value with a path separator (or starting with `.` or
 `~`) is a directory; anything else is a person id under `workspaces_dir`; no value is the
 owner's workspace. Expected failures raise `CliError` (or `ConfigError`): the entry point prints
-them as one line and exits 2, so no command prints a traceback for a mistake a person makes.
+them as one line and exits with the status of the one rule below (2 for a mistake in the
+command, 1 for a failure), so no command prints a traceback for a mistake a person makes.
 """
 
 from __future__ import annotations
@@ -14,12 +15,22 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from gateway.config.settings import ConfigError, Settings, load_settings
 
-# Exit codes: 0 done, 1 the operation ran and failed (or refused), 2 a usage or input error.
+# The one exit-code rule, for every command (README "Command line"):
+# 0 done. 2 the command cannot do what was asked as written; changing the command line or a
+#   setting fixes it: an unknown command, option or value; an invalid setting; a person, job
+#   number, pairing code, revision or archive that does not exist; a target that exists
+#   without --force.
+# 1 it ran and failed, or found a problem in the data, the network or the system: a check that
+#   finds one (doctor, healthcheck, skills check, mcp check), a file or database that is
+#   damaged (a schedule file that is not valid JSON), a server that does not answer, a write
+#   that fails, an undo that conflicts.
+# 130 interrupted (Ctrl-C).
 EXIT_FAILED = 1
 EXIT_USAGE = 2
 
@@ -99,6 +110,15 @@ def fail(message: str, code: int = EXIT_FAILED) -> int:
     return code
 
 
+def json_time(moment: datetime | None) -> str | None:
+    """The one convention for times in `--json` output: an ISO 8601 instant in UTC, to the
+    second, ending in +00:00 (a naive time is taken as the machine's local time). Words and
+    tables show the person's own zone; programs get one zone."""
+    if moment is None:
+        return None
+    return moment.astimezone(UTC).isoformat(timespec="seconds")
+
+
 def print_json(value: Any) -> None:
     print(json.dumps(value, indent=1, ensure_ascii=False, default=str))
 
@@ -125,6 +145,6 @@ def exit_with(code: int) -> None:
 
 
 __all__ = [
-    "EXIT_FAILED", "EXIT_USAGE", "CliError", "ConfigError", "exit_with", "fail", "print_json",
-    "print_table", "resolve_workspace", "settings",
+    "EXIT_FAILED", "EXIT_USAGE", "CliError", "ConfigError", "exit_with", "fail", "json_time",
+    "print_json", "print_table", "resolve_workspace", "settings",
 ]

@@ -11,6 +11,7 @@ import typer
 
 from gateway.cli.common import (
     CliError,
+    json_time,
     print_json,
     resolve_workspace,
     settings,
@@ -123,7 +124,7 @@ def status_command(as_json: JsonOption = False) -> None:
 
 
 def _iso(moment: datetime | None) -> str | None:
-    return moment.isoformat() if moment is not None else None
+    return json_time(moment)
 
 
 def _when(moment: datetime | None, zone: tzinfo, missing: str) -> str:

@@ -3,22 +3,29 @@
 The command tree (Typer + Rich, gateway/cli/app.py) is built for every command line except a
 plain `clawgate run` (or a bare `clawgate`, which is the same), the command every deploy,
 update and restart runs: that one goes straight to gateway/cli/start.py, so the gateway polls
-its channels without first importing the command line's framework. Errors a person can make
-end as one `clawgate: ...` line and exit status 2; any other failure is one line too, with the
-traceback only under `--debug`.
+its channels without first importing the command line's framework. The one exit-code rule
+(the README's, gateway/cli/common.py): 2 when the command cannot do what was asked as written
+(change the command line or a setting), 1 when it ran and failed or found a problem, 130 when
+interrupted; each error is one `clawgate: ...` line, with the traceback only under `--debug`.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import sys
 import traceback
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-from gateway.cli.common import EXIT_USAGE, CliError
+from gateway.cli.common import EXIT_FAILED, EXIT_USAGE, CliError
 from gateway.config.settings import ConfigError
 from gateway.ops.state import StateError
+
+# A path that names nothing usable is a mistake in the command (2); a disk that is full or
+# failing is a failure (1).
+PATH_MISTAKES = frozenset({errno.ENOENT, errno.ENOTDIR, errno.EISDIR, errno.EEXIST,
+                           errno.EACCES, errno.EPERM, errno.ENAMETOOLONG, errno.ELOOP})
 
 # Root options accepted anywhere on the command line (before or after the subcommand).
 _ROOT_VALUE_OPTIONS = ("--config",)
@@ -94,8 +101,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except CliError as exc:
         return _one_line(str(exc), exc.code, debug)
-    except (ConfigError, StateError) as exc:
+    except ConfigError as exc:
         return _one_line(str(exc), EXIT_USAGE, debug)
+    except StateError as exc:  # the database is damaged: a failure, not a typo
+        return _one_line(str(exc), EXIT_FAILED, debug)
     except Exception as exc:
         from gateway.workspace.seed import WorkspaceError
 
@@ -103,7 +112,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _one_line(str(exc), EXIT_USAGE, debug)
         if isinstance(exc, OSError) and exc.filename is not None:
             reason = exc.strerror or type(exc).__name__
-            return _one_line(f"{reason}: {exc.filename}", EXIT_USAGE, debug)
+            code = EXIT_USAGE if exc.errno in PATH_MISTAKES else EXIT_FAILED
+            return _one_line(f"{reason}: {exc.filename}", code, debug)
         if debug:
             traceback.print_exc()
         else:

@@ -12,6 +12,7 @@ import json
 import re
 import sys
 import time
+from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -19,8 +20,10 @@ import typer
 
 from gateway.cli.common import (
     EXIT_FAILED,
+    EXIT_USAGE,
     CliError,
     fail,
+    json_time,
     print_json,
     print_table,
     resolve_workspace,
@@ -28,7 +31,7 @@ from gateway.cli.common import (
 )
 from gateway.cli.options import JsonOption, WorkspaceOption
 from gateway.config.settings import Settings
-from gateway.ops.versioning import Versioning, VersioningError
+from gateway.ops.versioning import UnknownRevision, Versioning, VersioningError, undo_words
 from memory.defaults import DEFAULT_MAX_RESULTS
 from memory.layout import RECALL_DIR
 
@@ -51,29 +54,10 @@ def register(root: typer.Typer) -> None:
 
 
 def _open_index(workspace: Path, config: Settings) -> Any:
-    from memory.embedders import EmbedderError, build_embedder, build_line_model
-    from memory.index import MemoryIndex
+    from gateway.config.memory import build_memory_index
 
-    memory = config.memory
-    try:
-        embedder = build_embedder(
-            memory.embedder, model=memory.model, dim=memory.dimension,
-            api_key=memory.resolved_api_key(), base_url=memory.base_url,
-        )
-    except (EmbedderError, ImportError, OSError, RuntimeError) as exc:
-        print(f"clawgate: embedder unavailable ({exc}); keyword-only", file=sys.stderr)
-        embedder = None
-    line_model = None
-    if embedder is not None:
-        try:
-            line_model = build_line_model(memory.line_model)
-        except (EmbedderError, ImportError, OSError, RuntimeError) as exc:
-            print(f"clawgate: line model unavailable ({exc}); lines scored by the embedder "
-                  "only", file=sys.stderr)
-    return MemoryIndex(
-        workspace.resolve(), embedder, chunk_chars=memory.chunk_chars, sessions=memory.sessions,
-        half_life_days=memory.half_life_days, line_model=line_model,
-    )
+    return build_memory_index(config.memory, workspace,
+                              lambda message: print(f"clawgate: {message}", file=sys.stderr))
 
 
 class _Progress:
@@ -270,7 +254,7 @@ def log_command(
     workspace: WorkspaceOption = None,
     limit: Annotated[int, typer.Option("--limit", "-n", help="at most this many")] = 20,
     since: Annotated[str, typer.Option(
-        "--since", help='e.g. "yesterday", "2 hours ago", a date')] = "",
+        "--since", metavar="WHEN", help='e.g. "yesterday", "2 hours ago", a date')] = "",
     as_json: JsonOption = False,
 ) -> None:
     since = check_since(since)
@@ -288,13 +272,19 @@ def log_command(
     except VersioningError as exc:
         raise typer.Exit(fail(str(exc))) from None
     if as_json:
-        print_json([{"rev": c.rev, "date": c.date, "subject": c.subject, "files": list(c.files)}
+        print_json([{"rev": c.rev, "date": json_time(datetime.fromisoformat(c.date)),
+                     "subject": c.subject, "files": list(c.files)}
                     for c in commits])
         return
     if not commits:
         print("no changes in that period")
         return
     print_table(("rev", "date", "change"), ((c.rev, c.date, c.subject) for c in commits))
+
+
+def _history_failure(exc: VersioningError) -> int:
+    """An unknown revision is a mistake in the command (2); anything else failed (1)."""
+    return fail(str(exc), EXIT_USAGE if isinstance(exc, UnknownRevision) else EXIT_FAILED)
 
 
 @app.command("diff", help="the change made by REV (default: the last one)")
@@ -304,7 +294,7 @@ def diff_command(workspace: WorkspaceOption = None, rev: RevArgument = "") -> No
     try:
         print(asyncio.run(_versioning(config).diff(path, rev)), end="")
     except VersioningError as exc:
-        raise typer.Exit(fail(str(exc))) from None
+        raise typer.Exit(_history_failure(exc)) from None
 
 
 @app.command("undo", help="undo the change made by REV (default: the last one)")
@@ -319,11 +309,11 @@ def undo_command(
     try:
         changed = asyncio.run(_versioning(config).undo(path, rev, to=to))
     except VersioningError as exc:
-        raise typer.Exit(fail(str(exc), EXIT_FAILED)) from None
+        raise typer.Exit(_history_failure(exc)) from None
     if not changed:
         print("nothing to undo: the files already have that content")
         return
-    print(f"restored {len(changed)} file(s): {', '.join(changed)}")
+    print(undo_words(changed))
     if (path / RECALL_DIR).exists():
         # The recall index compares files by mtime and size: the restored files are new to it,
         # so its next sync (the running gateway's watcher, or the next search) re-indexes them.

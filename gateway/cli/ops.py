@@ -5,22 +5,25 @@ import json
 import sqlite3
 import urllib.error
 import urllib.request
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
 from gateway.cli.common import (
+    EXIT_FAILED,
+    EXIT_USAGE,
     CliError,
     fail,
+    json_time,
     print_json,
     resolve_workspace,
     settings,
 )
-from gateway.cli.options import JsonOption, WorkspaceOption
+from gateway.cli.options import JsonOption
 from gateway.config.settings import Settings
-from gateway.ops.backup import BackupError, backup, clone, list_workspaces, restore
+from gateway.ops.backup import BackupError, BackupMistake, backup, clone, list_workspaces, restore
 from gateway.ops.state import state_path
 from gateway.ops.versioning import Versioning
 from gateway.workspace.seed import SESSIONS_DIR, WorkspaceError
@@ -44,9 +47,13 @@ def register(app: typer.Typer) -> None:
 def backup_command(
     output: Annotated[Path, typer.Option("--output", "-o", metavar="FILE.tar.gz",
                                          help="the archive to write")],
-    workspace: WorkspaceOption = None,
+    workspace: Annotated[str | None, typer.Option(
+        "--workspace", "-w", metavar="NAME|PATH",
+        help="only this workspace: a person id (e.g. ana) or a directory; without it, every "
+             "workspace and the gateway state database")] = None,
     all_: Annotated[bool, typer.Option(
-        "--all", help="every workspace and the gateway state database (the default)")] = False,
+        "--all", help="every workspace and the gateway state database (the same as giving "
+                      "no --workspace)")] = False,
     force: Annotated[bool, typer.Option("--force", help="replace an existing archive")] = False,
 ) -> None:
     if workspace is not None and all_:
@@ -62,6 +69,8 @@ def backup_command(
         workspaces, state = list_workspaces(root), state_path(root)
     try:
         report = backup(output, workspaces, state_db=state)
+    except BackupMistake as exc:
+        raise CliError(str(exc)) from None
     except (BackupError, OSError, sqlite3.Error) as exc:
         raise typer.Exit(fail(f"backup failed: {exc}")) from None
     print(f"wrote {report.output}: {len(report.workspaces)} workspace(s), {report.files} files, "
@@ -74,9 +83,9 @@ def backup_command(
 def restore_command(
     archive: Annotated[Path, typer.Argument(metavar="FILE.tar.gz")],
     root: Annotated[Path | None, typer.Option(
-        "--root", help="workspaces root (default: workspaces_dir)")] = None,
+        "--root", metavar="DIR", help="workspaces root (default: workspaces_dir)")] = None,
     rename: Annotated[str, typer.Option(
-        "--as", help="restore a one-workspace backup under this name")] = "",
+        "--as", metavar="NAME", help="restore a one-workspace backup under this name")] = "",
     force: Annotated[bool, typer.Option(
         "--force", help="replace what exists (it is moved to <root>/.trash/)")] = False,
     no_state: Annotated[bool, typer.Option(
@@ -90,7 +99,8 @@ def restore_command(
         hint = ""
         if rename and not no_state and str(state_path(target)) in str(exc):
             hint = " (with --as, add --no-state to keep the current gateway state)"
-        raise typer.Exit(fail(f"{exc}{hint}")) from None
+        mistake = isinstance(exc, (BackupMistake, WorkspaceError))
+        raise typer.Exit(fail(f"{exc}{hint}", EXIT_USAGE if mistake else EXIT_FAILED)) from None
     for name in report.workspaces:
         print(f"restored workspace {target / name}")
     if report.state:
@@ -112,7 +122,9 @@ def clone_command(
     root = path.resolve().parent
     try:
         target = clone(root, path.name, new, sessions=not no_sessions)
-    except (BackupError, WorkspaceError, OSError) as exc:
+    except (BackupMistake, WorkspaceError) as exc:
+        raise CliError(str(exc)) from None
+    except (BackupError, OSError) as exc:
         raise typer.Exit(fail(str(exc))) from None
     asyncio.run(Versioning(enabled=config.versioning.enabled).commit(
         target, "clone", note=f"cloned from {source}"))
@@ -166,7 +178,7 @@ def _heartbeat(workspace: Path) -> dict[str, Any] | None:
         return None
     state = load_state(workspace)
     return {
-        "next_beat_at": state.next_beat_at.isoformat() if state.next_beat_at else None,
+        "next_beat_at": json_time(state.next_beat_at),
         "last_status": state.last_status or None,
     }
 
@@ -203,8 +215,7 @@ def collect_status(config: Settings) -> dict[str, Any]:
         workspaces.append({
             "name": ws.name,
             "sessions": len(transcripts),
-            "last_activity": datetime.fromtimestamp(last).isoformat(timespec="seconds")
-            if last else None,
+            "last_activity": json_time(datetime.fromtimestamp(last, UTC)) if last else None,
             "last_commit": f"{head.rev} {head.date} {head.subject}" if head else None,
             "heartbeat": _heartbeat(ws),
             "index": _index_health(ws),

@@ -13,10 +13,19 @@ from typing import Annotated, Any, TypeVar
 import typer
 
 from gateway.assembly.platforms import PLATFORMS
-from gateway.cli.common import EXIT_FAILED, fail, print_json, print_table, settings
+from gateway.cli.common import (
+    EXIT_FAILED,
+    EXIT_USAGE,
+    CliError,
+    fail,
+    json_time,
+    print_json,
+    print_table,
+    settings,
+)
 from gateway.cli.options import JsonOption
 from gateway.ops.state import StateDB
-from gateway.pipeline.pairing import Pairing, PairingError
+from gateway.pipeline.pairing import Pairing, PairingError, UnknownCode
 
 Platform = Enum("Platform", {name: name for name in PLATFORMS}, type=str)  # type: ignore[misc]
 T = TypeVar("T")
@@ -55,7 +64,7 @@ def list_command(
     requests = [] if not state_exists() else with_state(lambda state: Pairing(state).pending(name))
     rows: list[dict[str, Any]] = [{
         "channel": r.channel, "code": r.code, "user_id": r.sender_id,
-        "name": r.sender_name or "", "asked_at": r.created_at.isoformat(timespec="seconds"),
+        "name": r.sender_name or "", "asked_at": json_time(r.created_at),
         "expires_in_minutes": max(0, int((r.expires_at - r.created_at).total_seconds() // 60)),
     } for r in requests]
     if as_json:
@@ -82,7 +91,8 @@ def _decide(channel: Platform, code: str, decision: str, *, owner: str | None = 
 
     outcome = with_state(go)
     if isinstance(outcome, PairingError):
-        raise typer.Exit(fail(str(outcome), EXIT_FAILED))
+        code = EXIT_USAGE if isinstance(outcome, UnknownCode) else EXIT_FAILED
+        raise typer.Exit(fail(str(outcome), code))
     verb = "approved" if decision == "approve" else "denied"
     name = f" ({outcome.sender_name})" if outcome.sender_name else ""
     print(f"{verb} {outcome.channel} user {outcome.sender_id}{name}")
@@ -120,7 +130,7 @@ def revoke_command(
 ) -> None:
     # The logic is Pairing.revoke (gateway/pipeline/pairing.py), shared with the panel.
     if not with_state(lambda state: Pairing(state).revoke(channel.value, sender_id)):
-        raise typer.Exit(fail(f"{channel.value}:{sender_id} is not approved", EXIT_FAILED))
+        raise CliError(f"{channel.value}:{sender_id} is not approved; see `clawgate users list`")
     print(f"revoked {channel.value}:{sender_id}")
     if sender_id in getattr(settings(), channel.value).allow_from:
         print(f"note: {sender_id} is still in {channel.value}.allow_from in the settings",

@@ -86,8 +86,9 @@ def mcp_check_command(as_json: JsonOption = False) -> None:
         print("no MCP servers configured ([mcp.servers.<name>] in clawgate.toml)")
     else:
         print_table(["server", "status", "contexts", "tools", "schema chars", "detail"],
-                    [(r["server"], r["status"], ",".join(r["contexts"]), len(r["tools"]),
-                      f"{r['schema_chars']:,}", r["detail"]) for r in rows])
+                    [(r["server"], r["status"], ",".join(r["contexts"]),
+                      ", ".join(r["tools"]) or "-", f"{r['schema_chars']:,}", r["detail"])
+                     for r in rows])
     exit_with(EXIT_FAILED if any(r["status"] != "ready" for r in rows) else 0)
 
 

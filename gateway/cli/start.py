@@ -148,10 +148,10 @@ def chat(config: Settings, person: str) -> int:
     if sys.stdin.isatty() and sys.stdout.isatty():
         log_file = log_to_file(config)  # the terminal is the chat: no log lines in it
         # Before the start: once started, the prompt owns the terminal.
-        print(f"Chatting with the assistant of {workspace} (Ctrl-D to quit, /help for "
-              f"commands; logs in {log_file})", file=sys.stderr)
+        print(f"Chatting with the assistant of {workspace} (Ctrl-D or Ctrl-C twice to leave, "
+              f"/help for commands; logs in {log_file})", file=sys.stderr)
         if (line := continuing_line(config, workspace, person)) is not None:
             print(line, file=sys.stderr)
-    # Reminders made here are sent by the running `clawgate run` (tools only, no scheduler).
-    app = GatewayApp(config, CHAT, services=[reminders(run=False)])
+    # The chat runs its person's reminders: they appear here (gateway/assembly/scheduling.py).
+    app = GatewayApp(config, CHAT, services=[reminders(run=True)])
     return run_until_stopped(config, CHAT, until_input_closed=True, app=app)

@@ -5,9 +5,7 @@ from typing import Annotated
 import typer
 
 from gateway.cli.common import (
-    EXIT_FAILED,
     CliError,
-    fail,
     print_json,
     print_table,
     settings,
@@ -59,7 +57,7 @@ def unlink_command(
 ) -> None:
     channel, user_id = parse_account(account)
     if not with_state(lambda state: state.unlink(channel, user_id)):
-        raise typer.Exit(fail(f"{channel}:{user_id} is not linked", EXIT_FAILED))
+        raise CliError(f"{channel}:{user_id} is not linked; see `clawgate users list`")
     print(f"unlinked {channel}:{user_id}")
     if with_state(lambda state: state.is_approved(channel, user_id)):
         print(f"{channel}:{user_id} is still approved; take that back with "

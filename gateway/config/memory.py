@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import os
-from typing import Annotated, Literal
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, SecretStr
 
 from memory.defaults import DEFAULT_CHUNK_CHARS, DEFAULT_HALF_LIFE_DAYS
+
+if TYPE_CHECKING:
+    from memory.index import MemoryIndex
 
 
 class MemorySettings(BaseModel):
@@ -35,6 +40,39 @@ class MemorySettings(BaseModel):
         if self.api_key is not None and self.api_key.get_secret_value():
             return self.api_key.get_secret_value()
         return os.environ.get("OPENAI_API_KEY", "")
+
+
+def build_memory_index(settings: MemorySettings, workspace: Path,
+                       warn: Callable[[str], None] | None = None) -> MemoryIndex:
+    """The index of one workspace as these settings describe it, for the command line and the
+    recall benchmarks (so a benchmark measures exactly what `clawgate memory search` runs).
+
+    A model that fails to load is reported through `warn` and left out: the index is then
+    keyword-only, or scores lines with the embedder alone.
+    """
+    from memory.embedders import EmbedderError, build_embedder, build_line_model
+    from memory.index import MemoryIndex
+
+    say = warn or (lambda message: None)
+    try:
+        embedder = build_embedder(
+            settings.embedder, model=settings.model, dim=settings.dimension,
+            api_key=settings.resolved_api_key(), base_url=settings.base_url,
+        )
+    except (EmbedderError, ImportError, OSError, RuntimeError) as exc:
+        say(f"embedder unavailable ({exc}); keyword-only")
+        embedder = None
+    line_model = None
+    if embedder is not None:
+        try:
+            line_model = build_line_model(settings.line_model)
+        except (EmbedderError, ImportError, OSError, RuntimeError) as exc:
+            say(f"line model unavailable ({exc}); lines scored by the embedder only")
+    return MemoryIndex(
+        workspace.resolve(), embedder, chunk_chars=settings.chunk_chars,
+        sessions=settings.sessions, half_life_days=settings.half_life_days,
+        line_model=line_model,
+    )
 
 
 def build_memory_service(settings: MemorySettings, today=None):  # type: ignore[no-untyped-def]

@@ -441,13 +441,22 @@ def config_path() -> Path:
 
 
 def load_settings(path: Path | None = None, **overrides: Any) -> Settings:
-    """Read the TOML file (if present) and the environment; raise ConfigError on bad input."""
+    """Read the TOML file (if present) and the environment; raise ConfigError on bad input.
+
+    The error lists every problem at once, each where the person wrote it (the file, line and
+    TOML key, or the variable; gateway/config/errors.py), and the `CLAWGATE_*` variables that
+    are no setting (otherwise a warning at start)."""
     path = path or config_path()
     file_values: dict[str, Any] = {}
+    text = ""
     if path.exists():
         try:
-            file_values = tomllib.loads(read_bounded(path, MAX_CONFIG_BYTES).decode("utf-8"))
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError, OSError, BrokenFile) as exc:
+            text = read_bounded(path, MAX_CONFIG_BYTES).decode("utf-8")
+            file_values = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{path} is not valid TOML: {exc}. Fix the file or remove "
+                              "it.") from exc
+        except (UnicodeDecodeError, OSError, BrokenFile) as exc:
             raise ConfigError(f"cannot read {path}: {exc}. Fix the file or remove it.") from exc
         except (RecursionError, ValueError, MemoryError) as exc:  # nested 30,000 deep, a
             # 5,000-digit number: tomllib raises these rather than TOMLDecodeError
@@ -455,11 +464,18 @@ def load_settings(path: Path | None = None, **overrides: Any) -> Settings:
                 f"{type(exc).__name__}: {str(exc)[:120]}"
             raise ConfigError(f"cannot read {path}: {reason}. Fix the file or remove it.") \
                 from None
-    file_values.update(overrides)
+    given = {**file_values, **overrides}  # overrides: from code (tests), not the file
     try:
-        return Settings(**file_values)
+        return Settings(**given)
     except ValidationError as exc:
-        raise ConfigError(_one_line(exc, path)) from exc
+        from gateway.config.errors import describe
+
+        problems = describe(exc, model=Settings, prefix=ENV_PREFIX, file_values=file_values,
+                            file_text=text, path=path, environ=os.environ)
+        named = {problem.split(" ", 1)[0].split("=", 1)[0] for problem in problems}
+        problems += [warning for warning in unknown_env_vars(os.environ)
+                     if warning.split(" ", 1)[0] not in named]
+        raise ConfigError(_problem_lines(problems)) from exc
     except SettingsError as exc:
         # pydantic-settings could not even decode a variable (bad JSON for a list, say).
         raise ConfigError(f"{exc}. Fix that environment variable or {path}.") from exc
@@ -468,18 +484,12 @@ def load_settings(path: Path | None = None, **overrides: Any) -> Settings:
                           f"{str(exc)[:160]}") from None
 
 
-def _one_line(exc: ValidationError, path: Path) -> str:
-    """Every error of the validation, one after the other, on one line."""
-    where = f"in the environment or in {path}" if path.exists() else "in the environment"
-    problems = []
-    for error in exc.errors():
-        loc = [str(part) for part in error["loc"]]
-        env_name = ENV_PREFIX + "__".join(loc).upper()
-        message = error["msg"].removeprefix("Value error, ")
-        problems.append(f"{env_name} / {'.'.join(loc)}: {message}")
-    noun = "setting" if len(problems) == 1 else f"{len(problems)} settings"
-    return (f"invalid {noun}: {'; '.join(problems)}. Fix {'it' if len(problems) == 1 else 'them'} "
-            f"{where}; the README lists every option.")
+def _problem_lines(problems: list[str]) -> str:
+    """One problem: one line. Several: a count, then one line each."""
+    if len(problems) == 1:
+        return f"invalid setting: {problems[0]} (the README lists every option)"
+    lines = "".join(f"\n  {problem}" for problem in problems)
+    return f"{len(problems)} problems in the settings (the README lists every option):{lines}"
 
 
 def known_env_names(model: type[BaseModel] = Settings, prefix: str = ENV_PREFIX

@@ -56,6 +56,11 @@ class BackupError(Exception):
     """A backup, restore or clone cannot proceed; `str()` says why and what to do."""
 
 
+class BackupMistake(BackupError):
+    """Not doable as asked: another name, --force, --as, --root or the right archive would
+    do (the command line's exit status 2; a BackupError is a failure, 1)."""
+
+
 @dataclass
 class BackupReport:
     output: Path
@@ -169,10 +174,10 @@ def backup(output: Path, workspaces: list[Path], *, state_db: Path | None = None
     report = BackupReport(output)
     names = [ws.name for ws in workspaces]
     if len(set(names)) != len(names):
-        raise BackupError("two workspaces with the same name cannot share one archive")
+        raise BackupMistake("two workspaces with the same name cannot share one archive")
     for ws in workspaces:
         if not ws.is_dir():
-            raise BackupError(f"no workspace at {ws}")
+            raise BackupMistake(f"no workspace at {ws}")
     output.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp_name = tempfile.mkstemp(dir=output.parent, prefix=f".{output.name}.", suffix=".tmp")
     os.close(fd)
@@ -254,11 +259,16 @@ def _check_member(member: tarfile.TarInfo) -> tuple[str, str] | None:
 
 
 def read_manifest(archive: Path) -> dict[str, object]:
-    with tarfile.open(archive, "r:gz") as tar:
+    try:
+        tar = tarfile.open(archive, "r:gz")  # noqa: SIM115 - closed by the `with` below
+    except tarfile.ReadError as exc:  # not a .tar.gz at all: the wrong file was named
+        raise BackupMistake(f"{archive} is not a clawgate backup (not a .tar.gz archive)") \
+            from exc
+    with tar:
         try:
             handle = tar.extractfile(MANIFEST)
         except KeyError as exc:
-            raise BackupError(f"{archive} is not a clawgate backup (no {MANIFEST})") from exc
+            raise BackupMistake(f"{archive} is not a clawgate backup (no {MANIFEST})") from exc
         raw = handle.read(MAX_MANIFEST_BYTES + 1) if handle else b"{}"
     if len(raw) > MAX_MANIFEST_BYTES:
         raise BackupError(f"{archive}: its {MANIFEST} is over {MAX_MANIFEST_BYTES:,} bytes")
@@ -267,7 +277,7 @@ def read_manifest(archive: Path) -> dict[str, object]:
     except BrokenFile as exc:
         raise BackupError(f"{archive}: its {MANIFEST} cannot be read: {exc}") from None
     if not isinstance(data, dict) or data.get("format") != FORMAT:
-        raise BackupError(f"{archive} is not a clawgate backup")
+        raise BackupMistake(f"{archive} is not a clawgate backup")
     return data
 
 
@@ -280,6 +290,8 @@ def restore(archive: Path, root: Path, *, force: bool = False, rename: str = "",
     under another name.
     """
     archive, root = Path(archive), Path(root)
+    if not archive.is_file():
+        raise BackupMistake(f"no archive {archive}")
     try:
         read_manifest(archive)
         with tarfile.open(archive, "r:gz") as tar:
@@ -296,7 +308,7 @@ def _restore_from(tar: tarfile.TarFile, root: Path, *, force: bool, rename: str,
     has_state = with_state and any(kind == "state" for kind, _ in kinds)
     if rename:
         if len(names) != 1:
-            raise BackupError("--as needs an archive with exactly one workspace")
+            raise BackupMistake("--as needs an archive with exactly one workspace")
         workspace_path(root, rename)  # validates the new name
     targets = {name: root / (rename or name) for name in names}
     state_target = root / STATE_DIR / STATE_FILE
@@ -304,7 +316,7 @@ def _restore_from(tar: tarfile.TarFile, root: Path, *, force: bool, rename: str,
     if has_state and state_target.exists():
         clashes.append(str(state_target))
     if clashes and not force:
-        raise BackupError(
+        raise BackupMistake(
             f"refusing to overwrite {', '.join(clashes)}: restore elsewhere "
             f"(--root), under another name (--as), or pass --force to replace (the "
             f"current one is moved to {root / TRASH})")
@@ -367,9 +379,9 @@ def clone(root: Path, source: str, new: str, *, sessions: bool = True) -> Path:
     src = workspace_path(root, source)
     dst = workspace_path(root, new)
     if not src.is_dir():
-        raise BackupError(f"no workspace {source!r} under {root}")
+        raise BackupMistake(f"no workspace {source!r} under {root}")
     if dst.exists():
-        raise BackupError(f"{dst} already exists: choose another name")
+        raise BackupMistake(f"{dst} already exists: choose another name")
     staging = Path(tempfile.mkdtemp(dir=root, prefix=f".clone-{new}-"))
     try:
         for path, skip in _walk(src, skip_sessions=not sessions):

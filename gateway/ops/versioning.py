@@ -43,7 +43,7 @@ GITIGNORE = (
 _SKIP_DIRS = set(UNVERSIONED_DIRS)  # memory.layout
 _SKIP_FILES = set(UNVERSIONED_FILES)  # the heartbeat timer's own bookkeeping
 REASONS = ("init", "turn", "flush", "compaction", "heartbeat", "hand edit", "panel edit", "undo",
-           "restore", "clone")
+           "restore", "clone", "schedule")
 SUBJECT_FILES = 4
 # A workspace this small is fingerprinted on the event loop (about 0.1 ms, less than the hop to
 # a worker thread); a larger one in a thread, so a big workspace never stalls other sessions.
@@ -53,6 +53,33 @@ Fingerprint = frozenset[tuple[str, int, int]]
 
 class VersioningError(Exception):
     """A versioning command cannot do what was asked; `str()` says why, in one line."""
+
+
+class UnknownRevision(VersioningError):
+    """The revision named does not exist (a mistake in the command, not a failure)."""
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class Change:
+    """A file an undo changed on disk, and how: "deleted" (the undone change had created
+    it), "restored" (brought back to its earlier text) or "recreated" (it had deleted it)."""
+
+    path: str
+    kind: str
+
+
+def undo_words(changes: list[Change]) -> str:
+    """'deleted notes/todo.md; restored MEMORY.md': what an undo did, in words a person
+    checks against what they meant to undo."""
+    parts = []
+    for kind in ("deleted", "recreated", "restored"):
+        paths = [change.path for change in changes if change.kind == kind]
+        if paths:
+            parts.append(f"{kind} {', '.join(paths)}")
+    return "; ".join(parts)
+
+
+_UNDO_KINDS = {"A": "recreated", "D": "deleted"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -236,10 +263,10 @@ class Versioning:
                                  "--date=iso-strict", rev, "--")
         return out
 
-    async def undo(self, workspace: Path, rev: str = "", *, to: bool = False) -> list[str]:
+    async def undo(self, workspace: Path, rev: str = "", *, to: bool = False) -> list[Change]:
         """Undo the change made by `rev` (default: the last one), or with `to` restore every
         versioned file as it was at `rev`. Records the result as an "undo" commit and returns
-        the paths that changed on disk.
+        the files that changed on disk, and how (`undo_words` says it).
         """
         workspace = self._require(workspace)
         await self.commit(workspace, "hand edit", note="uncommitted changes found before undo")
@@ -268,7 +295,8 @@ class Versioning:
                 note = f"Reverted {subject.strip()}"
             _, status = await self._git(workspace, "status", "--porcelain", "-z",
                                         "--untracked-files=no")
-            changed = [path for _, path in _changed_paths(status)]
+            changed = [Change(path, _UNDO_KINDS.get(code, "restored"))
+                        for code, path in _changed_paths(status)]
             self._seen.pop(workspace, None)
             await self._commit_locked(workspace, "undo", "", "", note)
         return changed
@@ -278,7 +306,7 @@ class Versioning:
         code, full = await self._git(workspace, "rev-parse", "--verify", "-q",
                                      f"{rev}^{{commit}}", check=False)
         if code != 0 or not full.strip():
-            raise VersioningError(f"no revision {rev!r} in {workspace.name}: pick one from "
+            raise UnknownRevision(f"no revision {rev!r} in {workspace.name}: pick one from "
                                   "`clawgate memory log`")
         return full.strip()
 
@@ -301,7 +329,7 @@ class Versioning:
 
 def _verify_rev(rev: str) -> None:
     if rev.startswith("-"):
-        raise VersioningError(f"not a revision: {rev!r}")
+        raise UnknownRevision(f"not a revision: {rev!r}")
 
 
 def _changed_paths(porcelain_z: str) -> list[tuple[str, str]]:

@@ -11,7 +11,7 @@ from urllib.parse import quote
 
 from aiohttp import web
 
-from gateway.ops.versioning import VersioningError
+from gateway.ops.versioning import VersioningError, undo_words
 from gateway.panel.files import EditConflict, FileRefused, save_text
 from gateway.panel.host import PanelError
 from gateway.panel.html import esc, person_url, url
@@ -140,7 +140,7 @@ async def undo(request: web.Request) -> web.StreamResponse:
     except VersioningError as exc:
         session.say("error", str(exc))
     else:
-        session.say("ok", f"undid {rev}: restored {', '.join(changed)}" if changed
+        session.say("ok", f"undid {rev}: {undo_words(changed)}" if changed
                     else "nothing to undo: the files already have that content")
     raise back(person_url(person, "history"))
 

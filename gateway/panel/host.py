@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gateway.ops.health import readiness
-from gateway.ops.versioning import Commit
+from gateway.ops.versioning import Change, Commit
 from gateway.pipeline.links import LinkResult, link_accounts
 from gateway.pipeline.pairing import Pairing, PairingRequest
 from gateway.pipeline.routing import Route
@@ -149,7 +149,7 @@ class PanelHost:
     async def diff(self, person_id: str, rev: str) -> str:
         return await self.gateway.versioning.diff(self.workspace(person_id), rev)
 
-    async def undo(self, person_id: str, rev: str) -> list[str]:
+    async def undo(self, person_id: str, rev: str) -> list[Change]:
         return await self.gateway.versioning.undo(self.workspace(person_id), rev)
 
     async def commit_edit(self, person_id: str, path: str) -> str | None:

@@ -246,13 +246,17 @@ class Gateway:
         """
         self.stop_intake()
         await self.approvals.stop()
-        try:
-            await asyncio.wait_for(self.lanes.drain(), drain_timeout)
-        except TimeoutError:
+        # Counted before anything is cancelled: `wait_for(drain())` would cancel the turns
+        # themselves on its timeout, and then count none ("0 turn(s) still running").
+        draining = asyncio.ensure_future(self.lanes.drain())
+        _, late = await asyncio.wait({draining}, timeout=drain_timeout)
+        if late:
             pending = self.lanes.depth()
             log.warning("stopping with %d turn(s) still running after %.1f s: left pending "
                         "for the next start", pending, drain_timeout)
             await self.lanes.cancel()
+            draining.cancel()
+            await asyncio.gather(draining, return_exceptions=True)
         await self.delivery.close(min(drain_timeout, 5.0))
         closers = [*(channel.stop for channel in self.channels.values()),
                    self.capabilities.stop,  # MCP servers
@@ -320,7 +324,10 @@ class Gateway:
         try:
             route = await self.router.resolve(msg)
             await self._ensure_workspace(route)
-            if msg.chat_type == "direct" and self._durable(msg):
+            # The terminal is no route for later sends: `clawgate run` has no terminal (while
+            # a chat runs, last_dm_route falls back to it for its owner).
+            if msg.chat_type == "direct" and self._durable(msg) \
+                    and msg.channel != TERMINAL_CHANNEL:
                 await self.state.set_last_dm_route(
                     route.person_id, msg.channel, msg.chat_id, msg.sender_id, msg.received_at
                 )

@@ -63,6 +63,10 @@ class PairingError(Exception):
     """An approve/deny that cannot be done; `str()` is the line to show."""
 
 
+class UnknownCode(PairingError):
+    """No pending request has that code (mistyped, or expired): a mistake in the command."""
+
+
 @dataclass(frozen=True, slots=True)
 class PairingRequest:
     channel: str
@@ -237,7 +241,7 @@ class Pairing:
             await self.state._write(
                 "INSERT INTO approve_failures (channel, at) VALUES (?, ?)", (channel, now)
             )
-            raise PairingError(
+            raise UnknownCode(
                 f"no pending pairing request {code} on {channel} (wrong or expired code); "
                 f"see `clawgate pairing list`"
             )

@@ -199,7 +199,10 @@ def test_parse_clock_and_all_day():
     assert parse_clock("24:00") == time(0)
     assert ActiveHours(parse_clock("00:00"), parse_clock("24:00")).always
     assert ActiveHours(time(8), parse_clock("24:00"), UTC).contains(NOW.replace(hour=23))
-    for bad in ("25:00", "8", "08:60", "x"):
+    # One reader for the active hours and the scheduler (heartbeat/timeofday.py).
+    assert parse_clock("8") == time(8) and parse_clock("10pm") == time(22)
+    assert parse_clock("noon") == time(12) and parse_clock("9.30") == time(9, 30)
+    for bad in ("25:00", "24:30", "08:60", "13pm", "x", "8 o'clock tomorrow"):
         with pytest.raises(ValueError):
             parse_clock(bad)
 

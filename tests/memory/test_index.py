@@ -13,6 +13,7 @@ import pytest
 
 from memory.embedders import EmbedderError
 from memory.index import MemoryIndex
+from memory.search import SNIPPET_CHARS
 from memory.service import MemoryOptions, MemoryService
 from tests.fakes.embedder import FakeEmbedder
 
@@ -248,7 +249,7 @@ async def test_watcher_marks_dirty_and_syncs(ws):
     (ws / "memory" / "later.md").write_text("- The piano tuner comes on Friday.\n")
     for _ in range(100):
         await asyncio.sleep(0.05)
-        if not index.dirty and (await index.status()).files == 6:
+        if not (status := await index.status()).dirty and status.files == 6:
             break
     assert (await index.status()).files == 6
     assert await _paths(index, "piano tuner", 1) == ["memory/later.md"]
@@ -259,7 +260,7 @@ async def test_snippet_is_capped(ws):
     (ws / "memory" / "long.md").write_text("word " * 2000 + "needle-xyz here\n")
     index = _index(ws, FakeEmbedder(), chunk_chars=4000)
     result = (await index.search("needle-xyz", max_results=1)).results[0]
-    assert len(result.snippet) <= 700 and "needle-xyz" in result.snippet
+    assert len(result.snippet) <= SNIPPET_CHARS and "needle-xyz" in result.snippet
     await index.close()
 
 

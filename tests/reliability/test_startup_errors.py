@@ -47,7 +47,7 @@ async def test_a_corrupt_state_db_is_one_line_and_an_exit(tmp_path, anthropic_se
         if not platform:
             env = {k: v for k, v in env.items() if not k.startswith("CLAWGATE_TELEGRAM")}
         code, output = await _run(env, "run")
-    assert code == 2, output
+    assert code == 1, output  # damaged data: a failure (the README's exit-code rule)
     assert "Traceback" not in output
     errors = [line for line in output.splitlines() if line.startswith("clawgate:")]
     assert len(errors) == 1 and "state database" in errors[0] and "not a database" in errors[0]
@@ -59,7 +59,7 @@ async def test_admin_commands_on_a_corrupt_state_db_say_so_in_one_line(tmp_path,
     async with FakeTelegramServer() as tg:
         env = gateway_env(tmp_path, tg, anthropic_server.base_url, allow=[1])
     code, output = await _run(env, "pairing", "list")
-    assert code == 2 and "Traceback" not in output
+    assert code == 1 and "Traceback" not in output
     assert output.count("\n") == 1 and "state database" in output
 
 

@@ -1,6 +1,6 @@
 """The rules every command follows: root options anywhere, one `--workspace` rule, `--json`
-wherever a table is printed, one-line errors with exit 2, read-only commands that write
-nothing. In-process (`main([...])`) so each case stays cheap.
+wherever a table is printed, one-line errors (exit statuses: test_exit_codes.py), read-only
+commands that write nothing. In-process (`main([...])`) so each case stays cheap.
 """
 
 from __future__ import annotations
@@ -125,7 +125,7 @@ def test_memory_log_json_and_undo_of_an_unknown_revision(root, tmp_path, capsys)
     assert main(["memory", "log", "--workspace", str(ws), "--json", "--since", "2 days ago"]) == 0
     log = json.loads(capsys.readouterr().out)
     assert log[0]["subject"] == "init: MEMORY.md" and log[0]["files"] == ["MEMORY.md"]
-    assert main(["memory", "undo", "deadbeef", "--workspace", str(ws)]) == 1
+    assert main(["memory", "undo", "deadbeef", "--workspace", str(ws)]) == 2  # a mistake
     line = _one_error_line(capsys.readouterr().err)
     assert "deadbeef" in line and "fatal" not in line and "clawgate memory log" in line
 
@@ -162,7 +162,7 @@ def test_tables_have_json(root, capsys):
 
 
 def test_channel_names_accept_any_case(root, capsys):
-    assert main(["pairing", "approve", "Telegram", "ABCD2345"]) == 1  # no such code, but parsed
+    assert main(["pairing", "approve", "Telegram", "ABCD2345"]) == 2  # no such code, but parsed
     assert "ABCD2345" in _one_error_line(capsys.readouterr().err).upper()
 
 
@@ -178,7 +178,7 @@ def test_restore_as_hints_at_no_state_when_the_state_database_is_in_the_way(root
     archive = tmp_path / "ana.tar.gz"
     assert main(["backup", "--all", "--output", str(archive)]) == 0
     capsys.readouterr()
-    assert main(["restore", str(archive), "--as", "ana-copy"]) == 1
+    assert main(["restore", str(archive), "--as", "ana-copy"]) == 2
     assert "--no-state" in _one_error_line(capsys.readouterr().err)
     assert main(["restore", str(archive), "--as", "ana-copy", "--no-state"]) == 0
     assert (root / "ana-copy" / "AGENTS.md").exists()  # the hint was the way through

@@ -58,17 +58,82 @@ def test_invalid_values_fail_in_one_line_naming_the_setting(tmp_path, monkeypatc
     assert named in message and "\n" not in message
 
 
-def test_unknown_key_in_the_file_is_an_error(tmp_path):
+def test_unknown_key_in_the_file_names_the_file_line_and_toml_key(tmp_path):
+    """Issue 27: a typo in clawgate.toml was reported as an environment variable the person
+    never set, in pydantic's words, without a suggestion."""
     config = tmp_path / "clawgate.toml"
-    config.write_text("[llm]\nmodle = 'typo'\n")
-    with pytest.raises(ConfigError, match="CLAWGATE_LLM__MODLE"):
+    config.write_text("[llm]\nmodel = 'x'\nprovder = 'openai'\n")
+    with pytest.raises(ConfigError) as caught:
         load_settings(config)
+    message = str(caught.value)
+    assert f"{config} line 3: [llm] provder is not a setting (did you mean provider?)" in message
+    assert "CLAWGATE_" not in message and "Extra inputs" not in message
+
+
+def test_a_misspelt_section_gets_the_closest_one(tmp_path):
+    config = tmp_path / "clawgate.toml"
+    config.write_text("timezone = 'UTC'\n\n[hearbeat]\nevery = '1h'\n")
+    with pytest.raises(ConfigError) as caught:
+        load_settings(config)
+    assert f"{config} line 3: [hearbeat] is not a section (did you mean [heartbeat]?)" in \
+        str(caught.value)
+
+
+def test_an_environment_mistake_names_the_variable_and_the_closest_one(tmp_path, monkeypatch):
+    monkeypatch.setenv("CLAWGATE_LLM__PROVDER", "openai")
+    with pytest.raises(ConfigError) as caught:
+        load_settings(tmp_path / "absent.toml")
+    message = str(caught.value)
+    assert "CLAWGATE_LLM__PROVDER is not a setting (did you mean CLAWGATE_LLM__PROVIDER?)" in \
+        message
+    assert "llm.provder" not in message and "Extra inputs" not in message
+
+
+def test_every_mistake_of_a_start_is_reported_at_once_in_plain_words(tmp_path, monkeypatch):
+    config = tmp_path / "clawgate.toml"
+    config.write_text("timezon = 'UTC'\n[llm]\nmax_attempts = 99\ncontext_window = 'big'\n"
+                      "[heartbeat.workspaces.ana]\nevry = '1h'\n[telegram]\ngroups_enabled = 3\n"
+                      "[memory]\nembedder = 'magic'\n")
+    monkeypatch.setenv("CLAWGATE_LOG_FORMAT", "xml")
+    monkeypatch.setenv("CLAWGATE_LIMITS__MESSAGES_PER_MINUTE", "-1")
+    monkeypatch.setenv("CLAWGATE_LLM_PROVIDER", "openai")  # no setting: named too
+    with pytest.raises(ConfigError) as caught:
+        load_settings(config)
+    lines = str(caught.value).splitlines()
+    assert lines[0].startswith("9 problems in the settings")
+    body = "\n".join(lines[1:])
+    for expected in (
+        "line 1: timezon is not a setting (did you mean timezone?)",
+        "line 3: [llm] max_attempts = 99: must be at most 10",
+        "line 4: [llm] context_window = 'big': must be a whole number",
+        "line 6: [heartbeat.workspaces.ana] evry is not a setting (did you mean every?)",
+        "line 8: [telegram] groups_enabled = 3: must be true or false",
+        "line 10: [memory] embedder = 'magic': must be",
+        "CLAWGATE_LOG_FORMAT='xml': must be 'text' or 'json'",
+        "CLAWGATE_LIMITS__MESSAGES_PER_MINUTE='-1': must be at least 0",
+        "CLAWGATE_LLM_PROVIDER is not a setting and is ignored (did you mean "
+        "CLAWGATE_LLM__PROVIDER?)",
+    ):
+        assert expected in body, (expected, body)
+    for library_words in ("Input should be", "Extra inputs", "Value error", "Field required",
+                          "type=", "pydantic"):
+        assert library_words not in body
+
+
+def test_a_secret_is_never_echoed_in_an_error(tmp_path, monkeypatch):
+    config = tmp_path / "clawgate.toml"
+    config.write_text("[telegram]\ntoken = 12345\n")
+    monkeypatch.setenv("CLAWGATE_DISCORD__TOKEN", "[not-a-list")
+    monkeypatch.setenv("CLAWGATE_DISCORD__ALLOW_FROM", "[not json")
+    with pytest.raises(ConfigError) as caught:
+        load_settings(config)
+    assert "12345" not in str(caught.value) and "[telegram] token" in str(caught.value)
 
 
 def test_broken_toml_is_one_clear_line(tmp_path):
     config = tmp_path / "clawgate.toml"
     config.write_text("[llm\n")
-    with pytest.raises(ConfigError, match="cannot read"):
+    with pytest.raises(ConfigError, match=r"is not valid TOML: .*line 1, column 5"):
         load_settings(config)
 
 

@@ -80,7 +80,7 @@ def test_restore_refuses_to_clobber_and_force_moves_the_old_one_aside(tmp_path):
         restore(archive, root)
     assert (ws / "MEMORY.md").read_text() == "- changed since the backup\n"
 
-    assert main(["restore", str(archive), "--root", str(root)]) == 1
+    assert main(["restore", str(archive), "--root", str(root)]) == 2  # --force would do
 
     report = restore(archive, root, force=True)
     assert (ws / "MEMORY.md").read_text() == "- likes tea\n"

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from gateway.cli.main import main
-from gateway.ops.versioning import Versioning
+from gateway.ops.versioning import Change, Versioning, undo_words
 from gateway.workspace.seed import workspace_path
 
 
@@ -133,7 +133,8 @@ async def test_undo_to_a_revision_restores_the_whole_tree(tmp_path):
     await versioning.commit(workspace, "turn")
 
     changed = await versioning.undo(workspace, first, to=True)
-    assert sorted(changed) == ["MEMORY.md", "notes.md"]
+    assert sorted(changed) == [Change("MEMORY.md", "restored"), Change("notes.md", "deleted")]
+    assert undo_words(changed) == "deleted notes.md; restored MEMORY.md"
     assert (workspace / "MEMORY.md").read_text() == "one\n"
     assert not (workspace / "notes.md").exists()
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from datetime import UTC, datetime, timedelta
@@ -241,14 +242,32 @@ def test_cli_panel_url_prints_a_link_the_server_redeems(tmp_path, monkeypatch, c
     monkeypatch.setenv("CLAWGATE_WORKSPACES_DIR", str(tmp_path / "ws"))
     monkeypatch.setenv("CLAWGATE_PANEL__PORT", "8999")
     assert main(["panel", "url"]) == 0
-    link = capsys.readouterr().out.strip()
+    said = capsys.readouterr()
+    link = said.out.strip()
     assert link.startswith("http://127.0.0.1:8999/login/link?code=")
+    # Nothing serves the panel here: it says so (issue 27), and the link waits for a start.
+    assert "no panel answers at http://127.0.0.1:8999" in said.err and "clawgate run" in said.err
     code = link.split("code=")[1]
     directory = state_dir(tmp_path / "ws")
     assert (directory / "panel-token").exists()
     assert redeem_link_code(directory, code) and not redeem_link_code(directory, code)
     monkeypatch.setenv("CLAWGATE_PANEL__ENABLED", "false")
-    assert main(["panel", "url"]) == 1
+    assert main(["panel", "url"]) == 2  # a setting to change: the person's (README rule)
+
+
+async def test_panel_url_knows_whether_a_panel_answers(make_gateway, anthropic_server):
+    from gateway.cli.panel import panel_answers
+    from gateway.cli.serve import _start_panel
+
+    gateway, _ = await make_gateway(anthropic_server, panel={"port": 0})
+    panel = await _start_panel(gateway, gateway.settings)
+    try:
+        port = int(panel.url.rsplit(":", 1)[1].split("/")[0])
+        settings = gateway.settings.panel.model_copy(update={"port": port})
+        assert await asyncio.to_thread(panel_answers, settings)
+    finally:
+        await panel.stop()
+    assert not await asyncio.to_thread(panel_answers, settings)
 
 
 def test_linkable_platforms_are_the_gateways_platforms():

@@ -172,3 +172,19 @@ async def test_a_refused_request_names_status_endpoint_and_model(openai_server, 
     host = openai_server.base_url.split("//")[1].split("/")[0]
     assert "HTTP 404" in reply and host in reply and "no-such-model" in reply
     assert "clawgate doctor" in reply and "saved" in reply and "\n" not in reply
+
+
+async def test_a_stop_counts_the_turns_it_leaves_for_the_next_start(anthropic_server, make_gateway,
+                                                                    caplog):
+    """Issue 27: SIGTERM said "0 turn(s) still running" while one was (the count came after the
+    timeout had cancelled them)."""
+    gateway, channel = await make_gateway(anthropic_server)
+    anthropic_server.reply_delay(30.0)
+    await channel.inject("fay", "take your time")
+    async with asyncio.timeout(10):
+        while not anthropic_server.requests:  # the turn is with the model
+            await asyncio.sleep(0.02)
+    with caplog.at_level("WARNING", logger="gateway.pipeline.gateway"):
+        await gateway.stop(drain_timeout=0.2)
+    assert "stopping with 1 turn(s) still running" in caplog.text
+    assert channel.texts() == []  # left for the next start, not answered half-way

@@ -1,0 +1,56 @@
+"""A result with a known best line shows the passage around it (memory.passages)."""
+
+from __future__ import annotations
+
+from datetime import date
+from pathlib import Path
+
+from memory.index import MemoryIndex
+from memory.search import SNIPPET_CHARS
+from tests.fakes.embedder import FakeEmbedder
+
+TODAY = date(2026, 11, 29)
+TALK = [f"Sam: small talk number {i}, nothing much to report about anything today."
+        for i in range(30)]
+
+
+def _note(ws: Path, lines: list[str]) -> list[str]:
+    (ws / "memory").mkdir(parents=True, exist_ok=True)
+    body = ["## Conversation at 1:56 pm on 8 May, 2023", "", *(f"- {x}" for x in lines)]
+    (ws / "memory" / "2023-05-08.md").write_text("\n".join(body) + "\n")
+    return body
+
+
+async def test_the_passage_holds_the_best_line_and_its_neighbours_across_chunks(tmp_path: Path):
+    ws = tmp_path / "ws"
+    question = "Kim: What did you paint for the church?"
+    answer = "Jo: A stained glass window with a lighthouse on it."
+    body = _note(ws, [*TALK[:9], question, answer, *TALK[9:20]])
+    index = MemoryIndex(ws, FakeEmbedder(), today=lambda: TODAY, chunk_chars=300)
+    await index.sync()
+    response = await index.search("stained glass window lighthouse", max_results=3)
+    best = response.results[0]
+    wanted = body.index(f"- {answer}") + 1
+    assert best.line == wanted
+    assert best.start_line < wanted < best.end_line  # lines on both sides
+    assert f"- {answer}" in best.snippet and f"- {question}" in best.snippet
+    assert len(best.snippet) <= SNIPPET_CHARS
+    # The snippet is exactly the file's lines the result points at.
+    assert best.snippet.split("\n") == [
+        x for x in body[best.start_line - 1:best.end_line] if x.strip()]
+    # Every result shows lines the results before it do not.
+    for at, result in enumerate(response.results):
+        assert not any(r.start_line <= result.start_line and result.end_line <= r.end_line
+                       for r in response.results[:at])
+    await index.close()
+
+
+async def test_a_line_too_long_for_a_passage_falls_back_to_its_chunk_window(tmp_path: Path):
+    ws = tmp_path / "ws"
+    long_line = "Jo: " + " ".join(["the lighthouse window glows at night"] * 40)
+    _note(ws, [*TALK[:3], long_line, *TALK[3:6]])
+    index = MemoryIndex(ws, FakeEmbedder(), today=lambda: TODAY)
+    await index.sync()
+    best = (await index.search("lighthouse window glows", max_results=1)).results[0]
+    assert "lighthouse window glows" in best.snippet and len(best.snippet) <= SNIPPET_CHARS
+    await index.close()
