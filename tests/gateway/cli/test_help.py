@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 import typer
 
-from gateway.cli.main import build_app, main
+from gateway.cli.app import build_app
+from gateway.cli.main import main
 
 TYPE_NOISE = re.compile(r"<(?:bool|str|int|float|path|list\[[^\]]*\]|tuple|datetime)[^>]*>")
 

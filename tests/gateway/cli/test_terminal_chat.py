@@ -122,6 +122,9 @@ async def test_ctrl_c_at_the_prompt_works_as_in_a_shell(tmp_path, anthropic_serv
         await asyncio.to_thread(screen.until, "you>")
         os.write(master, b"\x03")  # on an empty line: how to leave
         await asyncio.to_thread(screen.until, "Ctrl-C again or Ctrl-D to leave")
+        # The hint is printed outside the prompt (the terminal back in cooked mode, where a
+        # Ctrl-C byte is the line discipline's, not the chat's): press again at the prompt.
+        await asyncio.to_thread(screen.until, "you>")
         assert process.returncode is None
         os.write(master, b"\x03")  # a second one in a row leaves, cleanly
         assert await asyncio.wait_for(process.wait(), 60) == 0
