@@ -136,8 +136,20 @@ class ChannelBase:
 
     name: str = "channel"
     durable: bool = True
-    ready: bool = True
-    ready_detail: str = "started"
+    _ready: bool = True
+    _ready_detail: str = "started"
+
+    @property
+    def ready(self) -> bool:
+        return self._ready
+
+    @property
+    def ready_detail(self) -> str:
+        return self._ready_detail
+
+    def set_ready(self, ready: bool, detail: str) -> None:
+        """Report readiness for /readyz (adapters that can compute it override the properties)."""
+        self._ready, self._ready_detail = ready, detail
 
     def typing(self, chat_id: str) -> AbstractAsyncContextManager[None]:
         return nullcontext()
@@ -161,7 +173,7 @@ class Backoff:
         attempt: int, first: float, cap: float, rng: Callable[[], float] | None = None
     ) -> float:
         """The wait after failed attempt number `attempt` (1-based)."""
-        backoff = min(cap, first * 2 ** (attempt - 1))
+        backoff = min(cap, first * 2.0 ** (attempt - 1))
         return backoff if rng is None else backoff * (0.5 + 0.5 * rng())
 
     def next(self) -> float:

@@ -32,6 +32,7 @@ from channels.base import (
     Backoff,
     ChannelBase,
     ChannelError,
+    ChatType,
     DeliveryRefused,
     InboundMessage,
     MessageHandler,
@@ -248,6 +249,7 @@ class DiscordChannel(ChannelBase):
         if me is None or message.author.id == me.id or message.author.bot:
             return None
         text = message.content or ""
+        chat_type: ChatType
         if isinstance(message.channel, discord.DMChannel):
             chat_type = "direct"
             addressed = False
@@ -306,7 +308,8 @@ class DiscordChannel(ChannelBase):
             if chunk.strip():
                 nonce = f"cg{message.key}.{index}"[:NONCE_MAX] if message.key else None
                 try:
-                    await target.send(chunk, nonce=nonce)
+                    await (target.send(chunk) if nonce is None
+                           else target.send(chunk, nonce=nonce))
                 except (discord.Forbidden, discord.NotFound) as exc:
                     raise DeliveryRefused(f"discord refused the message: {exc}") from exc
 

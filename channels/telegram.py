@@ -50,6 +50,7 @@ from channels.base import (
     Backoff,
     ChannelBase,
     ChannelError,
+    ChatType,
     DeliveryRefused,
     InboundMessage,
     MessageHandler,
@@ -118,8 +119,7 @@ class TelegramChannel(ChannelBase):
         self._poller: asyncio.Task[None] | None = None
         self._offset: int | None = None
         self.stalls = 0  # polls abandoned as stalled (for tests and operators)
-        self.ready = False  # for /readyz: the last poll succeeded
-        self.ready_detail = "not polling yet"
+        self.set_ready(False, "not polling yet")  # for /readyz: the last poll succeeded
         self.conflicts = 0
         self.skipped = 0  # updates that could not be read, skipped (logged by id)
 
@@ -242,7 +242,7 @@ class TelegramChannel(ChannelBase):
                 # One malformed update makes python-telegram-bot reject the whole batch, and
                 # the same batch would come back forever: take it apart one update at a time.
                 updates = await self._salvage_batch()
-            self.ready, self.ready_detail = True, "polling"
+            self.set_ready(True, "polling")
             if conflict_reported:
                 log.info("telegram: polling again, the conflict is over")
                 conflict_reported = False
@@ -252,7 +252,7 @@ class TelegramChannel(ChannelBase):
 
     def _down(self, why: str) -> None:
         """Readiness for /readyz: down until the next poll succeeds."""
-        self.ready, self.ready_detail = False, why
+        self.set_ready(False, why)
 
     async def _salvage_batch(self) -> tuple[Update, ...]:
         """Fetch the pending batch raw and parse each update alone, skipping broken ones."""
@@ -316,6 +316,7 @@ class TelegramChannel(ChannelBase):
         if message is None or message.from_user is None or message.from_user.is_bot:
             return None
         chat = message.chat
+        chat_type: ChatType
         if chat.type == "private":
             chat_type = "direct"
         elif chat.type in ("group", "supergroup") and self.groups_enabled:

@@ -219,9 +219,9 @@ class TerminalChannel(ChannelBase):
         the end of a pipe: the chat stops cleanly (exit status 0).
         """
         from prompt_toolkit import PromptSession
-        from prompt_toolkit.history import FileHistory, InMemoryHistory
+        from prompt_toolkit.history import FileHistory, History, InMemoryHistory
 
-        history = InMemoryHistory()
+        history: History = InMemoryHistory()
         if self._history_path is not None:
             with contextlib.suppress(OSError):
                 self._history_path.parent.mkdir(parents=True, exist_ok=True)

@@ -13,9 +13,9 @@ from gateway.clock import Clock
 from gateway.config.settings import ChannelSettings, Settings
 from gateway.ops.state import StateDB
 from gateway.pipeline.gateway import Gateway
+from gateway.pipeline.links import PLATFORMS
 from gateway.pipeline.pairing import ChannelAccess, ChannelPolicy
 
-PLATFORMS = ("telegram", "discord")
 TOKEN_HINTS = {
     "telegram": "set CLAWGATE_TELEGRAM__TOKEN (from @BotFather)",
     "discord": "set CLAWGATE_DISCORD__TOKEN (Discord developer portal, Bot tab)",

@@ -24,6 +24,7 @@ import sys
 import threading
 import time
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 from gateway.assembly.builder import GatewayApp, Plan, StartupError
 from gateway.config.settings import Settings
@@ -106,7 +107,7 @@ async def _run(config: Settings, plan: Plan, banner: str | None, until_input_clo
         print(banner, file=sys.stderr)
     if after_start is not None:
         await after_start(app)
-    waits = {stop_wait}
+    waits: set[asyncio.Task[Any]] = {stop_wait}
     if until_input_closed:
         waits.add(asyncio.create_task(_input_done(app)))
     await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)

@@ -12,7 +12,6 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
-from gateway.assembly.platforms import PLATFORMS
 from gateway.cli.common import (
     EXIT_FAILED,
     EXIT_USAGE,
@@ -25,6 +24,7 @@ from gateway.cli.common import (
 )
 from gateway.cli.options import JsonOption
 from gateway.ops.state import StateDB
+from gateway.pipeline.links import PLATFORMS
 from gateway.pipeline.pairing import Pairing, PairingError, UnknownCode
 
 Platform = Enum("Platform", {name: name for name in PLATFORMS}, type=str)  # type: ignore[misc]

@@ -12,11 +12,11 @@ from urllib.parse import quote
 from aiohttp import web
 
 from gateway.ops.versioning import VersioningError, undo_words
+from gateway.panel.context import panel_of, session_of
 from gateway.panel.files import EditConflict, FileRefused, save_text
 from gateway.panel.host import PanelError
 from gateway.panel.html import esc, person_url, url
 from gateway.panel.pages import editor_form, page, person_of
-from gateway.panel.server import panel_of, session_of
 from gateway.panel.transcripts import list_sessions
 from gateway.pipeline.links import LinkError
 from gateway.pipeline.pairing import PairingError

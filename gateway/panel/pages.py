@@ -14,6 +14,7 @@ from urllib.parse import quote
 from aiohttp import web
 
 from gateway.ops.versioning import VersioningError
+from gateway.panel.context import panel_of, session_of
 from gateway.panel.files import FileRefused, list_files, read_text, text_hash
 from gateway.panel.host import PanelError, UnknownPerson
 from gateway.panel.html import (
@@ -29,7 +30,6 @@ from gateway.panel.html import (
     url,
     when,
 )
-from gateway.panel.server import panel_of, session_of
 from gateway.panel.transcripts import daily_figures, list_sessions, read_items, session_path
 
 

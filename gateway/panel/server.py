@@ -18,7 +18,6 @@ from __future__ import annotations
 import logging
 import secrets
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -26,7 +25,9 @@ from urllib.parse import urlsplit
 from aiohttp import web
 
 from gateway.config.panel import PanelSettings
-from gateway.panel.auth import OWNER, PanelAuth, PanelSession
+from gateway.panel import actions, pages
+from gateway.panel.auth import OWNER, PanelAuth
+from gateway.panel.context import PANEL, SESSION, Panel, panel_of, session_of
 from gateway.panel.host import PanelHost
 from gateway.panel.html import csrf_field, esc, layout
 from gateway.panel.recent import RecentErrors
@@ -47,28 +48,6 @@ HEADERS = {
     "Cache-Control": "no-store",
 }
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
-
-@dataclass
-class Panel:
-    """What every handler needs: the gateway adapter, logins, recent errors, settings."""
-
-    host: PanelHost
-    auth: PanelAuth
-    recent: RecentErrors
-    settings: PanelSettings
-
-
-PANEL = web.AppKey("panel", Panel)
-SESSION = web.RequestKey("session", PanelSession)
-
-
-def panel_of(request: web.Request) -> Panel:
-    return request.app[PANEL]
-
-
-def session_of(request: web.Request) -> PanelSession:
-    return request[SESSION]
 
 
 def see_other(location: str) -> web.Response:
@@ -216,8 +195,6 @@ async def static(request: web.Request) -> web.Response:
 
 
 def build_app(panel: Panel) -> web.Application:
-    from gateway.panel import actions, pages
-
     app = web.Application(middlewares=[guard], client_max_size=8 * 1024 * 1024)
     app[PANEL] = panel
     app.router.add_get("/login", login_form)

@@ -94,13 +94,14 @@ def parse_message(response: object, provider: str = "anthropic") -> Completion:
         if block_type == "text":
             texts.append(str(getattr(block, "text", "") or ""))
         elif block_type == "tool_use":
-            arguments = getattr(block, "input", None)
-            ok = isinstance(arguments, dict)
+            raw = getattr(block, "input", None)
+            ok = isinstance(raw, dict)
+            arguments: dict[str, Any] = raw if isinstance(raw, dict) else {}
             calls.append(
                 ToolCall(
                     id=str(getattr(block, "id", "") or ""),
                     name=str(getattr(block, "name", "") or ""),
-                    arguments=arguments if ok else {},
+                    arguments=arguments,
                     arguments_error="" if ok else "tool input was not a JSON object",
                 )
             )

@@ -42,10 +42,17 @@ class BudgetExceeded(ProviderError):
 
 
 class Provider(Protocol):
-    """One LLM backend. Implementations must not retry on their own: `with_retries` does."""
+    """One LLM backend. Implementations must not retry on their own: `with_retries` does.
 
-    name: str
-    model: str
+    `name` and `model` are read-only here so that wrappers (retrying, metering) can pass them
+    through as properties; a plain attribute satisfies a read-only protocol member too.
+    """
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def model(self) -> str: ...
 
     async def complete(
         self, system: SystemPrompt, messages: Sequence[Message], tools: Sequence[ToolSpec]

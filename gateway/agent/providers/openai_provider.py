@@ -195,7 +195,9 @@ class OpenAIProvider:
 
     async def _create(self, params: dict[str, Any]) -> object:
         limit = {self._limit_field: self.max_output_tokens}
-        return await self._client.chat.completions.create(**params, **limit)
+        # The request is built as a plain dict (the SDK's TypedDict overloads cannot see it).
+        create: Any = self._client.chat.completions.create
+        return await create(**params, **limit)
 
     async def close(self) -> None:
         await self._client.close()
