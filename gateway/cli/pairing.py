@@ -91,8 +91,8 @@ def _decide(channel: Platform, code: str, decision: str, *, owner: str | None = 
 
     outcome = with_state(go)
     if isinstance(outcome, PairingError):
-        code = EXIT_USAGE if isinstance(outcome, UnknownCode) else EXIT_FAILED
-        raise typer.Exit(fail(str(outcome), code))
+        status = EXIT_USAGE if isinstance(outcome, UnknownCode) else EXIT_FAILED
+        raise typer.Exit(fail(str(outcome), status))
     verb = "approved" if decision == "approve" else "denied"
     name = f" ({outcome.sender_name})" if outcome.sender_name else ""
     print(f"{verb} {outcome.channel} user {outcome.sender_id}{name}")
