@@ -35,7 +35,8 @@ END = "<!-- import-graph:end -->"
 RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("channels", ("channels",)),
     ("heartbeat", ("heartbeat", "memory.atomic", "memory.layout")),
-    ("scheduler", ("scheduler", "memory.atomic", "memory.layout", "heartbeat.ack")),
+    ("scheduler", ("scheduler", "memory.atomic", "memory.layout", "heartbeat.ack",
+                   "heartbeat.timeofday")),
     ("memory", ("memory",)),
 )
 
