@@ -8,7 +8,7 @@ runs the same harness with 100 kills and more and prints the figures.
 
 Nothing may be lost; a duplicate is allowed only where the platform accepted a send and the
 kill came before the outbox recorded it (the documented crash window, docs/reliability.md),
-and under 1% of the messages overall; the model is never asked to answer nothing, no message
+at most one in this short run (bench/crash_kill.py measures the rate over 400 messages); the model is never asked to answer nothing, no message
 has two answers in its transcript, and no file is torn.
 """
 
@@ -30,7 +30,10 @@ async def test_kill_nine_at_random_points_loses_nothing(tmp_path, anthropic_serv
     assert report.bad_requests == 0  # never an empty or missing user message
     assert report.double_answers == []  # never two answers to one message
     assert report.unexplained == []  # duplicates only from the documented crash window
-    assert report.duplicates < 0.01 * plan.messages
+    # A duplicate only from the documented window (platform accepted, kill before the outbox
+    # recorded it): its rate, under 1%, is bench/crash_kill.py's figure over 400 messages;
+    # 80 messages cannot show 1%, so this short run allows one such copy and no more.
+    assert report.duplicates == report.window_duplicates <= 1
     assert report.lines_lost == []
     # the case the aimed kills are for happened: a reply on disk in a transcript only
     assert report.replies_in_window >= 1
