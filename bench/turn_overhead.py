@@ -7,8 +7,8 @@ in the state database, as after pairing), routing, session lane, reading the wor
 from disk, prompt assembly, transcript appends, the outbox row that marks the message answered,
 and delivery. The channel is a stand-in for python-telegram-bot (bench/channel_throughput.py
 measures the whole message through the real library). Prints p50/p95 latency and turns/s for
-1 session, for 100 sessions all sending at once (latency there is mostly waiting in line: 100 turns in flight share 2 cores), and for
-100 sessions sending at a steady 300 turns/s in total.
+1 session, for 100 sessions all sending at once (latency there is mostly waiting in line:
+100 turns in flight share 2 cores), and for 100 sessions sending at a steady 300 turns/s.
 
     python bench/turn_overhead.py [--turns 2000] [--sessions 100]
 """

@@ -8,8 +8,9 @@ runs the same harness with 100 kills and more and prints the figures.
 
 Nothing may be lost; a duplicate is allowed only where the platform accepted a send and the
 kill came before the outbox recorded it (the documented crash window, docs/reliability.md),
-at most one in this short run (bench/crash_kill.py measures the rate over 400 messages); the model is never asked to answer nothing, no message
-has two answers in its transcript, and no file is torn.
+at most one in this short run (bench/crash_kill.py measures the rate over 400 messages);
+the model is never asked to answer nothing, no message has two answers in its transcript,
+and no file is torn.
 """
 
 from __future__ import annotations
