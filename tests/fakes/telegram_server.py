@@ -27,6 +27,8 @@ from typing import Any
 
 from aiohttp import web
 
+from channels.preview import CURSOR
+
 BOT_USER = {"id": 777000111, "is_bot": True, "first_name": "Claw", "username": "claw_bot"}
 
 
@@ -171,11 +173,17 @@ class FakeTelegramServer:
     def texts(self, chat_id: int | str | None = None) -> list[str]:
         return [s.text for s in self.sent if chat_id is None or s.chat_id == str(chat_id)]
 
+    def finished(self) -> list[Sent]:
+        """Sent messages, less the live previews of a streaming gateway still being written
+        (their text ends with its cursor; the reply then replaces it by an edit)."""
+        return [s for s in self.sent if not s.text.endswith(CURSOR)]
+
     async def wait_sent(self, count: int, timeout: float = 10.0) -> list[Sent]:
+        """Until `count` messages were sent (previews count once they became replies)."""
         async with self._changed:
-            await asyncio.wait_for(self._changed.wait_for(lambda: len(self.sent) >= count),
-                                   timeout)
-        return list(self.sent)
+            await asyncio.wait_for(
+                self._changed.wait_for(lambda: len(self.finished()) >= count), timeout)
+        return self.finished()
 
     async def wait_confirmed(self, timeout: float = 10.0) -> None:
         """Until every queued update was confirmed by a later offset."""
