@@ -23,6 +23,8 @@ from typing import Any
 import yarl
 from aiohttp import WSMsgType, web
 
+from channels.preview import CURSOR
+
 BOT = {"id": "900000000000000001", "username": "clawbot", "discriminator": "0",
        "avatar": None, "bot": True, "global_name": None}
 _ids = itertools.count(1_100_000_000_000_000_000)
@@ -147,11 +149,17 @@ class FakeDiscordServer:
         return [m.content for m in self.sent if channel_id is None or
                 m.channel_id == str(channel_id)]
 
+    def finished(self) -> list[SentMessage]:
+        """Sent messages, less the live previews of a streaming gateway still being written
+        (their text ends with its cursor; the reply then replaces it by an edit)."""
+        return [m for m in self.sent if not m.content.endswith(CURSOR)]
+
     async def wait_sent(self, count: int, timeout: float = 10.0) -> list[SentMessage]:
+        """Until `count` messages were sent (previews count once they became replies)."""
         async with self._changed:
-            await asyncio.wait_for(self._changed.wait_for(lambda: len(self.sent) >= count),
-                                   timeout)
-        return list(self.sent)
+            await asyncio.wait_for(
+                self._changed.wait_for(lambda: len(self.finished()) >= count), timeout)
+        return self.finished()
 
     # -- REST --------------------------------------------------------------------------------
 
