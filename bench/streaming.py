@@ -10,8 +10,8 @@ reply before writing again.
 - first visible text: from the moment the fake model wrote an answer's first piece to the
   moment the first preview update carrying text reached the fake Telegram (a draft in a
   private chat; `--edits`: a preview message), per reply;
-- updates per second per chat: the most preview updates one chat got within any one-second
-  window, and the mean rate while a reply was being written;
+- updates per second per chat: the most preview updates (drafts, preview edits; not the
+  reply itself) one chat got within any one-second window, and the mean rate;
 - duplicate replies over a kill run: tests/reliability/kill_harness.py with streaming on
   (`--kills`, 0 to skip), drafts and edited previews.
 
@@ -33,6 +33,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from channels.preview import CURSOR
 from channels.telegram import Backoff
 from gateway.agent.providers import build_provider
 from gateway.assembly.platforms import build_gateway
@@ -60,7 +61,9 @@ async def latency_run(people: int, messages: int, chars: int, piece_ms: float,
     with tempfile.TemporaryDirectory() as tmp:
         async with FakeTelegramServer(max_poll=0.5) as tg, FakeAnthropicServer() as llm:
             llm.stream_delay, llm.stream_chunk_chars = piece_ms / 1000, 6
-            llm.responder = lambda body: llm.make_text(answer)
+            # Each reply starts with its chat's number, so its first piece names the chat.
+            llm.responder = lambda body: llm.make_text(
+                f"[{llm.last_user_text(body).split()[0]}] {answer}")
             users = [20_000 + i for i in range(people)]
             settings = load_settings(
                 Path(tmp) / "none.toml", workspaces_dir=Path(tmp) / "ws", timezone="UTC",
@@ -79,7 +82,7 @@ async def latency_run(people: int, messages: int, chars: int, piece_ms: float,
                 async def person(user: int) -> None:
                     for number in range(messages):
                         before = len([s for s in tg.finished() if s.chat_id == str(user)])
-                        await tg.send_text(user, f"message {number}")
+                        await tg.send_text(user, f"{user % 100:02d} message {number}")
                         while len([s for s in tg.finished()
                                    if s.chat_id == str(user)]) <= before:
                             await asyncio.sleep(0.02)
@@ -92,16 +95,21 @@ async def latency_run(people: int, messages: int, chars: int, piece_ms: float,
 
 def report(tg: FakeTelegramServer, llm: FakeAnthropicServer, replies: int,
            drafts: bool) -> None:
-    # First text per reply: the first update with text after each stream's first piece, in
-    # that chat. Streams and replies are matched in time order per chat.
-    updates = [(method, chat, at) for method, chat, at in tg.call_times if method in UPDATES]
+    # First text per reply: the first update in its chat (named by the reply's first piece)
+    # after the stream's first piece was written.
+    # Preview updates: drafts and edits that leave the cursor (the reply's own edit is the
+    # reply, not a preview update).
+    updates = [(method, chat, at) for (method, params), (_, chat, at)
+               in zip(tg.calls, tg.call_times, strict=True)
+               if method == "sendMessageDraft" or (method == "editMessageText" and str(
+                   params.get("text") or "").endswith(CURSOR))]
     texts = [(params, at) for (method, params), (_, _, at)
              in zip(tg.calls, tg.call_times, strict=True)
              if method in UPDATES or (method == "sendMessage" and not drafts)]
-    marks = sorted(llm.stream_marks)
     latencies = []
-    for mark in marks:
-        later = [at for params, at in texts if at >= mark and str(params.get("text") or "")]
+    for mark, piece in llm.stream_starts:
+        later = [at for params, at in texts
+                 if at >= mark and str(params.get("text") or "").startswith(piece)]
         if later:
             latencies.append(min(later) - mark)
     per_chat: dict[str, list[float]] = {}

@@ -4,7 +4,9 @@ A turn whose channel offers a preview (`Channel.preview`, channels/preview.py) g
 `LivePreview`: the agent loop hands it the model's text as it comes (and a progress line while
 tools run); a pump task pushes the newest state to the platform, at once for the first words
 and then at most once per `Preview.interval` (one second on Telegram and Discord), so a
-fast model never floods a chat and a slow chat never slows the model. A 429 pauses the
+fast model never floods a chat and a slow chat never slows the model. The pace is kept per
+chat across replies (`ChatPace`): a reply that starts right after the last one waits out
+the rest of the interval before its first update. A 429 pauses the
 pump for its `retry_after`; other failures are logged, and after a few the preview gives up
 (the reply still comes: previews are best effort).
 
@@ -30,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Awaitable, Callable
 
 from channels.base import Channel
@@ -46,12 +49,36 @@ Sleep = Callable[[float], Awaitable[object]]
 OnMessage = Callable[[str], Awaitable[None]]
 
 
+class ChatPace:
+    """When each chat's preview was last updated, so the pace holds across its replies."""
+
+    KEEP = 1_000  # chats remembered; older entries are long past any interval
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._last: dict[str, float] = {}
+
+    def wait_for(self, chat: str, interval: float) -> float:
+        """Seconds until `chat` may be updated again."""
+        last = self._last.get(chat)
+        return 0.0 if last is None else max(0.0, last + interval - self._clock())
+
+    def mark(self, chat: str) -> None:
+        self._last.pop(chat, None)
+        self._last[chat] = self._clock()
+        if len(self._last) > self.KEEP:
+            del self._last[next(iter(self._last))]
+
+
 class LivePreview:
     """The model's text so far, pushed to a `Preview` at the platform's pace (TurnStream)."""
 
     def __init__(self, preview: Preview, *, on_message: OnMessage | None = None,
-                 sleep: Sleep = asyncio.sleep) -> None:
+                 sleep: Sleep = asyncio.sleep, pace: ChatPace | None = None,
+                 chat: str = "") -> None:
         self.preview = preview
+        self._pace = pace or ChatPace()
+        self._chat = chat
         self._on_message = on_message
         self._sleep = sleep
         self._text = ""
@@ -110,6 +137,8 @@ class LivePreview:
             if self._closing:
                 return
             pause = self.preview.interval
+            if (wait := self._pace.wait_for(self._chat, pause)) > 0:
+                await self._sleep(wait)  # this chat's last reply was updated just now
             self._showing = True
             try:
                 await self.preview.show(self._text, self._progress)
@@ -128,6 +157,7 @@ class LivePreview:
                     return
             finally:
                 self._showing = False
+                self._pace.mark(self._chat)
             await self._note_message()
             if self._closing:
                 return
@@ -144,7 +174,7 @@ class LivePreview:
 
 
 async def open_preview(channel: Channel, state: StateDB, *, chat_id: str, direct: bool,
-                       key: str) -> LivePreview | None:
+                       key: str, pace: ChatPace | None = None) -> LivePreview | None:
     """The live preview of the reply named `key`, going on in a preview message an earlier
     run left (recorded in the state database), or None when the channel shows none."""
     earlier = await state.preview_for(key)
@@ -155,6 +185,7 @@ async def open_preview(channel: Channel, state: StateDB, *, chat_id: str, direct
     async def record(message_id: str) -> None:
         await state.record_preview(key, channel.name, chat_id, message_id)
 
-    live = LivePreview(preview, on_message=record)
+    live = LivePreview(preview, on_message=record, pace=pace,
+                       chat=f"{channel.name}:{chat_id}")
     live.start()
     return live

@@ -42,7 +42,7 @@ from gateway.pipeline.recovery import (
 )
 from gateway.pipeline.replies import provider_error_reply
 from gateway.pipeline.routing import Route
-from gateway.pipeline.streaming import LivePreview, open_preview
+from gateway.pipeline.streaming import ChatPace, LivePreview, open_preview
 
 log = logging.getLogger(__name__)
 
@@ -108,6 +108,7 @@ class TurnRunner:
         self.model, self.host = model, host
         # Messages re-queued by a restart: their turn may have run, in part or whole, before.
         self.resuming: set[tuple[str, str, str]] = set()
+        self.pace = ChatPace()  # live previews: each chat's update pace, across its replies
 
     async def run(self, route: Route, msg: InboundMessage, *, durable: bool) -> str:
         """One turn. Hand edits since the last turn are committed first, the turn's after.
@@ -157,7 +158,8 @@ class TurnRunner:
             return None
         try:
             return await open_preview(channel, self.delivery.state, chat_id=route.chat_id,
-                                      direct=msg.chat_type == "direct", key=answer_key(msg))
+                                      direct=msg.chat_type == "direct", key=answer_key(msg),
+                                      pace=self.pace)
         except Exception:
             log.exception("could not open a live preview in %s", route.session_key)
             return None

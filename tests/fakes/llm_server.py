@@ -106,6 +106,7 @@ class FakeLLMServer:
         self.stream_chunk_chars = 8
         self.stream_delay = 0.0
         self.stream_marks: list[float] = []
+        self.stream_starts: list[tuple[float, str]] = []  # (when, the first text piece)
         self.streamed = 0  # requests answered as a stream
         self._script: deque[Reply] = deque()
         self._runner: web.AppRunner | None = None
@@ -337,6 +338,7 @@ class FakeLLMServer:
                         break
                     if texts == 0:
                         self.stream_marks.append(time.monotonic())
+                        self.stream_starts.append((self.stream_marks[-1], _piece(data)))
                     elif self.stream_delay > 0:
                         with contextlib.suppress(TimeoutError):
                             await asyncio.wait_for(self._stopping.wait(), self.stream_delay)
@@ -346,6 +348,16 @@ class FakeLLMServer:
         except (ConnectionResetError, RuntimeError):  # the client went away mid-stream
             pass
         return response
+
+
+def _piece(data: Any) -> str:
+    """The text of a streamed piece (either API's event)."""
+    if not isinstance(data, dict):
+        return ""
+    if "delta" in data:
+        return str(data["delta"].get("text") or "")
+    choices = data.get("choices") or [{}]
+    return str((choices[0].get("delta") or {}).get("content") or "")
 
 
 def _sse(event: str | None, data: Any) -> bytes:
