@@ -327,9 +327,9 @@ class FakeLLMServer:
         response = web.StreamResponse(status=200, headers={
             "Content-Type": "text/event-stream", "Cache-Control": "no-cache",
             **dict(reply.headers)})
-        await response.prepare(request)
         texts = 0
         try:
+            await response.prepare(request)
             for event, data, carries_text in self.stream_events(body, reply):
                 if carries_text:
                     if reply.break_after is not None and texts >= reply.break_after:
