@@ -417,6 +417,8 @@ class StateDB:
             "UPDATE inbox SET status = 'expired', payload = " + _ID_ONLY_PAYLOAD +
             " WHERE status = 'waiting' AND received_at < ?", (_iso(now - WAITING_TTL),),
         )
+        await self._write(  # previews of replies long since queued (a kill left the row)
+            "DELETE FROM previews WHERE at < ?", (cutoff,))
         await self._write(  # bodies of rows no longer pending or waiting
             "DELETE FROM inbox_body WHERE NOT EXISTS (SELECT 1 FROM inbox AS i WHERE"
             " i.status IN ('pending', 'waiting') AND i.channel = inbox_body.channel AND"
