@@ -35,7 +35,8 @@ class InstantProvider:
     model = "zero-latency"
 
     async def complete(
-        self, system: SystemPrompt, messages: Sequence[Message], tools: Sequence[ToolSpec]
+        self, system: SystemPrompt, messages: Sequence[Message], tools: Sequence[ToolSpec],
+        *, stream: object = None,
     ) -> Completion:
         return Completion("ok", usage=Usage(input_tokens=1000, output_tokens=10))
 

@@ -119,7 +119,8 @@ def build_gateway(
         from channels.terminal import TerminalChannel
         from gateway.assembly.terminal_chat import history_path
 
-        channels.append(TerminalChannel(history_path=history_path(settings)))
+        channels.append(TerminalChannel(history_path=history_path(settings),
+                                        streaming=settings.chat.streaming))
     gateway = platforms.build_gateway(
         settings, provider, extra_channels=channels, clock=clock,
         options=options, with_platforms=plan.channels == "platforms",

@@ -56,6 +56,8 @@ def build_channels(
                 offsets=state,
                 poll_timeout=tg.poll_timeout_seconds,
                 groups_enabled=tg.groups_enabled,
+                streaming=tg.streaming,
+                drafts=tg.streaming_drafts,
                 **options.get("telegram", {}),
             )
         )
@@ -67,6 +69,7 @@ def build_channels(
             DiscordChannel(
                 dc.token.get_secret_value(),  # type: ignore[union-attr]
                 groups_enabled=dc.groups_enabled,
+                streaming=dc.streaming,
                 catch_up=lambda: state.last_message_ids("discord"),
                 **options.get("discord", {}),
             )

@@ -202,6 +202,9 @@ class ChannelSettings(_Section):
     # Groups/servers are off unless enabled; then only these chat/channel ids, on mention.
     groups_enabled: bool = False
     groups: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    # Live previews of replies while the model writes them (issue 26); false: replies
+    # appear only when complete.
+    streaming: bool = True
 
     @field_validator("allow_from", "groups", mode="before")
     @classmethod
@@ -245,6 +248,8 @@ class TelegramSettings(ChannelSettings):
     # A self-hosted Bot API server, e.g. http://localhost:8081/bot (the token is appended).
     base_url: str = ""
     poll_timeout_seconds: int = Field(25, ge=0, le=50)
+    # Private chats stream into a draft (sendMessageDraft); false: into an edited message.
+    streaming_drafts: bool = True
 
     @field_validator("token")
     @classmethod
@@ -259,6 +264,12 @@ class DiscordSettings(ChannelSettings):
     def _discord_shape(cls, value: SecretStr | None) -> SecretStr | None:
         return _token_of_shape(value, DISCORD_TOKEN, "a Discord bot token (three parts "
                                "separated by '.'; developer portal, Bot tab, Reset Token)")
+
+
+class ChatSettings(_Section):
+    """`clawgate chat`, the terminal chat."""
+
+    streaming: bool = True  # print the reply as it is written; false: only when complete
 
 
 class Settings(BaseSettings):
@@ -292,6 +303,7 @@ class Settings(BaseSettings):
     memory: MemorySettings = Field(default_factory=MemorySettings)
     telegram: TelegramSettings = Field(default_factory=TelegramSettings)
     discord: DiscordSettings = Field(default_factory=DiscordSettings)
+    chat: ChatSettings = Field(default_factory=ChatSettings)
     compaction: CompactionSettings = Field(default_factory=CompactionSettings)
     heartbeat: HeartbeatSettings = Field(default_factory=HeartbeatSettings)
     versioning: VersioningSettings = Field(default_factory=VersioningSettings)

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from channels.chunking import utf16_len
-from channels.telegram import Backoff
+from channels.telegram import Backoff, render
 from gateway.agent.providers import build_provider
 from gateway.assembly.platforms import build_gateway
 from gateway.ops.state import StateDB
@@ -192,7 +192,9 @@ async def test_long_reply_is_chunked_within_utf16_limit(tg, tg_gateway, anthropi
     reply = "Intro paragraph.\n\n" + "word " * 900 + "\n\n```python\n" + code + "\n```\nDone."
     anthropic_server.reply_text(reply)
     await tg.send_text(42, "long please")
-    await tg.wait_sent(3)
+    parts = len(render(reply))
+    assert parts >= 3
+    await tg.wait_sent(parts)
     await settled(gateway.state)  # every chunk sent
     for sent in tg.sent:
         assert utf16_len(sent.text) <= 4096
