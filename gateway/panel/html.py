@@ -102,8 +102,8 @@ class Chart:
 
 
 CHART_WIDTH, CHART_HEIGHT = 360, 160
-FONT_PX = 10  # svg.chart text in panel.css
-CHAR_PX = 6.2  # the width of one digit at FONT_PX, with room to spare
+FONT_PX = 11  # svg.chart text in panel.css
+CHAR_PX = 6.8  # the width of one digit at FONT_PX, with room to spare
 TOP_ROOM = FONT_PX + 4  # the highest bar's value is printed above it, inside the picture
 TICK_ROOM = FONT_PX + 8
 

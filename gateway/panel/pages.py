@@ -69,7 +69,7 @@ def is_htmx(request: web.Request) -> bool:
 
 
 NO_PERSON = ("There is no such person here. People get a workspace when they first write to "
-             "the assistant (or with `clawgate chat --person NAME`).")
+             "the assistant, or with: clawgate chat --person NAME")
 
 
 def person_of(request: web.Request) -> tuple[str, Path]:
