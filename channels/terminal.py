@@ -357,6 +357,10 @@ class TerminalChannel(ChannelBase):
 
     # -- writing ------------------------------------------------------------------------------
 
+    async def notice(self, text: str) -> None:
+        """A line from the gateway itself (where its web panel is), above the prompt."""
+        await self._print(text + "\n")
+
     async def _print(self, text: str) -> None:
         """Write a message: above the prompt if one is being edited, else plainly."""
         if self.interactive:
