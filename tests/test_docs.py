@@ -1,4 +1,4 @@
-"""The README and docs/ stay true: the install lines CI runs, every setting documented, no dead link.
+"""The README and docs/ stay true: the install lines CI runs, every setting, no dead link.
 
 The README is the short entry (at most about 400 lines); everything else lives in a page under
 docs/ that the README links. These checks fail when a setting is added without its row in
