@@ -268,7 +268,7 @@ def test_cli_panel_url_prints_a_link_the_server_redeems(tmp_path, monkeypatch, c
     assert (directory / "panel-token").exists()
     assert redeem_link_code(directory, code) and not redeem_link_code(directory, code)
     monkeypatch.setenv("CLAWGATE_PANEL__ENABLED", "false")
-    assert main(["panel", "url"]) == 2  # a setting to change: the person's (README rule)
+    assert main(["panel", "url"]) == 2  # a setting to change: the person's (docs/cli.md)
 
 
 async def test_panel_url_knows_whether_a_panel_answers(make_gateway, anthropic_server):
