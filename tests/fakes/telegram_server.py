@@ -85,6 +85,7 @@ class FakeTelegramServer:
         # client went away meanwhile is never accepted (a killed gateway's pending send).
         self.sends_open = asyncio.Event()
         self.sends_open.set()
+        self._held_epoch = 0  # `drop_held_sends` moves it: the sends held until then fail
         self._update_ids = itertools.count(1000)
         self._message_ids = itertools.count(1)
         self._changed = asyncio.Condition()
@@ -137,6 +138,12 @@ class FakeTelegramServer:
         queue.extend([None] * after)
         for _ in range(times):
             queue.append(Failure(status, description, parameters))
+
+    def drop_held_sends(self) -> None:
+        """Open sends again; those held until now are never accepted (their client, a killed
+        process, is gone even if the closed connection was not noticed yet)."""
+        self._held_epoch += 1
+        self.sends_open.set()
 
     async def add_update(self, message: dict[str, Any]) -> int:
         update_id = next(self._update_ids)
@@ -219,8 +226,10 @@ class FakeTelegramServer:
         if handler is None:
             return _error(404, "Not Found: method not found")
         if method == "sendMessage" and not self.sends_open.is_set():
+            epoch = self._held_epoch
             await self.sends_open.wait()
-            if request.transport is None or request.transport.is_closing():
+            if (epoch != self._held_epoch or request.transport is None
+                    or request.transport.is_closing()):
                 return _error(500, "Internal Server Error: the client went away")
         return await handler(params)
 

@@ -109,6 +109,7 @@ class KillReport:
     lost: dict[str, list[int]] = field(default_factory=dict)
     duplicates: int = 0
     window_duplicates: int = 0
+    window_after_aimed: int = 0  # of those, caught by an aimed kill
     unexplained: list[str] = field(default_factory=list)
     bad_requests: int = 0
     double_answers: list[str] = field(default_factory=list)
@@ -134,7 +135,8 @@ class KillReport:
             f"{plan.model_seconds * 1000:.0f} ms, seed {plan.seed}: {self.sent} replies; "
             f"{self.replies_in_window} replies left in a transcript but not the outbox at a "
             f"kill; lost {self.lost_count}; duplicates {self.duplicates} ({share:.2f}%), "
-            f"{self.window_duplicates} in the crash window, {len(self.unexplained)} "
+            f"{self.window_duplicates} in the crash window ({self.window_after_aimed} after "
+            f"an aimed kill), {len(self.unexplained)} "
             f"unexplained; bad model requests {self.bad_requests}; double answers in "
             f"transcripts {len(self.double_answers)}; given up {self.given_up}; most retries "
             f"of one message {self.max_retries_seen}; preview updates "
@@ -403,7 +405,7 @@ async def run_kill_test(tmp_path: Path, plan: KillPlan, llm: FakeAnthropicServer
             process.send_signal(signal.SIGKILL)
             await process.wait()
             lock.release()
-            tg.sends_open.set()
+            tg.drop_held_sends()
             report.kills.append(Kill(kill_at, aimed, _unrecorded(db_path, tg)))
             snapshot = _transcripts(root)
             snapshots.append(snapshot)
@@ -447,6 +449,7 @@ async def run_kill_test(tmp_path: Path, plan: KillPlan, llm: FakeAnthropicServer
     for kill in report.kills:
         for key in kill.unrecorded:
             in_window[key] = in_window.get(key, 0) + 1
+        report.window_after_aimed += len(kill.unrecorded) if kill.aimed else 0
     for (chat, number), times in sorted(answered.items()):
         times.sort()
         extra = len(times) - 1
