@@ -14,6 +14,7 @@ from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import dataclass
 
 from gateway.agent.conversation import Message, SystemPrompt, ToolCall, Usage
+from gateway.agent.media.window import ImageWindow
 from gateway.agent.providers.base import Provider
 from gateway.agent.tools.base import ToolContext
 from gateway.agent.tools.registry import ToolOutcome, ToolRegistry
@@ -40,9 +41,12 @@ class TurnResult:
 
 
 class AgentLoop:
-    def __init__(self, provider: Provider, max_tool_rounds: int) -> None:
+    def __init__(self, provider: Provider, max_tool_rounds: int,
+                 images: ImageWindow | None = None) -> None:
         self.provider = provider
         self.max_tool_rounds = max_tool_rounds
+        # Which images go to the model as pixels (the newest few); None: none ever do.
+        self.images = images
 
     async def run(
         self,
@@ -64,8 +68,10 @@ class AgentLoop:
         for round_number in range(1, self.max_tool_rounds + 1):
             # Read every round: a tool may make more tools available (mcp_load_tools).
             specs = tools.specs()
+            messages = history if self.images is None else self.images.attach(
+                history, ctx.workspace)
             async with waiting() if waiting is not None else nullcontext():
-                completion = await self.provider.complete(system, history, specs)
+                completion = await self.provider.complete(system, messages, specs)
             total = total + completion.usage
             record(
                 Message("assistant", completion.text, tool_calls=completion.tool_calls),

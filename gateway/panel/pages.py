@@ -6,6 +6,7 @@ every person page first asks the login's principal whether it may see that perso
 from __future__ import annotations
 
 import asyncio
+import os
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -31,6 +32,7 @@ from gateway.panel.html import (
 )
 from gateway.panel.server import panel_of, session_of
 from gateway.panel.transcripts import daily_figures, list_sessions, read_items, session_path
+from memory.layout import INBOX_DIR, SEEN_DIR
 
 
 def add_routes(router: web.UrlDispatcher) -> None:
@@ -42,6 +44,7 @@ def add_routes(router: web.UrlDispatcher) -> None:
     router.add_get("/p/{person}/diff/{rev}", diff)
     router.add_get("/p/{person}/sessions", sessions)
     router.add_get("/p/{person}/session/{name}", session_view)
+    router.add_get("/p/{person}/inbox-image", inbox_image)
     router.add_get("/p/{person}/search", search)
     router.add_get("/p/{person}/heartbeat", heartbeat)
     router.add_get("/p/{person}/usage", usage)
@@ -265,7 +268,27 @@ async def sessions(request: web.Request) -> web.Response:
     return page(request, "Sessions", body + "</section>", person=person, tab="sessions")
 
 
-def _item_html(item: Any) -> str:
+def _media_html(media: list[dict[str, str]], person: str) -> str:
+    """What came with a message: a thumbnail for an image, the transcript of a voice note,
+    the file it was saved as, or why it could not be used."""
+    parts = []
+    for item in media:
+        label = esc(item.get("label") or item.get("kind") or "file")
+        thumb = ""
+        if item.get("seen"):
+            src = person_url(person, "inbox-image") + "?path=" + quote(item["seen"])
+            thumb = f'<img class="thumb" src="{esc(src)}" alt="{label}" loading="lazy">'
+        heard = (f'<div class="mute">heard: {esc(item["transcript"])}</div>'
+                 if item.get("transcript") else "")
+        saved = f' <span class="mute">{esc(item["file"])}</span>' if item.get("file") else ""
+        error = f' <span class="mute">(not used: {esc(item["error"])})</span>' \
+            if item.get("error") else ""
+        parts.append(f'<div class="attachment">{thumb}<span>{label}</span>{saved}{error}'
+                     f"{heard}</div>")
+    return "".join(parts)
+
+
+def _item_html(item: Any, person: str = "") -> str:
     stamp = f'<div class="mute">{esc(item.ts[:19].replace("T", " "))}</div>'
     if item.kind in ("user", "assistant"):
         who = "Person" if item.kind == "user" else (
@@ -276,8 +299,9 @@ def _item_html(item: Any) -> str:
             f'<pre>{esc(c["result"] if c["result"] is not None else "(no result)")}</pre>'
             "</details>" for c in item.calls)
         text = f"<div>{esc(item.text)}</div>" if item.text else ""
-        return (f'<div class="msg {item.kind}">{stamp}<strong>{who}</strong>{text}{calls}'
-                f"</div>")
+        media = _media_html(item.detail.get("media") or [], person)
+        return (f'<div class="msg {item.kind}">{stamp}<strong>{who}</strong>{media}{text}'
+                f"{calls}</div>")
     if item.kind == "compaction":
         summary = (f"<details><summary>summary</summary><pre>{esc(item.text)}</pre></details>"
                    if item.text else "<div>older messages dropped</div>")
@@ -312,8 +336,27 @@ async def session_view(request: web.Request) -> web.Response:
                                  kind="danger") + "</p>")
     older = f'<p class="mute">{skipped:,} older lines not shown.</p>' if skipped else ""
     body = (f"{actions}{older}<section class=card>"
-            + "".join(_item_html(i) for i in items) + "</section>")
+            + "".join(_item_html(i, person) for i in items) + "</section>")
     return page(request, key or name, body, person=person, tab="sessions")
+
+
+async def inbox_image(request: web.Request) -> web.Response:
+    """A resized image from an inbox (`inbox/.../.seen/...`, a group's too): the session
+    view's thumbnails. Nothing else of the workspace is served here."""
+    _, workspace = person_of(request)
+    rel = request.query.get("path", "")
+    parts = rel.split("/")
+    if (INBOX_DIR not in parts or SEEN_DIR not in parts or ".." in parts
+            or Path(rel).suffix.lower() not in (".jpg", ".png")):
+        raise web.HTTPNotFound(text="no such image")
+    root = os.path.realpath(workspace)
+    path = os.path.realpath(os.path.join(root, rel))
+    if os.path.commonpath([root, path]) != root or not os.path.isfile(path):
+        raise web.HTTPNotFound(text="no such image")
+    data = await asyncio.to_thread(Path(path).read_bytes)
+    kind = "image/png" if path.endswith(".png") else "image/jpeg"
+    return web.Response(body=data, content_type=kind,
+                        headers={"Cache-Control": "private, max-age=3600"})
 
 
 # --- memory search -------------------------------------------------------------------------------

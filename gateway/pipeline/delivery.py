@@ -93,15 +93,17 @@ class Delivery:
         key: str | None = None,
         done: InboundMessage | None = None,
         done_status: str = "done",
+        file: str = "",
     ) -> asyncio.Future[Outcome]:
         """Record `text` for `chat_id` and queue it; the future says how the first try went.
 
         `done`: the inbound message this answers, marked done by the same statement that adds the
         outbox row (so a crash after this point repeats at most a send, never a turn).
+        `file`: a file to send (absolute path), `text` being its caption (send_file tool).
         """
         target = self.channels.get(channel)
         text = scrub_token(text)  # HEARTBEAT_OK never reaches a person, whatever sent it
-        if target is None or not text.strip():
+        if target is None or not (text.strip() or file):
             if target is None:
                 log.error("no channel %r to deliver to", channel)
             else:
@@ -112,12 +114,12 @@ class Delivery:
         row: int | None = None
         if target.durable:
             row = await self.state.enqueue_outbound(
-                channel, chat_id, text, key=key, done=done, done_status=done_status
+                channel, chat_id, text, key=key, done=done, done_status=done_status, file=file
             )
             if row is None:
                 log.info("delivery %s was made before; not sending it again", key)
                 return _settled("duplicate")
-        return self._queue(Outgoing(row, channel, chat_id, text))
+        return self._queue(Outgoing(row, channel, chat_id, text, file=file))
 
     async def resume(self) -> int:
         """Queue what the outbox still holds from before a restart; returns how many."""
@@ -197,7 +199,7 @@ class Delivery:
             await channel.send(OutboundMessage(
                 message.channel, message.chat_id, message.text,
                 key="" if message.row is None else str(message.row),
-                first_part=item.parts_sent, on_part=accepted))
+                file=message.file, first_part=item.parts_sent, on_part=accepted))
         except asyncio.CancelledError:
             raise
         except DeliveryRefused as exc:

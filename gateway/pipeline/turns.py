@@ -1,7 +1,8 @@
 """The turn runner: owns one turn from the person's message to the queued reply.
 
 In order, so a crash repeats at most a send: the person's message is appended to the
-transcript; the prompt is assembled; flush and compaction run if due; the agent loop answers
+transcript (its attachments fetched and turned into text and images first, gateway/agent/
+media/); the prompt is assembled; flush and compaction run if due; the agent loop answers
 (all of it within one overall deadline); the answer is appended to the transcript; the reply
 goes to the outbox and the inbox entry is marked done in one statement (gateway/pipeline/
 delivery.py); then it is sent. Everything the person must hear about (provider errors, our
@@ -13,8 +14,11 @@ silence. A message re-queued by a restart continues from what the transcript say
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
 
 from channels.base import InboundMessage
 from gateway.agent.compaction import Compactor
@@ -38,6 +42,9 @@ from gateway.pipeline.recovery import (
 )
 from gateway.pipeline.replies import provider_error_reply
 from gateway.pipeline.routing import Route
+
+if TYPE_CHECKING:
+    from gateway.agent.media.intake import UserContent
 
 log = logging.getLogger(__name__)
 
@@ -74,6 +81,10 @@ def attributed_text(msg: InboundMessage) -> str:
     return f"[{name}, platform id {msg.channel}:{msg.sender_id}] {msg.text}"
 
 
+# Turns a message's attachments into the turn's user message (gateway/agent/media/intake.py).
+MediaStep = Callable[[Route, InboundMessage], Awaitable["UserContent"]]
+
+
 class TurnRunner:
     def __init__(
         self,
@@ -103,6 +114,8 @@ class TurnRunner:
         self.model, self.host = model, host
         # Messages re-queued by a restart: their turn may have run, in part or whole, before.
         self.resuming: set[tuple[str, str, str]] = set()
+        # Voice notes, photos, documents: set by the gateway when media are enabled.
+        self.media: MediaStep | None = None
 
     async def run(self, route: Route, msg: InboundMessage, *, durable: bool) -> str:
         """One turn. Hand edits since the last turn are committed first, the turn's after.
@@ -149,7 +162,11 @@ class TurnRunner:
             await self.retries.give_up(msg, tries=tries)
             return None
         if not point.recorded:
-            self._record_message(session, msg)
+            # A message whose attachments all failed is answered without the model; that
+            # answer is in the transcript, so a restart delivers it as it is.
+            direct = await self._record_message(session, route, msg)
+            if direct:
+                return direct
         waiting = self.retries.waiting_on_model(msg) if resumed else None
         reply = await self._reply(session, route, waiting)
         if durable:
@@ -165,17 +182,31 @@ class TurnRunner:
         self.resuming.discard(key)
         return True
 
-    def _record_message(self, session: Session, msg: InboundMessage) -> None:
+    async def _record_message(self, session: Session, route: Route,
+                              msg: InboundMessage) -> str:
+        """Append the person's message, its attachments turned into what the model reads
+        (media step); returns a direct reply when they left nothing for the model to answer
+        ("" otherwise)."""
+        message, extra, direct = Message("user", attributed_text(msg)), {}, ""
+        if msg.attachments and self.media is not None:
+            content = await self.media(route, msg)
+            text = attributed_text(dataclasses.replace(msg, text=content.text))
+            message = Message("user", text, images=content.images)
+            extra, direct = {"media": content.media}, content.reply
         try:
             session.record(
-                Message("user", attributed_text(msg)),
+                message,
                 channel=msg.channel,
                 chat_id=msg.chat_id,
                 sender_id=msg.sender_id,
                 message_id=msg.message_id,
+                **extra,
             )
+            if direct:
+                session.record(Message("assistant", direct))
         except OSError as exc:
             raise TranscriptWriteError(f"{type(exc).__name__}: {exc}") from exc
+        return direct
 
     async def _resume_point(self, session: Session, msg: InboundMessage) -> ResumePoint:
         """What the run before the restart did about `msg`, from the transcript on disk."""

@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from gateway.agent.tools import file_tools
 from gateway.capabilities.mcp_budget import LOAD_TOOL
+from gateway.pipeline.gateway import base_tools
 from gateway.workspace.seed import workspace_path
 from tests.fakes.mcp_server import stdio_config
 from tests.gateway.ops.test_health_and_logs import parse_prometheus, value
@@ -156,7 +156,7 @@ async def test_context_shows_skills_and_servers_in_the_owners_dm(anthropic_serve
                for line in lines)
     assert "Tool servers: 1 (1,160 of 16,000 chars of schemas)" in lines
     assert "fake: ready, 7 tools" in lines
-    assert f"Tools: {len(file_tools()) + 7} (" in text  # the file tools and the server's 7
+    assert f"Tools: {len(base_tools()) + 7} (" in text  # file tools, send_file, the server's 7
 
 
 async def test_over_the_schema_budget_the_model_loads_a_server_on_demand(
