@@ -62,6 +62,8 @@ SETUP_REPLY = (
 )
 # Overflow recoveries (flush, compact, retry) per turn before giving up with a clear message.
 OVERFLOW_RETRIES = 2
+# Media results kept for messages the transcript refused (tried again shortly).
+TAKEN_KEPT = 64
 
 
 class TranscriptWriteError(Exception):
@@ -116,6 +118,10 @@ class TurnRunner:
         self.resuming: set[tuple[str, str, str]] = set()
         # Voice notes, photos, documents: set by the gateway when media are enabled.
         self.media: MediaStep | None = None
+        # What the media step made of a message the transcript then refused: the gateway
+        # tries the message again (gateway.py, PERSIST_ATTEMPTS), and a retry must not fetch
+        # and transcribe its files again. Emptied as each message is recorded.
+        self._taken: dict[tuple[str, str, str], UserContent] = {}
 
     async def run(self, route: Route, msg: InboundMessage, *, durable: bool) -> str:
         """One turn. Hand edits since the last turn are committed first, the turn's after.
@@ -188,8 +194,11 @@ class TurnRunner:
         (media step); returns a direct reply when they left nothing for the model to answer
         ("" otherwise)."""
         message, extra, direct = Message("user", attributed_text(msg)), {}, ""
-        if msg.attachments and self.media is not None:
+        key = (msg.channel, msg.chat_id, msg.message_id)
+        content = self._taken.pop(key, None)
+        if content is None and msg.attachments and self.media is not None:
             content = await self.media(route, msg)
+        if content is not None:
             text = attributed_text(dataclasses.replace(msg, text=content.text))
             message = Message("user", text, images=content.images)
             extra, direct = {"media": content.media}, content.reply
@@ -202,10 +211,17 @@ class TurnRunner:
                 message_id=msg.message_id,
                 **extra,
             )
-            if direct:
-                session.record(Message("assistant", direct))
         except OSError as exc:
+            if content is not None and msg.message_id:
+                if len(self._taken) >= TAKEN_KEPT:  # messages left for the next start
+                    self._taken.pop(next(iter(self._taken)))
+                self._taken[key] = content
             raise TranscriptWriteError(f"{type(exc).__name__}: {exc}") from exc
+        if direct:
+            try:
+                session.record(Message("assistant", direct))
+            except OSError as exc:  # the reply still goes out; a restart would recompute it
+                log.warning("could not record the reply in the transcript: %s", exc)
         return direct
 
     async def _resume_point(self, session: Session, msg: InboundMessage) -> ResumePoint:

