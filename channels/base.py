@@ -6,6 +6,12 @@ indicator, readiness for /readyz, whether messages are durable platform messages
 on `Channel` and given defaults by `ChannelBase`, which adapters subclass and override: the
 gateway asks, it never probes with getattr. `Backoff` is the one retry delay used by channels
 and by the gateway's delivery path.
+
+Media: an adapter describes what a message carries (`Attachment`: the platform's handle, the
+declared size, duration, dimensions) and fetches it later, when the gateway asks
+(`download`), inside the turn rather than in the receive loop: a slow 20 MB download must not
+hold up the next update's acknowledgement, and a message recorded before a restart can be
+fetched again from its handle. Files go out through `send` with `OutboundMessage.file`.
 """
 
 from __future__ import annotations
@@ -15,12 +21,36 @@ from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Literal, Protocol, TypeVar
 
 from channels.preview import Preview
 
 ChatType = Literal["direct", "group"]
 Part = TypeVar("Part")
+# What an attachment is, as far as the gateway cares: audio (voice notes, audio files, video
+# notes: heard), image (seen), document (read), video and other (politely declined).
+AttachmentKind = Literal["audio", "image", "document", "video", "other"]
+
+
+@dataclass(frozen=True, slots=True)
+class Attachment:
+    """A file a person sent, not fetched yet: `ref` is what the adapter needs to fetch it
+    (a Telegram file id, a Discord attachment URL). Sizes and durations are the platform's
+    declarations (0: not declared); the download enforces its own cap regardless."""
+
+    kind: AttachmentKind
+    ref: str
+    filename: str = ""
+    mime: str = ""
+    size: int = 0
+    duration: float = 0.0
+    width: int = 0
+    height: int = 0
+    # What the platform called it ("voice message", "photo", ...), for replies and the log.
+    label: str = ""
+
+
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -40,6 +70,8 @@ class InboundMessage:
     addressed: bool = False
     # A non-text attachment ("photo", "voice", ...); a caption, if any, is in `text`.
     attachment: str = ""
+    # The files that came with it (voice notes, photos, documents), fetched by the gateway.
+    attachments: tuple[Attachment, ...] = ()
 
     def __post_init__(self) -> None:
         # Lone surrogates (from broken UTF-16 on a platform) cannot be written as UTF-8: one
@@ -76,6 +108,8 @@ class OutboundMessage:
     reply_to: str = ""
     key: str = ""
     first_part: int = 0
+    # A file to send (an absolute path), with `text` as its caption.
+    file: str = ""
     on_part: PartAccepted | None = field(default=None, compare=False, repr=False)
     replaces: str = ""
 
@@ -104,6 +138,11 @@ class ChannelError(Exception):
     """A channel cannot run (rejected token, API unreachable at start); `str()` says why."""
 
 
+class DownloadError(Exception):
+    """An attachment could not be fetched (too large, gone, unsupported); `str()` says why in
+    words that can be shown to the person."""
+
+
 class DeliveryRefused(Exception):
     """The platform refused a send for good (blocked by the person, chat gone, bad request):
     retrying cannot help, so the delivery path records it as failed instead of retrying."""
@@ -118,6 +157,9 @@ class Channel(Protocol):
     `ready` / `ready_detail`: for /readyz. `typing(chat_id)`: "typing..." while open.
     `preview(...)`: a live preview of a reply being written (channels/preview.py), or None
     when the channel shows none (streaming off, or not supported).
+    `download(attachment, dest, max_bytes)`: stream an attachment to `dest`, at most
+    `max_bytes` (DownloadError otherwise); returns the bytes written.
+    `max_upload_bytes`: the largest file `send` can deliver (0: this channel sends no files).
     """
 
     name: str
@@ -144,6 +186,10 @@ class Channel(Protocol):
         """A preview for the reply named `key` (stable across restarts) in `chat_id`;
         `message_id`: the preview message an earlier run of this reply left, to go on in."""
         ...
+    @property
+    def max_upload_bytes(self) -> int: ...
+
+    async def download(self, attachment: Attachment, dest: Path, max_bytes: int) -> int: ...
 
 
 class ChannelBase:
@@ -165,6 +211,7 @@ class ChannelBase:
     def set_ready(self, ready: bool, detail: str) -> None:
         """Report readiness for /readyz (adapters that can compute it override the properties)."""
         self._ready, self._ready_detail = ready, detail
+    max_upload_bytes: int = 0
 
     def typing(self, chat_id: str) -> AbstractAsyncContextManager[None]:
         return nullcontext()
@@ -172,6 +219,8 @@ class ChannelBase:
     def preview(self, chat_id: str, *, direct: bool, key: str,
                 message_id: str = "") -> Preview | None:
         return None
+    async def download(self, attachment: Attachment, dest: Path, max_bytes: int) -> int:
+        raise DownloadError(f"the {self.name} channel cannot fetch files")
 
 
 class Backoff:

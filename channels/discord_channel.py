@@ -18,6 +18,10 @@ loop): `start` says so in one log line and returns, and a background task logs i
 backoff (1 s doubling to 30 s), then connects; readiness says "not connected" meanwhile. A
 gateway connection that is not ready within `ready_timeout` is left to discord.py's own
 reconnecting, with one log line, rather than failing the start.
+
+Attachments (voice messages, audio, images, documents) arrive as `attachments` carrying
+their CDN URL; `download` streams one to disk later, and `send` uploads a file with the text
+as its message.
 """
 
 from __future__ import annotations
@@ -27,17 +31,21 @@ import contextlib
 import logging
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 import aiohttp
 import discord
 
 from channels.base import (
+    Attachment,
+    AttachmentKind,
     Backoff,
     ChannelBase,
     ChannelError,
     ChatType,
     DeliveryRefused,
+    DownloadError,
     InboundMessage,
     MessageHandler,
     OutboundMessage,
@@ -45,6 +53,7 @@ from channels.base import (
 )
 from channels.chunking import DISCORD_LIMIT, split_text
 from channels.discord_preview import DiscordEditPreview
+from channels.files import CHUNK_BYTES, check_declared, save_stream
 from channels.preview import Preview
 
 log = logging.getLogger(__name__)
@@ -58,6 +67,8 @@ NONCE_MAX = 25  # characters Discord accepts in a message nonce
 _UNREACHABLE = (discord.HTTPException, OSError, aiohttp.ClientError)
 # Where to catch up from: {DM channel id: newest message id recorded before the restart}.
 CatchUpSource = Callable[[], Awaitable[Mapping[str, str]]]
+# A bot's uploads are capped at 10 MB per file on servers without boosts (and in DMs).
+UPLOAD_LIMIT = 10 * 1000 * 1000
 
 
 class _Client(discord.Client):
@@ -100,6 +111,7 @@ class DiscordChannel(ChannelBase):
         # Discord delivered them and handed over one at a time.
         self._intake: asyncio.Queue[discord.Message] = asyncio.Queue()
         self._intake_task: asyncio.Task[None] | None = None
+        self._downloads: aiohttp.ClientSession | None = None  # one session for attachments
 
     @property
     def client(self) -> discord.Client:
@@ -236,6 +248,9 @@ class DiscordChannel(ChannelBase):
             self._runner.cancel()
             await asyncio.gather(self._runner, return_exceptions=True)
             self._runner = None
+        if self._downloads is not None:
+            await self._downloads.close()
+            self._downloads = None
 
     # -- receiving ---------------------------------------------------------------------------
 
@@ -270,11 +285,9 @@ class DiscordChannel(ChannelBase):
         else:
             return None
         attachment = ""
-        if message.attachments:
-            kind = (message.attachments[0].content_type or "").split("/")[0]
-            attachment = {"image": "image", "audio": "audio file", "video": "video"}.get(
-                kind, "file"
-            )
+        attachments = tuple(_attachment(item) for item in message.attachments)
+        if attachments:
+            attachment = attachments[0].label
         elif message.stickers:
             attachment = "sticker"
         if not text and not attachment:
@@ -290,6 +303,7 @@ class DiscordChannel(ChannelBase):
             received_at=message.created_at,
             addressed=addressed,
             attachment=attachment,
+            attachments=attachments,
         )
 
     @staticmethod
@@ -299,6 +313,28 @@ class DiscordChannel(ChannelBase):
         ref = message.reference
         resolved = ref.resolved if ref is not None else None
         return isinstance(resolved, discord.Message) and resolved.author.id == my_id
+
+    # -- files -------------------------------------------------------------------------------
+
+    max_upload_bytes = UPLOAD_LIMIT
+
+    async def download(self, attachment: Attachment, dest: Path, max_bytes: int) -> int:
+        """Stream the attachment's CDN URL to `dest` (the URL is signed and expires after a
+        day or so: a message left pending longer than that can no longer be fetched)."""
+        check_declared(attachment.size, max_bytes)
+        if self._downloads is None:
+            self._downloads = aiohttp.ClientSession(
+                timeout=aiohttp.ClientTimeout(total=None, connect=30, sock_read=60))
+        try:
+            async with self._downloads.get(attachment.ref) as response:
+                if response.status in (403, 404, 410):
+                    raise DownloadError("Discord no longer has this file (its link expired)")
+                if response.status != 200:
+                    raise DownloadError(f"Discord's file server answered {response.status}")
+                return await save_stream(response.content.iter_chunked(CHUNK_BYTES), dest,
+                                         max_bytes)
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise DownloadError(f"the download failed ({type(exc).__name__})") from None
 
     # -- sending -----------------------------------------------------------------------------
 
@@ -317,20 +353,39 @@ class DiscordChannel(ChannelBase):
         if self._client is None:  # still connecting: the outbox retries with backoff
             raise ConnectionError("not connected to Discord yet")
         target = self.client.get_partial_messageable(int(message.chat_id))
+        chunks = split_text(message.text, DISCORD_LIMIT)
+        parts: list[tuple[str, Path | None]] = [(chunk, None) for chunk in chunks]
+        if message.file:  # the file with the first part as its message, the rest after it
+            texts = [chunk for chunk in chunks if chunk.strip()]
+            parts = [(texts[0] if texts else "", Path(message.file))]
+            parts += [(chunk, None) for chunk in texts[1:]]
 
-        async def send_part(index: int, chunk: str) -> None:
-            if index == 0 and message.replaces and chunk.strip() and \
+        async def send_part(index: int, part: tuple[str, Path | None]) -> None:
+            chunk, path = part
+            if path is None and not chunk.strip():
+                return
+            if index == 0 and path is None and message.replaces and \
                     await self._write_into(target, message.replaces, chunk):
                 return
-            if chunk.strip():
-                nonce = f"cg{message.key}.{index}"[:NONCE_MAX] if message.key else None
-                try:
+            nonce = f"cg{message.key}.{index}"[:NONCE_MAX] if message.key else None
+            try:
+                if path is None:
                     await (target.send(chunk) if nonce is None
                            else target.send(chunk, nonce=nonce))
-                except (discord.Forbidden, discord.NotFound) as exc:
-                    raise DeliveryRefused(f"discord refused the message: {exc}") from exc
+                    return
+                if not path.is_file():
+                    raise DeliveryRefused(f"the file to send is gone: {path.name}")
+                file = discord.File(path, filename=path.name)
+                await (target.send(chunk or None, file=file) if nonce is None
+                       else target.send(chunk or None, file=file, nonce=nonce))
+            except (discord.Forbidden, discord.NotFound) as exc:
+                raise DeliveryRefused(f"discord refused the message: {exc}") from exc
+            except discord.HTTPException as exc:
+                if exc.status == 413:
+                    raise DeliveryRefused("discord refused the file: too large") from exc
+                raise
 
-        await send_parts(message, split_text(message.text, DISCORD_LIMIT), send_part)
+        await send_parts(message, parts, send_part)
 
     @staticmethod
     async def _write_into(target: discord.PartialMessageable, preview: str,
@@ -366,3 +421,20 @@ class DiscordChannel(ChannelBase):
             yield
         finally:
             await indicator.__aexit__(None, None, None)
+
+
+def _attachment(item: discord.Attachment) -> Attachment:
+    """What kind of file a Discord attachment is, from its content type and name."""
+    mime = (item.content_type or "").split(";")[0].strip().lower()
+    name = item.filename or "file"
+    kind: AttachmentKind
+    if mime.startswith("audio/") or item.is_voice_message():
+        kind, label = "audio", "voice message" if item.is_voice_message() else "audio file"
+    elif mime.startswith("image/"):
+        kind, label = "image", "image"
+    elif mime.startswith("video/"):
+        kind, label = "video", "video"
+    else:  # the gateway decides from the type and name whether it can read it
+        kind, label = "document", "file"
+    return Attachment(kind, item.url, name, mime, item.size or 0, float(item.duration or 0),
+                      item.width or 0, item.height or 0, label=label)

@@ -23,8 +23,10 @@ preview message is written into it: its first part is an `editMessageText` of th
 (idempotent: a reply sent again after a crash edits the same message again).
 
 Only `message` updates are requested: edits are ignored (an edit after the answer would need
-a second answer, which surprises more than it helps). Captions count as text; other media
-arrive as an `attachment` the gateway answers politely.
+a second answer, which surprises more than it helps). Captions count as text. Voice notes,
+audio, video notes, photos and documents arrive as `attachments` (file ids), fetched later
+with `download` (getFile, then the file URL streamed to disk: the Bot API serves at most
+20 MB); stickers, locations and the like only as a label the gateway answers politely.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ import logging
 import re
 import warnings
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -52,11 +55,14 @@ from telegram.error import (
 from telegram.request import HTTPXRequest
 
 from channels.base import (
+    Attachment,
+    AttachmentKind,
     Backoff,
     ChannelBase,
     ChannelError,
     ChatType,
     DeliveryRefused,
+    DownloadError,
     InboundMessage,
     MessageHandler,
     OffsetStore,
@@ -64,6 +70,7 @@ from channels.base import (
     send_parts,
 )
 from channels.chunking import TELEGRAM_LIMIT, split_chunks, utf16_len
+from channels.files import check_declared, file_chunks, save_stream
 from channels.preview import Preview
 from channels.telegram_html import markdown_to_html
 from channels.telegram_preview import (
@@ -82,6 +89,13 @@ CHANNEL_NAME = "telegram"
 DEFAULT_BASE_URL = "https://api.telegram.org/bot"
 TYPING_REFRESH_SECONDS = 4.0  # Telegram shows "typing" for about 5 s per action
 MAX_SEND_ATTEMPTS = 4
+# Bot API limits: getFile serves files up to 20 MB; bots upload up to 50 MB (photos 10 MB);
+# captions up to 1024 characters.
+DOWNLOAD_LIMIT = 20 * 1024 * 1024
+UPLOAD_LIMIT = 50 * 1000 * 1000
+PHOTO_UPLOAD_LIMIT = 10 * 1000 * 1000
+CAPTION_LIMIT = 1024
+_PHOTO_SUFFIXES = (".jpg", ".jpeg", ".png", ".webp")
 
 _MEDIA_KINDS = (
     ("photo", "photo"), ("voice", "voice message"), ("video_note", "video message"),
@@ -125,6 +139,8 @@ class TelegramChannel(ChannelBase):
         self._token = token
         url = (base_url or DEFAULT_BASE_URL).rstrip("/")
         self._base_url = url if url.endswith("/bot") else url + "/bot"  # PTB appends the token
+        # Files are served beside the API: <server>/file/bot<token>/<file_path>.
+        self._file_url = self._base_url.removesuffix("/bot") + "/file/bot"
         self._offsets = offsets
         self.poll_timeout = poll_timeout
         self.groups_enabled = groups_enabled
@@ -137,6 +153,8 @@ class TelegramChannel(ChannelBase):
         self.set_ready(False, "not polling yet")  # for /readyz: the last poll succeeded
         self.conflicts = 0
         self.skipped = 0  # updates that could not be read, skipped (logged by id)
+        self._downloads: httpx.AsyncClient | None = None  # one client for file downloads
+        self._tls: Any = None  # the TLS context of the Bot API clients, reused for downloads
 
     @property
     def bot(self) -> Bot:
@@ -146,12 +164,14 @@ class TelegramChannel(ChannelBase):
 
     async def start(self, handler: MessageHandler) -> None:
         read = float(self.poll_timeout) + 10.0
-        # One TLS context for both connection pools: loading the CA bundle is most of the
-        # CPU time a start spends here, and it was done twice (once per client).
-        tls = {"verify": httpx.create_ssl_context()}
+        # One TLS context for both connection pools (and file downloads): loading the CA
+        # bundle is most of the CPU time a start spends here, and it was done once per client.
+        self._tls = httpx.create_ssl_context()
+        tls = {"verify": self._tls}
         self._bot = Bot(
             self._token,
             base_url=self._base_url,
+            base_file_url=self._file_url,
             request=HTTPXRequest(connection_pool_size=64, read_timeout=15.0, httpx_kwargs=tls),
             get_updates_request=HTTPXRequest(connection_pool_size=2, read_timeout=read,
                                              httpx_kwargs=tls),
@@ -207,6 +227,9 @@ class TelegramChannel(ChannelBase):
         if self._bot is not None:
             with contextlib.suppress(Exception):
                 await self._bot.shutdown()
+        if self._downloads is not None:
+            await self._downloads.aclose()
+            self._downloads = None
 
     # -- receiving ---------------------------------------------------------------------------
 
@@ -340,6 +363,7 @@ class TelegramChannel(ChannelBase):
             return None
         text = message.text or message.caption or ""
         attachment = next((label for attr, label in _MEDIA_KINDS if getattr(message, attr)), "")
+        attachments = _attachments(message)
         if not text and not attachment:
             return None  # service messages: someone joined, a title changed, ...
         addressed = False
@@ -359,6 +383,7 @@ class TelegramChannel(ChannelBase):
             received_at=message.date,
             addressed=addressed,
             attachment=attachment,
+            attachments=attachments,
         )
 
     def _addressed(self, message: Message, text: str) -> tuple[bool, str]:
@@ -379,6 +404,37 @@ class TelegramChannel(ChannelBase):
             text = re.sub(re.escape(handle) + r"\b", "", text, flags=re.IGNORECASE).strip()
         return addressed, text
 
+    # -- files -------------------------------------------------------------------------------
+
+    max_upload_bytes = UPLOAD_LIMIT
+
+    async def download(self, attachment: Attachment, dest: Path, max_bytes: int) -> int:
+        """getFile, then stream the file to `dest`. The file URL carries the bot token, so
+        no error raised from here names it."""
+        limit = min(max_bytes, DOWNLOAD_LIMIT)
+        check_declared(attachment.size, limit)
+        try:
+            file = await self._call(self.bot.get_file, attachment.ref)
+        except BadRequest as exc:  # "file is too big", "wrong file_id"
+            if "too big" in str(exc).lower():
+                raise DownloadError("the file is larger than the 20 MB Telegram lets bots "
+                                    "fetch") from None
+            raise DownloadError("Telegram no longer has this file") from None
+        except TelegramError as exc:
+            raise DownloadError(f"Telegram did not hand out the file ({type(exc).__name__})"
+                                ) from None
+        check_declared(file.file_size or 0, limit)
+        location = file.file_path or ""
+        if location and not location.startswith(("http://", "https://")):
+            local = Path(location)  # a self-hosted Bot API server in local mode
+            if not local.is_file():
+                raise DownloadError("the Bot API server named a file that is not there")
+            return await save_stream(file_chunks(local), dest, limit)
+        if self._downloads is None:  # kept: a client per file costs more than a small file
+            self._downloads = httpx.AsyncClient(timeout=httpx.Timeout(30.0, read=60.0),
+                                                verify=self._tls or True)
+        return await _fetch(self._downloads, location, dest, limit)
+
     # -- sending -----------------------------------------------------------------------------
 
     def preview(self, chat_id: str, *, direct: bool, key: str,
@@ -395,26 +451,60 @@ class TelegramChannel(ChannelBase):
         """Each part of a long reply is one sendMessage; parts an earlier try got accepted
         are skipped (`send_parts`), so a retry never repeats them. (The Bot API has no
         idempotency key: a part accepted just before a crash is sent again.) The first part
-        of a reply that `replaces` a preview is an edit of it (idempotent)."""
+        of a reply that `replaces` a preview is an edit of it (idempotent).
+
+        A file is the first part (with the text as its caption), or, when the text is
+        longer than a caption may be, the file followed by the text's own parts."""
         chat_id = _chat(message.chat_id)
+        if not message.file:
+            async def send_text(index: int, part: tuple[str, str]) -> None:
+                if index == 0 and message.replaces and part[1].strip() and \
+                        await self._write_into(chat_id, message.replaces, *part):
+                    return
+                await self._send_text(chat_id, part)
 
-        async def send_part(index: int, part: tuple[str, str]) -> None:
-            html, plain = part
-            if not plain.strip():
-                return
-            if index == 0 and message.replaces and \
-                    await self._write_into(chat_id, message.replaces, html, plain):
-                return
+            await send_parts(message, render(message.text), send_text)
+            return
+        caption = message.text if len(message.text) <= CAPTION_LIMIT else ""
+        parts: list[tuple[str, str] | None] = [None]
+        if message.text and not caption:
+            parts += render(message.text)
+
+        async def send_part(_index: int, part: tuple[str, str] | None) -> None:
+            if part is None:
+                await self._send_file(chat_id, Path(message.file), caption)
+            else:
+                await self._send_text(chat_id, part)
+
+        await send_parts(message, parts, send_part)
+
+    async def _send_text(self, chat_id: int | str, part: tuple[str, str]) -> None:
+        """One part as HTML, or as plain text when Telegram rejects the HTML."""
+        html, plain = part
+        if not plain.strip():
+            return
+        try:
             try:
-                try:
-                    await self._call(self.bot.send_message, chat_id, html, parse_mode="HTML")
-                except BadRequest as exc:
-                    log.info("telegram: HTML rejected (%s); sending as plain text", exc)
-                    await self._call(self.bot.send_message, chat_id, plain)
-            except (BadRequest, Forbidden, InvalidToken) as exc:
-                raise DeliveryRefused(f"telegram refused the message: {exc}") from exc
+                await self._call(self.bot.send_message, chat_id, html, parse_mode="HTML")
+            except BadRequest as exc:
+                log.info("telegram: HTML rejected (%s); sending as plain text", exc)
+                await self._call(self.bot.send_message, chat_id, plain)
+        except (BadRequest, Forbidden, InvalidToken) as exc:
+            raise DeliveryRefused(f"telegram refused the message: {exc}") from exc
 
-        await send_parts(message, render(message.text), send_part)
+    async def _send_file(self, chat_id: int | str, path: Path, caption: str) -> None:
+        """A photo as a photo (Telegram shows it inline), anything else as a document."""
+        try:
+            size = path.stat().st_size
+        except OSError as exc:
+            raise DeliveryRefused(f"the file to send is gone: {path.name}") from exc
+        as_photo = path.suffix.lower() in _PHOTO_SUFFIXES and size <= PHOTO_UPLOAD_LIMIT
+        method = self.bot.send_photo if as_photo else self.bot.send_document
+        try:  # a Path, not an open file: a retried send reads the file again
+            await self._call(method, chat_id, path, caption=caption or None,
+                             filename=path.name)
+        except (BadRequest, Forbidden, InvalidToken) as exc:
+            raise DeliveryRefused(f"telegram refused the file: {exc}") from exc
 
     async def _write_into(self, chat_id: int | str, preview: str, html: str,
                           plain: str) -> bool:
@@ -480,6 +570,63 @@ class TelegramChannel(ChannelBase):
             except TelegramError as exc:
                 log.debug("telegram: typing indicator failed: %s", exc)
             await asyncio.sleep(TYPING_REFRESH_SECONDS)
+
+
+def _attachments(message: Message) -> tuple[Attachment, ...]:
+    """The files of a message that the gateway can fetch: voice notes, audio and video notes
+    (heard), photos and image documents (seen), other documents (read), videos (declined)."""
+    found: list[Attachment] = []
+    if message.voice:
+        voice = message.voice
+        found.append(Attachment("audio", voice.file_id, "voice.ogg",
+                                voice.mime_type or "audio/ogg", voice.file_size or 0,
+                                _seconds(voice), label="voice message"))
+    if message.audio:
+        audio = message.audio
+        found.append(Attachment("audio", audio.file_id, audio.file_name or "audio",
+                                audio.mime_type or "", audio.file_size or 0, _seconds(audio),
+                                label="audio file"))
+    if message.video_note:
+        note = message.video_note
+        found.append(Attachment("audio", note.file_id, "video-note.mp4", "video/mp4",
+                                note.file_size or 0, _seconds(note), label="video message"))
+    if message.photo:
+        best = max(message.photo, key=lambda size: size.width * size.height)
+        found.append(Attachment("image", best.file_id, "photo.jpg", "image/jpeg",
+                                best.file_size or 0, width=best.width, height=best.height,
+                                label="photo"))
+    if message.document:
+        doc = message.document
+        mime = doc.mime_type or ""
+        kind: AttachmentKind = "image" if mime.startswith("image/") else "document"
+        found.append(Attachment(kind, doc.file_id, doc.file_name or "document", mime,
+                                doc.file_size or 0, label="image" if kind == "image"
+                                else "document"))
+    if message.video or message.animation:
+        video = message.video or message.animation
+        assert video is not None
+        found.append(Attachment("video", video.file_id, video.file_name or "video.mp4",
+                                video.mime_type or "video/mp4", video.file_size or 0,
+                                _seconds(video), label="video" if message.video else "GIF"))
+    return tuple(found)
+
+
+def _seconds(media: Any) -> float:
+    with warnings.catch_warnings():  # PTB 22 warns that durations become timedelta: both work
+        warnings.simplefilter("ignore")
+        value: Any = getattr(media, "duration", 0) or 0
+    return float(value.total_seconds() if hasattr(value, "total_seconds") else value)
+
+
+async def _fetch(client: httpx.AsyncClient, url: str, dest: Path, limit: int) -> int:
+    """Stream `url` to `dest`. Errors say what happened, never the URL (it holds the token)."""
+    try:
+        async with client.stream("GET", url) as response:
+            if response.status_code != 200:
+                raise DownloadError(f"the file server answered {response.status_code}")
+            return await save_stream(response.aiter_bytes(), dest, limit)
+    except httpx.HTTPError as exc:
+        raise DownloadError(f"the download failed ({type(exc).__name__})") from None
 
 
 def render(text: str) -> list[tuple[str, str]]:

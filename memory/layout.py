@@ -41,6 +41,7 @@ __all__ = [
     "GROUPS_DIR",
     "HEARTBEAT_FILE",
     "HEARTBEAT_STATE_FILE",
+    "INBOX_DIR",
     "MEMORY_DIR",
     "PERSONA_FILES",
     "PRIVATE",
@@ -61,6 +62,7 @@ __all__ = [
     "group_session_key",
     "heartbeat_files",
     "heartbeat_session_key",
+    "inbox_dir",
     "is_dm_session_key",
     "is_group_session_key",
     "is_private_relpath",
@@ -87,6 +89,10 @@ SESSIONS_DIR = "sessions"  # transcripts, append-only, written by the gateway on
 SKILLS_DIR = "skills"  # (later) skills the assistant follows in private contexts
 GROUPS_DIR = "groups"  # groups/<channel>-<chat>/: each group's own writable area
 GROUP_NOTES_FILE = "NOTES.md"  # loaded into that group's prompts only
+# Files people sent (voice notes, photos, documents), by day: `inbox/YYYY-MM-DD/` of the area
+# the context writes (a group's under its own area). Received copies, not versioned.
+INBOX_DIR = "inbox"
+SEEN_DIR = ".seen"  # inside a day's inbox folder: the resized copies a model sees (hidden)
 # Internal state: dot-names, invisible to every tool.
 RECALL_DIR = ".recall"  # derived recall index, rebuildable
 TRASH_DIR = ".trash"  # delete_file moves files here
@@ -109,7 +115,7 @@ BOOTSTRAP_FILES: tuple[str, ...] = (
 # Derived from other files: never versioned, never backed up.
 DERIVED_DIRS: tuple[str, ...] = (RECALL_DIR,)
 # Not versioned: derived data, append-only history, the trash and the timer's bookkeeping.
-UNVERSIONED_DIRS: tuple[str, ...] = (GIT_DIR, RECALL_DIR, SESSIONS_DIR, TRASH_DIR)
+UNVERSIONED_DIRS: tuple[str, ...] = (GIT_DIR, RECALL_DIR, SESSIONS_DIR, TRASH_DIR, INBOX_DIR)
 UNVERSIONED_FILES: tuple[str, ...] = (HEARTBEAT_STATE_FILE, SCHEDULE_STATE_FILE)
 
 
@@ -260,6 +266,18 @@ def write_refusal(access: Access, rel: PurePath | str | Sequence[str]) -> str | 
     if _inside(parts, access.area):
         return None
     return _outside_area(access)
+
+
+def inbox_dir(access: Access, day: date) -> str | None:
+    """Where a context keeps the files people send it on `day`, workspace-relative: the
+    owner's `inbox/<day>` in a private context, the group's own `<area>/inbox/<day>` in a
+    group (never a place a more private context loads), None for a shared context that may
+    write nothing at all (its files are read and then dropped)."""
+    if access.private:
+        return f"{INBOX_DIR}/{day.isoformat()}"
+    if access.area:
+        return f"{access.area}/{INBOX_DIR}/{day.isoformat()}"
+    return None
 
 
 def _outside_area(access: Access) -> str:

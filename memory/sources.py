@@ -1,7 +1,9 @@
 """What the recall index reads: the memory files and the owner's DM transcripts.
 
-Sources: `MEMORY.md`, `USER.md`, `memory/**/*.md`, and `sessions/*.jsonl` whose first line
-names a DM session key (`memory.layout.is_dm_session_key`; archived ones from /new included).
+Sources: `MEMORY.md`, `USER.md`, `memory/**/*.md`, the text of documents the person sent in
+their DMs (`inbox/**/*.md`: the extracted text saved beside each document; a group's inbox
+lives in its own area and is never read), and `sessions/*.jsonl` whose first line names a DM
+session key (`memory.layout.is_dm_session_key`; archived ones from /new included).
 Every name comes from `memory.layout`. Hidden names and symlinks that lead outside the
 workspace are skipped, as the file tools would refuse them.
 """
@@ -15,7 +17,7 @@ from datetime import date
 from pathlib import Path
 
 from memory.chunking import transcript_key
-from memory.layout import MEMORY_DIR, PRIVATE_FILES, SESSIONS_DIR, is_dm_session_key
+from memory.layout import INBOX_DIR, MEMORY_DIR, PRIVATE_FILES, SESSIONS_DIR, is_dm_session_key
 
 __all__ = ["MEMORY_FILES", "SourceFile", "daily_note_date", "is_memory_path", "scan_sources"]
 
@@ -48,7 +50,7 @@ def is_memory_path(rel: str) -> bool:
         return False
     if len(parts) == 1:
         return parts[0] in MEMORY_FILES
-    if parts[0] == MEMORY_DIR:
+    if parts[0] in (MEMORY_DIR, INBOX_DIR):
         return rel.endswith(".md")
     return parts[0] == SESSIONS_DIR and len(parts) == 2 and rel.endswith(".jsonl")
 
@@ -78,18 +80,8 @@ def scan_sources(workspace: Path, *, sessions: bool = True) -> list[SourceFile]:
         item = _entry(root, name, os.path.join(root, name), "memory")
         if item:
             found.append(item)
-    memory_root = os.path.join(root, MEMORY_DIR)
-    if os.path.isdir(memory_root) and _inside(root, memory_root):
-        for dirpath, dirnames, filenames in os.walk(memory_root):
-            dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
-            for name in sorted(filenames):
-                if name.startswith(".") or not name.endswith(".md"):
-                    continue
-                path = os.path.join(dirpath, name)
-                rel = os.path.relpath(path, root).replace(os.sep, "/")
-                item = _entry(root, rel, path, "memory")
-                if item:
-                    found.append(item)
+    for folder in (MEMORY_DIR, INBOX_DIR):
+        found.extend(_markdown_under(root, folder))
     sessions_root = os.path.join(root, SESSIONS_DIR)
     if sessions and os.path.isdir(sessions_root):
         with os.scandir(sessions_root) as entries:
@@ -99,6 +91,25 @@ def scan_sources(workspace: Path, *, sessions: bool = True) -> list[SourceFile]:
                 item = _entry(root, f"{SESSIONS_DIR}/{entry.name}", entry.path, "sessions")
                 if item:
                     found.append(item)
+    return found
+
+
+def _markdown_under(root: str, folder: str) -> list[SourceFile]:
+    """Every visible `*.md` below `root/folder`, as memory sources."""
+    top = os.path.join(root, folder)
+    if not os.path.isdir(top) or not _inside(root, top):
+        return []
+    found: list[SourceFile] = []
+    for dirpath, dirnames, filenames in os.walk(top):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
+        for name in sorted(filenames):
+            if name.startswith(".") or not name.endswith(".md"):
+                continue
+            path = os.path.join(dirpath, name)
+            rel = os.path.relpath(path, root).replace(os.sep, "/")
+            item = _entry(root, rel, path, "memory")
+            if item:
+                found.append(item)
     return found
 
 

@@ -23,6 +23,23 @@ class ToolCall:
 
 
 @dataclass(frozen=True, slots=True)
+class ImagePart:
+    """An image a person sent, saved in the workspace (`path` is workspace-relative).
+
+    The history keeps only this reference; `data` (the resized image's bytes) is filled in
+    just before a model call, for the newest few images (gateway/agent/media/window.py). A
+    provider shows an image without data as a one-line placeholder, so old images cost a
+    line, not a thousand tokens each, and compaction never sends pixels.
+    """
+
+    path: str
+    media_type: str
+    width: int = 0
+    height: int = 0
+    data: bytes = b""
+
+
+@dataclass(frozen=True, slots=True)
 class Message:
     role: Role
     text: str = ""
@@ -30,6 +47,13 @@ class Message:
     tool_call_id: str = ""
     tool_name: str = ""
     is_error: bool = False
+    images: tuple[ImagePart, ...] = ()  # user messages only
+
+
+def image_placeholder(image: ImagePart) -> str:
+    """What a model reads where an older image was (or an image it cannot see)."""
+    return (f"[image {image.path} is not shown again here; read_file cannot open it, ask the "
+            "person to send it again if you need to look at it]")
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from gateway.agent.conversation import Message, SystemPrompt, ToolCall, Usage
+from gateway.agent.media.window import ImageWindow
 from gateway.agent.progress import progress_line
 from gateway.agent.providers.base import Provider, TextStream
 from gateway.agent.tools.base import ToolContext
@@ -54,9 +55,12 @@ class TurnResult:
 
 
 class AgentLoop:
-    def __init__(self, provider: Provider, max_tool_rounds: int) -> None:
+    def __init__(self, provider: Provider, max_tool_rounds: int,
+                 images: ImageWindow | None = None) -> None:
         self.provider = provider
         self.max_tool_rounds = max_tool_rounds
+        # Which images go to the model as pixels (the newest few); None: none ever do.
+        self.images = images
 
     async def run(
         self,
@@ -80,8 +84,10 @@ class AgentLoop:
         for round_number in range(1, self.max_tool_rounds + 1):
             # Read every round: a tool may make more tools available (mcp_load_tools).
             specs = tools.specs()
+            messages = history if self.images is None else self.images.attach(
+                history, ctx.workspace)
             async with waiting() if waiting is not None else nullcontext():
-                completion = await self.provider.complete(system, history, specs,
+                completion = await self.provider.complete(system, messages, specs,
                                                           stream=stream)
             total = total + completion.usage
             record(

@@ -169,8 +169,13 @@ def is_compaction_marker(message: Message) -> bool:
     )
 
 
+# What an image in the history counts for until the provider measures it: about 1,600
+# tokens, a resized photo's cost (bench/media.py), as characters.
+IMAGE_CHARS = 1_600 * CHARS_PER_TOKEN
+
+
 def _chars(message: Message) -> int:
-    return len(message.text) + sum(
+    return len(message.text) + len(message.images) * IMAGE_CHARS + sum(
         len(call.name) + len(str(call.arguments)) for call in message.tool_calls
     )
 

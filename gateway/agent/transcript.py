@@ -18,7 +18,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from gateway.agent.conversation import Message, ToolCall
+from gateway.agent.conversation import ImagePart, Message, ToolCall
 from memory.atomic import BrokenFile, loads_bounded, make_private_dirs
 
 log = logging.getLogger(__name__)
@@ -79,7 +79,7 @@ def entry_to_message(entry: dict[str, Any]) -> Message | None:
     writes (a hand edit): the caller skips it."""
     kind = entry.get("type")
     if kind == "user":
-        return Message("user", _text(entry.get("text", "")))
+        return Message("user", _text(entry.get("text", "")), images=_images(entry.get("images")))
     if kind == "assistant":
         raw_calls = entry.get("tool_calls") or []
         if not isinstance(raw_calls, list) or not all(isinstance(c, dict) for c in raw_calls):
@@ -102,6 +102,22 @@ def entry_to_message(entry: dict[str, Any]) -> Message | None:
     return None
 
 
+def _images(raw: Any) -> tuple[ImagePart, ...]:
+    if not isinstance(raw, list):
+        return ()
+    found = []
+    for item in raw:
+        if isinstance(item, dict) and isinstance(item.get("path"), str):
+            kind = item.get("media_type")
+            found.append(ImagePart(item["path"], kind if isinstance(kind, str) else "image/jpeg",
+                                   _int(item.get("width")), _int(item.get("height"))))
+    return tuple(found)
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
 def _text(value: Any) -> str:
     """A field the gateway writes as a string; anything else a hand edit left is refused (a
     `str()` of a 5,000-digit number raises anyway, and of a list says nothing useful)."""
@@ -122,6 +138,11 @@ def message_to_entry(message: Message) -> dict[str, Any]:
             "is_error": message.is_error,
         }
     entry: dict[str, Any] = {"type": message.role, "text": message.text}
+    if message.images:  # references only: the pixels stay in the workspace file
+        entry["images"] = [
+            {"path": i.path, "media_type": i.media_type, "width": i.width, "height": i.height}
+            for i in message.images
+        ]
     if message.tool_calls:
         entry["tool_calls"] = [
             {"id": c.id, "name": c.name, "arguments": c.arguments} for c in message.tool_calls

@@ -37,6 +37,7 @@ from pydantic_settings import (
 
 from gateway.config.heartbeat import HeartbeatSettings, check_zone
 from gateway.config.mcp import McpSettings
+from gateway.config.media import MediaSettings
 from gateway.config.memory import MemorySettings
 from gateway.config.models import (
     MAIN_ENDPOINT,
@@ -316,6 +317,7 @@ class Settings(BaseSettings):
     budget: BudgetSettings = Field(default_factory=BudgetSettings)  # gateway/config/usage.py
     # USD per million tokens, keyed by model name; on top of gateway/ops/prices.py's table.
     prices: dict[str, ModelPrice] = Field(default_factory=dict)
+    media: MediaSettings = Field(default_factory=MediaSettings)  # voice, photos, documents
     web: WebSettings = Field(default_factory=WebSettings)  # web_fetch, web_search
 
     def state_db(self) -> StateDB:

@@ -28,7 +28,8 @@ busy timeout lets both write). It holds:
 - `outbox`: every outbound message (gateway/pipeline/delivery.py): pending until the platform
   accepted it, then `sent` (its text cleared), or `refused` / `failed`. An optional unique
   `key` makes a delivery idempotent. Pending rows are what a restart sends again, from
-  `parts_sent` on: the parts of a long reply the platform accepted are not sent twice.
+  `parts_sent` on: the parts of a long reply the platform accepted are not sent twice. A row
+  with a `file` sends that workspace file (the text is its caption).
 
 Two connections: writes that gate an acknowledgement to a platform (the inbox record) and
 access decisions commit with `synchronous=FULL`, so "recorded" means on disk, not in a page
@@ -53,7 +54,7 @@ from typing import Any
 
 import aiosqlite
 
-from channels.base import InboundMessage
+from channels.base import Attachment, InboundMessage
 from memory.atomic import create_private_file, make_private_dirs
 
 log = logging.getLogger(__name__)
@@ -112,7 +113,8 @@ CREATE TABLE IF NOT EXISTS outbox (
     attempts INTEGER NOT NULL DEFAULT 0, error TEXT NOT NULL DEFAULT '',
     created_at TEXT NOT NULL, finished_at TEXT,
     done_channel TEXT, done_chat TEXT, done_message TEXT, done_status TEXT,
-    parts_sent INTEGER NOT NULL DEFAULT 0
+    parts_sent INTEGER NOT NULL DEFAULT 0,
+    file TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS outbox_pending ON outbox (status, id);
 -- A reply's live preview message (gateway/pipeline/streaming.py), by the reply's key: a
@@ -143,6 +145,7 @@ _ADDED_COLUMNS = (
     ("inbox", "retries", "INTEGER NOT NULL DEFAULT 0"),
     ("outbox", "parts_sent", "INTEGER NOT NULL DEFAULT 0"),
     ("outbox", "replaces", "TEXT NOT NULL DEFAULT ''"),
+    ("outbox", "file", "TEXT NOT NULL DEFAULT ''"),
 )
 
 
@@ -177,6 +180,7 @@ class Outgoing:
     attempts: int = 0
     parts_sent: int = 0
     replaces: str = ""  # the live preview message the first part is written into
+    file: str = ""  # a file to send, with `text` as its caption
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,13 +210,23 @@ def _encode(msg: InboundMessage) -> str:
             "text": msg.text, "chat_type": msg.chat_type, "message_id": msg.message_id,
             "sender_name": msg.sender_name, "received_at": _iso(msg.received_at),
             "addressed": msg.addressed, "attachment": msg.attachment,
+            "attachments": [_attachment_fields(a) for a in msg.attachments],
         }
     )
+
+
+def _attachment_fields(attachment: Attachment) -> dict[str, Any]:
+    return {name: getattr(attachment, name) for name in Attachment.__dataclass_fields__}
 
 
 def _decode(payload: str) -> InboundMessage:
     data: dict[str, Any] = json.loads(payload)
     data["received_at"] = datetime.fromisoformat(data["received_at"])
+    known = Attachment.__dataclass_fields__
+    data["attachments"] = tuple(
+        Attachment(**{k: v for k, v in item.items() if k in known})
+        for item in data.get("attachments") or () if isinstance(item, dict)
+    )
     return InboundMessage(**data)
 
 
@@ -645,6 +659,7 @@ class StateDB:
     async def enqueue_outbound(
         self, channel: str, chat_id: str, text: str, *, key: str | None = None,
         done: InboundMessage | None = None, done_status: str = "done", replaces: str = "",
+        file: str = "",
     ) -> int | None:
         """Add a message to the outbox and mark `done` answered, in one statement (trigger).
 
@@ -655,11 +670,11 @@ class StateDB:
         async with lock:
             cursor = await connection.execute(
                 "INSERT OR IGNORE INTO outbox (key, channel, chat_id, text, created_at,"
-                " done_channel, done_chat, done_message, done_status, replaces)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " done_channel, done_chat, done_message, done_status, replaces, file)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (key, channel, chat_id, text, _iso(datetime.now(UTC)),
                  *((done.channel, done.chat_id, done.message_id, done_status)
-                   if done is not None else (None, None, None, None)), replaces),
+                   if done is not None else (None, None, None, None)), replaces, file),
             )
         return cursor.lastrowid if cursor.rowcount == 1 else None
 
@@ -706,11 +721,11 @@ class StateDB:
 
     async def pending_outbound(self) -> list[Outgoing]:
         rows = await self._rows(
-            "SELECT id, channel, chat_id, text, attempts, parts_sent, replaces FROM outbox"
+            "SELECT id, channel, chat_id, text, attempts, parts_sent, replaces, file FROM outbox"
             " WHERE status = 'pending' ORDER BY id"
         )
-        return [Outgoing(int(r[0]), r[1], r[2], r[3], int(r[4]), int(r[5]), str(r[6] or ""))
-                for r in rows]
+        return [Outgoing(int(r[0]), r[1], r[2], r[3], int(r[4]), int(r[5]),
+                         str(r[6] or ""), str(r[7] or "")) for r in rows]
 
     async def outbox_counts(self) -> dict[str, int]:
         """Outbound messages by status (pending, sent, refused, failed)."""

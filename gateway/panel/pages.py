@@ -7,6 +7,7 @@ login's principal whether it may see that person.
 from __future__ import annotations
 
 import asyncio
+import os
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -23,6 +24,7 @@ from gateway.panel.host import PanelError, UnknownPerson
 from gateway.panel.html import bar_chart, diff_lines, markdown, person_url
 from gateway.panel.render import render
 from gateway.panel.transcripts import daily_figures, list_sessions, read_items, session_path
+from memory.layout import INBOX_DIR, SEEN_DIR
 
 
 def add_routes(router: web.UrlDispatcher) -> None:
@@ -34,6 +36,7 @@ def add_routes(router: web.UrlDispatcher) -> None:
     router.add_get("/p/{person}/diff/{rev}", diff)
     router.add_get("/p/{person}/sessions", sessions)
     router.add_get("/p/{person}/session/{name}", session_view)
+    router.add_get("/p/{person}/inbox-image", inbox_image)
     router.add_get("/p/{person}/search", search)
     router.add_get("/p/{person}/reminders", reminders)
     router.add_get("/p/{person}/heartbeat", heartbeat)
@@ -223,6 +226,25 @@ async def session_view(request: web.Request) -> web.Response:
         actions = f"/p/{quote(person, safe='')}/session/{quote(name)}"
     return page(request, "session.html", key or name, person=person, tab="sessions",
                 items=items, skipped=skipped, actions=actions)
+
+
+async def inbox_image(request: web.Request) -> web.Response:
+    """A resized image from an inbox (`inbox/.../.seen/...`, a group's too): the session
+    view's thumbnails. Nothing else of the workspace is served here."""
+    _, workspace = person_of(request)
+    rel = request.query.get("path", "")
+    parts = rel.split("/")
+    if (INBOX_DIR not in parts or SEEN_DIR not in parts or ".." in parts
+            or Path(rel).suffix.lower() not in (".jpg", ".png")):
+        raise web.HTTPNotFound(text="no such image")
+    root = os.path.realpath(workspace)
+    path = os.path.realpath(os.path.join(root, rel))
+    if os.path.commonpath([root, path]) != root or not os.path.isfile(path):
+        raise web.HTTPNotFound(text="no such image")
+    data = await asyncio.to_thread(Path(path).read_bytes)
+    kind = "image/png" if path.endswith(".png") else "image/jpeg"
+    return web.Response(body=data, content_type=kind,
+                        headers={"Cache-Control": "private, max-age=3600"})
 
 
 # --- memory search -------------------------------------------------------------------------------

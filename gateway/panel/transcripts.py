@@ -112,7 +112,9 @@ def read_items(path: Path, limit: int = MAX_SHOWN) -> tuple[list[Item], int]:
         kind = entry.get("type")
         ts = str(entry.get("ts", ""))
         if kind == "user":
-            items.append(Item("user", ts, str(entry.get("text", ""))))
+            media = entry.get("media")
+            items.append(Item("user", ts, str(entry.get("text", "")),
+                              detail={"media": _media(media)} if media else {}))
         elif kind == "assistant":
             item = Item("assistant", ts, str(entry.get("text", "")),
                         detail={"heartbeat": bool(entry.get("heartbeat"))})
@@ -164,6 +166,18 @@ def _event(entry: dict[str, Any], ts: str) -> Item | None:
             f" ({detail['channel']})" if detail.get("channel") else "")
     return Item("event", ts, _EVENT_WORDS.get(kind, kind), detail=detail, note=note,
                 problem=kind in _PROBLEMS)
+def _media(raw: Any) -> list[dict[str, str]]:
+    """What came with a message (gateway/agent/media/intake.py records it), as display
+    strings; anything malformed is left out (a transcript is a file anyone could edit)."""
+    shown: list[dict[str, str]] = []
+    for item in raw if isinstance(raw, list) else []:
+        if not isinstance(item, dict):
+            continue
+        fields = {key: str(item[key])[:2000] for key in
+                  ("kind", "label", "file", "seen", "transcript", "error", "duration")
+                  if isinstance(item.get(key), str | int | float)}
+        shown.append(fields)
+    return shown
 
 
 @dataclass(slots=True)

@@ -99,15 +99,17 @@ class Delivery:
         done: InboundMessage | None = None,
         done_status: str = "done",
         replaces: str = "",
+        file: str = "",
     ) -> asyncio.Future[Outcome]:
         """Record `text` for `chat_id` and queue it; the future says how the first try went.
 
         `done`: the inbound message this answers, marked done by the same statement that adds the
         outbox row (so a crash after this point repeats at most a send, never a turn).
+        `file`: a file to send (absolute path), `text` being its caption (send_file tool).
         """
         target = self.channels.get(channel)
         text = scrub_token(text)  # HEARTBEAT_OK never reaches a person, whatever sent it
-        if target is None or not text.strip():
+        if target is None or not (text.strip() or file):
             if target is None:
                 log.error("no channel %r to deliver to", channel)
             else:
@@ -119,12 +121,12 @@ class Delivery:
         if target.durable:
             row = await self.state.enqueue_outbound(
                 channel, chat_id, text, key=key, done=done, done_status=done_status,
-                replaces=replaces,
+                replaces=replaces, file=file,
             )
             if row is None:
                 log.info("delivery %s was made before; not sending it again", key)
                 return _settled("duplicate")
-        return self._queue(Outgoing(row, channel, chat_id, text, replaces=replaces))
+        return self._queue(Outgoing(row, channel, chat_id, text, replaces=replaces, file=file))
 
     async def resume(self) -> int:
         """Queue what the outbox still holds from before a restart; returns how many."""
@@ -204,7 +206,8 @@ class Delivery:
             await channel.send(OutboundMessage(
                 message.channel, message.chat_id, message.text,
                 key="" if message.row is None else str(message.row),
-                first_part=item.parts_sent, on_part=accepted, replaces=message.replaces))
+                first_part=item.parts_sent, on_part=accepted, replaces=message.replaces,
+                file=message.file))
         except asyncio.CancelledError:
             raise
         except DeliveryRefused as exc:

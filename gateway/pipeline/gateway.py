@@ -29,6 +29,7 @@ from gateway.agent.scope import usage_scope
 from gateway.agent.sessions import SessionStore
 from gateway.agent.tools import Tool, ToolContext, ToolRegistry, file_tools
 from gateway.agent.tools.quota import DiskUsage, Quotas, TurnBudget
+from gateway.agent.tools.send_file import SendFileTool
 from gateway.capabilities.hub import Capabilities
 from gateway.clock import Clock, SystemClock
 from gateway.config.settings import Settings
@@ -42,6 +43,7 @@ from gateway.pipeline.access import AccessPolicy, LocalOnlyAccess
 from gateway.pipeline.budgets import Accounting, Budgets
 from gateway.pipeline.commands import Command, CommandContext, lookup, parse_command
 from gateway.pipeline.delivery import Delivery
+from gateway.pipeline.files_out import ChatOutbox
 from gateway.pipeline.lanes import Job, Lanes
 from gateway.pipeline.limits import Account, PersonLimits
 from gateway.pipeline.recovery import Retries, answer_key
@@ -52,6 +54,7 @@ from gateway.pipeline.welcome import ApprovalFollowUp
 from gateway.workspace.seed import ensure_workspace
 
 if TYPE_CHECKING:
+    from gateway.agent.media.intake import MediaIntake, UserContent
     from gateway.agent.tools.schedule_tools import ScheduleBook
     from gateway.capabilities.contexts import ContextKind
     from memory.service import MemoryService
@@ -69,6 +72,11 @@ MEDIA_REPLY = (
     "Thanks! For now I can only read text, so I can't look at that {kind}. "
     "Could you describe it in words?"
 )
+
+
+def base_tools() -> list[Tool]:
+    """The tools of every chat: the file tools and send_file."""
+    return [*file_tools(), SendFileTool()]
 
 
 class Gateway:
@@ -108,8 +116,8 @@ class Gateway:
         self.lanes = Lanes()
         # Two registries, decided by the route: tools that reach private memory (recall, say)
         # do not exist at all in a session that is not the owner's DM.
-        self.shared_tools = ToolRegistry(file_tools(), redact=self.redactor)
-        self.private_tools = ToolRegistry([*file_tools(), *private_tools], redact=self.redactor)
+        self.shared_tools = ToolRegistry(base_tools(), redact=self.redactor)
+        self.private_tools = ToolRegistry([*base_tools(), *private_tools], redact=self.redactor)
         self._extra_private_tools = list(private_tools)
         self._extra_shared_tools: list[Tool] = []
         # Operations (gateway/ops/metrics.py, gateway/ops/versioning.py): counters for /metrics,
@@ -139,7 +147,14 @@ class Gateway:
         self.budgets = Budgets(settings, self.usage, self._budget_note)
         self.accounting = Accounting(self.usage, self.budgets, self.metrics)
         metered = self.metered = MeteredProvider(self.models, self.metrics, self.accounting)
-        self.agent = AgentLoop(metered, settings.llm.max_tool_rounds)
+        # Voice notes, photos, documents (gateway/agent/media/): None when [media] is off.
+        self.media = self._media_intake(settings, provider)
+        window = None
+        if self.media is not None and self.media.vision:
+            from gateway.agent.media.window import ImageWindow
+
+            window = ImageWindow(settings.media.images_in_context)
+        self.agent = AgentLoop(metered, settings.llm.max_tool_rounds, images=window)
         self.compactor = Compactor(
             metered, self.agent, settings.llm, settings.compaction, self.clock, settings.zone(),
             metrics=self.metrics, versioning=self.versioning,
@@ -161,6 +176,8 @@ class Gateway:
             model=provider.model,
             host=endpoint_host(settings.llm.provider, settings.llm.base_url),
         )
+        if self.media is not None:
+            self.turns.media = self._take_media
         limits = settings.limits
         self.limits = PersonLimits(self.clock, limits.queue_per_person,
                                    limits.messages_per_minute)
@@ -209,7 +226,7 @@ class Gateway:
 
         self.memory = memory
         self.private_tools = ToolRegistry(
-            [*file_tools(), *self._extra_private_tools,
+            [*base_tools(), *self._extra_private_tools,
              *memory_tools(memory, on_search=self.metrics.observe_search)],
             redact=self.redactor,
         )
@@ -221,14 +238,14 @@ class Gateway:
         if self.memory is not None:
             self.use_memory(self.memory)
         else:
-            self.private_tools = ToolRegistry([*file_tools(), *self._extra_private_tools],
+            self.private_tools = ToolRegistry([*base_tools(), *self._extra_private_tools],
                                               redact=self.redactor)
 
     def add_shared_tools(self, tools: Sequence[Tool]) -> None:
         """More tools for group chats too (the web tools when `[web] groups` is on); private
         contexts get them through add_private_tools."""
         self._extra_shared_tools.extend(tools)
-        self.shared_tools = ToolRegistry([*file_tools(), *self._extra_shared_tools],
+        self.shared_tools = ToolRegistry([*base_tools(), *self._extra_shared_tools],
                                          redact=self.redactor)
         self.metrics.register_tools(self.shared_tools.names())
 
@@ -263,6 +280,8 @@ class Gateway:
                    self.models.close,
                    self.accounting.settled,  # the last calls' usage, before the database
                    self.state.close]
+        if self.media is not None:
+            closers.append(self.media.transcriber.close)
         if self.memory is not None:
             closers.append(self.memory.close)
         for close in closers:
@@ -332,7 +351,8 @@ class Gateway:
                     route.person_id, msg.channel, msg.chat_id, msg.sender_id, msg.received_at
                 )
             command = parse_command(msg.text)
-            if command is None and not msg.text.strip():
+            if command is None and not msg.text.strip() and not (
+                    msg.attachments and self.media is not None):
                 kind = msg.attachment
                 await self._answer_now(
                     msg, MEDIA_REPLY.format(kind=kind) if kind else EMPTY_MESSAGE_REPLY)
@@ -469,15 +489,45 @@ class Gateway:
         return job
 
     def tool_context(self, route: Route) -> ToolContext:
-        """A turn's tool context; its budget (the quotas' share of this turn) is fresh."""
+        """A turn's tool context: its budget (the quotas' share of this turn) is fresh, and its
+        outbox reaches the chat the turn answers (send_file)."""
+        channel = self.channels.get(route.channel)
+        outbox = None
+        if channel is not None and route.chat_id:
+            outbox = ChatOutbox(self.delivery, route, max_bytes=channel.max_upload_bytes,
+                                durable=channel.durable)
         return ToolContext(
             route.workspace, route.session_key, route.private, self.settings.tools.max_file_bytes,
-            area=route.access.area, budget=self.turn_budget(),
+            area=route.access.area, outbox=outbox, budget=self.turn_budget(),
         )
 
     def turn_budget(self) -> TurnBudget:
         """The quotas for one turn (a DM, group, heartbeat or scheduled task turn)."""
         return TurnBudget(self.quotas, self.disk_usage, self.metrics)
+
+    # -- media (gateway/agent/media/) ----------------------------------------------------------
+
+    def _media_intake(self, settings: Settings, provider: Provider) -> MediaIntake | None:
+        if not settings.media.enabled:
+            return None
+        from gateway.agent.media.audio import build_transcriber
+        from gateway.agent.media.intake import MediaIntake
+
+        zone = settings.zone()
+        return MediaIntake(
+            settings.media, build_transcriber(settings.media.transcription),
+            provider=settings.llm.provider, model=provider.model,
+            now=lambda: self.clock.now().astimezone(zone),
+            max_text_bytes=settings.tools.max_file_bytes,
+            deadline_seconds=settings.limits.turn_deadline_seconds,
+            budget=self.turn_budget,
+        )
+
+    async def _take_media(self, route: Route, msg: InboundMessage) -> UserContent:
+        """The turn's user message from `msg`'s attachments, fetched through its channel."""
+        assert self.media is not None
+        return await self.media.take(msg, self.channels[route.channel], route.workspace,
+                                     route.access)
 
     def tools_for(self, route: Route) -> ToolRegistry:
         base = self.private_tools if route.private else self.shared_tools

@@ -36,6 +36,8 @@ class Route:
     sender_id: str = ""
     sender_name: str = ""
     sender_is_owner: bool = False
+    # The platform message this route answers ("" for none): names what a turn sends once.
+    message_id: str = ""
 
     @property
     def access(self) -> Access:
@@ -78,11 +80,12 @@ class Router:
             workspace = workspace_path(self.workspaces_root, sender)
             return Route(sender, workspace, dm_session_key(sender), True, msg.channel,
                          msg.chat_id, sender_id=msg.sender_id, sender_name=msg.sender_name,
-                         sender_is_owner=sender == self.owner)
+                         sender_is_owner=sender == self.owner, message_id=msg.message_id)
         # A group talks to the gateway owner's assistant, never with their private memory, and
         # writes only in its own area.
         workspace = workspace_path(self.workspaces_root, self.owner)
         key = group_session_key(msg.channel, msg.chat_id)
         return Route(self.owner, workspace, key, False, msg.channel, msg.chat_id,
                      area=group_area(msg.channel, msg.chat_id), sender_id=msg.sender_id,
-                     sender_name=msg.sender_name, sender_is_owner=sender == self.owner)
+                     sender_name=msg.sender_name, sender_is_owner=sender == self.owner,
+                     message_id=msg.message_id)

@@ -1,7 +1,8 @@
 """The turn runner: owns one turn from the person's message to the queued reply.
 
 In order, so a crash repeats at most a send: the person's message is appended to the
-transcript; the prompt is assembled; flush and compaction run if due; the agent loop answers
+transcript (its attachments fetched and turned into text and images first, gateway/agent/
+media/); the prompt is assembled; flush and compaction run if due; the agent loop answers
 (all of it within one overall deadline); the answer is appended to the transcript; the reply
 goes to the outbox and the inbox entry is marked done in one statement (gateway/pipeline/
 delivery.py); then it is sent. Everything the person must hear about (provider errors, our
@@ -17,8 +18,11 @@ queued; the reply is the outbox message, as without streaming).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
 
 from channels.base import InboundMessage
 from gateway.agent.compaction import Compactor
@@ -44,6 +48,9 @@ from gateway.pipeline.replies import provider_error_reply
 from gateway.pipeline.routing import Route
 from gateway.pipeline.streaming import ChatPace, LivePreview, open_preview
 
+if TYPE_CHECKING:
+    from gateway.agent.media.intake import UserContent
+
 log = logging.getLogger(__name__)
 
 INTERNAL_ERROR_REPLY = (
@@ -60,6 +67,8 @@ SETUP_REPLY = (
 )
 # Overflow recoveries (flush, compact, retry) per turn before giving up with a clear message.
 OVERFLOW_RETRIES = 2
+# Media results kept for messages the transcript refused (tried again shortly).
+TAKEN_KEPT = 64
 
 
 class TranscriptWriteError(Exception):
@@ -77,6 +86,10 @@ def attributed_text(msg: InboundMessage) -> str:
         return msg.text
     name = msg.sender_name.replace("\n", " ").strip()[:80] or "(no display name)"
     return f"[{name}, platform id {msg.channel}:{msg.sender_id}] {msg.text}"
+
+
+# Turns a message's attachments into the turn's user message (gateway/agent/media/intake.py).
+MediaStep = Callable[[Route, InboundMessage], Awaitable["UserContent"]]
 
 
 class TurnRunner:
@@ -109,6 +122,12 @@ class TurnRunner:
         # Messages re-queued by a restart: their turn may have run, in part or whole, before.
         self.resuming: set[tuple[str, str, str]] = set()
         self.pace = ChatPace()  # live previews: each chat's update pace, across its replies
+        # Voice notes, photos, documents: set by the gateway when media are enabled.
+        self.media: MediaStep | None = None
+        # What the media step made of a message the transcript then refused: the gateway
+        # tries the message again (gateway.py, PERSIST_ATTEMPTS), and a retry must not fetch
+        # and transcribe its files again. Emptied as each message is recorded.
+        self._taken: dict[tuple[str, str, str], UserContent] = {}
 
     async def run(self, route: Route, msg: InboundMessage, *, durable: bool) -> str:
         """One turn. Hand edits since the last turn are committed first, the turn's after.
@@ -184,7 +203,11 @@ class TurnRunner:
             await self.retries.give_up(msg, tries=tries)
             return None
         if not point.recorded:
-            self._record_message(session, msg)
+            # A message whose attachments all failed is answered without the model; that
+            # answer is in the transcript, so a restart delivers it as it is.
+            direct = await self._record_message(session, route, msg)
+            if direct:
+                return direct
         waiting = self.retries.waiting_on_model(msg) if resumed else None
         reply = await self._reply(session, route, waiting, stream)
         if durable:
@@ -200,17 +223,42 @@ class TurnRunner:
         self.resuming.discard(key)
         return True
 
-    def _record_message(self, session: Session, msg: InboundMessage) -> None:
+    async def _record_message(self, session: Session, route: Route,
+                              msg: InboundMessage) -> str:
+        """Append the person's message, its attachments turned into what the model reads
+        (media step); returns a direct reply when they left nothing for the model to answer
+        ("" otherwise)."""
+        extra: dict[str, Any] = {}
+        message, direct = Message("user", attributed_text(msg)), ""
+        key = (msg.channel, msg.chat_id, msg.message_id)
+        content = self._taken.pop(key, None)
+        if content is None and msg.attachments and self.media is not None:
+            content = await self.media(route, msg)
+        if content is not None:
+            text = attributed_text(dataclasses.replace(msg, text=content.text))
+            message = Message("user", text, images=content.images)
+            extra, direct = {"media": content.media}, content.reply
         try:
             session.record(
-                Message("user", attributed_text(msg)),
+                message,
                 channel=msg.channel,
                 chat_id=msg.chat_id,
                 sender_id=msg.sender_id,
                 message_id=msg.message_id,
+                **extra,
             )
         except OSError as exc:
+            if content is not None and msg.message_id:
+                if len(self._taken) >= TAKEN_KEPT:  # messages left for the next start
+                    self._taken.pop(next(iter(self._taken)))
+                self._taken[key] = content
             raise TranscriptWriteError(f"{type(exc).__name__}: {exc}") from exc
+        if direct:
+            try:
+                session.record(Message("assistant", direct))
+            except OSError as exc:  # the reply still goes out; a restart would recompute it
+                log.warning("could not record the reply in the transcript: %s", exc)
+        return direct
 
     async def _resume_point(self, session: Session, msg: InboundMessage) -> ResumePoint:
         """What the run before the restart did about `msg`, from the transcript on disk."""

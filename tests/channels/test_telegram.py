@@ -202,15 +202,24 @@ async def test_long_reply_is_chunked_within_utf16_limit(tg, tg_gateway, anthropi
     assert "Done." in tg.sent[-1].text
 
 
-async def test_media_gets_a_polite_answer_and_captions_count(tg, tg_gateway, anthropic_server):
+async def test_stickers_get_a_polite_answer_and_a_lost_photo_is_said(tg, tg_gateway,
+                                                                    anthropic_server):
+    """What cannot be fetched or used is answered in words, without the model (photos that
+    can be fetched are tested in test_media_telegram.py)."""
     await tg_gateway(allow_from=["42"])
-    photo = [{"file_id": "f1", "file_unique_id": "u1", "width": 10, "height": 10}]
-    await tg.add_update(tg.message(42, photo=photo))
+    sticker = {"file_id": "s1", "file_unique_id": "s1", "width": 10, "height": 10,
+               "is_animated": False, "is_video": False, "type": "regular"}
+    await tg.add_update(tg.message(42, sticker=sticker))
     sent = await tg.wait_sent(1)
-    assert "photo" in sent[0].text and anthropic_server.requests == []
-    await tg.add_update(tg.message(42, photo=photo, caption="what is in this picture?"))
+    assert "sticker" in sent[0].text and anthropic_server.requests == []
+    photo = [{"file_id": "gone", "file_unique_id": "u1", "width": 10, "height": 10}]
+    await tg.add_update(tg.message(42, photo=photo))
     sent = await tg.wait_sent(2)
-    assert sent[1].text == "echo: what is in this picture?"
+    assert "photo" in sent[1].text and "no longer has this file" in sent[1].text
+    await tg.add_update(tg.message(42, photo=photo, caption="what is in this picture?"))
+    await tg.wait_sent(3)
+    assert "what is in this picture?" in tg.sent[2].text  # the caption still counts
+    assert "no longer has this file" in tg.sent[2].text
 
 
 async def test_restart_mid_conversation_no_duplicate_no_loss(tg, tg_gateway, anthropic_server):

@@ -8,6 +8,9 @@ Edits (streamed replies): `PATCH /channels/{c}/messages/{id}` changes a message 
 (`SentMessage.content` is its current text, `edits` how often it changed, `edit_times`
 when), 404 with code 10008 "Unknown Message" for one that does not exist or was deleted
 (`DELETE` the same route), as Discord answers.
+Attachments: `attachment(filename, data, content_type)` stores a file and returns the
+attachment object a message carries, whose URL this server serves (`expire` makes it 404,
+as a CDN link past its expiry). Files the bot uploads are in `files`.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import asyncio
 import itertools
 import json
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -44,6 +48,14 @@ class SentMessage:
     edit_times: list[float] = field(default_factory=list)
 
 
+@dataclass
+class UploadedFile:
+    channel_id: str
+    filename: str
+    data: bytes
+    content: str
+
+
 def _user(user_id: int | str, name: str = "ann", bot: bool = False) -> dict[str, Any]:
     return {"id": str(user_id), "username": name, "discriminator": "0", "avatar": None,
             "global_name": name, "bot": bot}
@@ -60,6 +72,9 @@ class FakeDiscordServer:
         # (channel, nonce) -> the message created with it: Discord's `enforce_nonce` returns
         # that message again instead of creating another (for a few minutes; here, always).
         self.nonces: dict[tuple[str, str], dict[str, Any]] = {}
+        self.stored: dict[str, bytes] = {}  # attachment id -> bytes
+        self.downloads: list[str] = []
+        self.files: list[UploadedFile] = []
         self.identified = asyncio.Event()
         self._sockets: list[web.WebSocketResponse] = []
         self._seq = itertools.count(1)
@@ -78,6 +93,7 @@ class FakeDiscordServer:
         app.router.add_get("/api/v10/channels/{channel}", self._channel)
         app.router.add_get("/api/v10/channels/{channel}/messages", self._history)
         app.router.add_get("/gateway", self._gateway)
+        app.router.add_get("/attachments/{id}/{name}", self._attachment)
         self._runner = web.AppRunner(app, shutdown_timeout=0.5)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", self.port)  # 0: any free port
@@ -145,6 +161,30 @@ class FakeDiscordServer:
         await self.dispatch("MESSAGE_CREATE", data)
         return data
 
+    def attachment(self, filename: str, data: bytes, content_type: str, *,
+                   voice_seconds: float | None = None, width: int | None = None,
+                   height: int | None = None) -> dict[str, Any]:
+        """Store `data`; the attachment object for a message (`attachments=[...]`)."""
+        attachment_id = str(next(_ids))
+        self.stored[attachment_id] = data
+        url = f"http://127.0.0.1:{self.port}/attachments/{attachment_id}/{filename}"
+        item: dict[str, Any] = {"id": attachment_id, "filename": filename, "size": len(data),
+                                "url": url, "proxy_url": url, "content_type": content_type}
+        if voice_seconds is not None:  # a voice message: flag IS_VOICE_MESSAGE (1 << 13)
+            item.update(duration_secs=voice_seconds, waveform="AAAA", flags=1 << 13)
+        if width is not None and height is not None:
+            item.update(width=width, height=height)
+        return item
+
+    def expire(self, attachment: dict[str, Any]) -> None:
+        self.stored.pop(str(attachment["id"]), None)
+
+    async def wait_files(self, count: int, timeout: float = 10.0) -> list[UploadedFile]:
+        async with self._changed:
+            await asyncio.wait_for(self._changed.wait_for(lambda: len(self.files) >= count),
+                                   timeout)
+        return list(self.files)
+
     def texts(self, channel_id: int | str | None = None) -> list[str]:
         return [m.content for m in self.sent if channel_id is None or
                 m.channel_id == str(channel_id)]
@@ -181,28 +221,35 @@ class FakeDiscordServer:
     async def _create_message(self, request: web.Request) -> web.Response:
         channel = request.match_info["channel"]
         content_type = request.headers.get("Content-Type", "")
+        uploads: list[tuple[str, bytes]] = []
         if content_type.startswith("multipart"):
             form = await request.post()
             body = json.loads(str(form["payload_json"]))
+            uploads = [(value.filename, value.file.read()) for value in form.values()
+                       if isinstance(value, web.FileField)]
         else:
             body = await request.json()
-        content = str(body.get("content", ""))
+        content = str(body.get("content") or "")
         if len(content) > 2000:
             return _json({"message": "Invalid Form Body", "code": 50035}, 400)
         nonce = str(body.get("nonce") or "")
         if nonce and body.get("enforce_nonce") and (channel, nonce) in self.nonces:
             return _json(self.nonces[(channel, nonce)])
-        return _json(await self.accept(channel, content, nonce))
+        return _json(await self.accept(channel, content, nonce, uploads))
 
-    async def accept(self, channel: str, content: str, nonce: str = "") -> dict[str, Any]:
+    async def accept(self, channel: str, content: str, nonce: str = "",
+                     uploads: Sequence[tuple[str, bytes]] = ()) -> dict[str, Any]:
         """Create a message from the bot (what a send that reached Discord does)."""
         data = self.message(BOT, channel, content, **({"nonce": nonce} if nonce else {}))
         if nonce:
             self.nonces[(channel, nonce)] = data
         async with self._changed:
-            sent = SentMessage(channel, content, data["id"])
-            self.sent.append(sent)
-            self.by_id[data["id"]] = sent
+            for filename, body in uploads:
+                self.files.append(UploadedFile(channel, filename, body, content))
+            if content or not uploads:
+                sent = SentMessage(channel, content, data["id"])
+                self.sent.append(sent)
+                self.by_id[data["id"]] = sent
             self._changed.notify_all()
         return data
 
@@ -254,6 +301,19 @@ class FakeDiscordServer:
                  if int(m["id"]) > after]
         self.history_reads += 1
         return _json(list(reversed(found[:limit])))
+
+    async def _attachment(self, request: web.Request) -> web.StreamResponse:
+        data = self.stored.get(request.match_info["id"])
+        if data is None:
+            return web.Response(status=404, text="This content is no longer available.")
+        self.downloads.append(request.match_info["name"])
+        response = web.StreamResponse(headers={"Content-Type": "application/octet-stream"})
+        response.content_length = len(data)
+        await response.prepare(request)
+        for start in range(0, len(data), 256 * 1024):
+            await response.write(data[start:start + 256 * 1024])
+        await response.write_eof()
+        return response
 
     async def _typing(self, request: web.Request) -> web.Response:
         self.typing.append(request.match_info["channel"])

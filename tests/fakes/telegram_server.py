@@ -12,6 +12,10 @@ is its current text, `Sent.edits` how often it changed) and answers 400 "message
 modified" for the same text and "message to edit not found" for an unknown id, as Telegram
 does; `deleteMessage` removes one. Every call is logged with its time (`call_times`) so the
 benchmark can count updates per second per chat.
+Files: `add_file(data)` stores bytes under a new file id; getFile answers with its path (or,
+like Telegram, "file is too big" past 20 MB) and `GET /file/bot<token>/<path>` streams the
+bytes in chunks. sendPhoto and sendDocument take multipart uploads; what arrived is in
+`files`.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import itertools
 import json
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -62,6 +67,18 @@ class Draft:
     at: float = field(default_factory=time.monotonic)
 
 
+@dataclass
+class SentFile:
+    chat_id: str
+    method: str  # sendPhoto | sendDocument
+    filename: str
+    data: bytes
+    caption: str
+
+
+GETFILE_LIMIT = 20 * 1024 * 1024
+
+
 class FakeTelegramServer:
     def __init__(self, token: str = TEST_TOKEN, *, max_poll: float = 0.5) -> None:
         self.token = token
@@ -86,6 +103,11 @@ class FakeTelegramServer:
         self.sends_open = asyncio.Event()
         self.sends_open.set()
         self._held_epoch = 0  # `drop_held_sends` moves it: the sends held until then fail
+        self.stored: dict[str, bytes] = {}  # file id -> bytes (add_file)
+        self.file_paths: dict[str, str] = {}  # file path -> file id
+        self.downloads: list[str] = []  # file paths fetched
+        self.files: list[SentFile] = []  # files the bot sent
+        self._file_ids = itertools.count(1)
         self._update_ids = itertools.count(1000)
         self._message_ids = itertools.count(1)
         self._changed = asyncio.Condition()
@@ -97,6 +119,7 @@ class FakeTelegramServer:
     async def start(self) -> FakeTelegramServer:
         app = web.Application()
         app.router.add_route("*", "/bot{token}/{method}", self._handle)
+        app.router.add_get("/file/bot{token}/{path:.+}", self._download)
         self._runner = web.AppRunner(app, shutdown_timeout=0.5)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", self.port)
@@ -172,6 +195,16 @@ class FakeTelegramServer:
             message["text"] = text
         return message
 
+    def add_file(self, data: bytes, *, declared_size: int | None = None) -> dict[str, Any]:
+        """Store `data` as a file; returns the fields a message carries for it (file_id,
+        file_unique_id, file_size: `declared_size` may lie, as a platform's can)."""
+        number = next(self._file_ids)
+        file_id = f"file-{number}-id"
+        self.stored[file_id] = data
+        self.file_paths[f"documents/file_{number}"] = file_id
+        return {"file_id": file_id, "file_unique_id": f"u{number}",
+                "file_size": len(data) if declared_size is None else declared_size}
+
     async def send_text(self, user_id: int, text: str, **kwargs: Any) -> dict[str, Any]:
         message = self.message(user_id, text, **kwargs)
         await self.add_update(message)
@@ -194,8 +227,7 @@ class FakeTelegramServer:
 
     async def wait_confirmed(self, timeout: float = 10.0) -> None:
         """Until every queued update was confirmed by a later offset."""
-        async with self._changed:
-            await asyncio.wait_for(self._changed.wait_for(lambda: not self.updates), timeout)
+        await _until(lambda: not self.updates, timeout)
 
     # -- serving -----------------------------------------------------------------------------
 
@@ -209,6 +241,8 @@ class FakeTelegramServer:
                     params[key] = json.loads(value)
                 except ValueError:
                     params[key] = value
+            elif isinstance(value, web.FileField):  # an upload (sendPhoto, sendDocument)
+                params[key] = (value.filename, value.file.read())
         return params
 
     async def _handle(self, request: web.Request) -> web.Response:
@@ -249,16 +283,14 @@ class FakeTelegramServer:
             self.hang_polls -= 1
             await asyncio.sleep(30)
         wait = min(float(params.get("timeout") or 0), self.max_poll)
-        async with self._changed:
-            if offset is not None:
-                self.updates = [u for u in self.updates if u["update_id"] >= int(offset)]
-                self._changed.notify_all()
-            if not self.updates and wait > 0:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._changed.wait_for(lambda: bool(self.updates)),
-                                           wait)
-            limit = int(params.get("limit") or 100)
-            return _ok(self.updates[:limit])
+        if offset is not None:
+            self.updates = [u for u in self.updates if u["update_id"] >= int(offset)]
+        # A long poll waits for an update without holding any lock: a poll abandoned by its
+        # client (a cancelled request) must not be able to block the next one.
+        with contextlib.suppress(TimeoutError):
+            await _until(lambda: bool(self.updates), wait)
+        limit = int(params.get("limit") or 100)
+        return _ok(self.updates[:limit])
 
     async def _m_sendMessage(self, params: dict[str, Any]) -> web.Response:
         text = str(params.get("text", ""))
@@ -346,10 +378,84 @@ class FakeTelegramServer:
         """What the chat shows now: each message's latest text, deleted ones left out."""
         return [s.text for s in self.sent if not s.deleted
                 and (chat_id is None or s.chat_id == str(chat_id))]
+    async def _m_getFile(self, params: dict[str, Any]) -> web.Response:
+        file_id = str(params.get("file_id", ""))
+        data = self.stored.get(file_id)
+        if data is None:
+            return _error(400, "Bad Request: invalid file_id")
+        if len(data) > GETFILE_LIMIT:
+            return _error(400, "Bad Request: file is too big")
+        path = next(p for p, f in self.file_paths.items() if f == file_id)
+        return _ok({"file_id": file_id, "file_unique_id": "u", "file_size": len(data),
+                    "file_path": path})
+
+    async def _download(self, request: web.Request) -> web.StreamResponse:
+        if request.match_info["token"] != self.token:
+            return web.Response(status=401)
+        file_id = self.file_paths.get(request.match_info["path"])
+        if file_id is None:
+            return web.Response(status=404)
+        self.downloads.append(request.match_info["path"])
+        data = self.stored[file_id]
+        response = web.StreamResponse(headers={"Content-Type": "application/octet-stream"})
+        response.content_length = len(data)
+        await response.prepare(request)
+        for start in range(0, len(data), 256 * 1024):
+            await response.write(data[start:start + 256 * 1024])
+        await response.write_eof()
+        return response
+
+    async def _m_sendPhoto(self, params: dict[str, Any]) -> web.Response:
+        return await self._upload("sendPhoto", "photo", params)
+
+    async def _m_sendDocument(self, params: dict[str, Any]) -> web.Response:
+        return await self._upload("sendDocument", "document", params)
+
+    async def _upload(self, method: str, field_name: str, params: dict[str, Any]
+                      ) -> web.Response:
+        upload = params.get(field_name)
+        if isinstance(upload, str) and upload.startswith("attach://"):
+            upload = params.get(upload.removeprefix("attach://"))
+        if not isinstance(upload, tuple):
+            return _error(400, "Bad Request: there is no file in the request")
+        filename, data = upload
+        if not data:
+            return _error(400, "Bad Request: file must be non-empty")
+        chat_id = str(params["chat_id"])
+        caption = str(params.get("caption") or "")
+        if len(caption) > 1024:
+            return _error(400, "Bad Request: message caption is too long")
+        async with self._changed:
+            self.files.append(SentFile(chat_id, method, str(filename), data, caption))
+            self._changed.notify_all()
+        return _ok({
+            "message_id": next(self._message_ids), "date": int(time.time()),
+            "chat": {"id": int(chat_id), "type": "private"}, "from": BOT_USER,
+            "document": {"file_id": "sent", "file_unique_id": "sent"},
+            **({"caption": caption} if caption else {}),
+        })
+
+    async def wait_files(self, count: int, timeout: float = 10.0) -> list[SentFile]:
+        await _until(lambda: len(self.files) >= count, timeout)
+        return list(self.files)
 
     async def _m_sendChatAction(self, params: dict[str, Any]) -> web.Response:
         self.chat_actions.append((str(params["chat_id"]), str(params["action"])))
         return _ok(True)
+
+
+async def _until(condition: Callable[[], bool], timeout: float) -> None:
+    """Wait for `condition` by looking every 10 ms; TimeoutError after `timeout` seconds.
+
+    Not with the server's Condition: a test's wait that times out must never leave that lock
+    in a state where the server's own long polls (and so the bot's shutdown) hang with it,
+    which is what Python 3.11's cancellation of Condition.wait inside wait_for could do.
+    """
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() >= deadline:
+            raise TimeoutError
+        await asyncio.sleep(0.01)
 
 
 def _ok(result: Any) -> web.Response:

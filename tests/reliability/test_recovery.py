@@ -9,7 +9,7 @@
 - A long reply sent in parts keeps its progress: a retry, or a restart, sends only the parts
   the platform has not accepted (before: a 3-part reply whose second part met five 502s sent
   part 1 twice). On Discord a send repeated after a kill carries the same nonce and is not
-  posted twice.
+  posted twice. A file (send_file) is its message's first part: the same holds for it.
 - A message whose turn keeps being cut short is given up after a bounded number of retries,
   marked failed and reported (before: pending forever, taken up at every start).
 - A turn whose prompt or tools cannot be built ends with a short reply (before: no reply, the
@@ -359,5 +359,74 @@ async def test_discord_recognises_a_reply_sent_just_before_a_kill(
                 await asyncio.sleep(0.02)
             assert await gateway.state.outbox_counts() == {"sent": 1}
             assert dc.texts("302") == ["see you at noon"]  # once
+        finally:
+            await gateway.stop()
+
+
+# -- files in the outbox (send_file): the file is the message's first part ----------------------
+
+
+async def test_a_file_whose_caption_does_not_fit_keeps_its_progress_over_a_restart(
+    make_settings, anthropic_server, tg, tmp_path
+):
+    """A file with a text longer than a Telegram caption goes out as the file, then the
+    text's parts. A kill after the file was accepted (and recorded) does not upload it again;
+    a row that had not started sends the file first, without a caption."""
+    text = _long_reply()
+    parts = [html for html, _ in render(text)]
+    plan = tmp_path / "plan.md"
+    plan.write_text("# Plan\n")
+    image = _tg_gateway(make_settings, anthropic_server, tg)
+    await image.state.open()
+    try:
+        started = await image.state.enqueue_outbound("telegram", "42", text, file=str(plan))
+        assert started is not None
+        await image.state.note_parts(started, 1)  # the file was accepted before the kill
+        assert await image.state.enqueue_outbound("telegram", "42", text, file=str(plan))
+    finally:
+        await image.state.close()
+    gateway = _tg_gateway(make_settings, anthropic_server, tg)
+    await gateway.start()
+    try:
+        await tg.wait_sent(6, timeout=20)
+        await gateway.delivery.drain()
+        assert tg.texts(42) == parts + parts
+        [sent] = tg.files
+        assert (sent.method, sent.filename, sent.caption) == ("sendDocument", "plan.md", "")
+        assert await gateway.state.outbox_counts() == {"sent": 2}
+    finally:
+        await gateway.stop()
+
+
+async def test_discord_recognises_a_file_sent_just_before_a_kill(
+    make_settings, anthropic_server, monkeypatch, tmp_path
+):
+    """The upload carries the nonce of its outbox row too: repeated after a kill, Discord
+    returns the message it has and the file is not posted twice."""
+    plan = tmp_path / "plan.md"
+    plan.write_text("# Plan\n")
+    options = {"discord": {"guild_ready_timeout": 0.05, "ready_timeout": 10}}
+    async with FakeDiscordServer() as dc:
+        patch_discord(monkeypatch, dc)
+        settings = make_settings(**llm_overrides(anthropic_server),
+                                 discord={"token": dc.token, "allow_from": ["301"]})
+        image = build_gateway(settings, build_provider(settings), options=options)
+        await image.state.open()
+        try:
+            row = await image.state.enqueue_outbound("discord", "302", "the plan",
+                                                     file=str(plan))
+        finally:
+            await image.state.close()
+        await dc.accept("302", "the plan", nonce=f"cg{row}.0",
+                        uploads=[("plan.md", plan.read_bytes())])  # before the kill
+        gateway = build_gateway(settings, build_provider(settings), options=options)
+        await gateway.start()
+        try:
+            for _ in range(500):
+                if (await gateway.state.outbox_counts()).get("sent"):
+                    break
+                await asyncio.sleep(0.02)
+            assert await gateway.state.outbox_counts() == {"sent": 1}
+            assert [f.filename for f in dc.files] == ["plan.md"]  # once
         finally:
             await gateway.stop()

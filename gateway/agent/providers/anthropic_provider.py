@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Sequence
 from typing import Any
 
 import anthropic
 from anthropic.types import Message as AnthropicMessage
 
-from gateway.agent.conversation import Completion, Message, SystemPrompt, ToolCall, ToolSpec, Usage
+from gateway.agent.conversation import (
+    Completion,
+    ImagePart,
+    Message,
+    SystemPrompt,
+    ToolCall,
+    ToolSpec,
+    Usage,
+    image_placeholder,
+)
 from gateway.agent.providers.base import TextStream
 from gateway.agent.providers.caching import anthropic_layout
 from gateway.agent.providers.errors import bad_response, call_mapped
@@ -53,7 +63,17 @@ def _blocks_for(message: Message) -> tuple[str, list[dict[str, Any]]]:
             for call in message.tool_calls
         ]
         return "assistant", blocks or [_text_block("")]
+    if message.images:  # images first, then the text about them (as Anthropic advises)
+        return "user", [*(_image_block(image) for image in message.images),
+                        _text_block(message.text)]
     return "user", [_text_block(message.text)]
+
+
+def _image_block(image: ImagePart) -> dict[str, Any]:
+    if not image.data:
+        return _text_block(image_placeholder(image))
+    return {"type": "image", "source": {"type": "base64", "media_type": image.media_type,
+                                        "data": base64.b64encode(image.data).decode("ascii")}}
 
 
 def to_anthropic_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:

@@ -7,6 +7,7 @@ degrade into something the agent loop can answer, not into an exception.
 
 from __future__ import annotations
 
+import base64
 import json
 import uuid
 from collections.abc import Sequence
@@ -15,7 +16,15 @@ from typing import Any
 import openai
 from openai.types.chat import ChatCompletion
 
-from gateway.agent.conversation import Completion, Message, SystemPrompt, ToolCall, ToolSpec, Usage
+from gateway.agent.conversation import (
+    Completion,
+    Message,
+    SystemPrompt,
+    ToolCall,
+    ToolSpec,
+    Usage,
+    image_placeholder,
+)
 from gateway.agent.providers.base import TextStream
 from gateway.agent.providers.caching import openai_layout
 from gateway.agent.providers.errors import bad_response, call_mapped, classify_status
@@ -53,9 +62,24 @@ def to_openai_messages(system: SystemPrompt, messages: Sequence[Message]) -> lis
                     ],
                 }
             )
+        elif m.images:
+            out.append({"role": m.role, "content": _user_parts(m)})
         else:
             out.append({"role": m.role, "content": m.text})
     return out
+
+
+def _user_parts(message: Message) -> list[dict[str, Any]]:
+    """Text first, then image parts (a data URL each); an image without data is a line."""
+    notes = [image_placeholder(i) for i in message.images if not i.data]
+    parts: list[dict[str, Any]] = [
+        {"type": "text", "text": "\n".join([message.text, *notes]).strip() or "(image)"}
+    ]
+    for image in message.images:
+        if image.data:
+            url = f"data:{image.media_type};base64,{base64.b64encode(image.data).decode('ascii')}"
+            parts.append({"type": "image_url", "image_url": {"url": url}})
+    return parts
 
 
 def to_openai_tools(tools: Sequence[ToolSpec]) -> list[dict[str, Any]]:

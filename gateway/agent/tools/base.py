@@ -17,6 +17,16 @@ if TYPE_CHECKING:
     from gateway.agent.tools.quota import TurnBudget
 
 
+class FileOutbox(Protocol):
+    """Sends a file to the person of the current chat through the gateway's one delivery path
+    (the outbox: durable, retried, sent once). `max_bytes` is the channel's upload limit."""
+
+    channel: str
+    max_bytes: int
+
+    async def send_file(self, path: Path, caption: str) -> str: ...
+
+
 @dataclass(frozen=True, slots=True)
 class ToolContext:
     """What a tool may act on: one workspace, one session, and whether it is private.
@@ -25,7 +35,8 @@ class ToolContext:
     `area` is a group's own writable area. Tools pass both to the path resolver, which asks
     `memory.layout` what this context may read and write. `budget` is the turn's share of the
     quotas (gateway/agent/tools/quota.py): one per turn, shared by its tool calls; None only
-    where no model runs tools (tests of a single tool).
+    where no model runs tools (tests of a single tool). `outbox` reaches the person of the
+    chat the turn answers (None where no one is: heartbeats, flushes).
     """
 
     workspace: Path
@@ -33,6 +44,7 @@ class ToolContext:
     private: bool
     max_file_bytes: int = 1_048_576
     area: str = ""
+    outbox: FileOutbox | None = None
     budget: TurnBudget | None = None
 
 

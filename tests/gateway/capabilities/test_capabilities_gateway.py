@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from gateway.agent.tools import file_tools
 from gateway.capabilities.mcp_budget import LOAD_TOOL
+from gateway.pipeline.gateway import base_tools
 from gateway.workspace.seed import workspace_path
 from tests.fakes.mcp_server import stdio_config
 from tests.gateway.ops.test_health_and_logs import parse_prometheus, value
@@ -41,7 +41,13 @@ def _tool_names(request: dict[str, Any]) -> list[str]:
 
 
 def _tool_results(request: dict[str, Any]) -> str:
-    return json.dumps(request["messages"][-1])
+    """The newest message as JSON, without the call ids (a fake's id counts up over the whole
+    test run: `toolu_fake000842` would count as one more "42")."""
+    message = request["messages"][-1]
+    content = message["content"]
+    if isinstance(content, list):
+        content = [{k: v for k, v in block.items() if k != "tool_use_id"} for block in content]
+    return json.dumps({**message, "content": content})
 
 
 async def test_a_dm_reads_a_skill_and_calls_an_mcp_tool(anthropic_server, make_gateway,
@@ -156,7 +162,7 @@ async def test_context_shows_skills_and_servers_in_the_owners_dm(anthropic_serve
                for line in lines)
     assert "Tool servers: 1 (1,160 of 16,000 chars of schemas)" in lines
     assert "fake: ready, 7 tools" in lines
-    assert f"Tools: {len(file_tools()) + 7} (" in text  # the file tools and the server's 7
+    assert f"Tools: {len(base_tools()) + 7} (" in text  # file tools, send_file, the server's 7
 
 
 async def test_over_the_schema_budget_the_model_loads_a_server_on_demand(

@@ -1,0 +1,120 @@
+"""Voice messages, images and documents from Discord, end to end: the real discord.py client
+against the loopback Discord (attachment URLs serve real files), the gateway, a loopback
+speech-to-text endpoint and the fake model; and a file sent back with send_file."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import pytest
+
+from gateway.agent.providers import build_provider
+from gateway.assembly.platforms import build_gateway
+from gateway.pipeline.gateway import Gateway
+from tests.conftest import llm_overrides
+from tests.fakes.discord_server import FakeDiscordServer, patch_discord
+from tests.fakes.media_files import VOICE_NOTE, jpeg, pdf
+from tests.fakes.transcription_server import FakeTranscriptionServer
+
+OPTIONS = {"discord": {"guild_ready_timeout": 0.05, "ready_timeout": 10}}
+
+
+@pytest.fixture
+async def dc(monkeypatch) -> AsyncIterator[FakeDiscordServer]:
+    async with FakeDiscordServer() as server:
+        patch_discord(monkeypatch, server)
+        yield server
+
+
+@pytest.fixture
+async def stt() -> AsyncIterator[FakeTranscriptionServer]:
+    async with FakeTranscriptionServer() as server:
+        yield server
+
+
+@pytest.fixture
+async def dc_gateway(make_settings, anthropic_server, dc, stt) -> AsyncIterator[Callable[..., Any]]:
+    running: list[Gateway] = []
+
+    async def make(**media: Any) -> Gateway:
+        transcription = {"backend": "openai", "base_url": stt.base_url, "api_key": stt.key}
+        settings = make_settings(**llm_overrides(anthropic_server),
+                                 discord={"token": dc.token, "allow_from": ["301"]},
+                                 media={"transcription": transcription, **media})
+        gateway = build_gateway(settings, build_provider(settings), options=OPTIONS)
+        await gateway.start()
+        running.append(gateway)
+        return gateway
+
+    yield make
+    for gateway in running:
+        await gateway.stop(drain_timeout=5)
+
+
+def _last_user(body: dict[str, Any]) -> list[dict[str, Any]]:
+    content = [m for m in body["messages"] if m["role"] == "user"][-1]["content"]
+    return content if isinstance(content, list) else [{"type": "text", "text": content}]
+
+
+def _text(body: dict[str, Any]) -> str:
+    return "\n".join(b.get("text", "") for b in _last_user(body) if b["type"] == "text")
+
+
+async def test_a_discord_voice_message_is_heard(dc, stt, dc_gateway, anthropic_server):
+    await dc_gateway()
+    stt.text = "book a table for two at eight"
+    voice = dc.attachment("voice-message.ogg", VOICE_NOTE.read_bytes(), "audio/ogg",
+                          voice_seconds=4.2)
+    await dc.dm(301, "", attachments=[voice])
+    sent = await dc.wait_sent(1)
+    text = _text(anthropic_server.requests[-1])
+    assert "[voice message, 0:04, heard and transcribed]" in text
+    assert "book a table for two at eight" in text
+    assert sent[0].content.startswith("echo: [voice message")
+    assert stt.requests[-1].size == VOICE_NOTE.stat().st_size
+
+
+async def test_a_discord_image_and_a_pdf(dc, dc_gateway, anthropic_server):
+    await dc_gateway()
+    image = dc.attachment("whiteboard.jpg", jpeg(2000, 1500), "image/jpeg", width=2000,
+                          height=1500)
+    await dc.dm(301, "what does the whiteboard say?", attachments=[image])
+    await dc.wait_sent(1)
+    blocks = _last_user(anthropic_server.requests[-1])
+    assert [b["type"] for b in blocks].count("image") == 1
+    assert "what does the whiteboard say?" in _text(anthropic_server.requests[-1])
+
+    document = dc.attachment("minutes.pdf", pdf(["Decision: move the launch to May 4."]),
+                             "application/pdf")
+    await dc.dm(301, "", attachments=[document])
+    await dc.wait_sent(2)
+    text = _text(anthropic_server.requests[-1])
+    assert "[file minutes.pdf, 1 page" in text and "move the launch to May 4" in text
+
+
+async def test_an_expired_attachment_link_is_said(dc, dc_gateway, anthropic_server):
+    await dc_gateway()
+    document = dc.attachment("notes.txt", b"hello", "text/plain; charset=utf-8")
+    dc.expire(document)
+    await dc.dm(301, "", attachments=[document])
+    sent = await dc.wait_sent(1)
+    assert "no longer has this file" in sent[0].content
+    assert anthropic_server.requests == []
+
+
+async def test_send_file_uploads_to_discord(dc, dc_gateway, anthropic_server):
+    gateway = await dc_gateway()
+    await dc.dm(301, "hi")
+    await dc.wait_sent(1)
+    workspace = gateway.settings.workspaces_dir / "discord-301"
+    (workspace / "plan.md").write_text("1. pack\n2. go\n")
+    anthropic_server.reply_tool_calls([("send_file", {"path": "plan.md",
+                                                      "caption": "the plan"}, "c1")])
+    anthropic_server.reply_text("There you go.")
+    await dc.dm(301, "send me the plan")
+    files = await dc.wait_files(1)
+    assert (files[0].filename, files[0].data, files[0].content) == (
+        "plan.md", b"1. pack\n2. go\n", "the plan")
+    sent = await dc.wait_sent(3)
+    assert sent[-1].content == "There you go."
