@@ -50,6 +50,8 @@ def _documented_pairs(reference: str) -> set[tuple[str, str]]:
         keys |= set(re.findall(r"\] ([a-z_]+)", cells[1]))
         for section in sections or {""}:
             pairs |= {(section, key) for key in keys}
+        # a nested section, `[media.transcription] backend`, is its own (section, key)
+        pairs |= set(re.findall(r"\[([a-z_]+(?:\.[a-z_]+)+)\] ([a-z_]+)", cells[1]))
         # a top-level table of tables: `[prices.<model>]`
         pairs |= {("", name) for name in re.findall(r"\[([a-z_]+)\.<", cells[1])}
     return pairs

@@ -1,5 +1,5 @@
 """The `[media]` settings section: voice notes, photos and documents people send, and files the
-assistant sends back (README: "Voice notes, photos and documents")."""
+assistant sends back (docs/media.md)."""
 
 from __future__ import annotations
 
