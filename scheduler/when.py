@@ -124,7 +124,8 @@ def _clock(text: str, *, afternoon: bool = False) -> time:
         raise ScheduleError(str(exc)) from None
 
 
-def _one_amount(text: str) -> timedelta:
+def _count_and_unit(text: str) -> tuple[float, timedelta]:
+    """(2.0, one hour) for '2 hours'; (1.0, one minute) for 'a minute'."""
     match = _AMOUNT.fullmatch(text.strip())
     unit = _UNITS.get(match.group(2)) if match else None
     if match is None or unit is None:
@@ -133,6 +134,11 @@ def _one_amount(text: str) -> timedelta:
     count = float(match.group(1)) if match.group(1) else 1.0
     if count <= 0:
         raise ScheduleError(f"not an amount of time: {text.strip()!r}")
+    return count, unit
+
+
+def _one_amount(text: str) -> timedelta:
+    count, unit = _count_and_unit(text)
     return count * unit
 
 
@@ -151,7 +157,9 @@ def _amount(text: str) -> timedelta:
     if not parts or (and_a_half and len(parts) != 1):
         raise ScheduleError(f"not an amount of time: {text!r} (try '2 hours', '90 minutes')")
     total = sum((_one_amount(part) for part in parts), timedelta())
-    return total * 1.5 if and_a_half else total
+    if and_a_half:  # "2 hours and a half": half of one more unit
+        total += _count_and_unit(parts[0])[1] / 2
+    return total
 
 
 def _iso(text: str) -> datetime | None:

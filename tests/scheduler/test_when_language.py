@@ -64,6 +64,7 @@ def first_local(text: str, zone: ZoneInfo = BERLIN, now: datetime = NOW) -> str:
     ("Tue 1 Dec 2026 at 09:00 (Europe/Berlin)", "Tue 2026-12-01 09:00"),
     ("Tue 1 Dec 2026 at 09:00 (America/New_York)", "Tue 2026-12-01 15:00"),
     ("in an hour and a half", "Fri 2026-03-27 12:30"),
+    ("in 2 hours and a half", "Fri 2026-03-27 13:30"),
     ("in half an hour", "Fri 2026-03-27 11:30"),
     ("in 1h30", "Fri 2026-03-27 12:30"),
     ("in 2 hours and 15 minutes", "Fri 2026-03-27 13:15"),
