@@ -177,8 +177,8 @@ def describe(exc: ValidationError, *, model: type[BaseModel], prefix: str,
             in_env.append(_env_problem(error, loc, variable, model, prefix, environ))
         if found and (variable is None or extra):  # an unknown key can be in both places
             in_file.append(_file_problem(error, loc, value, model, file_text, path))
-        if variable is None and not found:
-            where = ".".join(str(part) for part in loc)
+        if variable is None and not found:  # given by code (tests): name both ways to set it
+            where = f"{_env_name(prefix, loc)} / {_dotted(loc)}" if loc else ""
             in_env.append(f"{where}: {explain(error)}" if where else explain(error))
     return [text for _, text in sorted(in_file, key=lambda item: item[0])] + in_env
 
@@ -193,7 +193,12 @@ def _env_problem(error: Mapping[str, Any], loc: list[Any], variable: str,
     shown = ""
     if variable.upper() == _env_name(prefix, loc):  # not a whole section given as JSON
         shown = _shown(environ.get(variable, ""), loc).replace(" = ", "=", 1)
-    return f"{variable}{shown}: {explain(error)}"
+    return f"{variable}{shown} ({_dotted(loc)}): {explain(error)}"
+
+
+def _dotted(loc: Sequence[Any]) -> str:
+    """`llm.provider`: the setting's name in the README's tables (and its TOML key)."""
+    return ".".join(str(part) for part in loc if not isinstance(part, int))
 
 
 def _file_problem(error: Mapping[str, Any], loc: list[Any], value: Any, model: type[BaseModel],

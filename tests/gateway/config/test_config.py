@@ -109,8 +109,9 @@ def test_every_mistake_of_a_start_is_reported_at_once_in_plain_words(tmp_path, m
         "line 6: [heartbeat.workspaces.ana] evry is not a setting (did you mean every?)",
         "line 8: [telegram] groups_enabled = 3: must be true or false",
         "line 10: [memory] embedder = 'magic': must be",
-        "CLAWGATE_LOG_FORMAT='xml': must be 'text' or 'json'",
-        "CLAWGATE_LIMITS__MESSAGES_PER_MINUTE='-1': must be at least 0",
+        "CLAWGATE_LOG_FORMAT='xml' (log_format): must be 'text' or 'json'",
+        "CLAWGATE_LIMITS__MESSAGES_PER_MINUTE='-1' (limits.messages_per_minute): must be at "
+        "least 0",
         "CLAWGATE_LLM_PROVIDER is not a setting and is ignored (did you mean "
         "CLAWGATE_LLM__PROVIDER?)",
     ):
@@ -184,7 +185,7 @@ def test_bot_tokens_must_have_a_tokens_shape(tmp_path, monkeypatch):
         with pytest.raises(ConfigError) as caught:
             load_settings(config)
         message = str(caught.value)
-        assert f"clawgate.toml line 2: [{section}] token" in message  # the key as typed
+        assert f"{config} line 2: [{section}] token: this does not look like" in message
         assert bad not in message and "\n" not in message
     config.write_text('[discord]\ntoken = ""\n')  # empty: the channel is not configured
     assert not load_settings(config).discord.configured
