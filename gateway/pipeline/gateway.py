@@ -161,6 +161,10 @@ class Gateway:
             model=provider.model,
             host=endpoint_host(settings.llm.provider, settings.llm.base_url),
         )
+        if settings.memory.capture_claims:
+            from gateway.pipeline.capture import Capture
+
+            self.turns.capture = Capture(self.agent, self.metrics.registry)
         limits = settings.limits
         self.limits = PersonLimits(self.clock, limits.queue_per_person,
                                    limits.messages_per_minute)
@@ -208,6 +212,11 @@ class Gateway:
         from gateway.agent.tools.memory_tools import memory_tools
 
         self.memory = memory
+        if self.turns.recall is None and self.settings.memory.auto_recall:
+            from gateway.pipeline.auto_recall import AutoRecall, RecallOptions
+
+            self.turns.recall = AutoRecall(memory, RecallOptions.from_settings(
+                self.settings.memory), self.metrics.registry)
         self.private_tools = ToolRegistry(
             [*file_tools(), *self._extra_private_tools,
              *memory_tools(memory, on_search=self.metrics.observe_search)],
