@@ -169,25 +169,26 @@ FILLER = [
 
 
 def _plant(workspace: Path) -> None:
+    """Filler notes every third day, and each fact in the note of its own day."""
     notes = workspace / "memory"
     notes.mkdir(parents=True, exist_ok=True)
-    facts = {TODAY - timedelta(days=d): line for d, line, _, _ in FACTS}
+    days: dict[date, list[str]] = {}
     for offset in range(1, 240, 3):
-        day = TODAY - timedelta(days=offset)
-        lines = [f"# {day.isoformat()}", ""]
-        lines += [f"- {FILLER[(offset + i) % len(FILLER)]}" for i in range(3)]
-        for fact_day, fact in facts.items():
-            if abs((fact_day - day).days) <= 1 and fact_day <= day:
-                lines.append(f"- {fact}")
-        (notes / f"{day.isoformat()}.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+        days[TODAY - timedelta(days=offset)] = [
+            f"- {FILLER[(offset + i) % len(FILLER)]}" for i in range(3)]
+    for offset, fact, _, _ in FACTS:
+        days.setdefault(TODAY - timedelta(days=offset), []).insert(1, f"- {fact}")
+    for day, lines in days.items():
+        (notes / f"{day.isoformat()}.md").write_text(
+            "\n".join([f"# {day.isoformat()}", "", *lines]) + "\n", encoding="utf-8")
 
 
 async def scripted(args: argparse.Namespace) -> None:
     from gateway.agent.providers import build_provider
     from gateway.clock import FixedClock
     from gateway.config.settings import load_settings
-    from gateway.pipeline.access import AllowAll
     from gateway.pipeline.gateway import Gateway
+    from tests.conftest import AllowAll
     from tests.fakes.channel import RecordingChannel
     from tests.fakes.llm_server import FakeOpenAIServer
 
@@ -234,14 +235,14 @@ async def scripted(args: argparse.Namespace) -> None:
             figures[enabled] = state.summary()
     off, on = figures[False], figures[True]
     n = len(FACTS)
-    print(f"{n} questions about facts in daily notes 45-230 days old (among "
-          f"{len(range(1, 240, 3))} notes of filler), {len(SMALL_TALK)} small-talk messages; "
+    print(f"{n} questions about facts in daily notes 45-230 days old (each among filler, "
+          f"{len(range(1, 240, 3)) + n} notes), {len(SMALL_TALK)} small-talk messages; "
           "the real gateway, the local embedder, the scripted fake model")
     print(f"auto-recall off: answered without memory_search {off['direct']}/{n}; "
           f"memory_search calls {off['searches']}; right answers {off['right']}/{n}")
     print(f"auto-recall on:  answered without memory_search {on['direct']}/{n}; "
           f"memory_search calls {on['searches']}; right answers {on['right']}/{n}")
-    print(f"tokens added per request (block chars / 4), questions: median "
+    print(f"tokens added per model request (block chars / 4), questions: median "
           f"{on['median_q']:.0f}, max {on['max_q']}; small talk: median {on['median_s']:.0f}, "
           f"blocks given {on['small_blocks']}/{len(SMALL_TALK)}")
 

@@ -5,8 +5,8 @@ by the next session. After each private turn a cheap check (a few regular expres
 reply, and the turn's write counter: `TurnBudget.written`) notices a reply that claims to
 have saved, noted or to remember something while no file was written in that turn. Then a
 silent capture step runs: a short model turn that sees the end of the conversation and has
-only the memory-writing tools (append and exact edits, to MEMORY.md, USER.md and
-memory/*.md), in the same private context and within the same turn quotas. It runs after the
+only the memory-writing tools (append, exact edits and corrections, to MEMORY.md, USER.md
+and memory/*.md), in the same private context and within the same turn quotas. It runs after the
 reply is queued, so the person does not wait for it; its messages are not added to the
 conversation (the transcript records a `capture` event), and what it writes is committed
 with the turn.
@@ -32,6 +32,7 @@ from gateway.agent.providers.base import ProviderError
 from gateway.agent.scope import usage_kind
 from gateway.agent.sessions import Session
 from gateway.agent.tools.base import ToolContext, ToolError
+from gateway.agent.tools.corrections import MemoryCorrectTool
 from gateway.agent.tools.files import AppendFileTool, EditFileTool
 from gateway.agent.tools.registry import ToolRegistry
 from memory.layout import MEMORY_DIR, PRIVATE_FILES
@@ -62,8 +63,8 @@ CAPTURE_PROMPT = """\
 In your last reply you told the person you would remember, or had noted or saved,
 something, but nothing was written to a file in that turn. Write it now, so it is true:
 durable facts and preferences to MEMORY.md (or USER.md for facts about the person),
-things about today to {note}. Use append_file (or edit_file to change a line that is
-now wrong). One fact per line, naming people explicitly. Only what the person said or
+things about today to {note}. Use append_file (memory_correct or edit_file to change a
+line that is now wrong). One fact per line, naming people explicitly. Only what the person said or
 asked you to keep; nothing else. Then reply {done}."""
 DONE = "DONE"
 HISTORY_MESSAGES = 12  # the end of the conversation the capture step sees
@@ -109,7 +110,8 @@ def is_memory_file(rel: str) -> bool:
 
 
 def capture_tools() -> ToolRegistry:
-    return ToolRegistry([MemoryFilesOnly(AppendFileTool()), MemoryFilesOnly(EditFileTool())])
+    return ToolRegistry([MemoryFilesOnly(AppendFileTool()), MemoryFilesOnly(EditFileTool()),
+                         MemoryCorrectTool()])
 
 
 @dataclass(frozen=True, slots=True)

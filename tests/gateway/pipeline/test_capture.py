@@ -55,8 +55,8 @@ async def test_claim_without_a_write_is_captured(openai_server, make_gateway, tm
     assert "- Alice's locker code is 4471." in (ws / "MEMORY.md").read_text()
     capture_request = openai_server.requests[1]
     assert CAPTURE_PROMPT.splitlines()[0] in json.dumps(capture_request["messages"][-1])
-    assert {t["function"]["name"] for t in capture_request["tools"]} == {"append_file",
-                                                                         "edit_file"}
+    assert {t["function"]["name"] for t in capture_request["tools"]} == {
+        "append_file", "edit_file", "memory_correct"}
     assert _metric(gateway, "captured") == 1.0
     # Silent: the next turn's history holds the conversation, not the capture step.
     openai_server.reply_text("hi")
