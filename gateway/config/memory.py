@@ -45,6 +45,12 @@ class MemorySettings(BaseModel):
     # A private reply claiming "I'll remember that" while the turn wrote no file gets a silent
     # capture step that writes it (gateway/pipeline/capture.py).
     capture_claims: bool = True
+    # Daily MEMORY.md tidying (gateway/assembly/tidying.py): at most once a day per person,
+    # a pass costing at most tidy_max_tokens (estimated), refused when the rewrite would drop
+    # more than tidy_max_drop_share of the lines.
+    tidy: bool = True
+    tidy_max_tokens: int = Field(12_000, ge=500, le=1_000_000)
+    tidy_max_drop_share: float = Field(0.3, ge=0, le=1)
 
     def resolved_api_key(self) -> str:
         if self.api_key is not None and self.api_key.get_secret_value():
