@@ -5,15 +5,17 @@ fact written three times, a superseded address beside the new one, a day's detai
 belongs in a dated note. Once a day at most per person, and only when MEMORY.md changed since
 the last pass and shows a need (duplicate lines, or past `TIDY_FILL` of its prompt budget),
 one model call in the private heartbeat context (no person present, no tools, kind `tidying`:
-the background model when one is set, skipped when the person is over budget) rewrites it:
-duplicates merged, superseded facts struck (memory/corrections.py's format), detail moved
-to today's note, within the prompt budget.
+the background model when one is set, skipped when the person is over budget) reads it with
+line numbers and answers with edit operations (delete a repeated line, replace one to merge
+two, strike a superseded one in memory/corrections.py's format, move detail to today's
+note), applied here: the model never retypes the file, so a pass costs about one reading of
+MEMORY.md, and a fact it does not name stays word for word.
 
 Guards, because a model's rewrite is how memory gets lost:
 - a pass whose request would pass `[memory] tidy_max_tokens` is not made;
-- a rewrite that would drop more than `tidy_max_drop_share` of the non-empty lines (moved and
-  struck lines count as kept) is refused: nothing is written, the refusal is logged, counted
-  and kept in the state file;
+- a rewrite that would delete more than `tidy_max_drop_share` of the non-empty lines (moved,
+  struck and replaced lines count as kept) is refused: nothing is written, the refusal is
+  logged, counted and kept in the state file;
 - MEMORY.md changed while the model worked (a DM turn wrote it): nothing is written;
 - the write happens in the person's DM lane (never beside a turn), atomically, and is a
   commit of its own with reason `tidy`, so `clawgate memory undo` takes it back.
@@ -42,7 +44,7 @@ from gateway.agent.scope import usage_scope
 from gateway.agent.sessions import estimate_tokens
 from gateway.assembly.heartbeat_host import discover_workspaces
 from memory.atomic import atomic_write_text, make_private_dirs
-from memory.corrections import is_struck
+from memory.corrections import is_struck, strike
 from memory.layout import MEMORY_FILE, TIDY_STATE_FILE, daily_note, dm_session_key
 
 if TYPE_CHECKING:
@@ -57,26 +59,25 @@ MIN_LINES = 8  # fewer non-empty lines: nothing worth a model call
 SIMILAR = 0.8  # two lines sharing this share of their words are duplicate candidates
 TIDY_PROMPT = """\
 [Memory tidying, not from the person: nobody will see your reply.]
-Below is MEMORY.md, the durable memory loaded into every private conversation. Rewrite it:
-- merge duplicates (lines saying the same thing) into one line; keep every distinct fact;
-- when a later line contradicts an earlier one, strike the older one like this:
-  `- ~~old fact~~ (superseded {today})`;
-- move detail that is not a durable fact (one day's events, long logs) out: it goes to
-  the dated note {note};
-- keep the headings and the wording of facts you keep; at most {budget} characters.
-Never drop a fact unless it is a duplicate, struck or moved. Answer with exactly two fenced
-blocks and nothing else:
-```memory
-(the new MEMORY.md)
-```
-```moved
-(lines for {note}, or nothing)
-```
+Below is MEMORY.md with line numbers: the durable memory loaded into every private
+conversation. It should hold each fact once, only what is still true, and stay under
+{budget} characters (now {size}). Answer with edit operations, one per line, and nothing
+else:
+delete N          line N repeats another line (keep the better one)
+replace N: TEXT   line N becomes TEXT (to merge two lines into one: replace one, delete
+                  the other)
+strike N          line N is contradicted by a later line (it stays, marked superseded)
+move N            line N is detail, not a durable fact (one day's events, a long log):
+                  it goes to the dated note {note}
+Never delete a fact that is not repeated elsewhere. Leave headings alone. If nothing
+needs doing, answer NONE.
 
-MEMORY.md now:
-{text}"""
+MEMORY.md:
+{numbered}"""
 SETTLED = frozenset({"tidied", "unchanged", "refused", "over_budget"})
-_BLOCK = re.compile(r"```(memory|moved)[ \t]*\n(.*?)```", re.DOTALL)
+_OP = re.compile(r"^\s*[-*]?\s*(delete|strike|move)\s+(\d+)\s*$|"
+                 r"^\s*[-*]?\s*replace\s+(\d+)\s*:\s?(.*\S)\s*$", re.IGNORECASE)
+Ops = dict[int, tuple[str, str]]  # line number -> (operation, new text for replace)
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,19 +114,49 @@ def has_duplicates(text: str) -> bool:
     return False
 
 
-def parse_answer(answer: str) -> tuple[str, list[str]] | None:
-    """(new MEMORY.md, moved lines) from the model's answer; None when it is not in form."""
-    blocks = {name: body for name, body in _BLOCK.findall(answer)}
-    if "memory" not in blocks or not blocks["memory"].strip():
-        return None
-    moved = [line for line in content_lines(blocks.get("moved", ""))
-             if line.strip() not in ("(nothing)", "nothing", "(lines for nothing)")]
-    return blocks["memory"].strip("\n") + "\n", moved
+def parse_answer(answer: str, text: str) -> Ops | None:
+    """The edit operations of the model's answer on `text` (the first one per line wins;
+    headings, blank lines and lines out of range are left alone); {} for NONE; None when
+    the answer is not in form (no operation, and not NONE)."""
+    lines = text.split("\n")
+    ops: Ops = {}
+    seen_any = False
+    for raw in answer.splitlines():
+        match = _OP.match(raw)
+        if not match:
+            continue
+        seen_any = True
+        kind, number, replaced, new = match.groups()
+        line = int(number or replaced)
+        if not 1 <= line <= len(lines) or not lines[line - 1].strip() or \
+                lines[line - 1].lstrip().startswith("#") or line in ops:
+            continue
+        ops[line] = ("replace", new) if replaced else (kind.lower(), "")
+    if not seen_any:
+        return {} if answer.strip().upper().strip(".` ") == "NONE" else None
+    return ops
 
 
-def lines_dropped(old: str, new: str, moved: list[str]) -> int:
-    """Non-empty lines of `old` the rewrite loses (struck and moved lines count as kept)."""
-    return max(0, len(content_lines(old)) - len(content_lines(new)) - len(moved))
+def apply_ops(text: str, ops: Ops, when: str) -> tuple[str, list[str]]:
+    """(new MEMORY.md, lines moved out) after the operations."""
+    kept: list[str] = []
+    moved: list[str] = []
+    for number, line in enumerate(text.split("\n"), start=1):
+        kind, new = ops.get(number, ("keep", ""))
+        if kind == "keep":
+            kept.append(line)
+        elif kind == "replace":
+            kept.append(new)
+        elif kind == "strike":
+            kept.append(line if is_struck(line) else strike(line, when))
+        elif kind == "move":
+            moved.append(line)
+    return "\n".join(kept), moved
+
+
+def lines_dropped(ops: Ops) -> int:
+    """Lines the operations delete (struck, moved and replaced lines are kept)."""
+    return sum(1 for kind, _ in ops.values() if kind == "delete")
 
 
 class Tidier:
@@ -206,11 +237,14 @@ class Tidier:
         today = self._today()
         note = daily_note(today)
         budget = self.gateway.settings.prompt.file_max_chars
-        prompt = TIDY_PROMPT.format(today=today.isoformat(), note=note, budget=budget, text=text)
+        numbered = "\n".join(f"{n}: {line}" for n, line in
+                             enumerate(text.split("\n"), start=1))
+        prompt = TIDY_PROMPT.format(budget=budget, size=len(text), note=note,
+                                    numbered=numbered)
         system = self._system(person)
-        # The answer is about as long as the file: the request and the answer together.
+        # The answer is a short list of operations: the request is most of the cost.
         estimate = estimate_tokens(system.joined()) + estimate_tokens(prompt) + \
-            estimate_tokens(text)
+            len(content_lines(text)) * 4
         if estimate > self.settings.tidy_max_tokens:
             return TidyOutcome("over_budget", f"~{estimate} tokens, the limit is "
                                               f"{self.settings.tidy_max_tokens}")
@@ -220,27 +254,27 @@ class Tidier:
         usage = completion.usage
         tokens = {"input_tokens": usage.input_tokens + usage.cache_read_tokens
                   + usage.cache_write_tokens, "output_tokens": usage.output_tokens}
-        parsed = parse_answer(completion.text)
-        if parsed is None:
-            return TidyOutcome("unparsed", "the answer had no ```memory block", **tokens)
-        new, moved = parsed
-        if new.strip() == text.strip() and not moved:
+        ops = parse_answer(completion.text, text)
+        if ops is None:
+            return TidyOutcome("unparsed", "the answer held no edit operation", **tokens)
+        new, moved = apply_ops(text, ops, today.isoformat())
+        if new == text:
             return TidyOutcome("unchanged", **tokens)
-        dropped = lines_dropped(text, new, moved)
-        share = dropped / max(1, len(content_lines(text)))
+        dropped = lines_dropped(ops)
+        total = len(content_lines(text))
+        share = dropped / max(1, total)
         if share > self.settings.tidy_max_drop_share:
             return TidyOutcome(
-                "refused", f"the rewrite would drop {dropped} of {len(content_lines(text))} "
-                           f"lines ({share:.0%}, the limit is "
-                           f"{self.settings.tidy_max_drop_share:.0%}); nothing was written",
-                dropped=dropped, moved=len(moved), **tokens)
+                "refused", f"the rewrite would drop {dropped} of {total} lines ({share:.0%}, "
+                           f"the limit is {self.settings.tidy_max_drop_share:.0%}); nothing "
+                           "was written", dropped=dropped, moved=len(moved), **tokens)
         applied = await self._apply(person, workspace, text, new, moved, note)
         if not applied:
             return TidyOutcome("raced", "MEMORY.md changed meanwhile; nothing was written",
                                **tokens)
-        return TidyOutcome("tidied", f"{len(content_lines(text))} -> "
-                                     f"{len(content_lines(new))} lines, {len(moved)} moved",
-                           dropped=dropped, moved=len(moved), **tokens)
+        return TidyOutcome("tidied", f"{total} -> {len(content_lines(new))} lines, "
+                                     f"{len(moved)} moved", dropped=dropped, moved=len(moved),
+                           **tokens)
 
     def _system(self, person: str) -> SystemPrompt:
         now = self.gateway.clock.now().astimezone(self.gateway.settings.zone())

@@ -8,7 +8,13 @@ import json
 import subprocess
 from datetime import UTC, datetime, timedelta
 
-from gateway.assembly.tidying import Tidier, has_duplicates, lines_dropped, parse_answer
+from gateway.assembly.tidying import (
+    Tidier,
+    apply_ops,
+    has_duplicates,
+    lines_dropped,
+    parse_answer,
+)
 from gateway.clock import FixedClock
 from gateway.ops.versioning import Versioning
 from gateway.workspace.seed import ensure_workspace
@@ -39,8 +45,7 @@ TIDIED = """\
 MOVED = "- On 2026-11-02 Alice spent the afternoon sorting photos from the trip."
 
 
-def _answer(memory: str, moved: str = "") -> str:
-    return f"```memory\n{memory}```\n```moved\n{moved}\n```\n"
+OPS = "delete 3\nstrike 5\nmove 8\n"
 
 
 def _git_subjects(ws) -> list[str]:
@@ -62,15 +67,21 @@ async def _setup(make_gateway, server, tmp_path, **settings):
 
 def test_the_cheap_checks() -> None:
     assert has_duplicates(MEMORY) and not has_duplicates(TIDIED)
-    assert parse_answer("no blocks here") is None
-    assert parse_answer(_answer(TIDIED, MOVED)) == (TIDIED, [MOVED])
-    assert lines_dropped(MEMORY, TIDIED, [MOVED]) == 1  # the duplicate
+    assert parse_answer("Here is a tidier file: ...", MEMORY) is None
+    assert parse_answer("NONE", MEMORY) == {}
+    ops = parse_answer(OPS + "delete 1\ndelete 99\nmove 3\nreplace 9: - Alice likes aisle "
+                             "seats now.", MEMORY)
+    assert ops == {3: ("delete", ""), 5: ("strike", ""), 8: ("move", ""),
+                   9: ("replace", "- Alice likes aisle seats now.")}  # heading, range, twice
+    assert lines_dropped(ops) == 1  # only the duplicate is deleted
+    new, moved = apply_ops(MEMORY, parse_answer(OPS, MEMORY), "2026-11-29")
+    assert (new, moved) == (TIDIED, [MOVED])
 
 
 async def test_a_pass_tidies_commits_and_is_undone(openai_server, make_gateway, tmp_path):
     gateway, ws, clock = await _setup(make_gateway, openai_server, tmp_path)
     tidier = Tidier(gateway)
-    openai_server.reply_text(_answer(TIDIED, MOVED))
+    openai_server.reply_text(OPS)
     done = await tidier.run_due()
     assert done[OWNER].status == "tidied", done
     assert (ws / "MEMORY.md").read_text() == TIDIED
@@ -92,7 +103,7 @@ async def test_a_pass_tidies_commits_and_is_undone(openai_server, make_gateway, 
     # `clawgate memory undo` takes the tidy commit back.
     (ws / "MEMORY.md").write_text(MEMORY)
     await gateway.versioning.commit(ws, "hand edit")
-    openai_server.reply_text(_answer(TIDIED, MOVED))
+    openai_server.reply_text(OPS)
     clock.advance(timedelta(days=1))
     assert (await tidier.run_due())[OWNER].status == "tidied"
     await Versioning().undo(ws)
@@ -104,7 +115,7 @@ async def test_a_pass_tidies_commits_and_is_undone(openai_server, make_gateway, 
 
 async def test_a_rewrite_dropping_too_much_is_refused(openai_server, make_gateway, tmp_path):
     gateway, ws, _ = await _setup(make_gateway, openai_server, tmp_path)
-    openai_server.reply_text(_answer("# Memory\n- Alice likes tea.\n"))
+    openai_server.reply_text("delete 2\ndelete 4\ndelete 6\ndelete 7\n")
     outcome = (await Tidier(gateway).run_due())[OWNER]
     assert outcome.status == "refused" and "nothing was written" in outcome.note
     assert (ws / "MEMORY.md").read_text() == MEMORY
@@ -123,7 +134,7 @@ async def test_garbage_over_budget_and_a_race_write_nothing(openai_server, make_
 
     def edit_meanwhile(body):  # a DM turn writes MEMORY.md while the model works
         (ws / "MEMORY.md").write_text(MEMORY + "- Alice has a cat.\n")
-        return openai_server.make_text(_answer(TIDIED))
+        return openai_server.make_text(OPS)
 
     openai_server.responder = edit_meanwhile
     clock.advance(timedelta(days=1))
