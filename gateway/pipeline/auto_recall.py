@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING
 from gateway.agent.context_files import ContextFile
 from gateway.agent.conversation import SystemPrompt
 from gateway.agent.sessions import Session, transcript_path
+from memory.layout import MEMORY_DIR, PRIVATE_FILES, SESSIONS_DIR
 
 if TYPE_CHECKING:
     from gateway.config.memory import MemorySettings
@@ -112,6 +113,9 @@ class AutoRecall:
         if not question:
             return system
         skip = in_view(route, session, files)
+        if not await asyncio.to_thread(has_recallable, route.workspace, skip):
+            self._count("none")  # nothing outside the prompt: no index, no model to load
+            return system
         try:
             block = await self._bounded(self.block(route, question, skip))
         except TimeoutError:
@@ -221,6 +225,35 @@ def latest_question(session: Session) -> str:
         if message.role == "user":
             return message.text.strip()
     return ""
+
+
+def has_recallable(workspace: Path, skip: dict[str, int]) -> bool:
+    """Is there memory outside what the model already has? A new person's workspace (seeded
+    files loaded whole, today's note, this conversation) has none: then no index is opened
+    and no model loaded for them. A few directory listings."""
+    root = Path(os.path.realpath(workspace))
+    for name in PRIVATE_FILES:
+        if name not in skip and (root / name).is_file():
+            return True
+    notes = root / MEMORY_DIR
+    if notes.is_dir():
+        for folder, dirs, names in os.walk(notes):
+            dirs[:] = [d for d in dirs if not d.startswith(".")]
+            for name in names:
+                rel = (Path(folder) / name).relative_to(root).as_posix()
+                if name.endswith(".md") and rel not in skip:
+                    return True
+    sessions = root / SESSIONS_DIR
+    try:
+        transcripts = [entry.name for entry in os.scandir(sessions)
+                       if entry.name.endswith(".jsonl")]
+    except OSError:
+        transcripts = []
+    for name in transcripts:
+        first = skip.get(f"{SESSIONS_DIR}/{name}")
+        if first is None or first > 2:  # another conversation, or this one compacted
+            return True
+    return False
 
 
 def in_view(route: Route, session: Session, files: Sequence[ContextFile]) -> dict[str, int]:

@@ -156,7 +156,8 @@ async def test_context_shows_skills_and_servers_in_the_owners_dm(anthropic_serve
                for line in lines)
     assert "Tool servers: 1 (1,160 of 16,000 chars of schemas)" in lines
     assert "fake: ready, 7 tools" in lines
-    assert f"Tools: {len(file_tools()) + 7} (" in text  # the file tools and the server's 7
+    # The file tools, the correction tools (memory_find, memory_correct) and the server's 7.
+    assert f"Tools: {len(file_tools()) + 2 + 7} (" in text
 
 
 async def test_over_the_schema_budget_the_model_loads_a_server_on_demand(

@@ -94,6 +94,28 @@ async def test_unrelated_message_gets_no_block(openai_server, make_gateway, tmp_
     assert 'clawgate_auto_recall_turns_total{outcome="none"} 1.0' in metric
 
 
+async def test_a_new_person_opens_no_index(openai_server, make_gateway, tmp_path):
+    """Nothing outside the prompt to recall: no search, so no index and no model to load."""
+    gateway, channel = await make_gateway(openai_server, owner=OWNER,
+                                          memory={"auto_recall_min_similarity": 0.3})
+    service = _service()
+    gateway.use_memory(service)
+    openai_server.reply_text("hello!")
+    await channel.inject("carol", "hi, what can you do?")
+    await channel.wait_for(1)
+    assert service._indexes == {}
+    metric = gateway.metrics.registry.render()
+    assert 'clawgate_auto_recall_turns_total{outcome="none"} 1.0' in metric
+    # An old note makes the next turn search.
+    ws = ensure_workspace(tmp_path / "workspaces", "fakechat-carol")
+    (ws / "memory" / "2026-01-05.md").write_text("- Carol's bike lock code is 9120.\n")
+    openai_server.reply_text("9120")
+    await channel.inject("carol", "what is my bike lock code?")
+    await channel.wait_for(2)
+    assert service._indexes != {}
+    await service.close()
+
+
 def _result(path: str, score: float, text: str, start: int = 1) -> SearchResult:
     return SearchResult(path=path, start_line=start, end_line=start + 2, score=1.0,
                         snippet=text, source="memory", line=start, cosine=score)
