@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING
 
 from gateway.agent.conversation import Message, SystemPrompt
 from gateway.agent.prompt import build_system_prompt
+from gateway.agent.providers.base import BudgetExceeded, ProviderError
 from gateway.agent.scope import usage_scope
 from gateway.agent.sessions import estimate_tokens
 from gateway.assembly.heartbeat_host import discover_workspaces
@@ -82,7 +83,8 @@ Ops = dict[int, tuple[str, str]]  # line number -> (operation, new text for repl
 
 @dataclass(frozen=True, slots=True)
 class TidyOutcome:
-    status: str  # tidied, unchanged, not_due, refused, over_budget, unparsed, raced, failed
+    # tidied, unchanged, not_due, refused, over_budget, unparsed, raced, skipped, failed
+    status: str
     note: str = ""
     input_tokens: int = 0
     output_tokens: int = 0
@@ -248,9 +250,14 @@ class Tidier:
         if estimate > self.settings.tidy_max_tokens:
             return TidyOutcome("over_budget", f"~{estimate} tokens, the limit is "
                                               f"{self.settings.tidy_max_tokens}")
-        with usage_scope(person, "tidying"):
-            completion = await self.gateway.metered.complete(
-                system, [Message("user", prompt)], [])
+        try:
+            with usage_scope(person, "tidying"):
+                completion = await self.gateway.metered.complete(
+                    system, [Message("user", prompt)], [])
+        except BudgetExceeded:
+            return TidyOutcome("skipped", "the person's budget cap is reached")
+        except ProviderError as exc:
+            return TidyOutcome("failed", f"the model call failed ({exc.kind})")
         usage = completion.usage
         tokens = {"input_tokens": usage.input_tokens + usage.cache_read_tokens
                   + usage.cache_write_tokens, "output_tokens": usage.output_tokens}
@@ -315,7 +322,7 @@ def _passes(registry: Registry) -> Counter:
         counter = _COUNTERS[registry] = registry.counter(
             "clawgate_memory_tidy_total",
             "Daily MEMORY.md tidying passes by outcome (tidied, unchanged, refused, "
-            "over_budget, unparsed, raced, failed).", ["outcome"])
+            "over_budget, unparsed, raced, skipped, failed).", ["outcome"])
     return counter
 
 

@@ -122,6 +122,7 @@ class TurnRunner:
         """
         with turn_scope(route.session_key) as turn:
             key = route.session_key
+            self._captures.pop(key, None)  # owed by a turn whose reply was never queued
             await self.versioning.commit(route.workspace, "hand edit", session=key)
             log.info("turn started (%s)", route.channel)
             started = time.perf_counter()

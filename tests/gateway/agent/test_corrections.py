@@ -105,7 +105,7 @@ async def test_tools_correct_every_copy_within_confinement_and_quotas(tmp_path) 
         with pytest.raises(ToolError):
             await correct.run({"path": path, "old_text": "x", "action": "delete", **args},
                               _ctx(ws))
-    with pytest.raises(ToolError, match="private|owner"):
+    with pytest.raises(ToolError, match=r"private|owner"):
         await find.run({"text": "Munich"}, _ctx(ws, private=False))
     tiny = TurnBudget(Quotas(turn_write_bytes=10))
     before = (ws / "USER.md").read_text()
@@ -136,7 +136,7 @@ async def test_recall_does_not_return_a_struck_fact(tmp_path) -> None:
 
 
 async def test_the_model_corrects_through_the_gateway(openai_server, make_gateway, tmp_path):
-    gateway, channel = await make_gateway(openai_server, owner=OWNER)
+    _, channel = await make_gateway(openai_server, owner=OWNER)
     ws = _ws(tmp_path)
     openai_server.reply_tool_call("memory_find", {"text": "Munich"})
     openai_server.reply_tool_calls([

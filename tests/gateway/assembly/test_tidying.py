@@ -150,3 +150,15 @@ async def test_garbage_over_budget_and_a_race_write_nothing(openai_server, make_
     asked = len(openai_server.requests)
     outcome = await Tidier(gateway).tidy(OWNER, ws, force=True)
     assert outcome.status == "over_budget" and len(openai_server.requests) == asked
+
+
+async def test_a_failing_model_is_a_failed_pass_tried_again_another_day(openai_server,
+                                                                       make_gateway, tmp_path):
+    gateway, ws, clock = await _setup(make_gateway, openai_server, tmp_path)
+    openai_server.reply_error(500)  # the background model,
+    openai_server.reply_error(500)  # then the main one it falls back to
+    outcome = await Tidier(gateway).tidy(OWNER, ws)
+    assert outcome.status == "failed" and (ws / "MEMORY.md").read_text() == MEMORY
+    clock.advance(timedelta(days=1))
+    openai_server.reply_text(OPS)
+    assert (await Tidier(gateway).tidy(OWNER, ws)).status == "tidied"
