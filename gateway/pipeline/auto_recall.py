@@ -113,7 +113,7 @@ class AutoRecall:
         if not question:
             return system
         skip = in_view(route, session, files)
-        if not await asyncio.to_thread(has_recallable, route.workspace, skip):
+        if not await asyncio.to_thread(has_recallable, route.workspace, skip, session):
             self._count("none")  # nothing outside the prompt: no index, no model to load
             return system
         try:
@@ -227,7 +227,7 @@ def latest_question(session: Session) -> str:
     return ""
 
 
-def has_recallable(workspace: Path, skip: dict[str, int]) -> bool:
+def has_recallable(workspace: Path, skip: dict[str, int], session: Session) -> bool:
     """Is there memory outside what the model already has? A new person's workspace (seeded
     files loaded whole, today's note, this conversation) has none: then no index is opened
     and no model loaded for them. A few directory listings."""
@@ -243,17 +243,15 @@ def has_recallable(workspace: Path, skip: dict[str, int]) -> bool:
                 rel = (Path(folder) / name).relative_to(root).as_posix()
                 if name.endswith(".md") and rel not in skip:
                     return True
-    sessions = root / SESSIONS_DIR
+    if session.compactions:  # this conversation's older part is out of the history
+        return True
+    # Earlier conversations of this DM: its transcripts archived by /new.
+    stem = transcript_path(root, session.key).stem
     try:
-        transcripts = [entry.name for entry in os.scandir(sessions)
-                       if entry.name.endswith(".jsonl")]
+        return any(entry.name.startswith(f"{stem}.") and entry.name.endswith(".jsonl")
+                   for entry in os.scandir(root / SESSIONS_DIR))
     except OSError:
-        transcripts = []
-    for name in transcripts:
-        first = skip.get(f"{SESSIONS_DIR}/{name}")
-        if first is None or first > 2:  # another conversation, or this one compacted
-            return True
-    return False
+        return False
 
 
 def in_view(route: Route, session: Session, files: Sequence[ContextFile]) -> dict[str, int]:
