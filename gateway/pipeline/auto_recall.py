@@ -246,10 +246,10 @@ def has_recallable(workspace: Path, skip: dict[str, int], session: Session) -> b
     if session.compactions:  # this conversation's older part is out of the history
         return True
     # Earlier conversations of this DM: its transcripts archived by /new.
-    stem = transcript_path(root, session.key).stem
+    current = transcript_path(root, session.key)
     try:
-        return any(entry.name.startswith(f"{stem}.") and entry.name.endswith(".jsonl")
-                   for entry in os.scandir(root / SESSIONS_DIR))
+        return any(entry.name.startswith(f"{current.stem}.") and entry.name.endswith(".jsonl")
+                   and entry.name != current.name for entry in os.scandir(root / SESSIONS_DIR))
     except OSError:
         return False
 

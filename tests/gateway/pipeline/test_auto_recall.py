@@ -106,13 +106,31 @@ async def test_a_new_person_opens_no_index(openai_server, make_gateway, tmp_path
     assert service._indexes == {}
     metric = gateway.metrics.registry.render()
     assert 'clawgate_auto_recall_turns_total{outcome="none"} 1.0' in metric
-    # An old note makes the next turn search.
+    # An earlier conversation (archived by /new) makes the next turn search.
+    await channel.inject("carol", "/new")
+    await channel.wait_for(2)
+    openai_server.reply_text("hi again")
+    await channel.inject("carol", "hello")
+    await channel.wait_for(3)
+    assert service._indexes != {}
+    await service.close()
+
+
+async def test_an_old_note_makes_a_new_person_search(openai_server, make_gateway, tmp_path):
+    gateway, channel = await make_gateway(openai_server, owner=OWNER,
+                                          memory={"auto_recall_min_similarity": 0.3})
+    service = _service()
+    gateway.use_memory(service)
+    openai_server.reply_text("hello!")
+    await channel.inject("carol", "hi, what can you do?")
+    await channel.wait_for(1)
+    assert service._indexes == {}
     ws = ensure_workspace(tmp_path / "workspaces", "fakechat-carol")
     (ws / "memory" / "2026-01-05.md").write_text("- Carol's bike lock code is 9120.\n")
     openai_server.reply_text("9120")
     await channel.inject("carol", "what is my bike lock code?")
     await channel.wait_for(2)
-    assert service._indexes != {}
+    assert service._indexes != {}  # searched (its vector comes in the background)
     await service.close()
 
 
