@@ -39,6 +39,10 @@ async def main(plan: KillPlan, keep: Path | None) -> int:
           f"({100 * report.duplicates / plan.messages:.2f}%): "
           f"{report.window_duplicates} in the crash window (accepted by the platform, "
           f"not yet recorded in the outbox at the kill), {len(report.unexplained)} unexplained")
+    caught = [kill for kill in report.kills if kill.unrecorded]
+    print(f"kills that caught a reply accepted but not yet recorded: {len(caught)} "
+          f"({sum(k.aimed for k in caught)} aimed); replies caught: "
+          f"{sum(len(k.unrecorded) for k in caught)}")
     for line in report.unexplained:
         print(f"  unexplained: {line}")
     for chat, numbers in report.lost.items():

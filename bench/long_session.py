@@ -48,7 +48,8 @@ class GrowingUsageProvider:
         self.calls = {"turn": 0, "flush": 0, "summary": 0}
 
     async def complete(
-        self, system: SystemPrompt, messages: Sequence[Message], tools: Sequence[ToolSpec]
+        self, system: SystemPrompt, messages: Sequence[Message], tools: Sequence[ToolSpec],
+        *, stream: object = None,
     ) -> Completion:
         size = len(system.joined()) + sum(len(m.text) for m in messages)
         size += sum(len(json.dumps(t.parameters)) + len(t.description) for t in tools)

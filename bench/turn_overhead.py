@@ -1,10 +1,14 @@
 """The gateway's own cost per turn, with a provider that answers instantly.
 
-What is measured is everything clawgate does around the model: access check, routing,
-session lane, reading the workspace files from disk, prompt assembly, transcript appends and
-delivery. Prints p50/p95 latency and turns/s for 1 session, for 100 sessions all sending at
-once (latency there is mostly waiting in line: 100 turns in flight share 2 cores), and for
-100 sessions sending at a steady 300 turns/s in total.
+What is measured is everything clawgate does around the model, on the path a Telegram DM
+takes: the durable inbox record (each message carries a platform message id, so it is written
+with synchronous=FULL before the turn starts), the real access check (the people are approved
+in the state database, as after pairing), routing, session lane, reading the workspace files
+from disk, prompt assembly, transcript appends, the outbox row that marks the message answered,
+and delivery. The channel is a stand-in for python-telegram-bot (bench/channel_throughput.py
+measures the whole message through the real library). Prints p50/p95 latency and turns/s for
+1 session, for 100 sessions all sending at once (latency there is mostly waiting in line:
+100 turns in flight share 2 cores), and for 100 sessions sending at a steady 300 turns/s.
 
     python bench/turn_overhead.py [--turns 2000] [--sessions 100]
 """
@@ -13,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import statistics
 import tempfile
 import time
@@ -21,9 +26,8 @@ from pathlib import Path
 
 from channels.base import ChannelBase, InboundMessage, MessageHandler, OutboundMessage
 from gateway.agent.conversation import Completion, Message, SystemPrompt, ToolSpec, Usage
+from gateway.assembly.platforms import build_gateway
 from gateway.config.settings import load_settings
-from gateway.pipeline.access import AccessDecision
-from gateway.pipeline.gateway import Gateway
 
 
 class InstantProvider:
@@ -31,7 +35,8 @@ class InstantProvider:
     model = "zero-latency"
 
     async def complete(
-        self, system: SystemPrompt, messages: Sequence[Message], tools: Sequence[ToolSpec]
+        self, system: SystemPrompt, messages: Sequence[Message], tools: Sequence[ToolSpec],
+        *, stream: object = None,
     ) -> Completion:
         return Completion("ok", usage=Usage(input_tokens=1000, output_tokens=10))
 
@@ -39,19 +44,17 @@ class InstantProvider:
         return None
 
 
-class AllowAll:
-    async def check(self, msg: InboundMessage) -> AccessDecision:
-        return AccessDecision(True)
-
-
 class TimingChannel(ChannelBase):
-    """Resolves a future per chat when its reply is sent."""
+    """Resolves a future per chat when its reply is sent. Named and durable like the
+    Telegram channel, so its messages take the same path (inbox record, access, outbox)."""
 
-    name = "bench"
+    name = "telegram"
+    durable = True
 
     def __init__(self) -> None:
         self.handler: MessageHandler | None = None
         self.waiting: dict[str, asyncio.Future[float]] = {}
+        self.ids = itertools.count(1)
 
     async def start(self, handler: MessageHandler) -> None:
         self.handler = handler
@@ -67,7 +70,8 @@ class TimingChannel(ChannelBase):
         done = asyncio.get_running_loop().create_future()
         self.waiting[person] = done
         start = time.perf_counter()
-        await self.handler(InboundMessage("bench", person, person, text))
+        await self.handler(InboundMessage("telegram", person, person, text,
+                                          message_id=str(next(self.ids))))
         return (await done) - start
 
 
@@ -90,8 +94,12 @@ async def run(turns: int, sessions: int) -> None:
             limits={"messages_per_minute": 0},  # one sender, hundreds of turns a second
         )
         channel = TimingChannel()
-        gateway = Gateway(settings, InstantProvider(), channels=[channel], access=AllowAll())
+        gateway = build_gateway(settings, InstantProvider(), extra_channels=[channel],
+                                with_platforms=False)
         await gateway.start()
+        people = [f"p{n}" for n in range(sessions)]
+        for person in ["warmup", "solo", *people]:
+            await gateway.state.approve("telegram", person, "bench")
         await _person(channel, "warmup", 20)
 
         begin = time.perf_counter()
@@ -100,7 +108,6 @@ async def run(turns: int, sessions: int) -> None:
         _report("1 session", single, single_rate)
 
         per_person = max(turns // sessions, 5)
-        people = [f"p{n}" for n in range(sessions)]
         for person in people:  # first contact seeds the workspace: not part of a turn's cost
             await channel.turn(person, "hello")
         begin = time.perf_counter()

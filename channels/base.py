@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Literal, Protocol, TypeVar
 
+from channels.preview import Preview
+
 ChatType = Literal["direct", "group"]
 Part = TypeVar("Part")
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -62,6 +64,10 @@ class OutboundMessage:
     `key` names the message the same way on every try, also after a restart (the delivery
     path's outbox row): a platform that recognises a repeated send by a client-chosen id
     (Discord's message nonce) gets one derived from it, so a repeat creates nothing.
+
+    `replaces`: the platform message of this reply's live preview (channels/preview.py).
+    The first part is written into it (an edit, idempotent) instead of being sent anew; if
+    that message is gone, the part is sent as a new message.
     """
 
     channel: str
@@ -71,6 +77,7 @@ class OutboundMessage:
     key: str = ""
     first_part: int = 0
     on_part: PartAccepted | None = field(default=None, compare=False, repr=False)
+    replaces: str = ""
 
 
 async def send_parts(
@@ -109,6 +116,8 @@ class Channel(Protocol):
     answered (a restart, a crash) is answered at the next start and a redelivered one is not
     answered twice (the terminal is durable too, with ids unique across runs).
     `ready` / `ready_detail`: for /readyz. `typing(chat_id)`: "typing..." while open.
+    `preview(...)`: a live preview of a reply being written (channels/preview.py), or None
+    when the channel shows none (streaming off, or not supported).
     """
 
     name: str
@@ -130,17 +139,39 @@ class Channel(Protocol):
 
     def typing(self, chat_id: str) -> AbstractAsyncContextManager[None]: ...
 
+    def preview(self, chat_id: str, *, direct: bool, key: str,
+                message_id: str = "") -> Preview | None:
+        """A preview for the reply named `key` (stable across restarts) in `chat_id`;
+        `message_id`: the preview message an earlier run of this reply left, to go on in."""
+        ...
+
 
 class ChannelBase:
     """Defaults for the optional features of `Channel`; adapters override what they support."""
 
     name: str = "channel"
     durable: bool = True
-    ready: bool = True
-    ready_detail: str = "started"
+    _ready: bool = True
+    _ready_detail: str = "started"
+
+    @property
+    def ready(self) -> bool:
+        return self._ready
+
+    @property
+    def ready_detail(self) -> str:
+        return self._ready_detail
+
+    def set_ready(self, ready: bool, detail: str) -> None:
+        """Report readiness for /readyz (adapters that can compute it override the properties)."""
+        self._ready, self._ready_detail = ready, detail
 
     def typing(self, chat_id: str) -> AbstractAsyncContextManager[None]:
         return nullcontext()
+
+    def preview(self, chat_id: str, *, direct: bool, key: str,
+                message_id: str = "") -> Preview | None:
+        return None
 
 
 class Backoff:
@@ -161,7 +192,7 @@ class Backoff:
         attempt: int, first: float, cap: float, rng: Callable[[], float] | None = None
     ) -> float:
         """The wait after failed attempt number `attempt` (1-based)."""
-        backoff = min(cap, first * 2 ** (attempt - 1))
+        backoff = min(cap, first * 2.0 ** (attempt - 1))
         return backoff if rng is None else backoff * (0.5 + 0.5 * rng())
 
     def next(self) -> float:

@@ -5,6 +5,10 @@ REST rate limits (429 and its buckets) are handled inside the library. This adap
 `on_message` into an InboundMessage and replies in chunks of at most 2000 characters; Discord
 renders Markdown itself, so replies are sent as written.
 
+Replies can be streamed (`streaming`): a preview message edited about once a second as the
+text grows (channels/discord_preview.py); the reply's first part is then an edit of it
+(idempotent: sent again after a crash, it edits the same message again).
+
 Its own messages and other bots are ignored. Edits are ignored (no `on_message_edit`).
 The message-content intent must be enabled for the bot in the developer portal.
 
@@ -32,6 +36,7 @@ from channels.base import (
     Backoff,
     ChannelBase,
     ChannelError,
+    ChatType,
     DeliveryRefused,
     InboundMessage,
     MessageHandler,
@@ -39,6 +44,8 @@ from channels.base import (
     send_parts,
 )
 from channels.chunking import DISCORD_LIMIT, split_text
+from channels.discord_preview import DiscordEditPreview
+from channels.preview import Preview
 
 log = logging.getLogger(__name__)
 
@@ -72,8 +79,10 @@ class DiscordChannel(ChannelBase):
         ready_timeout: float = READY_TIMEOUT_SECONDS,
         name: str = CHANNEL_NAME,
         catch_up: CatchUpSource | None = None,
+        streaming: bool = False,
     ) -> None:
         self.name = name
+        self.streaming = streaming
         self._token = token
         self.groups_enabled = groups_enabled
         self._guild_ready_timeout = guild_ready_timeout
@@ -248,6 +257,7 @@ class DiscordChannel(ChannelBase):
         if me is None or message.author.id == me.id or message.author.bot:
             return None
         text = message.content or ""
+        chat_type: ChatType
         if isinstance(message.channel, discord.DMChannel):
             chat_type = "direct"
             addressed = False
@@ -292,6 +302,12 @@ class DiscordChannel(ChannelBase):
 
     # -- sending -----------------------------------------------------------------------------
 
+    def preview(self, chat_id: str, *, direct: bool, key: str,
+                message_id: str = "") -> Preview | None:
+        if not self.streaming or self._client is None or not self.ready:
+            return None
+        return DiscordEditPreview(self.client, int(chat_id), message_id=message_id)
+
     async def send(self, message: OutboundMessage) -> None:
         """Each part of a long reply is one message; parts an earlier try got accepted are
         skipped (`send_parts`), so a retry never repeats them. Each part carries a nonce
@@ -303,14 +319,35 @@ class DiscordChannel(ChannelBase):
         target = self.client.get_partial_messageable(int(message.chat_id))
 
         async def send_part(index: int, chunk: str) -> None:
+            if index == 0 and message.replaces and chunk.strip() and \
+                    await self._write_into(target, message.replaces, chunk):
+                return
             if chunk.strip():
                 nonce = f"cg{message.key}.{index}"[:NONCE_MAX] if message.key else None
                 try:
-                    await target.send(chunk, nonce=nonce)
+                    await (target.send(chunk) if nonce is None
+                           else target.send(chunk, nonce=nonce))
                 except (discord.Forbidden, discord.NotFound) as exc:
                     raise DeliveryRefused(f"discord refused the message: {exc}") from exc
 
         await send_parts(message, split_text(message.text, DISCORD_LIMIT), send_part)
+
+    @staticmethod
+    async def _write_into(target: discord.PartialMessageable, preview: str,
+                          chunk: str) -> bool:
+        """Edit the preview message into the reply's first part (editing twice to the same
+        text changes nothing). False when it is gone: the part is sent as a new message."""
+        try:
+            message = target.get_partial_message(int(preview))
+            await message.edit(content=chunk)
+        except ValueError:
+            return False
+        except discord.NotFound:
+            log.info("discord: the preview message is gone; sending the reply anew")
+            return False
+        except discord.Forbidden as exc:
+            raise DeliveryRefused(f"discord refused the message: {exc}") from exc
+        return True
 
     @contextlib.asynccontextmanager
     async def typing(self, chat_id: str) -> AsyncIterator[None]:

@@ -17,6 +17,11 @@ person's mistake, and failing would make a restart policy a crash loop. `start` 
 at once, says so in one log line, and the poller keeps connecting with the same backoff
 (readiness says "connecting" until it is through; replies wait in the outbox meanwhile).
 
+Replies can be streamed (`streaming`): a draft that grows in private chats, an edited preview
+message in groups, at Telegram's pace (channels/telegram_preview.py). A reply that had a
+preview message is written into it: its first part is an `editMessageText` of the preview
+(idempotent: a reply sent again after a crash edits the same message again).
+
 Only `message` updates are requested: edits are ignored (an edit after the answer would need
 a second answer, which surprises more than it helps). Captions count as text; other media
 arrive as an `attachment` the gateway answers politely.
@@ -50,6 +55,7 @@ from channels.base import (
     Backoff,
     ChannelBase,
     ChannelError,
+    ChatType,
     DeliveryRefused,
     InboundMessage,
     MessageHandler,
@@ -58,7 +64,17 @@ from channels.base import (
     send_parts,
 )
 from channels.chunking import TELEGRAM_LIMIT, split_chunks, utf16_len
+from channels.preview import Preview
 from channels.telegram_html import markdown_to_html
+from channels.telegram_preview import (
+    GROUP_INTERVAL,
+    PRIVATE_INTERVAL,
+    TelegramDraft,
+    TelegramEditPreview,
+    edit_target_gone,
+    not_modified,
+    retry_after,
+)
 
 log = logging.getLogger(__name__)
 
@@ -85,11 +101,7 @@ class _NoRawUpdateDumps(logging.Filter):
 
 logging.getLogger("telegram.Bot").addFilter(_NoRawUpdateDumps())
 
-def retry_seconds(exc: RetryAfter) -> float:
-    with warnings.catch_warnings():  # PTB 22 warns that the type becomes timedelta: both work
-        warnings.simplefilter("ignore")
-        value: Any = exc.retry_after
-    return float(value.total_seconds() if hasattr(value, "total_seconds") else value)
+retry_seconds = retry_after
 
 
 class TelegramChannel(ChannelBase):
@@ -104,8 +116,12 @@ class TelegramChannel(ChannelBase):
         backoff: Backoff | None = None,
         stall_grace: float = 15.0,
         name: str = CHANNEL_NAME,
+        streaming: bool = False,
+        drafts: bool = True,
     ) -> None:
         self.name = name
+        self.streaming = streaming  # live previews of replies (see the module doc)
+        self.drafts = drafts  # in private chats: sendMessageDraft, else an edited message
         self._token = token
         url = (base_url or DEFAULT_BASE_URL).rstrip("/")
         self._base_url = url if url.endswith("/bot") else url + "/bot"  # PTB appends the token
@@ -118,8 +134,7 @@ class TelegramChannel(ChannelBase):
         self._poller: asyncio.Task[None] | None = None
         self._offset: int | None = None
         self.stalls = 0  # polls abandoned as stalled (for tests and operators)
-        self.ready = False  # for /readyz: the last poll succeeded
-        self.ready_detail = "not polling yet"
+        self.set_ready(False, "not polling yet")  # for /readyz: the last poll succeeded
         self.conflicts = 0
         self.skipped = 0  # updates that could not be read, skipped (logged by id)
 
@@ -242,7 +257,7 @@ class TelegramChannel(ChannelBase):
                 # One malformed update makes python-telegram-bot reject the whole batch, and
                 # the same batch would come back forever: take it apart one update at a time.
                 updates = await self._salvage_batch()
-            self.ready, self.ready_detail = True, "polling"
+            self.set_ready(True, "polling")
             if conflict_reported:
                 log.info("telegram: polling again, the conflict is over")
                 conflict_reported = False
@@ -252,7 +267,7 @@ class TelegramChannel(ChannelBase):
 
     def _down(self, why: str) -> None:
         """Readiness for /readyz: down until the next poll succeeds."""
-        self.ready, self.ready_detail = False, why
+        self.set_ready(False, why)
 
     async def _salvage_batch(self) -> tuple[Update, ...]:
         """Fetch the pending batch raw and parse each update alone, skipping broken ones."""
@@ -316,6 +331,7 @@ class TelegramChannel(ChannelBase):
         if message is None or message.from_user is None or message.from_user.is_bot:
             return None
         chat = message.chat
+        chat_type: ChatType
         if chat.type == "private":
             chat_type = "direct"
         elif chat.type in ("group", "supergroup") and self.groups_enabled:
@@ -365,15 +381,29 @@ class TelegramChannel(ChannelBase):
 
     # -- sending -----------------------------------------------------------------------------
 
+    def preview(self, chat_id: str, *, direct: bool, key: str,
+                message_id: str = "") -> Preview | None:
+        if not self.streaming or self._bot is None:
+            return None
+        chat = _chat(chat_id)
+        if direct and self.drafts and not message_id:
+            return TelegramDraft(self.bot, chat, key, interval=PRIVATE_INTERVAL)
+        return TelegramEditPreview(self.bot, chat, message_id=message_id,
+                                   interval=PRIVATE_INTERVAL if direct else GROUP_INTERVAL)
+
     async def send(self, message: OutboundMessage) -> None:
         """Each part of a long reply is one sendMessage; parts an earlier try got accepted
         are skipped (`send_parts`), so a retry never repeats them. (The Bot API has no
-        idempotency key: a part accepted just before a crash is sent again.)"""
+        idempotency key: a part accepted just before a crash is sent again.) The first part
+        of a reply that `replaces` a preview is an edit of it (idempotent)."""
         chat_id = _chat(message.chat_id)
 
         async def send_part(index: int, part: tuple[str, str]) -> None:
             html, plain = part
             if not plain.strip():
+                return
+            if index == 0 and message.replaces and \
+                    await self._write_into(chat_id, message.replaces, html, plain):
                 return
             try:
                 try:
@@ -385,6 +415,35 @@ class TelegramChannel(ChannelBase):
                 raise DeliveryRefused(f"telegram refused the message: {exc}") from exc
 
         await send_parts(message, render(message.text), send_part)
+
+    async def _write_into(self, chat_id: int | str, preview: str, html: str,
+                          plain: str) -> bool:
+        """Edit the preview message into the reply's first part. False when it cannot be
+        (gone, not ours to edit): the part is then sent as a new message. "Not modified"
+        means an earlier try did it already."""
+        try:
+            message_id = int(preview)
+        except ValueError:
+            return False
+        try:
+            try:
+                await self._call(self.bot.edit_message_text, html, chat_id=chat_id,
+                                 message_id=message_id, parse_mode="HTML")
+            except BadRequest as exc:
+                if not_modified(exc) or edit_target_gone(exc):
+                    raise
+                log.info("telegram: HTML rejected in an edit (%s); editing as plain text", exc)
+                await self._call(self.bot.edit_message_text, plain, chat_id=chat_id,
+                                 message_id=message_id)
+        except BadRequest as exc:
+            if not_modified(exc):
+                return True
+            log.info("telegram: could not write the reply into its preview (%s); sending "
+                     "it as a new message", exc)
+            return False
+        except (Forbidden, InvalidToken) as exc:
+            raise DeliveryRefused(f"telegram refused the message: {exc}") from exc
+        return True
 
     async def _call(self, method: Any, *args: Any, **kwargs: Any) -> Any:
         """One Bot API call with 429 and network-error retries (BadRequest is the caller's)."""

@@ -20,13 +20,23 @@ Two modes:
   stops the chat (the process's signal handling: the line is answered at the next start).
 - piped: lines are read on a daemon thread (a blocked `readline` must never keep the process
   alive after the chat ends); no prompt, no indicator, answers on stdout in input order.
+
+With `streaming`, a reply is printed as the model writes it (`TerminalPreview`), and its
+final text then only completes the line: the output is the same bytes as without streaming.
+Interactive, a tool's progress line takes the place of the "thinking" line, and text the
+model takes back (it called a tool after all, or a failed model was replaced by its
+fallback) is erased. A pipe cannot take text back: there, the rare answer restarted after
+part of it was printed is printed again in full on a new line, and progress lines are not
+printed at all.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
+import shutil
 import sys
 import threading
 import time
@@ -35,6 +45,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from channels.base import ChannelBase, InboundMessage, MessageHandler, OutboundMessage
+from channels.preview import Preview
 
 log = logging.getLogger(__name__)
 
@@ -46,6 +57,57 @@ PROMPT = "you> "
 ANSWER_WAIT_SECONDS = 15.0
 SPINNER = "|/-\\"
 LEAVE_HINT = "(Ctrl-C again or Ctrl-D to leave the chat)"
+REPLY_PREFIX = "assistant> "
+STREAM_INTERVAL = 0.05  # seconds between two prints of a streamed reply: as it comes
+
+
+class TerminalPreview:
+    """A reply printed as it is written; the final text completes it (`finish`)."""
+
+    interval = STREAM_INTERVAL
+
+    def __init__(self, channel: TerminalChannel, message_id: str) -> None:
+        self._channel = channel
+        self.message_id = message_id
+        self.printed = ""  # the reply's text on the screen so far (after the prefix)
+
+    async def show(self, text: str, progress: str = "") -> None:
+        channel = self._channel
+        if not text:
+            if progress and channel.interactive:
+                self.erase()
+                channel.spinner_label = progress
+                await channel.start_spinner()
+            return
+        await channel.stop_spinner()
+        if not text.startswith(self.printed):
+            if not channel.interactive:
+                return  # a pipe cannot take text back: the final text comes in full
+            self.erase()
+        if not self.printed:
+            channel.write(REPLY_PREFIX)
+        channel.write(text[len(self.printed):])
+        self.printed = text
+
+    def erase(self) -> None:
+        """Take the printed text back (interactive): up to where the prefix began."""
+        if not self.printed:
+            return
+        width = max(1, shutil.get_terminal_size().columns)
+        rows = sum(max(1, -(-len(line) // width))
+                   for line in (REPLY_PREFIX + self.printed).split("\n"))
+        self._channel.write("\r\x1b[K" + "\x1b[1A\x1b[K" * (rows - 1))
+        self.printed = ""
+
+    def finish(self, text: str) -> str:
+        """What is left to print of the final `text` (with the newline that ends it)."""
+        if self.printed and text.startswith(self.printed):
+            return text[len(self.printed):] + "\n"
+        if self.printed and self._channel.interactive:
+            self.erase()
+        elif self.printed:
+            return f"\n{REPLY_PREFIX}{text}\n"
+        return f"{REPLY_PREFIX}{text}\n"
 
 
 class TerminalChannel(ChannelBase):
@@ -64,7 +126,12 @@ class TerminalChannel(ChannelBase):
         interactive: bool | None = None,
         history_path: Path | None = None,
         answer_wait: float = ANSWER_WAIT_SECONDS,
+        streaming: bool = False,
     ) -> None:
+        self.streaming = streaming
+        self._previews: dict[str, TerminalPreview] = {}
+        self._preview_ids = itertools.count(1)
+        self.spinner_label = "thinking..."
         self._stdin = stdin or sys.stdin
         self._stdout = stdout or sys.stdout
         self._sender_id = sender_id
@@ -118,9 +185,33 @@ class TerminalChannel(ChannelBase):
 
     async def send(self, message: OutboundMessage) -> None:
         await self._stop_spinner()  # the answer is here; what follows in the turn is quick
-        await self._print(f"assistant> {message.text}\n")
+        live = self._previews.pop(message.replaces, None) if message.replaces else None
+        if live is not None:
+            await self._print(live.finish(message.text))
+        else:
+            await self._print(f"{REPLY_PREFIX}{message.text}\n")
         if self._turns == 0:
             self._mark_answered()
+
+    def preview(self, chat_id: str, *, direct: bool, key: str,
+                message_id: str = "") -> Preview | None:
+        """Printing as it comes. A preview of an earlier run (`message_id`) is not on this
+        screen: the reply starts afresh."""
+        if not self.streaming:
+            return None
+        preview = TerminalPreview(self, f"{self._run_id}-p{next(self._preview_ids)}")
+        self._previews = {preview.message_id: preview}  # one reply is written at a time
+        return preview
+
+    def write(self, text: str) -> None:
+        self._write(text)
+
+    async def start_spinner(self) -> None:
+        if self.interactive and self._spinner is None:
+            self._spinner = asyncio.create_task(self._spin(), name="terminal-thinking")
+
+    async def stop_spinner(self) -> None:
+        await self._stop_spinner()
 
     @contextlib.asynccontextmanager
     async def typing(self, chat_id: str) -> AsyncIterator[None]:
@@ -219,9 +310,9 @@ class TerminalChannel(ChannelBase):
         the end of a pipe: the chat stops cleanly (exit status 0).
         """
         from prompt_toolkit import PromptSession
-        from prompt_toolkit.history import FileHistory, InMemoryHistory
+        from prompt_toolkit.history import FileHistory, History, InMemoryHistory
 
-        history = InMemoryHistory()
+        history: History = InMemoryHistory()
         if self._history_path is not None:
             with contextlib.suppress(OSError):
                 self._history_path.parent.mkdir(parents=True, exist_ok=True)
@@ -266,6 +357,10 @@ class TerminalChannel(ChannelBase):
 
     # -- writing ------------------------------------------------------------------------------
 
+    async def notice(self, text: str) -> None:
+        """A line from the gateway itself (where its web panel is), above the prompt."""
+        await self._print(text + "\n")
+
     async def _print(self, text: str) -> None:
         """Write a message: above the prompt if one is being edited, else plainly."""
         if self.interactive:
@@ -289,14 +384,15 @@ class TerminalChannel(ChannelBase):
         frame = 0
         while True:
             seconds = int(clock() - started)
-            self._stdout.write(f"\r\x1b[K{SPINNER[frame % len(SPINNER)]} thinking... "
-                               f"{seconds} s")
+            self._stdout.write(f"\r\x1b[K{SPINNER[frame % len(SPINNER)]} "
+                               f"{self.spinner_label} {seconds} s")
             self._stdout.flush()
             self._spinner_shown = True
             frame += 1
             await asyncio.sleep(0.25)
 
     async def _stop_spinner(self) -> None:
+        self.spinner_label = "thinking..."
         task, self._spinner = self._spinner, None
         if task is not None:
             task.cancel()

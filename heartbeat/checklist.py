@@ -5,7 +5,7 @@ reach the model. A file with nothing but headings, comments, blank lines, rules 
 items is "effectively empty": a beat over it costs nothing.
 
 An optional `tasks:` block lists checks with their own interval; only the ones that are due go
-to the model (see the README, "Heartbeats"):
+to the model (see docs/heartbeats.md):
 
     tasks:
     - name: inbox

@@ -80,11 +80,11 @@ class EmbedQueue(IndexCore):
                 db = self._db
                 if db is None:
                     return
-                rows = await db.execute_fetchall(
+                rows = list(await db.execute_fetchall(
                     f"SELECT id, hash, length(text) FROM chunks WHERE id > ? AND id < ? AND "
                     f"({PENDING}) ORDER BY id DESC LIMIT ?",
                     (floor, below if below is not None else 2**62, EMBED_WINDOW),
-                )
+                ))
                 if not rows:
                     if below is None:
                         self._pending = 0

@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import os
 import threading
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
+
+from memory.embedding import Embedder, EmbedderError, normalize
 
 __all__ = [
     "Embedder",
@@ -27,29 +29,8 @@ __all__ = [
     "OpenAIEmbedder",
     "build_embedder",
     "build_line_model",
+    "normalize",
 ]
-
-
-class EmbedderError(Exception):
-    """The embedder cannot produce vectors (not installed, endpoint down, bad answer)."""
-
-
-class Embedder(Protocol):
-    # `name` and `model` and `dim` together identify the vector space; a change rebuilds the
-    # index and keys the embedding cache.
-    name: str
-    model: str
-    dim: int
-
-    def embed_documents(self, texts: list[str]) -> np.ndarray: ...
-
-    def embed_query(self, text: str) -> np.ndarray: ...
-
-
-def normalize(vectors: np.ndarray) -> np.ndarray:
-    vectors = np.asarray(vectors, dtype=np.float32)
-    norms = np.linalg.norm(vectors, axis=-1, keepdims=True)
-    return vectors / np.maximum(norms, 1e-12)
 
 
 class LocalEmbedder:
@@ -157,7 +138,8 @@ class OpenAIEmbedder:
         return self._embed(list(texts))
 
     def embed_query(self, text: str) -> np.ndarray:
-        return self._embed([text])[0]
+        row: np.ndarray = self._embed([text])[0]
+        return row
 
 
 def build_embedder(

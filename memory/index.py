@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from typing import TYPE_CHECKING
 
 from memory.defaults import DEFAULT_CHUNK_CHARS
 from memory.embed_queue import EmbedQueue
@@ -39,6 +40,9 @@ from memory.index_core import EmbedProgress, IndexStatus, SyncStats
 from memory.index_search import SearchJob
 from memory.index_sync import SyncJob
 from memory.sources import scan_sources
+
+if TYPE_CHECKING:
+    import aiosqlite
 
 __all__ = ["DEFAULT_CHUNK_CHARS", "EmbedProgress", "IndexStatus", "MemoryIndex", "SyncStats"]
 
@@ -51,13 +55,13 @@ class MemoryIndex(SyncJob, EmbedQueue, SearchJob):
     async def status(self) -> IndexStatus:
         async with self._lock:
             db = await self._ensure_open()
-            files = (await db.execute_fetchall(
-                "SELECT count(*) FROM files WHERE chunks > 0"))[0][0]
-            chunks = (await db.execute_fetchall("SELECT count(*) FROM chunks"))[0][0]
+            files = await _count(db, "SELECT count(*) FROM files WHERE chunks > 0")
+            chunks = await _count(db, "SELECT count(*) FROM chunks")
             vectors = 0
             if self.embedder is not None:
-                vectors = (await db.execute_fetchall("SELECT count(*) FROM chunks_vec"))[0][0]
-            rows = await db.execute_fetchall("SELECT value FROM meta WHERE key = 'last_sync'")
+                vectors = await _count(db, "SELECT count(*) FROM chunks_vec")
+            rows = list(await db.execute_fetchall(
+                "SELECT value FROM meta WHERE key = 'last_sync'"))
             known = {r[0]: (r[1], r[2]) for r in await db.execute_fetchall(
                 "SELECT path, mtime_ns, size FROM files")}
         found = await asyncio.to_thread(scan_sources, self.workspace, sessions=self.sessions)
@@ -106,3 +110,9 @@ class MemoryIndex(SyncJob, EmbedQueue, SearchJob):
             if self._db is not None:
                 await self._db.close()
                 self._db = None
+
+
+async def _count(db: aiosqlite.Connection, sql: str) -> int:
+    """The one number a `SELECT count(*)` returns."""
+    rows = list(await db.execute_fetchall(sql))
+    return int(rows[0][0])

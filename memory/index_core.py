@@ -277,7 +277,8 @@ class IndexCore:
         db: aiosqlite.Connection | None = None
         try:
             db = await self._connect(self.path)
-            rows = await db.execute_fetchall("SELECT value FROM meta WHERE key = 'config'")
+            rows = list(await db.execute_fetchall(
+                "SELECT value FROM meta WHERE key = 'config'"))
             stored = json.loads(rows[0][0]) if rows else None
             if stored != json.loads(json.dumps(self.config(), sort_keys=True)):
                 log.info("recall index %s was built differently; rebuilding", self.path)
@@ -405,8 +406,8 @@ class IndexCore:
     async def _count_pending(self, db: aiosqlite.Connection) -> int:
         if self.embedder is None:
             return 0
-        rows = await db.execute_fetchall(
-            f"SELECT count(*) FROM chunks WHERE {PENDING}")
+        rows = list(await db.execute_fetchall(
+            f"SELECT count(*) FROM chunks WHERE {PENDING}"))
         return int(rows[0][0])
 
     # --- what the jobs provide (memory.index_sync, memory.embed_queue) ---------------------
@@ -416,6 +417,20 @@ class IndexCore:
         raise NotImplementedError
 
     def _start_background(self) -> None:
+        raise NotImplementedError
+
+    def mark_dirty(self) -> None:
+        raise NotImplementedError
+
+    async def sync(self, *, force: bool = False, progress: Progress | None = None,
+                   embed: bool = True, vector_progress: VectorProgress | None = None
+                   ) -> SyncStats:
+        raise NotImplementedError
+
+    async def embed_pending(
+        self, stats: SyncStats | None = None, progress: VectorProgress | None = None,
+        *, batch_seconds: float | None = None,
+    ) -> SyncStats:
         raise NotImplementedError
 
 

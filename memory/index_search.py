@@ -134,7 +134,7 @@ class SearchJob(IndexCore):
     async def _loaded_vectors(self, db: aiosqlite.Connection) -> VectorMatrix | None:
         """The in-memory copy of chunks_vec, read from it on first use (lock held)."""
         if self._vectors is None and self.embedder is not None:
-            rows = await db.execute_fetchall("SELECT rowid, embedding FROM chunks_vec")
+            rows = list(await db.execute_fetchall("SELECT rowid, embedding FROM chunks_vec"))
             matrix = VectorMatrix(self.embedder.dim, capacity=len(rows) + 1024)
             matrix.add((int(r[0]), r[1]) for r in rows)
             self._vectors = matrix
@@ -149,7 +149,8 @@ class SearchJob(IndexCore):
             return space
         assert self.embedder is not None
         dim, widths = self.line_dim, [model.dim for model in self._line_models]
-        rows = int((await db.execute_fetchall("SELECT count(*) FROM chunk_lines"))[0][0])
+        counted = list(await db.execute_fetchall("SELECT count(*) FROM chunk_lines"))
+        rows = int(counted[0][0])
         # Every k-th chunk's lines (about ten a chunk): a sample the same on every run.
         step = max(1, rows * 10 // FIT_SAMPLE_LINES)
         sample = await db.execute_fetchall(

@@ -185,6 +185,7 @@ class SyncJob(IndexCore):
                      join_numbers(chunk.numbers)),
                 )
                 rowid = cursor.lastrowid
+                assert rowid is not None  # an INSERT always sets it
                 await db.execute(
                     "INSERT INTO chunks_fts(rowid, body) VALUES (?, ?)",
                     (rowid, index_text(chunk.text)),

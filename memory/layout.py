@@ -86,7 +86,6 @@ MEMORY_DIR = "memory"  # daily notes memory/YYYY-MM-DD.md
 PRIVATE_DIRS: tuple[str, ...] = (MEMORY_DIR,)
 SESSIONS_DIR = "sessions"  # transcripts, append-only, written by the gateway only
 SKILLS_DIR = "skills"  # (later) skills the assistant follows in private contexts
-SCHEDULE_DIR = "schedule"  # (later) reminders the scheduler runs privately
 GROUPS_DIR = "groups"  # groups/<channel>-<chat>/: each group's own writable area
 GROUP_NOTES_FILE = "NOTES.md"  # loaded into that group's prompts only
 # Internal state: dot-names, invisible to every tool.

@@ -104,7 +104,8 @@ def pack_vectors(vectors: np.ndarray) -> bytes:
         return b""
     scales = np.maximum(np.abs(vectors).max(axis=1), 1e-12) / 127.0
     quantized = np.clip(np.rint(vectors / scales[:, None]), -127, 127).astype(np.int8)
-    return scales.astype(np.float32).tobytes() + quantized.tobytes()
+    packed: bytes = scales.astype(np.float32).tobytes() + quantized.tobytes()
+    return packed
 
 
 def unpack_vectors(blob: bytes, rows: int, dim: int) -> np.ndarray:
@@ -116,7 +117,8 @@ def unpack_vectors(blob: bytes, rows: int, dim: int) -> np.ndarray:
 
 
 def _normalize(x: np.ndarray) -> np.ndarray:
-    return x / np.maximum(np.linalg.norm(x, axis=-1, keepdims=True), 1e-12)
+    normalized: np.ndarray = x / np.maximum(np.linalg.norm(x, axis=-1, keepdims=True), 1e-12)
+    return normalized
 
 
 LineKey = tuple[int, int]  # (chunk id, line number)
@@ -188,7 +190,7 @@ class LineSpace:
         if len(lines) == 0:
             return np.zeros(0, dtype=np.float32)
         projected = self.project(lines)
-        scores = projected @ self.project(query)[0]
+        scores: np.ndarray = projected @ self.project(query)[0]
         if keys is not None:
             scores = scores - HUB_WEIGHT * self.hubness(projected, keys)
         return scores

@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from memory.embedders import EmbedderError, normalize
+from memory.embedding import EmbedderError, normalize
 
 __all__ = ["MiniLMEmbedder", "english_enough", "model_files"]
 
@@ -156,4 +156,5 @@ class MiniLMEmbedder:
         return self._run(list(texts))
 
     def embed_query(self, text: str) -> np.ndarray:
-        return self._run([text])[0]
+        row: np.ndarray = self._run([text])[0]
+        return row

@@ -324,7 +324,7 @@ def decay(day: str | None, today: date, half_life_days: float) -> float:
         return 1.0
     if age <= 0:
         return 1.0
-    return DECAY_FLOOR + (1.0 - DECAY_FLOOR) * 0.5 ** (age / half_life_days)
+    return DECAY_FLOOR + (1.0 - DECAY_FLOOR) * float(0.5 ** (age / half_life_days))
 
 
 _TOKENS = re.compile(r"\w+", re.UNICODE)
@@ -506,13 +506,13 @@ async def hybrid_search(
             break
         row = rows[cid]
         line = best_line[cid][1] if cid in best_line else None
-        found = (await passage(db, row[1], line, snippet_chars)
-                 if line is not None and PASSAGES else None)
-        if found is None:
+        around = (await passage(db, row[1], line, snippet_chars)
+                  if line is not None and PASSAGES else None)
+        if around is None:
             first, last = int(row[3]), int(row[4])
             text = snippet(row[6], query, snippet_chars, focus=_line_text(row, line))
         else:
-            first, last, text = found
+            first, last, text = around
         if any(a <= first and last <= b for a, b in shown.get(row[1], [])):
             continue  # everything this one shows is already in front of the model
         shown.setdefault(row[1], []).append((first, last))

@@ -27,14 +27,15 @@ def sqlite_module() -> ModuleType:
     if _can_load_extensions(sqlite3):
         return sqlite3
     try:
-        from pysqlite3 import dbapi2  # type: ignore[import-not-found]
+        from pysqlite3 import dbapi2 as module
     except ImportError as exc:
         raise RuntimeError(
             "this Python's sqlite3 cannot load extensions and pysqlite3-binary is not "
             "installed; install it (pip install pysqlite3-binary) or use a Python build "
             "whose sqlite3 supports extensions"
         ) from exc
-    return dbapi2
+    found: ModuleType = module
+    return found
 
 
 def connect_with_vec(path: str = ":memory:") -> Any:

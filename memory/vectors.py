@@ -42,7 +42,8 @@ def one_blas_thread() -> None:
 def _normalized(rows: np.ndarray) -> np.ndarray:
     norms = np.linalg.norm(rows, axis=1, keepdims=True)
     norms[norms == 0] = 1.0  # an all-zero vector stays zero: cosine 0 to everything
-    return (rows / norms).astype(np.float32, copy=False)
+    normalized: np.ndarray = (rows / norms).astype(np.float32, copy=False)
+    return normalized
 
 
 class VectorMatrix:

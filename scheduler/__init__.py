@@ -12,8 +12,9 @@ last DM route, light agent turns) and runs one `Scheduler` for all workspaces.
 - `book`: add, list, cancel (tools, /reminders, CLI)
 """
 
+from memory.layout import SCHEDULE_FILE
 from scheduler.book import JobView, cancel, confirmation, create, list_jobs, render_list
-from scheduler.jobs import SCHEDULE_FILE, Job, ScheduleFileError, read_jobs
+from scheduler.jobs import Job, ScheduleFileError, read_jobs
 from scheduler.recurrence import Cron, Every, Once, Schedule, ScheduleError, resolve_local
 from scheduler.service import (
     Scheduler,

@@ -255,7 +255,8 @@ def add_job(
         raise ScheduleError(f"kind must be 'message' or 'agent', not {kind!r}")
     schedule = parse_when(when, zone, now)
     created = now.astimezone(UTC).replace(microsecond=0)
-    if not schedule.recurring and schedule.first(created, zone) <= now:
+    first = schedule.first(created, zone)
+    if not schedule.recurring and (first is None or first <= now):
         raise ScheduleError(f"{when!r} is in the past")
     with locked(workspace):
         current = read_jobs(workspace, zone)

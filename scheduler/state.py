@@ -136,16 +136,16 @@ class ScheduleState:
         elif kind == "retry":
             if (pending := self.pending.get(e["key"])) is not None:
                 pending.attempts = int(e["attempts"])
-                if (record := self.jobs.get(pending.job_id)) is not None:
-                    record.error = str(e.get("error", ""))
+                if (failed := self.jobs.get(pending.job_id)) is not None:
+                    failed.error = str(e.get("error", ""))
         elif kind == "done":
             pending = self.pending.pop(e["key"], None)
-            record = None if pending is None else self.jobs.get(pending.job_id)
-            if pending is not None and record is not None and record.last_due == pending.due:
-                record.outcome = str(e["outcome"])
-                if record.outcome in ("fired", "late"):
-                    record.runs += 1
-                    record.error = ""
+            finished = None if pending is None else self.jobs.get(pending.job_id)
+            if pending is not None and finished is not None and finished.last_due == pending.due:
+                finished.outcome = str(e["outcome"])
+                if finished.outcome in ("fired", "late"):
+                    finished.runs += 1
+                    finished.error = ""
         elif kind == "skip":
             record = self.record(int(e["job"]))
             record.last_due, record.outcome = _need_time(e["last_due"]), "skipped"

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
+import yaml
 
 COMPOSE = Path(__file__).resolve().parent.parent / "docker-compose.yml"
 
 
 def test_compose_file_is_valid_yaml_with_volume_and_healthcheck():
-    yaml = pytest.importorskip("yaml")
     data = yaml.safe_load(COMPOSE.read_text(encoding="utf-8"))
     service = data["services"]["clawgate"]
     assert service["healthcheck"]["test"] == ["CMD", "clawgate", "healthcheck"]
@@ -29,7 +28,6 @@ def _seconds(text: str) -> float:
 
 
 def test_stop_grace_period_leaves_room_for_the_gateway_grace():
-    yaml = pytest.importorskip("yaml")
     service = yaml.safe_load(COMPOSE.read_text(encoding="utf-8"))["services"]["clawgate"]
     grace = float(service["environment"]["CLAWGATE_STOP_GRACE_SECONDS"])
     assert grace < 10

@@ -110,13 +110,17 @@ def test_the_image_install_steps_work_in_a_fresh_venv(tmp_path):
     probe = (
         "import gateway, pathlib; from importlib import resources; "
         "print(gateway.__file__); "
-        "print(len(list(resources.files('gateway.workspace').joinpath('templates').iterdir())))"
+        "print(len(list(resources.files('gateway.workspace').joinpath('templates').iterdir())));"
+        "from gateway.panel.render import render; "
+        "print(len(render('login.html', title='Log in', person='', tab='', csrf='', flash=(), "
+        "logged_in=False, pre='p', error='')))"
     )
     done = subprocess.run([str(python), "-c", probe], cwd=elsewhere, env=env,
                           capture_output=True, text=True, check=True)
-    location, templates = done.stdout.split()
+    location, templates, login_page = done.stdout.split()
     assert Path(location).is_relative_to(venv)  # the installed copy, not this checkout
     assert int(templates) > 0
+    assert int(login_page) > 500  # the panel's templates ship in the package
 
     # The image's command starts and says in one line what is missing (no key, no channel).
     clean = {k: v for k, v in env.items()

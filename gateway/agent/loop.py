@@ -1,5 +1,10 @@
 """The agent loop: ask the model, run the tools it calls, repeat until a final answer.
 
+With a `TurnStream`, the text of each model call is passed on as it is written (a live
+preview), and while tools run the preview shows a short progress line instead
+(gateway/agent/progress.py); the next call's words replace it. The preview is best effort:
+the reply is still the returned `TurnResult.reply`, delivered like any other.
+
 Bounded by a number of tool rounds so a model that calls tools forever cannot hold a session
 hostage, and by the turn's quotas (`ctx.budget`: tool calls per step and per turn). Each
 message is recorded (transcript first) as it happens, so a crash mid-turn loses nothing that
@@ -12,9 +17,11 @@ import logging
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import dataclass
+from typing import Protocol
 
 from gateway.agent.conversation import Message, SystemPrompt, ToolCall, Usage
-from gateway.agent.providers.base import Provider
+from gateway.agent.progress import progress_line
+from gateway.agent.providers.base import Provider, TextStream
 from gateway.agent.tools.base import ToolContext
 from gateway.agent.tools.registry import ToolOutcome, ToolRegistry
 
@@ -29,6 +36,13 @@ ROUND_LIMIT_NOTE = (
 Recorder = Callable[[Message, Usage | None], None]
 # Entered around each model call: the turn is waiting on the provider, not working itself.
 Waiting = Callable[[], AbstractAsyncContextManager[object]]
+
+
+class TurnStream(TextStream, Protocol):
+    """A turn's live preview: the model's text as it comes, and a line while tools run."""
+
+    def progress(self, line: str) -> None:
+        """Show `line` in place of the text so far (the next delta replaces it)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,12 +66,14 @@ class AgentLoop:
         tools: ToolRegistry,
         record: Recorder,
         waiting: Waiting | None = None,
+        stream: TurnStream | None = None,
     ) -> TurnResult:
         """Run one turn. `history` must already end with the person's message.
 
         `record` appends each new message to the session (and so to `history`); provider
         errors propagate to the caller, which owns the wording shown to the person.
-        `waiting` (optional) is entered around each model call.
+        `waiting` (optional) is entered around each model call; `stream` (optional) gets
+        the text as it is written and a progress line while tools run.
         """
         total = Usage()
         last_text = ""
@@ -65,7 +81,8 @@ class AgentLoop:
             # Read every round: a tool may make more tools available (mcp_load_tools).
             specs = tools.specs()
             async with waiting() if waiting is not None else nullcontext():
-                completion = await self.provider.complete(system, history, specs)
+                completion = await self.provider.complete(system, history, specs,
+                                                          stream=stream)
             total = total + completion.usage
             record(
                 Message("assistant", completion.text, tool_calls=completion.tool_calls),
@@ -74,6 +91,8 @@ class AgentLoop:
             if not completion.tool_calls:
                 return TurnResult(completion.text.strip() or EMPTY_ANSWER, total, round_number)
             last_text = completion.text.strip() or last_text
+            if stream is not None:
+                stream.progress(progress_line(completion.tool_calls))
             for position, call in enumerate(completion.tool_calls):
                 # Past the per-step or per-turn number of calls, a call gets an error result
                 # instead of running (every call needs a result for the next request).

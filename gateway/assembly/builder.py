@@ -30,7 +30,7 @@ import asyncio
 import contextlib
 import errno
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
@@ -92,9 +92,13 @@ class Plan:
 
 
 RUN = Plan()
-# The terminal chat is the owner's DM: their heartbeat alerts appear in it.
-# Neither takes the lock: both work beside a running `clawgate run`, as before.
+# The terminal chat is the owner's DM: their heartbeat alerts appear in it, and a person at a
+# terminal gets the web panel too (`clawgate chat` picks CHAT_AT_A_TERMINAL; piped input is a
+# script, not a person, and gets none). Neither takes the lock: both work beside a running
+# `clawgate run`, as before (whose panel, on the same port, then serves both).
 CHAT = Plan(channels="terminal", heartbeats=True, health=False, panel=False, exclusive=False)
+CHAT_AT_A_TERMINAL = Plan(channels="terminal", heartbeats=True, health=False, panel=True,
+                          exclusive=False)
 ONE_BEAT = Plan(channels="none", heartbeats=False, health=False, panel=False, exclusive=False)
 
 
@@ -119,7 +123,8 @@ def build_gateway(
         from channels.terminal import TerminalChannel
         from gateway.assembly.terminal_chat import history_path
 
-        channels.append(TerminalChannel(history_path=history_path(settings)))
+        channels.append(TerminalChannel(history_path=history_path(settings),
+                                        streaming=settings.chat.streaming))
     gateway = platforms.build_gateway(
         settings, provider, extra_channels=channels, clock=clock,
         options=options, with_platforms=plan.channels == "platforms",
@@ -136,12 +141,25 @@ def build_gateway(
     return gateway
 
 
-async def start_panel(gateway: Gateway, settings: Settings) -> Any:
-    """Serve the web control panel (gateway/panel/) on the gateway's event loop; None if it
-    is off or its port is taken (the gateway itself keeps running: the panel is for the
-    owner, and says why it did not start)."""
+Say = Callable[[str], Awaitable[None]]
+
+
+async def _to_stderr(text: str) -> None:
     import sys
 
+    print(text, file=sys.stderr)
+
+
+async def start_panel(gateway: Gateway, settings: Settings, *, say: Say = _to_stderr,
+                      beside: bool = False) -> Any:
+    """Serve the web control panel (gateway/panel/) on the gateway's event loop; None if it
+    is off or its port is taken (the gateway itself keeps running: the panel is for the
+    owner, and says why it did not start).
+
+    `say`: where the one line about it goes (the terminal chat prints it above its prompt).
+    `beside`: this process runs beside a gateway that may already serve the panel (the
+    terminal chat next to `clawgate run`): a taken port where a clawgate panel answers is that
+    gateway's panel, on the same workspaces, and is named as such rather than as a failure."""
     if not settings.panel.enabled:
         return None
     from gateway.ops.logs import configured_secrets
@@ -152,12 +170,18 @@ async def start_panel(gateway: Gateway, settings: Settings) -> Any:
     try:
         await panel.start()
     except OSError as exc:
-        print(f"clawgate: panel not started ({exc}); set [panel] port, or enabled = false",
-              file=sys.stderr)
+        from gateway.panel.probe import panel_answers
+
+        if beside and exc.errno == errno.EADDRINUSE and await asyncio.to_thread(
+                panel_answers, settings.panel):
+            await say(f"web panel: {settings.panel.base_url()} (served by the gateway already "
+                      "running here; a login link: `clawgate panel url`)")
+        else:
+            await say(f"clawgate: panel not started ({exc}); set [panel] port, or "
+                      "enabled = false")
         return None
     notice = panel.first_start_notice()
-    print(notice or f"panel on {panel.url} (a login link: `clawgate panel url`)",
-          file=sys.stderr)
+    await say(notice or f"panel on {panel.url} (a login link: `clawgate panel url`)")
     return panel
 
 
@@ -213,7 +237,8 @@ class GatewayApp:
             if self.health is not None:
                 await self._start_health(self.health)  # readiness reflects the channels
             if self.plan.panel:
-                self.panel = await start_panel(self.gateway, self.settings)
+                self.panel = await start_panel(self.gateway, self.settings, say=self._say,
+                                               beside=not self.plan.exclusive)
                 if self.panel is not None:
                     stack.push_async_callback(self.panel.stop)
         except BaseException:
@@ -242,6 +267,17 @@ class GatewayApp:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.stop()
+
+    async def _say(self, text: str) -> None:
+        """A line for the person who started this: above the terminal chat's prompt when
+        there is one (a plain print would land inside the line being typed), else stderr."""
+        from channels.terminal import TerminalChannel
+
+        terminal = self.gateway.channels.get("terminal")
+        if isinstance(terminal, TerminalChannel):
+            await terminal.notice(text)
+        else:
+            await _to_stderr(text)
 
     # --- the parts ------------------------------------------------------------------------
 

@@ -25,7 +25,7 @@ from datetime import timedelta
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
-from gateway.agent.context_files import ContextFile, FileReport, truncate_head_tail
+from gateway.agent.context_files import ContextFile, FileReport, Status, truncate_head_tail
 from gateway.agent.conversation import Message, SystemPrompt, Usage
 from gateway.agent.loop import AgentLoop
 from gateway.agent.prompt import build_system_prompt
@@ -206,7 +206,7 @@ def light_context_files(gateway: Gateway, workspace: Path, checklist: str) -> li
     text = checklist
     if len(text) > limit:
         text = truncate_head_tail(checklist, len(checklist), limit, CHECKLIST_FILE)
-    status = "truncated" if text is not checklist else "loaded"
+    status: Status = "truncated" if text is not checklist else "loaded"
     report = FileReport(CHECKLIST_FILE, status, len(checklist), len(text))
     files.insert(slot, ContextFile(CHECKLIST_FILE, text, report))
     return files

@@ -13,9 +13,9 @@ from gateway.clock import Clock
 from gateway.config.settings import ChannelSettings, Settings
 from gateway.ops.state import StateDB
 from gateway.pipeline.gateway import Gateway
+from gateway.pipeline.links import PLATFORMS
 from gateway.pipeline.pairing import ChannelAccess, ChannelPolicy
 
-PLATFORMS = ("telegram", "discord")
 TOKEN_HINTS = {
     "telegram": "set CLAWGATE_TELEGRAM__TOKEN (from @BotFather)",
     "discord": "set CLAWGATE_DISCORD__TOKEN (Discord developer portal, Bot tab)",
@@ -56,6 +56,8 @@ def build_channels(
                 offsets=state,
                 poll_timeout=tg.poll_timeout_seconds,
                 groups_enabled=tg.groups_enabled,
+                streaming=tg.streaming,
+                drafts=tg.streaming_drafts,
                 **options.get("telegram", {}),
             )
         )
@@ -67,6 +69,7 @@ def build_channels(
             DiscordChannel(
                 dc.token.get_secret_value(),  # type: ignore[union-attr]
                 groups_enabled=dc.groups_enabled,
+                streaming=dc.streaming,
                 catch_up=lambda: state.last_message_ids("discord"),
                 **options.get("discord", {}),
             )

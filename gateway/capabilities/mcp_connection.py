@@ -137,8 +137,17 @@ class McpConnection:
             log.warning("mcp %s: did not stop within %.0f s; cancelling", self.name,
                         STOP_TIMEOUT_SECONDS)
             task.cancel()
-            with contextlib.suppress(BaseException):
+            try:
                 await task
+            except asyncio.CancelledError:
+                # Ours (the task we just cancelled) is expected; the caller's own cancellation
+                # while we wait must go on up, not be swallowed here.
+                current = asyncio.current_task()
+                if current is not None and current.cancelling():
+                    raise
+            except Exception as exc:
+                log.debug("mcp %s: ended with %s while cancelled", self.name,
+                          type(exc).__name__)
         self.status = "stopped"
 
     def snapshot(self) -> ServerStatus:

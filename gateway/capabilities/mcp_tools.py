@@ -96,8 +96,10 @@ def wrap_tools(
     seen: set[str] = set()
     for remote in listing:
         spec, problem = _spec(connection, remote)
-        if spec is None or spec.name in seen:
-            problem = problem or f"another tool has the same name once cleaned ({spec.name})"
+        if spec is not None and spec.name in seen:
+            problem = f"another tool has the same name once cleaned ({spec.name})"
+            spec = None
+        if spec is None:
             shown = connection.redact(remote.name)[:MAX_TOOL_NAME * 2]
             log.warning("mcp %s: tool %r skipped: %s", connection.name, shown, problem)
             continue

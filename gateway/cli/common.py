@@ -21,7 +21,7 @@ from typing import Any
 
 from gateway.config.settings import ConfigError, Settings, load_settings
 
-# The one exit-code rule, for every command (README "Command line"):
+# The one exit-code rule, for every command (docs/cli.md, "Exit status"):
 # 0 done. 2 the command cannot do what was asked as written; changing the command line or a
 #   setting fixes it: an unknown command, option or value; an invalid setting; a person, job
 #   number, pairing code, revision or archive that does not exist; a target that exists

@@ -23,7 +23,8 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any
 
 from gateway.assembly.builder import GatewayApp, Plan, StartupError
 from gateway.config.settings import Settings
@@ -73,11 +74,41 @@ def run_until_stopped(config: Settings, plan: Plan, *, banner: str | None = None
                       after_start: AfterStart | None = None) -> int:
     """Start the app for `plan`, run until a signal (or the end of terminal input), stop."""
     try:
-        code = asyncio.run(_run(config, plan, banner, until_input_closed, app, after_start))
+        code = _run_loop(_run(config, plan, banner, until_input_closed, app, after_start))
     except KeyboardInterrupt:  # a Ctrl-C before the handlers were installed
         code = EXIT_INTERRUPTED
     _exit_if_threads_linger(code)
     return code
+
+
+def _run_loop(main: Coroutine[Any, Any, int]) -> int:
+    """`asyncio.run`, except that the end does not wait for the default executor's threads.
+
+    asyncio.run joins them before it returns, so a worker still busy (the recall index
+    embedding a workspace, an SDK import) would hold the exit for as long as it takes: 15 s
+    and more on a busy machine after the chat already said goodbye. Here the loop closes
+    without waiting; `_exit_if_threads_linger` then gives such threads LINGER_SECONDS. What
+    they write is crash-safe by design (SQLite, atomic file writes), as over a kill -9.
+    """
+    loop = asyncio.new_event_loop()
+    try:
+        asyncio.set_event_loop(loop)
+        return loop.run_until_complete(main)
+    finally:
+        try:
+            _cancel_left_tasks(loop)
+            loop.run_until_complete(loop.shutdown_asyncgens())
+        finally:
+            asyncio.set_event_loop(None)
+            loop.close()  # shuts the default executor down without waiting for it
+
+
+def _cancel_left_tasks(loop: asyncio.AbstractEventLoop) -> None:
+    left = asyncio.all_tasks(loop)
+    for task in left:
+        task.cancel()
+    if left:
+        loop.run_until_complete(asyncio.gather(*left, return_exceptions=True))
 
 
 async def _run(config: Settings, plan: Plan, banner: str | None, until_input_closed: bool,
@@ -106,7 +137,7 @@ async def _run(config: Settings, plan: Plan, banner: str | None, until_input_clo
         print(banner, file=sys.stderr)
     if after_start is not None:
         await after_start(app)
-    waits = {stop_wait}
+    waits: set[asyncio.Task[Any]] = {stop_wait}
     if until_input_closed:
         waits.add(asyncio.create_task(_input_done(app)))
     await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)

@@ -4,7 +4,7 @@ The command tree (Typer + Rich, gateway/cli/app.py) is built for every command l
 plain `clawgate run` (or a bare `clawgate`, which is the same), the command every deploy,
 update and restart runs: that one goes straight to gateway/cli/start.py, so the gateway polls
 its channels without first importing the command line's framework. The one exit-code rule
-(the README's, gateway/cli/common.py): 2 when the command cannot do what was asked as written
+(docs/cli.md, gateway/cli/common.py): 2 when the command cannot do what was asked as written
 (change the command line or a setting), 1 when it ran and failed or found a problem, 130 when
 interrupted; each error is one `clawgate: ...` line, with the traceback only under `--debug`.
 """

@@ -202,7 +202,8 @@ def _messages(workspaces_dir: Path) -> dict[str, Any] | None:
 
 
 def collect_status(config: Settings) -> dict[str, Any]:
-    from gateway.assembly.platforms import PLATFORMS, configured_platforms
+    from gateway.assembly.platforms import configured_platforms
+    from gateway.pipeline.links import PLATFORMS
 
     configured = configured_platforms(config)
     versioning = Versioning(enabled=config.versioning.enabled)

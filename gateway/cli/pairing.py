@@ -12,7 +12,6 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
-from gateway.assembly.platforms import PLATFORMS
 from gateway.cli.common import (
     EXIT_FAILED,
     EXIT_USAGE,
@@ -25,6 +24,7 @@ from gateway.cli.common import (
 )
 from gateway.cli.options import JsonOption
 from gateway.ops.state import StateDB
+from gateway.pipeline.links import PLATFORMS
 from gateway.pipeline.pairing import Pairing, PairingError, UnknownCode
 
 Platform = Enum("Platform", {name: name for name in PLATFORMS}, type=str)  # type: ignore[misc]
@@ -91,8 +91,8 @@ def _decide(channel: Platform, code: str, decision: str, *, owner: str | None = 
 
     outcome = with_state(go)
     if isinstance(outcome, PairingError):
-        code = EXIT_USAGE if isinstance(outcome, UnknownCode) else EXIT_FAILED
-        raise typer.Exit(fail(str(outcome), code))
+        status = EXIT_USAGE if isinstance(outcome, UnknownCode) else EXIT_FAILED
+        raise typer.Exit(fail(str(outcome), status))
     verb = "approved" if decision == "approve" else "denied"
     name = f" ({outcome.sender_name})" if outcome.sender_name else ""
     print(f"{verb} {outcome.channel} user {outcome.sender_id}{name}")

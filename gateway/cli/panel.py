@@ -11,7 +11,9 @@ import sys
 import typer
 
 from gateway.cli.common import CliError, settings
-from gateway.config.panel import PanelSettings
+from gateway.panel.probe import local_url, panel_answers
+
+__all__ = ["app", "panel_answers", "register"]
 
 app = typer.Typer(help="the web control panel: a one-time login link, a new token",
                   no_args_is_help=True)
@@ -38,26 +40,10 @@ def url_command() -> None:
     if panel_answers(panel):
         print(f"(one use, valid {panel.link_minutes:g} minutes)", file=sys.stderr)
     else:
-        print(f"clawgate: no panel answers at {_local_url(panel)}: it runs inside `clawgate "
-              f"run`, which is not running here; the link works if it starts within "
-              f"{panel.link_minutes:g} minutes", file=sys.stderr)
-
-
-def _local_url(panel: PanelSettings) -> str:
-    return panel.model_copy(update={"public_url": ""}).base_url()
-
-
-def panel_answers(panel: PanelSettings, timeout: float = 1.5) -> bool:
-    """Whether a clawgate panel answers on this machine at the configured address (its
-    login page, which needs no login)."""
-    import urllib.error
-    import urllib.request
-
-    try:
-        with urllib.request.urlopen(_local_url(panel) + "/login", timeout=timeout) as reply:
-            return reply.status == 200 and b"clawgate" in reply.read(65536)
-    except (urllib.error.URLError, OSError, ValueError):
-        return False
+        print(f"clawgate: no panel answers at {local_url(panel)}: it runs inside `clawgate "
+              "run` and the terminal chat (`clawgate chat` in a terminal), and neither is "
+              f"running here; the link works if one starts within {panel.link_minutes:g} "
+              "minutes", file=sys.stderr)
 
 
 @app.command("rotate", help="replace the panel token: every panel login and unused login "

@@ -140,14 +140,15 @@ async def owner_hint(app: GatewayApp) -> None:
 
 def chat(config: Settings, person: str) -> int:
     """The terminal chat with `person`'s assistant until the input ends or Ctrl-C."""
-    from gateway.assembly.builder import CHAT, GatewayApp
+    from gateway.assembly.builder import CHAT, CHAT_AT_A_TERMINAL, GatewayApp
     from gateway.assembly.scheduling import reminders
     from gateway.assembly.terminal_chat import continuing_line, log_to_file
     from gateway.cli.lifecycle import run_until_stopped
     from gateway.workspace.seed import workspace_path
 
     workspace = workspace_path(config.workspaces_dir, person)
-    if sys.stdin.isatty() and sys.stdout.isatty():
+    at_a_terminal = sys.stdin.isatty() and sys.stdout.isatty()
+    if at_a_terminal:
         log_file = log_to_file(config)  # the terminal is the chat: no log lines in it
         # Before the start: once started, the prompt owns the terminal.
         print(f"Chatting with the assistant of {workspace} (Ctrl-D or Ctrl-C twice to leave, "
@@ -155,5 +156,7 @@ def chat(config: Settings, person: str) -> int:
         if (line := continuing_line(config, workspace, person)) is not None:
             print(line, file=sys.stderr)
     # The chat runs its person's reminders: they appear here (gateway/assembly/scheduling.py).
-    app = GatewayApp(config, CHAT, services=[reminders(run=True)])
-    return run_until_stopped(config, CHAT, until_input_closed=True, app=app)
+    # A person at a terminal also gets the web panel (a script piping lines in does not).
+    plan = CHAT_AT_A_TERMINAL if at_a_terminal else CHAT
+    app = GatewayApp(config, plan, services=[reminders(run=True)])
+    return run_until_stopped(config, plan, until_input_closed=True, app=app)

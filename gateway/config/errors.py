@@ -16,7 +16,7 @@ import types
 import typing
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 from pydantic import BaseModel, ValidationError
 
@@ -55,7 +55,7 @@ def explain(error: Mapping[str, Any]) -> str:
     return str(error.get("msg", "is not valid")).removeprefix("Value error, ")
 
 
-def _is_model(annotation: Any) -> bool:
+def _is_model(annotation: Any) -> TypeGuard[type[BaseModel]]:
     return isinstance(annotation, type) and issubclass(annotation, BaseModel)
 
 

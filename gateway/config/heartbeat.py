@@ -1,4 +1,4 @@
-"""The `[heartbeat]` settings section (see the README, "Heartbeats")."""
+"""The `[heartbeat]` settings section (see docs/heartbeats.md)."""
 
 from __future__ import annotations
 

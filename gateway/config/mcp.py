@@ -1,4 +1,4 @@
-"""The `[mcp]` settings section: Model Context Protocol tool servers (README: "MCP tools").
+"""The `[mcp]` settings section: Model Context Protocol tool servers (docs/skills-and-mcp.md).
 
 ```toml
 [mcp.servers.calendar]

@@ -1,4 +1,4 @@
-"""The `[memory]` settings section: the recall index and its embedder (README: "Recall")."""
+"""The `[memory]` settings section: the recall index and its embedder (docs/memory.md, "Recall")."""
 
 from __future__ import annotations
 

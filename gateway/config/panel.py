@@ -2,7 +2,7 @@
 
 The panel can change memory files and approve strangers, so it listens on loopback unless the
 operator asks twice: a non-loopback `host` is refused at start unless `allow_remote = true`
-(and then it belongs behind a TLS reverse proxy, see the README).
+(and then it belongs behind a TLS reverse proxy, see docs/panel.md).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The `[scheduler]` settings section: reminders and scheduled tasks (README, "Reminders")."""
+"""The `[scheduler]` settings section: reminders and scheduled tasks (docs/reminders.md)."""
 
 from __future__ import annotations
 

@@ -138,8 +138,8 @@ class PromptSettings(_Section):
 
 
 class ToolSettings(_Section):
-    """The file tools, and the quotas on what one turn's tool calls may do (README "Quotas";
-    gateway/agent/tools/quota.py)."""
+    """The file tools, and the quotas on what one turn's tool calls may do
+    (docs/configuration.md, "Quotas"; gateway/agent/tools/quota.py)."""
 
     max_file_bytes: int = Field(1_048_576, ge=1_024)
     # Disk a workspace may use (files, history, trash, transcripts; not the recall index).
@@ -154,7 +154,7 @@ class ToolSettings(_Section):
 
 
 class CompactionSettings(_Section):
-    """When and how long sessions are compacted; see the README's "Long sessions"."""
+    """When and how long sessions are compacted; see docs/memory.md, "Long sessions"."""
 
     reserve_tokens: int = Field(20_000, ge=0)  # compaction at context_window - reserve
     flush_margin_tokens: int = Field(4_000, ge=0)  # memory flush this much before that
@@ -165,7 +165,7 @@ class CompactionSettings(_Section):
 
 
 class LimitsSettings(_Section):
-    """What one person may ask of the gateway; see the README's "Limits"."""
+    """What one person may ask of the gateway; see docs/configuration.md, "Limits and delivery"."""
 
     # Messages of one account accepted but not yet answered; beyond it: a polite reply.
     queue_per_person: int = Field(50, ge=1)
@@ -202,6 +202,9 @@ class ChannelSettings(_Section):
     # Groups/servers are off unless enabled; then only these chat/channel ids, on mention.
     groups_enabled: bool = False
     groups: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    # Live previews of replies while the model writes them (issue 26); false: replies
+    # appear only when complete.
+    streaming: bool = True
 
     @field_validator("allow_from", "groups", mode="before")
     @classmethod
@@ -245,6 +248,8 @@ class TelegramSettings(ChannelSettings):
     # A self-hosted Bot API server, e.g. http://localhost:8081/bot (the token is appended).
     base_url: str = ""
     poll_timeout_seconds: int = Field(25, ge=0, le=50)
+    # Private chats stream into a draft (sendMessageDraft); false: into an edited message.
+    streaming_drafts: bool = True
 
     @field_validator("token")
     @classmethod
@@ -259,6 +264,12 @@ class DiscordSettings(ChannelSettings):
     def _discord_shape(cls, value: SecretStr | None) -> SecretStr | None:
         return _token_of_shape(value, DISCORD_TOKEN, "a Discord bot token (three parts "
                                "separated by '.'; developer portal, Bot tab, Reset Token)")
+
+
+class ChatSettings(_Section):
+    """`clawgate chat`, the terminal chat."""
+
+    streaming: bool = True  # print the reply as it is written; false: only when complete
 
 
 class Settings(BaseSettings):
@@ -292,6 +303,7 @@ class Settings(BaseSettings):
     memory: MemorySettings = Field(default_factory=MemorySettings)
     telegram: TelegramSettings = Field(default_factory=TelegramSettings)
     discord: DiscordSettings = Field(default_factory=DiscordSettings)
+    chat: ChatSettings = Field(default_factory=ChatSettings)
     compaction: CompactionSettings = Field(default_factory=CompactionSettings)
     heartbeat: HeartbeatSettings = Field(default_factory=HeartbeatSettings)
     versioning: VersioningSettings = Field(default_factory=VersioningSettings)
@@ -487,9 +499,9 @@ def load_settings(path: Path | None = None, **overrides: Any) -> Settings:
 def _problem_lines(problems: list[str]) -> str:
     """One problem: one line. Several: a count, then one line each."""
     if len(problems) == 1:
-        return f"invalid setting: {problems[0]} (the README lists every option)"
+        return f"invalid setting: {problems[0]} (every option: docs/configuration.md)"
     lines = "".join(f"\n  {problem}" for problem in problems)
-    return f"{len(problems)} problems in the settings (the README lists every option):{lines}"
+    return f"{len(problems)} problems in the settings (every option: docs/configuration.md):{lines}"
 
 
 def known_env_names(model: type[BaseModel] = Settings, prefix: str = ENV_PREFIX

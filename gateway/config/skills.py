@@ -1,6 +1,6 @@
 """The `[skills]` settings section: where skills are found and what their prompt section costs.
 
-README: "Skills". A skill is `skills/<name>/SKILL.md` in a workspace or in `shared_dir`; only
+docs/skills-and-mcp.md. A skill is `skills/<name>/SKILL.md` in a workspace or in `shared_dir`; only
 its name and a one-line description go into the prompt, within `prompt_max_chars`.
 """
 

@@ -1,4 +1,4 @@
-"""The `[budget]` section and the `[prices.<model>]` table (README, "Usage, budgets, models")."""
+"""The `[budget]` section and the `[prices.<model>]` table (docs/usage.md)."""
 
 from __future__ import annotations
 

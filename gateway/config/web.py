@@ -1,4 +1,4 @@
-"""The `[web]` settings section: the `web_fetch` and `web_search` tools (README: "The web").
+"""The `[web]` settings section: the `web_fetch` and `web_search` tools (docs/web.md).
 
 ```toml
 [web]

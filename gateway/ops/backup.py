@@ -235,7 +235,7 @@ def _git_unsafe(rel: str) -> bool:
 # --- restore ----------------------------------------------------------------------------------
 
 
-def _check_member(member: tarfile.TarInfo) -> tuple[str, str] | None:
+def _check_member(member: tarfile.TarInfo) -> tuple[str, str]:
     """("workspace", name) / ("state", "") / ("manifest", "") for a safe member; else raise."""
     name = member.name
     path = PurePosixPath(name)

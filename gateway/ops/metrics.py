@@ -27,7 +27,7 @@ from prometheus_client.core import Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from gateway.agent.conversation import Completion, Message, SystemPrompt, ToolSpec, Usage
-from gateway.agent.providers.base import Provider, ProviderError
+from gateway.agent.providers.base import Provider, ProviderError, TextStream
 from gateway.agent.scope import TURN_KINDS, UsageScope, current_scope
 from gateway.agent.tools.quota import QUOTA_KINDS
 
@@ -336,14 +336,15 @@ class MeteredProvider:
         return self.inner.model
 
     async def complete(
-        self, system: SystemPrompt, messages: Sequence[Message], tools: Sequence[ToolSpec]
+        self, system: SystemPrompt, messages: Sequence[Message], tools: Sequence[ToolSpec],
+        *, stream: TextStream | None = None,
     ) -> Completion:
         scope = current_scope()
         if self.usage is not None:
             await self.usage.before_call(scope)
         started = time.perf_counter()
         try:
-            completion = await self.inner.complete(system, messages, tools)
+            completion = await self.inner.complete(system, messages, tools, stream=stream)
         except ProviderError as exc:
             self.metrics.provider_errors.inc(provider=self.name, kind=exc.kind)
             raise

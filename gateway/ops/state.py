@@ -115,6 +115,12 @@ CREATE TABLE IF NOT EXISTS outbox (
     parts_sent INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS outbox_pending ON outbox (status, id);
+-- A reply's live preview message (gateway/pipeline/streaming.py), by the reply's key: a
+-- restart goes on in it, and the reply replaces it, instead of leaving it behind.
+CREATE TABLE IF NOT EXISTS previews (
+    key TEXT PRIMARY KEY, channel TEXT NOT NULL, chat_id TEXT NOT NULL,
+    message_id TEXT NOT NULL, at TEXT NOT NULL
+);
 -- The inbox entry a reply answers is marked done by the same statement that adds the reply
 -- to the outbox: one atomic write, so a crash can repeat a send but never a turn.
 CREATE TRIGGER IF NOT EXISTS outbox_marks_done AFTER INSERT ON outbox
@@ -136,6 +142,7 @@ END;
 _ADDED_COLUMNS = (
     ("inbox", "retries", "INTEGER NOT NULL DEFAULT 0"),
     ("outbox", "parts_sent", "INTEGER NOT NULL DEFAULT 0"),
+    ("outbox", "replaces", "TEXT NOT NULL DEFAULT ''"),
 )
 
 
@@ -169,6 +176,7 @@ class Outgoing:
     text: str
     attempts: int = 0
     parts_sent: int = 0
+    replaces: str = ""  # the live preview message the first part is written into
 
 
 @dataclass(frozen=True, slots=True)
@@ -409,6 +417,8 @@ class StateDB:
             "UPDATE inbox SET status = 'expired', payload = " + _ID_ONLY_PAYLOAD +
             " WHERE status = 'waiting' AND received_at < ?", (_iso(now - WAITING_TTL),),
         )
+        await self._write(  # previews of replies long since queued (a kill left the row)
+            "DELETE FROM previews WHERE at < ?", (cutoff,))
         await self._write(  # bodies of rows no longer pending or waiting
             "DELETE FROM inbox_body WHERE NOT EXISTS (SELECT 1 FROM inbox AS i WHERE"
             " i.status IN ('pending', 'waiting') AND i.channel = inbox_body.channel AND"
@@ -634,24 +644,40 @@ class StateDB:
 
     async def enqueue_outbound(
         self, channel: str, chat_id: str, text: str, *, key: str | None = None,
-        done: InboundMessage | None = None, done_status: str = "done",
+        done: InboundMessage | None = None, done_status: str = "done", replaces: str = "",
     ) -> int | None:
         """Add a message to the outbox and mark `done` answered, in one statement (trigger).
 
         Returns the row id, or None when `key` was used before (nothing added, nothing marked:
-        the earlier delivery did both).
+        the earlier delivery did both). `replaces`: the preview message it is written into.
         """
         connection, lock = self._connection(durable=False)
         async with lock:
             cursor = await connection.execute(
                 "INSERT OR IGNORE INTO outbox (key, channel, chat_id, text, created_at,"
-                " done_channel, done_chat, done_message, done_status)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " done_channel, done_chat, done_message, done_status, replaces)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (key, channel, chat_id, text, _iso(datetime.now(UTC)),
                  *((done.channel, done.chat_id, done.message_id, done_status)
-                   if done is not None else (None, None, None, None))),
+                   if done is not None else (None, None, None, None)), replaces),
             )
         return cursor.lastrowid if cursor.rowcount == 1 else None
+
+    async def record_preview(self, key: str, channel: str, chat_id: str,
+                             message_id: str) -> None:
+        """The preview message of the reply named `key` (bookkeeping: a crash before this
+        leaves a preview the reply does not replace; it still ends with the cursor)."""
+        await self._write(
+            "INSERT OR REPLACE INTO previews (key, channel, chat_id, message_id, at)"
+            " VALUES (?, ?, ?, ?, ?)", (key, channel, chat_id, message_id,
+                                        _iso(datetime.now(UTC))))
+
+    async def preview_for(self, key: str) -> str:
+        rows = await self._rows("SELECT message_id FROM previews WHERE key = ?", (key,))
+        return str(rows[0][0]) if rows else ""
+
+    async def forget_preview(self, key: str) -> None:
+        await self._write("DELETE FROM previews WHERE key = ?", (key,))
 
     async def note_attempt(self, row: int, error: str) -> None:
         await self._write("UPDATE outbox SET attempts = attempts + 1, error = ? WHERE id = ?",
@@ -680,10 +706,11 @@ class StateDB:
 
     async def pending_outbound(self) -> list[Outgoing]:
         rows = await self._rows(
-            "SELECT id, channel, chat_id, text, attempts, parts_sent FROM outbox"
+            "SELECT id, channel, chat_id, text, attempts, parts_sent, replaces FROM outbox"
             " WHERE status = 'pending' ORDER BY id"
         )
-        return [Outgoing(int(r[0]), r[1], r[2], r[3], int(r[4]), int(r[5])) for r in rows]
+        return [Outgoing(int(r[0]), r[1], r[2], r[3], int(r[4]), int(r[5]), str(r[6] or ""))
+                for r in rows]
 
     async def outbox_counts(self) -> dict[str, int]:
         """Outbound messages by status (pending, sent, refused, failed)."""

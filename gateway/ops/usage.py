@@ -19,6 +19,7 @@ import sqlite3
 from collections.abc import Iterable
 from dataclasses import dataclass, fields
 from datetime import date, timedelta, tzinfo
+from typing import Any
 
 from gateway.agent.conversation import Usage
 from gateway.clock import Clock
@@ -176,7 +177,7 @@ class UsageLedger:
                                                               item[0])))
 
     async def _select(self, group: str, person: str | None, since: date,
-                      until: date | None) -> list[object]:
+                      until: date | None) -> list[Any]:
         await self.settled()
         if not await self._ensure():
             return []

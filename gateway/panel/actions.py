@@ -12,11 +12,11 @@ from urllib.parse import quote
 from aiohttp import web
 
 from gateway.ops.versioning import VersioningError, undo_words
+from gateway.panel.context import panel_of, session_of
 from gateway.panel.files import EditConflict, FileRefused, save_text
 from gateway.panel.host import PanelError
-from gateway.panel.html import esc, person_url, url
-from gateway.panel.pages import editor_form, page, person_of
-from gateway.panel.server import panel_of, session_of
+from gateway.panel.html import person_url, url
+from gateway.panel.pages import error_page, page, person_of, reminders
 from gateway.panel.transcripts import list_sessions
 from gateway.pipeline.links import LinkError
 from gateway.pipeline.pairing import PairingError
@@ -32,6 +32,8 @@ def add_routes(router: web.UrlDispatcher) -> None:
     router.add_post("/p/{person}/edit", file_save)
     router.add_post("/p/{person}/undo", undo)
     router.add_post("/p/{person}/heartbeat/run", heartbeat_run)
+    router.add_post("/p/{person}/reminders/add", reminder_add)
+    router.add_post("/p/{person}/reminders/cancel", reminder_cancel)
     router.add_post("/p/{person}/session/{name}/compact", session_compact)
     router.add_post("/p/{person}/session/{name}/reset", session_reset)
 
@@ -112,22 +114,14 @@ async def file_save(request: web.Request) -> web.StreamResponse:
     try:
         await asyncio.to_thread(save_text, workspace, rel, text, base, max_bytes)
     except FileRefused as exc:
-        return page(request, "Not saved", f'<p class="bad">{esc(rel)}: {esc(exc)}</p>',
-                    person=person, tab="files", status=400)
+        return error_page(request, 400, f"Not saved: {rel}: {exc}", person=person, tab="files")
     except EditConflict as conflict:
-        body = (
-            '<div class="flash error" role="alert">Not saved: the file changed since you '
-            "opened it (the assistant or a hand edit). Its current text is below; your "
-            "version is in the editor, now based on the current file. Merge and save "
-            "again.</div>"
-            f'<section class="card"><h2>Current file</h2><pre>{esc(conflict.current)}</pre>'
-            f'</section><section class="card"><h2>Your version</h2>'
-            f"{editor_form(person, rel, text, conflict.current_hash, session.csrf)}</section>")
-        return page(request, f"Conflict in {rel}", body, person=person, tab="files",
-                    status=409)
+        return page(request, "conflict.html", f"Conflict in {rel}", person=person, tab="files",
+                    status=409, rel=rel, text=text, current=conflict.current,
+                    base=conflict.current_hash)
     rev = await host.commit_edit(person, rel)
     session.say("ok", f"saved {rel}" + (f" (commit {rev})" if rev else " (no change)"))
-    raise back(url(person_url(person, "file"), path=rel).replace("&amp;", "&"))
+    raise back(url(person_url(person, "file"), path=rel))
 
 
 async def undo(request: web.Request) -> web.StreamResponse:
@@ -154,6 +148,44 @@ async def heartbeat_run(request: web.Request) -> web.StreamResponse:
     session_of(request).say("error" if outcome.status == "error" else "ok",
                             f"heartbeat: {outcome.describe()}")
     raise back(person_url(person, "heartbeat"))
+
+
+# --- reminders -----------------------------------------------------------------------------------
+
+
+async def reminder_add(request: web.Request) -> web.StreamResponse:
+    """Add through the schedule tools' desk; a time or text it does not take shows the page
+    again with the form as typed and the reason (nothing is lost)."""
+    from scheduler import ScheduleError, ScheduleFileError
+
+    person, _ = person_of(request)
+    form = await _form(request)
+    kind = "agent" if form.get("agent") else "message"
+    try:
+        said = await panel_of(request).host.add_reminder(
+            person, form.get("when", "").strip(), form.get("text", "").strip(), kind)
+    except (ScheduleError, ScheduleFileError, PanelError) as exc:
+        session_of(request).say("error", f"Not added: {exc}")
+        return await reminders(request, form=form, status=400)
+    session_of(request).say("ok", said)
+    raise back(person_url(person, "reminders"))
+
+
+async def reminder_cancel(request: web.Request) -> web.StreamResponse:
+    from scheduler import ScheduleFileError
+
+    person, _ = person_of(request)
+    form = await _form(request)
+    session = session_of(request)
+    try:
+        said = await panel_of(request).host.cancel_reminder(person, int(form.get("id", "")))
+    except ValueError:
+        session.say("error", "no reminder number given")
+    except (ScheduleFileError, PanelError) as exc:
+        session.say("error", str(exc))
+    else:
+        session.say("ok" if said.startswith("Cancelled") else "error", said)
+    raise back(person_url(person, "reminders"))
 
 
 async def _session_key(request: web.Request) -> tuple[str, str, str]:

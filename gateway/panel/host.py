@@ -14,6 +14,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from zoneinfo import ZoneInfo
 
 from gateway.ops.health import readiness
 from gateway.ops.versioning import Change, Commit
@@ -24,9 +25,11 @@ from gateway.workspace.seed import SEEDED_MARKER, SESSIONS_DIR, WorkspaceError, 
 from memory.layout import dm_session_key, group_area, group_session_key, heartbeat_session_key
 
 if TYPE_CHECKING:
+    from gateway.agent.tools.schedule_tools import ScheduleBook
     from gateway.pipeline.gateway import Gateway
     from heartbeat import BeatOutcome
     from memory.search import SearchResponse
+    from scheduler import JobView
 
 PANEL_CHANNEL = "panel"
 
@@ -222,6 +225,49 @@ class PanelHost:
         from gateway.assembly.heartbeat_host import policy_for
 
         return policy_for(self.settings, person_id)
+
+    # --- reminders (the desk the schedule tools and `/reminders` use) ----------------------
+
+    @property
+    def reminders_on(self) -> bool:
+        return self.gateway.schedules is not None
+
+    def zone(self, person_id: str) -> ZoneInfo:
+        from gateway.assembly.scheduling import person_zone
+
+        return person_zone(self.settings, person_id)
+
+    async def reminders(self, person_id: str) -> tuple[list[JobView], list[str]]:
+        """The person's jobs (as `clawgate schedule list` reads them) and the file's problems;
+        ScheduleFileError when the file cannot be read at all."""
+        from scheduler import list_jobs
+
+        workspace = self.workspace(person_id)
+        return await asyncio.to_thread(list_jobs, workspace, self.zone(person_id))
+
+    async def add_reminder(self, person_id: str, when: str, text: str, kind: str) -> str:
+        """Through the desk the assistant's schedule tool calls (the running scheduler
+        reloads at once), then committed as a "schedule" change like `clawgate schedule add`.
+        ScheduleError (the time or text) / ScheduleFileError (the file) otherwise."""
+        desk = self._desk()
+        workspace = self.workspace(person_id)
+        said = await desk.create(workspace, when, text, kind)
+        await self.gateway.versioning.commit(workspace, "schedule",
+                                             note=f"added in the web panel: {text!r}")
+        return said
+
+    async def cancel_reminder(self, person_id: str, job_id: int) -> str:
+        desk = self._desk()
+        workspace = self.workspace(person_id)
+        said = await desk.cancel(workspace, job_id)
+        await self.gateway.versioning.commit(workspace, "schedule",
+                                             note=f"cancelled in the web panel: #{job_id}")
+        return said
+
+    def _desk(self) -> ScheduleBook:
+        if self.gateway.schedules is None:
+            raise PanelError("reminders are off ([scheduler] enabled = false)")
+        return self.gateway.schedules
 
     async def to_thread(self, fn: Any, *args: Any) -> Any:
         return await asyncio.to_thread(fn, *args)

@@ -1,39 +1,34 @@
-"""HTML building blocks: escaping, the page layout, Markdown rendering, small SVG charts.
+"""What the templates need besides the data: URLs, times in words, Markdown, chart geometry.
 
-No template engine: f-strings with `esc()` on every value that came from a file, a person or
-the network. Markdown is rendered by markdown-it with raw HTML turned off, so a memory file
-cannot inject markup or script into the owner's browser (and the CSP forbids inline script
-anyway).
+No HTML is built here by string formatting: pages are Jinja2 templates with autoescaping on
+(gateway/panel/render.py), so every value from a file, a person or the network is escaped by
+construction. The one exception is `markdown()`: markdown-it renders a workspace file with raw
+HTML turned off (a memory file cannot inject markup or script; the CSP forbids inline script
+anyway) and marks its output safe, in this one place.
 """
 
 from __future__ import annotations
 
-import html
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from importlib import resources
 from urllib.parse import quote, urlencode
 
 from markdown_it import MarkdownIt
+from markupsafe import Markup
 
 _MD = MarkdownIt("commonmark", {"html": False, "linkify": False}).enable("table")
 
-# Inlined into each page: the login page needs it before any session exists.
-CSS = (resources.files("gateway.panel") / "static" / "panel.css").read_text(encoding="utf-8")
-
 PERSON_TABS = (("files", "Files"), ("history", "History"), ("sessions", "Sessions"),
-               ("search", "Search"), ("heartbeat", "Heartbeat"), ("usage", "Usage"),
-               ("metrics", "Metrics"))
-
-
-def esc(value: object) -> str:
-    return html.escape(str(value), quote=True)
+               ("search", "Search"), ("reminders", "Reminders"), ("heartbeat", "Heartbeat"),
+               ("usage", "Usage"), ("metrics", "Metrics"))
 
 
 def url(base: str, **query: object) -> str:
+    """`base` with a query string (empty values left out). Not escaped: the template does."""
     shown = {k: v for k, v in query.items() if v not in (None, "")}
-    return esc(base + ("?" + urlencode(shown) if shown else ""))
+    return base + ("?" + urlencode(shown) if shown else "")
 
 
 def person_url(person: str, tab: str = "files") -> str:
@@ -41,6 +36,7 @@ def person_url(person: str, tab: str = "files") -> str:
 
 
 def when(moment: float | str | datetime | None) -> str:
+    """A moment as 'YYYY-MM-DD HH:MM UTC' ('never' for none; text that is no time, as is)."""
     if moment is None or moment == "":
         return "never"
     if isinstance(moment, (int, float)):
@@ -49,94 +45,109 @@ def when(moment: float | str | datetime | None) -> str:
         try:
             moment = datetime.fromisoformat(moment)
         except ValueError:
-            return esc(moment)
+            return str(moment)
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
-    return esc(moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC"))
+    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
 _COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
 
 
-def markdown(text: str) -> str:
-    """Rendered Markdown; HTML comments (the templates' guidance notes) are left out of the
-    view, since raw HTML is off and they would show as text. The editor keeps them."""
-    return '<div class="md">' + _MD.render(_COMMENT.sub("", text)) + "</div>"
+def markdown(text: str) -> Markup:
+    """Rendered Markdown, raw HTML off; HTML comments (the templates' guidance notes) are left
+    out of the view, since raw HTML is off and they would show as text. The editor keeps them.
+    """
+    return Markup(_MD.render(_COMMENT.sub("", text)))  # markdown-it, raw HTML off
 
 
-def csrf_field(token: str) -> str:
-    return f'<input type="hidden" name="csrf" value="{esc(token)}">'
-
-
-def button_form(action: str, label: str, csrf: str, *, fields: dict[str, str] | None = None,
-                kind: str = "") -> str:
-    hidden = "".join(f'<input type="hidden" name="{esc(k)}" value="{esc(v)}">'
-                     for k, v in (fields or {}).items())
-    css = f' class="{esc(kind)}"' if kind else ""
-    return (f'<form class="inline" method="post" action="{esc(action)}">'
-            f'{csrf_field(csrf)}{hidden}<button type="submit"{css}>{esc(label)}</button></form>')
-
-
-def table(headers: Sequence[str], rows: Iterable[Sequence[str]], empty: str = "nothing") -> str:
-    body = "".join("<tr>" + "".join(f"<td>{cell}</td>" for cell in row) + "</tr>" for row in rows)
-    if not body:
-        return f'<p class="mute">{esc(empty)}</p>'
-    head = "".join(f"<th>{esc(h)}</th>" for h in headers)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
-
-
-def diff_block(text: str) -> str:
+def diff_lines(text: str) -> list[tuple[str, str]]:
+    """A diff's lines with their CSS class (add, del, hunk or "")."""
     lines = []
     for line in text.splitlines():
         css = ("add" if line.startswith("+") and not line.startswith("+++") else
                "del" if line.startswith("-") and not line.startswith("---") else
                "hunk" if line.startswith("@@") else "")
-        lines.append(f'<span class="{css}">{esc(line)}</span>' if css else esc(line))
-    return '<pre class="diff">' + "\n".join(lines) + "</pre>"
+        lines.append((css, line))
+    return lines
 
 
-def bar_chart(points: Sequence[tuple[str, float]], title: str, unit: str = "") -> str:
-    """A small inline SVG bar chart (no script, scales with the page)."""
-    width, height, pad, label_h = 360, 150, 4, 28
+# --- bar charts ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Bar:
+    x: float
+    y: float
+    width: float
+    height: float
+    label: str  # the full label, for the tooltip
+    shown: str  # the value as in the tooltip
+    value: str  # the value printed above the bar ("" when it would not fit)
+    tick: str  # the label under the bar ("" when it would crowd its neighbours)
+    centre: float
+    value_x: float  # the printed value's and the tick's centres: moved inwards at the
+    tick_x: float  # edges so that neither is cut off
+
+
+@dataclass(frozen=True, slots=True)
+class Chart:
+    title: str
+    unit: str
+    width: int
+    height: int
+    bars: list[Bar]
+    baseline: float  # y of the bars' foot
+    tick_y: float  # y of the labels under the bars
+
+
+CHART_WIDTH, CHART_HEIGHT = 360, 160
+FONT_PX = 11  # svg.chart text in panel.css
+CHAR_PX = 6.8  # the width of one digit at FONT_PX, with room to spare
+TOP_ROOM = FONT_PX + 4  # the highest bar's value is printed above it, inside the picture
+TICK_ROOM = FONT_PX + 8
+
+
+def bar_chart(points: Sequence[tuple[str, float]], title: str, unit: str = "") -> Chart:
+    """A small SVG bar chart's geometry (the template draws it; no script).
+
+    Labels under the bars are dates shortened to MM-DD; when there are more bars than fit
+    side by side, only every n-th gets its label (the last always does), so no two overlap.
+    The tallest bar leaves room above it for its value."""
+    pad = 4
     peak = max((v for _, v in points), default=0) or 1
-    slot = (width - 2 * pad) / max(1, len(points))
+    count = max(1, len(points))
+    slot = (CHART_WIDTH - 2 * pad) / count
+    baseline = CHART_HEIGHT - TICK_ROOM
+    usable = baseline - TOP_ROOM
+    ticks = [label[5:] if len(label) == 10 and label[4] == "-" else label
+             for label, _ in points]
+    widest = max((len(t) for t in ticks), default=1) * CHAR_PX + 4
+    every = max(1, -(-int(widest) // max(1, int(slot))))  # ceil(widest / slot)
+    fits = all(len(_number(v)) * CHAR_PX <= slot for _, v in points)
+    top = max(range(len(points)), key=lambda i: points[i][1], default=-1)
     bars = []
-    for index, (label, value) in enumerate(points):
-        h = (height - label_h - 14) * value / peak
+    for index, ((label, value), tick) in enumerate(zip(points, ticks, strict=True)):
+        height = usable * max(0.0, value) / peak
         x = pad + index * slot
-        y = height - label_h - h
-        shown = f"{value:,.0f}" if value >= 10 or value == int(value) else f"{value:.2f}"
-        bars.append(
-            f'<rect x="{x + 2:.1f}" y="{y:.1f}" width="{max(1.0, slot - 4):.1f}" '
-            f'height="{h:.1f}"><title>{esc(label)}: {esc(shown)}{esc(unit)}</title></rect>'
-            f'<text x="{x + slot / 2:.1f}" y="{y - 2:.1f}" text-anchor="middle">{esc(shown)}</text>'
-            f'<text x="{x + slot / 2:.1f}" y="{height - label_h + 12:.1f}" '
-            f'text-anchor="middle">{esc(label[5:])}</text>')
-    return (f'<figure><figcaption>{esc(title)}</figcaption><svg class="chart" role="img" '
-            f'aria-label="{esc(title)}" viewBox="0 0 {width} {height}">{"".join(bars)}</svg>'
-            f"</figure>")
+        shown = _number(value)
+        printed = shown if value > 0 and (fits or index == top) else ""
+        labelled = (count - 1 - index) % every == 0
+        centre = x + slot / 2
+        tick = tick if labelled else ""
+        bars.append(Bar(round(x + 1, 1), round(baseline - height, 1),
+                        round(max(1.0, slot - 2), 1), round(height, 1), label, shown,
+                        printed, tick, round(centre, 1), _inside(centre, printed),
+                        _inside(centre, tick)))
+    return Chart(title, unit, CHART_WIDTH, CHART_HEIGHT, bars, baseline,
+                 baseline + FONT_PX + 4)
 
 
-def layout(title: str, body: str, *, csrf: str = "", person: str = "", tab: str = "",
-           flash: Sequence[tuple[str, str]] = (), logged_in: bool = True) -> str:
-    nav = ""
-    if person:
-        links = "".join(
-            f'<a href="{esc(person_url(person, name))}"{" class=on" if name == tab else ""}>'
-            f"{esc(label)}</a>" for name, label in PERSON_TABS)
-        nav = f'<nav class="person" aria-label="{esc(person)}">{links}</nav>'
-    notes = "".join(f'<div class="flash {esc(kind)}" role="status">{esc(text)}</div>'
-                    for kind, text in flash)
-    logout = ""
-    if logged_in:
-        logout = (f'<form method="post" action="/logout">{csrf_field(csrf)}'
-                  '<button class="quiet" type="submit">Log out</button></form>')
-    script = '<script src="/static/htmx.min.js" defer></script>' if logged_in else ""
-    heading = f"{esc(person)} · {esc(title)}" if person else esc(title)
-    return (
-        "<!doctype html><html lang=en><head><meta charset=utf-8>"
-        '<meta name="viewport" content="width=device-width,initial-scale=1">'
-        f"<title>{heading} · clawgate</title><style>{CSS}</style>{script}</head><body>"
-        f'<header><a class="brand" href="/">clawgate</a><a href="/">Overview</a>{logout}</header>'
-        f"<main>{notes}<h1>{heading}</h1>{nav}{body}</main></body></html>"
-    )
+def _number(value: float) -> str:
+    return f"{value:,.0f}" if value >= 10 or value == int(value) else f"{value:.2f}"
+
+
+def _inside(centre: float, text: str) -> float:
+    """`centre` moved so that `text`, centred there, stays inside the chart."""
+    half = len(text) * CHAR_PX / 2
+    return round(min(max(centre, half + 1), CHART_WIDTH - half - 1), 1)

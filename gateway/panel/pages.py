@@ -1,11 +1,14 @@
 """The panel's pages (GET): overview, and per person files, history, sessions, search,
-heartbeat and metrics. Each handler gathers data through PanelHost and renders with html.py;
-every person page first asks the login's principal whether it may see that person.
+reminders, heartbeat, usage and metrics. Each handler gathers data through PanelHost and
+renders a template (gateway/panel/templates/, autoescaped); every person page first asks the
+login's principal whether it may see that person.
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -14,22 +17,11 @@ from urllib.parse import quote
 from aiohttp import web
 
 from gateway.ops.versioning import VersioningError
+from gateway.panel.context import panel_of, session_of
 from gateway.panel.files import FileRefused, list_files, read_text, text_hash
 from gateway.panel.host import PanelError, UnknownPerson
-from gateway.panel.html import (
-    bar_chart,
-    button_form,
-    csrf_field,
-    diff_block,
-    esc,
-    layout,
-    markdown,
-    person_url,
-    table,
-    url,
-    when,
-)
-from gateway.panel.server import panel_of, session_of
+from gateway.panel.html import bar_chart, diff_lines, markdown, person_url
+from gateway.panel.render import render
 from gateway.panel.transcripts import daily_figures, list_sessions, read_items, session_path
 
 
@@ -43,17 +35,29 @@ def add_routes(router: web.UrlDispatcher) -> None:
     router.add_get("/p/{person}/sessions", sessions)
     router.add_get("/p/{person}/session/{name}", session_view)
     router.add_get("/p/{person}/search", search)
+    router.add_get("/p/{person}/reminders", reminders)
     router.add_get("/p/{person}/heartbeat", heartbeat)
     router.add_get("/p/{person}/usage", usage)
     router.add_get("/p/{person}/metrics", metrics)
 
 
-def page(request: web.Request, title: str, body: str, *, person: str = "", tab: str = "",
-         status: int = 200) -> web.Response:
+def page(request: web.Request, template: str, title: str, *, person: str = "", tab: str = "",
+         status: int = 200, **context: Any) -> web.Response:
+    """A whole page: `template` (which extends base.html) with the layout's values."""
     session = session_of(request)
-    text = layout(title, body, csrf=session.csrf, person=person, tab=tab,
-                  flash=session.take_flash())
+    text = render(template, title=title, person=person, tab=tab, csrf=session.csrf,
+                  flash=session.take_flash(), logged_in=True, **context)
     return web.Response(text=text, content_type="text/html", status=status)
+
+
+def error_page(request: web.Request, status: int, message: str, *, person: str = "",
+               tab: str = "", hint: str = "") -> web.Response:
+    """A refusal or a missing thing, in the panel's own layout (not aiohttp's bare text)."""
+    titles = {400: "Not possible", 404: "Not found", 409: "Conflict"}
+    back, back_label = ((person_url(person, tab or "files"), f"Back to {person}") if person
+                        else ("/", "Back to the overview"))
+    return page(request, "error.html", titles.get(status, "Error"), person=person, tab=tab,
+                status=status, message=message, hint=hint, back=back, back_label=back_label)
 
 
 def fragment(text: str) -> web.Response:
@@ -64,80 +68,48 @@ def is_htmx(request: web.Request) -> bool:
     return request.headers.get("HX-Request") == "true"
 
 
+NO_PERSON = ("There is no such person here. People get a workspace when they first write to "
+             "the assistant, or with: clawgate chat --person NAME")
+
+
 def person_of(request: web.Request) -> tuple[str, Path]:
     """The person of a /p/{person}/ URL that this login may see, else 404 (never 403: a login
     learns nothing about people it may not see)."""
     person = request.match_info["person"]
     if not session_of(request).principal.may_view(person):
-        raise web.HTTPNotFound(text="no such person")
+        raise web.HTTPNotFound(text=NO_PERSON)
     try:
         return person, panel_of(request).host.workspace(person)
     except UnknownPerson:
-        raise web.HTTPNotFound(text="no such person") from None
+        raise web.HTTPNotFound(text=NO_PERSON) from None
 
 
 # --- overview ----------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True, slots=True)
+class Part:
+    name: str
+    ready: bool
+    detail: str
+
+
 async def overview(request: web.Request) -> web.Response:
     panel = panel_of(request)
     host = panel.host
-    csrf = session_of(request).csrf
     ready = await host.readiness()
-    channels = [
-        (esc(name), f'<span class="{"ok" if c["ready"] else "bad"}">'
-                    f'{"ready" if c["ready"] else "down"}</span>', esc(c["detail"]))
-        for name, c in ready["channels"].items()]
+    parts = [Part(name, bool(c["ready"]), str(c["detail"]))
+             for name, c in ready["channels"].items()]
     state = ready["state_db"]
-    channels.append(("state database", f'<span class="{"ok" if state["ready"] else "bad"}">'
-                     f'{"ready" if state["ready"] else "down"}</span>', esc(state["detail"])))
+    parts.append(Part("state database", bool(state["ready"]), str(state["detail"])))
     visible = session_of(request).principal.visible(host.person_ids())
-    people = await asyncio.to_thread(host.people, visible)
-    people_rows = [
-        (f'<a href="{esc(person_url(p.person_id))}">{esc(p.person_id)}</a>', str(p.sessions),
-         when(p.last_activity)) for p in people]
-    pending = [
-        (esc(r.channel), f"<code>{esc(r.code)}</code>",
-         esc(r.sender_id) + (f" ({esc(r.sender_name)})" if r.sender_name else ""),
-         when(r.created_at.timestamp()),
-         button_form("/pairing/approve", "Approve", csrf,
-                     fields={"channel": r.channel, "code": r.code}) + " " +
-         button_form("/pairing/deny", "Deny", csrf, kind="danger",
-                     fields={"channel": r.channel, "code": r.code}))
-        for r in await host.pending_pairing()]
-    approved = [
-        (esc(f"{channel}:{sender}"), when(at), esc(via),
-         button_form("/approved/revoke", "Revoke", csrf, kind="quiet",
-                     fields={"channel": channel, "sender": sender}))
-        for channel, sender, at, via in await host.approved()]
-    links = [(esc(person), esc(f"{channel}:{sender}")) for person, channel, sender
-             in await host.links()]
-    errors = [(when(line.at), f'<span class="{"bad" if line.level != "WARNING" else "warn"}">'
-               f"{esc(line.level)}</span>", f"{esc(line.logger)}: {esc(line.message)}")
-              for line in panel.recent.newest(10)]
-    link_form = (
-        f'<form method="post" action="/links">{csrf_field(csrf)}'
-        '<p><label for="accounts">Join accounts into one person (e.g. '
-        '<code>telegram:123 discord:456</code>, or a person id first)</label></p>'
-        '<div class="row"><input id="accounts" name="accounts" type="text" required '
-        'style="flex:1;min-width:12rem"><button type="submit">Link</button></div></form>')
-    body = (
-        f'<section class="card"><h2>Channels</h2>{table(["Part", "State", "Detail"], channels)}'
-        f'<p class="mute">queue depth {ready["queue_depth"]}</p></section>'
-        f'<section class="card" id="pairing"><h2>Pending pairing requests</h2>'
-        f'{table(["Channel", "Code", "Sender", "Asked", ""], pending, "no one is waiting")}'
-        f"</section>"
-        f'<section class="card"><h2>People</h2>'
-        f'{table(["Person", "Sessions", "Last activity"], people_rows, "no workspaces yet")}'
-        f"</section>"
-        f'<section class="card"><h2>Recent errors</h2>'
-        f'{table(["When", "Level", "What"], errors, "no warnings or errors since start")}'
-        f"</section>"
-        f'<section class="card"><h2>Approved senders</h2>'
-        f'{table(["Account", "Since", "Via", ""], approved, "none yet")}</section>'
-        f'<section class="card"><h2>Linked accounts</h2>'
-        f'{table(["Person", "Account"], links, "none")}{link_form}</section>')
-    return page(request, "Overview", body)
+    attention, routine = panel.recent.attention(10)
+    return page(
+        request, "overview.html", "Overview", parts=parts, queue_depth=ready["queue_depth"],
+        terminal_only=bool(host.gateway.channels) and set(host.gateway.channels) <= {"terminal"},
+        attention=attention, routine=routine, pending=await host.pending_pairing(),
+        people=await asyncio.to_thread(host.people, visible), approved=await host.approved(),
+        links=await host.links())
 
 
 # --- files ---------------------------------------------------------------------------------------
@@ -146,15 +118,7 @@ async def overview(request: web.Request) -> web.Response:
 async def files(request: web.Request) -> web.Response:
     person, workspace = person_of(request)
     entries = await asyncio.to_thread(list_files, workspace)
-    base = person_url(person, "file")
-    rows = [(f'<a href="{url(base, path=f.path)}">{esc(f.path)}</a>', f"{f.size:,} B",
-             when(f.modified)) for f in entries]
-    new = (f'<form method="get" action="{esc(person_url(person, "edit"))}" class="row">'
-           '<input name="path" type="text" placeholder="notes/new-file.md" required '
-           'style="flex:1;min-width:10rem" aria-label="new file path">'
-           '<button type="submit" class="quiet">New file</button></form>')
-    body = f'<section class="card">{table(["File", "Size", "Changed"], rows)}{new}</section>'
-    return page(request, "Files", body, person=person, tab="files")
+    return page(request, "files.html", "Files", person=person, tab="files", entries=entries)
 
 
 def _max_bytes(request: web.Request) -> int:
@@ -167,26 +131,12 @@ async def file_view(request: web.Request) -> web.Response:
     try:
         text = await asyncio.to_thread(read_text, workspace, rel, _max_bytes(request))
     except FileRefused as exc:
-        return page(request, "File", f'<p class="bad">{esc(rel)}: {esc(exc)}</p>',
-                    person=person, tab="files", status=400)
+        return error_page(request, 400, f"{rel}: {exc}", person=person, tab="files")
     if text is None:
-        raise web.HTTPNotFound(text="no such file")
-    shown = markdown(text) if rel.lower().endswith(".md") else f"<pre>{esc(text)}</pre>"
-    edit = f'<a href="{url(person_url(person, "edit"), path=rel)}">Edit</a>'
-    body = (f'<p class="row"><code>{esc(rel)}</code> {edit}</p>'
-            f'<section class="card">{shown}</section>')
-    return page(request, rel, body, person=person, tab="files")
-
-
-def editor_form(person: str, rel: str, text: str, base: str, csrf: str) -> str:
-    return (
-        f'<form method="post" action="{esc(person_url(person, "edit"))}">{csrf_field(csrf)}'
-        f'<input type="hidden" name="path" value="{esc(rel)}">'
-        f'<input type="hidden" name="base" value="{esc(base)}">'
-        f'<p><label for="text"><code>{esc(rel)}</code></label></p>'
-        f'<textarea id="text" name="text" spellcheck="false">{esc(text)}</textarea>'
-        '<p class="row"><button type="submit">Save</button>'
-        f'<a href="{url(person_url(person, "file"), path=rel)}">Cancel</a></p></form>')
+        raise web.HTTPNotFound(text=f"There is no file {rel} in {person}'s workspace.")
+    rendered = markdown(text) if rel.lower().endswith(".md") else None
+    return page(request, "file.html", rel, person=person, tab="files", rel=rel, text=text,
+                rendered=rendered)
 
 
 async def file_edit(request: web.Request) -> web.Response:
@@ -195,46 +145,44 @@ async def file_edit(request: web.Request) -> web.Response:
     try:
         text = await asyncio.to_thread(read_text, workspace, rel, _max_bytes(request))
     except FileRefused as exc:
-        return page(request, "Edit", f'<p class="bad">{esc(rel)}: {esc(exc)}</p>',
-                    person=person, tab="files", status=400)
-    body = (f'<section class="card">'
-            f'{editor_form(person, rel, text or "", text_hash(text), session_of(request).csrf)}'
-            f'<p class="mute">Saving records a commit (History). If the file changes meanwhile '
-            f"(the assistant or a hand edit), you will be shown both versions.</p></section>")
-    return page(request, f"Edit {rel}", body, person=person, tab="files")
+        return error_page(request, 400, f"{rel}: {exc}", person=person, tab="files")
+    return page(request, "edit.html", f"Edit {rel}", person=person, tab="files", rel=rel,
+                text=text or "", base=text_hash(text))
 
 
 # --- history -------------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True, slots=True)
+class CommitRow:
+    rev: str
+    date: str
+    subject: str
+    files: str
+    diff_url: str
+    undo: bool
+
+
 async def history(request: web.Request) -> web.Response:
     person, _ = person_of(request)
     host = panel_of(request).host
-    csrf = session_of(request).csrf
     if not host.versioning_on:
-        return page(request, "History", '<p class="mute">Versioning is off (no git, or '
-                    "versioning.enabled = false).</p>", person=person, tab="history")
+        return page(request, "history.html", "History", person=person, tab="history",
+                    note="Versioning is off (no git, or versioning.enabled = false).",
+                    commits=[])
     try:
         commits = await host.history(person)
     except VersioningError as exc:
-        return page(request, "History", f'<p class="mute">{esc(exc)}</p>', person=person,
-                    tab="history")
-    rows = []
-    for index, commit in enumerate(commits):
-        target = f"diff-{commit.rev}"
-        diff_url = f"/p/{quote(person, safe='')}/diff/{quote(commit.rev, safe='')}"
-        show = (f'<a href="{esc(diff_url)}" hx-get="{esc(diff_url)}" '
-                f'hx-target="#{esc(target)}" hx-swap="innerHTML">diff</a>')
-        last = index == len(commits) - 1 and commit.subject.startswith("init")
-        undo = "" if last else button_form(
-            f"/p/{quote(person, safe='')}/undo", "Undo", csrf, kind="quiet",
-            fields={"rev": commit.rev})
-        files_text = ", ".join(commit.files[:6]) + (" …" if len(commit.files) > 6 else "")
-        rows.append((f"<code>{esc(commit.rev)}</code>", when(commit.date),
-                     f"{esc(commit.subject)}<div class=mute>{esc(files_text)}</div>"
-                     f'<div id="{esc(target)}"></div>', f"{show} {undo}"))
-    body = f'<section class="card">{table(["Rev", "When", "Change", ""], rows, "no changes")}'
-    return page(request, "History", body + "</section>", person=person, tab="history")
+        return page(request, "history.html", "History", person=person, tab="history",
+                    note=str(exc), commits=[])
+    rows = [CommitRow(
+        c.rev, c.date, c.subject,
+        ", ".join(c.files[:6]) + (" …" if len(c.files) > 6 else ""),
+        f"/p/{quote(person, safe='')}/diff/{quote(c.rev, safe='')}",
+        not (index == len(commits) - 1 and c.subject.startswith("init")))
+        for index, c in enumerate(commits)]
+    return page(request, "history.html", "History", person=person, tab="history", note="",
+                commits=rows)
 
 
 async def diff(request: web.Request) -> web.Response:
@@ -244,11 +192,10 @@ async def diff(request: web.Request) -> web.Response:
         text = await panel_of(request).host.diff(person, rev)
     except VersioningError as exc:
         text = str(exc)
-    block = diff_block(text)
     if is_htmx(request):
-        return fragment(block)
-    return page(request, f"Change {rev}", f'<section class="card">{block}</section>',
-                person=person, tab="history")
+        return fragment(render("diff_fragment.html", lines=diff_lines(text)))
+    return page(request, "diff.html", f"Change {rev}", person=person, tab="history",
+                lines=diff_lines(text))
 
 
 # --- sessions ------------------------------------------------------------------------------------
@@ -257,39 +204,8 @@ async def diff(request: web.Request) -> web.Response:
 async def sessions(request: web.Request) -> web.Response:
     person, workspace = person_of(request)
     found = await asyncio.to_thread(list_sessions, workspace)
-    base = f"/p/{quote(person, safe='')}/session/"
-    rows = [(f'<a href="{esc(base + quote(s.name))}">{esc(s.key or s.name)}</a>'
-             + (' <span class="mute">(earlier conversation)</span>' if s.archived else ""),
-             f"{s.lines:,}", when(s.modified)) for s in found]
-    body = f'<section class="card">{table(["Session", "Lines", "Last write"], rows, "none")}'
-    return page(request, "Sessions", body + "</section>", person=person, tab="sessions")
-
-
-def _item_html(item: Any) -> str:
-    stamp = f'<div class="mute">{esc(item.ts[:19].replace("T", " "))}</div>'
-    if item.kind in ("user", "assistant"):
-        who = "Person" if item.kind == "user" else (
-            "Assistant (heartbeat)" if item.detail.get("heartbeat") else "Assistant")
-        calls = "".join(
-            f'<details><summary>tool call: {esc(c["name"])}'
-            f'{" (error)" if c["error"] else ""}</summary><pre>{esc(c["arguments"])}</pre>'
-            f'<pre>{esc(c["result"] if c["result"] is not None else "(no result)")}</pre>'
-            "</details>" for c in item.calls)
-        text = f"<div>{esc(item.text)}</div>" if item.text else ""
-        return (f'<div class="msg {item.kind}">{stamp}<strong>{who}</strong>{text}{calls}'
-                f"</div>")
-    if item.kind == "compaction":
-        summary = (f"<details><summary>summary</summary><pre>{esc(item.text)}</pre></details>"
-                   if item.text else "<div>older messages dropped</div>")
-        return (f'<div class="msg compaction">{stamp}<strong>Compaction</strong> '
-                f'({esc(item.detail.get("reason") or "?")}): what came before was summarized '
-                f"for the model; the lines above stay on disk.{summary}</div>")
-    if item.kind == "tool":
-        return (f'<div class="msg event">{stamp}tool result {esc(item.detail.get("name"))}: '
-                f"<pre>{esc(item.text)}</pre></div>")
-    detail = ", ".join(f"{k}={v}" for k, v in item.detail.items() if k != "text")
-    text = f": {esc(item.detail.get('text'))}" if item.detail.get("text") else ""
-    return f'<div class="msg event">{stamp}{esc(item.text)} {esc(detail)}{text}</div>'
+    return page(request, "sessions.html", "Sessions", person=person, tab="sessions",
+                found=found)
 
 
 async def session_view(request: web.Request) -> web.Response:
@@ -298,62 +214,142 @@ async def session_view(request: web.Request) -> web.Response:
     try:  # the file routes' resolver: a link out of sessions/ is no session
         path = await asyncio.to_thread(session_path, workspace, name)
     except ValueError:
-        raise web.HTTPNotFound(text="no such session") from None
+        raise web.HTTPNotFound(text=f"There is no session {name} of {person}.") from None
     items, skipped = await asyncio.to_thread(read_items, path)
     key = next((s.key for s in await asyncio.to_thread(list_sessions, workspace)
                 if s.name == name), "")
-    csrf = session_of(request).csrf
     actions = ""
     if key and "." not in name[:-len(".jsonl")]:
-        action = f"/p/{quote(person, safe='')}/session/{quote(name)}"
-        actions = ('<p class="row">'
-                   + button_form(action + "/compact", "Compact now", csrf, kind="quiet")
-                   + button_form(action + "/reset", "Start a fresh session", csrf,
-                                 kind="danger") + "</p>")
-    older = f'<p class="mute">{skipped:,} older lines not shown.</p>' if skipped else ""
-    body = (f"{actions}{older}<section class=card>"
-            + "".join(_item_html(i) for i in items) + "</section>")
-    return page(request, key or name, body, person=person, tab="sessions")
+        actions = f"/p/{quote(person, safe='')}/session/{quote(name)}"
+    return page(request, "session.html", key or name, person=person, tab="sessions",
+                items=items, skipped=skipped, actions=actions)
 
 
 # --- memory search -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Line:
+    text: str
+    number: int | None  # its line in the file, when the snippet is whole lines
+    answer: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Shown:
+    path: str
+    start_line: int
+    end_line: int
+    score: float
+    source: str
+    lines: list[Line]
+
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+
+
+def answering_lines(result: Any, query: str) -> list[Line]:
+    """A result's snippet as lines, the one that answers marked: the search's own best line
+    when it knows it (the snippet is then the passage `start_line`..`end_line`), else the
+    line sharing the most words with the question (keyword-only search)."""
+    texts = str(result.snippet).split("\n")
+    whole = len(texts) == result.end_line - result.start_line + 1
+    best: int | None = None
+    if result.line is not None and whole:
+        best = result.line - result.start_line
+    if best is None or not 0 <= best < len(texts):
+        asked = {w.lower() for w in _WORD.findall(query) if len(w) > 1}
+        scores = [len(asked & {w.lower() for w in _WORD.findall(t)}) for t in texts]
+        best = max(range(len(texts)), key=lambda i: scores[i]) if any(scores) else None
+    return [Line(t, result.start_line + i if whole else None, i == best)
+            for i, t in enumerate(texts)]
 
 
 async def search(request: web.Request) -> web.Response:
     person, _ = person_of(request)
     host = panel_of(request).host
     query = request.query.get("q", "").strip()
-    results = ""
+    response, error, shown = None, "", []
     if query:
         try:
             response = await host.search(person, query)
         except PanelError as exc:
-            results = f'<p class="mute">{esc(exc)}</p>'
+            error = str(exc)
         else:
-            rows = [(f"<code>{esc(r.path)}:{r.start_line}-{r.end_line}</code>"
-                     + (f" best line {r.line}" if r.line is not None else ""),
-                     f'<span class="score">{r.score:.3f}</span>', esc(r.source),
-                     f"<pre>{esc(r.snippet)}</pre>") for r in response.results]
-            note = f" ({esc(response.note)})" if response.note else ""
-            results = (f'<p class="mute">mode: {esc(response.mode)}{note}</p>'
-                       + table(["Where", "Score", "Source", "Lines"], rows,
-                               f"nothing matched {query!r}"))
-    results = f'<div id="results">{results}</div>'
+            shown = [Shown(r.path, r.start_line, r.end_line, r.score, r.source,
+                           answering_lines(r, query)) for r in response.results]
+    context: dict[str, Any] = {"query": query, "response": response, "error": error,
+                               "results": shown}
     if is_htmx(request):
-        return fragment(results)
-    action = esc(person_url(person, "search"))
-    form = (f'<form method="get" action="{action}" class="row" role="search">'
-            f'<input type="search" name="q" value="{esc(query)}" aria-label="search memory" '
-            f'placeholder="what do you remember about…" style="flex:1;min-width:10rem" '
-            f'hx-get="{action}" hx-trigger="input changed delay:400ms" hx-target="#results" '
-            f'hx-swap="outerHTML"><button type="submit">Search</button></form>')
-    if not host.memory_on:
-        form += '<p class="mute">Memory search is off ([memory] enabled = false).</p>'
-    body = f'<section class="card">{form}{results}</section>'
-    return page(request, "Memory search", body, person=person, tab="search")
+        return fragment(render("search_results.html", **context))
+    return page(request, "search.html", "Memory search", person=person, tab="search",
+                memory_on=host.memory_on, **context)
+
+
+# --- reminders -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Reminder:
+    id: int
+    text: str
+    agent: bool
+    next: str
+    exact: str
+    css: str
+    repeats: str
+
+
+async def reminders(request: web.Request, *, form: dict[str, str] | None = None,
+                    status: int = 200) -> web.Response:
+    """The person's reminders and scheduled tasks, with Cancel, and a form to add one (the
+    form keeps what was typed when the time was not understood)."""
+    from scheduler import FORMS, ScheduleFileError
+    from scheduler.wording import from_now, when_words
+
+    person, _ = person_of(request)
+    host = panel_of(request).host
+    form = form or {}
+    common: dict[str, Any] = {
+        "person": person, "tab": "reminders", "status": status, "forms": FORMS,
+        "form_when": form.get("when", ""), "form_text": form.get("text", ""),
+        "form_agent": bool(form.get("agent"))}
+    if not host.reminders_on:
+        return page(request, "reminders.html", "Reminders", off="Reminders are off "
+                    "([scheduler] enabled = false).", jobs=[], problems=[], zone="", **common)
+    zone = host.zone(person)
+    try:
+        views, problems = await host.reminders(person)
+    except ScheduleFileError as exc:
+        views, problems = [], [str(exc)]
+    now = host.gateway.clock.now()
+    jobs = []
+    for view in views:
+        job, moment = view.job, view.next_run
+        if view.sending:
+            nxt, exact, css = "sending now", "", "ok"
+        elif moment is None:
+            nxt, exact, css = "no further run", "", "mute"
+        elif moment <= now:
+            nxt, exact, css = (f"overdue ({from_now(moment, now)})", when_words(moment, zone),
+                               "warn")
+        else:
+            nxt, exact, css = from_now(moment, now), when_words(moment, zone), ""
+        jobs.append(Reminder(job.id, job.text, job.kind == "agent", nxt, exact, css,
+                             job.when if job.recurring else "once"))
+    return page(request, "reminders.html", "Reminders", off="", jobs=jobs,
+                problems=problems, zone=zone.key, **common)
 
 
 # --- heartbeat -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Task:
+    name: str
+    every: str
+    prompt: str
+    last: Any
 
 
 async def heartbeat(request: web.Request) -> web.Response:
@@ -371,54 +367,53 @@ async def heartbeat(request: web.Request) -> web.Response:
     day = policy.active_hours.local_date(datetime.now(UTC))
     used = state.tokens_on(day)
     cap = policy.daily_token_cap
-    share = f" ({used / cap:.0%})" if cap else ""
-    tasks = [(esc(t.name), esc(str(t.every)), esc(t.prompt), when(state.task_runs.get(t.name)))
-             for t in checklist.tasks]
     if policy.every is None:
         next_beat = "never (heartbeats are off for this person)"
     elif state.next_beat_at is None:
         next_beat = "not planned yet (the timer plans it once the gateway runs)"
     else:
+        from gateway.panel.html import when
+
         next_beat = when(state.next_beat_at)
-    replies = await asyncio.to_thread(_heartbeat_replies, workspace, person)
-    run_now = button_form(person_url(person, "heartbeat/run"), "Run a heartbeat now",
-                          session_of(request).csrf)
-    status_css = {"error": "bad", "capped": "warn", "alert": "ok"}.get(state.last_status, "")
-    body = (
-        f'<section class="card"><h2>Status</h2><table>'
-        f"<tr><th>Policy</th><td>{esc(policy.describe())}</td></tr>"
-        f"<tr><th>Next beat</th><td>{next_beat}</td></tr>"
-        f"<tr><th>Last beat</th><td>{when(state.last_beat_at)} "
-        f'<span class="{status_css}">{esc(state.last_status)}</span> '
-        f"{esc(state.last_reason)}</td></tr>"
-        f"<tr><th>Tokens today</th><td>{used:,} of {cap:,}{share}</td></tr></table>"
-        f"<p>{run_now}</p></section>"
-        f'<section class="card"><h2>Checklist (HEARTBEAT.md)</h2>'
-        f'{markdown(checklist.body) if not checklist.body_empty else "<p class=mute>empty</p>"}'
-        f'{table(["Task", "Every", "Prompt", "Last run"], tasks, "no timed tasks")}'
-        + "".join(f'<p class="warn">{esc(p)}</p>' for p in checklist.problems)
-        + f'<p><a href="{url(person_url(person, "edit"), path="HEARTBEAT.md")}">Edit the '
-        "checklist</a></p></section>"
-        f'<section class="card"><h2>Last heartbeat replies</h2>'
-        f'{table(["When", "Reply"], replies, "the model was not asked yet")}</section>')
-    return page(request, "Heartbeat", body, person=person, tab="heartbeat")
+    return page(
+        request, "heartbeat.html", "Heartbeat", person=person, tab="heartbeat",
+        policy=policy.describe(), next_beat=next_beat, last_beat=state.last_beat_at,
+        last_status=state.last_status, last_reason=state.last_reason,
+        status_css={"error": "bad", "capped": "warn", "alert": "ok"}.get(state.last_status, ""),
+        used=used, cap=cap, share=f" ({used / cap:.0%})" if cap else "",
+        checklist_html=None if checklist.body_empty else markdown(checklist.body),
+        tasks=[Task(t.name, str(t.every), t.prompt, state.task_runs.get(t.name))
+               for t in checklist.tasks],
+        problems=checklist.problems,
+        replies=await asyncio.to_thread(_heartbeat_replies, workspace, person))
 
 
 def _heartbeat_replies(workspace: Path, person: str, count: int = 5) -> list[tuple[str, str]]:
     """The model's last answers in the heartbeat's own transcript (HEARTBEAT_OK included:
     that is what "nothing to report" looks like)."""
     from gateway.agent.sessions import transcript_path
+    from memory.layout import heartbeat_session_key
 
     try:
-        path = session_path(workspace, transcript_path(workspace, f"{person}:heartbeat").name)
+        path = session_path(workspace,
+                            transcript_path(workspace, heartbeat_session_key(person)).name)
     except ValueError:
         return []
     items, _ = read_items(path, limit=200)
     answers = [i for i in items if i.kind == "assistant" and i.text][-count:]
-    return [(when(i.ts), esc(i.text[:500])) for i in reversed(answers)]
+    return [(i.ts, i.text[:500]) for i in reversed(answers)]
 
 
 # --- usage ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class CapRow:
+    period: str
+    used: str
+    limit: str
+    share: str
+    css: str
 
 
 async def usage(request: web.Request) -> web.Response:
@@ -434,11 +429,9 @@ async def usage(request: web.Request) -> web.Response:
     periods = ledger.periods()
 
     def row(label: str, t: Totals) -> tuple[str, ...]:
-        return (esc(label), f"{t.calls:,}", f"{t.input:,}", f"{t.output:,}",
-                f"{t.cache_read:,}", f"{t.cache_write:,}", f"{t.cache_share:.0%}",
-                esc(money(t.cost)))
+        return (label, f"{t.calls:,}", f"{t.input:,}", f"{t.output:,}", f"{t.cache_read:,}",
+                f"{t.cache_write:,}", f"{t.cache_share:.0%}", money(t.cost))
 
-    heads = ["", "Calls", "In", "Out", "Cache read", "Cache write", "From cache", "Cost"]
     spans = [("Today", periods.today), ("This week", periods.week),
              ("This month", periods.month)]
     totals = [row(label, await ledger.total(person, since)) for label, since in spans]
@@ -450,19 +443,14 @@ async def usage(request: web.Request) -> web.Response:
     daily = await ledger.grouped("day", person, first)
     days = [(day.isoformat(), daily.get(day.isoformat(), Totals()).cost)
             for day in (first + timedelta(days=n) for n in range(14))]
-    caps = [(esc(s.cap.period), esc(s.cap.show(s.used)), esc(s.cap.show(s.cap.limit)),
-             f'<span class="{"bad" if s.reached else "warn" if s.share >= 0.8 else ""}">'
-             f"{s.share:.0%}</span>") for s in await gateway.budgets.status(person)]
-    chart = bar_chart(days, "Cost per day (US$)") if any(v for _, v in days) else ""
-    body = (f'<section class="card"><h2>Totals</h2>{table(heads, totals)}</section>'
-            f'<section class="card"><h2>This month by kind of turn</h2>'
-            f'{table(heads, kinds, "nothing this month")}</section>'
-            f'<section class="card"><h2>This month by model</h2>'
-            f'{table(heads, models, "nothing this month")}{chart}</section>'
-            f'<section class="card"><h2>Caps</h2>'
-            f'{table(["Period", "Used", "Cap", "Share"], caps, "no caps for this person")}'
-            f"</section>")
-    return page(request, "Usage", body, person=person, tab="usage")
+    caps = [CapRow(s.cap.period, s.cap.show(s.used), s.cap.show(s.cap.limit), f"{s.share:.0%}",
+                   "bad" if s.reached else "warn" if s.share >= 0.8 else "")
+            for s in await gateway.budgets.status(person)]
+    chart = bar_chart(days, "Cost per day (US$)") if any(v for _, v in days) else None
+    return page(request, "usage.html", "Usage", person=person, tab="usage",
+                heads=["", "Calls", "In", "Out", "Cache read", "Cache write", "From cache",
+                       "Cost"], spans=totals, kinds=kinds, models=models, chart=chart,
+                caps=caps)
 
 
 # --- metrics -------------------------------------------------------------------------------------
@@ -473,20 +461,14 @@ async def metrics(request: web.Request) -> web.Response:
     host = panel_of(request).host
     today = host.gateway.clock.now().astimezone(UTC).date()
     days = await asyncio.to_thread(daily_figures, workspace, today)
-    turns = [(day, float(f.turns)) for day, f in days.items()]
-    tokens = [(day, float(f.tokens)) for day, f in days.items()]
-    latency = [(day, f.latency_p50) for day, f in days.items()]
-    charts = (bar_chart(turns, "Turns per day") + bar_chart(latency, "Reply latency, median (s)",
-                                                            " s")
-              + bar_chart(tokens, "Tokens per day (in + out)"))
+    charts = [bar_chart([(day, float(f.turns)) for day, f in days.items()], "Turns per day"),
+              bar_chart([(day, f.latency_p50) for day, f in days.items()],
+                        "Reply latency, median (s)", " s"),
+              bar_chart([(day, float(f.tokens)) for day, f in days.items()],
+                        "Tokens per day (in + out)")]
     if not any(f.turns or f.tokens for f in days.values()):
-        charts = '<p class="mute">No conversations in the last 14 days.</p>'
-    counters = [(esc(title), esc(labels), f"{value:,.0f}")
-                for title, values in host.counters().items()
+        charts = []
+    counters = [(title, labels, value) for title, values in host.counters().items()
                 for labels, value in values.items()]
-    body = (f'<section class="card"><h2>{esc(person)}, last 14 days (UTC)</h2>'
-            f'<div class="charts">{charts}</div></section>'
-            f'<section class="card"><h2>Gateway since start (everyone)</h2>'
-            f'{table(["Counter", "Labels", "Value"], counters, "nothing counted yet")}'
-            f"</section>")
-    return page(request, "Metrics", body, person=person, tab="metrics")
+    return page(request, "metrics.html", "Metrics", person=person, tab="metrics",
+                charts=charts, counters=counters)

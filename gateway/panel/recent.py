@@ -1,4 +1,4 @@
-"""Recent warnings and errors of this process, for the overview page.
+"""Recent warnings and errors of this process, for the overview's "Needs attention".
 
 A bounded in-memory log handler: attached to the root logger while the panel runs, detached
 when it stops. It keeps the last records at WARNING or above (already masked of secrets by
@@ -9,13 +9,23 @@ gateway/ops/redaction.py, and shown HTML-escaped).
 from __future__ import annotations
 
 import logging
+import re
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from gateway.ops.redaction import Redactor
 
-KEPT = 50
+KEPT = 100
+
+# Warnings that are part of normal running, not something for the owner to fix: a stranger
+# asking to pair (the overview lists the request itself, with Approve and Deny), and a
+# transient failure being retried (one that does not recover ends in an ERROR line: "given
+# up", "failed"). Matched on the logger and the start of the message.
+ROUTINE = (
+    ("gateway.pipeline.pairing", re.compile(r"pairing request on ")),
+    ("", re.compile(r".*(; retrying\b|retrying in |rate limited, waiting )")),
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,6 +34,22 @@ class LogLine:
     level: str
     logger: str
     message: str
+
+
+@dataclass(slots=True)
+class Notice:
+    at: float  # the newest time it came
+    level: str
+    logger: str
+    message: str
+    count: int = 1
+
+
+def is_routine(line: LogLine) -> bool:
+    if line.level not in ("WARNING",):
+        return False
+    return any(line.logger.startswith(logger) and pattern.match(line.message)
+               for logger, pattern in ROUTINE)
 
 
 class RecentErrors(logging.Handler):
@@ -43,6 +69,22 @@ class RecentErrors(logging.Handler):
 
     def newest(self, count: int = 10) -> list[LogLine]:
         return list(self.lines)[-count:][::-1]
+
+    def attention(self, count: int = 10) -> tuple[list[Notice], int]:
+        """What needs the owner's eye, newest first, the same message counted once with how
+        often it came; and how many routine lines were left out."""
+        found: dict[tuple[str, str, str], Notice] = {}
+        routine = 0
+        for line in reversed(self.lines):
+            if is_routine(line):
+                routine += 1
+                continue
+            key = (line.level, line.logger, line.message)
+            if key in found:
+                found[key].count += 1
+            else:
+                found[key] = Notice(line.at, line.level, line.logger, line.message)
+        return list(found.values())[:count], routine
 
     def attach(self) -> None:
         logging.getLogger().addHandler(self)

@@ -18,7 +18,6 @@ from __future__ import annotations
 import logging
 import secrets
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -26,17 +25,21 @@ from urllib.parse import urlsplit
 from aiohttp import web
 
 from gateway.config.panel import PanelSettings
-from gateway.panel.auth import OWNER, PanelAuth, PanelSession
+from gateway.panel import actions, pages
+from gateway.panel.auth import OWNER, PanelAuth
+from gateway.panel.context import PANEL, SESSION, Panel, panel_of, session_of
 from gateway.panel.host import PanelHost
-from gateway.panel.html import csrf_field, esc, layout
 from gateway.panel.recent import RecentErrors
+from gateway.panel.render import render
 
 log = logging.getLogger(__name__)
 
 COOKIE = "clawgate_panel"
 PRE_COOKIE = "clawgate_panel_login"
-PUBLIC = frozenset({"/login", "/login/link"})
-STATIC = {"htmx.min.js": "application/javascript", "htmx.LICENSE.txt": "text/plain"}
+# The stylesheet is public: the login page needs it before any session exists.
+PUBLIC = frozenset({"/login", "/login/link", "/static/panel.css"})
+STATIC = {"htmx.min.js": "application/javascript", "htmx.LICENSE.txt": "text/plain",
+          "panel.css": "text/css"}
 HEADERS = {
     "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self' "
     "'unsafe-inline'; img-src 'self' data:; connect-src 'self'; form-action 'self'; "
@@ -47,28 +50,6 @@ HEADERS = {
     "Cache-Control": "no-store",
 }
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
-
-@dataclass
-class Panel:
-    """What every handler needs: the gateway adapter, logins, recent errors, settings."""
-
-    host: PanelHost
-    auth: PanelAuth
-    recent: RecentErrors
-    settings: PanelSettings
-
-
-PANEL = web.AppKey("panel", Panel)
-SESSION = web.RequestKey("session", PanelSession)
-
-
-def panel_of(request: web.Request) -> Panel:
-    return request.app[PANEL]
-
-
-def session_of(request: web.Request) -> PanelSession:
-    return request[SESSION]
 
 
 def see_other(location: str) -> web.Response:
@@ -132,23 +113,33 @@ async def _guarded(request: web.Request, handler: Handler) -> web.StreamResponse
         if not panel.auth.csrf_ok(session, given):
             return web.Response(status=403, text="missing or wrong CSRF token: reload the page")
     request[SESSION] = session
-    return await handler(request)
+    try:
+        return await handler(request)
+    except (web.HTTPNotFound, web.HTTPBadRequest) as exc:
+        if "HX-Request" in request.headers or exc.content_type != "text/plain":
+            raise
+        from gateway.panel.pages import error_page
+
+        person = request.match_info.get("person", "")
+        known = bool(person) and exc.text != _no_person()
+        message = exc.text or ""
+        if message.startswith(f"{exc.status}: "):  # aiohttp's own: "404: Not Found"
+            message = "There is no such page in the panel."
+        return error_page(request, exc.status, message, person=person if known else "")
+
+
+def _no_person() -> str:
+    from gateway.panel.pages import NO_PERSON
+
+    return NO_PERSON
 
 
 # --- login --------------------------------------------------------------------------------
 
 
 def _login_page(pre: str, error: str = "") -> str:
-    note = f'<div class="flash error" role="alert">{esc(error)}</div>' if error else ""
-    body = (
-        f'{note}<section class="card"><form method="post" action="/login">{csrf_field(pre)}'
-        '<p><label for="token">Panel token</label></p>'
-        '<p><input id="token" name="token" type="password" autocomplete="current-password" '
-        'required></p><p><button type="submit">Log in</button></p></form>'
-        '<p class="mute">Run <code>clawgate panel url</code> on the server for a one-time '
-        "login link, or paste the token from <code>&lt;workspaces&gt;/.gateway/panel-token</code>."
-        "</p></section>")
-    return layout("Log in", body, logged_in=False)
+    return render("login.html", title="Log in", person="", tab="", csrf="", flash=(),
+                  logged_in=False, pre=pre, error=error)
 
 
 async def login_form(request: web.Request) -> web.Response:
@@ -216,8 +207,6 @@ async def static(request: web.Request) -> web.Response:
 
 
 def build_app(panel: Panel) -> web.Application:
-    from gateway.panel import actions, pages
-
     app = web.Application(middlewares=[guard], client_max_size=8 * 1024 * 1024)
     app[PANEL] = panel
     app.router.add_get("/login", login_form)

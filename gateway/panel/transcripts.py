@@ -42,6 +42,8 @@ class Item:
     text: str = ""
     calls: list[dict[str, Any]] = field(default_factory=list)  # name, arguments, result, error
     detail: dict[str, Any] = field(default_factory=dict)
+    note: str = ""  # an event's particulars, in words
+    problem: bool = False  # an event worth the reader's eye (a failed delivery, an error)
 
 
 def _first_key(path: Path) -> str:
@@ -134,10 +136,34 @@ def read_items(path: Path, limit: int = MAX_SHOWN) -> tuple[list[Item], int]:
             items.append(Item("compaction", ts, str(entry.get("summary") or ""),
                               detail={"reason": entry.get("reason", ""),
                                       "first_kept_entry": entry.get("first_kept_entry")}))
-        elif kind != "session":
-            detail = {k: v for k, v in entry.items() if k not in ("ts", "type")}
-            items.append(Item("event", ts, str(kind), detail=detail))
+        elif kind != "session" and (event := _event(entry, ts)) is not None:
+            items.append(event)
     return items, skipped
+
+
+# Events shown in words; any other kind is shown as its name and fields.
+_EVENT_WORDS = {"delivery": "reply not delivered", "error": "error",
+                "dropped": "message given up on", "reply": "reply sent",
+                "heartbeat_notice": "heartbeat notice", "flush": "memory flush before compaction"}
+_PROBLEMS = frozenset({"delivery", "error", "dropped"})
+
+
+def _event(entry: dict[str, Any], ts: str) -> Item | None:
+    """A bookkeeping line as a display item, or None for the ones that only say that all went
+    as planned (a delivered reply: the reply above it says as much)."""
+    kind = str(entry.get("type"))
+    if kind == "delivery" and entry.get("ok"):
+        return None
+    detail = {k: v for k, v in entry.items() if k not in ("ts", "type")}
+    text = detail.pop("text", None)
+    fields = ", ".join(f"{k}={v}" for k, v in detail.items()
+                       if k not in ("ok", "message_id", "chat_id"))
+    note = str(text) if text else fields
+    if kind == "delivery":
+        note = str(detail.get("error") or "refused") + (
+            f" ({detail['channel']})" if detail.get("channel") else "")
+    return Item("event", ts, _EVENT_WORDS.get(kind, kind), detail=detail, note=note,
+                problem=kind in _PROBLEMS)
 
 
 @dataclass(slots=True)

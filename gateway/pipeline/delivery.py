@@ -17,6 +17,11 @@ next one is sent, so a retry or a restart sends only the parts not yet accepted.
 platform refuses for good (`DeliveryRefused`: blocked by the person, chat gone) is recorded
 as failed and not retried.
 
+A reply that had a live preview (gateway/pipeline/streaming.py) names the preview message
+(`replaces`, kept in the outbox row): its first part is written into that message by an
+edit. An edit is idempotent, so for such a reply even the window below closes: sent again
+after a crash, it edits the same message to the same text (channels/preview.py).
+
 Exactly-once where it matters: an optional idempotency `key` (unique in the outbox) makes a
 second `deliver` with the same key a no-op, so a scheduler firing twice, or a restart
 re-running an answered message, never sends twice. The remaining window is a crash after the
@@ -93,6 +98,7 @@ class Delivery:
         key: str | None = None,
         done: InboundMessage | None = None,
         done_status: str = "done",
+        replaces: str = "",
     ) -> asyncio.Future[Outcome]:
         """Record `text` for `chat_id` and queue it; the future says how the first try went.
 
@@ -112,12 +118,13 @@ class Delivery:
         row: int | None = None
         if target.durable:
             row = await self.state.enqueue_outbound(
-                channel, chat_id, text, key=key, done=done, done_status=done_status
+                channel, chat_id, text, key=key, done=done, done_status=done_status,
+                replaces=replaces,
             )
             if row is None:
                 log.info("delivery %s was made before; not sending it again", key)
                 return _settled("duplicate")
-        return self._queue(Outgoing(row, channel, chat_id, text))
+        return self._queue(Outgoing(row, channel, chat_id, text, replaces=replaces))
 
     async def resume(self) -> int:
         """Queue what the outbox still holds from before a restart; returns how many."""
@@ -197,7 +204,7 @@ class Delivery:
             await channel.send(OutboundMessage(
                 message.channel, message.chat_id, message.text,
                 key="" if message.row is None else str(message.row),
-                first_part=item.parts_sent, on_part=accepted))
+                first_part=item.parts_sent, on_part=accepted, replaces=message.replaces))
         except asyncio.CancelledError:
             raise
         except DeliveryRefused as exc:

@@ -329,9 +329,9 @@ class Gateway:
         account: Account = (msg.channel, msg.sender_id)
         # A message accepted before a restart was within the limits then: it is neither
         # refused nor counted now (the limits are for what arrives).
-        admitted, refusal = (True, "") if resumed else self.limits.admit(account)
+        admitted, limited = (True, "") if resumed else self.limits.admit(account)
         if not admitted:
-            await self._answer_now(msg, refusal, "over_limit")
+            await self._answer_now(msg, limited, "over_limit")
             return
         counted = not resumed
         try:

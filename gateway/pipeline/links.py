@@ -13,7 +13,8 @@ from gateway.ops.state import StateDB
 from gateway.pipeline.routing import person_id_for
 from gateway.workspace.seed import WorkspaceError, workspace_path
 
-PLATFORMS = ("telegram", "discord")  # = gateway.assembly.platforms.PLATFORMS (a test checks)
+# The platforms an account (and so a link) can be on; the assembly builds a channel for each.
+PLATFORMS = ("telegram", "discord")
 
 
 class LinkError(ValueError):

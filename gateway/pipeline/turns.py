@@ -8,6 +8,10 @@ delivery.py); then it is sent. Everything the person must hear about (provider e
 own bugs, a prompt or tool set that cannot be built, the deadline) ends in a reply, never in
 silence. A message re-queued by a restart continues from what the transcript says was done
 (gateway/pipeline/recovery.py): a reply recorded before the crash is delivered as it is.
+
+Where the channel shows live previews, the turn streams into one (gateway/pipeline/
+streaming.py) and its reply replaces the preview (the preview stops before the reply is
+queued; the reply is the outbox message, as without streaming).
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from typing import TYPE_CHECKING
 from channels.base import InboundMessage
 from gateway.agent.compaction import Compactor
 from gateway.agent.conversation import Message, SystemPrompt, Usage
-from gateway.agent.loop import AgentLoop, Recorder, Waiting
+from gateway.agent.loop import AgentLoop, Recorder, TurnStream, Waiting
 from gateway.agent.prompt import request_overhead_chars
 from gateway.agent.providers.base import ProviderError
 from gateway.agent.sessions import Session, SessionStore
@@ -39,6 +43,7 @@ from gateway.pipeline.recovery import (
 )
 from gateway.pipeline.replies import provider_error_reply
 from gateway.pipeline.routing import Route
+from gateway.pipeline.streaming import ChatPace, LivePreview, open_preview
 
 if TYPE_CHECKING:
     from gateway.pipeline.auto_recall import AutoRecall
@@ -108,6 +113,7 @@ class TurnRunner:
         self.model, self.host = model, host
         # Messages re-queued by a restart: their turn may have run, in part or whole, before.
         self.resuming: set[tuple[str, str, str]] = set()
+        self.pace = ChatPace()  # live previews: each chat's update pace, across its replies
         # Memory hits for the message, given before private turns (set with recall).
         self.recall: AutoRecall | None = None
         # "I'll remember that" with nothing written: a silent capture step after the reply.
@@ -127,13 +133,21 @@ class TurnRunner:
             log.info("turn started (%s)", route.channel)
             started = time.perf_counter()
             session = await self.sessions.get(route.workspace, route.session_key)
-            reply = await self._reply_to(session, route, msg, durable=durable)
+            live = await self._live_preview(route, msg, durable=durable)
+            try:
+                reply = await self._reply_to(session, route, msg, durable=durable,
+                                             stream=live)
+            finally:
+                replaces = await live.finish() if live is not None else ""
             if reply is None:
                 return ""  # given up on, and answered as such (recovery.py)
             sent = await self.delivery.deliver(
                 route.channel, route.chat_id, reply,
                 key=answer_key(msg) if durable else None, done=msg if durable else None,
+                replaces=replaces,
             )
+            if replaces and durable:
+                await self._forget_preview(answer_key(msg))
             try:
                 await self._capture_owed(session, route)
                 outcome = await sent
@@ -147,8 +161,29 @@ class TurnRunner:
                 log.exception("bookkeeping after the turn in %s failed", key)
             return reply
 
+    async def _live_preview(self, route: Route, msg: InboundMessage, *,
+                            durable: bool) -> LivePreview | None:
+        """The turn's live preview, if its channel shows one (best effort: never fails the
+        turn). Only for durable messages: the preview is named after the reply's key."""
+        channel = self.delivery.channels.get(route.channel)
+        if channel is None or not durable:
+            return None
+        try:
+            return await open_preview(channel, self.delivery.state, chat_id=route.chat_id,
+                                      direct=msg.chat_type == "direct", key=answer_key(msg),
+                                      pace=self.pace)
+        except Exception:
+            log.exception("could not open a live preview in %s", route.session_key)
+            return None
+
+    async def _forget_preview(self, key: str) -> None:
+        try:
+            await self.delivery.state.forget_preview(key)
+        except Exception:  # bookkeeping: the outbox row carries the preview already
+            log.exception("could not forget the preview of %s", key)
+
     async def _reply_to(self, session: Session, route: Route, msg: InboundMessage, *,
-                        durable: bool) -> str | None:
+                        durable: bool, stream: TurnStream | None = None) -> str | None:
         """The reply to `msg`: recorded before a restart, or from a turn run (or continued)
         now; None when the message was given up on after too many retries."""
         resumed = durable and self._take_resumed(msg)
@@ -163,7 +198,7 @@ class TurnRunner:
         if not point.recorded:
             self._record_message(session, msg)
         waiting = self.retries.waiting_on_model(msg) if resumed else None
-        reply = await self._reply(session, route, waiting)
+        reply = await self._reply(session, route, waiting, stream)
         if durable:
             self._record_reply(session, msg, reply)
         return reply
@@ -207,7 +242,8 @@ class TurnRunner:
         except OSError as exc:  # the reply still goes out; a restart would recompute it
             log.warning("could not record the reply in the transcript: %s", exc)
 
-    async def _reply(self, session: Session, route: Route, waiting: Waiting | None) -> str:
+    async def _reply(self, session: Session, route: Route, waiting: Waiting | None,
+                     stream: TurnStream | None = None) -> str:
         """The answer to send, whatever happened: the model's, or a clear error line."""
         prompt = self.prompt
         try:  # a hostile or broken file, skill or tool server must not leave the person unanswered
@@ -230,7 +266,7 @@ class TurnRunner:
                 if self.recall is not None:  # after compaction: its flush never sees it
                     system = await self.recall.add_to(system, route, session, files)
                 reply = await self._answer(session, route, system, ctx, tools, overhead,
-                                           waiting)
+                                           waiting, stream)
                 if self.capture is not None and (
                         due := self.capture.check(route.private, reply, system, ctx)):
                     self._captures[route.session_key] = due
@@ -270,12 +306,14 @@ class TurnRunner:
     async def _answer(
         self, session: Session, route: Route, system: SystemPrompt, ctx: ToolContext,
         tools: ToolRegistry, overhead: int, waiting: Waiting | None,
+        stream: TurnStream | None = None,
     ) -> str:
         """The agent turn. A context overflow triggers flush, compaction and a retry (twice)."""
         for attempt in range(OVERFLOW_RETRIES + 1):
             try:
                 result = await self.agent.run(system, session.history, ctx, tools,
-                                              _recorder(session, self.metrics), waiting)
+                                              _recorder(session, self.metrics), waiting,
+                                              stream)
                 return result.reply
             except ProviderError as exc:
                 if exc.kind != "context_overflow" or attempt == OVERFLOW_RETRIES:

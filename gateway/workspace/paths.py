@@ -28,7 +28,7 @@ import re
 import unicodedata
 from pathlib import Path, PurePosixPath
 
-from gateway.agent.tools.base import ToolError
+from gateway.agent.tool_errors import ToolError
 from memory.layout import (
     PRIVATE_DIRS,
     PRIVATE_FILES,

@@ -18,6 +18,7 @@ from gateway.workspace.seed import ensure_workspace
 from tests.conftest import llm_overrides
 from tests.fakes.discord_server import FakeDiscordServer, patch_discord
 from tests.fakes.telegram_server import FakeTelegramServer
+from tests.settle import settled
 
 OPTIONS = {"telegram": {"backoff": Backoff(0.05, 0.2), "stall_grace": 0.5},
            "discord": {"guild_ready_timeout": 0.05, "ready_timeout": 10}}
@@ -47,13 +48,13 @@ async def gateway_with(make_settings, anthropic_server) -> AsyncIterator[Callabl
 
 
 async def test_dm_in_reply_out_and_bots_ignored(dc, gateway_with, anthropic_server):
-    await gateway_with(discord={"token": dc.token, "allow_from": ["301", "302"]})
+    gateway = await gateway_with(discord={"token": dc.token, "allow_from": ["301", "302"]})
     await dc.dm(302, "beep", bot=True)
-    await dc.dm(301, "hello discord")
+    await dc.dm(301, "hello discord")  # handled after the bot's message (events in order)
     sent = await dc.wait_sent(1)
     assert [(m.channel_id, m.content) for m in sent] == [("302", "echo: hello discord")]
     assert "302" in dc.typing
-    await asyncio.sleep(0.2)
+    await settled(gateway.state)
     assert len(dc.sent) == 1 and len(anthropic_server.requests) == 1
 
 
@@ -65,8 +66,9 @@ async def test_discord_pairing_and_long_reply_chunks(dc, gateway_with, anthropic
     await gateway.access.pairing.approve("discord", code)  # type: ignore[attr-defined]
     anthropic_server.reply_text(("para " * 300 + "\n\n") * 3 + "```\n" + "x = 1\n" * 300 + "```")
     await dc.dm(401, "long one please")
-    await asyncio.sleep(0.5)
-    sent = await dc.wait_sent(3)
+    await dc.wait_sent(3)
+    await settled(gateway.state)  # every chunk sent
+    sent = list(dc.sent)
     assert all(len(m.content) <= 2000 for m in sent)
     assert all(m.content.count("```") % 2 == 0 for m in sent[1:])
 
@@ -78,14 +80,15 @@ async def test_server_message_needs_mention_and_no_private_memory(dc, gateway_wi
                                                                   anthropic_server, tmp_path):
     owner = ensure_workspace(tmp_path / "workspaces", "owner")
     (owner / "MEMORY.md").write_text(f"- {MEMORY_CANARY}\n")
-    await gateway_with(discord={"token": dc.token, "groups_enabled": True,
-                                "groups": ["7001"]})
+    gateway = await gateway_with(discord={"token": dc.token, "groups_enabled": True,
+                                          "groups": ["7001"]})
     await dc.guild_message(301, 7001, "humans talking")
-    await asyncio.sleep(0.3)
-    assert dc.sent == [] and anthropic_server.requests == []
+    # Events are handled in order: once the mention is answered, the first was handled too.
     await dc.guild_message(301, 7001, "<@900000000000000001> summarize please",
                            mention_bot=True)
     sent = await dc.wait_sent(1)
+    await settled(gateway.state)
+    assert len(dc.sent) == 1 and len(anthropic_server.requests) == 1  # none for the first
     assert sent[0].channel_id == "7001" and sent[0].content == (
         "echo: [ann, platform id discord:301] summarize please")  # who said it, per platform
     assert MEMORY_CANARY not in json.dumps(anthropic_server.requests[-1])
@@ -130,9 +133,9 @@ async def test_dms_sent_while_the_gateway_was_down_are_caught_up(dc, gateway_wit
 
     dc.missed_dm(401, "sent while down 1")
     dc.missed_dm(401, "sent while down 2")
-    await gateway_with(discord={"token": dc.token, "allow_from": ["401"]})
+    gateway = await gateway_with(discord={"token": dc.token, "allow_from": ["401"]})
     sent = await dc.wait_sent(2, timeout=15)
-    await asyncio.sleep(0.5)
+    await settled(gateway.state)
     texts = [m.content for m in dc.sent]
     assert texts[0] == "echo: before the restart"
     assert any("sent while down 1" in t for t in texts[1:])

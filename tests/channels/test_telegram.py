@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from channels.chunking import utf16_len
-from channels.telegram import Backoff
+from channels.telegram import Backoff, render
 from gateway.agent.providers import build_provider
 from gateway.assembly.platforms import build_gateway
 from gateway.ops.state import StateDB
@@ -22,6 +22,7 @@ from gateway.pipeline.gateway import Gateway
 from gateway.workspace.seed import ensure_workspace
 from tests.conftest import llm_overrides
 from tests.fakes.telegram_server import BOT_USER, FakeTelegramServer
+from tests.settle import settled
 
 REPO = Path(__file__).resolve().parents[2]
 FAST = {"backoff": Backoff(0.05, 0.2), "stall_grace": 0.5}
@@ -89,8 +90,8 @@ async def test_unknown_sender_pairs_then_talks(tg, tg_gateway, anthropic_server,
     await tg.send_text(55, "hello?")
     assert code in (await tg.wait_sent(2))[1].text  # re-sent once
     await tg.send_text(55, "hello??")
-    await tg.wait_confirmed()
-    await asyncio.sleep(0.2)
+    await tg.wait_confirmed()  # recorded (the offset moves only after the inbox record)
+    await settled(gateway.state)
     assert len(tg.sent) == 2  # then silence
     assert anthropic_server.requests == []  # nothing reached the model
 
@@ -132,12 +133,12 @@ async def test_owner_approves_their_own_account_in_one_step(tg, tg_gateway, anth
 
 
 async def test_allowlist_policy_ignores_strangers(tg, tg_gateway, anthropic_server):
-    await tg_gateway(dm_policy="allowlist", allow_from=["1"])
+    gateway = await tg_gateway(dm_policy="allowlist", allow_from=["1"])
     await tg.send_text(2, "let me in")
     await tg.send_text(1, "hi")
     sent = await tg.wait_sent(1)
     await tg.wait_confirmed()
-    await asyncio.sleep(0.2)
+    await settled(gateway.state)
     assert [s.chat_id for s in tg.sent] == ["1"] and sent[0].text == "echo: hi"
 
 
@@ -146,7 +147,7 @@ MEMORY_CANARY = "zebracanary-TG-MEMORY-3301"
 
 async def test_group_needs_mention_and_never_sees_private_memory(tg, tg_gateway,
                                                                   anthropic_server, tmp_path):
-    await tg_gateway(allow_from=["42"], groups_enabled=True, groups=["-1001"])
+    gateway = await tg_gateway(allow_from=["42"], groups_enabled=True, groups=["-1001"])
     owner = ensure_workspace(tmp_path / "workspaces", "owner")
     (owner / "MEMORY.md").write_text(f"# Memory\n- {MEMORY_CANARY}\n")
     group = {"chat_id": -1001, "chat_type": "supergroup"}
@@ -154,7 +155,7 @@ async def test_group_needs_mention_and_never_sees_private_memory(tg, tg_gateway,
     await tg.send_text(42, "hello from a group we never allowed @claw_bot", chat_id=-2002,
                        chat_type="group")
     await tg.wait_confirmed()
-    await asyncio.sleep(0.3)
+    await settled(gateway.state)
     assert tg.sent == [] and anthropic_server.requests == []
 
     mention = "@claw_bot what is the plan?"
@@ -186,13 +187,15 @@ async def test_html_rejected_falls_back_to_plain(tg, tg_gateway, anthropic_serve
 
 
 async def test_long_reply_is_chunked_within_utf16_limit(tg, tg_gateway, anthropic_server):
-    await tg_gateway(allow_from=["42"])
+    gateway = await tg_gateway(allow_from=["42"])
     code = "\n".join(f"print('line {i} 😀')" for i in range(300))
     reply = "Intro paragraph.\n\n" + "word " * 900 + "\n\n```python\n" + code + "\n```\nDone."
     anthropic_server.reply_text(reply)
     await tg.send_text(42, "long please")
-    await asyncio.sleep(0.5)
-    await tg.wait_sent(3)
+    parts = len(render(reply))
+    assert parts >= 3
+    await tg.wait_sent(parts)
+    await settled(gateway.state)  # every chunk sent
     for sent in tg.sent:
         assert utf16_len(sent.text) <= 4096
         assert sent.text.count("<pre>") == sent.text.count("</pre>")
@@ -229,10 +232,10 @@ async def test_restart_mid_conversation_no_duplicate_no_loss(tg, tg_gateway, ant
     await tg.send_text(42, "three")
     await tg.add_update(two)
 
-    await tg_gateway(allow_from=["42"])
+    gateway = await tg_gateway(allow_from=["42"])
     await tg.wait_sent(3)
     await tg.wait_confirmed()
-    await asyncio.sleep(0.3)
+    await settled(gateway.state)
     assert tg.texts("42") == ["echo: one", "echo: two", "echo: three"]
 
 

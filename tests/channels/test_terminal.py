@@ -33,6 +33,16 @@ def chat_env(tmp_path: Path, server: FakeAnthropicServer, **extra: str) -> dict[
     return env
 
 
+async def wait_for_text(path: Path, text: str, timeout: float = 10.0) -> None:
+    """Until `path` exists and contains `text` (a bounded wait on a condition)."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout
+    while not (path.exists() and text in path.read_text(errors="replace")):
+        if loop.time() > end:
+            raise AssertionError(f"{text!r} never appeared in {path}")
+        await asyncio.sleep(0.02)
+
+
 def _controlling_terminal() -> None:
     """In the child, after setsid: make the pty its terminal, so Ctrl-C sends SIGINT."""
     import fcntl
@@ -93,7 +103,9 @@ class Pty:
     async def close(self) -> int:
         await self.ready()
         self.type("\x04")  # Ctrl-D at the prompt
-        for _ in range(300):
+        # Up to 30 s: the stop waits for the last turn's git commit and closes every part;
+        # that took over 15 s at a load average of 6-12 (1.2-2.8 s on a quieter machine).
+        for _ in range(600):
             if self.process.poll() is not None:
                 break
             with contextlib.suppress(BlockingIOError, OSError):
@@ -125,7 +137,9 @@ async def test_interactive_chat_thinks_keeps_logs_out_remembers_and_continues(
     start = len(chat.screen)
     chat.type("this one fails\r")
     await chat.expect("assistant> ")
-    await asyncio.sleep(0.5)
+    # The warning is logged before the answer is shown; the prompt comes after both.
+    await wait_for_text(log_file, "WARNING")
+    await chat.ready()
     assert "WARNING" not in chat.screen[start:]  # the log line went to the file
     assert await chat.close() == 0
     assert "WARNING" in log_file.read_text()

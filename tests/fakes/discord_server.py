@@ -3,6 +3,11 @@
 Point discord.py at it with `patch_discord(monkeypatch, server)` (Route.BASE and the default
 gateway URL). The gateway speaks JSON in text frames: HELLO, IDENTIFY -> READY, heartbeats,
 and MESSAGE_CREATE dispatches that tests trigger with `dm()` / `guild_message()`.
+
+Edits (streamed replies): `PATCH /channels/{c}/messages/{id}` changes a message the bot sent
+(`SentMessage.content` is its current text, `edits` how often it changed, `edit_times`
+when), 404 with code 10008 "Unknown Message" for one that does not exist or was deleted
+(`DELETE` the same route), as Discord answers.
 """
 
 from __future__ import annotations
@@ -10,12 +15,15 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 import yarl
 from aiohttp import WSMsgType, web
+
+from channels.preview import CURSOR
 
 BOT = {"id": "900000000000000001", "username": "clawbot", "discriminator": "0",
        "avatar": None, "bot": True, "global_name": None}
@@ -30,6 +38,10 @@ TEST_TOKEN = "MTIzNDU2Nzg5MDEyMzQ1Njc4.Gtest1.discord-test-token-0123456789abcde
 class SentMessage:
     channel_id: str
     content: str
+    message_id: str = ""
+    edits: int = 0
+    deleted: bool = False
+    edit_times: list[float] = field(default_factory=list)
 
 
 def _user(user_id: int | str, name: str = "ann", bot: bool = False) -> dict[str, Any]:
@@ -41,6 +53,7 @@ class FakeDiscordServer:
     def __init__(self, token: str = TEST_TOKEN) -> None:
         self.token = token
         self.sent: list[SentMessage] = []
+        self.by_id: dict[str, SentMessage] = {}
         self.typing: list[str] = []
         self.history: dict[str, list[dict[str, Any]]] = {}  # channel id -> messages, oldest first
         self.history_reads = 0
@@ -60,6 +73,8 @@ class FakeDiscordServer:
         app.router.add_get("/api/v10/oauth2/applications/@me", self._application)
         app.router.add_post("/api/v10/channels/{channel}/messages", self._create_message)
         app.router.add_post("/api/v10/channels/{channel}/typing", self._typing)
+        app.router.add_patch("/api/v10/channels/{channel}/messages/{message}", self._edit)
+        app.router.add_delete("/api/v10/channels/{channel}/messages/{message}", self._delete)
         app.router.add_get("/api/v10/channels/{channel}", self._channel)
         app.router.add_get("/api/v10/channels/{channel}/messages", self._history)
         app.router.add_get("/gateway", self._gateway)
@@ -134,11 +149,17 @@ class FakeDiscordServer:
         return [m.content for m in self.sent if channel_id is None or
                 m.channel_id == str(channel_id)]
 
+    def finished(self) -> list[SentMessage]:
+        """Sent messages, less the live previews of a streaming gateway still being written
+        (their text ends with its cursor; the reply then replaces it by an edit)."""
+        return [m for m in self.sent if not m.content.endswith(CURSOR)]
+
     async def wait_sent(self, count: int, timeout: float = 10.0) -> list[SentMessage]:
+        """Until `count` messages were sent (previews count once they became replies)."""
         async with self._changed:
-            await asyncio.wait_for(self._changed.wait_for(lambda: len(self.sent) >= count),
-                                   timeout)
-        return list(self.sent)
+            await asyncio.wait_for(
+                self._changed.wait_for(lambda: len(self.finished()) >= count), timeout)
+        return self.finished()
 
     # -- REST --------------------------------------------------------------------------------
 
@@ -179,9 +200,43 @@ class FakeDiscordServer:
         if nonce:
             self.nonces[(channel, nonce)] = data
         async with self._changed:
-            self.sent.append(SentMessage(channel, content))
+            sent = SentMessage(channel, content, data["id"])
+            self.sent.append(sent)
+            self.by_id[data["id"]] = sent
             self._changed.notify_all()
         return data
+
+    def current_texts(self, channel_id: int | str | None = None) -> list[str]:
+        """What the channel shows now: each message's latest text, deleted ones left out."""
+        return [m.content for m in self.sent if not m.deleted
+                and (channel_id is None or m.channel_id == str(channel_id))]
+
+    async def _edit(self, request: web.Request) -> web.Response:
+        if not self._authorized(request):
+            return _json({"message": "401: Unauthorized", "code": 0}, 401)
+        sent = self.by_id.get(request.match_info["message"])
+        if sent is None or sent.deleted or sent.channel_id != request.match_info["channel"]:
+            return _json({"message": "Unknown Message", "code": 10008}, 404)
+        body = await request.json()
+        content = str(body.get("content", ""))
+        if len(content) > 2000:
+            return _json({"message": "Invalid Form Body", "code": 50035}, 400)
+        async with self._changed:
+            sent.content = content
+            sent.edits += 1
+            sent.edit_times.append(time.monotonic())
+            self._changed.notify_all()
+        data = self.message(BOT, sent.channel_id, content)
+        data["id"] = sent.message_id
+        data["edited_timestamp"] = data["timestamp"]
+        return _json(data)
+
+    async def _delete(self, request: web.Request) -> web.Response:
+        sent = self.by_id.get(request.match_info["message"])
+        if sent is None or sent.deleted:
+            return _json({"message": "Unknown Message", "code": 10008}, 404)
+        sent.deleted = True
+        return web.Response(status=204)
 
     async def _channel(self, request: web.Request) -> web.Response:
         channel = request.match_info["channel"]

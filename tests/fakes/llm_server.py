@@ -21,6 +21,15 @@ of each content block's JSON. Prompt caching is simulated:
   `prompt_tokens_details.cached_tokens` (which `prompt_tokens` includes).
 
 `reported` keeps every usage block sent; `reported_totals()` sums them.
+
+Streaming: a request with `"stream": true` gets the same reply as server-sent events in the
+API's own wire format (Anthropic: message_start, content_block_start/delta/stop, ping,
+message_delta with the output usage, message_stop; OpenAI: chat.completion.chunk objects,
+a last chunk with the usage and no choices when `stream_options.include_usage` is set, then
+`[DONE]`). Text goes out in pieces of `stream_chunk_chars` characters, `stream_delay` seconds
+apart; `stream_marks` records when each stream's first text piece was written (for the
+streaming benchmark). `Reply.break_after` ends a stream after that many text pieces with the
+API's mid-stream error (an `overloaded` error event), as a provider failing mid-answer does.
 """
 
 from __future__ import annotations
@@ -57,6 +66,8 @@ class Reply:
     use_default: bool = False
     # Fill in the usage block from the request (tokens estimated, prompt cache simulated).
     computed_usage: bool = False
+    # Streamed: after this many text pieces, an error event instead of the rest.
+    break_after: int | None = None
 
 
 def estimate_tokens(value: Any) -> int:
@@ -91,6 +102,12 @@ class FakeLLMServer:
         self.cache_min_tokens = 1024
         self.now: Callable[[], float] = time.monotonic
         self.responder: Responder | None = None
+        # Streaming (see the module doc).
+        self.stream_chunk_chars = 8
+        self.stream_delay = 0.0
+        self.stream_marks: list[float] = []
+        self.stream_starts: list[tuple[float, str]] = []  # (when, the first text piece)
+        self.streamed = 0  # requests answered as a stream
         self._script: deque[Reply] = deque()
         self._runner: web.AppRunner | None = None
         self._port = 0
@@ -141,8 +158,10 @@ class FakeLLMServer:
         cache_read_tokens: int = 0,
         cache_write_tokens: int = 0,
         delay: float = 0.0,
+        break_after: int | None = None,
     ) -> Reply:
-        """Without `input_tokens` the usage is computed from the request."""
+        """Without `input_tokens` the usage is computed from the request. `break_after`:
+        streamed, the stream breaks off after that many text pieces (module doc)."""
         reply = self.make_text(
             text,
             input_tokens=input_tokens,
@@ -150,7 +169,7 @@ class FakeLLMServer:
             cache_read_tokens=cache_read_tokens,
             cache_write_tokens=cache_write_tokens,
         )
-        return self.enqueue(replace(reply, delay=delay))
+        return self.enqueue(replace(reply, delay=delay, break_after=break_after))
 
     def reply_tool_call(
         self,
@@ -275,6 +294,9 @@ class FakeLLMServer:
         if reply.delay > 0:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stopping.wait(), reply.delay)
+        if body.get("stream") is True and reply.status == 200 and reply.raw is None \
+                and isinstance(reply.body, dict):
+            return await self._stream(request, body, reply)
         text = reply.raw if reply.raw is not None else json.dumps(reply.body)
         return web.Response(
             status=reply.status,
@@ -282,6 +304,66 @@ class FakeLLMServer:
             headers=dict(reply.headers),
             content_type=reply.content_type,
         )
+
+
+    # -- streaming ---------------------------------------------------------------------------
+
+    def stream_events(self, request: dict[str, Any],
+                      reply: Reply) -> list[tuple[str | None, Any, bool]]:
+        """(event name, data, carries text) in order: the reply as this API streams it."""
+        raise NotImplementedError
+
+    def stream_error(self) -> tuple[str | None, Any]:
+        """The mid-stream error event this API sends (overloaded)."""
+        raise NotImplementedError
+
+    def pieces(self, text: str) -> list[str]:
+        size = max(1, self.stream_chunk_chars)
+        return [text[i:i + size] for i in range(0, len(text), size)] or []
+
+    async def _stream(self, request: web.Request, body: dict[str, Any],
+                      reply: Reply) -> web.StreamResponse:
+        self.streamed += 1
+        response = web.StreamResponse(status=200, headers={
+            "Content-Type": "text/event-stream", "Cache-Control": "no-cache",
+            **dict(reply.headers)})
+        texts = 0
+        try:
+            await response.prepare(request)
+            for event, data, carries_text in self.stream_events(body, reply):
+                if carries_text:
+                    if reply.break_after is not None and texts >= reply.break_after:
+                        event, data = self.stream_error()
+                        await response.write(_sse(event, data))
+                        break
+                    if texts == 0:
+                        self.stream_marks.append(time.monotonic())
+                        self.stream_starts.append((self.stream_marks[-1], _piece(data)))
+                    elif self.stream_delay > 0:
+                        with contextlib.suppress(TimeoutError):
+                            await asyncio.wait_for(self._stopping.wait(), self.stream_delay)
+                    texts += 1
+                await response.write(_sse(event, data))
+            await response.write_eof()
+        except (ConnectionResetError, RuntimeError):  # the client went away mid-stream
+            pass
+        return response
+
+
+def _piece(data: Any) -> str:
+    """The text of a streamed piece (either API's event)."""
+    if not isinstance(data, dict):
+        return ""
+    if "delta" in data:
+        return str(data["delta"].get("text") or "")
+    choices = data.get("choices") or [{}]
+    return str((choices[0].get("delta") or {}).get("content") or "")
+
+
+def _sse(event: str | None, data: Any) -> bytes:
+    payload = data if isinstance(data, str) else json.dumps(data)
+    head = f"event: {event}\n" if event else ""
+    return f"{head}data: {payload}\n\n".encode()
 
 
 # The gateway's time note on the newest message (gateway/agent/providers/caching.py): not
@@ -464,6 +546,48 @@ class FakeAnthropicServer(FakeLLMServer):
     def last_user_text(self, body: dict[str, Any]) -> str:
         return _last_user_text(body.get("messages"))
 
+    def stream_events(self, request: dict[str, Any],
+                      reply: Reply) -> list[tuple[str | None, Any, bool]]:
+        message = dict(reply.body)
+        usage = dict(message.get("usage") or {})
+        start = {**message, "content": [], "stop_reason": None, "stop_sequence": None,
+                 "usage": {**usage, "output_tokens": 1}}
+        events: list[tuple[str | None, Any, bool]] = [
+            ("message_start", {"type": "message_start", "message": start}, False)]
+        for index, block in enumerate(message.get("content") or []):
+            if block.get("type") == "text":
+                events.append(("content_block_start", {
+                    "type": "content_block_start", "index": index,
+                    "content_block": {"type": "text", "text": ""}}, False))
+                if index == 0:
+                    events.append(("ping", {"type": "ping"}, False))
+                events += [("content_block_delta", {
+                    "type": "content_block_delta", "index": index,
+                    "delta": {"type": "text_delta", "text": piece}}, True)
+                    for piece in self.pieces(str(block.get("text") or ""))]
+            else:
+                arguments = block.get("input")
+                raw = arguments if isinstance(arguments, str) else json.dumps(arguments)
+                events.append(("content_block_start", {
+                    "type": "content_block_start", "index": index,
+                    "content_block": {**block, "input": {}}}, False))
+                events += [("content_block_delta", {
+                    "type": "content_block_delta", "index": index,
+                    "delta": {"type": "input_json_delta", "partial_json": raw[i:i + 16]}},
+                    False) for i in range(0, len(raw), 16)]
+            events.append(("content_block_stop",
+                           {"type": "content_block_stop", "index": index}, False))
+        events.append(("message_delta", {
+            "type": "message_delta",
+            "delta": {"stop_reason": message.get("stop_reason"), "stop_sequence": None},
+            "usage": {"output_tokens": usage.get("output_tokens", 0)}}, False))
+        events.append(("message_stop", {"type": "message_stop"}, False))
+        return events
+
+    def stream_error(self) -> tuple[str | None, Any]:
+        return "error", {"type": "error",
+                         "error": {"type": "overloaded_error", "message": "Overloaded"}}
+
 
 class FakeOpenAIServer(FakeLLMServer):
     """POST /v1/chat/completions in the Chat Completions wire format; base_url ends in /v1."""
@@ -585,6 +709,42 @@ class FakeOpenAIServer(FakeLLMServer):
             429: "requests",
         }.get(status, "server_error" if status >= 500 else "invalid_request_error")
         return {"error": {"message": message, "type": error_type, "param": None, "code": None}}
+
+    def stream_events(self, request: dict[str, Any],
+                      reply: Reply) -> list[tuple[str | None, Any, bool]]:
+        completion = dict(reply.body)
+        choice = (completion.get("choices") or [{}])[0]
+        message = choice.get("message") or {}
+
+        def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+            return {"id": completion.get("id"), "object": "chat.completion.chunk",
+                    "created": completion.get("created"), "model": completion.get("model"),
+                    "system_fingerprint": None,
+                    "choices": [{"index": 0, "delta": delta, "logprobs": None,
+                                 "finish_reason": finish}]}
+
+        events: list[tuple[str | None, Any, bool]] = [
+            (None, chunk({"role": "assistant", "content": ""}), False)]
+        events += [(None, chunk({"content": piece}), True)
+                   for piece in self.pieces(str(message.get("content") or ""))]
+        for index, call in enumerate(message.get("tool_calls") or []):
+            arguments = str(call["function"]["arguments"])
+            events.append((None, chunk({"tool_calls": [{
+                "index": index, "id": call["id"], "type": "function",
+                "function": {"name": call["function"]["name"], "arguments": ""}}]}), False))
+            events += [(None, chunk({"tool_calls": [{
+                "index": index, "function": {"arguments": arguments[i:i + 16]}}]}), False)
+                for i in range(0, len(arguments), 16)]
+        events.append((None, chunk({}, str(choice.get("finish_reason") or "stop")), False))
+        if (request.get("stream_options") or {}).get("include_usage"):
+            events.append((None, {**chunk({}), "choices": [],
+                                  "usage": completion.get("usage")}, False))
+        events.append((None, "[DONE]", False))
+        return events
+
+    def stream_error(self) -> tuple[str | None, Any]:
+        return None, {"error": {"message": "The server is overloaded", "type": "server_error",
+                                "param": None, "code": None}}
 
     def last_user_text(self, body: dict[str, Any]) -> str:
         return _last_user_text(body.get("messages"))

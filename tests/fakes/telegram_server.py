@@ -5,6 +5,13 @@ are JSON, answers `{"ok": true, "result": ...}` or `{"ok": false, "error_code", 
 "parameters"}`. getUpdates follows Telegram's rule: an update is confirmed (gone for good)
 once getUpdates is called with a higher offset; until then every poll returns it again.
 Long polls wait for new updates up to `max_poll` seconds, so tests stay quick.
+
+Streaming: `sendMessageDraft` (private chats only, as the Bot API says; `draft_id` must be
+non-zero) is recorded in `drafts`; `editMessageText` changes a sent message (`Sent.text`
+is its current text, `Sent.edits` how often it changed) and answers 400 "message is not
+modified" for the same text and "message to edit not found" for an unknown id, as Telegram
+does; `deleteMessage` removes one. Every call is logged with its time (`call_times`) so the
+benchmark can count updates per second per chat.
 """
 
 from __future__ import annotations
@@ -19,6 +26,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from aiohttp import web
+
+from channels.preview import CURSOR
 
 BOT_USER = {"id": 777000111, "is_bot": True, "first_name": "Claw", "username": "claw_bot"}
 
@@ -40,6 +49,17 @@ class Sent:
     text: str
     parse_mode: str | None
     at: float = field(default_factory=time.monotonic)
+    message_id: int = 0
+    edits: int = 0
+    deleted: bool = False
+
+
+@dataclass
+class Draft:
+    chat_id: str
+    draft_id: int
+    text: str
+    at: float = field(default_factory=time.monotonic)
 
 
 class FakeTelegramServer:
@@ -52,6 +72,9 @@ class FakeTelegramServer:
         self.rejected_html: list[str] = []
         self.chat_actions: list[tuple[str, str]] = []
         self.calls: list[tuple[str, dict[str, Any]]] = []
+        self.call_times: list[tuple[str, str, float]] = []  # (method, chat id, monotonic)
+        self.drafts: list[Draft] = []
+        self.messages: dict[tuple[str, int], Sent] = {}
         self.offsets_seen: list[int | None] = []
         self.failures: dict[str, deque[Failure]] = {}
         # sendMessage to one chat only; None in the queue serves that send normally
@@ -62,6 +85,7 @@ class FakeTelegramServer:
         # client went away meanwhile is never accepted (a killed gateway's pending send).
         self.sends_open = asyncio.Event()
         self.sends_open.set()
+        self._held_epoch = 0  # `drop_held_sends` moves it: the sends held until then fail
         self._update_ids = itertools.count(1000)
         self._message_ids = itertools.count(1)
         self._changed = asyncio.Condition()
@@ -115,6 +139,12 @@ class FakeTelegramServer:
         for _ in range(times):
             queue.append(Failure(status, description, parameters))
 
+    def drop_held_sends(self) -> None:
+        """Open sends again; those held until now are never accepted (their client, a killed
+        process, is gone even if the closed connection was not noticed yet)."""
+        self._held_epoch += 1
+        self.sends_open.set()
+
     async def add_update(self, message: dict[str, Any]) -> int:
         update_id = next(self._update_ids)
         async with self._changed:
@@ -150,11 +180,17 @@ class FakeTelegramServer:
     def texts(self, chat_id: int | str | None = None) -> list[str]:
         return [s.text for s in self.sent if chat_id is None or s.chat_id == str(chat_id)]
 
+    def finished(self) -> list[Sent]:
+        """Sent messages, less the live previews of a streaming gateway still being written
+        (their text ends with its cursor; the reply then replaces it by an edit)."""
+        return [s for s in self.sent if not s.text.endswith(CURSOR)]
+
     async def wait_sent(self, count: int, timeout: float = 10.0) -> list[Sent]:
+        """Until `count` messages were sent (previews count once they became replies)."""
         async with self._changed:
-            await asyncio.wait_for(self._changed.wait_for(lambda: len(self.sent) >= count),
-                                   timeout)
-        return list(self.sent)
+            await asyncio.wait_for(
+                self._changed.wait_for(lambda: len(self.finished()) >= count), timeout)
+        return self.finished()
 
     async def wait_confirmed(self, timeout: float = 10.0) -> None:
         """Until every queued update was confirmed by a later offset."""
@@ -181,6 +217,7 @@ class FakeTelegramServer:
         method = request.match_info["method"]
         params = await self._params(request)
         self.calls.append((method, params))
+        self.call_times.append((method, str(params.get("chat_id", "")), time.monotonic()))
         queue = self.failures.get(method)
         if queue:
             failure = queue.popleft()
@@ -189,8 +226,10 @@ class FakeTelegramServer:
         if handler is None:
             return _error(404, "Not Found: method not found")
         if method == "sendMessage" and not self.sends_open.is_set():
+            epoch = self._held_epoch
             await self.sends_open.wait()
-            if request.transport is None or request.transport.is_closing():
+            if (epoch != self._held_epoch or request.transport is None
+                    or request.transport.is_closing()):
                 return _error(500, "Internal Server Error: the client went away")
         return await handler(params)
 
@@ -237,18 +276,76 @@ class FakeTelegramServer:
         failure = queue.popleft() if queue else None
         if failure is not None:
             return _error(failure.status, failure.description, failure.parameters)
+        message_id = next(self._message_ids)
         async with self._changed:
-            sent = Sent(chat_id, text, parse_mode)
+            sent = Sent(chat_id, text, parse_mode, message_id=message_id)
             self.sent.append(sent)
             self.by_chat.setdefault(chat_id, []).append(sent)
+            self.messages[(chat_id, message_id)] = sent
             self._changed.notify_all()
         return _ok({
-            "message_id": next(self._message_ids),
+            "message_id": message_id,
             "date": int(time.time()),
             "chat": {"id": int(chat_id), "type": "private"},
             "from": BOT_USER,
             "text": text,
         })
+
+    async def _m_sendMessageDraft(self, params: dict[str, Any]) -> web.Response:
+        chat_id = str(params.get("chat_id", ""))
+        draft_id = int(params.get("draft_id") or 0)
+        if not draft_id:
+            return _error(400, "Bad Request: draft_id must be non-zero")
+        if chat_id.startswith("-"):
+            return _error(400, "Bad Request: drafts can be sent to private chats only")
+        text = str(params.get("text") or "")
+        if len(text.encode("utf-16-le")) // 2 > 4096:
+            return _error(400, "Bad Request: text is too long")
+        async with self._changed:
+            self.drafts.append(Draft(chat_id, draft_id, text))
+            self._changed.notify_all()
+        return _ok(True)
+
+    async def _m_editMessageText(self, params: dict[str, Any]) -> web.Response:
+        key = (str(params.get("chat_id", "")), int(params.get("message_id") or 0))
+        sent = self.messages.get(key)
+        if sent is None or sent.deleted:
+            return _error(400, "Bad Request: message to edit not found")
+        text = str(params.get("text", ""))
+        parse_mode = params.get("parse_mode")
+        if parse_mode == "HTML" and self.reject_html:
+            self.rejected_html.append(text)
+            return _error(400, "Bad Request: can't parse entities: unsupported start tag "
+                               "\"foo\" at byte offset 0")
+        if not text.strip():
+            return _error(400, "Bad Request: message text is empty")
+        if len(text.encode("utf-16-le")) // 2 > 4096:
+            return _error(400, "Bad Request: MESSAGE_TOO_LONG")
+        if text == sent.text and parse_mode == sent.parse_mode:
+            return _error(400, "Bad Request: message is not modified: specified new message "
+                               "content and reply markup are exactly the same as a current "
+                               "content and reply markup of the message")
+        async with self._changed:
+            sent.text, sent.parse_mode = text, parse_mode
+            sent.edits += 1
+            self._changed.notify_all()
+        return _ok({"message_id": key[1], "date": int(time.time()),
+                    "edit_date": int(time.time()),
+                    "chat": {"id": int(key[0]), "type": "private"}, "from": BOT_USER,
+                    "text": text})
+
+    async def _m_deleteMessage(self, params: dict[str, Any]) -> web.Response:
+        sent = self.messages.get((str(params.get("chat_id", "")),
+                                  int(params.get("message_id") or 0)))
+        if sent is None or sent.deleted:
+            return _error(400, "Bad Request: message to delete not found")
+        sent.deleted = True
+        return _ok(True)
+
+    def current_texts(self, chat_id: int | str | None = None) -> list[str]:
+        """What the chat shows now: each message's latest text, deleted ones left out."""
+        return [s.text for s in self.sent if not s.deleted
+                and (chat_id is None or s.chat_id == str(chat_id))]
 
     async def _m_sendChatAction(self, params: dict[str, Any]) -> web.Response:
         self.chat_actions.append((str(params["chat_id"]), str(params["action"])))

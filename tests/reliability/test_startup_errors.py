@@ -47,7 +47,7 @@ async def test_a_corrupt_state_db_is_one_line_and_an_exit(tmp_path, anthropic_se
         if not platform:
             env = {k: v for k, v in env.items() if not k.startswith("CLAWGATE_TELEGRAM")}
         code, output = await _run(env, "run")
-    assert code == 1, output  # damaged data: a failure (the README's exit-code rule)
+    assert code == 1, output  # damaged data: a failure (the exit-code rule, docs/cli.md)
     assert "Traceback" not in output
     errors = [line for line in output.splitlines() if line.startswith("clawgate:")]
     assert len(errors) == 1 and "state database" in errors[0] and "not a database" in errors[0]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from gateway.agent.providers.base import Provider, ProviderError
 from gateway.agent.providers.retry import RetryingProvider
 from gateway.agent.providers.routing import FallbackChain, FallbackHook, ModelRouter
@@ -20,6 +22,7 @@ def build_endpoint(settings: Settings, ref: ModelRef, *, defer: bool = False) ->
     first call or `warm_up` (gateway/agent/providers/deferred.py). Raises ConfigError when
     the endpoint has no key."""
     llm = settings.llm
+    kind: str
     if ref.endpoint == MAIN_ENDPOINT:
         kind, base_url = llm.provider, llm.base_url
     elif ref.endpoint in PROVIDERS:
@@ -27,7 +30,7 @@ def build_endpoint(settings: Settings, ref: ModelRef, *, defer: bool = False) ->
     else:
         endpoint = llm.endpoints[ref.endpoint]
         kind, base_url = endpoint.provider, endpoint.base_url
-    common = {
+    common: dict[str, Any] = {
         "model": ref.model,
         "api_key": settings.endpoint_key(ref),
         "base_url": base_url,

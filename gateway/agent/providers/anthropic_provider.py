@@ -1,4 +1,4 @@
-"""Anthropic Messages API provider (non-streaming, with tool use and prompt caching)."""
+"""Anthropic Messages API provider (tool use, prompt caching; streamed when asked)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,10 @@ import anthropic
 from anthropic.types import Message as AnthropicMessage
 
 from gateway.agent.conversation import Completion, Message, SystemPrompt, ToolCall, ToolSpec, Usage
+from gateway.agent.providers.base import TextStream
 from gateway.agent.providers.caching import anthropic_layout
 from gateway.agent.providers.errors import bad_response, call_mapped
+from gateway.agent.providers.streaming import transport_errors_mapped
 
 # The API rejects empty text blocks, and it rejects conversations that do not start with a
 # user turn (which happens when history is trimmed from the front).
@@ -94,13 +96,14 @@ def parse_message(response: object, provider: str = "anthropic") -> Completion:
         if block_type == "text":
             texts.append(str(getattr(block, "text", "") or ""))
         elif block_type == "tool_use":
-            arguments = getattr(block, "input", None)
-            ok = isinstance(arguments, dict)
+            raw = getattr(block, "input", None)
+            ok = isinstance(raw, dict)
+            arguments: dict[str, Any] = raw if isinstance(raw, dict) else {}
             calls.append(
                 ToolCall(
                     id=str(getattr(block, "id", "") or ""),
                     name=str(getattr(block, "name", "") or ""),
-                    arguments=arguments if ok else {},
+                    arguments=arguments,
                     arguments_error="" if ok else "tool input was not a JSON object",
                 )
             )
@@ -145,7 +148,8 @@ class AnthropicProvider:
         )
 
     async def complete(
-        self, system: SystemPrompt, messages: Sequence[Message], tools: Sequence[ToolSpec]
+        self, system: SystemPrompt, messages: Sequence[Message], tools: Sequence[ToolSpec],
+        *, stream: TextStream | None = None,
     ) -> Completion:
         params: dict[str, Any] = {
             "model": self.model,
@@ -157,10 +161,21 @@ class AnthropicProvider:
         if tools:
             params["tools"] = to_anthropic_tools(tools)
         params = anthropic_layout(params, system.now)  # cache breakpoints, time note last
-        response = await call_mapped(
-            self._client.messages.create(**params), provider=self.name, secrets=self._secrets
-        )
+        call = self._client.messages.create(**params) if stream is None else \
+            self._streamed(params, stream)
+        response = await call_mapped(call, provider=self.name, secrets=self._secrets)
         return parse_message(response, self.name)
+
+    async def _streamed(self, params: dict[str, Any], stream: TextStream) -> object:
+        """The same request over server-sent events (`messages.stream`): text deltas go to
+        `stream` as they arrive; the SDK assembles the final message (usage included: input
+        and cache counts from `message_start`, output from the last `message_delta`)."""
+        with transport_errors_mapped(self.name):
+            async with self._client.messages.stream(**params) as events:
+                async for event in events:
+                    if event.type == "text" and event.text:
+                        stream.delta(event.text)
+                return await events.get_final_message()
 
     async def close(self) -> None:
         await self._client.close()

@@ -41,14 +41,38 @@ class BudgetExceeded(ProviderError):
         super().__init__("budget", message)
 
 
-class Provider(Protocol):
-    """One LLM backend. Implementations must not retry on their own: `with_retries` does."""
+class TextStream(Protocol):
+    """Where a provider reports an answer's text while the model writes it (a live preview).
 
-    name: str
-    model: str
+    Synchronous on purpose: a slow chat must never slow the model's stream down, so the
+    receiver only buffers (gateway/pipeline/streaming.py pushes to the platform at its pace).
+    `restart`: everything reported so far is void (the call failed after partial output and
+    is tried again, maybe by another model); the preview must not keep it as if final.
+    """
+
+    def delta(self, text: str) -> None: ...
+
+    def restart(self) -> None: ...
+
+
+class Provider(Protocol):
+    """One LLM backend. Implementations must not retry on their own: `with_retries` does.
+
+    `name` and `model` are read-only here so that wrappers (retrying, metering) can pass them
+    through as properties; a plain attribute satisfies a read-only protocol member too.
+    With `stream`, the answer's text is also reported as it comes (`TextStream`); the
+    returned `Completion`, usage included, is the same as without.
+    """
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def model(self) -> str: ...
 
     async def complete(
-        self, system: SystemPrompt, messages: Sequence[Message], tools: Sequence[ToolSpec]
+        self, system: SystemPrompt, messages: Sequence[Message], tools: Sequence[ToolSpec],
+        *, stream: TextStream | None = None,
     ) -> Completion: ...
 
     async def close(self) -> None: ...

@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from gateway.agent.conversation import Completion, Message, SystemPrompt, ToolSpec
-from gateway.agent.providers.base import Provider
+from gateway.agent.providers.base import Provider, TextStream
 
 
 class DeferredProvider:
@@ -45,9 +45,10 @@ class DeferredProvider:
         await self._get()
 
     async def complete(
-        self, system: SystemPrompt, messages: Sequence[Message], tools: Sequence[ToolSpec]
+        self, system: SystemPrompt, messages: Sequence[Message], tools: Sequence[ToolSpec],
+        *, stream: TextStream | None = None,
     ) -> Completion:
-        return await (await self._get()).complete(system, messages, tools)
+        return await (await self._get()).complete(system, messages, tools, stream=stream)
 
     async def close(self) -> None:
         if self._inner is not None:

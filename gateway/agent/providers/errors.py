@@ -159,7 +159,7 @@ def bad_response(provider: str, detail: str, *, status: int | None = None) -> Pr
     )
 
 
-def _sdk_errors(name: str) -> tuple[type[BaseException], ...]:
+def _sdk_errors(name: str) -> tuple[type[Any], ...]:
     """The SDK error classes called `name`, from the SDKs this process imported: an SDK that
     was never imported (the other provider's) raised nothing, so it is not imported here."""
     found = []

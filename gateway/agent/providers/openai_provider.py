@@ -16,8 +16,10 @@ import openai
 from openai.types.chat import ChatCompletion
 
 from gateway.agent.conversation import Completion, Message, SystemPrompt, ToolCall, ToolSpec, Usage
+from gateway.agent.providers.base import TextStream
 from gateway.agent.providers.caching import openai_layout
-from gateway.agent.providers.errors import bad_response, call_mapped
+from gateway.agent.providers.errors import bad_response, call_mapped, classify_status
+from gateway.agent.providers.streaming import transport_errors_mapped
 
 
 def _tool_result_text(message: Message) -> str:
@@ -127,6 +129,57 @@ def parse_completion(response: object, provider: str = "openai") -> Completion:
     )
 
 
+class StreamedAnswer:
+    """A streamed chat completion put together from its chunks, as forgivingly as
+    `parse_completion` reads a whole one: tool calls arrive in fragments keyed by `index`
+    (the id and name in the first, the arguments spread over the rest); the usage comes in a
+    last chunk without choices (`stream_options.include_usage`)."""
+
+    def __init__(self, provider: str) -> None:
+        self.provider = provider
+        self.texts: list[str] = []
+        self.calls: dict[int, dict[str, str]] = {}
+        self.usage: Any = None
+        self.finish_reason = ""
+        self.chunks = 0
+
+    def add(self, chunk: Any, stream: TextStream) -> None:
+        self.chunks += 1
+        if getattr(chunk, "usage", None) is not None:
+            self.usage = chunk.usage
+        for choice in getattr(chunk, "choices", None) or []:
+            if getattr(choice, "index", 0) not in (0, None):
+                continue
+            self.finish_reason = str(getattr(choice, "finish_reason", None) or
+                                     self.finish_reason)
+            delta = getattr(choice, "delta", None)
+            if delta is None:
+                continue
+            if text := getattr(delta, "content", None):
+                self.texts.append(str(text))
+                stream.delta(str(text))
+            for fragment in getattr(delta, "tool_calls", None) or []:
+                call = self.calls.setdefault(int(getattr(fragment, "index", 0) or 0),
+                                             {"id": "", "name": "", "arguments": ""})
+                call["id"] = call["id"] or str(getattr(fragment, "id", None) or "")
+                function = getattr(fragment, "function", None)
+                if function is not None:
+                    call["name"] += str(getattr(function, "name", None) or "")
+                    call["arguments"] += str(getattr(function, "arguments", None) or "")
+
+    def completion(self) -> Completion:
+        if self.chunks == 0:
+            raise bad_response(self.provider, "the stream ended without a chunk")
+        calls = []
+        for _, call in sorted(self.calls.items()):
+            arguments, error = parse_arguments(call["arguments"])
+            calls.append(ToolCall(id=call["id"] or f"call_{uuid.uuid4().hex[:24]}",
+                                  name=call["name"], arguments=arguments,
+                                  arguments_error=error))
+        return Completion(text="".join(self.texts), tool_calls=tuple(calls),
+                          usage=_parse_usage(self.usage), stop_reason=self.finish_reason)
+
+
 def _asks_for_max_completion_tokens(exc: Exception) -> bool:
     """OpenAI's reasoning models reject `max_tokens` with a 400 naming the replacement."""
     if not isinstance(exc, openai.BadRequestError):
@@ -169,7 +222,8 @@ class OpenAIProvider:
         )
 
     async def complete(
-        self, system: SystemPrompt, messages: Sequence[Message], tools: Sequence[ToolSpec]
+        self, system: SystemPrompt, messages: Sequence[Message], tools: Sequence[ToolSpec],
+        *, stream: TextStream | None = None,
     ) -> Completion:
         params: dict[str, Any] = {
             "model": self.model,
@@ -178,10 +232,31 @@ class OpenAIProvider:
         }
         if tools:  # some compatible servers reject an empty list
             params["tools"] = to_openai_tools(tools)
+        if stream is not None:
+            return await call_mapped(self._streamed(params, stream), provider=self.name,
+                                     secrets=self._secrets)
         response = await call_mapped(
             self._create_with_fallback(params), provider=self.name, secrets=self._secrets
         )
         return parse_completion(response, self.name)
+
+    async def _streamed(self, params: dict[str, Any], stream: TextStream) -> Completion:
+        """`stream=True` with the usage in a last chunk; text deltas go to `stream`."""
+        params = {**params, "stream": True, "stream_options": {"include_usage": True}}
+        answer = StreamedAnswer(self.name)
+        with transport_errors_mapped(self.name):
+            chunks: Any = await self._create_with_fallback(params)
+            try:
+                async for chunk in chunks:
+                    answer.add(chunk, stream)
+            except openai.APIError as exc:
+                if isinstance(exc, openai.APIStatusError):
+                    raise
+                # An `error` event in the middle of the stream: the HTTP status was 200
+                # already, so the body decides (overloaded, else a server error).
+                raise classify_status(500, exc.body, None, provider=self.name,
+                                      secrets=self._secrets) from None
+        return answer.completion()
 
     async def _create_with_fallback(self, params: dict[str, Any]) -> object:
         """Send once; resend with `max_completion_tokens` if the model asks for that field."""
@@ -195,7 +270,9 @@ class OpenAIProvider:
 
     async def _create(self, params: dict[str, Any]) -> object:
         limit = {self._limit_field: self.max_output_tokens}
-        return await self._client.chat.completions.create(**params, **limit)
+        # The request is built as a plain dict (the SDK's TypedDict overloads cannot see it).
+        create: Any = self._client.chat.completions.create
+        return await create(**params, **limit)
 
     async def close(self) -> None:
         await self._client.close()

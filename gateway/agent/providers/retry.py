@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable, Sequence
 
 from channels.base import Backoff
 from gateway.agent.conversation import Completion, Message, SystemPrompt, ToolSpec
-from gateway.agent.providers.base import Provider, ProviderError
+from gateway.agent.providers.base import Provider, ProviderError, TextStream
 
 # If the server asks for a wait this many times longer than our longest backoff, the person
 # would be staring at a silent chat for minutes: fail now and let the caller say so.
@@ -66,13 +66,16 @@ class RetryingProvider:
         return max(error.retry_after, jittered)
 
     async def complete(
-        self, system: SystemPrompt, messages: Sequence[Message], tools: Sequence[ToolSpec]
+        self, system: SystemPrompt, messages: Sequence[Message], tools: Sequence[ToolSpec],
+        *, stream: TextStream | None = None,
     ) -> Completion:
         attempt = 0
         while True:
             attempt += 1
+            if attempt > 1 and stream is not None:
+                stream.restart()  # what the failed attempt wrote is void
             try:
-                return await self.inner.complete(system, messages, tools)
+                return await self.inner.complete(system, messages, tools, stream=stream)
             except ProviderError as error:
                 error.attempts = attempt
                 if not error.retryable or attempt >= self.max_attempts:

@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
 from gateway.agent.conversation import Completion, Message, SystemPrompt, ToolSpec
-from gateway.agent.providers.base import Provider, ProviderError
+from gateway.agent.providers.base import Provider, ProviderError, TextStream
 from gateway.agent.scope import BACKGROUND_KINDS, UsageScope, current_scope
 
 log = logging.getLogger(__name__)
@@ -45,12 +45,16 @@ class FallbackChain:
         self._on_fallback = on_fallback
 
     async def complete(
-        self, system: SystemPrompt, messages: Sequence[Message], tools: Sequence[ToolSpec]
+        self, system: SystemPrompt, messages: Sequence[Message], tools: Sequence[ToolSpec],
+        *, stream: TextStream | None = None,
     ) -> Completion:
         first: ProviderError | None = None
         for index, member in enumerate(self.members):
+            if index > 0 and stream is not None:
+                # The model before may have written part of an answer: that preview is void.
+                stream.restart()
             try:
-                completion = await member.complete(system, messages, tools)
+                completion = await member.complete(system, messages, tools, stream=stream)
             except ProviderError as error:
                 if first is not None and error.kind not in FAILOVER_KINDS:
                     # The fallback itself is misconfigured (its key, its model name): say so
@@ -110,10 +114,11 @@ class ModelRouter:
         return found
 
     async def complete(
-        self, system: SystemPrompt, messages: Sequence[Message], tools: Sequence[ToolSpec]
+        self, system: SystemPrompt, messages: Sequence[Message], tools: Sequence[ToolSpec],
+        *, stream: TextStream | None = None,
     ) -> Completion:
         chain = self.for_scope(current_scope())
-        completion = await chain.complete(system, messages, tools)
+        completion = await chain.complete(system, messages, tools, stream=stream)
         return completion if completion.model else replace(completion, model=chain.model)
 
     async def close(self) -> None:

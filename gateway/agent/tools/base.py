@@ -11,13 +11,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from gateway.agent.conversation import ToolSpec
+from gateway.agent.tool_errors import ToolError as ToolError  # where tools import it from
 
 if TYPE_CHECKING:
     from gateway.agent.tools.quota import TurnBudget
-
-
-class ToolError(Exception):
-    """A refusal or failure the model should see as the tool's result."""
 
 
 @dataclass(frozen=True, slots=True)

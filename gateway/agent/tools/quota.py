@@ -43,7 +43,7 @@ UNCOUNTED_DIRS = frozenset({RECALL_DIR})
 
 @dataclass(frozen=True, slots=True)
 class Quotas:
-    """The limits ([tools] in the settings; README "Quotas")."""
+    """The limits ([tools] in the settings; docs/configuration.md, "Quotas")."""
 
     workspace_bytes: int = 1024 * 1024 * 1024
     group_area_bytes: int = 10 * 1024 * 1024

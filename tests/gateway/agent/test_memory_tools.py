@@ -155,7 +155,7 @@ def test_cli_search_missing_workspace_is_one_line(tmp_path, capsys):
 
 
 def test_invalid_memory_setting_is_one_line(make_settings):
-    with pytest.raises(ConfigError, match="CLAWGATE_MEMORY__EMBEDDER"):
+    with pytest.raises(ConfigError, match=r"memory\.embedder"):
         make_settings(memory={"embedder": "magic"})
 
 

@@ -26,6 +26,7 @@ def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
            if not k.startswith("CLAWGATE_") and k not in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY")}
     env["CLAWGATE_WORKSPACES_DIR"] = str(tmp_path / "workspaces")
     env["CLAWGATE_CONFIG"] = str(tmp_path / "none.toml")
+    env["CLAWGATE_PANEL__PORT"] = "0"  # a panel started by a command binds any free port
     env.update(extra)
     return env
 

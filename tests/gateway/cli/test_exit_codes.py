@@ -1,4 +1,4 @@
-"""The one exit-code rule, command by command (README "Command line", gateway/cli/common.py):
+"""The one exit-code rule, command by command (docs/cli.md "Exit status", gateway/cli/common.py):
 2 when the command cannot do what was asked as written (change the command line or a
 setting), 1 when it ran and failed or found a problem in the data, the network or the system.
 In-process (`main([...])`), each case one `clawgate: ...` line.

@@ -14,6 +14,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from gateway.agent.sessions import transcript_path
 from gateway.config.settings import load_settings
 from gateway.ops.logs import setup_logging
@@ -96,6 +98,41 @@ async def test_in_a_terminal_the_chat_thinks_and_keeps_logs_out(tmp_path, anthro
     log = Path(shown.split("logs in ")[1].split(")")[0].strip())
     assert log.exists() and "turn finished" in log.read_text()
     assert " INFO " not in shown and "turn finished" not in shown
+
+
+async def test_a_terminal_only_person_gets_the_web_panel(tmp_path, anthropic_server):
+    """Issue 27: with no Telegram or Discord, the person had no panel at all. The chat at a
+    terminal serves it (`clawgate run` without a platform opens this same chat), says where
+    above the prompt, and stops it with the chat; piped input (a script) gets none."""
+    import urllib.request
+
+    env = _env(tmp_path, ANTHROPIC_API_KEY="sk-x", TERM="xterm", PROMPT_TOOLKIT_NO_CPR="1",
+               CLAWGATE_LLM__BASE_URL=anthropic_server.base_url)
+    master, slave = pty.openpty()
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "gateway", "chat", env=env, stdin=slave, stdout=slave,
+        stderr=slave, start_new_session=True)
+    os.close(slave)
+    screen = _Screen(master)
+    try:
+        await asyncio.to_thread(screen.until, "you>")
+        said = await asyncio.to_thread(screen.until, "`clawgate panel url`")
+        url = said.split("panel on ")[1].split()[0].rstrip(":")
+        assert url.startswith("http://127.0.0.1:") and not url.endswith(":0"), said
+        page = await asyncio.to_thread(
+            lambda: urllib.request.urlopen(url + "/login", timeout=10).read().decode())
+        assert "<h1>Log in</h1>" in page
+        os.write(master, b"\x04")
+        assert await asyncio.wait_for(process.wait(), 30) == 0
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+        os.close(master)
+    with pytest.raises(OSError):  # stopped with the chat
+        await asyncio.to_thread(urllib.request.urlopen, url + "/login", None, 2)
+    code, out, err = await _run(["chat"], env, stdin="hello\n")
+    assert code == 0 and "echo: hello" in out and "panel" not in err + out
 
 
 async def test_ctrl_c_at_the_prompt_works_as_in_a_shell(tmp_path, anthropic_server):

@@ -184,7 +184,7 @@ def test_bot_tokens_must_have_a_tokens_shape(tmp_path, monkeypatch):
         with pytest.raises(ConfigError) as caught:
             load_settings(config)
         message = str(caught.value)
-        assert f"CLAWGATE_{section.upper()}__TOKEN / {section}.token" in message
+        assert f"clawgate.toml line 2: [{section}] token" in message  # the key as typed
         assert bad not in message and "\n" not in message
     config.write_text('[discord]\ntoken = ""\n')  # empty: the channel is not configured
     assert not load_settings(config).discord.configured

@@ -69,8 +69,7 @@ class SwitchableChannel(RecordingChannel):
 
     def __init__(self) -> None:
         super().__init__()
-        self.ready = True
-        self.ready_detail = "polling"
+        self.set_ready(True, "polling")
 
 
 @pytest.fixture
@@ -103,7 +102,7 @@ async def test_health_and_readiness_follow_the_channel(running):
     assert report["channels"]["fakechat"] == {"ready": True, "detail": "polling"}
     assert report["state_db"]["ready"] is True
 
-    channel.ready, channel.ready_detail = False, "Bot API unreachable"
+    channel.set_ready(False, "Bot API unreachable")
     status, _, body = await get(health.url + "/readyz")
     report = json.loads(body)
     assert status == 503 and report["ready"] is False
@@ -111,7 +110,7 @@ async def test_health_and_readiness_follow_the_channel(running):
     _, _, text = await get(health.url + "/metrics")
     assert value(parse_prometheus(text), "clawgate_channel_ready", channel="fakechat") == 0
 
-    channel.ready = True
+    channel.set_ready(True, "polling")
     status, _, _ = await get(health.url + "/readyz")
     assert status == 200
     await gateway.state.close()  # the state database becomes unreachable

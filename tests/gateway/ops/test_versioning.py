@@ -7,11 +7,10 @@ import logging
 import subprocess
 from pathlib import Path
 
-import pytest
-
 from gateway.cli.main import main
 from gateway.ops.versioning import Change, Versioning, undo_words
 from gateway.workspace.seed import workspace_path
+from memory.index import MemoryIndex
 
 
 def git(workspace: Path, *args: str) -> str:
@@ -87,7 +86,6 @@ async def test_commit_is_free_when_nothing_changed(tmp_path, monkeypatch):
 
 
 async def test_undo_restores_and_the_next_search_reflects_it(tmp_path, capsys):
-    index_module = pytest.importorskip("memory.index")
     workspace = tmp_path / "ws"
     (workspace / "memory").mkdir(parents=True)
     note = workspace / "MEMORY.md"
@@ -97,7 +95,7 @@ async def test_undo_restores_and_the_next_search_reflects_it(tmp_path, capsys):
     note.write_text("The parking spot is number 42 near the florist.\n")
     await versioning.commit(workspace, "turn")
 
-    index = index_module.MemoryIndex(workspace, None, sessions=False)
+    index = MemoryIndex(workspace, None, sessions=False)
     try:
         found = await index.search("parking florist")
         assert any("florist" in r.snippet for r in found.results)

@@ -154,7 +154,7 @@ async def test_a_login_never_sees_people_it_may_not(rig):
 
 
 def test_non_loopback_bind_needs_allow_remote(make_settings):
-    with pytest.raises(ConfigError, match=r"CLAWGATE_PANEL__HOST.*allow_remote"):
+    with pytest.raises(ConfigError, match=r"panel\.host.*allow_remote"):
         make_settings(panel={"host": "0.0.0.0"})
     assert make_settings(panel={"host": "0.0.0.0", "allow_remote": True}).panel.allow_remote
     assert make_settings(panel={"host": "::1"}).panel.host == "::1"

@@ -3,9 +3,11 @@
 One running gateway (fake Telegram, fake LLM, keyword-only recall) with its panel on a free
 loopback port, in this test's event loop, as in `clawgate run`. The owner logs in through a
 one-time link, approves a stranger's pairing request made through the fake Telegram, edits
-MEMORY.md, sees the commit and its diff, undoes it, and searches memory. Screenshots of each
-page go to a temporary folder, or to docs/screenshots/ (the README's pictures) when
-CLAWGATE_SCREENSHOTS=docs is set, so an ordinary test run never rewrites tracked files.
+MEMORY.md, sees the commit and its diff, undoes it, searches memory and adds a reminder. Then
+every page again at a phone's width (375 px): nothing wider than the screen, nothing cut off
+inside a card. Screenshots of each page go to a temporary folder, or to docs/screenshots/ (the
+README's pictures) when CLAWGATE_SCREENSHOTS=docs is set, so an ordinary test run never
+rewrites tracked files.
 
 Skips (with the reason) only when chromium is not installed; .ci/run installs it.
 """
@@ -24,6 +26,7 @@ import pytest
 from channels.telegram import Backoff
 from gateway.agent.providers import build_provider
 from gateway.assembly.platforms import build_gateway
+from gateway.assembly.scheduling import attach_schedules
 from gateway.config.panel import PanelSettings
 from gateway.panel.auth import issue_link_code
 from gateway.panel.host import PanelHost
@@ -43,7 +46,33 @@ pytestmark = pytest.mark.skipif(
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
         "--disable-component-update", "--disable-sync", "--no-first-run"]
 DOC_SHOTS = Path(__file__).resolve().parents[3] / "docs" / "screenshots"
+# Read at import: the suite's clean_env fixture removes every CLAWGATE_* variable before a
+# test runs (so the documented command used to leave docs/ untouched).
+TO_DOCS = os.environ.get("CLAWGATE_SCREENSHOTS") == "docs"
 STRANGER = 5150
+PHONE = {"width": 375, "height": 812}
+# What does not fit a phone's width: the page wider than the screen, a card or the header
+# whose content is wider than the card (cut off or scrolled sideways), or a control, heading
+# or cell reaching past the screen's edge. Tables that scroll on purpose sit in `.scroll`.
+NOT_FITTING = """() => {
+  const bad = [], width = document.documentElement.clientWidth;
+  if (document.documentElement.scrollWidth > width) {
+    bad.push(`page ${document.documentElement.scrollWidth} > ${width}`);
+  }
+  for (const el of document.querySelectorAll("main, header, nav, section.card, figure")) {
+    if (el.scrollWidth > el.clientWidth + 1) {
+      bad.push(`${el.tagName}.${el.className} ${el.scrollWidth} > ${el.clientWidth}`);
+    }
+  }
+  for (const el of document.querySelectorAll("button, input, a, h1, h2, td, th, label, code")) {
+    if (el.closest(".scroll")) continue;
+    const box = el.getBoundingClientRect();
+    if (box.width && (box.right > width + 0.5 || box.left < -0.5)) {
+      bad.push(`${el.tagName} "${el.textContent.trim().slice(0, 30)}" ${box.left}..${box.right}`);
+    }
+  }
+  return bad;
+}"""
 
 
 @pytest.fixture
@@ -60,6 +89,7 @@ async def running(make_settings: Any, anthropic_server: Any) -> AsyncIterator[An
             "# 2026-11-02\n- Adopted a grey cat called Miso from the shelter.\n"
             "- Booked the dentist for Thursday.\n", encoding="utf-8")
         await gateway.versioning.ensure_repo(owner)
+        attach_schedules(gateway)  # as `clawgate run` does: the reminders page works
         await gateway.start()
         panel = PanelServer(PanelHost(gateway), PanelSettings(port=0))
         await panel.start()
@@ -76,7 +106,7 @@ async def test_owner_session_in_a_real_browser(running: Any, tmp_path: Path) -> 
     assert CHROMIUM is not None, "CLAWGATE_REQUIRE_BROWSER is set but chromium is missing"
     gateway, panel, tg, anthropic_server = running
     owner = gateway.settings.workspaces_dir / "owner"
-    SHOTS = DOC_SHOTS if os.environ.get("CLAWGATE_SCREENSHOTS") == "docs" else tmp_path / "shots"
+    SHOTS = DOC_SHOTS if TO_DOCS else tmp_path / "shots"
     SHOTS.mkdir(parents=True, exist_ok=True)
 
     # A stranger writes on Telegram and gets a pairing code.
@@ -144,14 +174,42 @@ async def test_owner_session_in_a_real_browser(running: Any, tmp_path: Path) -> 
         assert (owner / "MEMORY.md").read_text(encoding="utf-8") == before
         await expect(page.locator("tbody tr").first).to_contain_text("undo: MEMORY.md")
 
-        # Search memory: results come in while typing (htmx), with scores and source lines.
+        # Search memory: results come in while typing (htmx), with scores and source lines,
+        # the line that answers marked.
         await page.goto(base + "/p/owner/search")
         await page.get_by_role("searchbox").fill("grey cat Miso")
-        result = page.locator("#results tbody tr").first
+        result = page.locator("#results li.result").first
         await expect(result).to_contain_text("memory/2026-11-02.md:")
-        await expect(result).to_contain_text("Adopted a grey cat called Miso")
+        await expect(result.locator("mark")).to_have_text(
+            "- Adopted a grey cat called Miso from the shelter.")
         assert page.url.endswith("/p/owner/search")
         await page.screenshot(path=str(SHOTS / "search.png"), full_page=True)
+
+        # A reminder, in the time language people type; listed with its number; cancelled.
+        await page.goto(base + "/p/owner/reminders")
+        await page.get_by_label("When").fill("tomorrow 9am")
+        await page.get_by_label("What").fill("Call the vet about Miso's vaccination")
+        await page.get_by_role("button", name="Add").click()
+        await expect(page.locator(".flash")).to_contain_text("Scheduled reminder #1")
+        await page.get_by_label("When").fill("every weekday at 8:30")
+        await page.get_by_label("What").fill("Stand-up notes")
+        await page.get_by_role("button", name="Add").click()
+        await page.get_by_label("When").fill("in 90 minutes")
+        await page.get_by_label("What").fill("Take the bread out")
+        await page.get_by_role("button", name="Add").click()
+        rows = page.locator("tbody tr")
+        await expect(rows).to_have_count(3)
+        await expect(rows.first).to_contain_text("Call the vet")
+        await page.get_by_label("When").fill("when pigs fly")
+        await page.get_by_label("What").fill("Buy wings")
+        await page.get_by_role("button", name="Add").click()
+        await expect(page.locator(".flash.error")).to_contain_text("Not added")
+        await expect(page.get_by_label("When")).to_have_value("when pigs fly")
+        await page.screenshot(path=str(SHOTS / "reminders.png"), full_page=True)
+        await rows.filter(has_text="Take the bread out").get_by_role(
+            "button", name="Cancel").click()
+        await expect(page.locator(".flash")).to_contain_text("Cancelled #3")
+        await expect(page.locator("tbody tr")).to_have_count(2)
 
         # The stranger's pages: their conversation, heartbeat and metrics.
         person = f"telegram-{STRANGER}"
@@ -176,14 +234,31 @@ async def test_owner_session_in_a_real_browser(running: Any, tmp_path: Path) -> 
             await expect(page.locator("h1")).to_contain_text(person)
             await page.screenshot(path=str(SHOTS / f"{name}.png"), full_page=True)
 
-        # A phone-sized screen gets the same overview without sideways scrolling.
-        phone = await browser.new_context(viewport={"width": 390, "height": 844},
-                                          storage_state=await context.storage_state())
+        # Someone who is not here: the panel's own page, with the way back.
+        await page.goto(f"{base}/p/nobody/files")
+        await expect(page.locator(".error-card")).to_contain_text("There is no such person")
+        await page.screenshot(path=str(SHOTS / "not-found.png"))
+
+        # A phone's width: every page fits, nothing is cut off (issue 27: the overview clipped
+        # its Revoke button and text).
+        phone = await browser.new_context(viewport=PHONE, storage_state=await
+                                          context.storage_state())
         mobile = await phone.new_page()
-        await mobile.goto(base + "/")
-        await expect(mobile.locator("h1")).to_have_text("Overview")
-        width = await mobile.evaluate("document.documentElement.scrollWidth")
-        assert width <= 390
-        await mobile.screenshot(path=str(SHOTS / "overview-phone.png"), full_page=True)
+        session_url = f"/p/{person}/sessions"
+        await mobile.goto(base + session_url)
+        session_url = await mobile.get_by_role("link", name=f"{person}:dm").get_attribute("href")
+        pages = {"overview": "/", "files": "/p/owner/files",
+                 "file": "/p/owner/file?path=MEMORY.md", "history": "/p/owner/history",
+                 "sessions": f"/p/{person}/sessions", "session": session_url,
+                 "search": "/p/owner/search?q=grey+cat+Miso", "reminders": "/p/owner/reminders",
+                 "heartbeat": f"/p/{person}/heartbeat", "usage": f"/p/{person}/usage",
+                 "metrics": f"/p/{person}/metrics", "not-found": "/p/nobody/files"}
+        shots = {"overview", "session", "search", "reminders", "metrics"}
+        for name, path in pages.items():
+            await mobile.goto(base + path)
+            await expect(mobile.locator("main > h1")).to_be_visible()
+            assert await mobile.evaluate(NOT_FITTING) == [], name
+            if name in shots:
+                await mobile.screenshot(path=str(SHOTS / f"{name}-phone.png"), full_page=True)
         await browser.close()
     await asyncio.sleep(0)

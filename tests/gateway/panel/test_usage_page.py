@@ -11,7 +11,7 @@ async def test_usage_page_shows_totals_kinds_models_and_caps(rig):
     await ledger.record("owner", "conversation", "claude-sonnet-5-5", Usage(1_234, 56, 7_000))
     await ledger.record("owner", "heartbeat", "home-llama", Usage(400, 20))
     page = await (await rig.client.get("/p/owner/usage")).text()
-    assert 'href="/p/owner/usage" class=on' in page
+    assert 'href="/p/owner/usage" class="on"' in page
     assert "<td>1,634</td>" in page  # input tokens today, both calls
     assert "<td>conversation</td>" in page and "<td>heartbeat</td>" in page
     assert "home-llama (no price: $0)" in page
