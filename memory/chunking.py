@@ -16,6 +16,8 @@ import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
+from memory.corrections import is_struck
+
 __all__ = ["Chunk", "Line", "chunk_lines", "markdown_lines", "transcript_key", "transcript_lines"]
 
 DIALOGUE_TYPES = {"user": "User", "assistant": "Assistant"}
@@ -38,7 +40,10 @@ class Chunk:
 
 
 def markdown_lines(text: str) -> list[Line]:
-    return [Line(number, line) for number, line in enumerate(text.splitlines(), start=1)]
+    """The file's lines; a struck line (a superseded fact, memory.corrections) is left
+    blank, so recall never offers it as current."""
+    return [Line(number, "" if is_struck(line) else line)
+            for number, line in enumerate(text.splitlines(), start=1)]
 
 
 def transcript_key(first_line: str) -> str | None:

@@ -47,17 +47,20 @@ class SearchJob(IndexCore):
         max_results: int = DEFAULT_MAX_RESULTS,
         min_score: float = 0.0,
         more: Sequence[str] = (),
+        snippet_chars: int = search_mod.SNIPPET_CHARS,
     ) -> SearchResponse:
-        """Search the index; `more` are other phrasings of the query, fused with it."""
+        """Search the index; `more` are other phrasings of the query, fused with it;
+        `snippet_chars` caps what one result shows."""
         await self.refresh()
         self._queries_waiting += 1
         try:
-            return await self._search_locked(query, max_results, min_score, list(more))
+            return await self._search_locked(query, max_results, min_score, list(more),
+                                             snippet_chars)
         finally:
             self._queries_waiting -= 1
 
     async def _search_locked(self, query: str, max_results: int, min_score: float,
-                             more: list[str]) -> SearchResponse:
+                             more: list[str], snippet_chars: int) -> SearchResponse:
         async with self._lock:
             db = self._db
             assert db is not None
@@ -106,6 +109,7 @@ class SearchJob(IndexCore):
                     more=others,
                     lines=lines,
                     line_query=line_query if self.line_model is not None else None,
+                    snippet_chars=snippet_chars,
                 )
             except DB_ERRORS as exc:
                 log.warning("recall index failed during search (%s); rebuilding", exc)
@@ -115,6 +119,7 @@ class SearchJob(IndexCore):
                 response = await search_mod.hybrid_search(
                     self._db, query, qvec, max_results=max_results, min_score=min_score,
                     today=self._today(), half_life_days=self.half_life_days, more=others,
+                    snippet_chars=snippet_chars,
                 )
             if line_failures:
                 note = "; ".join(x for x in (

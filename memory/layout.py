@@ -53,6 +53,7 @@ __all__ = [
     "SEEDED_MARKER",
     "SESSIONS_DIR",
     "SKILLS_DIR",
+    "TIDY_STATE_FILE",
     "TRASH_DIR",
     "Access",
     "daily_note",
@@ -98,6 +99,7 @@ RECALL_DIR = ".recall"  # derived recall index, rebuildable
 TRASH_DIR = ".trash"  # delete_file moves files here
 GIT_DIR = ".git"
 HEARTBEAT_STATE_FILE = ".clawgate-heartbeat.json"
+TIDY_STATE_FILE = ".clawgate-tidy.json"  # the daily MEMORY.md tidying's last pass
 # Reminders (scheduler/): the person's job list (versioned, hand-editable) and what ran.
 SCHEDULE_FILE = ".clawgate-schedule.json"
 SCHEDULE_STATE_FILE = ".clawgate-schedule-state.jsonl"
@@ -116,7 +118,8 @@ BOOTSTRAP_FILES: tuple[str, ...] = (
 DERIVED_DIRS: tuple[str, ...] = (RECALL_DIR,)
 # Not versioned: derived data, append-only history, the trash and the timer's bookkeeping.
 UNVERSIONED_DIRS: tuple[str, ...] = (GIT_DIR, RECALL_DIR, SESSIONS_DIR, TRASH_DIR, INBOX_DIR)
-UNVERSIONED_FILES: tuple[str, ...] = (HEARTBEAT_STATE_FILE, SCHEDULE_STATE_FILE)
+UNVERSIONED_FILES: tuple[str, ...] = (HEARTBEAT_STATE_FILE, SCHEDULE_STATE_FILE,
+                                      TIDY_STATE_FILE)
 
 
 def daily_note(day: date) -> str:

@@ -107,6 +107,12 @@ class SearchResult:
     snippet: str
     source: str  # "memory" | "sessions"
     line: int | None = None  # the line that matched best (line vectors), if known
+    # Absolute evidence beside the rank-based `score` (which is relative: some chunk is
+    # always first): the best cosine of the query with the chunk (vector leg) and of the
+    # query with its best line (line leg), None when that leg did not find it. Auto-recall
+    # decides by them whether a hit is worth showing unasked (gateway/pipeline/auto_recall.py).
+    cosine: float | None = None
+    line_score: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -425,6 +431,7 @@ async def hybrid_search(
     more: Sequence[tuple[str, np.ndarray | None]] = (),
     lines: LineEnsemble | None = None,
     line_query: Callable[[str], Awaitable[np.ndarray | None]] | None = None,
+    snippet_chars: int = SNIPPET_CHARS,
 ) -> SearchResponse:
     """Search for `query` (with `qvec` its embedding, None for keyword-only).
 
@@ -434,6 +441,9 @@ async def hybrid_search(
     vector stays the chunk vectors' own. (Computed beside the embedder's query instead, or
     started before it: the same latency within this machine's noise, 30-35 ms p50 at 10k
     chunks; one model after the other, with nothing between them, was slower.)
+
+    `snippet_chars`: what one result shows at most (auto-recall asks for less than a tool
+    call shows: gateway/pipeline/auto_recall.py).
 
     `more`: other phrasings of the same question with their embeddings. Each phrasing is
     fused on its own and the fused scores are averaged: a chunk that several phrasings find
@@ -445,6 +455,7 @@ async def hybrid_search(
         return SearchResponse(note="empty query")
     fused: dict[int, float] = {}
     best_line: dict[int, tuple[float, int]] = {}  # chunk -> (line score, line number)
+    cosines: dict[int, float] = {}  # chunk -> best cosine over the phrasings
     dated = await dated_chunks(db, query_windows(query))
     for text, vector in phrasings:
         scored_by_lines = lines is not None and vector is not None
@@ -467,6 +478,8 @@ async def hybrid_search(
             for cid, line_score in legs["lines"]:
                 if cid not in best_line or line_score > best_line[cid][0]:
                     best_line[cid] = (line_score, found[cid])
+        for cid, cosine in legs.get("vector", []):
+            cosines[cid] = max(cosine, cosines.get(cid, -1.0))
         for chunk_id, value in rrf_fusion(legs).items():
             fused[chunk_id] = fused.get(chunk_id, 0.0) + value / len(phrasings)
     query = " ".join(q for q, _ in phrasings)  # the snippet looks for any phrasing's words
@@ -493,18 +506,20 @@ async def hybrid_search(
             break
         row = rows[cid]
         line = best_line[cid][1] if cid in best_line else None
-        around = (await passage(db, row[1], line, SNIPPET_CHARS)
+        around = (await passage(db, row[1], line, snippet_chars)
                   if line is not None and PASSAGES else None)
         if around is None:
             first, last = int(row[3]), int(row[4])
-            text = snippet(row[6], query, focus=_line_text(row, line))
+            text = snippet(row[6], query, snippet_chars, focus=_line_text(row, line))
         else:
             first, last, text = around
         if any(a <= first and last <= b for a, b in shown.get(row[1], [])):
             continue  # everything this one shows is already in front of the model
         shown.setdefault(row[1], []).append((first, last))
         results.append(SearchResult(path=row[1], start_line=first, end_line=last, score=score,
-                                    snippet=text, source=row[2], line=line))
+                                    snippet=text, source=row[2], line=line,
+                                    cosine=cosines.get(cid),
+                                    line_score=best_line[cid][0] if cid in best_line else None))
     note = ""
     if not results:
         note = "no matching memory" if not ranked else f"no result scored {min_score} or more"

@@ -29,7 +29,9 @@ You do not remember past sessions: only what is written in files survives.
   you to remember something.
 - Do not write one-off instructions, duplicates of what is already there, or guesses: if you
   are unsure, ask instead.
-- One fact per line. Name people explicitly ("Alice prefers tea"), never "I" or "you"."""
+- One fact per line. Name people explicitly ("Alice prefers tea"), never "I" or "you".
+- When the person corrects a fact or asks you to forget one, find every copy with
+  memory_find and fix each with memory_correct."""
 
 SHARED_SESSION_NOTE = """\
 ## Privacy

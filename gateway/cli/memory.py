@@ -1,5 +1,5 @@
-"""`clawgate memory ...`: a workspace's recall index (index, search, status) and its history
-(log, diff, undo).
+"""`clawgate memory ...`: a workspace's recall index (index, search, status), its history
+(log, diff, undo) and corrections (find, correct: gateway/cli/memory_corrections.py).
 
 A public contract: works on any directory with the workspace layout, without the gateway
 running. `search --json` prints only a JSON array on stdout; everything else goes to stderr.
@@ -47,6 +47,8 @@ _SINCE = re.compile(
 
 
 def register(root: typer.Typer) -> None:
+    import gateway.cli.memory_corrections  # noqa: F401  (find, correct: on this `app`)
+
     root.add_typer(app, name="memory")
 
 

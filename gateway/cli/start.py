@@ -114,10 +114,12 @@ def serve(config: Settings) -> int:
     """Run every configured platform channel until Ctrl-C or SIGTERM."""
     from gateway.assembly.builder import RUN, GatewayApp
     from gateway.assembly.scheduling import reminders
+    from gateway.assembly.tidying import tidying
     from gateway.cli.lifecycle import run_until_stopped
 
     logging.getLogger().setLevel(logging.getLevelName(config.log_level))
-    app = GatewayApp(config, RUN, services=[reminders(run=True)])  # the one scheduler
+    # The one scheduler; the daily MEMORY.md tidying (issue 25).
+    app = GatewayApp(config, RUN, services=[reminders(run=True), tidying()])
     return run_until_stopped(config, RUN, banner=(
         "clawgate is running; Ctrl-C to stop. Approve new people with "
         "`clawgate pairing list` / `clawgate pairing approve CHANNEL CODE`."),

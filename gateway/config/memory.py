@@ -35,6 +35,22 @@ class MemorySettings(BaseModel):
     half_life_days: float = Field(DEFAULT_HALF_LIFE_DAYS, ge=0)  # daily notes fade; 0: never
     watch: bool = True  # notice hand edits by polling the workspace
     watch_interval_seconds: float = Field(1.0, gt=0, le=3600)
+    # Auto-recall (gateway/pipeline/auto_recall.py): before each turn of the owner's DM, the
+    # hits for the message at least min_similarity alike (cosine; the default is measured for
+    # the local embedder), at most max_hits within max_tokens.
+    auto_recall: bool = True
+    auto_recall_min_similarity: float = Field(0.82, ge=-1, le=1)
+    auto_recall_max_hits: int = Field(3, ge=1, le=10)
+    auto_recall_max_tokens: int = Field(400, ge=50, le=4000)
+    # A private reply claiming "I'll remember that" while the turn wrote no file gets a silent
+    # capture step that writes it (gateway/pipeline/capture.py).
+    capture_claims: bool = True
+    # Daily MEMORY.md tidying (gateway/assembly/tidying.py): at most once a day per person,
+    # a pass costing at most tidy_max_tokens (estimated), refused when the rewrite would drop
+    # more than tidy_max_drop_share of the lines.
+    tidy: bool = True
+    tidy_max_tokens: int = Field(12_000, ge=500, le=1_000_000)
+    tidy_max_drop_share: float = Field(0.3, ge=0, le=1)
 
     def resolved_api_key(self) -> str:
         if self.api_key is not None and self.api_key.get_secret_value():

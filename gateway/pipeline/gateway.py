@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Sequence
+from datetime import date
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -28,6 +29,7 @@ from gateway.agent.providers.base import Provider
 from gateway.agent.scope import usage_scope
 from gateway.agent.sessions import SessionStore
 from gateway.agent.tools import Tool, ToolContext, ToolRegistry, file_tools
+from gateway.agent.tools.corrections import correction_tools
 from gateway.agent.tools.quota import DiskUsage, Quotas, TurnBudget
 from gateway.agent.tools.send_file import SendFileTool
 from gateway.capabilities.hub import Capabilities
@@ -117,6 +119,8 @@ class Gateway:
         # Two registries, decided by the route: tools that reach private memory (recall, say)
         # do not exist at all in a session that is not the owner's DM.
         self.shared_tools = ToolRegistry(base_tools(), redact=self.redactor)
+        # Corrections (memory_find, memory_correct) need no index: every private context has them.
+        private_tools = [*correction_tools(self._today), *private_tools]
         self.private_tools = ToolRegistry([*base_tools(), *private_tools], redact=self.redactor)
         self._extra_private_tools = list(private_tools)
         self._extra_shared_tools: list[Tool] = []
@@ -178,6 +182,10 @@ class Gateway:
         )
         if self.media is not None:
             self.turns.media = self._take_media
+        if settings.memory.capture_claims:
+            from gateway.pipeline.capture import Capture
+
+            self.turns.capture = Capture(self.agent, self.metrics.registry)
         limits = settings.limits
         self.limits = PersonLimits(self.clock, limits.queue_per_person,
                                    limits.messages_per_minute)
@@ -225,6 +233,11 @@ class Gateway:
         from gateway.agent.tools.memory_tools import memory_tools
 
         self.memory = memory
+        if self.turns.recall is None and self.settings.memory.auto_recall:
+            from gateway.pipeline.auto_recall import AutoRecall, RecallOptions
+
+            self.turns.recall = AutoRecall(memory, RecallOptions.from_settings(
+                self.settings.memory), self.metrics.registry)
         self.private_tools = ToolRegistry(
             [*base_tools(), *self._extra_private_tools,
              *memory_tools(memory, on_search=self.metrics.observe_search)],
@@ -554,6 +567,10 @@ class Gateway:
 
     def _capability_kind(self, route: Route) -> ContextKind:
         return self.capabilities.kind(private=route.private, person_id=route.person_id)
+
+    def _today(self) -> date:
+        """Today in the configured zone (a correction's "superseded" date)."""
+        return self.clock.now().astimezone(self.settings.zone()).date()
 
     def context_files(self, route: Route) -> list[ContextFile]:
         today = self.clock.now().astimezone(self._zone).date()

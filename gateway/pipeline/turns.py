@@ -50,6 +50,8 @@ from gateway.pipeline.streaming import ChatPace, LivePreview, open_preview
 
 if TYPE_CHECKING:
     from gateway.agent.media.intake import UserContent
+    from gateway.pipeline.auto_recall import AutoRecall
+    from gateway.pipeline.capture import Capture, Due
 
 log = logging.getLogger(__name__)
 
@@ -128,6 +130,11 @@ class TurnRunner:
         # tries the message again (gateway.py, PERSIST_ATTEMPTS), and a retry must not fetch
         # and transcribe its files again. Emptied as each message is recorded.
         self._taken: dict[tuple[str, str, str], UserContent] = {}
+        # Memory hits for the message, given before private turns (set with recall).
+        self.recall: AutoRecall | None = None
+        # "I'll remember that" with nothing written: a silent capture step after the reply.
+        self.capture: Capture | None = None
+        self._captures: dict[str, Due] = {}  # session key -> the capture its turn owes
 
     async def run(self, route: Route, msg: InboundMessage, *, durable: bool) -> str:
         """One turn. Hand edits since the last turn are committed first, the turn's after.
@@ -137,6 +144,7 @@ class TurnRunner:
         """
         with turn_scope(route.session_key) as turn:
             key = route.session_key
+            self._captures.pop(key, None)  # owed by a turn whose reply was never queued
             await self.versioning.commit(route.workspace, "hand edit", session=key)
             log.info("turn started (%s)", route.channel)
             started = time.perf_counter()
@@ -157,6 +165,7 @@ class TurnRunner:
             if replaces and durable:
                 await self._forget_preview(answer_key(msg))
             try:
+                await self._capture_owed(session, route)
                 outcome = await sent
                 session.record_event("delivery", ok=outcome == "sent", channel=route.channel,
                                      **({} if outcome == "sent" else {"error": outcome}))
@@ -284,7 +293,8 @@ class TurnRunner:
         prompt = self.prompt
         try:  # a hostile or broken file, skill or tool server must not leave the person unanswered
             tools = prompt.tools_for(route)
-            system = prompt.system_prompt(route, prompt.context_files(route))
+            files = prompt.context_files(route)
+            system = prompt.system_prompt(route, files)
             ctx = prompt.tool_context(route)
             overhead = request_overhead_chars(system, tools.specs())
         except Exception as exc:
@@ -298,8 +308,13 @@ class TurnRunner:
             async with asyncio.timeout(self.deadline_seconds):
                 for notice in await self.compactor.before_turn(session, system, ctx, overhead):
                     await self.delivery.deliver(route.channel, route.chat_id, notice)
+                if self.recall is not None:  # after compaction: its flush never sees it
+                    system = await self.recall.add_to(system, route, session, files)
                 reply = await self._answer(session, route, system, ctx, tools, overhead,
                                            waiting, stream)
+                if self.capture is not None and (
+                        due := self.capture.check(route.private, reply, system, ctx)):
+                    self._captures[route.session_key] = due
             self.metrics.turns.inc(outcome="ok")
         except TimeoutError:
             log.warning("turn in %s passed its deadline of %.0f s", route.session_key,
@@ -320,6 +335,18 @@ class TurnRunner:
             self.metrics.turns.inc(outcome="internal_error")
             session.record_event("error", error_kind="internal", text=reply)
         return reply
+
+    async def _capture_owed(self, session: Session, route: Route) -> None:
+        """Run the capture the turn owes (gateway/pipeline/capture.py), once the reply is
+        queued: the person does not wait for it, the turn's commit includes what it wrote."""
+        due = self._captures.pop(route.session_key, None)
+        if due is None or self.capture is None:
+            return
+        today = self.compactor.clock.now().astimezone(self.compactor.zone).date()
+        try:
+            await self.capture.run(session, due, f"memory/{today.isoformat()}.md")
+        except Exception:  # the reply is queued: a failure here is only logged
+            log.exception("memory capture in %s failed", route.session_key)
 
     async def _answer(
         self, session: Session, route: Route, system: SystemPrompt, ctx: ToolContext,

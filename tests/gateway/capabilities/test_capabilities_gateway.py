@@ -162,7 +162,9 @@ async def test_context_shows_skills_and_servers_in_the_owners_dm(anthropic_serve
                for line in lines)
     assert "Tool servers: 1 (1,160 of 16,000 chars of schemas)" in lines
     assert "fake: ready, 7 tools" in lines
-    assert f"Tools: {len(base_tools()) + 7} (" in text  # file tools, send_file, the server's 7
+    # The file tools, send_file, the correction tools (memory_find, memory_correct) and the
+    # server's 7.
+    assert f"Tools: {len(base_tools()) + 2 + 7} (" in text
 
 
 async def test_over_the_schema_budget_the_model_loads_a_server_on_demand(

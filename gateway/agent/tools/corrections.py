@@ -1,0 +1,142 @@
+"""Correction tools: `memory_find` and `memory_correct`, for the owner's private contexts.
+
+When the person says "that's wrong, I moved to Berlin" or "forget the old address", the stale
+fact may sit in MEMORY.md, USER.md and a few daily notes at once; fixing one copy leaves the
+others to come back. `memory_find` lists every line that holds it, across those files;
+`memory_correct` replaces, strikes (kept visible as superseded, left out of recall) or
+deletes one line, quoting it so a stale line number cannot change the wrong line. The text
+work is `memory.corrections`; paths go through the workspace confinement, writes through the
+file tools' atomic, quota-checked write (gateway/agent/tools/files.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from datetime import date
+from typing import Any
+
+from gateway.agent.conversation import ToolSpec
+from gateway.agent.tools.args import check_known, get_arg, get_int, require_private
+from gateway.agent.tools.base import Tool, ToolContext, ToolError
+from gateway.agent.tools.files import _locked, _read_text, _rel, _resolve, _write_text
+from memory.corrections import (
+    ACTIONS,
+    MAX_FOUND,
+    CorrectionError,
+    correct_text,
+    find_in_files,
+)
+from memory.sources import is_memory_path
+
+__all__ = ["MemoryCorrectTool", "MemoryFindTool", "correction_tools"]
+
+
+class MemoryFindTool:
+    spec = ToolSpec(
+        name="memory_find",
+        description=(
+            "Find every line in MEMORY.md, USER.md and memory/*.md that mentions something "
+            "(all the words of `text`, any order and case). Use it when the person corrects "
+            "a fact or asks you to forget one, to find every copy before changing them with "
+            "memory_correct. Struck (superseded) lines are marked."
+        ),
+        parameters={
+            "type": "object",
+            "properties": {
+                "text": {"type": "string", "description": "Words the lines must contain."},
+                "limit": {"type": "integer", "minimum": 1, "maximum": MAX_FOUND,
+                          "default": 20, "description": "How many lines at most."},
+            },
+            "required": ["text"],
+            "additionalProperties": False,
+        },
+    )
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> str:
+        name = self.spec.name
+        require_private(ctx, name, "memory is")
+        check_known(args, ("text", "limit"), name)
+        text = get_arg(args, "text", str, name)
+        limit = get_int(args, "limit", name, 20, 1, MAX_FOUND)
+        try:
+            found = await asyncio.to_thread(find_in_files, ctx.workspace, text, limit=limit)
+        except CorrectionError as exc:
+            raise ToolError(f"{name}: {exc}") from exc
+        if not found:
+            return f"No line of MEMORY.md, USER.md or memory/*.md mentions {text!r}."
+        lines = [f"{len(found)} line(s) mentioning {text!r}:"]
+        lines += [f"{item.path}:{item.line}: {item.text.strip()[:300]}"
+                  + (" [struck]" if item.struck else "") for item in found]
+        return "\n".join(lines)
+
+
+class MemoryCorrectTool:
+    spec = ToolSpec(
+        name="memory_correct",
+        description=(
+            "Correct one line of MEMORY.md, USER.md or memory/*.md. Quote the line's current "
+            "text in old_text (from memory_find or read_file). action 'replace': the line "
+            "becomes new_text. 'strike': the old line stays, crossed out and marked superseded "
+            "with today's date and `reason` (recall no longer returns it), and new_text, if "
+            "given, is written under it; use it when the history matters (moved house, changed "
+            "job). 'delete': the line is removed (when asked to forget). Correct every copy."
+        ),
+        parameters={
+            "type": "object",
+            "properties": {
+                "path": {"type": "string", "description": "The file, e.g. MEMORY.md."},
+                "old_text": {"type": "string", "minLength": 1,
+                             "description": "Text of the line to change (one line)."},
+                "action": {"type": "string", "enum": list(ACTIONS)},
+                "new_text": {"type": "string", "default": "",
+                             "description": "The corrected fact (replace; optional for strike)."},
+                "reason": {"type": "string", "default": "",
+                           "description": "Why (strike): 'moved to Berlin'."},
+                "line": {"type": "integer", "minimum": 1,
+                         "description": "The line number, when old_text is on several lines."},
+            },
+            "required": ["path", "old_text", "action"],
+            "additionalProperties": False,
+        },
+    )
+
+    def __init__(self, today: Callable[[], date] | None = None) -> None:
+        self.today = today or date.today
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> str:
+        name = self.spec.name
+        require_private(ctx, name, "memory is")
+        check_known(args, ("path", "old_text", "action", "new_text", "reason", "line"), name)
+        user_path = get_arg(args, "path", str, name)
+        old = get_arg(args, "old_text", str, name)
+        action = get_arg(args, "action", str, name)
+        new = get_arg(args, "new_text", str, name, "")
+        reason = get_arg(args, "reason", str, name, "")[:200]
+        line = get_int(args, "line", name, 0, 0, 10**9) or None
+        path = await _resolve(ctx, user_path, write=True)
+        rel = _rel(ctx, path)
+        if not is_memory_path(rel) or rel.endswith(".jsonl"):
+            raise ToolError(f"{name}: {rel} is not a memory file; memory_correct changes "
+                            "MEMORY.md, USER.md and memory/*.md (transcripts are history)")
+        when = self.today().isoformat()
+
+        def edit() -> int:
+            text = _read_text(path, ctx, name)
+            try:
+                result, changed = correct_text(text, old, action,  # type: ignore[arg-type]
+                                               new_text=new, line=line, when=when,
+                                               reason=reason)
+            except CorrectionError as exc:
+                raise ToolError(f"{name}: {exc}; nothing was written") from exc
+            _write_text(path, result, ctx, name, authored=len(new.encode("utf-8")) + 80)
+            return changed
+
+        changed = await _locked(path, edit)
+        done = {"replace": "replaced", "strike": "struck", "delete": "deleted"}[action]
+        extra = " and wrote the new fact under it" if action == "strike" and new.strip() else ""
+        return f"{done} line {changed} of {rel}{extra}"
+
+
+def correction_tools(today: Callable[[], date] | None = None) -> list[Tool]:
+    return [MemoryFindTool(), MemoryCorrectTool(today)]
