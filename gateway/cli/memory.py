@@ -47,8 +47,9 @@ _SINCE = re.compile(
 
 
 def register(root: typer.Typer) -> None:
-    import gateway.cli.memory_corrections  # noqa: F401  (find, correct: on this `app`)
+    from gateway.cli.memory_corrections import add_commands
 
+    add_commands(app)  # find, correct
     root.add_typer(app, name="memory")
 
 

@@ -14,15 +14,26 @@ from typing import Annotated
 import typer
 
 from gateway.cli.common import CliError, print_json, resolve_workspace, settings
-from gateway.cli.memory import _versioning, app
 from gateway.cli.options import JsonOption, WorkspaceOption
-from gateway.ops.versioning import VersioningError
+from gateway.ops.versioning import Versioning, VersioningError
 from memory.atomic import atomic_write_text
 from memory.corrections import ACTIONS, CorrectionError, correct_text, find_in_files
 from memory.sources import is_memory_path
 
 
-@app.command("find", help="lines of MEMORY.md, USER.md and memory/*.md mentioning TEXT")
+def add_commands(app: typer.Typer) -> None:
+    """`memory find` and `memory correct` on the `memory` command group (gateway/cli/memory.py
+    calls this; this module does not import it back). Once: the command tree is built again
+    for every command line run in one process (tests)."""
+    if any(command.name == "find" for command in app.registered_commands):
+        return
+    app.command("find", help="lines of MEMORY.md, USER.md and memory/*.md mentioning TEXT")(
+        find_command)
+    app.command("correct", help="replace, strike (keep as superseded) or delete one line of "
+                                "a memory file; undo with `clawgate memory undo`")(
+        correct_command)
+
+
 def find_command(
     text: Annotated[str, typer.Argument(help="the words the lines must contain")],
     workspace: WorkspaceOption = None,
@@ -45,8 +56,6 @@ def find_command(
                                                                  else ""))
 
 
-@app.command("correct", help="replace, strike (keep as superseded) or delete one line of a "
-                             "memory file; undo with `clawgate memory undo`")
 def correct_command(
     file: Annotated[str, typer.Argument(metavar="FILE", help="MEMORY.md, USER.md or memory/...md")],
     old_text: Annotated[str, typer.Argument(metavar="OLD", help="text of the line to change")],
@@ -74,7 +83,7 @@ def correct_command(
     if not target.is_file():
         raise CliError(f"no such file: {rel}")
     today = date.today().isoformat()
-    versioning = _versioning(config)
+    versioning = Versioning(enabled=config.versioning.enabled)
     versioned = (root / ".git").exists()
 
     async def commit(note: str) -> None:
