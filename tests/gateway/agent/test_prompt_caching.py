@@ -134,7 +134,9 @@ async def test_a_changed_workspace_file_rebuilds_the_cache_once(anthropic_server
         await channel.inject("eve", f"turn {turn} " * 50)
         await channel.wait_for(turn)
     _, changed, after = anthropic_server.reported
-    assert changed["cache_creation_input_tokens"] > changed["cache_read_input_tokens"]
+    # The changed turn writes the system prompt and the history again (the tools before them
+    # are still read); the next one writes only what was said since.
+    assert changed["cache_creation_input_tokens"] > 2 * after["cache_creation_input_tokens"]
     assert after["cache_read_input_tokens"] > 0.8 * (after["cache_read_input_tokens"]
                                                     + after["cache_creation_input_tokens"]
                                                     + after["input_tokens"])
