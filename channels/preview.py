@@ -54,6 +54,13 @@ class Preview(Protocol):
         there is no text yet. Raises `PreviewRateLimited` or the platform's error."""
 
 
+def is_preview_text(text: str) -> bool:
+    """Whether a message's text is a live preview rather than a reply: the cursor at its end,
+    or a progress line in brackets ("(searching memory...)"). Readers of a chat's history
+    (the fakes in tests, the crash harness) tell unfinished previews from replies by it."""
+    return text.endswith(CURSOR) or (text.startswith("(") and text.endswith("...)"))
+
+
 def preview_text(text: str, progress: str, limit: int = PREVIEW_MAX_CHARS) -> str:
     """What an editable preview shows: the text so far with the cursor, else the progress
     line in brackets. Cut to `limit` characters (the reply itself is cut into parts)."""

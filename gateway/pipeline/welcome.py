@@ -62,6 +62,10 @@ class ApprovalFollowUp:
         self.sleep = sleep
         self._lock = asyncio.Lock()
         self._seen: set[tuple[str, str]] = set()
+        # Accounts whose waiting messages are being handed back right now, and those
+        # messages: a new message of such an account waits until they are queued.
+        self._following: set[tuple[str, str]] = set()
+        self._handing: set[tuple[str, str]] = set()
         self._task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
@@ -79,9 +83,16 @@ class ApprovalFollowUp:
         """Called before an allowed message is processed: the first one of an account in this
         process may follow an approval the poll has not seen yet."""
         account = (msg.channel, msg.sender_id)
+        if (msg.channel, msg.message_id) in self._handing:
+            return  # one of the waiting messages this follow-up hands back
         if account not in self._seen:
             self._seen.add(account)
             await self.check()
+        elif account in self._following:
+            # The poll is answering what they wrote while waiting: this newer message goes
+            # after those (the lock is released once they are all queued).
+            async with self._lock:
+                pass
 
     async def check(self) -> int:
         """One pass over the approvals not announced yet; returns how many were handled."""
@@ -97,7 +108,15 @@ class ApprovalFollowUp:
     async def _follow_up(self, welcome: Welcome) -> None:
         # Answering goes through the message path, which calls before_allowed: this account
         # is handled here, so that must not check again (the lock is held).
-        self._seen.add((welcome.channel, welcome.sender_id))
+        account = (welcome.channel, welcome.sender_id)
+        self._seen.add(account)
+        self._following.add(account)
+        try:
+            await self._welcome_and_answer(welcome)
+        finally:
+            self._following.discard(account)
+
+    async def _welcome_and_answer(self, welcome: Welcome) -> None:
         waiting = await self.state.waiting_inbound(welcome.channel, welcome.sender_id)
         kept, dropped = waiting[:MAX_WAITING_ANSWERED], waiting[MAX_WAITING_ANSWERED:]
         for msg in dropped:
@@ -110,7 +129,12 @@ class ApprovalFollowUp:
                             welcome_text(welcome, bool(kept)), key)
         for msg in kept:
             await self.state.requeue(msg)
-            await self.answer(msg)
+            handing = (msg.channel, msg.message_id)
+            self._handing.add(handing)
+            try:
+                await self.answer(msg)
+            finally:
+                self._handing.discard(handing)
         await self.state.mark_welcomed(welcome)
         log.info("approval of %s:%s announced, %d waiting message(s) answered",
                  welcome.channel, welcome.sender_id, len(kept))

@@ -27,7 +27,7 @@ from typing import Any
 import yarl
 from aiohttp import WSMsgType, web
 
-from channels.preview import CURSOR
+from channels.preview import is_preview_text
 
 BOT = {"id": "900000000000000001", "username": "clawbot", "discriminator": "0",
        "avatar": None, "bot": True, "global_name": None}
@@ -192,7 +192,7 @@ class FakeDiscordServer:
     def finished(self) -> list[SentMessage]:
         """Sent messages, less the live previews of a streaming gateway still being written
         (their text ends with its cursor; the reply then replaces it by an edit)."""
-        return [m for m in self.sent if not m.content.endswith(CURSOR)]
+        return [m for m in self.sent if not is_preview_text(m.content)]
 
     async def wait_sent(self, count: int, timeout: float = 10.0) -> list[SentMessage]:
         """Until `count` messages were sent (previews count once they became replies)."""

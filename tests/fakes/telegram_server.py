@@ -32,7 +32,7 @@ from typing import Any
 
 from aiohttp import web
 
-from channels.preview import CURSOR
+from channels.preview import is_preview_text
 
 BOT_USER = {"id": 777000111, "is_bot": True, "first_name": "Claw", "username": "claw_bot"}
 
@@ -216,7 +216,7 @@ class FakeTelegramServer:
     def finished(self) -> list[Sent]:
         """Sent messages, less the live previews of a streaming gateway still being written
         (their text ends with its cursor; the reply then replaces it by an edit)."""
-        return [s for s in self.sent if not s.text.endswith(CURSOR)]
+        return [s for s in self.sent if not is_preview_text(s.text)]
 
     async def wait_sent(self, count: int, timeout: float = 10.0) -> list[Sent]:
         """Until `count` messages were sent (previews count once they became replies)."""

@@ -58,7 +58,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from channels.preview import CURSOR
+from channels.preview import is_preview_text
 from memory.sqlite import sqlite_module
 from tests.fakes.llm_server import FakeAnthropicServer, Reply
 from tests.fakes.telegram_server import FakeTelegramServer
@@ -263,17 +263,12 @@ def _unrecorded(db_path: Path, tg: FakeTelegramServer) -> set[tuple[str, int]]:
             for number in TOKEN.findall(str(text)) if (str(chat), int(number)) in accepted}
 
 
-def _unfinished(text: str) -> bool:
-    """A live preview, not a reply: the text cursor at its end, or a progress line."""
-    return text.endswith(CURSOR) or (text.startswith("(") and text.endswith("...)"))
-
-
 def _answered(tg: FakeTelegramServer) -> dict[tuple[str, int], list[float]]:
     """(chat, message number) -> when each reply covering it reached the platform (a
     message's latest text; unfinished previews are not replies)."""
     seen: dict[tuple[str, int], list[float]] = {}
     for sent in tg.sent:
-        if sent.deleted or _unfinished(sent.text):
+        if sent.deleted or is_preview_text(sent.text):
             continue
         for number in set(TOKEN.findall(sent.text)):
             seen.setdefault((sent.chat_id, int(number)), []).append(sent.at)
@@ -438,8 +433,8 @@ async def run_kill_test(tmp_path: Path, plan: KillPlan, llm: FakeAnthropicServer
         llm.responder = None
 
     answered = _answered(tg)
-    report.sent = sum(not sent.deleted and not _unfinished(sent.text) for sent in tg.sent)
-    report.previews_left = sum(not sent.deleted and _unfinished(sent.text) for sent in tg.sent)
+    report.sent = sum(not sent.deleted and not is_preview_text(sent.text) for sent in tg.sent)
+    report.previews_left = sum(not sent.deleted and is_preview_text(sent.text) for sent in tg.sent)
     report.preview_updates = len(tg.drafts) + sum(sent.edits for sent in tg.sent)
     report.bad_requests = len(model.bad)
     report.lost = {chat: sorted(n for n in numbers if (chat, n) not in answered)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from gateway.agent.providers import build_provider
@@ -51,6 +53,35 @@ async def test_a_message_right_after_approval_waits_for_the_older_ones(paired, a
         "echo: first", "echo: second", "echo: third",
     ]
     assert await gateway.approvals.check() == 0  # announced once
+
+
+async def test_a_message_during_the_polls_follow_up_waits_for_the_older_ones(
+        paired, anthropic_server):
+    gateway, channel = paired
+    await channel.inject("9", "first")
+    [request] = await Pairing(gateway.state).pending("telegram")
+    await _cli(gateway, "approve", request.code)
+    # The poll is sending the welcome (held here) when the person writes again.
+    welcome_held, release = asyncio.Event(), asyncio.Event()
+    announce = gateway.approvals.announce
+
+    async def slow_announce(*args: str) -> None:
+        welcome_held.set()
+        await release.wait()
+        await announce(*args)
+
+    gateway.approvals.announce = slow_announce
+    poll = asyncio.create_task(gateway.approvals.check())
+    await welcome_held.wait()
+    newer = asyncio.create_task(channel.inject("9", "second"))
+    await asyncio.sleep(0.05)
+    release.set()
+    assert await poll == 1
+    await newer
+    await gateway.lanes.drain()
+    assert channel.texts()[1:] == [
+        WELCOME + " Now to what you wrote while you waited:", "echo: first", "echo: second",
+    ]
 
 
 async def test_denied_sender_waiting_messages_are_dropped(paired, anthropic_server):
