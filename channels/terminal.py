@@ -266,7 +266,11 @@ class TerminalChannel(ChannelBase):
     @contextlib.contextmanager
     def _no_echo(self) -> Iterator[None]:
         """While an answer is awaited, keys typed ahead are not echoed into the "thinking"
-        line; they stay buffered and appear at the next prompt."""
+        line; they stay buffered and appear at the next prompt.
+
+        Canonical mode is off too: in it the terminal driver itself would take a Ctrl-D typed
+        ahead as end of input and hand the prompt a NUL byte instead, so "leave after this
+        answer" would be lost. Ctrl-C still raises SIGINT (ISIG stays on)."""
         if not self.interactive:
             yield
             return
@@ -276,7 +280,7 @@ class TerminalChannel(ChannelBase):
             fd = self._stdin.fileno()
             saved = termios.tcgetattr(fd)
             quiet = list(saved)
-            quiet[3] &= ~termios.ECHO
+            quiet[3] &= ~(termios.ECHO | termios.ICANON)
             termios.tcsetattr(fd, termios.TCSANOW, quiet)
         except (ImportError, OSError, ValueError, AttributeError):
             yield
@@ -333,7 +337,6 @@ class TerminalChannel(ChannelBase):
     def _shell_keys(self) -> Any:
         """Ctrl-C at the prompt: a half-typed line is cleared; on an empty line the first
         press says how to leave and a second one in a row leaves (as Ctrl-D does)."""
-        from prompt_toolkit.application import run_in_terminal
         from prompt_toolkit.key_binding import KeyBindings
 
         keys = KeyBindings()
@@ -348,7 +351,7 @@ class TerminalChannel(ChannelBase):
                 event.app.exit(exception=EOFError())
             else:
                 self._leave_armed = True
-                run_in_terminal(lambda: self._write(LEAVE_HINT + "\n"))
+                self._write_above(event.app, LEAVE_HINT + "\n")
 
         return keys
 
@@ -362,15 +365,26 @@ class TerminalChannel(ChannelBase):
         await self._print(text + "\n")
 
     async def _print(self, text: str) -> None:
-        """Write a message: above the prompt if one is being edited, else plainly."""
+        """Write a message: above the prompt if one is being edited, else plainly.
+
+        Above the prompt, the prompt is erased, the text written and the prompt drawn again,
+        all without leaving raw mode. prompt_toolkit's `run_in_terminal` switches to cooked
+        mode for the write, and a Ctrl-D pressed in that moment would be taken by the terminal
+        driver as end of input and never reach the prompt: the chat would not leave."""
         if self.interactive:
-            from prompt_toolkit.application import get_app_or_none, run_in_terminal
+            from prompt_toolkit.application import get_app_or_none
 
             app = get_app_or_none()
             if app is not None and app.is_running:
-                await run_in_terminal(lambda: self._write(text))
+                self._write_above(app, text)
                 return
         self._write(text)
+
+    def _write_above(self, app: Any, text: str) -> None:
+        app.renderer.erase()  # the prompt goes; the cursor is where it began
+        self._write(text)
+        app.renderer.request_absolute_cursor_position()
+        app.invalidate()  # the prompt is drawn again below the text
 
     def _write(self, text: str) -> None:
         if self._spinner_shown:

@@ -156,6 +156,25 @@ async def test_interactive_chat_thinks_keeps_logs_out_remembers_and_continues(
     assert (tmp_path / "workspaces" / ".gateway" / "chat-history").stat().st_mode & 0o077 == 0
 
 
+async def test_ctrl_d_typed_while_thinking_leaves_after_the_answer(tmp_path, anthropic_server):
+    # As in a shell: Ctrl-D typed ahead is the end of input once the prompt comes back (the
+    # terminal driver must not swallow it as an end-of-line while no prompt reads keys).
+    anthropic_server.reply_delay(2.0)
+    chat = Pty(chat_env(tmp_path, anthropic_server))
+    await chat.expect("you>")
+    chat.type("hello there\r")
+    await chat.expect("thinking...")
+    chat.type("\x04")
+    await chat.expect("assistant> echo: hello there")
+    for _ in range(600):
+        if chat.process.poll() is not None:
+            break
+        with contextlib.suppress(BlockingIOError, OSError):
+            chat.raw += os.read(chat.master, 65536).decode(errors="replace")
+        await asyncio.sleep(0.05)
+    assert await chat.close() == 0
+
+
 async def test_one_ctrl_c_at_an_empty_prompt_says_how_to_leave(tmp_path, anthropic_server):
     chat = Pty(chat_env(tmp_path, anthropic_server))
     await chat.expect("you>")
