@@ -27,9 +27,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 
-from memory.layout import HEARTBEAT_FILE
+from memory.layout import HEARTBEAT_FILE, strip_comments
 
-_COMMENT = re.compile(r"<!--.*?(?:-->|\Z)", re.DOTALL)
 _HEADING = re.compile(r"^#{1,6}(\s.*)?$")
 _EMPTY_ITEM = re.compile(r"^(?:[-*+]|\d+[.)])(?:\s+\[[ xX]?\])?$")
 _RULE = re.compile(r"^(?:[-*_=]\s*){3,}$")
@@ -77,10 +76,6 @@ def format_interval(delta: timedelta) -> str:
     if seconds >= 3600 and seconds % 60 == 0:
         return f"{seconds // 3600}h{seconds % 3600 // 60}m"
     return f"{seconds}s"
-
-
-def strip_comments(text: str) -> str:
-    return _COMMENT.sub("", text)
 
 
 def is_effectively_empty(text: str) -> bool:

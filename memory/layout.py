@@ -70,6 +70,7 @@ __all__ = [
     "leads_to_area",
     "prompt_files",
     "read_refusal",
+    "strip_comments",
     "write_refusal",
 ]
 
@@ -124,6 +125,22 @@ UNVERSIONED_FILES: tuple[str, ...] = (HEARTBEAT_STATE_FILE, SCHEDULE_STATE_FILE,
 
 def daily_note(day: date) -> str:
     return f"{MEMORY_DIR}/{day.isoformat()}.md"
+
+
+# --- what a prompt reads of a file ----------------------------------------------------------
+# HTML comments (`<!-- ... -->`) are the human's notes about a file (the seeded files explain
+# themselves in them): Markdown viewers hide them, and so do the prompt and the heartbeat. An
+# unclosed comment hides the rest of the file, as in a viewer. Linear on any input: matches
+# never overlap and the end of the text always closes one.
+_COMMENT = re.compile(r"<!--.*?(?:-->|\Z)", re.DOTALL)
+_BLANK_RUN = re.compile(r"\n[ \t]*\n(?:[ \t]*\n)+")
+
+
+def strip_comments(text: str) -> str:
+    """`text` without its HTML comments, and without the blank runs they leave."""
+    if "<!--" not in text:
+        return text
+    return _BLANK_RUN.sub("\n\n", _COMMENT.sub("", text))
 
 
 # --- session keys ---------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from datetime import date
 from pathlib import Path
 from typing import Literal
 
-from memory.layout import PRIVATE, Access, prompt_files, read_refusal
+from memory.layout import PRIVATE, Access, prompt_files, read_refusal, strip_comments
 
 # Past this size only the head and tail bytes are read: nobody should pay for decoding a
 # 50 MB file every turn just to keep 20,000 characters of it.
@@ -143,6 +143,7 @@ def _read_text(path: Path, size: int) -> _Read:
         text = data.decode("utf-8") if not partial else data.decode("utf-8", errors="replace")
     except UnicodeDecodeError:
         return _Read(None, 0, False, "not UTF-8 text")
+    text = strip_comments(text)  # the human's notes about the file, as a viewer hides them
     raw_chars = len(text) if not partial else size
     return _Read(text, raw_chars, partial)
 

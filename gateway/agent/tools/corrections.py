@@ -36,10 +36,9 @@ class MemoryFindTool:
     spec = ToolSpec(
         name="memory_find",
         description=(
-            "Find every line in MEMORY.md, USER.md and memory/*.md that mentions something "
-            "(all the words of `text`, any order and case). Use it when the person corrects "
-            "a fact or asks you to forget one, to find every copy before changing them with "
-            "memory_correct. Struck (superseded) lines are marked."
+            "Every line of MEMORY.md, USER.md and memory/*.md holding all the words of `text` "
+            "(any order or case; struck lines marked): find each copy of a fact to correct "
+            "or forget before memory_correct."
         ),
         parameters={
             "type": "object",
@@ -75,26 +74,24 @@ class MemoryCorrectTool:
     spec = ToolSpec(
         name="memory_correct",
         description=(
-            "Correct one line of MEMORY.md, USER.md or memory/*.md. Quote the line's current "
-            "text in old_text (from memory_find or read_file). action 'replace': the line "
-            "becomes new_text. 'strike': the old line stays, crossed out and marked superseded "
-            "with today's date and `reason` (recall no longer returns it), and new_text, if "
-            "given, is written under it; use it when the history matters (moved house, changed "
-            "job). 'delete': the line is removed (when asked to forget). Correct every copy."
+            "Correct one line of MEMORY.md, USER.md or memory/*.md, quoted in old_text. "
+            "'replace': it becomes new_text. 'strike': it stays, crossed out as superseded "
+            "(today's date, `reason`; recall skips it), new_text under it: when the history "
+            "matters (moved house). 'delete': it goes (asked to forget). Fix every copy."
         ),
         parameters={
             "type": "object",
             "properties": {
-                "path": {"type": "string", "description": "The file, e.g. MEMORY.md."},
+                "path": {"type": "string", "description": "e.g. MEMORY.md"},
                 "old_text": {"type": "string", "minLength": 1,
-                             "description": "Text of the line to change (one line)."},
+                             "description": "The line's text."},
                 "action": {"type": "string", "enum": list(ACTIONS)},
                 "new_text": {"type": "string", "default": "",
-                             "description": "The corrected fact (replace; optional for strike)."},
+                             "description": "The corrected fact."},
                 "reason": {"type": "string", "default": "",
-                           "description": "Why (strike): 'moved to Berlin'."},
+                           "description": "Why (strike)."},
                 "line": {"type": "integer", "minimum": 1,
-                         "description": "The line number, when old_text is on several lines."},
+                         "description": "Its number, if old_text is on several."},
             },
             "required": ["path", "old_text", "action"],
             "additionalProperties": False,

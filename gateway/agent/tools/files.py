@@ -163,7 +163,7 @@ def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
 
 _PATH_PROP = {
     "type": "string",
-    "description": "Path relative to your workspace, with '/' separators, e.g. 'notes/ideas.md'.",
+    "description": "Relative to your workspace, e.g. 'notes/ideas.md'.",
 }
 
 
@@ -176,9 +176,8 @@ class ReadFileTool:
     spec = ToolSpec(
         name="read_file",
         description=(
-            "Read a UTF-8 text file from your workspace. Returns the file's exact text. Long "
-            "files are returned in parts: the output then ends with a note saying which lines "
-            "were shown and the start_line to continue from."
+            "Read a text file of your workspace, exactly. A long file comes in parts, ending "
+            "with a note of the lines shown and the start_line to go on from."
         ),
         parameters=_schema(
             {
@@ -187,14 +186,14 @@ class ReadFileTool:
                     "type": "integer",
                     "minimum": 1,
                     "default": 1,
-                    "description": "First line to return (1-based). Default 1.",
+                    "description": "First line (1-based).",
                 },
                 "max_lines": {
                     "type": "integer",
                     "minimum": 1,
                     "maximum": MAX_READ_LINES,
                     "default": MAX_READ_LINES,
-                    "description": f"Maximum number of lines to return. Default {MAX_READ_LINES}.",
+                    "description": "Most lines to return.",
                 },
             },
             ["path"],
@@ -251,9 +250,8 @@ class WriteFileTool:
     spec = ToolSpec(
         name="write_file",
         description=(
-            "Create a text file in your workspace, or replace an existing file's entire content. "
-            "Missing parent folders are created. To change part of a file use edit_file; to add "
-            "to the end use append_file."
+            "Create a workspace text file, or replace all of one (folders are created). For "
+            "part of a file use edit_file; to add at the end, append_file."
         ),
         parameters=_schema(
             {
@@ -282,9 +280,9 @@ class EditFileTool:
     spec = ToolSpec(
         name="edit_file",
         description=(
-            "Replace exact text in a workspace file. old_text must match the file exactly "
-            "(including whitespace and line breaks) and, unless replace_all is true, exactly "
-            "once; read the file first and include enough surrounding text to be unique."
+            "Replace exact text in a workspace file. old_text must match exactly (whitespace "
+            "too) and, unless replace_all, once: read the file first and quote enough to be "
+            "unique."
         ),
         parameters=_schema(
             {
@@ -294,7 +292,7 @@ class EditFileTool:
                 "replace_all": {
                     "type": "boolean",
                     "default": False,
-                    "description": "Replace every occurrence instead of requiring exactly one.",
+                    "description": "Every occurrence, not exactly one.",
                 },
             },
             ["path", "old_text", "new_text"],
@@ -357,8 +355,7 @@ class AppendFileTool:
     spec = ToolSpec(
         name="append_file",
         description=(
-            "Append text to the end of a workspace file, creating it if it does not exist. If "
-            "the file does not end with a line break, one is added before the new text."
+            "Append text to a workspace file (created if missing), on a new line."
         ),
         parameters=_schema(
             {
@@ -399,21 +396,20 @@ class ListFilesTool:
     spec = ToolSpec(
         name="list_files",
         description=(
-            "List files and folders in a workspace folder, with file sizes. Folders end with "
-            "'/'. Paths are relative to the workspace and can be passed to the other file tools. "
-            f"At most {MAX_LIST_ENTRIES} entries are shown."
+            "List a workspace folder with file sizes (folders end with '/'; at most "
+            f"{MAX_LIST_ENTRIES} entries)."
         ),
         parameters=_schema(
             {
                 "path": {
                     **_PATH_PROP,
                     "default": ".",
-                    "description": "Folder to list; '.' (the default) is the workspace root.",
+                    "description": "Folder; '.' is the workspace root.",
                 },
                 "recursive": {
                     "type": "boolean",
                     "default": False,
-                    "description": "Also list the contents of sub-folders.",
+                    "description": "Sub-folders too.",
                 },
             },
             [],
@@ -503,9 +499,8 @@ class DeleteFileTool:
     spec = ToolSpec(
         name="delete_file",
         description=(
-            "Delete one file from your workspace. The file is moved to the workspace trash "
-            "(.trash/<UTC time>/<path>), where the owner can restore it. Folders cannot be "
-            "deleted."
+            "Delete one workspace file (not a folder): it moves to .trash/<UTC time>/, where "
+            "the owner can restore it."
         ),
         parameters=_schema({"path": _PATH_PROP}, ["path"]),
     )

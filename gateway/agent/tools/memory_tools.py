@@ -37,13 +37,11 @@ class MemorySearchTool:
     spec = ToolSpec(
         name="memory_search",
         description=(
-            "Search your long-term memory: MEMORY.md, USER.md, the daily notes in memory/ and "
-            "past conversations with the owner. Finds both meaning (a question in your own "
-            "words) and exact strings (names, numbers, hostnames, IDs). Use it before answering "
-            "about anything from the past that is not in view. Memory may word things "
-            "differently from the question: pass 1-3 other phrasings in `queries` (synonyms, "
-            "the likely words of the answer) and they are searched together. Each result "
-            "gives a path and line range; read more around it with memory_get."
+            "Search long-term memory (MEMORY.md, USER.md, daily notes, past conversations "
+            "with the owner) by meaning and exact strings (names, numbers, IDs). Use it "
+            "before answering about the past that is not in view. Memory may word it "
+            "otherwise: add 1-3 phrasings in `queries` (synonyms, the answer's likely words). "
+            "Results give path and lines; memory_get reads around them."
         ),
         parameters={
             "type": "object",
@@ -52,16 +50,16 @@ class MemorySearchTool:
                 "queries": {
                     "type": "array", "items": {"type": "string"},
                     "maxItems": MAX_PHRASINGS - 1,
-                    "description": "Optional other phrasings of the same question.",
+                    "description": "Other phrasings.",
                 },
                 "max_results": {
                     "type": "integer", "minimum": 1, "maximum": MAX_RESULTS,
                     "default": DEFAULT_MAX_RESULTS,
-                    "description": f"How many results (default {DEFAULT_MAX_RESULTS}).",
+                    "description": "How many results.",
                 },
                 "min_score": {
                     "type": "number", "minimum": 0, "maximum": 1, "default": 0,
-                    "description": "Drop results scoring below this (0-1). Default 0.",
+                    "description": "Drop results scoring lower.",
                 },
             },
             "required": ["query"],
@@ -126,19 +124,18 @@ class MemoryGetTool:
     spec = ToolSpec(
         name="memory_get",
         description=(
-            "Read lines of a memory file (MEMORY.md, USER.md, memory/*.md) or of a past "
-            "conversation under sessions/, e.g. around a memory_search result. Lines are "
-            "numbered; for a conversation only the messages are shown, with their line numbers."
+            "Read numbered lines of a memory file or a past conversation (sessions/), e.g. "
+            "around a memory_search result."
         ),
         parameters={
             "type": "object",
             "properties": {
                 "path": {"type": "string", "description": "A path from memory_search."},
                 "from_line": {"type": "integer", "minimum": 1, "default": 1,
-                              "description": "First line (1-based). Default 1."},
+                              "description": "First line (1-based)."},
                 "lines": {"type": "integer", "minimum": 1, "maximum": MAX_GET_LINES,
                           "default": DEFAULT_GET_LINES,
-                          "description": f"How many lines. Default {DEFAULT_GET_LINES}."},
+                          "description": "How many lines."},
             },
             "required": ["path"],
             "additionalProperties": False,

@@ -31,13 +31,11 @@ class ScheduleCreateTool:
     spec = ToolSpec(
         name="schedule_create",
         description=(
-            "Schedule a reminder or a task at an exact time, once or repeating. Times are in "
-            "the person's time zone. 'when' accepts: " + FORMS + ". kind 'message' (default) "
-            "sends 'text' to the person as-is at that time (write it as the reminder they "
-            "should read, e.g. 'Send the invoice'); kind 'agent' runs 'text' as an "
-            "instruction for you at that time, and what you reply then is sent (nothing is "
-            "sent if you reply HEARTBEAT_OK). The result gives the resolved time in words "
-            "and ISO form: tell the person when it will happen."
+            "A reminder or task at a time (the person's zone), once or repeating. 'when': "
+            + FORMS + ". kind 'message': 'text' is sent to the person as written (the "
+            "reminder they read, e.g. 'Send the invoice'); 'agent': 'text' is your "
+            "instruction then, your reply is sent (none if HEARTBEAT_OK). Tell the person the "
+            "time the result gives."
         ),
         parameters={
             "type": "object",

@@ -31,18 +31,16 @@ class SendFileTool:
     spec = ToolSpec(
         name="send_file",
         description=(
-            "Send a file from your workspace (a document, a note, an image) to the person in "
-            "this chat, as a file they can open or save. Optionally with a short caption. Use "
-            "it when they ask for a file, not to show text you can simply write in your answer."
+            "Send a workspace file (document, note, image) to the person in this chat, with "
+            "an optional caption: when they want the file, not for text you can write."
         ),
         parameters={
             "type": "object",
             "properties": {
                 "path": {"type": "string",
-                         "description": "Workspace-relative path, e.g. 'notes/trip.md'."},
+                         "description": "e.g. 'notes/trip.md'"},
                 "caption": {"type": "string",
-                            "description": f"Short text sent with the file (at most "
-                                           f"{MAX_CAPTION_CHARS} characters)."},
+                            "description": f"At most {MAX_CAPTION_CHARS} characters."},
             },
             "required": ["path"],
             "additionalProperties": False,

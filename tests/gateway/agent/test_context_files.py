@@ -47,6 +47,25 @@ def test_prompt_renders_files_in_order(workspace):
     assert positions == sorted(positions)
 
 
+def test_html_comments_are_the_humans_and_stay_out_of_the_prompt(workspace):
+    (workspace / "TOOLS.md").write_text(
+        "# TOOLS.md\n\n<!-- my note: the NAS is old -->\n\n\n- printer: office-laser\n"
+        "<!-- unclosed: everything after this is hidden, as in a viewer\n- secret: x\n")
+    loader = ContextFileLoader(20_000, 60_000)
+    tools = next(f for f in loader.load(workspace, private=True, today=TODAY)
+                 if f.name == "TOOLS.md")
+    assert tools.text == "# TOOLS.md\n\n- printer: office-laser\n"
+    assert tools.report.raw_chars == len(tools.text)
+    # A flood of comment openings is read in linear time, and hides everything after it.
+    (workspace / "TOOLS.md").write_text("keep\n" + "<!--" * 200_000)
+    tools = next(f for f in loader.load(workspace, private=True, today=TODAY)
+                 if f.name == "TOOLS.md")
+    assert tools.text == "keep\n"
+    # The seeded files explain themselves in comments; none of that reaches the model.
+    seeded = ensure_workspace(workspace.parent, "sam")
+    assert all("<!--" not in f.text for f in loader.load(seeded, private=True, today=TODAY))
+
+
 def test_missing_file_is_reported_not_an_error(workspace):
     (workspace / "SOUL.md").unlink()
     files = ContextFileLoader(20_000, 60_000).load(workspace, private=True, today=TODAY)
