@@ -16,6 +16,7 @@ fetched again from its handle. Files go out through `send` with `OutboundMessage
 
 from __future__ import annotations
 
+import asyncio
 import re
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager, nullcontext
@@ -250,6 +251,19 @@ class Backoff:
 
     def reset(self) -> None:
         self._attempt = 0
+
+
+async def cancel_until_done(task: asyncio.Task[object], every: float = 0.5) -> None:
+    """Cancel `task` and wait for its end, cancelling again if it carries on.
+
+    A loop that catches its step's errors can lose one cancel: on Python 3.11 `wait_for`
+    returns (or raises) the inner outcome when the cancel lands just as that inner call ends,
+    and the loop goes round again. A stop must not wait for such a task forever."""
+    while not task.done():
+        task.cancel()
+        await asyncio.wait({task}, timeout=every)
+    if not task.cancelled():
+        task.exception()  # retrieved: an error at the end is the task's own log's business
 
 
 class OffsetStore(Protocol):

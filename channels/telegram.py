@@ -67,6 +67,7 @@ from channels.base import (
     MessageHandler,
     OffsetStore,
     OutboundMessage,
+    cancel_until_done,
     send_parts,
 )
 from channels.chunking import TELEGRAM_LIMIT, split_chunks, utf16_len
@@ -221,8 +222,7 @@ class TelegramChannel(ChannelBase):
 
     async def stop(self) -> None:
         if self._poller is not None:
-            self._poller.cancel()
-            await asyncio.gather(self._poller, return_exceptions=True)
+            await cancel_until_done(self._poller)
             self._poller = None
         if self._bot is not None:
             with contextlib.suppress(Exception):
@@ -239,14 +239,15 @@ class TelegramChannel(ChannelBase):
         conflict_reported = False
         while True:
             try:
-                updates = await asyncio.wait_for(
-                    self.bot.get_updates(
+                # asyncio.timeout, not wait_for: on Python 3.11 wait_for returns (or raises)
+                # the poll's own outcome when a stop's cancel lands just as the poll ends,
+                # and this loop would then poll on forever with the stop waiting for it.
+                async with asyncio.timeout(self.poll_timeout + self._stall_grace):
+                    updates = await self.bot.get_updates(
                         offset=self._offset,
                         timeout=self.poll_timeout,
                         allowed_updates=["message"],
-                    ),
-                    self.poll_timeout + self._stall_grace,
-                )
+                    )
             except TimeoutError:
                 self._down("a poll hung")
                 self.stalls += 1

@@ -45,3 +45,28 @@ async def test_readiness_follows_the_bot_api(make_settings, anthropic_server):
         assert "polling failed" in report["channels"]["telegram"]["detail"]
     finally:
         await gateway.stop(drain_timeout=5)
+
+
+async def test_a_stop_ends_a_loop_that_lost_one_cancel():
+    # What Python 3.11's wait_for does when a cancel lands as the inner call ends: the loop
+    # sees the call's own outcome and goes round again. The stop still ends it.
+    from channels.base import cancel_until_done
+
+    rounds = 0
+
+    async def loop_that_swallows_once() -> None:
+        nonlocal rounds
+        swallowed = False
+        while True:
+            rounds += 1
+            try:
+                await asyncio.sleep(0.01)
+            except asyncio.CancelledError:
+                if swallowed:
+                    raise
+                swallowed = True
+
+    task = asyncio.create_task(loop_that_swallows_once())
+    await asyncio.sleep(0.05)
+    await asyncio.wait_for(cancel_until_done(task, every=0.05), 5)
+    assert task.cancelled() and rounds > 1
