@@ -31,33 +31,35 @@ busy timeout lets both write). It holds:
   `parts_sent` on: the parts of a long reply the platform accepted are not sent twice. A row
   with a `file` sends that workspace file (the text is its caption).
 
-Two connections: writes that gate an acknowledgement to a platform (the inbox record) and
-access decisions commit with `synchronous=FULL`, so "recorded" means on disk, not in a page
-cache; bookkeeping (offsets, done marks, routes, outbox) commits with `NORMAL`, which in
-WAL mode survives a crash of the process and at worst repeats work after a power loss (a
-redelivered update is deduplicated by the inbox). Measured: 2.3x the messages per second of
-FULL everywhere.
+Writes that gate an acknowledgement to a platform (the inbox record) and access decisions
+are durable: their commit waits for the fsync (`synchronous=FULL`), so "recorded" means on
+disk, not in a page cache; bookkeeping (offsets, done marks, routes, outbox) commits with
+`NORMAL`, which in WAL mode survives a crash of the process and at worst repeats work after a
+power loss (a redelivered update is deduplicated by the inbox). Every write goes through one
+writer, gateway/ops/group_commit.py: the writes that arrive together share one transaction
+and one fsync, and no write waits out a busy timeout behind another connection's lock.
+Reads use a second connection (read-only), beside the writer.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import logging
 import sqlite3
-from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import aiosqlite
 
 from channels.base import Attachment, InboundMessage
+from gateway.ops.group_commit import GroupCommitter, Write
 from memory.atomic import create_private_file, make_private_dirs
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 STATE_DIR = ".gateway"
 STATE_FILE = "state.db"
@@ -234,15 +236,31 @@ class StateError(Exception):
     """The state database cannot be opened; `str()` is one line saying what to do."""
 
 
-async def _connect(path: Path, synchronous: str) -> aiosqlite.Connection:
-    # Autocommit: most writes here are one statement, so one round trip to SQLite's thread
-    # commits it; the few of two statements run in an explicit transaction (`_transaction`).
-    db = await aiosqlite.connect(path, timeout=10.0, isolation_level=None)
+# How long a write waits for another process's lock (`clawgate pairing approve`).
+BUSY_TIMEOUT_SECONDS = 10.0
+
+
+def _writer_connection(path: Path) -> sqlite3.Connection:
+    """The writer's connection (gateway/ops/group_commit.py), opened in its thread."""
+    # Autocommit mode: the committer begins and ends each transaction itself.
+    db = sqlite3.connect(path, timeout=BUSY_TIMEOUT_SECONDS, isolation_level=None,
+                         check_same_thread=False)
+    try:
+        db.execute("PRAGMA journal_mode=WAL")
+        # A dropped message body is overwritten on disk, not left in a free block of the page.
+        db.execute("PRAGMA secure_delete=ON")
+    except BaseException:
+        db.close()
+        raise
+    return db
+
+
+async def _connect(path: Path) -> aiosqlite.Connection:
+    db = await aiosqlite.connect(path, timeout=BUSY_TIMEOUT_SECONDS, isolation_level=None)
     try:
         await db.execute("PRAGMA journal_mode=WAL")
-        await db.execute(f"PRAGMA synchronous={synchronous}")
-        await db.execute("PRAGMA busy_timeout=10000")
-        # A dropped message body is overwritten on disk, not left in a free block of the page.
+        await db.execute("PRAGMA synchronous=NORMAL")
+        await db.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_SECONDS * 1000)}")
         await db.execute("PRAGMA secure_delete=ON")
     except BaseException:
         # aiosqlite's worker thread is not a daemon: an unclosed connection keeps the process
@@ -261,11 +279,8 @@ class StateDB:
         self.path = path
         self.inbox_retention = inbox_retention
         self._done_marks = 0
-        # One transaction at a time per connection: a write of two statements (a message's key
-        # and its body) must not have another coroutine's commit land between them.
-        self._write_locks = (asyncio.Lock(), asyncio.Lock())  # (normal, durable)
-        self._db: aiosqlite.Connection | None = None
-        self._durable: aiosqlite.Connection | None = None
+        self._db: aiosqlite.Connection | None = None  # reads
+        self.writer = GroupCommitter(lambda: _writer_connection(path), "state")
         # Last DM routes written by this process: an unchanged route costs no disk write.
         self._routes: dict[str, tuple[str, str, str]] = {}
 
@@ -287,7 +302,7 @@ class StateDB:
         try:
             make_private_dirs(self.path.parent)
             create_private_file(self.path)  # 0600; SQLite gives -wal and -shm the same mode
-            self._db = await _connect(self.path, "NORMAL")
+            self._db = await _connect(self.path)
             async with self._db.execute("PRAGMA quick_check") as cursor:
                 problems = [row[0] for row in await cursor.fetchall()]
             if problems != ["ok"]:
@@ -295,7 +310,9 @@ class StateDB:
             await self._db.executescript(_SCHEMA)
             await self._add_columns(self._db)
             await self._db.commit()
-            self._durable = await _connect(self.path, "FULL")
+            # From here on this connection only reads: every write goes through the writer.
+            await self._db.execute("PRAGMA query_only=ON")
+            await self.writer.open()
             await self.prune_inbox()
         except (sqlite3.Error, OSError) as exc:
             await self.close()
@@ -319,12 +336,12 @@ class StateDB:
                 await db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {definition}")
 
     async def close(self) -> None:
-        connections = (self._db, self._durable)
-        self._db = self._durable = None
-        for connection in connections:
-            if connection is not None:
-                with contextlib.suppress(sqlite3.Error):
-                    await connection.close()
+        connection, self._db = self._db, None
+        with contextlib.suppress(sqlite3.Error):
+            await self.writer.close()
+        if connection is not None:
+            with contextlib.suppress(sqlite3.Error):
+                await connection.close()
 
     async def __aenter__(self) -> StateDB:
         return await self.open()
@@ -341,60 +358,45 @@ class StateDB:
     async def _write(
         self, sql: str, params: tuple[Any, ...] = (), *, durable: bool = False
     ) -> int:
-        """One statement, committed when this returns (both connections are autocommit)."""
-        connection, lock = self._connection(durable)
-        async with lock:  # never inside another coroutine's open transaction
-            cursor = await connection.execute(sql, params)
-        return cursor.rowcount
+        """One statement, committed when this returns (on disk when `durable`)."""
+        return await self._commit(lambda db: db.execute(sql, params).rowcount, durable=durable)
 
-    def _connection(self, durable: bool) -> tuple[aiosqlite.Connection, asyncio.Lock]:
-        if durable and self._durable is not None:
-            return self._durable, self._write_locks[1]
-        return self.db, self._write_locks[0]
-
-    @contextlib.asynccontextmanager
-    async def _transaction(self, durable: bool) -> AsyncIterator[aiosqlite.Connection]:
-        """Several statements committed together or not at all (the connections autocommit)."""
-        connection, lock = self._connection(durable)
-        async with lock:
-            await connection.execute("BEGIN IMMEDIATE")
-            try:
-                yield connection
-            except BaseException:
-                await connection.execute("ROLLBACK")
-                raise
-            await connection.execute("COMMIT")
+    async def _commit(self, write: Write[T], *, durable: bool = False) -> T:
+        """Statements committed together or not at all, when this returns (group_commit.py)."""
+        if self._db is None:
+            raise RuntimeError("state database is not open")
+        return await self.writer.run(write, durable=durable)
 
     async def _write_returning(
         self, sql: str, params: tuple[Any, ...] = ()
-    ) -> list[aiosqlite.Row]:
+    ) -> list[Any]:
         """One statement with a RETURNING clause, committed when this returns."""
-        connection, lock = self._connection(False)
-        async with lock, connection.execute(sql, params) as cursor:
-            return list(await cursor.fetchall())
+        return await self._commit(lambda db: db.execute(sql, params).fetchall())
 
     async def _rows(self, sql: str, params: tuple[Any, ...] = ()) -> list[aiosqlite.Row]:
-        async with self.db.execute(sql, params) as cursor:
-            return list(await cursor.fetchall())
+        return list(await self.db.execute_fetchall(sql, params))
 
     # -- inbox: durable inbound, dedupe -------------------------------------------------------
 
     async def record_inbound(self, msg: InboundMessage) -> bool:
         """Record a message durably. False if this (channel, chat, message id) was seen before."""
         key = (msg.channel, msg.chat_id, msg.message_id)
-        async with self._transaction(durable=True) as connection:  # the key and body, or neither
-            cursor = await connection.execute(
+        row = (*key, json.dumps({"chat_type": msg.chat_type}), _iso(msg.received_at))
+        body = (*key, _encode(msg))
+
+        def record(db: sqlite3.Connection) -> bool:  # the key and body, or neither
+            added = db.execute(
                 "INSERT OR IGNORE INTO inbox (channel, chat_id, message_id, payload, received_at)"
-                " VALUES (?, ?, ?, ?, ?)",
-                (*key, json.dumps({"chat_type": msg.chat_type}), _iso(msg.received_at)),
-            )
-            added = cursor.rowcount == 1
+                " VALUES (?, ?, ?, ?, ?)", row,
+            ).rowcount == 1
             if added:
-                await connection.execute(
+                db.execute(
                     "INSERT OR REPLACE INTO inbox_body (channel, chat_id, message_id, payload)"
-                    " VALUES (?, ?, ?, ?)", (*key, _encode(msg)),
+                    " VALUES (?, ?, ?, ?)", body,
                 )
-        return added
+            return added
+
+        return await self._commit(record, durable=True)
 
     async def mark_done(self, msg: InboundMessage, status: str = "done") -> None:
         """Answered (or denied): the body is no longer needed, only the key (dedup).
@@ -409,15 +411,18 @@ class StateDB:
                 " AND message_id = ?", key,
             )
             return
-        async with self._transaction(durable=False) as connection:
-            await connection.execute(
+        done_at = _iso(datetime.now(UTC))
+
+        def mark(db: sqlite3.Connection) -> None:
+            db.execute(
                 "UPDATE inbox SET status = ?, done_at = ?, payload = " + _ID_ONLY_PAYLOAD +
-                " WHERE channel = ? AND chat_id = ? AND message_id = ?",
-                (status, _iso(datetime.now(UTC)), *key),
+                " WHERE channel = ? AND chat_id = ? AND message_id = ?", (status, done_at, *key),
             )
-            await connection.execute(
+            db.execute(
                 "DELETE FROM inbox_body WHERE channel = ? AND chat_id = ? AND message_id = ?", key
             )
+
+        await self._commit(mark)
         self._done_marks += 1
         if self._done_marks % PRUNE_EVERY == 0:
             await self.prune_inbox()
@@ -666,17 +671,19 @@ class StateDB:
         Returns the row id, or None when `key` was used before (nothing added, nothing marked:
         the earlier delivery did both). `replaces`: the preview message it is written into.
         """
-        connection, lock = self._connection(durable=False)
-        async with lock:
-            cursor = await connection.execute(
+        params = (key, channel, chat_id, text, _iso(datetime.now(UTC)),
+                  *((done.channel, done.chat_id, done.message_id, done_status)
+                    if done is not None else (None, None, None, None)), replaces, file)
+
+        def enqueue(db: sqlite3.Connection) -> int | None:
+            cursor = db.execute(
                 "INSERT OR IGNORE INTO outbox (key, channel, chat_id, text, created_at,"
                 " done_channel, done_chat, done_message, done_status, replaces, file)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (key, channel, chat_id, text, _iso(datetime.now(UTC)),
-                 *((done.channel, done.chat_id, done.message_id, done_status)
-                   if done is not None else (None, None, None, None)), replaces, file),
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", params,
             )
-        return cursor.lastrowid if cursor.rowcount == 1 else None
+            return cursor.lastrowid if cursor.rowcount == 1 else None
+
+        return await self._commit(enqueue)
 
     async def record_preview(self, key: str, channel: str, chat_id: str,
                              message_id: str) -> None:

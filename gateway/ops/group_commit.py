@@ -1,0 +1,198 @@
+"""Group commit: the writes that arrive together share one transaction and one fsync.
+
+Why: a write that gates an acknowledgement to a platform (the inbox record of a message)
+must be on disk before its caller hears "recorded", so it commits with SQLite's
+`synchronous=FULL`, which waits for an fsync of the write-ahead log (one to a few
+milliseconds). One transaction per message made that fsync the ceiling of the whole gateway
+(about 200 turns/s for one session, 164 for twenty at once). An fsync costs the same for one
+write as for fifty: so the writes that arrive while a commit is on its way to disk wait for it
+and then go together, in the next transaction, with one fsync. This is the classic
+leader/follower scheme and needs no timer: a lone write finds no commit running and starts
+its own at once; batches form only when writes queue up behind a commit.
+
+Every write of the process goes through the one committer (one connection, one thread), the
+bookkeeping ones too (`durable=False`: a batch of only those commits with `synchronous=NORMAL`
+and no fsync of its own). Two connections writing one file wait for each other's lock in
+SQLite's busy handler, which sleeps in growing steps; behind back-to-back durable commits a
+bookkeeping write polled for its whole busy timeout and failed ("database is locked"). One
+writer hands out turns in order instead. Reads do not come here: in WAL mode they run on
+another connection, beside the writer, and see every commit that has returned.
+
+What a caller can rely on:
+- `run()` returns only after the COMMIT of the transaction that holds its write returned; a
+  batch with a durable write in it commits with `synchronous=FULL`, so that COMMIT returned
+  after the fsync. Nothing is reported written that is not on disk.
+- Each write runs under its own SAVEPOINT: a write that fails (a constraint, bad SQL) is
+  undone alone and fails only its own caller; the rest of the batch commits.
+- If the transaction fails as a whole (BEGIN, COMMIT, or SQLite rolled it back: disk full, an
+  I/O error, another process holding the lock past the busy timeout), every caller in the
+  batch gets the error, and none of their writes is in the database.
+- Writes are applied in the order `run()` was called.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import sqlite3
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+# A write: statements run on the writer's connection, inside the batch's transaction, in the
+# writer's thread. It returns what its caller gets (a row count, a row id) and must not commit.
+Write = Callable[[sqlite3.Connection], T]
+
+
+@dataclass(slots=True)
+class _Queued:
+    write: Write[Any]
+    durable: bool
+    future: asyncio.Future[Any]
+
+
+class GroupCommitter:
+    """The one writer of a SQLite database: `await run(write, durable=...)` per write."""
+
+    def __init__(self, connect: Callable[[], sqlite3.Connection], name: str = "db") -> None:
+        # `connect` opens the connection, in the writer's thread; it must be in autocommit mode
+        # (isolation_level=None): the committer opens and ends the transactions itself.
+        self._connect = connect
+        self._name = name
+        self._connection: sqlite3.Connection | None = None
+        self._executor: ThreadPoolExecutor | None = None
+        self._queue: list[_Queued] = []
+        self._leader: asyncio.Task[None] | None = None
+        self._synchronous = ""  # the level the connection commits with now
+        self.commits = 0  # transactions committed (for /metrics and the tests)
+        self.writes = 0  # writes committed in them
+
+    @property
+    def is_open(self) -> bool:
+        return self._connection is not None
+
+    async def open(self) -> None:
+        # Our own single thread, not the loop's default executor: the writes stay in order,
+        # and a stop does not wait for other work's threads.
+        self._executor = ThreadPoolExecutor(1, thread_name_prefix=f"{self._name}-writer")
+        try:
+            self._connection = await self._in_thread(self._connect)
+        except BaseException:
+            self._executor.shutdown(wait=False)
+            self._executor = None
+            raise
+
+    async def close(self) -> None:
+        """Let the queued writes commit, then close the connection and stop the thread."""
+        if self._leader is not None:
+            await asyncio.shield(self._leader)
+        connection, executor = self._connection, self._executor
+        self._connection = self._executor = None
+        if executor is None:
+            return
+        try:
+            if connection is not None:
+                await asyncio.get_running_loop().run_in_executor(executor, connection.close)
+        finally:
+            executor.shutdown(wait=False)
+
+    async def run(self, write: Write[T], *, durable: bool = False) -> T:
+        """Run `write` in the next transaction; return its result once that has committed.
+
+        `durable`: the commit waits for the fsync (`synchronous=FULL`); otherwise it survives
+        a crash of the process but maybe not a power loss (WAL with `synchronous=NORMAL`).
+        """
+        if self._connection is None:
+            raise sqlite3.ProgrammingError(f"the {self._name} database is not open")
+        loop = asyncio.get_running_loop()
+        queued = _Queued(write, durable, loop.create_future())
+        self._queue.append(queued)
+        if self._leader is None:
+            # A task of its own rather than the first caller's: a caller that is cancelled
+            # must not take the commit of the others with it.
+            self._leader = loop.create_task(self._lead())
+        result: T = await queued.future
+        return result
+
+    async def _lead(self) -> None:
+        """Commit batches while writes are queued: each batch is whatever queued up while the
+        previous one was committing."""
+        try:
+            while self._queue:
+                batch = [q for q in self._queue if not q.future.done()]  # skip the cancelled
+                self._queue = []
+                if batch:
+                    await self._commit_batch(batch)
+        finally:
+            self._leader = None
+
+    async def _commit_batch(self, batch: list[_Queued]) -> None:
+        writes = [q.write for q in batch]
+        durable = any(q.durable for q in batch)
+        try:
+            outcomes = await self._in_thread(self._commit, writes, durable)
+        except BaseException as exc:  # the transaction failed: so did every write in it
+            for queued in batch:
+                if queued.future.done():
+                    continue
+                if isinstance(exc, asyncio.CancelledError):  # the loop is going away
+                    queued.future.cancel()
+                else:
+                    queued.future.set_exception(exc)
+            if not isinstance(exc, Exception):
+                raise
+            return
+        self.commits += 1
+        self.writes += len(batch)
+        for queued, (ok, value) in zip(batch, outcomes, strict=True):
+            if queued.future.done():  # the caller was cancelled meanwhile (it still committed)
+                continue
+            if ok:
+                queued.future.set_result(value)
+            else:
+                queued.future.set_exception(value)
+
+    async def _in_thread(self, function: Callable[..., T], *args: Any) -> T:
+        if self._executor is None:
+            raise sqlite3.ProgrammingError(f"the {self._name} database is not open")
+        loop = asyncio.get_running_loop()
+        # Shielded: the thread goes on regardless; cancelling the wait would only hide the
+        # outcome of a commit from the callers waiting for it.
+        return await asyncio.shield(loop.run_in_executor(self._executor, function, *args))
+
+    # -- in the writer's thread -------------------------------------------------------------
+
+    def _commit(
+        self, writes: list[Write[Any]], durable: bool
+    ) -> list[tuple[bool, Any]]:
+        """One transaction: each write under a savepoint; (ok, result or exception) each."""
+        connection = self._connection
+        if connection is None:
+            raise sqlite3.ProgrammingError(f"the {self._name} database is not open")
+        synchronous = "FULL" if durable else "NORMAL"
+        if synchronous != self._synchronous:  # takes effect from the next commit
+            connection.execute(f"PRAGMA synchronous={synchronous}")
+            self._synchronous = synchronous
+        outcomes: list[tuple[bool, Any]] = []
+        connection.execute("BEGIN IMMEDIATE")
+        try:
+            for write in writes:
+                connection.execute("SAVEPOINT write")
+                try:
+                    outcomes.append((True, write(connection)))
+                except Exception as exc:
+                    if not connection.in_transaction:  # SQLite rolled back the whole batch
+                        raise
+                    connection.execute("ROLLBACK TO write")
+                    outcomes.append((False, exc))
+                connection.execute("RELEASE write")
+            connection.execute("COMMIT")
+        except BaseException:
+            if connection.in_transaction:
+                with contextlib.suppress(sqlite3.Error):  # the first error is the one to tell
+                    connection.execute("ROLLBACK")
+            raise
+        return outcomes
