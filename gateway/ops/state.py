@@ -474,18 +474,6 @@ class StateDB:
         )
         return int(rows[0][0]) if rows else 0
 
-    async def inbound_counts(self) -> dict[str, int]:
-        """Inbound messages by status (pending, done, failed, ...)."""
-        rows = await self._rows("SELECT status, count(*) FROM inbox GROUP BY status")
-        return {str(status): int(count) for status, count in rows}
-
-    async def inbound_status(self, channel: str, chat_id: str, message_id: str) -> str | None:
-        rows = await self._rows(
-            "SELECT status FROM inbox WHERE channel = ? AND chat_id = ? AND message_id = ?",
-            (channel, chat_id, message_id),
-        )
-        return rows[0][0] if rows else None
-
     async def last_message_ids(self, channel: str) -> dict[str, str]:
         """The newest recorded message id of each direct chat on `channel`.
 
@@ -733,11 +721,6 @@ class StateDB:
         )
         return [Outgoing(int(r[0]), r[1], r[2], r[3], int(r[4]), int(r[5]),
                          str(r[6] or ""), str(r[7] or "")) for r in rows]
-
-    async def outbox_counts(self) -> dict[str, int]:
-        """Outbound messages by status (pending, sent, refused, failed)."""
-        rows = await self._rows("SELECT status, count(*) FROM outbox GROUP BY status")
-        return {str(status): int(count) for status, count in rows}
 
     # -- updates a channel could not read -------------------------------------------------------
 

@@ -27,6 +27,7 @@ from tests.fakes.llm_server import FakeLLMServer
 from tests.fakes.media_files import VOICE_NOTE, jpeg, pdf
 from tests.fakes.telegram_server import FakeTelegramServer
 from tests.fakes.transcription_server import FakeTranscriptionServer
+from tests.state_rows import inbound_status
 
 FAST = {"backoff": Backoff(0.05, 0.2), "stall_grace": 0.5}
 
@@ -159,7 +160,7 @@ async def test_a_voice_note_recorded_before_a_kill_is_fetched_and_answered_once(
     assert len(stt.requests) == 1 and len(anthropic_server.requests) == 1
     users = [e for e in _entries(gateway) if e["type"] == "user"]
     assert len(users) == 1 and users[0]["media"][0]["transcript"] == stt.text
-    assert await gateway.state.inbound_status("telegram", "42", "5") == "done"
+    assert await inbound_status(gateway.state, "telegram", "42", "5") == "done"
     await gateway.stop(drain_timeout=5)
     again = await media_gateway()
     await asyncio.sleep(0.5)

@@ -23,6 +23,7 @@ from gateway.workspace.seed import ensure_workspace
 from tests.conftest import llm_overrides
 from tests.fakes.telegram_server import BOT_USER, FakeTelegramServer
 from tests.settle import settled
+from tests.state_rows import inbound_status
 
 REPO = Path(__file__).resolve().parents[2]
 FAST = {"backoff": Backoff(0.05, 0.2), "stall_grace": 0.5}
@@ -231,7 +232,7 @@ async def test_restart_mid_conversation_no_duplicate_no_loss(tg, tg_gateway, ant
     anthropic_server.reply_delay(30)
     two = await tg.send_text(42, "two")
     for _ in range(100):
-        if await gateway.state.inbound_status("telegram", "42", str(two["message_id"])):
+        if await inbound_status(gateway.state, "telegram", "42", str(two["message_id"])):
             break
         await asyncio.sleep(0.05)
     await asyncio.sleep(0.2)

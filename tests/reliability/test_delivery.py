@@ -24,6 +24,7 @@ from gateway.workspace.seed import workspace_path
 from tests.conftest import AllowAll, llm_overrides
 from tests.fakes.channel import RecordingChannel
 from tests.fakes.telegram_server import FakeTelegramServer
+from tests.state_rows import outbox_counts
 
 FAST = {"backoff": Backoff(0.05, 0.2), "stall_grace": 0.5}
 
@@ -109,7 +110,7 @@ async def test_an_undelivered_reply_is_sent_after_a_restart_without_a_second_tur
         await asyncio.sleep(0.3)
         assert working.texts() == ["echo: remember the blue door"]
         assert len(anthropic_server.requests) == 1  # the answer was kept, not computed again
-        counts = await second.state.outbox_counts()
+        counts = await outbox_counts(second.state)
         assert counts == {"sent": 1}
     finally:
         await second.stop()

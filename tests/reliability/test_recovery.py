@@ -46,6 +46,7 @@ from tests.fakes.channel import RecordingChannel
 from tests.fakes.discord_server import FakeDiscordServer, patch_discord
 from tests.fakes.llm_server import FakeAnthropicServer
 from tests.fakes.telegram_server import FakeTelegramServer
+from tests.state_rows import inbound_counts, inbound_status, outbox_counts
 
 FAST = {"backoff": Backoff(0.05, 0.2), "stall_grace": 0.5}
 
@@ -113,8 +114,8 @@ async def test_a_reply_recorded_before_a_kill_is_delivered_as_recorded(
         assert channel.texts() == [recorded]
         assert anthropic_server.requests == []  # never regenerated
         assert _answers(path) == [recorded]  # one answer to one message
-        assert await gateway.state.inbound_status("fakechat", "ann", "m-1") == "done"
-        assert await gateway.state.outbox_counts() == {"sent": 1}
+        assert await inbound_status(gateway.state, "fakechat", "ann", "m-1") == "done"
+        assert await outbox_counts(gateway.state) == {"sent": 1}
     finally:
         await gateway.stop()
 
@@ -199,7 +200,7 @@ async def test_a_message_whose_turn_keeps_being_cut_short_is_given_up(
         await gateway.lanes.drain()
         assert channel.texts() == [GIVE_UP_REPLY.format(tries=MAX_RETRIES + 1)]
         assert len(anthropic_server.requests) == MAX_RETRIES + 1  # not asked again
-        assert (await gateway.state.inbound_counts()).get("failed") == 1
+        assert (await inbound_counts(gateway.state)).get("failed") == 1
         assert gateway.metrics.messages_given_up.value(channel="fakechat") == 1
     finally:
         await gateway.stop()
@@ -251,7 +252,7 @@ async def test_a_turn_that_cannot_be_assembled_still_gets_an_answer(
         assert channel.texts() == [SETUP_REPLY]
         assert anthropic_server.requests == []
         assert "could not prepare the turn" in caplog.text
-        assert await gateway.state.inbound_counts() == {"done": 1}
+        assert await inbound_counts(gateway.state) == {"done": 1}
         assert gateway.metrics.turns.value(outcome="setup_error") == 1
         gateway.broken = ""  # fixed: the next message is answered as usual
         await channel.inject("ann", "and now?")
@@ -302,7 +303,7 @@ async def test_a_retried_multi_part_reply_does_not_repeat_its_first_part(
         await tg.wait_sent(3, timeout=30)
         await gateway.delivery.drain()
         assert tg.texts(42) == parts
-        assert await gateway.state.outbox_counts() == {"sent": 1}
+        assert await outbox_counts(gateway.state) == {"sent": 1}
     finally:
         await gateway.stop()
 
@@ -327,7 +328,7 @@ async def test_a_restart_sends_only_the_parts_not_yet_accepted(
         await tg.wait_sent(2, timeout=10)
         await gateway.delivery.drain()
         assert tg.texts(42) == parts[1:]
-        assert await gateway.state.outbox_counts() == {"sent": 1}
+        assert await outbox_counts(gateway.state) == {"sent": 1}
     finally:
         await gateway.stop()
 
@@ -354,10 +355,10 @@ async def test_discord_recognises_a_reply_sent_just_before_a_kill(
         await gateway.start()
         try:
             for _ in range(500):
-                if (await gateway.state.outbox_counts()).get("sent"):
+                if (await outbox_counts(gateway.state)).get("sent"):
                     break
                 await asyncio.sleep(0.02)
-            assert await gateway.state.outbox_counts() == {"sent": 1}
+            assert await outbox_counts(gateway.state) == {"sent": 1}
             assert dc.texts("302") == ["see you at noon"]  # once
         finally:
             await gateway.stop()
@@ -393,7 +394,7 @@ async def test_a_file_whose_caption_does_not_fit_keeps_its_progress_over_a_resta
         assert tg.texts(42) == parts + parts
         [sent] = tg.files
         assert (sent.method, sent.filename, sent.caption) == ("sendDocument", "plan.md", "")
-        assert await gateway.state.outbox_counts() == {"sent": 2}
+        assert await outbox_counts(gateway.state) == {"sent": 2}
     finally:
         await gateway.stop()
 
@@ -423,10 +424,10 @@ async def test_discord_recognises_a_file_sent_just_before_a_kill(
         await gateway.start()
         try:
             for _ in range(500):
-                if (await gateway.state.outbox_counts()).get("sent"):
+                if (await outbox_counts(gateway.state)).get("sent"):
                     break
                 await asyncio.sleep(0.02)
-            assert await gateway.state.outbox_counts() == {"sent": 1}
+            assert await outbox_counts(gateway.state) == {"sent": 1}
             assert [f.filename for f in dc.files] == ["plan.md"]  # once
         finally:
             await gateway.stop()

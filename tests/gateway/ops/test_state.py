@@ -12,6 +12,7 @@ from channels.base import InboundMessage
 from gateway.ops.state import PRUNE_EVERY, StateDB, state_path
 from gateway.pipeline.access import AccessDecision
 from tests.fakes.channel import RecordingChannel
+from tests.state_rows import inbound_status
 
 CANARY = "canary-body-7c1e"
 
@@ -34,7 +35,7 @@ async def test_inbox_records_once_and_resumes_pending_in_order(tmp_path):
         assert [m.message_id for m in await state.pending_inbound()] == ["1", "2"]
         await state.mark_done(_msg(1))
         assert [m.message_id for m in await state.pending_inbound()] == ["2"]
-        assert await state.inbound_status("telegram", "c1", "1") == "done"
+        assert await inbound_status(state, "telegram", "c1", "1") == "done"
         assert (await state.pending_inbound())[0].text == "hello"  # pending keeps its body
 
 
@@ -61,9 +62,9 @@ async def test_old_ids_are_pruned_except_each_chats_newest(tmp_path):
         await state.mark_done(_msg(9, chat="stranger"), "denied")
         await state.record_inbound(_msg(10, chat="c2", at=old))  # pending: never pruned
         assert await state.prune_inbox() == 3  # 1, 2 and the stranger's
-        assert await state.inbound_status("telegram", "c1", "3") == "done"
-        assert await state.inbound_status("telegram", "c1", "1") is None
-        assert await state.inbound_status("telegram", "stranger", "9") is None
+        assert await inbound_status(state, "telegram", "c1", "3") == "done"
+        assert await inbound_status(state, "telegram", "c1", "1") is None
+        assert await inbound_status(state, "telegram", "stranger", "9") is None
         assert [m.message_id for m in await state.pending_inbound()] == ["10"]
         assert await state.last_message_ids("telegram") == {"c1": "3", "c2": "10"}
 

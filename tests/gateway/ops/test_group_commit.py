@@ -1,0 +1,161 @@
+"""Group commit (gateway/ops/group_commit.py): writes that arrive together share one commit,
+each caller hears back only after the commit that holds its write, a failed commit fails
+every caller in it. Commits are counted from the write-ahead log on disk, not taken from the
+committer's word."""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from channels.base import InboundMessage
+from gateway.ops import state as state_module
+from gateway.ops.group_commit import GroupCommitter
+from gateway.ops.state import StateDB, state_path
+
+
+def _msg(i: int, chat: str = "c1") -> InboundMessage:
+    return InboundMessage("telegram", chat, f"u-{chat}", f"hello {i}", message_id=str(i),
+                          received_at=datetime.now(UTC))
+
+
+def wal_commits(db_path: Path) -> int:
+    """Transactions in the write-ahead log: frames of the current log generation (their salt
+    is the header's) whose 'database size after commit' field is set (sqlite.org/fileformat)."""
+    data = Path(f"{db_path}-wal").read_bytes()
+    if len(data) < 32:
+        return 0
+    page_size = int.from_bytes(data[8:12], "big")
+    salt = data[16:24]
+    commits, offset = 0, 32
+    while offset + 24 + page_size <= len(data):
+        frame = data[offset:offset + 24]
+        if frame[8:16] != salt:
+            break
+        commits += int.from_bytes(frame[4:8], "big") != 0
+        offset += 24 + page_size
+    return commits
+
+
+async def test_inbox_records_that_arrive_together_share_one_commit(tmp_path):
+    async with StateDB.for_root(tmp_path) as state:
+        on_disk, counted = wal_commits(state_path(tmp_path)), state.writer.commits
+        messages = [_msg(i) for i in range(50)]
+        # The same message twice in one batch: recorded once, the second is a redelivery.
+        added = await asyncio.gather(*(state.record_inbound(m) for m in [*messages, messages[7]]))
+        assert added == [True] * 50 + [False]
+        commits = wal_commits(state_path(tmp_path)) - on_disk
+        assert commits == state.writer.commits - counted
+        assert 1 <= commits <= 2  # not one per message: 50 records, at most two fsyncs
+        assert [m.message_id for m in await state.pending_inbound()] == [str(i) for i in range(50)]
+        assert not any(await asyncio.gather(*(state.record_inbound(m) for m in messages)))
+
+
+async def test_a_lone_write_commits_by_itself_and_writes_keep_their_order(tmp_path):
+    async with StateDB.for_root(tmp_path) as state:
+        on_disk = wal_commits(state_path(tmp_path))
+        assert await state.record_inbound(_msg(1))  # nothing else queued: its own commit
+        assert wal_commits(state_path(tmp_path)) == on_disk + 1
+        await asyncio.gather(*(state.save_offset("telegram", n) for n in range(1, 31)))
+        assert await state.load_offset("telegram") == 30
+
+
+async def test_bookkeeping_writes_beside_a_stream_of_durable_ones_all_succeed(tmp_path):
+    # Two connections used to fight over SQLite's write lock here ("database is locked").
+    async with StateDB.for_root(tmp_path) as state:
+        durable = [state.record_inbound(_msg(i, chat=f"c{i % 7}")) for i in range(300)]
+        bookkeeping = [state.enqueue_outbound("telegram", f"c{i % 7}", f"reply {i}",
+                                              key=f"k{i}") for i in range(300)]
+        results = await asyncio.gather(*durable, *bookkeeping)
+        assert all(results[:300]) and len(set(results[300:])) == 300
+        assert state.writer.commits < 600
+
+
+def _committer(path: Path, **pragmas: str) -> GroupCommitter:
+    def connect() -> sqlite3.Connection:
+        db = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=0.05)
+        db.execute("PRAGMA journal_mode=WAL")
+        for name, value in pragmas.items():
+            db.execute(f"PRAGMA {name}={value}")
+        return db
+
+    return GroupCommitter(connect, "test")
+
+
+def _rows(path: Path, sql: str) -> list[tuple[object, ...]]:
+    with sqlite3.connect(path) as db:  # another connection: what is on disk for everyone
+        return list(db.execute(sql))
+
+
+def _insert(value: str):
+    return lambda db: db.execute("INSERT INTO log (value) VALUES (?)", (value,)).lastrowid
+
+
+async def test_a_write_that_fails_fails_only_its_caller(tmp_path):
+    path = tmp_path / "t.db"
+    _rows(path, "CREATE TABLE log (value TEXT UNIQUE)")
+    committer = _committer(path)
+    await committer.open()
+    try:
+        outcomes = await asyncio.gather(
+            committer.run(_insert("a"), durable=True), committer.run(_insert("b")),
+            committer.run(_insert("a")),  # breaks UNIQUE: undone alone
+            committer.run(_insert("c"), durable=True), return_exceptions=True)
+        assert committer.commits == 1
+    finally:
+        await committer.close()
+    assert isinstance(outcomes[2], sqlite3.IntegrityError)
+    assert [o for i, o in enumerate(outcomes) if i != 2] == [1, 2, 3]
+    assert _rows(path, "SELECT value FROM log ORDER BY rowid") == [("a",), ("b",), ("c",)]
+
+
+async def test_a_failed_commit_fails_every_caller_in_its_batch_and_keeps_none(tmp_path):
+    path = tmp_path / "t.db"
+    _rows(path, "CREATE TABLE log (value TEXT)")
+    _rows(path, "CREATE TABLE parent (id INTEGER PRIMARY KEY)")
+    _rows(path, "CREATE TABLE child (parent INTEGER REFERENCES parent (id)"
+                " DEFERRABLE INITIALLY DEFERRED)")
+    committer = _committer(path, foreign_keys="ON")
+    await committer.open()
+    try:
+        # Each write succeeds on its own; the orphan row is caught at COMMIT (a deferred
+        # foreign key), so the transaction of all five fails.
+        orphan = committer.run(lambda db: db.execute("INSERT INTO child VALUES (42)").rowcount)
+        outcomes = await asyncio.gather(
+            *(committer.run(_insert(v), durable=True) for v in "abcd"), orphan,
+            return_exceptions=True)
+        assert all(isinstance(o, sqlite3.IntegrityError) for o in outcomes), outcomes
+        assert committer.commits == 0
+        assert _rows(path, "SELECT count(*) FROM log") == [(0,)]
+        assert await committer.run(_insert("after"), durable=True) == 1  # the writer goes on
+    finally:
+        await committer.close()
+    assert _rows(path, "SELECT value FROM log") == [("after",)]
+
+
+async def test_a_record_whose_commit_fails_is_not_reported_recorded(tmp_path, monkeypatch):
+    monkeypatch.setattr(state_module, "BUSY_TIMEOUT_SECONDS", 0.05)
+    async with StateDB.for_root(tmp_path) as state:
+        holder = sqlite3.connect(state.path, isolation_level=None)  # another process's write
+        holder.execute("BEGIN IMMEDIATE")
+        try:
+            outcomes = await asyncio.gather(*(state.record_inbound(_msg(i)) for i in range(5)),
+                                            return_exceptions=True)
+        finally:
+            holder.execute("ROLLBACK")
+            holder.close()
+        assert all(isinstance(o, sqlite3.OperationalError) for o in outcomes), outcomes
+        assert await state.pending_inbound() == []
+        # Not "seen before" when the platform delivers it again: it was never recorded.
+        assert await state.record_inbound(_msg(3))
+
+
+async def test_writes_after_close_are_refused(tmp_path):
+    state = await StateDB.for_root(tmp_path).open()
+    await state.close()
+    with pytest.raises(RuntimeError, match="not open"):
+        await state.record_inbound(_msg(1))
