@@ -22,8 +22,10 @@ What a caller can rely on:
 - `run()` returns only after the COMMIT of the transaction that holds its write returned; a
   batch with a durable write in it commits with `synchronous=FULL`, so that COMMIT returned
   after the fsync. Nothing is reported written that is not on disk.
-- Each write runs under its own SAVEPOINT: a write that fails (a constraint, bad SQL) is
-  undone alone and fails only its own caller; the rest of the batch commits.
+- A write that fails (a constraint, bad SQL) fails only its own caller; the rest of the
+  batch commits without it (the batch is run again with each write under a SAVEPOINT, so a
+  write must be a function of the database and its arguments: it may run twice, the first
+  run rolled back).
 - If the transaction fails as a whole (BEGIN, COMMIT, or SQLite rolled it back: disk full, an
   I/O error, another process holding the lock past the busy timeout), every caller in the
   batch gets the error, and none of their writes is in the database.
@@ -43,7 +45,8 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 
 # A write: statements run on the writer's connection, inside the batch's transaction, in the
-# writer's thread. It returns what its caller gets (a row count, a row id) and must not commit.
+# writer's thread. It returns what its caller gets (a row count, a row id), must not commit,
+# and may run twice (a first run rolled back because another write of its batch failed).
 Write = Callable[[sqlite3.Connection], T]
 
 
@@ -168,7 +171,7 @@ class GroupCommitter:
     def _commit(
         self, writes: list[Write[Any]], durable: bool
     ) -> list[tuple[bool, Any]]:
-        """One transaction: each write under a savepoint; (ok, result or exception) each."""
+        """One transaction for all `writes`: (ok, result or exception) for each."""
         connection = self._connection
         if connection is None:
             raise sqlite3.ProgrammingError(f"the {self._name} database is not open")
@@ -176,19 +179,36 @@ class GroupCommitter:
         if synchronous != self._synchronous:  # takes effect from the next commit
             connection.execute(f"PRAGMA synchronous={synchronous}")
             self._synchronous = synchronous
+        try:
+            return self._transaction(connection, writes, isolated=False)
+        except _WriteFailed:
+            # Writes rarely fail (the statements here ignore duplicates), so the batch runs
+            # without savepoints first: each statement is a trip through the GIL, and the
+            # event loop holds it most of the time under load. When one failed, that run was
+            # rolled back whole; again, each write under its own savepoint.
+            return self._transaction(connection, writes, isolated=True)
+
+    @staticmethod
+    def _transaction(
+        connection: sqlite3.Connection, writes: list[Write[Any]], *, isolated: bool
+    ) -> list[tuple[bool, Any]]:
         outcomes: list[tuple[bool, Any]] = []
         connection.execute("BEGIN IMMEDIATE")
         try:
             for write in writes:
-                connection.execute("SAVEPOINT write")
+                if isolated:
+                    connection.execute("SAVEPOINT write")
                 try:
                     outcomes.append((True, write(connection)))
                 except Exception as exc:
                     if not connection.in_transaction:  # SQLite rolled back the whole batch
                         raise
+                    if not isolated:
+                        raise _WriteFailed from exc
                     connection.execute("ROLLBACK TO write")
                     outcomes.append((False, exc))
-                connection.execute("RELEASE write")
+                if isolated:
+                    connection.execute("RELEASE write")
             connection.execute("COMMIT")
         except BaseException:
             if connection.in_transaction:
@@ -196,3 +216,7 @@ class GroupCommitter:
                     connection.execute("ROLLBACK")
             raise
         return outcomes
+
+
+class _WriteFailed(Exception):
+    """A write of a batch run without savepoints failed: run the batch again with them."""
