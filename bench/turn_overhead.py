@@ -7,10 +7,12 @@ in the state database, as after pairing), routing, session lane, reading the wor
 from disk, prompt assembly, transcript appends, the outbox row that marks the message answered,
 and delivery. The channel is a stand-in for python-telegram-bot (bench/channel_throughput.py
 measures the whole message through the real library). Prints p50/p95 latency and turns/s for
-1 session, for 100 sessions all sending at once (latency there is mostly waiting in line:
-100 turns in flight share 2 cores), and for 100 sessions sending at a steady 300 turns/s.
+1 session, for 20 sessions all sending at once (latency there is mostly waiting in line:
+20 turns in flight share 2 cores), and for 20 sessions sending at a steady 300 turns/s, and
+how many commits the state database made (group commit: the writes that arrive together
+share one).
 
-    python bench/turn_overhead.py [--turns 2000] [--sessions 100]
+    python bench/turn_overhead.py [--turns 2000] [--sessions 20]
 """
 
 from __future__ import annotations
@@ -102,44 +104,53 @@ async def run(turns: int, sessions: int) -> None:
             await gateway.state.approve("telegram", person, "bench")
         await _person(channel, "warmup", 20)
 
-        begin = time.perf_counter()
+        writer = gateway.state.writer
+
+        def commits() -> tuple[int, int]:
+            return writer.writes, writer.commits
+
+        begin, before = time.perf_counter(), commits()
         single = await _person(channel, "solo", turns)
         single_rate = turns / (time.perf_counter() - begin)
-        _report("1 session", single, single_rate)
+        _report("1 session", single, single_rate, before, commits())
 
         per_person = max(turns // sessions, 5)
         for person in people:  # first contact seeds the workspace: not part of a turn's cost
             await channel.turn(person, "hello")
-        begin = time.perf_counter()
+        begin, before = time.perf_counter(), commits()
         results = await asyncio.gather(*(_person(channel, p, per_person) for p in people))
         many = [latency for result in results for latency in result]
         rate = len(many) / (time.perf_counter() - begin)
-        _report(f"{sessions} sessions, all at once", many, rate)
+        _report(f"{sessions} sessions, all at once", many, rate, before, commits())
 
         # The same sessions sending at a steady 300 turns/s in total, as people do.
         pause = sessions / 300
-        begin = time.perf_counter()
+        begin, before = time.perf_counter(), commits()
         results = await asyncio.gather(
             *(_person(channel, p, per_person, pause, pause * i / sessions)
               for i, p in enumerate(people))
         )
         paced = [latency for result in results for latency in result]
-        _report(f"{sessions} sessions, 300/s", paced, len(paced) / (time.perf_counter() - begin))
+        _report(f"{sessions} sessions, 300/s", paced, len(paced) / (time.perf_counter() - begin),
+                before, commits())
         await gateway.stop()
 
 
-def _report(label: str, latencies: list[float], rate: float) -> None:
+def _report(label: str, latencies: list[float], rate: float,
+            before: tuple[int, int], after: tuple[int, int]) -> None:
+    """`before`/`after`: the state database's (writes, commits) around the phase."""
     ms = sorted(x * 1000 for x in latencies)
     p50 = statistics.median(ms)
     p95 = ms[int(len(ms) * 0.95) - 1]
+    writes, commits = after[0] - before[0], after[1] - before[1]
     print(f"{label:>26}: {len(ms):5d} turns  p50 {p50:6.2f} ms  p95 {p95:6.2f} ms  "
-          f"{rate:7.0f} turns/s")
+          f"{rate:7.0f} turns/s  {writes / max(commits, 1):4.1f} writes/commit")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--turns", type=int, default=2000)
-    parser.add_argument("--sessions", type=int, default=100)
+    parser.add_argument("--sessions", type=int, default=20)
     args = parser.parse_args()
     asyncio.run(run(args.turns, args.sessions))
 
