@@ -100,7 +100,9 @@ class GroupCommitter:
             if connection is not None:
                 await asyncio.get_running_loop().run_in_executor(executor, connection.close)
         finally:
-            executor.shutdown(wait=False)
+            # The thread is idle now (its last job has returned): joining it is immediate,
+            # and no thread of ours outlives close() (a test or `clawgate` exiting).
+            executor.shutdown(wait=True)
 
     async def run(self, write: Write[T], *, durable: bool = False) -> T:
         """Run `write` in the next transaction; return its result once that has committed.
