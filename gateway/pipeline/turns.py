@@ -149,6 +149,7 @@ class TurnRunner:
             log.info("turn started (%s)", route.channel)
             started = time.perf_counter()
             session = await self.sessions.get(route.workspace, route.session_key)
+            rounds = session.tool_rounds
             live = await self._live_preview(route, msg, durable=durable)
             try:
                 reply = await self._reply_to(session, route, msg, durable=durable,
@@ -165,14 +166,19 @@ class TurnRunner:
             if replaces and durable:
                 await self._forget_preview(answer_key(msg))
             try:
-                await self._capture_owed(session, route)
+                captured = await self._capture_owed(session, route)
                 outcome = await sent
                 session.record_event("delivery", ok=outcome == "sent", channel=route.channel,
                                      **({} if outcome == "sent" else {"error": outcome}))
                 elapsed = time.perf_counter() - started
                 self.metrics.turn_seconds.observe(elapsed)
                 log.info("turn finished in %.2f s", elapsed)
-                await self.versioning.commit(route.workspace, "turn", session=key, turn=turn)
+                # Only tool calls (and a capture) write files in a turn: without them there is
+                # nothing of the turn's to commit (a walk of the workspace per message saved;
+                # a hand edit made meanwhile is committed as such before the next turn).
+                if captured or session.tool_rounds != rounds:
+                    await self.versioning.commit(route.workspace, "turn", session=key,
+                                                 turn=turn)
             except Exception:  # the reply is queued: nothing here may cause a second one
                 log.exception("bookkeeping after the turn in %s failed", key)
             return reply
@@ -336,17 +342,19 @@ class TurnRunner:
             session.record_event("error", error_kind="internal", text=reply)
         return reply
 
-    async def _capture_owed(self, session: Session, route: Route) -> None:
+    async def _capture_owed(self, session: Session, route: Route) -> bool:
         """Run the capture the turn owes (gateway/pipeline/capture.py), once the reply is
-        queued: the person does not wait for it, the turn's commit includes what it wrote."""
+        queued: the person does not wait for it, the turn's commit includes what it wrote.
+        Whether one ran (it may have written)."""
         due = self._captures.pop(route.session_key, None)
         if due is None or self.capture is None:
-            return
+            return False
         today = self.compactor.clock.now().astimezone(self.compactor.zone).date()
         try:
             await self.capture.run(session, due, f"memory/{today.isoformat()}.md")
         except Exception:  # the reply is queued: a failure here is only logged
             log.exception("memory capture in %s failed", route.session_key)
+        return True
 
     async def _answer(
         self, session: Session, route: Route, system: SystemPrompt, ctx: ToolContext,
