@@ -88,16 +88,13 @@ class Gateway:
             p.models, p.usage, p.budgets, p.metered)
         self.setup, self.media = p.setup, p.media
         p.budgets.notify = self._budget_note  # notes for the owner go to their DM
-        # Cleared while start() re-queues what a previous run left unanswered: a new message
-        # cannot overtake an older one of the same person.
-        self._resumed = asyncio.Event()
+        self._resumed = asyncio.Event()  # cleared while start() re-queues: new messages wait
         self._resumed.set()
         self.accepting = True  # False once stopping: new messages wait for the next start
         self._workspace_listeners: list[Callable[[str], object]] = []  # on_new_workspace
         self._seeded: set[str] = set()
         self.persist_backoff = Backoff(1.0, 60.0)  # between tries to save a refused message
-        # Welcomes people approved by `clawgate pairing approve` and answers what they wrote
-        # while waiting (gateway/pipeline/welcome.py), as resumed: accepted before.
+        # Welcomes the newly approved, and answers what they wrote while waiting (as resumed).
         self.approvals = ApprovalFollowUp(self.state, self.channels, self._announce,
                                           lambda msg: self._process(msg, resumed=True))
         self.memory: MemoryService | None = None  # use_memory: recall and the memory tools
