@@ -123,6 +123,9 @@ class TurnRunner:
         self.model, self.host = model, host
         # Messages re-queued by a restart: their turn may have run, in part or whole, before.
         self.resuming: set[tuple[str, str, str]] = set()
+        # Replies whose live preview was opened in this process and not yet settled: a retry
+        # of the turn goes on in the same preview message.
+        self._previewing: set[str] = set()
         self.pace = ChatPace()  # live previews: each chat's update pace, across its replies
         # Voice notes, photos, documents: set by the gateway when media are enabled.
         self.media: MediaStep | None = None
@@ -156,6 +159,7 @@ class TurnRunner:
                                              stream=live)
             finally:
                 replaces = await live.finish() if live is not None else ""
+            self._previewing.discard(answer_key(msg))
             if reply is None:
                 return ""  # given up on, and answered as such (recovery.py)
             sent = await self.delivery.deliver(
@@ -190,10 +194,16 @@ class TurnRunner:
         channel = self.delivery.channels.get(route.channel)
         if channel is None or not durable:
             return None
+        key = answer_key(msg)
+        # Only a message taken up again (after a restart, or a retry here) can have a
+        # preview message already: a new one skips the state database's lookup.
+        earlier = key in self._previewing or (
+            (msg.channel, msg.chat_id, msg.message_id) in self.resuming)
+        self._previewing.add(key)
         try:
             return await open_preview(channel, self.delivery.state, chat_id=route.chat_id,
-                                      direct=msg.chat_type == "direct", key=answer_key(msg),
-                                      pace=self.pace)
+                                      direct=msg.chat_type == "direct", key=key,
+                                      pace=self.pace, look_up=earlier)
         except Exception:
             log.exception("could not open a live preview in %s", route.session_key)
             return None
