@@ -39,6 +39,7 @@ from gateway.agent.web.addresses import AddressPolicy, parse_networks
 from gateway.agent.web.fetch import FetchLimits, PageFetcher
 from gateway.agent.web.links import HostAllowlist, SearchLedger
 from gateway.agent.web.search import TtlCache
+from memory.layout import dm_session_key
 from tests.fakes.web_server import ARTICLE
 
 STORY = ("the city council said on monday that the new tram line would open next spring after "
@@ -107,7 +108,7 @@ async def main() -> None:
     tool = WebFetchTool(fetcher, FetchPolicy("any", None, SearchLedger(), HostAllowlist([])),  # type: ignore[arg-type]
                         max_chars=200_000, cache=TtlCache(0))
     with tempfile.TemporaryDirectory() as tmp:
-        ctx = ToolContext(Path(tmp), "bench:dm", True)
+        ctx = ToolContext(Path(tmp), dm_session_key("bench"), True)
         started = time.perf_counter()
         await tool.run({"url": f"http://127.0.0.1:{port}/article"}, ctx)  # imports trafilatura
         first = time.perf_counter() - started
