@@ -17,7 +17,7 @@ from datetime import date
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from channels.base import Backoff, Channel, InboundMessage
+from channels.base import Channel, InboundMessage
 from channels.terminal import LOCAL_CHAT as TERMINAL_CHAT
 from gateway.agent.compaction import Compactor
 from gateway.agent.context_files import ContextFile, ContextFileLoader
@@ -54,6 +54,7 @@ from gateway.pipeline.routing import TERMINAL_CHANNEL, Route, Router
 from gateway.pipeline.turns import INTERNAL_ERROR_REPLY, TranscriptWriteError, TurnRunner
 from gateway.pipeline.welcome import ApprovalFollowUp
 from gateway.workspace.seed import ensure_workspace
+from retrypolicy import Backoff
 
 if TYPE_CHECKING:
     from gateway.agent.media.intake import MediaIntake, UserContent
