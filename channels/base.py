@@ -106,7 +106,6 @@ class OutboundMessage:
     channel: str
     chat_id: str
     text: str
-    reply_to: str = ""
     key: str = ""
     first_part: int = 0
     # A file to send (an absolute path), with `text` as its caption.
