@@ -57,6 +57,8 @@ class Session:
     unmeasured_chars: int = 0
     compactions: int = 0
     flushed_cycle: int = -1  # the compaction cycle whose memory flush already ran
+    # Model messages that called tools, ever: a turn that added none changed no file.
+    tool_rounds: int = 0
 
     # The transcript entry of each person's message with a platform id (`drop_turn`).
     _user_entries: dict[str, int] = field(default_factory=dict)
@@ -72,6 +74,8 @@ class Session:
         self.history.append(message)
         self.entry_ids.append(self.entry_count)
         self.entry_count += 1
+        if message.tool_calls:
+            self.tool_rounds += 1
         self._account(message, usage)
 
     def record_event(self, event_type: str, **fields: Any) -> None:

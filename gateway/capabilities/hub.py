@@ -8,6 +8,7 @@ and what /context should say. It also owns the servers' lifecycle and their metr
 from __future__ import annotations
 
 import logging
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -80,11 +81,15 @@ class Capabilities:
     def metric_labels(registry: ToolRegistry) -> dict[str, str]:
         """Tool name -> its `tool` label in /metrics: built-in tools by name, MCP tools by
         their configured server (a server's own names are never label values)."""
-        # Imported here: mcp_tools loads the MCP SDK, which the first poll must not wait for.
-        from gateway.capabilities.mcp_tools import McpTool, metric_label
-
-        return {tool.spec.name: metric_label(tool.server) if isinstance(tool, McpTool)
-                else tool.spec.name for tool in registry.tools()}
+        # mcp_tools loads the MCP SDK (seconds of CPU): neither the first poll nor the first
+        # answer may wait for it. An MCP tool exists only once that module was imported (by
+        # the connections to configured servers), so without it every tool is built in.
+        mcp_tools = sys.modules.get("gateway.capabilities.mcp_tools")
+        if mcp_tools is None:
+            return {tool.spec.name: tool.spec.name for tool in registry.tools()}
+        return {tool.spec.name: mcp_tools.metric_label(tool.server)
+                if isinstance(tool, mcp_tools.McpTool) else tool.spec.name
+                for tool in registry.tools()}
 
     def context_lines(self, workspace: Path, kind: ContextKind, area: str = "") -> list[str]:
         """What /context shows about skills and tool servers in this conversation."""

@@ -174,10 +174,12 @@ class LivePreview:
 
 
 async def open_preview(channel: Channel, state: StateDB, *, chat_id: str, direct: bool,
-                       key: str, pace: ChatPace | None = None) -> LivePreview | None:
+                       key: str, pace: ChatPace | None = None,
+                       look_up: bool = True) -> LivePreview | None:
     """The live preview of the reply named `key`, going on in a preview message an earlier
-    run left (recorded in the state database), or None when the channel shows none."""
-    earlier = await state.preview_for(key)
+    run left (recorded in the state database; `look_up` False: there can be none), or None
+    when the channel shows none."""
+    earlier = await state.preview_for(key) if look_up else ""
     preview = channel.preview(chat_id, direct=direct, key=key, message_id=earlier)
     if preview is None:
         return None

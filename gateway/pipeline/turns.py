@@ -123,6 +123,9 @@ class TurnRunner:
         self.model, self.host = model, host
         # Messages re-queued by a restart: their turn may have run, in part or whole, before.
         self.resuming: set[tuple[str, str, str]] = set()
+        # Replies whose live preview was opened in this process and not yet settled: a retry
+        # of the turn goes on in the same preview message.
+        self._previewing: set[str] = set()
         self.pace = ChatPace()  # live previews: each chat's update pace, across its replies
         # Voice notes, photos, documents: set by the gateway when media are enabled.
         self.media: MediaStep | None = None
@@ -149,12 +152,14 @@ class TurnRunner:
             log.info("turn started (%s)", route.channel)
             started = time.perf_counter()
             session = await self.sessions.get(route.workspace, route.session_key)
+            rounds = session.tool_rounds
             live = await self._live_preview(route, msg, durable=durable)
             try:
                 reply = await self._reply_to(session, route, msg, durable=durable,
                                              stream=live)
             finally:
                 replaces = await live.finish() if live is not None else ""
+            self._previewing.discard(answer_key(msg))
             if reply is None:
                 return ""  # given up on, and answered as such (recovery.py)
             sent = await self.delivery.deliver(
@@ -165,14 +170,19 @@ class TurnRunner:
             if replaces and durable:
                 await self._forget_preview(answer_key(msg))
             try:
-                await self._capture_owed(session, route)
+                captured = await self._capture_owed(session, route)
                 outcome = await sent
                 session.record_event("delivery", ok=outcome == "sent", channel=route.channel,
                                      **({} if outcome == "sent" else {"error": outcome}))
                 elapsed = time.perf_counter() - started
                 self.metrics.turn_seconds.observe(elapsed)
                 log.info("turn finished in %.2f s", elapsed)
-                await self.versioning.commit(route.workspace, "turn", session=key, turn=turn)
+                # Only tool calls (and a capture) write files in a turn: without them there is
+                # nothing of the turn's to commit (a walk of the workspace per message saved;
+                # a hand edit made meanwhile is committed as such before the next turn).
+                if captured or session.tool_rounds != rounds:
+                    await self.versioning.commit(route.workspace, "turn", session=key,
+                                                 turn=turn)
             except Exception:  # the reply is queued: nothing here may cause a second one
                 log.exception("bookkeeping after the turn in %s failed", key)
             return reply
@@ -184,10 +194,16 @@ class TurnRunner:
         channel = self.delivery.channels.get(route.channel)
         if channel is None or not durable:
             return None
+        key = answer_key(msg)
+        # Only a message taken up again (after a restart, or a retry here) can have a
+        # preview message already: a new one skips the state database's lookup.
+        earlier = key in self._previewing or (
+            (msg.channel, msg.chat_id, msg.message_id) in self.resuming)
+        self._previewing.add(key)
         try:
             return await open_preview(channel, self.delivery.state, chat_id=route.chat_id,
-                                      direct=msg.chat_type == "direct", key=answer_key(msg),
-                                      pace=self.pace)
+                                      direct=msg.chat_type == "direct", key=key,
+                                      pace=self.pace, look_up=earlier)
         except Exception:
             log.exception("could not open a live preview in %s", route.session_key)
             return None
@@ -336,17 +352,19 @@ class TurnRunner:
             session.record_event("error", error_kind="internal", text=reply)
         return reply
 
-    async def _capture_owed(self, session: Session, route: Route) -> None:
+    async def _capture_owed(self, session: Session, route: Route) -> bool:
         """Run the capture the turn owes (gateway/pipeline/capture.py), once the reply is
-        queued: the person does not wait for it, the turn's commit includes what it wrote."""
+        queued: the person does not wait for it, the turn's commit includes what it wrote.
+        Whether one ran (it may have written)."""
         due = self._captures.pop(route.session_key, None)
         if due is None or self.capture is None:
-            return
+            return False
         today = self.compactor.clock.now().astimezone(self.compactor.zone).date()
         try:
             await self.capture.run(session, due, f"memory/{today.isoformat()}.md")
         except Exception:  # the reply is queued: a failure here is only logged
             log.exception("memory capture in %s failed", route.session_key)
+        return True
 
     async def _answer(
         self, session: Session, route: Route, system: SystemPrompt, ctx: ToolContext,

@@ -6,6 +6,7 @@ and a `sitecustomize` in the child records `sys.modules` at the moment python-te
 is about to send the first `getUpdates` (its debug line "Calling Bot API endpoint
 `getUpdates`"). Every module below was once imported before that poll; each now loads later,
 in the background, or at its first use. A fresh and a restarted workspaces root both count.
+The first answer (its `sendMessage`) is probed the same way: it waits only for the provider SDK.
 """
 
 from __future__ import annotations
@@ -31,6 +32,10 @@ NOT_BEFORE_THE_FIRST_POLL = (
     "anthropic", "openai",  # the provider SDK loads right after the first poll
     "discord", "prompt_toolkit",  # other channels
 )
+# The first answer needs the provider SDK (which brings aiohttp along), nothing else above:
+# not the MCP SDK without a configured server, not the recall stack for a new workspace.
+NOT_BEFORE_THE_FIRST_ANSWER = tuple(
+    name for name in NOT_BEFORE_THE_FIRST_POLL if name not in ("anthropic", "aiohttp"))
 SENDER = 5150
 
 SITECUSTOMIZE = '''
@@ -38,17 +43,25 @@ import json, logging, os, sys
 
 class _FirstPoll(logging.Filter):
     done = False
+    answered = False
 
     def filter(self, record):
         if record.levelno > logging.DEBUG:
             return True
-        if not self.done and record.args and record.args[0] == "getUpdates":
+        if not record.args:
+            return False
+        if not self.done and record.args[0] == "getUpdates":
             self.done = True
-            path = os.environ["STARTUP_MODULES_FILE"]
-            with open(path + ".tmp", "w") as out:
-                json.dump(sorted(sys.modules), out)
-            os.replace(path + ".tmp", path)
+            _dump(os.environ["STARTUP_MODULES_FILE"])
+        elif not self.answered and record.args[0] == "sendMessage":
+            self.answered = True  # the first answer is about to go out
+            _dump(os.environ["STARTUP_MODULES_FILE"] + ".answer")
         return False  # the probe's debug lines stay out of the gateway's log
+
+def _dump(path):
+    with open(path + ".tmp", "w") as out:
+        json.dump(sorted(sys.modules), out)
+    os.replace(path + ".tmp", path)
 
 _logger = logging.getLogger("telegram.Bot")  # python-telegram-bot's Bot logger
 _logger.setLevel(logging.DEBUG)
@@ -103,6 +116,11 @@ async def _modules_at_first_poll(tmp_path: Path, root: Path, run: int) -> set[st
                 process.send_signal(signal.SIGTERM)
             await asyncio.wait_for(process.wait(), 60)
     assert record.exists(), f"the probe saw no getUpdates; stderr: {log.read_text()[-2000:]}"
+    answer = Path(f"{record}.answer")
+    assert answer.exists(), f"the probe saw no sendMessage; stderr: {log.read_text()[-2000:]}"
+    at_answer = set(json.loads(answer.read_text()))
+    late = sorted(name for name in NOT_BEFORE_THE_FIRST_ANSWER if name in at_answer)
+    assert late == [], f"imported before the first answer: {late}"
     return set(json.loads(record.read_text()))
 
 

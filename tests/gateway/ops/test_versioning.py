@@ -65,6 +65,33 @@ async def test_hand_edits_are_committed_before_the_next_turn(anthropic_server, m
     assert commit_count(workspace) == 2
 
 
+async def test_an_edit_during_a_chat_only_turn_is_the_humans_not_the_turns(
+        anthropic_server, make_gateway, tmp_path):
+    # A turn without tool calls wrote nothing: it makes no commit (and walks no workspace),
+    # and an edit made while it ran is committed as a hand edit before the next turn.
+    gateway, channel = await make_gateway(anthropic_server)
+    await channel.inject("fay", "hi")
+    await channel.wait_for(1)
+    await gateway.lanes.drain()
+    workspace = workspace_path(tmp_path / "workspaces", "fakechat-fay")
+    anthropic_server.reply_delay(1.0)
+    asked = len(anthropic_server.requests)
+    await channel.inject("fay", "how are you?")
+    for _ in range(200):
+        if len(anthropic_server.requests) > asked:
+            break
+        await asyncio.sleep(0.02)
+    (workspace / "USER.md").write_text("Fay, edited while the assistant answered\n")
+    await channel.wait_for(2)
+    await gateway.lanes.drain()
+    assert commit_count(workspace) == 1  # the seeded workspace only
+    await channel.inject("fay", "and now?")
+    await channel.wait_for(3)
+    await gateway.lanes.drain()
+    assert git(workspace, "log", "-1", "--format=%s") == "hand edit: USER.md\n"
+    assert gateway.metrics.commits.value(reason="turn") == 0
+
+
 async def test_commit_is_free_when_nothing_changed(tmp_path, monkeypatch):
     workspace = tmp_path / "ws"
     workspace.mkdir()

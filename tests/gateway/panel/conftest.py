@@ -52,9 +52,9 @@ class PanelRig:
 async def rig(
     make_gateway: Callable[..., Any], anthropic_server: Any
 ) -> AsyncIterator[PanelRig]:
-    # Heartbeats may run at any hour, so a test of one does not depend on the wall clock.
-    gateway, _ = await make_gateway(
-        anthropic_server, heartbeat={"active_start": "00:00", "active_end": "00:00"})
+    # Heartbeats active all day: what the pages say must not depend on the hour of the run.
+    gateway, _ = await make_gateway(anthropic_server,
+                                    heartbeat={"active_start": "00:00", "active_end": "00:00"})
     gateway.use_memory(MemoryService(lambda: None, MemoryOptions(watch=False)))
     for person in ("owner", "telegram-42"):
         ensure_workspace(gateway.settings.workspaces_dir, person)

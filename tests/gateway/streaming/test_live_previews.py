@@ -19,6 +19,7 @@ from channels.preview import CURSOR
 from channels.telegram import TelegramChannel, render
 from gateway.agent.providers import build_provider
 from gateway.assembly.platforms import build_gateway
+from gateway.ops.state import StateDB
 from gateway.pipeline.gateway import Gateway
 from gateway.pipeline.recovery import answer_key
 from retrypolicy import Backoff
@@ -227,14 +228,17 @@ async def test_a_restarted_turn_goes_on_in_the_recorded_preview(tg, tg_gateway,
     """A preview message recorded before a kill: the turn taken up again at the next start
     writes into the same message, and its reply replaces it (no second message)."""
     anthropic_server.stream_delay = 0.05
-    gateway = await tg_gateway(streaming_drafts=False)
+    first = await tg_gateway(streaming_drafts=False)
+    earlier = await first.channels["telegram"].bot.send_message(42, "The answer wa" + CURSOR)
+    await first.stop()
+    # What the killed process left: the message accepted, its preview begun.
     message = tg.message(42, "continue please")
-    earlier = await gateway.channels["telegram"].bot.send_message(42, "The answer wa" + CURSOR)
     msg = InboundMessage("telegram", "42", "42", "continue please",
                          message_id=str(message["message_id"]))
-    await gateway.state.record_preview(answer_key(msg), "telegram", "42",
-                                       str(earlier.message_id))
-    await tg.add_update(message)
+    async with StateDB(first.state.path) as state:
+        assert await state.record_inbound(msg)
+        await state.record_preview(answer_key(msg), "telegram", "42", str(earlier.message_id))
+    gateway = await tg_gateway(streaming_drafts=False)
     await _until(lambda: tg.sent[0].text == "echo: continue please")
     await asyncio.sleep(0.3)
     assert [s.text for s in tg.sent] == ["echo: continue please"]
