@@ -21,7 +21,7 @@ from pathlib import Path
 
 from aiohttp import ClientSession, CookieJar
 
-from bench.turn_overhead import AllowAll, InstantProvider
+from bench.turn_overhead import InstantProvider
 from channels.base import InboundMessage
 from gateway.agent.sessions import transcript_path
 from gateway.config.panel import PanelSettings
@@ -33,6 +33,7 @@ from gateway.pipeline.gateway import Gateway
 from gateway.pipeline.pairing import Pairing
 from gateway.workspace.seed import ensure_workspace
 from memory.layout import dm_session_key
+from tests.conftest import AllowAll
 
 
 def build_root(root: Path, people: int, lines: int) -> list[str]:
