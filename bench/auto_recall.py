@@ -213,7 +213,7 @@ async def scripted(args: argparse.Namespace) -> None:
             await service.sync(workspace)
             channel = RecordingChannel()
             clock = FixedClock(datetime(TODAY.year, TODAY.month, TODAY.day, 9, tzinfo=UTC))
-            gateway = Gateway(settings, build_provider(settings), channels=[channel],
+            gateway = Gateway.build(settings, build_provider(settings), channels=[channel],
                               clock=clock, access=AllowAll())
             gateway.use_memory(service)
             await gateway.start()

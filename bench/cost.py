@@ -68,7 +68,7 @@ async def gateway_for(settings: Any, *, clock: FixedClock | None = None,
                       provider: Any = None) -> tuple[Gateway, RecordingChannel]:
     """A gateway with every default capability: file, memory and reminder tools."""
     channel = RecordingChannel()
-    gateway = Gateway(settings, provider or build_provider(settings), channels=[channel],
+    gateway = Gateway.build(settings, provider or build_provider(settings), channels=[channel],
                       clock=clock, access=AllowAll())
     gateway.use_memory(MemoryService(lambda: FakeEmbedder(), MemoryOptions(watch=False)))
     attach_schedules(gateway)

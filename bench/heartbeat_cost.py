@@ -102,7 +102,7 @@ async def measure(server: FakeLLMServer, history: int) -> dict[str, int]:
             handle.write("\n" + MEMORY + "\n")
         clock = FixedClock(NOW)
         channel = RecordingChannel("bench")
-        gateway = Gateway(settings, build_provider(settings), channels=[channel], clock=clock,
+        gateway = Gateway.build(settings, build_provider(settings), channels=[channel], clock=clock,
                           access=AllowAll())
         await gateway.start()
         try:

@@ -121,7 +121,7 @@ async def run(turns: int, window: int) -> None:
         )
         provider = GrowingUsageProvider()
         channel = WaitingChannel()
-        gateway = Gateway(settings, provider, channels=[channel], access=AllowAll())
+        gateway = Gateway.build(settings, provider, channels=[channel], access=AllowAll())
         await gateway.start()
         assert channel.handler is not None
         samples: list[tuple[int, float]] = []

@@ -75,7 +75,7 @@ async def run(people: int, lines: int, requests: int) -> None:
         root = Path(tmp) / "workspaces"
         ids = build_root(root, people, lines)
         settings = load_settings(Path(tmp) / "none.toml", workspaces_dir=root, timezone="UTC")
-        gateway = Gateway(settings, InstantProvider(), access=AllowAll())
+        gateway = Gateway.build(settings, InstantProvider(), access=AllowAll())
         await gateway.start()
         pairing = Pairing(gateway.state)
         for n in range(3):

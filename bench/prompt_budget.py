@@ -109,7 +109,7 @@ async def measure(root: Path, skills: int, servers: int, per_server: int,
             mcp=mcp, versioning={"enabled": False},
         )
         channel = RecordingChannel()
-        gateway = Gateway(settings, build_provider(settings), channels=[channel],
+        gateway = Gateway.build(settings, build_provider(settings), channels=[channel],
                           access=AllowAll())
         for s, connection in enumerate(gateway.capabilities.mcp.connections.values()):
             connection.tools = tool_listing(rng, s, per_server)  # never started: no process
@@ -122,7 +122,7 @@ async def measure(root: Path, skills: int, servers: int, per_server: int,
             started = time.perf_counter()
             rounds = 200
             for _ in range(rounds):
-                gateway.tools_for(route).specs()
+                gateway.setup.tools_for(route).specs()
                 gateway.capabilities.skill_section(route.workspace, "owner_dm")
             per_turn_us = (time.perf_counter() - started) / rounds * 1e6
         finally:

@@ -84,7 +84,7 @@ async def measure(lines: int, turns: int) -> dict[str, Any]:
                                  "api_key": "sk-bench-0000000", "max_attempts": 1},
             memory={"enabled": False})
         channel = RecordingChannel()
-        gateway = Gateway(settings, build_provider(settings), channels=[channel],
+        gateway = Gateway.build(settings, build_provider(settings), channels=[channel],
                           clock=FixedClock(datetime(2026, 11, 29, 9, tzinfo=UTC)),
                           access=AllowAll())
         await gateway.start()

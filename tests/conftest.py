@@ -90,7 +90,7 @@ async def make_gateway(
     ) -> tuple[Gateway, RecordingChannel]:
         channel = channel or RecordingChannel()
         settings = make_settings(**llm_overrides(server, **(llm or {})), **settings_overrides)
-        gateway = Gateway(
+        gateway = Gateway.build(
             settings, build_provider(settings), channels=[channel], clock=clock, access=AllowAll()
         )
         await gateway.start()

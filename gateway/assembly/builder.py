@@ -273,7 +273,7 @@ class GatewayApp:
         there is one (a plain print would land inside the line being typed), else stderr."""
         from channels.terminal import TerminalChannel
 
-        terminal = self.gateway.channels.get("terminal")
+        terminal = self.gateway.channel("terminal")
         if isinstance(terminal, TerminalChannel):
             await terminal.notice(text)
         else:
@@ -332,7 +332,7 @@ class GatewayApp:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + FIRST_ANSWERS_WAIT_SECONDS
         await asyncio.wait({warming}, timeout=FIRST_ANSWERS_WAIT_SECONDS)
-        while self.gateway.lanes.depth() and loop.time() < deadline:
+        while self.gateway.queue_depth() and loop.time() < deadline:
             await asyncio.sleep(IDLE_CHECK_SECONDS)
 
     def _warm_provider(self, stack: contextlib.AsyncExitStack) -> asyncio.Task[None]:
@@ -360,7 +360,7 @@ class GatewayApp:
         from heartbeat import HeartbeatService
 
         if isinstance(heartbeats, HeartbeatService):
-            self.gateway.workspace_listeners.append(lambda _person: heartbeats.refresh())
+            self.gateway.on_new_workspace(lambda _person: heartbeats.refresh())
 
     def _heartbeats(self) -> Service:
         if self._heartbeat_factory is not None:

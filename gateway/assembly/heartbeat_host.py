@@ -1,4 +1,5 @@
-"""The gateway side of heartbeats: `heartbeat.HeartbeatHost` built from the Gateway's parts.
+"""The gateway side of heartbeats: `heartbeat.HeartbeatHost` over the gateway's narrow port
+(`HeartbeatGateway`, gateway/pipeline/ports.py).
 
 - Busy: the person's DM lane (`<person>:dm`) has a turn running or queued.
 - Route: the last DM route from the gateway state database, only on a channel that is running;
@@ -35,7 +36,7 @@ from gateway.agent.tools import ToolContext
 from gateway.agent.transcript import Transcript, message_to_entry
 from gateway.config.heartbeat import HeartbeatOverride
 from gateway.config.settings import Settings
-from gateway.pipeline.gateway import Gateway
+from gateway.pipeline.ports import HeartbeatGateway
 from gateway.workspace.seed import SEEDED_MARKER
 from heartbeat import (
     ActiveHours,
@@ -101,16 +102,19 @@ def discover_workspaces(root: Path) -> Iterator[tuple[str, Path]]:
 
 
 class GatewayHeartbeatHost:
-    def __init__(self, gateway: Gateway, *, require_running_channel: bool = True) -> None:
+    """`heartbeat.HeartbeatHost` over the gateway's `HeartbeatGateway` port."""
+
+    def __init__(self, gateway: HeartbeatGateway, *, require_running_channel: bool = True) -> None:
         self.gateway = gateway
+        self.settings, self.clock = gateway.settings, gateway.clock
         # The CLI's one-off beat prints instead of sending, so any recorded route will do.
         self.require_running_channel = require_running_channel
         # The metered provider: heartbeats are counted as the person's, kind "heartbeat"
         # (and answered by the background model when one is set).
-        self.agent = AgentLoop(gateway.metered, gateway.settings.heartbeat.max_tool_rounds)
+        self.agent = AgentLoop(gateway.metered, self.settings.heartbeat.max_tool_rounds)
 
     def dm_busy(self, person_id: str) -> bool:
-        return self.gateway.lanes.is_busy(dm_session_key(person_id))
+        return self.gateway.lane_busy(dm_session_key(person_id))
 
     async def dm_target(self, person_id: str) -> DmTarget | None:
         try:
@@ -120,19 +124,19 @@ class GatewayHeartbeatHost:
             return None
         if route is None:
             return None
-        if self.require_running_channel and route.channel not in self.gateway.channels:
+        if self.require_running_channel and not self.gateway.runs_channel(route.channel):
             return None
         return DmTarget(route.channel, route.chat_id)
 
     def system_prompt(self, workspace: Path, person_id: str, checklist: str) -> SystemPrompt:
         gateway = self.gateway
         files = light_context_files(gateway, workspace, checklist)
-        model = gateway.models.for_scope(UsageScope(person_id, "heartbeat"))
+        model = gateway.model_for(UsageScope(person_id, "heartbeat"))
         run_info = (
             f"Heartbeat check for {person_id} (session {heartbeat_session_key(person_id)}); "
             f"no one is chatting right now. Model: {model.name}/{model.model}."
         )
-        now = gateway.clock.now().astimezone(gateway.settings.zone())
+        now = self.clock.now().astimezone(self.settings.zone())
         return build_system_prompt(files, private=True, now=now, run_info=run_info)
 
     async def light_turn(
@@ -140,14 +144,14 @@ class GatewayHeartbeatHost:
     ) -> LightTurn:
         key = heartbeat_session_key(person_id)
         system = self.system_prompt(workspace, person_id, checklist)
-        ctx = ToolContext(workspace, key, True, self.gateway.settings.tools.max_file_bytes,
+        ctx = ToolContext(workspace, key, True, self.settings.tools.max_file_bytes,
                           budget=self.gateway.turn_budget())
         transcript = Transcript(transcript_path(workspace, key))
         history: list[Message] = []
 
         def record(message: Message, usage: Usage | None) -> None:
             history.append(message)
-            entry = {"ts": self.gateway.clock.now().isoformat(), **message_to_entry(message)}
+            entry = {"ts": self.clock.now().isoformat(), **message_to_entry(message)}
             if usage is not None:
                 entry["usage"] = usage.as_dict()
             transcript.append(entry)
@@ -168,13 +172,13 @@ class GatewayHeartbeatHost:
         failures: list[Exception] = []
 
         async def job() -> None:
-            session = await gateway.sessions.get(workspace, key)
+            session = await gateway.session(workspace, key)
             if alert:
                 session.record(Message("assistant", text), heartbeat=True,
                                channel=target.channel, chat_id=target.chat_id)
             else:
                 session.record_event("heartbeat_notice", text=text)
-            sent = await gateway.delivery.deliver(target.channel, target.chat_id, text)
+            sent = await gateway.deliver(target.channel, target.chat_id, text)
             outcome = await sent
             session.record_event("delivery", ok=outcome == "sent", channel=target.channel,
                                  heartbeat=True,
@@ -185,22 +189,24 @@ class GatewayHeartbeatHost:
             elif outcome in ("refused", "no_channel"):
                 failures.append(RuntimeError(f"delivery to {target.channel} {outcome}"))
 
-        await gateway.lanes.submit(key, job)
+        await gateway.run_in_lane(key, job)
         if failures:
             raise failures[0]
 
 
-def light_context_files(gateway: Gateway, workspace: Path, checklist: str) -> list[ContextFile]:
+def light_context_files(gateway: HeartbeatGateway, workspace: Path,
+                        checklist: str) -> list[ContextFile]:
     """AGENTS, SOUL, IDENTITY, the checklist as HEARTBEAT.md, today's note: nothing else.
 
     The file list is `memory.layout.heartbeat_files`; the checklist slot is filled with the
     text the beat already read (and judged due), not read a second time.
     """
-    today = gateway.clock.now().astimezone(gateway.settings.zone()).date()
+    settings = gateway.settings
+    today = gateway.clock.now().astimezone(settings.zone()).date()
     names = [name for name in heartbeat_files(today) if name != CHECKLIST_FILE]
     slot = heartbeat_files(today).index(CHECKLIST_FILE)
-    files = gateway.loader.load(workspace, private=True, today=today, names=names)
-    limit = gateway.loader.file_max_chars
+    files = gateway.light_files(workspace, today=today, names=names)
+    limit = settings.prompt.file_max_chars
     text = checklist
     if len(text) > limit:
         text = truncate_head_tail(checklist, len(checklist), limit, CHECKLIST_FILE)
@@ -211,20 +217,19 @@ def light_context_files(gateway: Gateway, workspace: Path, checklist: str) -> li
 
 
 def outcome_recorder(
-    gateway: Gateway, person_id: str, workspace: Path
+    gateway: HeartbeatGateway, person_id: str, workspace: Path
 ) -> Callable[[BeatOutcome], Awaitable[None]]:
     """What the gateway does with every outcome: count it, version what the beat wrote."""
 
     async def record(outcome: BeatOutcome) -> None:
-        gateway.metrics.heartbeat(outcome.status)
+        gateway.count_heartbeat(outcome.status)
         if outcome.model_called:  # the light turn may have written files: version them
-            await gateway.versioning.commit(workspace, "heartbeat",
-                                            session=heartbeat_session_key(person_id))
+            await gateway.commit(workspace, "heartbeat", session=heartbeat_session_key(person_id))
 
     return record
 
 
-async def beat_now(gateway: Gateway, person_id: str, workspace: Path) -> BeatOutcome:
+async def beat_now(gateway: HeartbeatGateway, person_id: str, workspace: Path) -> BeatOutcome:
     """One beat right away inside the running gateway (the panel's "run now"): same policy,
     host and bookkeeping as the timer's beats, so an alert is delivered and counted."""
     beat = Heartbeat(workspace, person_id, GatewayHeartbeatHost(gateway),
@@ -234,7 +239,7 @@ async def beat_now(gateway: Gateway, person_id: str, workspace: Path) -> BeatOut
 
 
 def build_heartbeat_service(
-    gateway: Gateway,
+    gateway: HeartbeatGateway,
     *,
     sleep: Sleep = asyncio.sleep,
     rng: random.Random | None = None,
@@ -256,7 +261,7 @@ def build_heartbeat_service(
     )
 
 
-async def start_heartbeats(gateway: Gateway) -> HeartbeatService:
+async def start_heartbeats(gateway: HeartbeatGateway) -> HeartbeatService:
     """Start a heartbeat timer for every workspace (and for new ones as they appear)."""
     service = build_heartbeat_service(gateway)
     await service.start()

@@ -93,4 +93,5 @@ def build_gateway(
     channels = [*platform_channels, *(extra_channels or [])]
     policies = {p: policy_for(channel_settings(settings, p)) for p in PLATFORMS}
     access = ChannelAccess(state, policies, clock)
-    return Gateway(settings, provider, channels=channels, clock=clock, access=access, state=state)
+    return Gateway.build(settings, provider, channels=channels, clock=clock, access=access,
+                         state=state)

@@ -9,7 +9,7 @@ and starting one `scheduler.Scheduler` for every workspace.
   no channel there). A reminder made where it cannot be delivered says where it will go
   (`delivery_note`).
 - Deliver: to the person's last DM route on a running channel (none yet: the run is retried
-  later), through the outbox (`gateway.delivery`) with the run's key, so a repeated delivery
+  later), through the outbox (`ScheduleGateway.deliver`) with the run's key, so a repeated delivery
   of the same run is a no-op. It is sent at once, not queued behind a running DM turn, so it
   is on time; it is then appended to the DM transcript through the DM lane (after any running
   turn, never in the middle of one), so the assistant knows what it said; a duplicate is not
@@ -35,7 +35,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from gateway.agent.conversation import Message, Usage
 from gateway.agent.loop import AgentLoop
 from gateway.agent.prompt import build_system_prompt
-from gateway.agent.scope import usage_scope
+from gateway.agent.scope import UsageScope, usage_scope
 from gateway.agent.sessions import transcript_path
 from gateway.agent.tools import ToolContext
 from gateway.agent.transcript import Transcript, message_to_entry
@@ -43,7 +43,7 @@ from gateway.assembly.heartbeat_host import discover_workspaces
 from gateway.clock import Clock
 from gateway.config.settings import Settings
 from gateway.ops.state import DmRoute
-from gateway.pipeline.gateway import Gateway
+from gateway.pipeline.ports import ScheduleGateway
 from gateway.pipeline.routing import TERMINAL_CHANNEL
 from memory.layout import PERSONA_FILES, daily_note, dm_session_key, schedule_session_key
 from scheduler import (
@@ -193,28 +193,29 @@ class ScheduleDesk:
 
 
 class GatewayScheduleHost:
-    """`scheduler.SchedulerHost` from the Gateway's parts (see the module doc)."""
+    """`scheduler.SchedulerHost` over the gateway's `ScheduleGateway` port (see the module doc)."""
 
-    def __init__(self, gateway: Gateway) -> None:
+    def __init__(self, gateway: ScheduleGateway) -> None:
         self.gateway = gateway
+        self.settings, self.clock = gateway.settings, gateway.clock
         # Metered: an agent task is counted as the person's, kind "reminders".
-        self.agent = AgentLoop(gateway.metered, gateway.settings.scheduler.max_tool_rounds)
+        self.agent = AgentLoop(gateway.metered, self.settings.scheduler.max_tool_rounds)
 
     async def deliver(self, person_id: str, workspace: Path, text: str, *, key: str) -> None:
         gateway = self.gateway
         route = await gateway.last_dm_route(person_id)
-        if route is None or route.channel not in gateway.channels:
+        if route is None or not gateway.runs_channel(route.channel):
             raise NoDmRoute(f"{person_id} has no DM route on a running channel yet")
         if not await self._send(route.channel, route.chat_id, text, key):
             return  # delivered before (the same run after a restart): nothing more to do
         session_key = dm_session_key(person_id)
 
         async def record() -> None:
-            session = await gateway.sessions.get(workspace, session_key)
+            session = await gateway.session(workspace, session_key)
             session.record(Message("assistant", text), reminder=key, channel=route.channel,
                            chat_id=route.chat_id)
 
-        gateway.lanes.submit(session_key, record)
+        gateway.run_in_lane(session_key, record)
 
     async def _send(self, channel: str, chat_id: str, text: str, key: str) -> bool:
         """Through the outbox with the run's key; False when the outbox had the key already.
@@ -222,7 +223,7 @@ class GatewayScheduleHost:
         Accepted (sent, or queued: the outbox retries it, after a restart too) is delivered as
         far as the scheduler is concerned; refused for good raises, so the run is retried and
         finally counted failed."""
-        first = await self.gateway.delivery.deliver(channel, chat_id, text, key=key)
+        first = await self.gateway.deliver(channel, chat_id, text, key=key)
         outcome = await first
         if outcome == "duplicate":
             return False
@@ -233,23 +234,23 @@ class GatewayScheduleHost:
     async def agent_turn(self, person_id: str, workspace: Path, prompt: str) -> str:
         gateway = self.gateway
         key = schedule_session_key(person_id)
-        model = gateway.models.for_person(person_id)
-        zone = person_zone(gateway.settings, person_id)
-        now = gateway.clock.now().astimezone(zone)
+        model = gateway.model_for(UsageScope(person_id, "conversation"))
+        zone = person_zone(self.settings, person_id)
+        now = self.clock.now().astimezone(zone)
         names = [*PERSONA_FILES, daily_note(now.date())]
-        files = gateway.loader.load(workspace, private=True, today=now.date(), names=names)
+        files = gateway.light_files(workspace, today=now.date(), names=names)
         run_info = (f"A scheduled task for {person_id} (session {key}); no one is chatting "
                     f"right now. Your reply is sent to them as a message; reply HEARTBEAT_OK "
                     f"if there is nothing worth sending. Model: {model.name}/{model.model}.")
         system = build_system_prompt(files, private=True, now=now, run_info=run_info)
-        ctx = ToolContext(workspace, key, True, gateway.settings.tools.max_file_bytes,
+        ctx = ToolContext(workspace, key, True, self.settings.tools.max_file_bytes,
                           budget=gateway.turn_budget())
         transcript = Transcript(transcript_path(workspace, key))
         history: list[Message] = []
 
         def record(message: Message, usage: Usage | None) -> None:
             history.append(message)
-            entry: dict[str, Any] = {"ts": gateway.clock.now().isoformat(),
+            entry: dict[str, Any] = {"ts": self.clock.now().isoformat(),
                                      **message_to_entry(message)}
             if usage is not None:
                 entry["usage"] = usage.as_dict()
@@ -259,7 +260,7 @@ class GatewayScheduleHost:
         tools = gateway.heartbeat_tools(person_id, workspace)  # private, + MCP allowing it
         with usage_scope(person_id, "reminders"):
             result = await self.agent.run(system, history, ctx, tools, record)
-        await gateway.versioning.commit(workspace, "heartbeat", session=key)
+        await gateway.commit(workspace, "heartbeat", session=key)
         return result.reply
 
 
@@ -269,34 +270,35 @@ def workspace_refs(settings: Settings, only: str | None = None) -> Iterator[Work
             yield WorkspaceRef(person_id, path, person_zone(settings, person_id))
 
 
-def serves_only_the_owner(gateway: Gateway) -> bool:
+def serves_only_the_owner(gateway: ScheduleGateway) -> bool:
     """A gateway without a platform channel (the terminal chat) can reach its owner only: it
     runs their jobs and leaves everyone else's to the `clawgate run` that can send them."""
-    return not any(name != TERMINAL_CHANNEL for name in gateway.channels)
+    return not any(name != TERMINAL_CHANNEL for name in gateway.channel_names())
 
 
-def build_scheduler(gateway: Gateway, *, clock: Clock | None = None,
+def build_scheduler(gateway: ScheduleGateway, *, clock: Clock | None = None,
                     sleep: Any = asyncio.sleep) -> Scheduler:
-    section = gateway.settings.scheduler
+    settings = gateway.settings
+    section = settings.scheduler
     policy = SchedulerPolicy(
         grace=timedelta(hours=section.grace_hours),
         late_after=timedelta(seconds=section.late_after_seconds),
         agent_timeout=section.agent_timeout_seconds,
         rescan_seconds=section.rescan_seconds,
     )
-    only = gateway.settings.owner if serves_only_the_owner(gateway) else None
+    only = settings.owner if serves_only_the_owner(gateway) else None
     return Scheduler(GatewayScheduleHost(gateway),
-                     lambda: list(workspace_refs(gateway.settings, only)),
+                     lambda: list(workspace_refs(settings, only)),
                      clock or gateway.clock, policy=policy, sleep=sleep)
 
 
-def _export_metrics(gateway: Gateway, desk: ScheduleDesk) -> None:
+def _export_metrics(gateway: ScheduleGateway, desk: ScheduleDesk) -> None:
     """/metrics: jobs and runs by outcome, read from whichever scheduler the desk has."""
 
     def counts() -> dict[str, int]:
         return desk.scheduler.metrics.as_dict() if desk.scheduler is not None else {}
 
-    registry = gateway.metrics.registry
+    registry = gateway.registry
     jobs = registry.gauge("clawgate_schedule_jobs", "Scheduled jobs with a run ahead.")
     jobs.collect_with(lambda: {(): float(counts().get("jobs", 0))})
     runs = registry.counter("clawgate_schedule_runs_total",
@@ -311,7 +313,7 @@ class RemindersService:
     and with `run` the scheduler (started after the channels): every workspace with a platform
     channel; in the terminal chat, its person's."""
 
-    def __init__(self, gateway: Gateway, *, run: bool) -> None:
+    def __init__(self, gateway: ScheduleGateway, *, run: bool) -> None:
         self.gateway = gateway
         self.run = run
         self.scheduler: Scheduler | None = None
@@ -327,11 +329,11 @@ class RemindersService:
             self.scheduler = None
 
 
-def reminders(*, run: bool) -> Callable[[Gateway], RemindersService]:
+def reminders(*, run: bool) -> Callable[[ScheduleGateway], RemindersService]:
     return lambda gateway: RemindersService(gateway, run=run)
 
 
-def attach_schedules(gateway: Gateway) -> ScheduleDesk | None:
+def attach_schedules(gateway: ScheduleGateway) -> ScheduleDesk | None:
     """Give the owner's private contexts the schedule tools and `/reminders` (before start).
     None when `[scheduler] enabled = false`."""
     if not gateway.settings.scheduler.enabled:
@@ -340,23 +342,25 @@ def attach_schedules(gateway: Gateway) -> ScheduleDesk | None:
 
     desk = ScheduleDesk(gateway.settings, gateway.clock,
                         where=lambda person_id: gateway_delivery_note(gateway, person_id))
-    gateway.schedules = desk
+    gateway.use_schedules(desk)
     gateway.add_private_tools(schedule_tools(desk))
     _export_metrics(gateway, desk)
     return desk
 
 
-async def gateway_delivery_note(gateway: Gateway, person_id: str) -> str:
+async def gateway_delivery_note(gateway: ScheduleGateway, person_id: str) -> str:
     try:
-        stored = await gateway.state.last_dm_route(person_id)
+        stored = await gateway.stored_dm_route(person_id)
     except Exception as exc:  # the note is a courtesy: never fail a reminder over it
         log.warning("cannot look up the DM route of %s: %s", person_id, exc)
         stored = None
-    return delivery_note(person_id, gateway.settings.owner, stored, set(gateway.channels),
-                         gateway.settings.scheduler.grace_hours)
+    settings = gateway.settings
+    return delivery_note(person_id, settings.owner, stored, gateway.channel_names(),
+                         settings.scheduler.grace_hours)
 
 
-async def start_scheduler(gateway: Gateway, desk: ScheduleDesk | None) -> Scheduler | None:
+async def start_scheduler(gateway: ScheduleGateway,
+                          desk: ScheduleDesk | None) -> Scheduler | None:
     """Start the one scheduler for every workspace (None when reminders are off)."""
     if desk is None:
         return None

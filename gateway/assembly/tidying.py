@@ -51,7 +51,7 @@ from memory.layout import MEMORY_FILE, TIDY_STATE_FILE, daily_note, dm_session_k
 
 if TYPE_CHECKING:
     from gateway.ops.metrics import Counter, Registry
-    from gateway.pipeline.gateway import Gateway
+    from gateway.pipeline.ports import TidyGateway
 
 log = logging.getLogger(__name__)
 
@@ -165,12 +165,14 @@ def lines_dropped(ops: Ops) -> int:
 class Tidier:
     """The daily pass for every workspace (a Service: start/stop, like the heartbeats)."""
 
-    def __init__(self, gateway: Gateway, *, check_seconds: float = CHECK_SECONDS) -> None:
+    def __init__(self, gateway: TidyGateway, *, check_seconds: float = CHECK_SECONDS) -> None:
         self.gateway = gateway
-        self.settings = gateway.settings.memory
+        self.clock, self.all_settings = gateway.clock, gateway.settings
+        self.settings = self.all_settings.memory
+        self.model = gateway.metered  # counted as the person's, kind "tidying"
         self.check_seconds = check_seconds
         self._task: asyncio.Task[None] | None = None
-        self.passes = _passes(gateway.metrics.registry)
+        self.passes = _passes(gateway.registry)
 
     async def start(self) -> None:
         self._task = asyncio.create_task(self._loop(), name="memory-tidying")
@@ -190,7 +192,7 @@ class Tidier:
     async def run_due(self) -> dict[str, TidyOutcome]:
         """A pass for every workspace due one; what each did."""
         done: dict[str, TidyOutcome] = {}
-        for person, workspace in discover_workspaces(self.gateway.settings.workspaces_dir):
+        for person, workspace in discover_workspaces(self.all_settings.workspaces_dir):
             try:
                 outcome = await self.tidy(person, workspace)
             except Exception:  # one person's broken files never stop the others' passes
@@ -201,7 +203,7 @@ class Tidier:
         return done
 
     def _today(self) -> date:
-        return self.gateway.clock.now().astimezone(self.gateway.settings.zone()).date()
+        return self.clock.now().astimezone(self.all_settings.zone()).date()
 
     def due(self, workspace: Path, text: str | None) -> str:
         """Why a pass is due ("" when it is not)."""
@@ -212,7 +214,7 @@ class Tidier:
             return ""  # at most once a day
         if state.get("after") == _digest(text):
             return ""  # nothing changed since the last pass
-        budget = self.gateway.settings.prompt.file_max_chars
+        budget = self.all_settings.prompt.file_max_chars
         if len(text) > TIDY_FILL * budget:
             return f"{len(text)} of {budget} characters"
         return "duplicate lines" if has_duplicates(text) else ""
@@ -239,7 +241,7 @@ class Tidier:
     async def _pass(self, person: str, workspace: Path, text: str) -> TidyOutcome:
         today = self._today()
         note = daily_note(today)
-        budget = self.gateway.settings.prompt.file_max_chars
+        budget = self.all_settings.prompt.file_max_chars
         numbered = "\n".join(f"{n}: {line}" for n, line in
                              enumerate(text.split("\n"), start=1))
         prompt = TIDY_PROMPT.format(budget=budget, size=len(text), note=note,
@@ -253,7 +255,7 @@ class Tidier:
                                               f"{self.settings.tidy_max_tokens}")
         try:
             with usage_scope(person, "tidying"):
-                completion = await self.gateway.metered.complete(
+                completion = await self.model.complete(
                     system, [Message("user", prompt)], [])
         except BudgetExceeded:
             return TidyOutcome("skipped", "the person's budget cap is reached")
@@ -286,7 +288,7 @@ class Tidier:
                            **tokens)
 
     def _system(self, person: str) -> SystemPrompt:
-        now = self.gateway.clock.now().astimezone(self.gateway.settings.zone())
+        now = self.clock.now().astimezone(self.all_settings.zone())
         return build_system_prompt(
             [], private=True, now=now,
             run_info=f"Memory tidying for {person}; no one is chatting right now.")
@@ -298,19 +300,18 @@ class Tidier:
         written: list[bool] = []
 
         async def job() -> None:
-            await gateway.versioning.commit(workspace, "hand edit",
-                                            note="before memory tidying")
+            await gateway.commit(workspace, "hand edit", note="before memory tidying")
             path = workspace / MEMORY_FILE
             if await asyncio.to_thread(_read, path) != old:
                 written.append(False)
                 return
             await asyncio.to_thread(_write, workspace, new, moved, note)
-            await gateway.versioning.commit(
+            await gateway.commit(
                 workspace, "tidy", session=dm_session_key(person),
                 note=f"MEMORY.md tidied; {len(moved)} line(s) moved to {note}")
             written.append(True)
 
-        await gateway.lanes.submit(dm_session_key(person), job)
+        await gateway.run_in_lane(dm_session_key(person), job)
         return bool(written and written[0])
 
 
@@ -364,9 +365,9 @@ def write_state(workspace: Path, state: dict[str, object]) -> None:
         log.warning("could not save the tidying state of %s: %s", workspace, exc)
 
 
-def tidying() -> Callable[[Gateway], Tidier | _Off]:
+def tidying() -> Callable[[TidyGateway], Tidier | _Off]:
     """The service factory for GatewayApp (`services=`), or a no-op when turned off."""
-    def make(gateway: Gateway) -> Tidier | _Off:
+    def make(gateway: TidyGateway) -> Tidier | _Off:
         return Tidier(gateway) if gateway.settings.memory.tidy else _Off()
 
     return make

@@ -27,7 +27,7 @@ from gateway.agent.web.search import (
 from gateway.config.web import WebSettings
 
 if TYPE_CHECKING:
-    from gateway.pipeline.gateway import Gateway
+    from gateway.pipeline.ports import ToolHost
 
 log = logging.getLogger(__name__)
 
@@ -49,14 +49,14 @@ def search_backend(web: WebSettings) -> SearchBackend | None:
     return CachedSearch(backend, TtlCache(web.search_cache_seconds))
 
 
-def attach_web(gateway: Gateway, *, resolver: Resolver | None = None,
+def attach_web(gateway: ToolHost, *, resolver: Resolver | None = None,
                ssl_context: ssl.SSLContext | None = None) -> list[WebFetchTool | WebSearchTool]:
     """Register the web tools on `gateway` as `[web]` says; returns them ([] when off).
     `resolver` and `ssl_context` are for tests (a fixed host table, a test CA)."""
     web = gateway.settings.web
     if not web.enabled:
         return []
-    gateway.redactor.add(web.search_key())  # a key from BRAVE_API_KEY/TAVILY_API_KEY too
+    gateway.add_secret(web.search_key())  # a key from BRAVE_API_KEY/TAVILY_API_KEY too
     problem = web.search_problem()
     if problem:
         log.warning("web_search will not work: %s", problem)

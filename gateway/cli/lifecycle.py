@@ -160,7 +160,7 @@ def _grace(config: Settings, stopper: _Stopper) -> float:
 async def _input_done(app: GatewayApp) -> None:
     """The terminal's input ended (Ctrl-D, or the end of piped input) and every line was
     answered: the chat is over."""
-    terminal = app.gateway.channels.get("terminal")
+    terminal = app.gateway.channel("terminal")
     if terminal is None:
         await asyncio.Event().wait()
     await terminal.input_closed.wait()  # type: ignore[union-attr]

@@ -12,11 +12,11 @@ from __future__ import annotations
 import asyncio
 import os
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
-from gateway.ops.health import readiness
 from gateway.ops.versioning import Change, Commit
 from gateway.pipeline.links import LinkResult, link_accounts
 from gateway.pipeline.pairing import Pairing, PairingRequest
@@ -31,7 +31,9 @@ from memory.layout import (
 
 if TYPE_CHECKING:
     from gateway.agent.tools.schedule_tools import ScheduleBook
-    from gateway.pipeline.gateway import Gateway
+    from gateway.ops.usage import UsageLedger
+    from gateway.pipeline.budgets import CapStatus
+    from gateway.pipeline.ports import PanelGateway
     from heartbeat import BeatOutcome
     from memory.search import SearchResponse
     from scheduler import JobView
@@ -56,12 +58,31 @@ class Person:
 
 
 class PanelHost:
-    def __init__(self, gateway: Gateway, *, started: bool = True) -> None:
-        self.gateway = gateway
-        self.settings = gateway.settings
-        self.root = Path(gateway.settings.workspaces_dir)
+    """The panel's view of the running gateway, through its `PanelGateway` port."""
+
+    def __init__(self, gateway: PanelGateway, *, started: bool = True) -> None:
+        self._gateway = gateway
+        self.settings, self.clock = gateway.settings, gateway.clock
+        self.root = Path(self.settings.workspaces_dir)
         self.started = started
-        self.pairing = Pairing(gateway.state, gateway.clock)
+        # The parts the CLI's commands use too: the same calls on the same objects.
+        self.state, self.versioning = gateway.state, gateway.versioning
+        self.pairing = Pairing(self.state, self.clock)
+
+    def now(self) -> datetime:
+        return self.clock.now()
+
+    def channel_names(self) -> frozenset[str]:
+        """The channels this gateway runs (the terminal chat alone: `clawgate chat`)."""
+        return self._gateway.channel_names()
+
+    @property
+    def usage(self) -> UsageLedger:
+        """The usage ledger (gateway/ops/usage.py) the usage page reads."""
+        return self._gateway.usage
+
+    async def budget_status(self, person: str) -> list[CapStatus]:
+        return await self._gateway.budget_status(person)
 
     # --- people --------------------------------------------------------------------------
 
@@ -104,11 +125,11 @@ class PanelHost:
     # --- readiness, metrics ----------------------------------------------------------------
 
     async def readiness(self) -> dict[str, Any]:
-        return await readiness(self.gateway, self.started)
+        return await self._gateway.readiness(self.started)
 
     def counters(self) -> dict[str, dict[str, float]]:
         """The gateway's counters since start (metric -> label values -> value)."""
-        m = self.gateway.metrics
+        m = self._gateway.metrics
         picked = {"turns": m.turns, "tokens": m.tokens, "heartbeats": m.heartbeats,
                   "deliveries": m.deliveries, "commits": m.commits,
                   "provider errors": m.provider_errors, "tool calls": m.tool_calls}
@@ -118,7 +139,7 @@ class PanelHost:
     # --- pairing, approvals, links (same calls as `clawgate pairing` / `users`) -----------
 
     async def pending_pairing(self) -> list[PairingRequest]:
-        if not self.gateway.state.is_open:
+        if not self.state.is_open:
             return []
         return await self.pairing.pending()
 
@@ -129,44 +150,44 @@ class PanelHost:
         return await self.pairing.deny(channel, code)
 
     async def approved(self) -> list[tuple[str, str, str, str]]:
-        return await self.gateway.state.approved() if self.gateway.state.is_open else []
+        return await self.state.approved() if self.state.is_open else []
 
     async def revoke(self, channel: str, sender_id: str) -> bool:
         from gateway.pipeline.pairing import Pairing
 
-        return await Pairing(self.gateway.state).revoke(channel, sender_id)
+        return await Pairing(self.state).revoke(channel, sender_id)
 
     async def links(self) -> list[tuple[str, str, str]]:
-        return await self.gateway.state.links() if self.gateway.state.is_open else []
+        return await self.state.links() if self.state.is_open else []
 
     async def link(self, items: list[str]) -> LinkResult:
-        return await link_accounts(self.gateway.state, self.root, self.settings.owner, items)
+        return await link_accounts(self.state, self.root, self.settings.owner, items)
 
     # --- versioning (same calls as `clawgate memory log|diff|undo`) ------------------------
 
     @property
     def versioning_on(self) -> bool:
-        return self.gateway.versioning.enabled
+        return self.versioning.enabled
 
     async def history(self, person_id: str, limit: int = 30) -> list[Commit]:
         workspace = self.workspace(person_id)
-        versioning = self.gateway.versioning
+        versioning = self.versioning
         await versioning.commit(workspace, "hand edit", note="noticed by the panel")
         return await versioning.log(workspace, limit=limit)
 
     async def diff(self, person_id: str, rev: str) -> str:
-        return await self.gateway.versioning.diff(self.workspace(person_id), rev)
+        return await self.versioning.diff(self.workspace(person_id), rev)
 
     async def undo(self, person_id: str, rev: str) -> list[Change]:
-        return await self.gateway.versioning.undo(self.workspace(person_id), rev)
+        return await self.versioning.undo(self.workspace(person_id), rev)
 
     async def commit_edit(self, person_id: str, path: str) -> str | None:
-        return await self.gateway.versioning.commit(
+        return await self.versioning.commit(
             self.workspace(person_id), "panel edit", note=f"{path} saved in the web panel")
 
     async def commit_hand_edits(self, person_id: str) -> None:
-        await self.gateway.versioning.commit(self.workspace(person_id), "hand edit",
-                                             note="found before a panel edit")
+        await self.versioning.commit(self.workspace(person_id), "hand edit",
+                                     note="found before a panel edit")
 
     # --- sessions (same calls as /compact and /new) ----------------------------------------
 
@@ -203,29 +224,29 @@ class PanelHost:
         async def job() -> None:
             from gateway.agent.scope import usage_scope
 
-            ctx = self.gateway.command_context(route, command.args)
+            ctx = self._gateway.command_context(route, command.args)
             with usage_scope(person_id, "conversation"):  # a compaction's model calls
                 answer.append(await run_command(ctx, command))
 
-        await self.gateway.lanes.submit(key, job)
+        await self._gateway.run_in_lane(key, job)
         return answer[0] if answer else ""
 
     # --- memory search, heartbeat ----------------------------------------------------------
 
     @property
     def memory_on(self) -> bool:
-        return self.gateway.memory is not None
+        return self._gateway.memory is not None
 
     async def search(self, person_id: str, query: str, limit: int = 10) -> SearchResponse:
-        if self.gateway.memory is None:
+        memory = self._gateway.memory
+        if memory is None:
             raise PanelError("memory search is off ([memory] enabled = false)")
-        return await self.gateway.memory.search(self.workspace(person_id), query,
-                                                max_results=limit)
+        return await memory.search(self.workspace(person_id), query, max_results=limit)
 
     async def beat_now(self, person_id: str) -> BeatOutcome:
         from gateway.assembly.heartbeat_host import beat_now
 
-        return await beat_now(self.gateway, person_id, self.workspace(person_id))
+        return await beat_now(self._gateway, person_id, self.workspace(person_id))
 
     def heartbeat_policy(self, person_id: str) -> Any:
         from gateway.assembly.heartbeat_host import policy_for
@@ -236,7 +257,7 @@ class PanelHost:
 
     @property
     def reminders_on(self) -> bool:
-        return self.gateway.schedules is not None
+        return self._gateway.schedules is not None
 
     def zone(self, person_id: str) -> ZoneInfo:
         from gateway.assembly.scheduling import person_zone
@@ -258,22 +279,23 @@ class PanelHost:
         desk = self._desk()
         workspace = self.workspace(person_id)
         said = await desk.create(workspace, when, text, kind)
-        await self.gateway.versioning.commit(workspace, "schedule",
-                                             note=f"added in the web panel: {text!r}")
+        await self.versioning.commit(workspace, "schedule",
+                                     note=f"added in the web panel: {text!r}")
         return said
 
     async def cancel_reminder(self, person_id: str, job_id: int) -> str:
         desk = self._desk()
         workspace = self.workspace(person_id)
         said = await desk.cancel(workspace, job_id)
-        await self.gateway.versioning.commit(workspace, "schedule",
-                                             note=f"cancelled in the web panel: #{job_id}")
+        await self.versioning.commit(workspace, "schedule",
+                                     note=f"cancelled in the web panel: #{job_id}")
         return said
 
     def _desk(self) -> ScheduleBook:
-        if self.gateway.schedules is None:
+        desk = self._gateway.schedules
+        if desk is None:
             raise PanelError("reminders are off ([scheduler] enabled = false)")
-        return self.gateway.schedules
+        return desk
 
     async def to_thread(self, fn: Any, *args: Any) -> Any:
         return await asyncio.to_thread(fn, *args)

@@ -109,7 +109,7 @@ async def overview(request: web.Request) -> web.Response:
     attention, routine = panel.recent.attention(10)
     return page(
         request, "overview.html", "Overview", parts=parts, queue_depth=ready["queue_depth"],
-        terminal_only=bool(host.gateway.channels) and set(host.gateway.channels) <= {"terminal"},
+        terminal_only=bool(host.channel_names()) and host.channel_names() <= {"terminal"},
         attention=attention, routine=routine, pending=await host.pending_pairing(),
         people=await asyncio.to_thread(host.people, visible), approved=await host.approved(),
         links=await host.links())
@@ -344,7 +344,7 @@ async def reminders(request: web.Request, *, form: dict[str, str] | None = None,
         views, problems = await host.reminders(person)
     except ScheduleFileError as exc:
         views, problems = [], [str(exc)]
-    now = host.gateway.clock.now()
+    now = host.now()
     jobs = []
     for view in views:
         job, moment = view.job, view.next_run
@@ -446,8 +446,8 @@ async def usage(request: web.Request) -> web.Response:
     from gateway.pipeline.usage_report import money
 
     person, _ = person_of(request)
-    gateway = panel_of(request).host.gateway
-    ledger = gateway.usage
+    host = panel_of(request).host
+    ledger = host.usage
     periods = ledger.periods()
 
     def row(label: str, t: Totals) -> tuple[str, ...]:
@@ -467,7 +467,7 @@ async def usage(request: web.Request) -> web.Response:
             for day in (first + timedelta(days=n) for n in range(14))]
     caps = [CapRow(s.cap.period, s.cap.show(s.used), s.cap.show(s.cap.limit), f"{s.share:.0%}",
                    "bad" if s.reached else "warn" if s.share >= 0.8 else "")
-            for s in await gateway.budgets.status(person)]
+            for s in await host.budget_status(person)]
     chart = bar_chart(days, "Cost per day (US$)") if any(v for _, v in days) else None
     return page(request, "usage.html", "Usage", person=person, tab="usage",
                 heads=["", "Calls", "In", "Out", "Cache read", "Cache write", "From cache",
@@ -481,7 +481,7 @@ async def usage(request: web.Request) -> web.Response:
 async def metrics(request: web.Request) -> web.Response:
     person, workspace = person_of(request)
     host = panel_of(request).host
-    today = host.gateway.clock.now().astimezone(UTC).date()
+    today = host.now().astimezone(UTC).date()
     days = await asyncio.to_thread(daily_figures, workspace, today)
     charts = [bar_chart([(day, float(f.turns)) for day, f in days.items()], "Turns per day"),
               bar_chart([(day, f.latency_p50) for day, f in days.items()],

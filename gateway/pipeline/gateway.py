@@ -1,10 +1,12 @@
-"""The Gateway object: owns and wires the parts, and takes in one message.
+"""The Gateway object: takes in one message, and starts and stops the parts it moves it with.
 
 Channel → inbox record → access → limits → routing → (slash command | session lane → turn
 runner) → delivery. The channel's handler (`handle`) only records and hands over: nothing in
 it waits for a platform, so one slow or rate-limited chat never stalls another person. Every
 outbound message goes through `self.delivery` (gateway/pipeline/delivery.py); turns are run
-by `self.turns` (gateway/pipeline/turns.py). No global state: tests build a Gateway with
+by `self.turns` (gateway/pipeline/turns.py). The parts are built by gateway/pipeline/parts.py
+and handed over ready; the assembly and the panel see the Gateway through the protocols of
+gateway/pipeline/ports.py. No global state: tests build a Gateway (`Gateway.build`) with
 fakes in place of the provider, channels and clock.
 """
 
@@ -15,51 +17,39 @@ import logging
 from collections.abc import Callable, Sequence
 from datetime import date
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from channels.base import Channel, InboundMessage
 from channels.terminal import LOCAL_CHAT as TERMINAL_CHAT
-from gateway.agent.compaction import Compactor
-from gateway.agent.context_files import ContextFile, ContextFileLoader
-from gateway.agent.conversation import SystemPrompt
-from gateway.agent.loop import AgentLoop
-from gateway.agent.prompt import build_system_prompt, speaker_line
-from gateway.agent.providers import ModelRouter, build_router, models_in_use
 from gateway.agent.providers.base import Provider
 from gateway.agent.scope import usage_scope
-from gateway.agent.sessions import SessionStore
-from gateway.agent.tools import Tool, ToolContext, ToolRegistry, file_tools
-from gateway.agent.tools.corrections import correction_tools
-from gateway.agent.tools.quota import DiskUsage, Quotas, TurnBudget
-from gateway.agent.tools.send_file import SendFileTool
-from gateway.capabilities.hub import Capabilities
-from gateway.clock import Clock, SystemClock
+from gateway.agent.tools import Tool
+from gateway.clock import Clock
 from gateway.config.settings import Settings
-from gateway.ops.metrics import GatewayMetrics, MeteredProvider
-from gateway.ops.prices import PriceTable
 from gateway.ops.redaction import Redactor
 from gateway.ops.state import DmRoute, StateDB
-from gateway.ops.usage import UsageLedger
-from gateway.ops.versioning import Versioning
-from gateway.pipeline.access import AccessPolicy, LocalOnlyAccess
-from gateway.pipeline.budgets import Accounting, Budgets
+from gateway.pipeline.access import AccessPolicy
 from gateway.pipeline.commands import Command, CommandContext, lookup, parse_command
-from gateway.pipeline.delivery import Delivery
-from gateway.pipeline.files_out import ChatOutbox
-from gateway.pipeline.lanes import Job, Lanes
-from gateway.pipeline.limits import Account, PersonLimits
-from gateway.pipeline.recovery import Retries, answer_key
-from gateway.pipeline.replies import endpoint_host
-from gateway.pipeline.routing import TERMINAL_CHANNEL, Route, Router
-from gateway.pipeline.turns import INTERNAL_ERROR_REPLY, TranscriptWriteError, TurnRunner
+from gateway.pipeline.lanes import Job
+from gateway.pipeline.limits import Account
+from gateway.pipeline.parts import GatewayParts, build_parts
+from gateway.pipeline.recovery import answer_key
+from gateway.pipeline.routing import TERMINAL_CHANNEL, Route
+from gateway.pipeline.turns import INTERNAL_ERROR_REPLY, TranscriptWriteError
 from gateway.pipeline.welcome import ApprovalFollowUp
 from gateway.workspace.seed import ensure_workspace
 from retrypolicy import Backoff
 
 if TYPE_CHECKING:
-    from gateway.agent.media.intake import MediaIntake, UserContent
+    from gateway.agent.context_files import ContextFile
+    from gateway.agent.scope import UsageScope
+    from gateway.agent.sessions import Session
+    from gateway.agent.tools import ToolRegistry
+    from gateway.agent.tools.quota import TurnBudget
     from gateway.agent.tools.schedule_tools import ScheduleBook
-    from gateway.capabilities.contexts import ContextKind
+    from gateway.ops.metrics import Registry
+    from gateway.pipeline.budgets import CapStatus
+    from gateway.pipeline.delivery import Outcome
     from memory.service import MemoryService
 
 log = logging.getLogger(__name__)
@@ -77,14 +67,43 @@ MEDIA_REPLY = (
 )
 
 
-def base_tools() -> list[Tool]:
-    """The tools of every chat: the file tools and send_file."""
-    return [*file_tools(), SendFileTool()]
-
-
 class Gateway:
-    def __init__(
-        self,
+    """Takes in one message and moves it along; owns the parts' start and stop.
+
+    Built from ready parts (gateway/pipeline/parts.py): `Gateway.build(settings, provider,
+    ...)` wires them from settings. The parts around it (gateway/assembly/, the panel) see it
+    through the narrow protocols of gateway/pipeline/ports.py, which it implements.
+    """
+
+    def __init__(self, parts: GatewayParts) -> None:
+        p = self.parts = parts  # each part's job: gateway/pipeline/parts.py
+        self.settings, self.provider, self.clock, self.redactor = (
+            p.settings, p.provider, p.clock, p.redactor)
+        self.access, self.channels, self.state, self.router = (
+            p.access, p.channels, p.state, p.router)
+        self.sessions, self.lanes, self.limits, self.turns = (
+            p.sessions, p.lanes, p.limits, p.turns)
+        self.metrics, self.versioning, self.capabilities, self.delivery = (
+            p.metrics, p.versioning, p.capabilities, p.delivery)
+        self.models, self.usage, self.budgets, self.metered = (
+            p.models, p.usage, p.budgets, p.metered)
+        self.setup, self.media = p.setup, p.media
+        p.budgets.notify = self._budget_note  # notes for the owner go to their DM
+        self._resumed = asyncio.Event()  # cleared while start() re-queues: new messages wait
+        self._resumed.set()
+        self.accepting = True  # False once stopping: new messages wait for the next start
+        self._workspace_listeners: list[Callable[[str], object]] = []  # on_new_workspace
+        self._seeded: set[str] = set()
+        self.persist_backoff = Backoff(1.0, 60.0)  # between tries to save a refused message
+        # Welcomes the newly approved, and answers what they wrote while waiting (as resumed).
+        self.approvals = ApprovalFollowUp(self.state, self.channels, self._announce,
+                                          lambda msg: self._process(msg, resumed=True))
+        self.memory: MemoryService | None = None  # use_memory: recall and the memory tools
+        self.schedules: ScheduleBook | None = None  # use_schedules: /reminders, the panel
+
+    @classmethod
+    def build(
+        cls,
         settings: Settings,
         provider: Provider,
         *,
@@ -93,115 +112,13 @@ class Gateway:
         access: AccessPolicy | None = None,
         private_tools: Sequence[Tool] = (),
         state: StateDB | None = None,
-        memory: MemoryService | None = None,
         redactor: Redactor | None = None,
-    ) -> None:
-        self.settings = settings
-        # Masks every configured secret in tool results (gateway/ops/redaction.py); share it
-        # with the log formatter so secrets added later (`redactor.add`) are masked there too.
-        self.redactor = redactor or Redactor.from_settings(settings)
-        self.provider = provider
-        self.clock = clock or SystemClock()
-        self.access = access or LocalOnlyAccess()
-        self.channels = {channel.name: channel for channel in channels}
-        # Inbox, identity links, approvals, last DM routes (gateway/ops/state.py). Opened by start.
-        self.state = state or settings.state_db()
-        self.router = Router(settings.workspaces_dir, settings.owner, self.state)
-        # Cleared while start() re-queues what a previous run recorded but did not answer, so
-        # a new message cannot overtake an older one of the same person.
-        self._resumed = asyncio.Event()
-        self._resumed.set()
-        self.accepting = True  # False once stopping: new messages wait for the next start
-        # Called with the person id when a workspace is first used in this run (the assembly
-        # lets the heartbeat service start that person's timer at once, not at its rescan).
-        self.workspace_listeners: list[Callable[[str], object]] = []
-        self.sessions = SessionStore(self.clock)
-        self.lanes = Lanes()
-        # Two registries, decided by the route: tools that reach private memory (recall, say)
-        # do not exist at all in a session that is not the owner's DM.
-        self.shared_tools = ToolRegistry(base_tools(), redact=self.redactor)
-        # Corrections (memory_find, memory_correct) need no index: every private context has them.
-        private_tools = [*correction_tools(self._today), *private_tools]
-        self.private_tools = ToolRegistry([*base_tools(), *private_tools], redact=self.redactor)
-        self._extra_private_tools = list(private_tools)
-        self._extra_shared_tools: list[Tool] = []
-        # Operations (gateway/ops/metrics.py, gateway/ops/versioning.py): counters for /metrics,
-        # and a git commit per workspace change. The metered provider times and counts model calls.
-        self.metrics = GatewayMetrics(
-            [*self.shared_tools.names(), *self.private_tools.names()]
-        )
-        self.metrics.queue_depth.collect_with(lambda: {(): self.lanes.depth()})
-        self.versioning = Versioning(
-            enabled=settings.versioning.enabled,
-            on_commit=lambda reason: self.metrics.commits.inc(reason=reason),
-        )
-        tools = settings.tools
-        self.quotas = Quotas(tools.workspace_max_bytes, tools.group_area_max_bytes,
-                             tools.turn_write_max_bytes, tools.step_max_tool_calls,
-                             tools.turn_max_tool_calls)
-        self.disk_usage = DiskUsage()  # one per gateway: every turn's view of disk use
-        # Model routing (fallbacks, background model, per-person models) and accounting
-        # (usage ledger, prices, budgets): gateway/agent/providers/routing.py,
-        # gateway/ops/usage.py, gateway/pipeline/budgets.py. Every model call of every kind
-        # of turn goes through `self.metered`.
-        self.models = provider if isinstance(provider, ModelRouter) else build_router(
-            settings, provider, on_fallback=lambda p, e: self.metrics.fallback(p.model, e.kind))
-        self.metrics.register_models(ref.model for _, ref in models_in_use(settings))
-        self.usage = UsageLedger(self.state, PriceTable(settings.prices), self.clock,
-                                 settings.zone())
-        self.budgets = Budgets(settings, self.usage, self._budget_note)
-        self.accounting = Accounting(self.usage, self.budgets, self.metrics)
-        metered = self.metered = MeteredProvider(self.models, self.metrics, self.accounting)
-        # Voice notes, photos, documents (gateway/agent/media/): None when [media] is off.
-        self.media = self._media_intake(settings, provider)
-        window = None
-        if self.media is not None and self.media.vision:
-            from gateway.agent.media.window import ImageWindow
-
-            window = ImageWindow(settings.media.images_in_context)
-        self.agent = AgentLoop(metered, settings.llm.max_tool_rounds, images=window)
-        self.compactor = Compactor(
-            metered, self.agent, settings.llm, settings.compaction, self.clock, settings.zone(),
-            metrics=self.metrics, versioning=self.versioning,
-        )
-        self.loader = ContextFileLoader(
-            settings.prompt.file_max_chars, settings.prompt.total_max_chars
-        )
-        # --- capabilities (issue 17): skills and MCP tool servers, decided per context ---
-        self.capabilities = Capabilities(settings)
-        self.capabilities.register_metrics(self.metrics.registry)
-        self._zone = settings.zone()
-        self._seeded: set[str] = set()
-        # The one way out (outbox, per-chat ordered senders, retries) and the turn runner.
-        self.delivery = Delivery(self.channels, self.state, self.metrics)
-        self.turns = TurnRunner(
-            self.sessions, self.agent, self.compactor, self, self.delivery, self.metrics,
-            self.versioning, Retries(self.state, self.delivery, self.metrics),
-            deadline_seconds=settings.limits.turn_deadline_seconds,
-            model=provider.model,
-            host=endpoint_host(settings.llm.provider, settings.llm.base_url),
-        )
-        if self.media is not None:
-            self.turns.media = self._take_media
-        if settings.memory.capture_claims:
-            from gateway.pipeline.capture import Capture
-
-            self.turns.capture = Capture(self.agent, self.metrics.registry)
-        limits = settings.limits
-        self.limits = PersonLimits(self.clock, limits.queue_per_person,
-                                   limits.messages_per_minute)
-        # Between tries to append a message the transcript refused (tests make it short).
-        self.persist_backoff = Backoff(1.0, 60.0)
-        # Welcomes people approved by `clawgate pairing approve` and answers what they wrote
-        # while waiting (gateway/pipeline/welcome.py); those were accepted already, so they
-        # go through the message path as resumed (not refused or counted by the limits).
-        self.approvals = ApprovalFollowUp(self.state, self.channels, self._announce,
-                                          lambda msg: self._process(msg, resumed=True))
-        self.memory: MemoryService | None = None
-        # Reminders (gateway/assembly/scheduling.py sets it): /reminders and the schedule tools.
-        self.schedules: ScheduleBook | None = None
-        if memory is not None:
-            self.use_memory(memory)
+    ) -> Gateway:
+        """A Gateway wired from `settings` (tests give fakes for the provider, channels and
+        clock; gateway/assembly/ builds the real ones)."""
+        return cls(build_parts(settings, provider, channels=channels, clock=clock,
+                               access=access, private_tools=private_tools, state=state,
+                               redactor=redactor))
 
     async def start(self) -> None:
         """Open the state database, start every channel, then resume what was left undone:
@@ -231,37 +148,22 @@ class Gateway:
 
     def use_memory(self, memory: MemoryService) -> None:
         """Give the owner's DM sessions recall: the memory tools, backed by `memory`."""
-        from gateway.agent.tools.memory_tools import memory_tools
-
         self.memory = memory
         if self.turns.recall is None and self.settings.memory.auto_recall:
             from gateway.pipeline.auto_recall import AutoRecall, RecallOptions
 
             self.turns.recall = AutoRecall(memory, RecallOptions.from_settings(
                 self.settings.memory), self.metrics.registry)
-        self.private_tools = ToolRegistry(
-            [*base_tools(), *self._extra_private_tools,
-             *memory_tools(memory, on_search=self.metrics.observe_search)],
-            redact=self.redactor,
-        )
-        self.metrics.register_tools(self.private_tools.names())
+        self.setup.use_memory(memory)
 
     def add_private_tools(self, tools: Sequence[Tool]) -> None:
         """More tools for the owner's private contexts only (the schedule tools)."""
-        self._extra_private_tools.extend(tools)
-        if self.memory is not None:
-            self.use_memory(self.memory)
-        else:
-            self.private_tools = ToolRegistry([*base_tools(), *self._extra_private_tools],
-                                              redact=self.redactor)
+        self.setup.add_private_tools(tools)
 
     def add_shared_tools(self, tools: Sequence[Tool]) -> None:
         """More tools for group chats too (the web tools when `[web] groups` is on); private
         contexts get them through add_private_tools."""
-        self._extra_shared_tools.extend(tools)
-        self.shared_tools = ToolRegistry([*base_tools(), *self._extra_shared_tools],
-                                         redact=self.redactor)
-        self.metrics.register_tools(self.shared_tools.names())
+        self.setup.add_shared_tools(tools)
 
     def stop_intake(self) -> None:
         """From now on a new message is recorded (platforms) but not answered in this run:
@@ -292,7 +194,7 @@ class Gateway:
         closers = [*(channel.stop for channel in self.channels.values()),
                    self.capabilities.stop,  # MCP servers
                    self.models.close,
-                   self.accounting.settled,  # the last calls' usage, before the database
+                   self.parts.accounting.settled,  # the last calls' usage, before the database
                    self.state.close]
         if self.media is not None:
             closers.append(self.media.transcriber.close)
@@ -455,8 +357,8 @@ class Gateway:
 
     def command_context(self, route: Route, args: str = "") -> CommandContext:
         """What a slash command may use (also the panel's session actions)."""
-        return CommandContext(route, args, self.settings, self.sessions, self.compactor,
-                              self.models.for_person(route.person_id), self, self.schedules,
+        return CommandContext(route, args, self.settings, self.sessions, self.parts.compactor,
+                              self.models.for_person(route.person_id), self.setup, self.schedules,
                               usage=self.usage, budgets=self.budgets)
 
     def _command_job(self, route: Route, command: Command, msg: InboundMessage) -> Job:
@@ -502,107 +404,94 @@ class Gateway:
 
         return job
 
-    def tool_context(self, route: Route) -> ToolContext:
-        """A turn's tool context: its budget (the quotas' share of this turn) is fresh, and its
-        outbox reaches the chat the turn answers (send_file)."""
-        channel = self.channels.get(route.channel)
-        outbox = None
-        if channel is not None and route.chat_id:
-            outbox = ChatOutbox(self.delivery, route, max_bytes=channel.max_upload_bytes,
-                                durable=channel.durable)
-        return ToolContext(
-            route.workspace, route.session_key, route.private, self.settings.tools.max_file_bytes,
-            area=route.access.area, outbox=outbox, budget=self.turn_budget(),
-        )
-
-    def turn_budget(self) -> TurnBudget:
-        """The quotas for one turn (a DM, group, heartbeat or scheduled task turn)."""
-        return TurnBudget(self.quotas, self.disk_usage, self.metrics)
-
-    # -- media (gateway/agent/media/) ----------------------------------------------------------
-
-    def _media_intake(self, settings: Settings, provider: Provider) -> MediaIntake | None:
-        if not settings.media.enabled:
-            return None
-        from gateway.agent.media.audio import build_transcriber
-        from gateway.agent.media.intake import MediaIntake
-
-        zone = settings.zone()
-        return MediaIntake(
-            settings.media, build_transcriber(settings.media.transcription),
-            provider=settings.llm.provider, model=provider.model,
-            now=lambda: self.clock.now().astimezone(zone),
-            max_text_bytes=settings.tools.max_file_bytes,
-            deadline_seconds=settings.limits.turn_deadline_seconds,
-            budget=self.turn_budget,
-        )
-
-    async def _take_media(self, route: Route, msg: InboundMessage) -> UserContent:
-        """The turn's user message from `msg`'s attachments, fetched through its channel."""
-        assert self.media is not None
-        return await self.media.take(msg, self.channels[route.channel], route.workspace,
-                                     route.access)
-
-    def tools_for(self, route: Route) -> ToolRegistry:
-        base = self.private_tools if route.private else self.shared_tools
-        # capabilities (issue 17): read_skill and MCP tools where the context allows them
-        return self._guarded(self.capabilities.registry(
-            base, self._capability_kind(route), route.workspace, route.access.area))
-
-    def heartbeat_tools(self, person_id: str, workspace: Path) -> ToolRegistry:
-        """A heartbeat turn's tools: the person's private ones, plus MCP servers allowing it."""
-        kind = self.capabilities.kind(private=True, person_id=person_id, heartbeat=True)
-        return self._guarded(self.capabilities.registry(self.private_tools, kind, workspace))
-
-    def _guarded(self, registry: ToolRegistry) -> ToolRegistry:
-        """Every registry a turn uses masks secrets in results, and its tools are the known
-        label values of /metrics (anything else a model names counts as `other`; an MCP
-        tool counts under its configured server's name)."""
-        self.metrics.register_tools(self.capabilities.metric_labels(registry))
-        return registry.redact_with(self.redactor)
-
-    def capability_lines(self, route: Route) -> list[str]:
-        """/context lines about skills and tool servers (issue 17)."""
-        return self.capabilities.context_lines(route.workspace, self._capability_kind(route),
-                                               route.access.area)
-
-    def _capability_kind(self, route: Route) -> ContextKind:
-        return self.capabilities.kind(private=route.private, person_id=route.person_id)
-
-    def _today(self) -> date:
-        """Today in the configured zone (a correction's "superseded" date)."""
-        return self.clock.now().astimezone(self.settings.zone()).date()
-
-    def context_files(self, route: Route) -> list[ContextFile]:
-        today = self.clock.now().astimezone(self._zone).date()
-        return self.loader.load(route.workspace, private=route.private, today=today,
-                                area=route.access.area)
-
-    def system_prompt(self, route: Route, files: list[ContextFile]) -> SystemPrompt:
-        kind = "a direct message with the workspace owner" if route.private else "a group chat"
-        model = self.models.for_person(route.person_id)
-        run_info = (
-            f"Channel: {route.channel}, {kind}. Session: {route.session_key}. "
-            f"Model: {model.name}/{model.model}."
-        )
-        if not route.private:
-            run_info += "\n" + speaker_line(route.sender_name, route.sender_id,
-                                            route.sender_is_owner)
-        now = self.clock.now().astimezone(self._zone)
-        # capabilities (issue 17): the skills section (names and one-line descriptions)
-        skills = self.capabilities.skill_section(route.workspace, self._capability_kind(route),
-                                                 route.access.area)
-        return build_system_prompt(files, private=route.private, now=now, run_info=run_info,
-                                   area=route.access.area, sections=[skills.text])
-
     async def _ensure_workspace(self, route: Route) -> None:
         if route.person_id not in self._seeded:
             await asyncio.to_thread(ensure_workspace, self.settings.workspaces_dir, route.person_id)
             await self.versioning.ensure_repo(route.workspace)
             self._seeded.add(route.person_id)
-            for listener in self.workspace_listeners:
+            for listener in self._workspace_listeners:
                 try:
                     listener(route.person_id)
                 except Exception:
                     log.exception("workspace listener failed for %s", route.person_id)
 
+
+    def on_new_workspace(self, listener: Callable[[str], object]) -> None:
+        """Call `listener(person_id)` when a workspace is first used in this run (the
+        assembly starts that person's heartbeat timer at once, not at its rescan)."""
+        self._workspace_listeners.append(listener)
+
+    # -- the ports (gateway/pipeline/ports.py): what the parts around the gateway may do ----
+
+    def run_in_lane(self, key: str, job: Job) -> asyncio.Future[None]:
+        return self.lanes.submit(key, job)
+
+    def lane_busy(self, key: str) -> bool:
+        return self.lanes.is_busy(key)
+
+    def queue_depth(self) -> int:
+        """Turns running or queued, in every lane."""
+        return self.lanes.depth()
+
+    async def session(self, workspace: Path, key: str) -> Session:
+        return await self.sessions.get(workspace, key)
+
+    def channel(self, name: str) -> Channel | None:
+        return self.channels.get(name)
+
+    def runs_channel(self, name: str) -> bool:
+        return name in self.channels
+
+    def channel_names(self) -> frozenset[str]:
+        return frozenset(self.channels)
+
+    async def deliver(self, channel: str, chat_id: str, text: str, *,
+                      key: str | None = None) -> asyncio.Future[Outcome]:
+        """Through the outbox (gateway/pipeline/delivery.py); the future says how the first
+        try went."""
+        return await self.delivery.deliver(channel, chat_id, text, key=key)
+
+    async def stored_dm_route(self, person_id: str) -> DmRoute | None:
+        """The last DM route the state database recorded (a platform's, never the terminal)."""
+        return await self.state.last_dm_route(person_id)
+
+    async def commit(self, workspace: Path, reason: str, *, session: str = "",
+                     note: str = "") -> str | None:
+        return await self.versioning.commit(workspace, reason, session=session, note=note)
+
+    def model_for(self, scope: UsageScope) -> Provider:
+        return self.models.for_scope(scope)
+
+    def light_files(self, workspace: Path, *, today: date,
+                    names: Sequence[str]) -> list[ContextFile]:
+        return self.setup.light_files(workspace, today=today, names=names)
+
+    def heartbeat_tools(self, person_id: str, workspace: Path) -> ToolRegistry:
+        return self.setup.heartbeat_tools(person_id, workspace)
+
+    def turn_budget(self) -> TurnBudget:
+        return self.setup.turn_budget()
+
+    def count_heartbeat(self, status: str) -> None:
+        self.metrics.heartbeat(status)
+
+    @property
+    def registry(self) -> Registry:
+        """The /metrics registry, for parts that export their own series."""
+        return self.metrics.registry
+
+    def use_schedules(self, desk: ScheduleBook) -> None:
+        """/reminders and the panel's reminders page use `desk`."""
+        self.schedules = desk
+
+    def add_secret(self, secret: str | None) -> None:
+        """One more secret masked in tool results and logs."""
+        self.redactor.add(secret)
+
+    async def budget_status(self, person: str) -> list[CapStatus]:
+        return await self.budgets.status(person)
+
+    async def readiness(self, started: bool = True) -> dict[str, Any]:
+        from gateway.ops.health import readiness
+
+        return await readiness(self, started)

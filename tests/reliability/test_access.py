@@ -35,7 +35,7 @@ async def test_unapproved_senders_never_reach_the_model(policy, anthropic_server
     channel = RecordingChannel("telegram")
     access = ChannelAccess(state, {"telegram": ChannelPolicy(dm_policy=policy,
                                                              allow_from=frozenset({"1"}))})
-    gateway = Gateway(settings, build_provider(settings), channels=[channel], access=access,
+    gateway = Gateway.build(settings, build_provider(settings), channels=[channel], access=access,
                       state=state)
     await gateway.start()
     try:
@@ -98,7 +98,7 @@ async def test_strangers_cannot_hold_every_pairing_slot(anthropic_server, make_s
     state = StateDB.for_root(settings.workspaces_dir)
     channel = RecordingChannel("telegram")
     access = ChannelAccess(state, {"telegram": ChannelPolicy(dm_policy="pairing")}, clock)
-    gateway = Gateway(settings, build_provider(settings), channels=[channel], access=access,
+    gateway = Gateway.build(settings, build_provider(settings), channels=[channel], access=access,
                       state=state, clock=clock)
     await gateway.start()
     pairing = Pairing(state, clock)
@@ -148,7 +148,7 @@ async def test_an_approval_can_be_revoked_from_the_cli(anthropic_server, make_se
     state = StateDB.for_root(settings.workspaces_dir)
     channel = RecordingChannel("telegram")
     access = ChannelAccess(state, {"telegram": ChannelPolicy(dm_policy="pairing")})
-    gateway = Gateway(settings, build_provider(settings), channels=[channel], access=access,
+    gateway = Gateway.build(settings, build_provider(settings), channels=[channel], access=access,
                       state=state)
     await gateway.start()
     try:

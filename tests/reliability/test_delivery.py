@@ -72,7 +72,8 @@ async def tg_gateway(make_settings, anthropic_server, tg) -> AsyncIterator[Calla
 
 def _gateway(make_settings, server, channel, **overrides: Any) -> Gateway:
     settings = make_settings(**llm_overrides(server), **overrides)
-    gateway = Gateway(settings, build_provider(settings), channels=[channel], access=AllowAll())
+    gateway = Gateway.build(settings, build_provider(settings), channels=[channel],
+                            access=AllowAll())
     gateway.delivery.retry_first = 0.05
     return gateway
 

@@ -73,7 +73,7 @@ async def _gateway(server: FakeLLMServer, make_settings: Any, *, timeout: float 
     inner = build_provider(settings).inner  # type: ignore[attr-defined]
     provider = RetryingProvider(inner, max_attempts=3, sleep=no_sleep)
     channel = RecordingChannel()
-    gateway = Gateway(settings, provider, channels=[channel], access=AllowAll())
+    gateway = Gateway.build(settings, provider, channels=[channel], access=AllowAll())
     await gateway.start()
     return gateway, channel
 

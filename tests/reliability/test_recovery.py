@@ -39,6 +39,7 @@ from gateway.assembly.platforms import build_gateway
 from gateway.cli.ops import collect_status
 from gateway.pipeline.gateway import Gateway
 from gateway.pipeline.recovery import GIVE_UP_REPLY, MAX_RETRIES
+from gateway.pipeline.turn_setup import TurnSetup
 from gateway.pipeline.turns import SETUP_REPLY
 from gateway.workspace.seed import ensure_workspace
 from retrypolicy import Backoff
@@ -52,9 +53,10 @@ FAST = {"backoff": Backoff(0.05, 0.2), "stall_grace": 0.5}
 
 
 def _gateway(make_settings: Callable[..., Any], server: FakeAnthropicServer,
-             channel: RecordingChannel, cls: type[Gateway] = Gateway) -> Gateway:
+             channel: RecordingChannel) -> Gateway:
     settings = make_settings(**llm_overrides(server))
-    gateway = cls(settings, build_provider(settings), channels=[channel], access=AllowAll())
+    gateway = Gateway.build(settings, build_provider(settings), channels=[channel],
+                            access=AllowAll())
     gateway.delivery.retry_first = 0.05
     return gateway
 
@@ -219,21 +221,33 @@ async def test_a_message_whose_turn_keeps_being_cut_short_is_given_up(
         await gateway.stop()
 
 
-class _BrokenSetup(Gateway):
-    """Building the prompt or the tools fails (what a hostile file the parsers do not bound
-    yet did: RecursionError from a skill's front matter), while `broken` names the part."""
+class _BrokenSetup:
+    """The gateway's turn setup (gateway/pipeline/turn_setup.py), except that building the
+    prompt or the tools fails (what a hostile file the parsers do not bound yet did:
+    RecursionError from a skill's front matter), while `broken` names the part."""
 
-    broken = ""
+    def __init__(self, setup: TurnSetup) -> None:
+        self.setup = setup
+        self.broken = ""
 
     def context_files(self, route):  # type: ignore[no-untyped-def]
         if self.broken == "prompt":
             raise RecursionError("maximum recursion depth exceeded")
-        return super().context_files(route)
+        return self.setup.context_files(route)
 
     def tools_for(self, route):  # type: ignore[no-untyped-def]
         if self.broken == "tools":
             raise ValueError("a tool server sent a schema that cannot be read")
-        return super().tools_for(route)
+        return self.setup.tools_for(route)
+
+    def system_prompt(self, route, files):  # type: ignore[no-untyped-def]
+        return self.setup.system_prompt(route, files)
+
+    def tool_context(self, route):  # type: ignore[no-untyped-def]
+        return self.setup.tool_context(route)
+
+    def capability_lines(self, route):  # type: ignore[no-untyped-def]
+        return self.setup.capability_lines(route)
 
 
 @pytest.mark.parametrize("part", ["prompt", "tools"])
@@ -242,9 +256,9 @@ async def test_a_turn_that_cannot_be_assembled_still_gets_an_answer(
 ):
     """Before: no reply at all; the message stayed pending and was tried at every start."""
     channel = RecordingChannel()
-    gateway = _gateway(make_settings, anthropic_server, channel, _BrokenSetup)
-    assert isinstance(gateway, _BrokenSetup)
-    gateway.broken = part
+    gateway = _gateway(make_settings, anthropic_server, channel)
+    setup = gateway.turns.prompt = _BrokenSetup(gateway.setup)
+    setup.broken = part
     await gateway.start()
     try:
         await channel.inject("ann", "hi there")
@@ -254,7 +268,7 @@ async def test_a_turn_that_cannot_be_assembled_still_gets_an_answer(
         assert "could not prepare the turn" in caplog.text
         assert await gateway.state.inbound_counts() == {"done": 1}
         assert gateway.metrics.turns.value(outcome="setup_error") == 1
-        gateway.broken = ""  # fixed: the next message is answered as usual
+        setup.broken = ""  # fixed: the next message is answered as usual
         await channel.inject("ann", "and now?")
         await channel.wait_for(2)
         # answered by the model (the failed message stays in the history, as after any error)

@@ -41,7 +41,7 @@ async def _gateway(make_settings: Any, primary: FakeAnthropicServer, backup: Fak
     inner = build_provider(settings).inner  # type: ignore[attr-defined]
     provider = RetryingProvider(inner, max_attempts=attempts, sleep=sleep)
     channel = RecordingChannel()
-    gateway = Gateway(settings, provider, channels=[channel], access=AllowAll())
+    gateway = Gateway.build(settings, provider, channels=[channel], access=AllowAll())
     await gateway.start()
     return gateway, channel, sleeps
 
@@ -141,7 +141,8 @@ async def test_background_model_for_flush_and_compaction_and_own_model_per_perso
              "workspaces": {"fakechat-bea": {"model": "claude-own"}}},
         compaction={"keep_recent_tokens": 1_000})
     channel = RecordingChannel()
-    gateway = Gateway(settings, build_provider(settings), channels=[channel], access=AllowAll())
+    gateway = Gateway.build(settings, build_provider(settings), channels=[channel],
+                            access=AllowAll())
     await gateway.start()
     try:
         assert isinstance(gateway.models, ModelRouter)

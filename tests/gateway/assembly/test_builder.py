@@ -107,7 +107,8 @@ async def test_a_new_persons_heartbeat_timer_starts_with_their_workspace(
 
     settings = make_settings(llm={"base_url": anthropic_server.base_url, "api_key": TEST_KEY})
     channel = RecordingChannel()
-    gateway = Gateway(settings, build_provider(settings), channels=[channel], access=AllowAll())
+    gateway = Gateway.build(settings, build_provider(settings), channels=[channel],
+                            access=AllowAll())
     plan = Plan(channels="none", health=False, heartbeats=True, panel=False)
     async with GatewayApp(settings, plan, gateway=gateway) as app:
         assert app.heartbeats.persons == []  # type: ignore[union-attr]

@@ -315,7 +315,7 @@ async def test_alerts_appear_in_the_terminal_chat(anthropic_server, make_setting
     settings = make_settings(**llm_overrides(anthropic_server), heartbeat=ALL_DAY)
     out = io.StringIO()
     terminal = TerminalChannel(stdin=io.StringIO(""), stdout=out, interactive=False)
-    gateway = Gateway(settings, build_provider(settings), channels=[terminal], clock=clock)
+    gateway = Gateway.build(settings, build_provider(settings), channels=[terminal], clock=clock)
     await gateway.start()
     try:
         workspace = ensure_workspace(settings.workspaces_dir, settings.owner)

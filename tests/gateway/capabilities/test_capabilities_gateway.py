@@ -8,7 +8,7 @@ import json
 from typing import Any
 
 from gateway.capabilities.mcp_budget import LOAD_TOOL
-from gateway.pipeline.gateway import base_tools
+from gateway.pipeline.turn_setup import base_tools
 from gateway.workspace.seed import workspace_path
 from tests.fakes.mcp_server import stdio_config
 from tests.gateway.ops.test_health_and_logs import parse_prometheus, value

@@ -77,7 +77,8 @@ async def running(anthropic_server, make_settings) -> Iterator[tuple[Gateway, He
                                                                     SwitchableChannel]]:
     channel = SwitchableChannel()
     settings = make_settings(**llm_overrides(anthropic_server))
-    gateway = Gateway(settings, build_provider(settings), channels=[channel], access=AllowAll())
+    gateway = Gateway.build(settings, build_provider(settings), channels=[channel],
+                            access=AllowAll())
     await gateway.start()
     health = HealthServer(gateway, "127.0.0.1", 0)
     await health.start()
@@ -187,7 +188,7 @@ async def test_logs_at_the_default_level_carry_ids_and_no_secrets(anthropic_serv
     handler = setup_logging(settings, stream=stream)
     try:
         channel = RecordingChannel()
-        gateway = Gateway(settings, build_provider(settings), channels=[channel],
+        gateway = Gateway.build(settings, build_provider(settings), channels=[channel],
                           access=AllowAll())
         await gateway.start()
         body = "my bank password is swordfish-4711"

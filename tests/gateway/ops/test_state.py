@@ -90,7 +90,8 @@ async def test_strangers_messages_are_not_kept(anthropic_server, make_settings, 
 
     settings = make_settings(**llm_overrides(anthropic_server))
     channel = RecordingChannel()
-    gateway = Gateway(settings, build_provider(settings), channels=[channel], access=_DenyAll())
+    gateway = Gateway.build(settings, build_provider(settings), channels=[channel],
+                            access=_DenyAll())
     await gateway.start()
     try:
         for i in range(20):

@@ -69,7 +69,7 @@ async def test_usage_survives_a_restart_and_costs_follow_the_price_table(anthrop
                              prices={"claude-priced": {"input": 3.0, "output": 15.0}})
     for run in range(2):
         channel = RecordingChannel()
-        gateway = Gateway(settings, build_provider(settings), channels=[channel], clock=clock,
+        gateway = Gateway.build(settings, build_provider(settings), channels=[channel], clock=clock,
                           access=AllowAll())
         await gateway.start()
         try:

@@ -91,7 +91,7 @@ async def test_provider_failure_gives_one_clear_message_and_session_stays_usable
     inner = build_provider(settings).inner  # type: ignore[attr-defined]
     provider = RetryingProvider(inner, max_attempts=3, sleep=fake_sleep)
     channel = RecordingChannel()
-    gateway = Gateway(settings, provider, channels=[channel], access=AllowAll())
+    gateway = Gateway.build(settings, provider, channels=[channel], access=AllowAll())
     await gateway.start()
     try:
         anthropic_server.reply_error(429, headers={"retry-after": "2"})

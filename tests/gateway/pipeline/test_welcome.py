@@ -21,7 +21,7 @@ async def paired(anthropic_server, make_settings):
     state = StateDB.for_root(settings.workspaces_dir)
     channel = RecordingChannel("telegram")
     access = ChannelAccess(state, {"telegram": ChannelPolicy(dm_policy="pairing")})
-    gateway = Gateway(settings, build_provider(settings), channels=[channel], access=access,
+    gateway = Gateway.build(settings, build_provider(settings), channels=[channel], access=access,
                       state=state)
     gateway.approvals.interval = 3600  # no poll during the test: only what it triggers
     await gateway.start()
