@@ -34,6 +34,7 @@ COPY channels ./channels
 COPY memory ./memory
 COPY heartbeat ./heartbeat
 COPY scheduler ./scheduler
+COPY retrypolicy ./retrypolicy
 RUN pip install --no-deps .
 
 USER clawgate

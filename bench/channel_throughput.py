@@ -65,9 +65,9 @@ async def serve(people: int, messages: int) -> None:
 
 async def run(people: int, messages: int, profile: Path | None) -> dict[str, float]:
     from bench.turn_overhead import InstantProvider
-    from channels.base import Backoff
     from gateway.assembly.platforms import build_gateway
     from gateway.config.settings import load_settings
+    from retrypolicy import Backoff
 
     child = subprocess.Popen(
         [sys.executable, __file__, "--serve", str(people), str(messages)],

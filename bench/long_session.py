@@ -23,12 +23,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.turn_overhead import AllowAll
 from channels.base import ChannelBase, InboundMessage, MessageHandler, OutboundMessage
 from gateway.agent.compaction import Compactor
 from gateway.agent.conversation import Completion, Message, SystemPrompt, ToolCall, ToolSpec, Usage
 from gateway.config.settings import load_settings
 from gateway.pipeline.gateway import Gateway
+from memory.layout import dm_session_key
+from tests.conftest import AllowAll
 
 SUMMARY = (
     "## Decisions\n- Keep the weekly review on Fridays.\n## Open tasks\n- Draft the report.\n"
@@ -131,7 +132,7 @@ async def run(turns: int, window: int) -> None:
             if turn % (turns // 10) == 0:
                 samples.append((turn, rss_mib()))
         wall = time.perf_counter() - begin
-        session = await gateway.sessions.get(Path(root) / "bench-me", "bench-me:dm")
+        session = await gateway.sessions.get(Path(root) / "bench-me", dm_session_key("bench-me"))
         await gateway.stop()
 
     print(f"turns: {turns} in {wall:.1f} s ({turns / wall:.0f} turns/s), window {window:,}")

@@ -35,11 +35,11 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.turn_overhead import InstantProvider
-from channels.telegram import Backoff
 from gateway.agent.media.audio import Heard
 from gateway.agent.media.images import fitted_size, image_tokens
 from gateway.assembly.platforms import build_gateway
 from gateway.config.settings import load_settings
+from retrypolicy import Backoff
 from tests.fakes.media_files import VOICE_NOTE, jpeg, opus, pdf
 from tests.fakes.telegram_server import FakeTelegramServer
 

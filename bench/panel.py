@@ -21,7 +21,7 @@ from pathlib import Path
 
 from aiohttp import ClientSession, CookieJar
 
-from bench.turn_overhead import AllowAll, InstantProvider
+from bench.turn_overhead import InstantProvider
 from channels.base import InboundMessage
 from gateway.agent.sessions import transcript_path
 from gateway.config.panel import PanelSettings
@@ -32,6 +32,8 @@ from gateway.panel.server import PanelServer
 from gateway.pipeline.gateway import Gateway
 from gateway.pipeline.pairing import Pairing
 from gateway.workspace.seed import ensure_workspace
+from memory.layout import dm_session_key
+from tests.conftest import AllowAll
 
 
 def build_root(root: Path, people: int, lines: int) -> list[str]:
@@ -39,8 +41,8 @@ def build_root(root: Path, people: int, lines: int) -> list[str]:
     per_person = max(1, lines // people)
     for person in ids:
         workspace = ensure_workspace(root, person)
-        path = transcript_path(workspace, f"{person}:dm")
-        rows = [{"type": "session", "key": f"{person}:dm"}]
+        path = transcript_path(workspace, dm_session_key(person))
+        rows = [{"type": "session", "key": dm_session_key(person)}]
         for n in range(per_person - 1):
             kind = "user" if n % 3 == 0 else "assistant" if n % 3 == 1 else "delivery"
             rows.append({"ts": f"2026-11-{1 + n % 28:02d}T10:00:{n % 60:02d}+00:00",

@@ -31,6 +31,7 @@ from memory import search as S
 from memory.defaults import DEFAULT_CHUNK_CHARS
 from memory.embedders import LocalEmbedder, build_line_model
 from memory.index import MemoryIndex
+from memory.layout import dm_session_key
 from memory.text import word_query
 
 DATA = Path(__file__).parent / "data" / "recall_facts.json"
@@ -51,7 +52,7 @@ def build_workspace(root: Path) -> list[dict]:
         filler = rng.sample(data["filler"], 6)
         if number % 3 == 2:  # told in a conversation
             path = f"sessions/owner_dm-{number:08x}.jsonl"
-            entries = [{"type": "session", "key": "owner:dm"}]
+            entries = [{"type": "session", "key": dm_session_key("owner")}]
             for line in filler[:3]:
                 entries += [{"type": "user", "text": line}, {"type": "assistant", "text": "Ok."}]
             entries.append({"type": "user", "text": fact})

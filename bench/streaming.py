@@ -34,10 +34,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from channels.preview import CURSOR
-from channels.telegram import Backoff
 from gateway.agent.providers import build_provider
 from gateway.assembly.platforms import build_gateway
 from gateway.config.settings import load_settings
+from retrypolicy import Backoff
 from tests.fakes.llm_server import FakeAnthropicServer
 from tests.fakes.telegram_server import FakeTelegramServer
 from tests.reliability.kill_harness import KillPlan, run_kill_test

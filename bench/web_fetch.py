@@ -34,11 +34,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from gateway.agent.sessions import estimate_tokens
 from gateway.agent.tools import ToolContext
+from gateway.agent.tools.args import run_checked
 from gateway.agent.tools.web_tools import FetchPolicy, WebFetchTool
 from gateway.agent.web.addresses import AddressPolicy, parse_networks
 from gateway.agent.web.fetch import FetchLimits, PageFetcher
 from gateway.agent.web.links import HostAllowlist, SearchLedger
 from gateway.agent.web.search import TtlCache
+from memory.layout import dm_session_key
 from tests.fakes.web_server import ARTICLE
 
 STORY = ("the city council said on monday that the new tram line would open next spring after "
@@ -107,9 +109,10 @@ async def main() -> None:
     tool = WebFetchTool(fetcher, FetchPolicy("any", None, SearchLedger(), HostAllowlist([])),  # type: ignore[arg-type]
                         max_chars=200_000, cache=TtlCache(0))
     with tempfile.TemporaryDirectory() as tmp:
-        ctx = ToolContext(Path(tmp), "bench:dm", True)
+        ctx = ToolContext(Path(tmp), dm_session_key("bench"), True)
         started = time.perf_counter()
-        await tool.run({"url": f"http://127.0.0.1:{port}/article"}, ctx)  # imports trafilatura
+        url = f"http://127.0.0.1:{port}/article"
+        await run_checked(tool, {"url": url}, ctx)  # imports trafilatura
         first = time.perf_counter() - started
         print(f"first call (imports trafilatura): {first * 1000:.0f} ms\n")
         print(f"{'page':<22} {'html KiB':>9} {'raw p50':>8} {'fetch p50':>10} {'tool p50':>9} "
@@ -126,7 +129,7 @@ async def main() -> None:
                     t1 = time.perf_counter()
                     await fetcher.fetch(url)
                     t2 = time.perf_counter()
-                    result = await tool.run({"url": url}, ctx)
+                    result = await run_checked(tool, {"url": url}, ctx)
                     t3 = time.perf_counter()
                     raw.append(t1 - t0)
                     fetch.append(t2 - t1)

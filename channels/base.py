@@ -4,8 +4,8 @@ Keeping it this small (start, stop, send) is what lets the gateway treat a termi
 and Discord alike, and lets tests swap in a recording fake. Optional features (a typing
 indicator, readiness for /readyz, whether messages are durable platform messages) are declared
 on `Channel` and given defaults by `ChannelBase`, which adapters subclass and override: the
-gateway asks, it never probes with getattr. `Backoff` is the one retry delay used by channels
-and by the gateway's delivery path.
+gateway asks, it never probes with getattr. Retry delays come from `retrypolicy.Backoff`, shared
+with the model providers and the gateway's delivery path.
 
 Media: an adapter describes what a message carries (`Attachment`: the platform's handle, the
 declared size, duration, dimensions) and fetches it later, when the gateway asks
@@ -106,7 +106,6 @@ class OutboundMessage:
     channel: str
     chat_id: str
     text: str
-    reply_to: str = ""
     key: str = ""
     first_part: int = 0
     # A file to send (an absolute path), with `text` as its caption.
@@ -222,35 +221,6 @@ class ChannelBase:
         return None
     async def download(self, attachment: Attachment, dest: Path, max_bytes: int) -> int:
         raise DownloadError(f"the {self.name} channel cannot fetch files")
-
-
-class Backoff:
-    """Exponential backoff with a cap: first, 2x first ... `cap` seconds, reset after a success.
-
-    With `rng` (returning [0, 1)), each delay is jittered within [delay/2, delay] so callers
-    that failed together do not all come back in the same instant.
-    """
-
-    def __init__(
-        self, first: float = 1.0, cap: float = 30.0, rng: Callable[[], float] | None = None
-    ) -> None:
-        self.first, self.cap, self.rng = first, cap, rng
-        self._attempt = 0
-
-    @staticmethod
-    def delay(
-        attempt: int, first: float, cap: float, rng: Callable[[], float] | None = None
-    ) -> float:
-        """The wait after failed attempt number `attempt` (1-based)."""
-        backoff = min(cap, first * 2.0 ** (attempt - 1))
-        return backoff if rng is None else backoff * (0.5 + 0.5 * rng())
-
-    def next(self) -> float:
-        self._attempt += 1
-        return self.delay(self._attempt, self.first, self.cap, self.rng)
-
-    def reset(self) -> None:
-        self._attempt = 0
 
 
 async def cancel_until_done(task: asyncio.Task[object], every: float = 0.5) -> None:

@@ -40,7 +40,6 @@ import discord
 from channels.base import (
     Attachment,
     AttachmentKind,
-    Backoff,
     ChannelBase,
     ChannelError,
     ChatType,
@@ -55,6 +54,7 @@ from channels.chunking import DISCORD_LIMIT, split_text
 from channels.discord_preview import DiscordEditPreview
 from channels.files import CHUNK_BYTES, check_declared, save_stream
 from channels.preview import Preview
+from retrypolicy import Backoff
 
 log = logging.getLogger(__name__)
 

@@ -57,7 +57,6 @@ from telegram.request import HTTPXRequest
 from channels.base import (
     Attachment,
     AttachmentKind,
-    Backoff,
     ChannelBase,
     ChannelError,
     ChatType,
@@ -83,6 +82,7 @@ from channels.telegram_preview import (
     not_modified,
     retry_after,
 )
+from retrypolicy import Backoff
 
 log = logging.getLogger(__name__)
 

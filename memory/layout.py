@@ -68,8 +68,10 @@ __all__ = [
     "is_group_session_key",
     "is_private_relpath",
     "leads_to_area",
+    "parse_group_session_key",
     "prompt_files",
     "read_refusal",
+    "schedule_session_key",
     "strip_comments",
     "write_refusal",
 ]
@@ -144,28 +146,46 @@ def strip_comments(text: str) -> str:
 
 
 # --- session keys ---------------------------------------------------------------------------
-# One builder, so the lanes, the transcripts, the recall index and versioning agree.
+# One builder, so the lanes, the transcripts, the recall index, versioning and the panel agree.
+# Nothing else spells a key or takes one apart (tests/test_session_keys.py scans for it).
+# Person ids and channel names never contain ':'; a chat id may.
 
 _DM = "dm"
 _HEARTBEAT = "heartbeat"
+_SCHEDULE = "schedule"
+_GROUP = ":group:"
 
 
 def dm_session_key(person_id: str) -> str:
+    """A person's DM conversation, whatever channel they write from (links join accounts)."""
     return f"{person_id}:{_DM}"
 
 
 def heartbeat_session_key(person_id: str) -> str:
+    """The heartbeat's isolated light turns for a person (no DM history)."""
     return f"{person_id}:{_HEARTBEAT}"
 
 
+def schedule_session_key(person_id: str) -> str:
+    """Scheduled agent tasks' isolated light turns for a person, like the heartbeat's."""
+    return f"{person_id}:{_SCHEDULE}"
+
+
 def group_session_key(channel: str, chat_id: str) -> str:
-    return f"{channel}:group:{chat_id}"
+    return f"{channel}{_GROUP}{chat_id}"
+
+
+def parse_group_session_key(key: str) -> tuple[str, str] | None:
+    """`(channel, chat id)` of a group chat's session key, None for any other key."""
+    channel, sep, chat_id = key.partition(_GROUP)
+    if not channel or ":" in channel or not sep or not chat_id:
+        return None
+    return channel, chat_id
 
 
 def is_group_session_key(key: str) -> bool:
     """A group chat's session: `<channel>:group:<chat id>` (what people there wrote)."""
-    channel, sep, rest = key.partition(":group:")
-    return bool(channel) and ":" not in channel and bool(sep) and bool(rest)
+    return parse_group_session_key(key) is not None
 
 
 def is_dm_session_key(key: str) -> bool:

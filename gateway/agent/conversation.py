@@ -63,6 +63,11 @@ class ToolSpec:
     name: str
     description: str
     parameters: dict[str, Any]
+    # Whether the gateway checks a call's arguments against `parameters` before the tool runs
+    # (gateway/agent/tools/args.py). False for schemas written by others: an MCP server checks
+    # its own arguments, and running its schema here would let a hostile `pattern` stall the
+    # event loop.
+    checked: bool = True
 
 
 @dataclass(frozen=True, slots=True)

@@ -51,7 +51,6 @@ class TurnResult:
     reply: str
     usage: Usage
     rounds: int
-    hit_round_limit: bool = False
 
 
 class AgentLoop:
@@ -112,7 +111,7 @@ class AgentLoop:
                 )
         stop = ROUND_LIMIT_NOTE.format(rounds=self.max_tool_rounds)
         reply = f"{last_text}\n\n{stop}" if last_text else stop
-        return TurnResult(reply, total, self.max_tool_rounds, hit_round_limit=True)
+        return TurnResult(reply, total, self.max_tool_rounds)
 
     async def _run_tool(
         self, call: ToolCall, ctx: ToolContext, tools: ToolRegistry

@@ -59,8 +59,6 @@ __all__ = [
     "GatewayHeartbeatHost",
     "build_heartbeat_service",
     "discover_workspaces",
-    "dm_session_key",
-    "heartbeat_session_key",
     "light_context_files",
     "policy_for",
     "start_heartbeats",

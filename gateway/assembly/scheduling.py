@@ -45,7 +45,7 @@ from gateway.config.settings import Settings
 from gateway.ops.state import DmRoute
 from gateway.pipeline.ports import ScheduleGateway
 from gateway.pipeline.routing import TERMINAL_CHANNEL
-from memory.layout import PERSONA_FILES, daily_note, dm_session_key
+from memory.layout import PERSONA_FILES, daily_note, dm_session_key, schedule_session_key
 from scheduler import (
     Scheduler,
     SchedulerPolicy,
@@ -70,7 +70,6 @@ __all__ = [
     "delivery_note",
     "person_zone",
     "reminders",
-    "schedule_session_key",
     "start_scheduler",
 ]
 
@@ -81,10 +80,6 @@ class NoDmRoute(Exception):
 
 class DeliveryNotAccepted(Exception):
     """The platform refused the message for good (blocked, chat gone)."""
-
-
-def schedule_session_key(person_id: str) -> str:
-    return f"{person_id}:schedule"
 
 
 def machine_zone() -> ZoneInfo:

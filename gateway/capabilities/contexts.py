@@ -11,8 +11,6 @@ from typing import Literal
 
 ContextKind = Literal["owner_dm", "heartbeat", "people", "group"]
 
-PRIVATE_KINDS: frozenset[ContextKind] = frozenset({"owner_dm", "heartbeat", "people"})
-
 
 def context_kind(
     *, private: bool, person_id: str, owner: str, heartbeat: bool = False

@@ -94,12 +94,9 @@ class LoadToolsTool:
         self._registry = registry
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> str:
-        server = args.get("server")
+        server = args["server"]
         if self._registry is None:
             raise ToolError(f"{LOAD_TOOL} is not ready")
-        if not isinstance(server, str) or not server:
-            raise ToolError(f"{LOAD_TOOL}: say which server, one of: "
-                            f"{', '.join(self._registry.deferred_servers()) or 'none'}")
         names = self._registry.load(server)
         if not names:
             left = ", ".join(self._registry.deferred_servers()) or "none"

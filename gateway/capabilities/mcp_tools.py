@@ -130,7 +130,8 @@ def _spec(connection: McpConnection, tool: types.Tool) -> tuple[ToolSpec | None,
     schema.setdefault("properties", {})
     description = " ".join((tool.description or tool.title or "").split()) or "(no description)"
     description = redact(description)[:MAX_DESCRIPTION_CHARS]
-    return ToolSpec(name, f"[{connection.name}] {description}", schema), ""
+    # The server checks its own arguments; its schema is shown to the model, never run here.
+    return ToolSpec(name, f"[{connection.name}] {description}", schema, checked=False), ""
 
 
 def _masked(value: Any, redact: Callable[[str], str], depth: int) -> Any:

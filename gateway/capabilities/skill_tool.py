@@ -33,8 +33,8 @@ class ReadSkillTool:
             "type": "object",
             "properties": {
                 "name": {"type": "string", "description": "The skill's name, as listed."},
-                "file": {"type": "string",
-                         "description": "A file in the skill's folder (default SKILL.md)."},
+                "file": {"type": "string", "default": SKILL_FILE,
+                         "description": "A file in the skill's folder."},
             },
             "required": ["name"],
             "additionalProperties": False,
@@ -45,10 +45,7 @@ class ReadSkillTool:
         self._lookup = lookup
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> str:
-        name = args.get("name")
-        file = args.get("file") or SKILL_FILE
-        if not isinstance(name, str) or not isinstance(file, str):
-            raise ToolError("read_skill: name and file must be strings")
+        name, file = args["name"], args["file"] or SKILL_FILE
         scan = await asyncio.to_thread(self._lookup, ctx)
         skill = next((s for s in scan.skills if s.name == name), None)
         if skill is None:

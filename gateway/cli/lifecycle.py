@@ -32,7 +32,6 @@ from gateway.config.settings import Settings
 log = logging.getLogger("clawgate")
 
 EXIT_INTERRUPTED = 130
-EXIT_STARTUP = 2
 LINGER_SECONDS = 1.0  # how long leftover non-daemon threads may delay the exit
 STOP_MARGIN_SECONDS = 5.0  # on top of the grace: closing channels, databases, the provider
 

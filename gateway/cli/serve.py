@@ -1,13 +1,12 @@
 """`clawgate run` and `clawgate chat` as Typer commands (gateway/cli/start.py does the work;
 a plain `clawgate run` reaches it without Typer, see gateway/cli/main.py)."""
 
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
 from gateway.cli.common import resolve_workspace, settings
 from gateway.cli.start import chat, run_gateway, setup_logging
-from gateway.config.settings import Settings
 
 
 def register(app: typer.Typer) -> None:
@@ -33,9 +32,3 @@ def chat_command(
     setup_logging(config, quiet=True)
     raise typer.Exit(chat(config, config.owner))
 
-
-# The web panel is started by the assembly (gateway/assembly/builder.py, after heartbeats).
-async def _start_panel(gateway: Any, config: Settings) -> Any:
-    from gateway.assembly.builder import start_panel
-
-    return await start_panel(gateway, config)

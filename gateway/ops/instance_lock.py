@@ -73,10 +73,6 @@ class GatewayLock:
                 fcntl.flock(fd, fcntl.LOCK_UN)
             os.close(fd)
 
-    @property
-    def held(self) -> bool:
-        return self._fd is not None
-
 
 def _read_pid(fd: int) -> int | None:
     try:

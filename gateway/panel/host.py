@@ -22,7 +22,12 @@ from gateway.pipeline.links import LinkResult, link_accounts
 from gateway.pipeline.pairing import Pairing, PairingRequest
 from gateway.pipeline.routing import Route
 from gateway.workspace.seed import SEEDED_MARKER, SESSIONS_DIR, WorkspaceError, workspace_path
-from memory.layout import dm_session_key, group_area, group_session_key, heartbeat_session_key
+from memory.layout import (
+    dm_session_key,
+    group_area,
+    heartbeat_session_key,
+    parse_group_session_key,
+)
 
 if TYPE_CHECKING:
     from gateway.agent.tools.schedule_tools import ScheduleBook
@@ -192,9 +197,10 @@ class PanelHost:
         workspace = self.workspace(person_id)
         if key in (dm_session_key(person_id), heartbeat_session_key(person_id)):
             return Route(person_id, workspace, key, True, PANEL_CHANNEL, "")
-        channel, _, chat_id = key.partition(":group:")
-        if not chat_id or group_session_key(channel, chat_id) != key:
+        group = parse_group_session_key(key)
+        if group is None:
             raise PanelError(f"{key} is not a session the panel can change")
+        channel, chat_id = group
         return Route(person_id, workspace, key, False, channel, chat_id,
                      area=group_area(channel, chat_id))
 

@@ -89,10 +89,7 @@ class MemoryFilesOnly:
         )
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> str:
-        requested = args.get("path")
-        if not isinstance(requested, str):
-            raise ToolError(f"{self.spec.name}: path must be a memory file")
-        target = await asyncio.to_thread(paths.resolve_in_workspace, ctx.workspace, requested,
+        target = await asyncio.to_thread(paths.resolve_in_workspace, ctx.workspace, args["path"],
                                          private=ctx.private, write=True, area=ctx.area)
         rel = os.path.relpath(target, os.path.realpath(ctx.workspace)).replace(os.sep, "/")
         if not is_memory_file(rel):

@@ -40,10 +40,11 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from channels.base import Backoff, Channel, DeliveryRefused, InboundMessage, OutboundMessage
+from channels.base import Channel, DeliveryRefused, InboundMessage, OutboundMessage
 from gateway.ops.metrics import GatewayMetrics
 from gateway.ops.state import Outgoing, StateDB
 from heartbeat.ack import scrub_token
+from retrypolicy import Backoff
 
 log = logging.getLogger(__name__)
 

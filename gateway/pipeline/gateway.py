@@ -19,7 +19,7 @@ from datetime import date
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from channels.base import Backoff, Channel, InboundMessage
+from channels.base import Channel, InboundMessage
 from channels.terminal import LOCAL_CHAT as TERMINAL_CHAT
 from gateway.agent.providers.base import Provider
 from gateway.agent.scope import usage_scope
@@ -38,6 +38,7 @@ from gateway.pipeline.routing import TERMINAL_CHANNEL, Route
 from gateway.pipeline.turns import INTERNAL_ERROR_REPLY, TranscriptWriteError
 from gateway.pipeline.welcome import ApprovalFollowUp
 from gateway.workspace.seed import ensure_workspace
+from retrypolicy import Backoff
 
 if TYPE_CHECKING:
     from gateway.agent.context_files import ContextFile

@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from channels.telegram import Backoff
 from gateway.agent.providers import build_provider
 from gateway.assembly.platforms import build_gateway
 from gateway.pipeline.gateway import Gateway
 from gateway.workspace.seed import ensure_workspace
+from retrypolicy import Backoff
 from tests.conftest import llm_overrides
 from tests.fakes.discord_server import FakeDiscordServer, patch_discord
 from tests.fakes.telegram_server import FakeTelegramServer

@@ -15,13 +15,13 @@ import pytest
 from PIL import Image
 
 from channels.base import Attachment, InboundMessage
-from channels.telegram import Backoff
 from gateway.agent.media.audio import bundled_model_dir
 from gateway.agent.providers import build_provider
 from gateway.agent.sessions import transcript_path
 from gateway.assembly.platforms import build_gateway
 from gateway.ops.state import StateDB
 from gateway.pipeline.gateway import PERSIST_REPLY, Gateway
+from retrypolicy import Backoff
 from tests.conftest import llm_overrides
 from tests.fakes.llm_server import FakeLLMServer
 from tests.fakes.media_files import VOICE_NOTE, jpeg, pdf

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import asyncio
 
-from channels.telegram import Backoff
 from gateway.agent.providers import build_provider
 from gateway.assembly.platforms import build_gateway
 from gateway.ops.health import readiness
+from retrypolicy import Backoff
 from tests.conftest import llm_overrides
 from tests.fakes.telegram_server import FakeTelegramServer
 

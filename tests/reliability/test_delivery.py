@@ -14,13 +14,14 @@ from typing import Any
 
 import pytest
 
-from channels.base import Backoff, OutboundMessage
+from channels.base import OutboundMessage
 from gateway.agent.providers import build_provider
 from gateway.agent.sessions import transcript_path
 from gateway.assembly.platforms import build_gateway
 from gateway.ops.state import StateDB
 from gateway.pipeline.gateway import PERSIST_REPLY, Gateway
 from gateway.workspace.seed import workspace_path
+from retrypolicy import Backoff
 from tests.conftest import AllowAll, llm_overrides
 from tests.fakes.channel import RecordingChannel
 from tests.fakes.telegram_server import FakeTelegramServer

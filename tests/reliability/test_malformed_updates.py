@@ -3,9 +3,9 @@ message is still answered."""
 
 from __future__ import annotations
 
-from channels.telegram import Backoff
 from gateway.agent.providers import build_provider
 from gateway.assembly.platforms import build_gateway
+from retrypolicy import Backoff
 from tests.conftest import llm_overrides
 from tests.fakes.telegram_server import FakeTelegramServer
 

@@ -30,7 +30,7 @@ from typing import Any
 
 import pytest
 
-from channels.base import Backoff, InboundMessage
+from channels.base import InboundMessage
 from channels.telegram import render
 from gateway.agent.conversation import Message, ToolCall
 from gateway.agent.providers import build_provider
@@ -42,6 +42,7 @@ from gateway.pipeline.recovery import GIVE_UP_REPLY, MAX_RETRIES
 from gateway.pipeline.turn_setup import TurnSetup
 from gateway.pipeline.turns import SETUP_REPLY
 from gateway.workspace.seed import ensure_workspace
+from retrypolicy import Backoff
 from tests.conftest import AllowAll, llm_overrides
 from tests.fakes.channel import RecordingChannel
 from tests.fakes.discord_server import FakeDiscordServer, patch_discord

@@ -11,9 +11,9 @@ import asyncio
 import random
 from collections.abc import Awaitable, Callable, Sequence
 
-from channels.base import Backoff
 from gateway.agent.conversation import Completion, Message, SystemPrompt, ToolSpec
 from gateway.agent.providers.base import Provider, ProviderError, TextStream
+from retrypolicy import Backoff
 
 # If the server asks for a wait this many times longer than our longest backoff, the person
 # would be staring at a silent chat for minutes: fail now and let the caller say so.

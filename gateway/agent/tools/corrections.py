@@ -17,7 +17,7 @@ from datetime import date
 from typing import Any
 
 from gateway.agent.conversation import ToolSpec
-from gateway.agent.tools.args import check_known, get_arg, get_int, require_private
+from gateway.agent.tools.args import require_private
 from gateway.agent.tools.base import Tool, ToolContext, ToolError
 from gateway.agent.tools.files import _locked, _read_text, _rel, _resolve, _write_text
 from memory.corrections import (
@@ -55,9 +55,7 @@ class MemoryFindTool:
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> str:
         name = self.spec.name
         require_private(ctx, name, "memory is")
-        check_known(args, ("text", "limit"), name)
-        text = get_arg(args, "text", str, name)
-        limit = get_int(args, "limit", name, 20, 1, MAX_FOUND)
+        text, limit = args["text"], args["limit"]
         try:
             found = await asyncio.to_thread(find_in_files, ctx.workspace, text, limit=limit)
         except CorrectionError as exc:
@@ -104,13 +102,8 @@ class MemoryCorrectTool:
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> str:
         name = self.spec.name
         require_private(ctx, name, "memory is")
-        check_known(args, ("path", "old_text", "action", "new_text", "reason", "line"), name)
-        user_path = get_arg(args, "path", str, name)
-        old = get_arg(args, "old_text", str, name)
-        action = get_arg(args, "action", str, name)
-        new = get_arg(args, "new_text", str, name, "")
-        reason = get_arg(args, "reason", str, name, "")[:200]
-        line = get_int(args, "line", name, 0, 0, 10**9) or None
+        user_path, old, action = args["path"], args["old_text"], args["action"]
+        new, reason, line = args["new_text"], args["reason"][:200], args.get("line")
         path = await _resolve(ctx, user_path, write=True)
         rel = _rel(ctx, path)
         if not is_memory_path(rel) or rel.endswith(".jsonl"):

@@ -22,7 +22,6 @@ from typing import Any, TypeVar
 # gateway.workspace.paths is half-initialized.
 import gateway.workspace.paths as paths
 from gateway.agent.conversation import ToolSpec
-from gateway.agent.tools.args import check_known, get_arg, get_int
 from gateway.agent.tools.base import Tool, ToolContext, ToolError
 from memory.atomic import atomic_write_text, fsync_directory, make_private_dirs
 from memory.layout import TRASH_DIR
@@ -202,10 +201,7 @@ class ReadFileTool:
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> str:
         name = self.spec.name
-        check_known(args, ("path", "start_line", "max_lines"), name)
-        user_path = get_arg(args, "path", str, name)
-        start = get_int(args, "start_line", name, 1, 1, 10**9)
-        limit = get_int(args, "max_lines", name, MAX_READ_LINES, 1, MAX_READ_LINES)
+        user_path, start, limit = args["path"], args["start_line"], args["max_lines"]
         path = await _resolve(ctx, user_path, write=False)
         text = await asyncio.to_thread(_read_text, path, ctx, name)
         return _page(text, start, limit, _rel(ctx, path))
@@ -264,9 +260,7 @@ class WriteFileTool:
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> str:
         name = self.spec.name
-        check_known(args, ("path", "content"), name)
-        user_path = get_arg(args, "path", str, name)
-        content = get_arg(args, "content", str, name)
+        user_path, content = args["path"], args["content"]
         _check_content(content, ctx, name)
         path = await _resolve(ctx, user_path, write=True)
         size = len(content.encode("utf-8"))
@@ -301,13 +295,8 @@ class EditFileTool:
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> str:
         name = self.spec.name
-        check_known(args, ("path", "old_text", "new_text", "replace_all"), name)
-        user_path = get_arg(args, "path", str, name)
-        old = get_arg(args, "old_text", str, name)
-        new = get_arg(args, "new_text", str, name)
-        replace_all = get_arg(args, "replace_all", bool, name, False)
-        if not old:
-            raise ToolError(f"{name}: old_text must not be empty")
+        user_path, old, new = args["path"], args["old_text"], args["new_text"]
+        replace_all = args["replace_all"]
         if old == new:
             raise ToolError(f"{name}: old_text and new_text are identical; nothing to change")
         _check_content(new, ctx, name, "new_text")
@@ -368,11 +357,7 @@ class AppendFileTool:
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> str:
         name = self.spec.name
-        check_known(args, ("path", "content"), name)
-        user_path = get_arg(args, "path", str, name)
-        content = get_arg(args, "content", str, name)
-        if not content:
-            raise ToolError(f"{name}: content must not be empty")
+        user_path, content = args["path"], args["content"]
         _check_content(content, ctx, name)
         path = await _resolve(ctx, user_path, write=True)
 
@@ -417,12 +402,8 @@ class ListFilesTool:
     )
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> str:
-        name = self.spec.name
-        check_known(args, ("path", "recursive"), name)
-        user_path = get_arg(args, "path", str, name, ".")
-        recursive = get_arg(args, "recursive", bool, name, False)
-        path = await _resolve(ctx, user_path, write=False)
-        return await asyncio.to_thread(_list, path, ctx, recursive)
+        path = await _resolve(ctx, args["path"], write=False)
+        return await asyncio.to_thread(_list, path, ctx, args["recursive"])
 
 
 def _visible(ctx: ToolContext, root: Path, entry: Path) -> bool:
@@ -506,9 +487,7 @@ class DeleteFileTool:
     )
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> str:
-        name = self.spec.name
-        check_known(args, ("path",), name)
-        user_path = get_arg(args, "path", str, name)
+        user_path = args["path"]
         target = await _resolve(ctx, user_path, write=True)
         # Deleting a symlink means removing the link, not the file it points to.
         parent_path, _, leaf = user_path.rstrip("/").rpartition("/")

@@ -29,10 +29,7 @@ class AppendOnlyToNote:
         )
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> str:
-        requested = args.get("path")
-        if not isinstance(requested, str):
-            raise ToolError(f"append_file: path must be {self.note!r}")
-        target = paths.resolve_in_workspace(ctx.workspace, requested, private=ctx.private,
+        target = paths.resolve_in_workspace(ctx.workspace, args["path"], private=ctx.private,
                                             write=True, area=ctx.area)
         allowed = paths.resolve_in_workspace(ctx.workspace, self.note, private=ctx.private,
                                              write=True, area=ctx.area)

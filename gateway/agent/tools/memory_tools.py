@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import gateway.workspace.paths as paths
 from gateway.agent.conversation import ToolSpec
-from gateway.agent.tools.args import check_known, get_arg, get_int, get_number, require_private
+from gateway.agent.tools.args import require_private
 from gateway.agent.tools.base import Tool, ToolContext, ToolError
 from memory.chunking import transcript_lines
 from memory.defaults import DEFAULT_MAX_RESULTS, MAX_RESULTS
@@ -76,19 +76,12 @@ class MemorySearchTool:
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> str:
         name = self.spec.name
         require_private(ctx, name, "memory is")
-        check_known(args, ("query", "queries", "max_results", "min_score"), name)
-        query = get_arg(args, "query", str, name)
+        query = args["query"]
         if not query.strip():
-            raise ToolError(f"{name}: 'query' must be a non-empty string")
-        more = args.get("queries") or []
-        if not isinstance(more, list) or not all(isinstance(q, str) for q in more):
-            raise ToolError(f"{name}: 'queries' must be a list of strings")
-        more = [q for q in dict.fromkeys(q.strip() for q in more) if q and q != query.strip()]
-        if len(more) > MAX_PHRASINGS - 1:
-            raise ToolError(f"{name}: at most {MAX_PHRASINGS - 1} extra 'queries', "
-                            f"got {len(more)}")
-        limit = get_int(args, "max_results", name, DEFAULT_MAX_RESULTS, 1, MAX_RESULTS)
-        min_score = get_number(args, "min_score", name, 0.0, 0.0, 1.0)
+            raise ToolError(f"{name}: argument 'query' must not be blank")
+        more = [q for q in dict.fromkeys(q.strip() for q in args.get("queries", ()))
+                if q and q != query.strip()]
+        limit, min_score = args["max_results"], float(args["min_score"])
         started = time.perf_counter()
         try:
             response = await self.service.search(
@@ -145,10 +138,7 @@ class MemoryGetTool:
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> str:
         name = self.spec.name
         require_private(ctx, name, "memory is")
-        check_known(args, ("path", "from_line", "lines"), name)
-        user_path = get_arg(args, "path", str, name)
-        start = get_int(args, "from_line", name, 1, 1, 10**9)
-        count = get_int(args, "lines", name, DEFAULT_GET_LINES, 1, MAX_GET_LINES)
+        user_path, start, count = args["path"], args["from_line"], args["lines"]
         target = await asyncio.to_thread(
             paths.resolve_in_workspace, ctx.workspace, user_path, private=True, write=False
         )

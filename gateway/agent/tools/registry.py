@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.agent.conversation import ToolSpec
+from gateway.agent.tools.args import run_checked
 from gateway.agent.tools.base import Tool, ToolContext, ToolError
 
 __all__ = ["MAX_TOOL_OUTPUT_CHARS", "ToolOutcome", "ToolRegistry"]
@@ -84,10 +85,8 @@ class ToolRegistry:
         if tool is None:
             available = ", ".join(self._tools) or "none"
             return ToolOutcome(f"unknown tool {name!r}; available tools: {available}", True)
-        if not isinstance(args, dict):
-            return ToolOutcome(f"{name}: arguments must be a JSON object", True)
         try:
-            result = await tool.run(args, ctx)
+            result = await run_checked(tool, args, ctx)
         except ToolError as exc:
             return ToolOutcome(str(exc) or f"{name} failed", True)
         except Exception as exc:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from gateway.agent.conversation import ToolSpec
-from gateway.agent.tools.args import check_known, get_arg, require_private
+from gateway.agent.tools.args import require_private
 from gateway.agent.tools.base import Tool, ToolContext, ToolError
 from scheduler import FORMS, ScheduleError, ScheduleFileError
 
@@ -56,14 +56,9 @@ class ScheduleCreateTool:
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> str:
         name = self.spec.name
         require_private(ctx, name, "reminders are")
-        check_known(args, ("when", "text", "kind"), name)
-        when = get_arg(args, "when", str, name)
-        text = get_arg(args, "text", str, name)
-        kind = get_arg(args, "kind", str, name, "message")
-        if kind not in ("message", "agent"):
-            raise ToolError(f"{name}: kind must be 'message' or 'agent', not {kind!r}")
         try:
-            return await self.book.create(ctx.workspace, when, text, kind)
+            return await self.book.create(ctx.workspace, args["when"], args["text"],
+                                          args["kind"])
         except (ScheduleError, ScheduleFileError) as exc:
             raise ToolError(f"{name}: {exc}") from None
 
@@ -81,7 +76,6 @@ class ScheduleListTool:
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> str:
         require_private(ctx, self.spec.name, "reminders are")
-        check_known(args, (), self.spec.name)
         try:
             return await self.book.listing(ctx.workspace)
         except ScheduleFileError as exc:
@@ -106,12 +100,8 @@ class ScheduleCancelTool:
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> str:
         name = self.spec.name
         require_private(ctx, name, "reminders are")
-        check_known(args, ("id",), name)
-        job_id = get_arg(args, "id", int, name)
-        if job_id < 1:
-            raise ToolError(f"{name}: 'id' is a reminder number from schedule_list (1, 2...)")
         try:
-            return await self.book.cancel(ctx.workspace, job_id)
+            return await self.book.cancel(ctx.workspace, args["id"])
         except ScheduleFileError as exc:
             raise ToolError(f"{name}: {exc}") from None
 

@@ -15,7 +15,6 @@ from typing import Any
 
 import gateway.workspace.paths as paths
 from gateway.agent.conversation import ToolSpec
-from gateway.agent.tools.args import check_known, get_arg
 from gateway.agent.tools.base import ToolContext, ToolError
 
 MAX_CAPTION_CHARS = 1000  # Telegram takes 1024; Discord's message limit is 2000
@@ -39,7 +38,7 @@ class SendFileTool:
             "properties": {
                 "path": {"type": "string",
                          "description": "e.g. 'notes/trip.md'"},
-                "caption": {"type": "string",
+                "caption": {"type": "string", "default": "",
                             "description": f"At most {MAX_CAPTION_CHARS} characters."},
             },
             "required": ["path"],
@@ -49,9 +48,7 @@ class SendFileTool:
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> str:
         name = self.spec.name
-        check_known(args, ("path", "caption"), name)
-        user_path = get_arg(args, "path", str, name)
-        caption = get_arg(args, "caption", str, name, "").strip()
+        user_path, caption = args["path"], args["caption"].strip()
         if len(caption) > MAX_CAPTION_CHARS:
             raise ToolError(f"{name}: the caption is {len(caption)} characters; keep it under "
                             f"{MAX_CAPTION_CHARS} and say the rest in your answer")

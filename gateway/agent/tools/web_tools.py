@@ -23,7 +23,6 @@ from typing import Any, Protocol
 from yarl import URL
 
 from gateway.agent.conversation import ToolSpec
-from gateway.agent.tools.args import check_known, get_arg, get_int
 from gateway.agent.tools.base import ToolContext, ToolError
 from gateway.agent.web.extract import Extracted, page_to_markdown
 from gateway.agent.web.fetch import FetchedPage, FetchError, PageFetcher, check_url
@@ -124,12 +123,9 @@ class WebFetchTool:
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> str:
         name = self.spec.name
         _group_lock(ctx, name, self.groups)
-        check_known(args, ("url", "max_chars", "offset"), name)
-        raw = get_arg(args, "url", str, name)
-        limit = get_int(args, "max_chars", name, self.max_chars, 500, self.max_chars)
-        offset = get_int(args, "offset", name, 0, 0, 100_000_000)
+        limit, offset = args["max_chars"], args["offset"]
         try:
-            url = check_url(raw)
+            url = check_url(args["url"])
         except FetchError as exc:
             raise ToolError(f"{name}: {exc}") from None
         refusal = await self.policy.refusal(url, ctx)
@@ -213,9 +209,7 @@ class WebSearchTool:
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> str:
         name = self.spec.name
         _group_lock(ctx, name, self.groups)
-        check_known(args, ("query", "count"), name)
-        query = " ".join(get_arg(args, "query", str, name).split())
-        count = get_int(args, "count", name, self.default_count, 1, 20)
+        query, count = " ".join(args["query"].split()), args["count"]
         if not query:
             raise ToolError(f"{name}: the query is empty")
         if len(query) > MAX_QUERY_CHARS:

@@ -11,6 +11,7 @@ from datetime import date
 
 import pytest
 
+from gateway.agent.tools.args import run_checked
 from gateway.agent.tools.base import ToolContext, ToolError
 from gateway.agent.tools.corrections import MemoryCorrectTool, MemoryFindTool
 from gateway.agent.tools.quota import Quotas, TurnBudget
@@ -91,27 +92,28 @@ def test_find_reads_memory_files_only_and_never_follows_symlinks(tmp_path) -> No
 async def test_tools_correct_every_copy_within_confinement_and_quotas(tmp_path) -> None:
     ws = _ws(tmp_path)
     find, correct = MemoryFindTool(), MemoryCorrectTool(lambda: date(2026, 11, 29))
-    listing = await find.run({"text": "Munich"}, _ctx(ws))
+    listing = await run_checked(find, {"text": "Munich"}, _ctx(ws))
     assert "MEMORY.md:2:" in listing and "USER.md:2:" in listing and "notes.md" not in listing
-    out = await correct.run({"path": "MEMORY.md", "old_text": "Alice lives in Munich",
+    out = await run_checked(correct, {"path": "MEMORY.md", "old_text": "Alice lives in Munich",
                              "action": "strike", "new_text": "Alice lives in Berlin.",
                              "reason": "moved to Berlin"}, _ctx(ws))
     assert out == "struck line 2 of MEMORY.md and wrote the new fact under it"
     assert "~~Alice lives in Munich.~~ (superseded 2026-11-29: moved to Berlin)" in \
         (ws / "MEMORY.md").read_text()
-    assert "[struck]" in await find.run({"text": "Munich"}, _ctx(ws))
+    assert "[struck]" in await run_checked(find, {"text": "Munich"}, _ctx(ws))
     for path, args in [("AGENTS.md", {}), ("notes.md", {}), ("../x.md", {}),
                        ("sessions/dm.jsonl", {})]:
         with pytest.raises(ToolError):
-            await correct.run({"path": path, "old_text": "x", "action": "delete", **args},
+            await run_checked(correct, {"path": path, "old_text": "x", "action": "delete", **args},
                               _ctx(ws))
     with pytest.raises(ToolError, match=r"private|owner"):
-        await find.run({"text": "Munich"}, _ctx(ws, private=False))
+        await run_checked(find, {"text": "Munich"}, _ctx(ws, private=False))
     tiny = TurnBudget(Quotas(turn_write_bytes=10))
     before = (ws / "USER.md").read_text()
     with pytest.raises(ToolError, match="refused, nothing was written"):
-        await correct.run({"path": "USER.md", "old_text": "Lindwurmstrasse", "action": "replace",
-                           "new_text": "- Home address: Torstrasse 1, Berlin"},
+        await run_checked(correct, {"path": "USER.md", "old_text": "Lindwurmstrasse",
+                                    "action": "replace",
+                                    "new_text": "- Home address: Torstrasse 1, Berlin"},
                           _ctx(ws, budget=tiny))
     assert (ws / "USER.md").read_text() == before
 
@@ -124,7 +126,7 @@ async def test_recall_does_not_return_a_struck_fact(tmp_path) -> None:
         await service.sync(ws)
         hits = (await service.search(ws, "where does Alice live Munich")).results
         assert any("lives in Munich" in r.snippet for r in hits)
-        await MemoryCorrectTool(lambda: date(2026, 11, 29)).run(
+        await run_checked(MemoryCorrectTool(lambda: date(2026, 11, 29)),
             {"path": "MEMORY.md", "old_text": "lives in Munich", "action": "strike",
              "new_text": "Alice lives in Berlin.", "reason": "moved"}, _ctx(ws))
         await service.sync(ws)

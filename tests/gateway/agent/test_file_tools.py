@@ -13,6 +13,7 @@ import pytest
 
 from gateway.agent.conversation import ToolSpec
 from gateway.agent.tools import ToolContext, ToolError, ToolOutcome, ToolRegistry, file_tools
+from gateway.agent.tools.args import run_checked
 from gateway.agent.tools.files import MAX_LIST_ENTRIES, MAX_READ_CHARS
 from memory.atomic import atomic_write_bytes, atomic_write_text
 
@@ -54,7 +55,7 @@ def registry() -> ToolRegistry:
 
 async def call(name: str, ctx: ToolContext, **args: Any) -> str:
     tool = {t.spec.name: t for t in file_tools()}[name]
-    return await tool.run(args, ctx)
+    return await run_checked(tool, args, ctx)
 
 
 async def refused(name: str, ctx: ToolContext, match: str, **args: Any) -> str:

@@ -7,6 +7,7 @@ from datetime import date
 
 import pytest
 
+from gateway.agent.tools.args import run_checked
 from gateway.agent.tools.base import ToolContext, ToolError
 from gateway.agent.tools.memory_tools import MemoryGetTool, MemorySearchTool, memory_tools
 from gateway.cli.main import main
@@ -37,11 +38,11 @@ def ws(tmp_path):
 async def test_memory_search_tool_lists_results(ws):
     service = _service()
     tool = MemorySearchTool(service)
-    out = await tool.run({"query": "what is the boat called", "max_results": 2},
+    out = await run_checked(tool, {"query": "what is the boat called", "max_results": 2},
                          ToolContext(ws, "owner:dm", True))
     assert "MEMORY.md lines 1-2" in out and "Saudade" in out and "mode: hybrid" in out
     await (await service.index_for(ws)).wait_for_vectors()
-    out = await tool.run({"query": "what is the boat called", "max_results": 2},
+    out = await run_checked(tool, {"query": "what is the boat called", "max_results": 2},
                          ToolContext(ws, "owner:dm", True))
     assert "best match line 2" in out  # once embedded, line vectors point at the boat's line
     await service.close()
@@ -51,11 +52,12 @@ async def test_memory_search_tool_refuses_outside_private_and_bad_args(ws):
     service = _service()
     tool = MemorySearchTool(service)
     with pytest.raises(ToolError, match="direct messages"):
-        await tool.run({"query": "boat"}, ToolContext(ws, "tg:group:1", False))
+        await run_checked(tool, {"query": "boat"}, ToolContext(ws, "tg:group:1", False))
     with pytest.raises(ToolError, match="max_results"):
-        await tool.run({"query": "boat", "max_results": 0}, ToolContext(ws, "owner:dm", True))
+        await run_checked(tool, {"query": "boat", "max_results": 0},
+                          ToolContext(ws, "owner:dm", True))
     with pytest.raises(ToolError, match="unknown"):
-        await tool.run({"query": "boat", "path": "x"}, ToolContext(ws, "owner:dm", True))
+        await run_checked(tool, {"query": "boat", "path": "x"}, ToolContext(ws, "owner:dm", True))
     await service.close()
 
 
@@ -66,12 +68,12 @@ async def test_memory_search_tool_says_when_unavailable(ws):
 
     tool = MemorySearchTool(Broken(lambda: None))
     with pytest.raises(ToolError, match="unavailable"):
-        await tool.run({"query": "boat"}, ToolContext(ws, "owner:dm", True))
+        await run_checked(tool, {"query": "boat"}, ToolContext(ws, "owner:dm", True))
 
 
 async def test_keyword_only_tool_output_says_so(ws):
     service = MemoryService(lambda: None, MemoryOptions(watch=False))
-    out = await MemorySearchTool(service).run({"query": "passport"},
+    out = await run_checked(MemorySearchTool(service), {"query": "passport"},
                                               ToolContext(ws, "owner:dm", True))
     assert "X9981" in out and "keyword-only" in out
     await service.close()
@@ -80,14 +82,14 @@ async def test_keyword_only_tool_output_says_so(ws):
 async def test_memory_get_reads_memory_files_only(ws):
     tool = MemoryGetTool()
     ctx = ToolContext(ws, "owner:dm", True)
-    out = await tool.run({"path": "MEMORY.md", "from_line": 2, "lines": 1}, ctx)
+    out = await run_checked(tool, {"path": "MEMORY.md", "from_line": 2, "lines": 1}, ctx)
     assert out.startswith("2: - The boat is called Saudade.") and "end of file" in out
     with pytest.raises(ToolError, match="not a memory file"):
-        await tool.run({"path": "notes.md"}, ctx)
+        await run_checked(tool, {"path": "notes.md"}, ctx)
     with pytest.raises(ToolError, match="refused"):
-        await tool.run({"path": "../x/MEMORY.md"}, ctx)
+        await run_checked(tool, {"path": "../x/MEMORY.md"}, ctx)
     with pytest.raises(ToolError, match="direct messages"):
-        await tool.run({"path": "MEMORY.md"}, ToolContext(ws, "g", False))
+        await run_checked(tool, {"path": "MEMORY.md"}, ToolContext(ws, "g", False))
 
 
 async def test_memory_get_shows_transcript_dialogue(ws):
@@ -95,7 +97,7 @@ async def test_memory_get_shows_transcript_dialogue(ws):
         '{"type":"session","key":"owner:dm"}\n{"type":"user","text":"hi there"}\n'
         '{"type":"delivery","ok":true}\n{"type":"assistant","text":"hello"}\n'
     )
-    out = await MemoryGetTool().run({"path": "sessions/owner_dm-00000000.jsonl"},
+    out = await run_checked(MemoryGetTool(), {"path": "sessions/owner_dm-00000000.jsonl"},
                                     ToolContext(ws, "owner:dm", True))
     assert out.splitlines()[:2] == ["2: User: hi there", "4: Assistant: hello"]
 
@@ -167,13 +169,13 @@ async def test_memory_search_tool_fuses_other_phrasings(ws):
     service = MemoryService(lambda: None, MemoryOptions(watch=False))
     tool = MemorySearchTool(service)
     ctx = ToolContext(ws, "owner:dm", True)
-    alone = await tool.run({"query": "travel document"}, ctx)
+    alone = await run_checked(tool, {"query": "travel document"}, ctx)
     assert "X9981" not in alone
-    both = await tool.run({"query": "travel document",
+    both = await run_checked(tool, {"query": "travel document",
                            "queries": ["passport number"]}, ctx)
     assert "memory/2026-03-01.md" in both and "X9981" in both
-    with pytest.raises(ToolError, match="list of strings"):
-        await tool.run({"query": "boat", "queries": "passport"}, ctx)
+    with pytest.raises(ToolError, match="'queries' must be a list"):
+        await run_checked(tool, {"query": "boat", "queries": "passport"}, ctx)
     with pytest.raises(ToolError, match="at most 3"):
-        await tool.run({"query": "boat", "queries": ["a", "b", "c", "d"]}, ctx)
+        await run_checked(tool, {"query": "boat", "queries": ["a", "b", "c", "d"]}, ctx)
     await service.close()

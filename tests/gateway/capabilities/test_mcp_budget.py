@@ -93,7 +93,7 @@ async def test_load_tool_refuses_unknown_servers():
     with pytest.raises(ToolError):
         await registry.tools()[-1].run({"server": "nope"}, CTX)
     outcome = await registry.run(LOAD_TOOL, {}, CTX)
-    assert outcome.is_error and "mail, calendar, web" in outcome.text
+    assert outcome.is_error and "'server' (one of 'mail', 'calendar', 'web')" in outcome.text
 
 
 def test_unusable_listings_are_skipped_not_sent():

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from gateway.agent.tools import ToolContext, file_tools
+from gateway.agent.tools.args import run_checked
 from gateway.workspace.paths import PathRefused, resolve_in_workspace
 
 
@@ -48,6 +49,6 @@ async def test_every_writing_file_tool_refuses_in_a_group(workspace):
     }
     for name, args in calls.items():
         with pytest.raises(PathRefused):
-            await tools[name].run(args, ctx)
+            await run_checked(tools[name], args, ctx)
     assert (workspace / "skills" / "pdf-forms" / "SKILL.md").read_text().startswith("---\nname")
     assert not (workspace / "skills" / "evil").exists()

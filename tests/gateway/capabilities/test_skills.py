@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from gateway.agent.tools.args import run_checked
 from gateway.agent.tools.base import ToolContext, ToolError
 from gateway.capabilities.skill_catalog import SkillCatalog
 from gateway.capabilities.skill_file import Skill, SkillProblem, parse_skill
@@ -158,11 +159,12 @@ async def test_read_skill_reads_shared_skills_confined_to_their_folder(tmp_path)
     tool = ReadSkillTool(lambda ctx: catalog.for_context(ctx.workspace, "owner_dm"))
     ctx = ToolContext(workspace, "owner:dm", True)
 
-    assert "Use formal register." in await tool.run({"name": "translate"}, ctx)
-    assert await tool.run({"name": "translate", "file": "glossary.md"}, ctx) == "cat: Katze\n"
-    assert "My own steps." in await tool.run({"name": "mine"}, ctx)
+    assert "Use formal register." in await run_checked(tool, {"name": "translate"}, ctx)
+    glossary = await run_checked(tool, {"name": "translate", "file": "glossary.md"}, ctx)
+    assert glossary == "cat: Katze\n"
+    assert "My own steps." in await run_checked(tool, {"name": "mine"}, ctx)
     for bad in ("../../secret.txt", "/etc/passwd", ".hidden"):
         with pytest.raises(ToolError):
-            await tool.run({"name": "translate", "file": bad}, ctx)
+            await run_checked(tool, {"name": "translate", "file": bad}, ctx)
     with pytest.raises(ToolError, match="available: mine, translate"):
-        await tool.run({"name": "nope"}, ctx)
+        await run_checked(tool, {"name": "nope"}, ctx)

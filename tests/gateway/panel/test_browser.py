@@ -23,7 +23,6 @@ from typing import Any
 
 import pytest
 
-from channels.telegram import Backoff
 from gateway.agent.providers import build_provider
 from gateway.assembly.platforms import build_gateway
 from gateway.assembly.scheduling import attach_schedules
@@ -34,6 +33,7 @@ from gateway.panel.server import PanelServer
 from gateway.pipeline.gateway import Gateway
 from gateway.workspace.seed import ensure_workspace
 from memory.service import MemoryOptions, MemoryService
+from retrypolicy import Backoff
 from tests.conftest import llm_overrides
 from tests.fakes.telegram_server import FakeTelegramServer
 

@@ -272,11 +272,11 @@ def test_cli_panel_url_prints_a_link_the_server_redeems(tmp_path, monkeypatch, c
 
 
 async def test_panel_url_knows_whether_a_panel_answers(make_gateway, anthropic_server):
+    from gateway.assembly.builder import start_panel
     from gateway.cli.panel import panel_answers
-    from gateway.cli.serve import _start_panel
 
     gateway, _ = await make_gateway(anthropic_server, panel={"port": 0})
-    panel = await _start_panel(gateway, gateway.settings)
+    panel = await start_panel(gateway, gateway.settings)
     try:
         port = int(panel.url.rsplit(":", 1)[1].split("/")[0])
         settings = gateway.settings.panel.model_copy(update={"port": port})

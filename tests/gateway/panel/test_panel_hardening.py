@@ -21,10 +21,10 @@ def _ws(rig, person="owner"):
 
 async def test_clawgate_run_serves_the_panel_and_never_prints_its_token(make_gateway,
                                                                       anthropic_server, capsys):
-    from gateway.cli.serve import _start_panel
+    from gateway.assembly.builder import start_panel
 
     gateway, _ = await make_gateway(anthropic_server, panel={"port": 0})
-    panel = await _start_panel(gateway, gateway.settings)
+    panel = await start_panel(gateway, gateway.settings)
     try:
         said = capsys.readouterr()
         token = (state_dir(gateway.settings.workspaces_dir) / "panel-token").read_text().strip()
@@ -34,12 +34,12 @@ async def test_clawgate_run_serves_the_panel_and_never_prints_its_token(make_gat
             assert response.status == 200  # the panel does run
     finally:
         await panel.stop()
-    again = await _start_panel(gateway, gateway.settings)
+    again = await start_panel(gateway, gateway.settings)
     await again.stop()
     assert token not in capsys.readouterr().err
     off = gateway.settings.model_copy(update={"panel": gateway.settings.panel.model_copy(
         update={"enabled": False})})
-    assert await _start_panel(gateway, off) is None
+    assert await start_panel(gateway, off) is None
 
 
 async def test_rotate_ends_every_login_link_and_the_old_token(rig, monkeypatch, capsys):
