@@ -733,11 +733,13 @@ class StateDB:
             (channel, ref, payload, _iso(datetime.now(UTC)), _iso(datetime.now(UTC))),
         )
 
-    # -- for modules that keep a table of their own here (gateway/ops/usage.py) --------------
+    # -- for modules that keep a table of their own here (usage, pairing) --------------------
 
-    async def execute(self, sql: str, params: tuple[Any, ...] = ()) -> int:
-        """One bookkeeping statement (NORMAL sync), never inside another's transaction."""
-        return await self._write(sql, params)
+    async def execute(self, sql: str, params: tuple[Any, ...] = (), *,
+                      durable: bool = False) -> int:
+        """One statement, committed when this returns (on disk when `durable`), never inside
+        another's transaction; the number of rows it changed."""
+        return await self._write(sql, params, durable=durable)
 
     async def query(self, sql: str, params: tuple[Any, ...] = ()) -> list[aiosqlite.Row]:
         return await self._rows(sql, params)

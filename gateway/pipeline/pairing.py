@@ -111,13 +111,11 @@ class Pairing:
         """(reply, waiting) for an unknown sender's DM. `waiting`: the sender holds a valid
         code, so their message is kept and answered if the owner approves them."""
         now = self._now()
-        db = self.state.db
-        async with db.execute(
+        mine = await self.state.query(
             "SELECT code, status, created_at, expires_at, resent FROM pairing"
             " WHERE channel = ? AND sender_id = ? ORDER BY created_at DESC",
             (msg.channel, msg.sender_id),
-        ) as cursor:
-            mine = list(await cursor.fetchall())
+        )
         silence = DENIAL_SILENCE.total_seconds()
         if any(status == "denied" and now - created < silence for _, status, created, _, _ in mine):
             return "", False
@@ -127,7 +125,7 @@ class Pairing:
                     log.info("pairing: %s:%s keeps writing, rate limited", msg.channel,
                              msg.sender_id)
                     return "", True
-                await self.state._write(
+                await self.state.execute(
                     "UPDATE pairing SET resent = 1 WHERE channel = ? AND code = ?",
                     (msg.channel, code),
                 )
@@ -138,7 +136,7 @@ class Pairing:
             return "", False
         await self._make_room(msg.channel, now)
         code = new_code()
-        await self.state._write(
+        await self.state.execute(
             "INSERT INTO pairing (channel, code, sender_id, chat_id, sender_name, created_at,"
             " expires_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
             (msg.channel, code, msg.sender_id, msg.chat_id, msg.sender_name, now,
@@ -152,16 +150,15 @@ class Pairing:
         """Mark codes past their hour expired; if every slot is still taken, the oldest
         pending requests give way (their waiting messages are dropped: they cannot be
         approved any more)."""
-        await self.state._write(
+        await self.state.execute(
             "UPDATE pairing SET status = 'expired' WHERE channel = ? AND status = 'pending'"
             " AND expires_at <= ?", (channel, now))
-        async with self.state.db.execute(
+        pending = await self.state.query(
             "SELECT code, sender_id FROM pairing WHERE channel = ? AND status = 'pending'"
             " ORDER BY created_at, rowid", (channel,),
-        ) as cursor:
-            pending = list(await cursor.fetchall())
+        )
         for code, sender in pending[:max(0, len(pending) - MAX_PENDING_PER_CHANNEL + 1)]:
-            await self.state._write(
+            await self.state.execute(
                 "UPDATE pairing SET status = 'superseded' WHERE channel = ? AND code = ?"
                 " AND status = 'pending'", (channel, code), durable=True)
             await self.state.settle_waiting(channel, str(sender), "expired")
@@ -175,8 +172,7 @@ class Pairing:
         if channel:
             sql += " AND channel = ?"
             params += (channel,)
-        async with self.state.db.execute(sql + " ORDER BY created_at", params) as cursor:
-            rows = await cursor.fetchall()
+        rows = await self.state.query(sql + " ORDER BY created_at", params)
         return [_request(row, self.clock) for row in rows]
 
     async def approve(
@@ -210,7 +206,7 @@ class Pairing:
         an old code cannot be approved by mistake. Identity links and the workspace stay.
         True if the sender was approved. Takes effect at once: access reads the database."""
         was_approved = await self.state.revoke(channel, sender_id)
-        await self.state._write(
+        await self.state.execute(
             "UPDATE pairing SET status = 'revoked' WHERE channel = ? AND sender_id = ?"
             " AND status = 'pending'", (channel, sender_id), durable=True,
         )
@@ -221,31 +217,30 @@ class Pairing:
     async def _take(self, channel: str, code: str, status: str) -> PairingRequest:
         now = self._now()
         window = now - WRONG_APPROVAL_WINDOW.total_seconds()
-        async with self.state.db.execute(
+        [(wrong,)] = await self.state.query(
             "SELECT COUNT(*) FROM approve_failures WHERE channel = ? AND at > ?", (channel, window)
-        ) as cursor:
-            row = await cursor.fetchone()
-        if row is not None and row[0] >= MAX_WRONG_APPROVALS:
+        )
+        if wrong >= MAX_WRONG_APPROVALS:
             raise PairingError(
                 f"too many wrong codes for {channel} in the last 15 minutes; wait and retry"
             )
         code = normalize_code(code)
-        async with self.state.db.execute(
+        rows = await self.state.query(
             "SELECT channel, code, sender_id, chat_id, sender_name, created_at, expires_at"
             " FROM pairing WHERE channel = ? AND code = ? AND status = 'pending'"
             " AND expires_at > ?",
             (channel, code, now),
-        ) as cursor:
-            found = await cursor.fetchone()
+        )
+        found = rows[0] if rows else None
         if found is None:
-            await self.state._write(
+            await self.state.execute(
                 "INSERT INTO approve_failures (channel, at) VALUES (?, ?)", (channel, now)
             )
             raise UnknownCode(
                 f"no pending pairing request {code} on {channel} (wrong or expired code); "
                 f"see `clawgate pairing list`"
             )
-        await self.state._write(
+        await self.state.execute(
             "UPDATE pairing SET status = ? WHERE channel = ? AND code = ?", (status, channel, code)
         )
         return _request(found, self.clock)
