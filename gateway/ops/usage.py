@@ -5,6 +5,9 @@ after every model call with the provider's reported tokens and the cost from the
 (gateway/ops/prices.py). Rows are totals, not one per call: a year of a busy gateway stays a
 few thousand rows, and "today", "this week", "this month" are one indexed sum each. Days are
 calendar days in the gateway's time zone, so a daily cap resets at the person's midnight.
+A call that served a group chat is billed to its person (the owner) and also added to the
+group's own day in `usage_groups_daily` (one row per group chat and day), which the group's
+cap counts.
 
 Written on the bookkeeping connection (NORMAL sync): a crash of the process loses nothing; a
 power loss may lose the last calls' counts, which is acceptable for accounting, and never
@@ -40,6 +43,22 @@ _UPSERT = (
     "INSERT INTO usage_daily (person, day, kind, model, calls, input, output, cache_read,"
     " cache_write, cost) VALUES (?, ?, ?, ?, 1, ?, ?, ?, ?, ?)"
     " ON CONFLICT (person, day, kind, model) DO UPDATE SET calls = calls + 1,"
+    " input = input + excluded.input, output = output + excluded.output,"
+    " cache_read = cache_read + excluded.cache_read,"
+    " cache_write = cache_write + excluded.cache_write, cost = cost + excluded.cost"
+)
+_GROUP_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS usage_groups_daily ("
+    " chat TEXT NOT NULL, day TEXT NOT NULL,"
+    " calls INTEGER NOT NULL DEFAULT 0, input INTEGER NOT NULL DEFAULT 0,"
+    " output INTEGER NOT NULL DEFAULT 0, cache_read INTEGER NOT NULL DEFAULT 0,"
+    " cache_write INTEGER NOT NULL DEFAULT 0, cost REAL NOT NULL DEFAULT 0,"
+    " PRIMARY KEY (chat, day))"
+)
+_GROUP_UPSERT = (
+    "INSERT INTO usage_groups_daily (chat, day, calls, input, output, cache_read,"
+    " cache_write, cost) VALUES (?, ?, 1, ?, ?, ?, ?, ?)"
+    " ON CONFLICT (chat, day) DO UPDATE SET calls = calls + 1,"
     " input = input + excluded.input, output = output + excluded.output,"
     " cache_read = cache_read + excluded.cache_read,"
     " cache_write = cache_write + excluded.cache_write, cost = cost + excluded.cost"
@@ -129,34 +148,47 @@ class UsageLedger:
             return False
         if not self._ready:
             await self.state.execute(_SCHEMA)
+            await self.state.execute(_GROUP_SCHEMA)
             self._ready = True
         return True
 
-    def record_soon(self, person: str, kind: str, model: str, usage: Usage) -> Totals:
+    def record_soon(self, person: str, kind: str, model: str, usage: Usage,
+                    group: str = "") -> Totals:
         """`record` in the background: a turn's reply never waits for the bookkeeping write
         (another writer may hold the database for a while). Reads wait for what is pending,
         so a total asked for after a call includes it."""
-        task = asyncio.create_task(self.record(person, kind, model, usage),
+        task = asyncio.create_task(self.record(person, kind, model, usage, group),
                                    name="usage-record")
         self._writes.add(task)
         task.add_done_callback(self._writes.discard)
         return Totals.of(usage, self.prices.cost(model, usage))
 
     async def settled(self) -> None:
-        """Every call recorded so far is written (before a read, and before closing)."""
+        """Every call recorded so far is written (before closing)."""
         while self._writes:
             await asyncio.gather(*self._writes, return_exceptions=True)
 
-    async def record(self, person: str, kind: str, model: str, usage: Usage) -> Totals:
-        """Add one call; returns what it counted (its cost from the price table)."""
+    async def _written(self) -> None:
+        """The calls recorded before this moment are written (before a read). Not a wait
+        for an idle ledger: under load new writes keep coming, and a read (a budget check
+        before a model call) needs only the ones made before it."""
+        if self._writes:
+            await asyncio.gather(*list(self._writes), return_exceptions=True)
+
+    async def record(self, person: str, kind: str, model: str, usage: Usage,
+                     group: str = "") -> Totals:
+        """Add one call (to `group`'s day too, when it served a group chat); returns what it
+        counted (its cost from the price table)."""
         cost = self.prices.cost(model, usage)
         counted = Totals.of(usage, cost)
+        tokens = (usage.input_tokens, usage.output_tokens, usage.cache_read_tokens,
+                  usage.cache_write_tokens, cost)
         try:
             if await self._ensure():
                 day = self.periods().today.isoformat()
-                await self.state.execute(_UPSERT, (
-                    person, day, kind, model, usage.input_tokens, usage.output_tokens,
-                    usage.cache_read_tokens, usage.cache_write_tokens, cost))
+                await self.state.execute(_UPSERT, (person, day, kind, model, *tokens))
+                if group:
+                    await self.state.execute(_GROUP_UPSERT, (group, day, *tokens))
         except (sqlite3.Error, RuntimeError) as exc:  # the turn goes on; the log says why
             log.warning("usage of a %s call for %s not recorded: %s", kind, person or "-", exc)
         return counted
@@ -165,6 +197,20 @@ class UsageLedger:
         """Everything from `since` (inclusive) to `until` (exclusive); all people if None."""
         rows = await self._select("", person, since, until)
         return _totals(rows[0][1:]) if rows and rows[0][0] else Totals()
+
+    async def group_total(self, chat: str, day: date) -> Totals:
+        """What the calls serving group chat `chat` (its session key) used on `day`."""
+        await self._written()
+        if not await self._ensure():
+            return Totals()
+        try:
+            rows = await self.state.query(
+                "SELECT calls, input, output, cache_read, cache_write, cost"
+                " FROM usage_groups_daily WHERE chat = ? AND day = ?", (chat, day.isoformat()))
+        except sqlite3.Error as exc:
+            log.warning("group usage could not be read: %s", exc)
+            return Totals()
+        return _totals(rows[0]) if rows else Totals()
 
     async def grouped(self, group: str, person: str | None, since: date,
                       until: date | None = None) -> dict[str, Totals]:
@@ -178,7 +224,7 @@ class UsageLedger:
 
     async def _select(self, group: str, person: str | None, since: date,
                       until: date | None) -> list[Any]:
-        await self.settled()
+        await self._written()
         if not await self._ensure():
             return []
         where, params = ["day >= ?"], [since.isoformat()]
