@@ -17,6 +17,7 @@ blocks a reply. A failed write is logged and the turn goes on.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import sqlite3
 from collections.abc import Iterable
@@ -136,6 +137,9 @@ class UsageLedger:
         self._ready = False
         self._warned = False
         self._writes: set[asyncio.Task[Totals]] = set()
+        # The pending writes by whom they count for (a person, "group:" + a group chat): a
+        # budget check waits for its own, not for everyone's commit.
+        self._pending: dict[str, set[asyncio.Task[Totals]]] = {}
 
     def periods(self) -> Periods:
         return Periods(self.clock.now().astimezone(self.zone).date())
@@ -161,6 +165,10 @@ class UsageLedger:
                                    name="usage-record")
         self._writes.add(task)
         task.add_done_callback(self._writes.discard)
+        for who in (person, f"group:{group}" if group else ""):
+            if who:
+                self._pending.setdefault(who, set()).add(task)
+                task.add_done_callback(functools.partial(self._forget, who))
         return Totals.of(usage, self.prices.cost(model, usage))
 
     async def settled(self) -> None:
@@ -168,12 +176,20 @@ class UsageLedger:
         while self._writes:
             await asyncio.gather(*self._writes, return_exceptions=True)
 
-    async def _written(self) -> None:
-        """The calls recorded before this moment are written (before a read). Not a wait
-        for an idle ledger: under load new writes keep coming, and a read (a budget check
-        before a model call) needs only the ones made before it."""
-        if self._writes:
-            await asyncio.gather(*list(self._writes), return_exceptions=True)
+    def _forget(self, who: str, task: asyncio.Task[Totals]) -> None:
+        pending = self._pending.get(who)
+        if pending is not None:
+            pending.discard(task)
+            if not pending:
+                del self._pending[who]
+
+    async def _written(self, who: str | None = None) -> None:
+        """The calls recorded before this moment (for `who` only, if given) are written,
+        before a read. Not a wait for an idle ledger: under load new writes keep coming,
+        and a read (a budget check before a model call) needs only the ones before it."""
+        pending = self._writes if who is None else self._pending.get(who, set())
+        if pending:
+            await asyncio.gather(*list(pending), return_exceptions=True)
 
     async def record(self, person: str, kind: str, model: str, usage: Usage,
                      group: str = "") -> Totals:
@@ -200,7 +216,7 @@ class UsageLedger:
 
     async def group_total(self, chat: str, day: date) -> Totals:
         """What the calls serving group chat `chat` (its session key) used on `day`."""
-        await self._written()
+        await self._written(f"group:{chat}")
         if not await self._ensure():
             return Totals()
         try:
@@ -224,7 +240,7 @@ class UsageLedger:
 
     async def _select(self, group: str, person: str | None, since: date,
                       until: date | None) -> list[Any]:
-        await self._written()
+        await self._written(person)
         if not await self._ensure():
             return []
         where, params = ["day >= ?"], [since.isoformat()]
