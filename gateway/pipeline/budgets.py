@@ -136,14 +136,14 @@ class Budgets:
         spent: dict[str, Totals] = {}
         for period in {cap.period for cap in caps}:
             since = periods.today if period == "daily" else periods.month
-            spent[period] = await self.ledger.total(person, since)
+            spent[period] = await self.ledger.spent(person, since)
         return [CapStatus(cap, cap.used(spent[cap.period])) for cap in caps]
 
     async def group_status(self, group: str) -> list[CapStatus]:
         caps = group_caps(self.settings) if group else []
         if not caps:
             return []
-        spent = await self.ledger.group_total(group, self.ledger.periods().today)
+        spent = await self.ledger.group_spent(group, self.ledger.periods().today)
         return [CapStatus(cap, cap.used(spent)) for cap in caps]
 
     def cap_keys(self, scope: UsageScope) -> list[str]:
