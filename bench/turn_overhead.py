@@ -12,7 +12,10 @@ measures the whole message through the real library). Prints p50/p95 latency and
 how many commits the state database made (group commit: the writes that arrive together
 share one).
 
-    python bench/turn_overhead.py [--turns 2000] [--sessions 20]
+    python bench/turn_overhead.py [--turns 2000] [--sessions 20] [--daily-tokens N]
+
+`--daily-tokens` gives every person that daily cap (never reached: the provider reports
+little usage), to measure what the budget check at each model call costs.
 """
 
 from __future__ import annotations
@@ -89,11 +92,12 @@ async def _person(
     return latencies
 
 
-async def run(turns: int, sessions: int) -> None:
+async def run(turns: int, sessions: int, daily_tokens: int = 0) -> None:
     with tempfile.TemporaryDirectory() as root:
         settings = load_settings(
             Path(root) / "none.toml", workspaces_dir=Path(root), timezone="UTC",
             limits={"messages_per_minute": 0},  # one sender, hundreds of turns a second
+            budget={"daily_tokens": daily_tokens},
         )
         channel = TimingChannel()
         gateway = build_gateway(settings, InstantProvider(), extra_channels=[channel],
@@ -151,8 +155,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--turns", type=int, default=2000)
     parser.add_argument("--sessions", type=int, default=20)
+    parser.add_argument("--daily-tokens", type=int, default=0)
     args = parser.parse_args()
-    asyncio.run(run(args.turns, args.sessions))
+    asyncio.run(run(args.turns, args.sessions, args.daily_tokens))
 
 
 if __name__ == "__main__":

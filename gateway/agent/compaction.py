@@ -4,8 +4,9 @@ What is not written to a file does not survive a compaction. So before the older
 session is summarized, the assistant gets one silent turn, once per compaction cycle, to
 append what matters to today's daily note. The summary keeps decisions, rules and exact
 identifiers under fixed headings; if summarizing fails, the oldest turns are dropped with a
-one-line notice instead of stalling the session. The transcript on disk keeps every original
-line either way.
+one-line notice instead of stalling the session (not when a budget cap refused the call:
+then nothing is dropped, and the turn ends with the refusal). The transcript on disk keeps
+every original line either way.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from datetime import tzinfo
 
 from gateway.agent.conversation import Message, SystemPrompt, Usage
 from gateway.agent.loop import AgentLoop
-from gateway.agent.providers.base import Provider, ProviderError
+from gateway.agent.providers.base import BudgetExceeded, Provider, ProviderError
 from gateway.agent.scope import usage_kind
 from gateway.agent.sessions import Session, estimate_tokens, is_compaction_marker
 from gateway.agent.tools.base import ToolContext
@@ -162,6 +163,8 @@ class Compactor:
                     self.agent.run(system, history, ctx, flush_tools(note), record),
                     self.settings.timeout_seconds,
                 )
+        except BudgetExceeded:
+            raise  # the flush stays due; the turn ends with the refusal
         except (ProviderError, TimeoutError) as exc:
             log.warning("memory flush failed in %s: %s", session.key, type(exc).__name__)
             session.mark_flushed(ok=False, error=getattr(exc, "kind", "timeout"))
@@ -229,6 +232,8 @@ class Compactor:
                         ),
                         self.settings.timeout_seconds,
                     )
+            except BudgetExceeded:
+                raise  # at a cap: no crude cut in place of the summary, the session waits
             except (ProviderError, TimeoutError) as exc:
                 log.warning("summary attempt %d failed: %s", attempt, type(exc).__name__)
                 continue

@@ -42,6 +42,9 @@ class BudgetSettings(BaseModel):
     monthly_tokens: int = Field(0, ge=0)
     daily_usd: float = Field(0.0, ge=0)
     monthly_usd: float = Field(0.0, ge=0)
+    # Tokens per group chat and day, whoever speaks there (group turns are billed to the
+    # owner, whose default caps never limit); 0: no cap. Default: docs/usage.md, "Budgets".
+    group_daily_tokens: int = Field(1_000_000, ge=0)
     # The owner gets a note when someone passes this share of a cap (0: no notes).
     warn_at: float = Field(0.8, ge=0, le=1)
     workspaces: dict[str, BudgetOverride] = Field(default_factory=dict)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, nullcontext
 from typing import Any, Protocol
 
 import prometheus_client
@@ -311,15 +312,23 @@ class GatewayMetrics:
 class UsageSink(Protocol):
     """Where the metered provider reports each call (gateway/pipeline/budgets.py)."""
 
-    async def before_call(self, scope: UsageScope) -> None:
-        """Raise (BudgetExceeded) to stop a call before it is made."""
+    def admit(self, scope: UsageScope) -> AbstractAsyncContextManager[object]:
+        """Entered around each call and its `after_call`: raises (BudgetExceeded) to stop
+        the call before it is made, and may hold it until calls it must not overlap are
+        counted."""
+        ...
 
     async def after_call(self, scope: UsageScope, model: str, usage: Usage) -> None: ...
 
 
 class MeteredProvider:
     """Wraps a provider to time each call and count tokens and errors, and hands each call's
-    usage, attributed to its scope (person, kind of turn), to the usage sink."""
+    usage, attributed to its scope (person, kind of turn, group), to the usage sink.
+
+    The one place every model call passes (the agent loop, compaction, tidying, heartbeats
+    and reminders all hold this wrapper, never the router under it): the budget guard sits
+    here so that no caller, present or future, can make a call it did not admit.
+    """
 
     def __init__(self, inner: Provider, metrics: GatewayMetrics,
                  usage: UsageSink | None = None) -> None:
@@ -340,24 +349,23 @@ class MeteredProvider:
         *, stream: TextStream | None = None,
     ) -> Completion:
         scope = current_scope()
-        if self.usage is not None:
-            await self.usage.before_call(scope)
-        started = time.perf_counter()
-        try:
-            completion = await self.inner.complete(system, messages, tools, stream=stream)
-        except ProviderError as exc:
-            self.metrics.provider_errors.inc(provider=self.name, kind=exc.kind)
-            raise
-        finally:
-            self.metrics.provider_seconds.observe(time.perf_counter() - started,
-                                                  provider=self.name)
-        usage = completion.usage
-        self.metrics.tokens.inc(usage.input_tokens, direction="in")
-        self.metrics.tokens.inc(usage.output_tokens, direction="out")
-        self.metrics.tokens.inc(usage.cache_read_tokens, direction="cache_read")
-        self.metrics.tokens.inc(usage.cache_write_tokens, direction="cache_write")
-        if self.usage is not None:
-            await self.usage.after_call(scope, completion.model or self.model, usage)
+        async with self.usage.admit(scope) if self.usage is not None else nullcontext():
+            started = time.perf_counter()
+            try:
+                completion = await self.inner.complete(system, messages, tools, stream=stream)
+            except ProviderError as exc:
+                self.metrics.provider_errors.inc(provider=self.name, kind=exc.kind)
+                raise
+            finally:
+                self.metrics.provider_seconds.observe(time.perf_counter() - started,
+                                                      provider=self.name)
+            usage = completion.usage
+            self.metrics.tokens.inc(usage.input_tokens, direction="in")
+            self.metrics.tokens.inc(usage.output_tokens, direction="out")
+            self.metrics.tokens.inc(usage.cache_read_tokens, direction="cache_read")
+            self.metrics.tokens.inc(usage.cache_write_tokens, direction="cache_write")
+            if self.usage is not None:
+                await self.usage.after_call(scope, completion.model or self.model, usage)
         return completion
 
     async def close(self) -> None:

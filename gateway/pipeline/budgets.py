@@ -1,31 +1,43 @@
-"""Budgets: a daily and a monthly cap per person, in tokens or dollars, and the accounting.
+"""Budgets: a daily and a monthly cap per person, a daily cap per group chat, the accounting.
 
-- Before a conversation turn (gateway/pipeline/gateway.py) a person at a cap gets a polite
-  reply instead, and no model is called. Their commands (/usage) still answer.
-- A turn nobody asked for just now (heartbeat, a reminder's task, tidying) is not started for
-  a person at a cap (`Accounting.before_call` raises BudgetExceeded).
+- Every model call made for a person, whatever asked for it (a conversation turn and its tool
+  rounds, a flush, a compaction, a heartbeat, a reminder's task, tidying, a capture), passes
+  `Accounting.admit` in the metered provider (gateway/ops/metrics.py): a call for a person or
+  group at a cap is refused there (`BudgetExceeded`), so no caller can skip the check.
+- Checked against what is billed, one call at a time per capped person and per capped group
+  (serialized, not reserved): a call's cost is known only when it returns, and a reservation
+  would need an upper bound before it (the tokenizer, the output length, a fallback model's
+  price) that we do not have; one too low lets a burst through, one too high refuses calls
+  that fit. So a cap is passed by at most one call, however many turns are in flight. People
+  without caps (the owner by default) are never held.
+- A message for a person or group at a cap gets a polite reply instead of a turn, when it
+  arrives and again when its turn would start (it may have waited behind others); a turn
+  stopped by a refused call ends with the same reply. Their commands (/usage) still answer.
+- Group turns are billed to the owner, whose default caps never limit: each group chat has a
+  daily token cap of its own (`[budget] group_daily_tokens`), whoever speaks in it.
 - After each model call the owner gets a note, once per cap and period, when a person passes
-  `warn_at` (80%) of a cap and when they reach it, through the one delivery path.
+  `warn_at` (80%) of a cap and when they reach it (a group: when it reaches its cap), through
+  the one delivery path.
 - The owner is capped only by their own `[budget.workspaces.<owner>]` entry, if any.
-
-A turn already running when a cap is reached finishes (stopping it halfway would waste what
-it already cost); so a cap can be passed by at most one turn.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from datetime import date
 
 from gateway.agent.conversation import Usage
 from gateway.agent.providers.base import BudgetExceeded
-from gateway.agent.scope import NO_PERSON, UNASKED_KINDS, UsageScope
+from gateway.agent.scope import NO_PERSON, UsageScope
 from gateway.config.settings import Settings
 from gateway.ops.metrics import GatewayMetrics
 from gateway.ops.usage import Periods, Totals, UsageLedger
+from gateway.pipeline.keyed_locks import KeyedLocks
+from memory.layout import parse_group_session_key
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +48,8 @@ REFUSAL = {
     "monthly": ("I've reached this month's usage limit for our conversations, so I can't "
                 "answer again until {reset}. Your message was received; send it again "
                 "then. (/usage shows what was used.)"),
+    "group": ("This group has used today's allowance for the assistant, so I can't answer "
+              "here again until tomorrow. Your message was received; send it again then."),
 }
 
 Notify = Callable[[str, str], Awaitable[object]]  # (text, idempotency key)
@@ -90,8 +104,20 @@ def caps_for(settings: Settings, person: str) -> list[Cap]:
     return caps
 
 
+def group_caps(settings: Settings) -> list[Cap]:
+    """Every group chat's own cap (none when `group_daily_tokens` is 0)."""
+    limit = settings.budget.group_daily_tokens
+    return [Cap("daily", "tokens", float(limit))] if limit else []
+
+
+def group_name(key: str) -> str:
+    """A group chat as the owner's note names it (`telegram chat -1001`)."""
+    parsed = parse_group_session_key(key)
+    return f"{parsed[0]} chat {parsed[1]}" if parsed else key
+
+
 class Budgets:
-    """Checks a person's caps against the usage ledger; notes to the owner."""
+    """Checks a person's and a group's caps against the usage ledger; notes to the owner."""
 
     def __init__(self, settings: Settings, ledger: UsageLedger, notify: Notify) -> None:
         self.settings = settings
@@ -110,21 +136,40 @@ class Budgets:
         spent: dict[str, Totals] = {}
         for period in {cap.period for cap in caps}:
             since = periods.today if period == "daily" else periods.month
-            spent[period] = await self.ledger.total(person, since)
+            spent[period] = await self.ledger.spent(person, since)
         return [CapStatus(cap, cap.used(spent[cap.period])) for cap in caps]
 
-    async def refusal(self, person: str) -> str | None:
-        """The polite reply when `person` is at a cap, else None (costs nothing without caps)."""
-        reached = [s for s in await self.status(person) if s.reached]
-        if not reached:
-            return None
-        periods = self.ledger.periods()
-        if any(s.cap.period == "monthly" for s in reached):
-            return REFUSAL["monthly"].format(reset=_day(periods.next_month))
-        return REFUSAL["daily"]
+    async def group_status(self, group: str) -> list[CapStatus]:
+        caps = group_caps(self.settings) if group else []
+        if not caps:
+            return []
+        spent = await self.ledger.group_spent(group, self.ledger.periods().today)
+        return [CapStatus(cap, cap.used(spent)) for cap in caps]
 
-    async def after_usage(self, person: str) -> None:
-        """Note to the owner when `person` passed the warning share of a cap, or reached it."""
+    def cap_keys(self, scope: UsageScope) -> list[str]:
+        """What a call in `scope` is checked against, in the one order every call takes them:
+        the person (if capped), then the group (if capped)."""
+        keys = [f"person:{scope.person}"] if self.caps(scope.person) else []
+        if scope.group and group_caps(self.settings):
+            keys.append(f"group:{scope.group}")
+        return keys
+
+    async def refusal(self, person: str, group: str = "") -> str | None:
+        """The polite reply when `person` (or the group chat `group`) is at a cap, else None
+        (costs nothing without caps)."""
+        reached = [s for s in await self.status(person) if s.reached]
+        if reached:
+            periods = self.ledger.periods()
+            if any(s.cap.period == "monthly" for s in reached):
+                return REFUSAL["monthly"].format(reset=_day(periods.next_month))
+            return REFUSAL["daily"]
+        if any(s.reached for s in await self.group_status(group)):
+            return REFUSAL["group"]
+        return None
+
+    async def after_usage(self, person: str, group: str = "") -> None:
+        """Note to the owner when `person` passed the warning share of a cap, or reached it,
+        and when `group` reached its cap."""
         warn_at = self.settings.budget.warn_at
         if not warn_at:
             return
@@ -136,15 +181,28 @@ class Budgets:
             period = periods.today.isoformat() if status.cap.period == "daily" \
                 else periods.month.isoformat()[:7]
             key = f"budget:{person}:{status.cap.period}:{status.cap.unit}:{period}:{level}"
-            if key in self._noted:
-                continue
-            if len(self._noted) > 10_000:  # only saves outbox look-ups: the key dedupes too
-                self._noted.clear()
-            self._noted.add(key)
-            try:
-                await self.notify(self._note(person, status, periods), key)
-            except Exception:
-                log.exception("budget note about %s not delivered", person)
+            await self._note_once(key, self._note(person, status, periods), person)
+        for status in await self.group_status(group):
+            if status.reached:
+                key = f"budget:group:{group}:{periods.today.isoformat()}:reached"
+                await self._note_once(key, self._group_note(group, status), group)
+
+    async def _note_once(self, key: str, text: str, about: str) -> None:
+        if key in self._noted:
+            return
+        if len(self._noted) > 10_000:  # only saves outbox look-ups: the key dedupes too
+            self._noted.clear()
+        self._noted.add(key)
+        try:
+            await self.notify(text, key)
+        except Exception:
+            log.exception("budget note about %s not delivered", about)
+
+    def _group_note(self, group: str, status: CapStatus) -> str:
+        cap = status.cap
+        return (f"Budget: the group {group_name(group)} reached its daily cap of "
+                f"{cap.show(cap.limit)} ({cap.show(status.used)} used). I answer there again "
+                f"tomorrow; [budget] group_daily_tokens in clawgate.toml sets the cap.")
 
     def _note(self, person: str, status: CapStatus, periods: Periods) -> str:
         who = "You have" if person == self.settings.owner else f"{person} has"
@@ -170,32 +228,42 @@ class Accounting:
         self.budgets = budgets
         self.metrics = metrics
         self._checks: set[asyncio.Task[None]] = set()
+        self._held = KeyedLocks()  # one call at a time per capped person and group
 
-    async def before_call(self, scope: UsageScope) -> None:
-        if scope.kind not in UNASKED_KINDS or scope.person == NO_PERSON:
+    @contextlib.asynccontextmanager
+    async def admit(self, scope: UsageScope) -> AsyncIterator[None]:
+        """Around one model call and its `after_call`: refused (BudgetExceeded) when its
+        person or group is at a cap; otherwise made while no other call billed to the same
+        capped person or group is, so each check sees every call before it billed."""
+        keys = self.budgets.cap_keys(scope) if scope.person != NO_PERSON else []
+        if not keys:
+            yield
             return
-        refusal = await self.budgets.refusal(scope.person)
-        if refusal is not None:
-            self.metrics.budget_refusals.inc(kind=scope.kind)
-            log.info("%s turn for %s not started: budget cap reached", scope.kind,
-                     scope.person)
-            raise BudgetExceeded(refusal)
+        async with self._held.hold(keys):
+            refusal = await self.budgets.refusal(scope.person, scope.group)
+            if refusal is not None:
+                self.metrics.budget_refusals.inc(kind=scope.kind)
+                log.info("%s call for %s%s refused: budget cap reached", scope.kind,
+                         scope.person, f" in {scope.group}" if scope.group else "")
+                raise BudgetExceeded(refusal)
+            yield
 
     async def after_call(self, scope: UsageScope, model: str, usage: Usage) -> None:
         """Counted at once, written and checked against the caps in the background: the
-        answer goes on to the transcript without waiting for the state database."""
-        counted = self.ledger.record_soon(scope.person, scope.kind, model, usage)
+        answer goes on to the transcript without waiting for the state database (the next
+        check waits for the write, `UsageLedger._written`)."""
+        counted = self.ledger.record_soon(scope.person, scope.kind, model, usage, scope.group)
         self.metrics.usage(scope.kind, model, usage, counted.cost)
-        if self.budgets.caps(scope.person):
-            task = asyncio.create_task(self._check_caps(scope.person), name="budget-check")
+        if self.budgets.cap_keys(scope):
+            task = asyncio.create_task(self._check_caps(scope), name="budget-check")
             self._checks.add(task)
             task.add_done_callback(self._checks.discard)
 
-    async def _check_caps(self, person: str) -> None:
+    async def _check_caps(self, scope: UsageScope) -> None:
         try:
-            await self.budgets.after_usage(person)
+            await self.budgets.after_usage(scope.person, scope.group)
         except Exception:  # a note not sent is logged; the turn is not the place to fail
-            log.exception("checking %s's budget after a call failed", person)
+            log.exception("checking %s's budget after a call failed", scope.person)
 
     async def settled(self) -> None:
         """Usage written and budget notes sent (before the state database closes)."""

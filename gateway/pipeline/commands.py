@@ -17,7 +17,7 @@ from gateway.agent.compaction import Compactor
 from gateway.agent.context_files import ContextFile
 from gateway.agent.conversation import SystemPrompt
 from gateway.agent.prompt import request_overhead_chars, tool_schema_chars
-from gateway.agent.providers.base import Provider
+from gateway.agent.providers.base import BudgetExceeded, ModelInfo
 from gateway.agent.sessions import SessionStore, estimate_tokens
 from gateway.agent.tools import ToolContext, ToolRegistry
 from gateway.config.settings import Settings
@@ -78,7 +78,7 @@ class CommandContext:
     settings: Settings
     sessions: SessionStore
     compactor: Compactor
-    provider: Provider
+    provider: ModelInfo  # names the model (/status); calls go through the metered one
     prompt: PromptParts
     schedules: ScheduleBook | None = None  # reminders (gateway/assembly/scheduling.py)
     usage: UsageLedger | None = None  # /usage (gateway/ops/usage.py)
@@ -129,10 +129,13 @@ async def _compact(ctx: CommandContext) -> str:
     session = await ctx.sessions.get(route.workspace, route.session_key)
     tools = prompt.tools_for(route)
     system = prompt.system_prompt(route, prompt.context_files(route))
-    result = await ctx.compactor.flush_and_compact(
-        session, system, prompt.tool_context(route),
-        request_overhead_chars(system, tools.specs()), reason="manual", focus=ctx.args,
-    )
+    try:
+        result = await ctx.compactor.flush_and_compact(
+            session, system, prompt.tool_context(route),
+            request_overhead_chars(system, tools.specs()), reason="manual", focus=ctx.args,
+        )
+    except BudgetExceeded as exc:  # at a cap: the session stays as it is
+        return str(exc)
     if not result.compacted:
         return "Nothing to compact yet: the whole session fits in what is kept verbatim."
     if result.fallback:

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from channels.base import Channel, InboundMessage
 from channels.terminal import LOCAL_CHAT as TERMINAL_CHAT
-from gateway.agent.providers.base import Provider
+from gateway.agent.providers.base import ModelInfo, Provider
 from gateway.agent.scope import usage_scope
 from gateway.agent.tools import Tool
 from gateway.clock import Clock
@@ -275,9 +275,7 @@ class Gateway:
                 if counted:
                     self.limits.release(account)
                 return
-            if command is None and (refusal := await self.budgets.refusal(route.person_id)):
-                self.metrics.budget_refusals.inc(kind="conversation")
-                await self._answer_now(msg, refusal, "over_budget")
+            if command is None and await self._refused_for_budget(route, msg):
                 if counted:
                     self.limits.release(account)
                 return
@@ -316,6 +314,18 @@ class Gateway:
             msg.channel, msg.chat_id, text, key=key if durable else None,
             done=msg if durable else None, done_status=status,
         )
+
+    async def _refused_for_budget(self, route: Route, msg: InboundMessage) -> bool:
+        """Answer `msg` with the polite refusal if its person or group is at a cap (when it
+        arrives, and again when its turn would start: a burst queues behind the first turn).
+        The cap itself holds at each model call (Accounting.admit); this spares a message
+        that cannot be answered its place in the transcript."""
+        refusal = await self.budgets.refusal(route.person_id, route.group)
+        if refusal is None:
+            return False
+        self.metrics.budget_refusals.inc(kind="conversation")
+        await self._answer_now(msg, refusal, "over_budget")
+        return True
 
     async def _budget_note(self, text: str, key: str) -> None:
         """A budget note for the owner (gateway/pipeline/budgets.py), once per `key`."""
@@ -363,7 +373,7 @@ class Gateway:
 
     def _command_job(self, route: Route, command: Command, msg: InboundMessage) -> Job:
         async def job() -> None:
-            with usage_scope(route.person_id, "conversation"):  # /compact's model call
+            with usage_scope(route.person_id, "conversation", route.group):  # /compact
                 answer = await lookup(command.name).handler(
                     self.command_context(route, command.args))
             await self._answer_now(msg, answer)
@@ -375,11 +385,17 @@ class Gateway:
         after PERSIST_ATTEMPTS tries it stays pending for the next start."""
 
         async def job() -> None:
+            try:
+                if await self._refused_for_budget(route, msg):
+                    return
+            except Exception:  # the turn's model calls are checked again (Accounting.admit)
+                log.exception("budget check before the turn for %s message %s failed",
+                              msg.channel, msg.message_id)
             backoff = Backoff(self.persist_backoff.first, self.persist_backoff.cap)
             for attempt in range(1, PERSIST_ATTEMPTS + 1):
                 try:
                     async with self.channels[route.channel].typing(route.chat_id):
-                        with usage_scope(route.person_id, "conversation"):
+                        with usage_scope(route.person_id, "conversation", route.group):
                             await self.turns.run(route, msg, durable=self._durable(msg))
                     return
                 except TranscriptWriteError as exc:
@@ -459,7 +475,7 @@ class Gateway:
                      note: str = "") -> str | None:
         return await self.versioning.commit(workspace, reason, session=session, note=note)
 
-    def model_for(self, scope: UsageScope) -> Provider:
+    def model_for(self, scope: UsageScope) -> ModelInfo:
         return self.models.for_scope(scope)
 
     def light_files(self, workspace: Path, *, today: date,

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from gateway.agent.context_files import ContextFile
-    from gateway.agent.providers.base import Provider
+    from gateway.agent.providers.base import ModelInfo, Provider
     from gateway.agent.scope import UsageScope
     from gateway.agent.sessions import Session, SessionStore
     from gateway.agent.tools import Tool, ToolRegistry
@@ -85,7 +85,7 @@ class BackgroundTurns(Configured, Committing, Protocol):
     @property
     def metered(self) -> Provider: ...
 
-    def model_for(self, scope: UsageScope) -> Provider: ...
+    def model_for(self, scope: UsageScope) -> ModelInfo: ...
 
     def light_files(self, workspace: Path, *, today: date,
                     names: Sequence[str]) -> list[ContextFile]: ...

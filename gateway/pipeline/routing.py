@@ -43,6 +43,12 @@ class Route:
     def access(self) -> Access:
         return Access(self.private, "" if self.private else self.area)
 
+    @property
+    def group(self) -> str:
+        """The group chat this route serves, by its session key ("" for a DM): what the
+        group's own budget counts (gateway/pipeline/budgets.py)."""
+        return "" if self.private else self.session_key
+
 
 def person_id_for(channel: str, sender_id: str, owner: str) -> str:
     """A stable, path-safe person id for a platform account (the terminal is the owner)."""

@@ -34,8 +34,9 @@ class ProviderError(Exception):
 
 
 class BudgetExceeded(ProviderError):
-    """A turn nobody asked for just now (a heartbeat, a reminder's task, tidying) was not
-    started: its person reached a cap. Never retried, never handed to a fallback model."""
+    """A model call was not made: its person or group chat reached a cap. Its text is the
+    polite reply the person gets; never retried, never handed to a fallback model, and no
+    fallback result (a crude compaction) may stand in for the refused call."""
 
     def __init__(self, message: str) -> None:
         super().__init__("budget", message)
@@ -55,7 +56,19 @@ class TextStream(Protocol):
     def restart(self) -> None: ...
 
 
-class Provider(Protocol):
+class ModelInfo(Protocol):
+    """Which endpoint and model answer (for a prompt's run info, /status): what the parts
+    that only name a model get, so that nothing outside the metered provider can call one
+    (gateway/ops/metrics.py `MeteredProvider`, where the budget guard sits)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def model(self) -> str: ...
+
+
+class Provider(ModelInfo, Protocol):
     """One LLM backend. Implementations must not retry on their own: `with_retries` does.
 
     `name` and `model` are read-only here so that wrappers (retrying, metering) can pass them
@@ -63,12 +76,6 @@ class Provider(Protocol):
     With `stream`, the answer's text is also reported as it comes (`TextStream`); the
     returned `Completion`, usage included, is the same as without.
     """
-
-    @property
-    def name(self) -> str: ...
-
-    @property
-    def model(self) -> str: ...
 
     async def complete(
         self, system: SystemPrompt, messages: Sequence[Message], tools: Sequence[ToolSpec],

@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 
 from gateway.agent.conversation import Completion, Message, SystemPrompt, ToolSpec
-from gateway.agent.providers.base import Provider, ProviderError, TextStream
+from gateway.agent.providers.base import ModelInfo, Provider, ProviderError, TextStream
 from gateway.agent.scope import BACKGROUND_KINDS, UsageScope, current_scope
 
 log = logging.getLogger(__name__)
@@ -101,7 +101,7 @@ class ModelRouter:
             return self.background
         return self.people.get(scope.person, self.default)
 
-    def for_person(self, person: str) -> Provider:
+    def for_person(self, person: str) -> ModelInfo:
         """The chain a conversation of `person` starts with (for the prompt and /status)."""
         return self.for_scope(UsageScope(person, "conversation"))
 

@@ -135,3 +135,29 @@ async def test_usage_command_today_week_month_by_kind(anthropic_server, make_gat
     assert only_owner.startswith("Only the owner")
     assert "no price known for unknown-model" in own
     assert channel.texts("g1") == ["Usage is shown only in a direct message with me."]
+
+
+async def test_running_totals_match_the_table_and_turn_with_the_day(anthropic_server,
+                                                                    make_gateway):
+    """What a budget check reads (`spent`, kept in memory) is what the table says, includes
+    a call counted a moment ago whose row is not written yet, and starts again at midnight
+    (the month goes on)."""
+    clock = FixedClock(NOW)
+    gateway, _ = await make_gateway(anthropic_server, clock=clock)
+    ledger = gateway.usage
+    model = gateway.settings.llm.resolved_model
+    await ledger.record("ann", "conversation", model, Usage(1_000, 100), "telegram:group:-1")
+    today = ledger.periods().today
+    assert (await ledger.spent("ann", today)).tokens == 1_100  # read from the table
+    assert (await ledger.group_spent("telegram:group:-1", today)).tokens == 1_100
+    ledger.record_soon("ann", "flush", model, Usage(500, 0))
+    assert (await ledger.spent("ann", today)).tokens == 1_600  # before its row is written
+    assert (await ledger.spent("ann", ledger.periods().month)).tokens == 1_600
+    assert await ledger.spent("ann", today) == await ledger.total("ann", today)
+    assert (await ledger.group_spent("telegram:group:-1", today)).tokens == 1_100
+    clock.advance(timedelta(days=1))
+    tomorrow = ledger.periods().today
+    ledger.record_soon("ann", "conversation", model, Usage(10, 0))
+    assert (await ledger.spent("ann", tomorrow)).tokens == 10
+    assert (await ledger.spent("ann", ledger.periods().month)).tokens == 1_610
+    assert (await ledger.group_spent("telegram:group:-1", tomorrow)).tokens == 0
