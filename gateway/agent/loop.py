@@ -9,6 +9,10 @@ Bounded by a number of tool rounds so a model that calls tools forever cannot ho
 hostage, and by the turn's quotas (`ctx.budget`: tool calls per step and per turn). Each
 message is recorded (transcript first) as it happens, so a crash mid-turn loses nothing that
 was already said or done.
+
+Each tool call sees what outside text the context window holds at that moment (`ctx.outside`,
+from the records: gateway/agent/provenance.py), so a web page fetched in this round already
+stops a write to a group's files in the next call; each result is recorded with its source.
 """
 
 from __future__ import annotations
@@ -16,12 +20,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 from gateway.agent.conversation import Message, SystemPrompt, ToolCall, Usage
 from gateway.agent.media.window import ImageWindow
 from gateway.agent.progress import progress_line
+from gateway.agent.provenance import outside_text
 from gateway.agent.providers.base import Provider, TextStream
 from gateway.agent.tools.base import ToolContext
 from gateway.agent.tools.registry import ToolOutcome, ToolRegistry
@@ -103,10 +108,10 @@ class AgentLoop:
                 # instead of running (every call needs a result for the next request).
                 refusal = ctx.budget.call_refusal(position, call.name) if ctx.budget else None
                 outcome = ToolOutcome(refusal, True) if refusal else \
-                    await self._run_tool(call, ctx, tools)
+                    await self._run_tool(call, _seeing(ctx, history), tools)
                 record(
                     Message("tool", outcome.text, tool_call_id=call.id, tool_name=call.name,
-                            is_error=outcome.is_error),
+                            is_error=outcome.is_error, untrusted=outcome.untrusted),
                     None,
                 )
         stop = ROUND_LIMIT_NOTE.format(rounds=self.max_tool_rounds)
@@ -120,3 +125,10 @@ class AgentLoop:
             return ToolOutcome(f"invalid arguments for {call.name}: {call.arguments_error}", True)
         log.info("tool %s in %s", call.name, ctx.session_key)
         return await tools.run(call.name, call.arguments, ctx)
+
+
+def _seeing(ctx: ToolContext, history: list[Message]) -> ToolContext:
+    """`ctx` as of now: the outside text in the window (only the owner's own turn asks)."""
+    if not (ctx.private and ctx.attended):
+        return ctx
+    return replace(ctx, outside=outside_text(history))

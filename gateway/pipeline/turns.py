@@ -29,6 +29,7 @@ from gateway.agent.compaction import Compactor
 from gateway.agent.conversation import Message, SystemPrompt, Usage
 from gateway.agent.loop import AgentLoop, Recorder, TurnStream, Waiting
 from gateway.agent.prompt import request_overhead_chars
+from gateway.agent.provenance import received_source
 from gateway.agent.providers.base import ProviderError
 from gateway.agent.sessions import Session, SessionStore
 from gateway.agent.tools import ToolContext, ToolRegistry
@@ -261,7 +262,8 @@ class TurnRunner:
             content = await self.media(route, msg)
         if content is not None:
             text = attributed_text(dataclasses.replace(msg, text=content.text))
-            message = Message("user", text, images=content.images)
+            message = Message("user", text, images=content.images,
+                              untrusted=received_source(content.media))
             extra, direct = {"media": content.media}, content.reply
         try:
             session.record(
