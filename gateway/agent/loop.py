@@ -94,8 +94,13 @@ class AgentLoop:
                 completion = await self.provider.complete(system, messages, specs,
                                                           stream=stream)
             total = total + completion.usage
+            # A name the model made up may hold a secret (the name of a tool a server listing
+            # was refused for): recorded masked, as any tool result is.
+            shown = [tools.shown_name(call.name) for call in completion.tool_calls]
             record(
-                Message("assistant", completion.text, tool_calls=completion.tool_calls),
+                Message("assistant", completion.text, tool_calls=tuple(
+                    replace(call, name=name)
+                    for call, name in zip(completion.tool_calls, shown, strict=True))),
                 completion.usage,
             )
             if not completion.tool_calls:
@@ -110,8 +115,9 @@ class AgentLoop:
                 outcome = ToolOutcome(refusal, True) if refusal else \
                     await self._run_tool(call, _seeing(ctx, history), tools)
                 record(
-                    Message("tool", outcome.text, tool_call_id=call.id, tool_name=call.name,
-                            is_error=outcome.is_error, untrusted=outcome.untrusted),
+                    Message("tool", outcome.text, tool_call_id=call.id,
+                            tool_name=shown[position], is_error=outcome.is_error,
+                            untrusted=outcome.untrusted),
                     None,
                 )
         stop = ROUND_LIMIT_NOTE.format(rounds=self.max_tool_rounds)

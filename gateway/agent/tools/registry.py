@@ -7,6 +7,7 @@ registry is where that is guaranteed, so the loop only ever sees a `ToolOutcome`
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -23,6 +24,7 @@ log = logging.getLogger(__name__)
 # Roughly 25k tokens: enough for any sensible result, small enough that one runaway tool output
 # cannot eat the context window.
 MAX_TOOL_OUTPUT_CHARS = 100_000
+_NOT_IN_A_NAME = re.compile(r"[^A-Za-z0-9_-]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +63,13 @@ class ToolRegistry:
         capability tools, get the gateway's redaction this way); returns self."""
         self._redact = redact
         return self
+
+    def shown_name(self, name: str) -> str:
+        """A called tool's name as it is recorded (transcript, history, metrics): a secret in
+        it masked like one in a result, in the characters a tool name may have, since the
+        provider is sent the name again with the history."""
+        masked = self._redact(name)
+        return name if masked == name else _NOT_IN_A_NAME.sub("_", masked)
 
     def specs(self) -> list[ToolSpec]:
         return [tool.spec for tool in self._tools.values()]
