@@ -9,6 +9,8 @@ cursor at the end; Discord renders the Markdown of the reply itself.
 
 from __future__ import annotations
 
+import contextlib
+
 import discord
 
 from channels.chunking import DISCORD_LIMIT
@@ -39,3 +41,12 @@ class DiscordEditPreview:
             sent = await target.send(shown)
             self.message_id = str(sent.id)
         self._shown = shown
+
+    async def delete(self) -> None:
+        if not self.message_id:
+            return
+        target = self._client.get_partial_messageable(self._chat_id)
+        # Deleted already (by the person, or by a try before a restart): no error.
+        with contextlib.suppress(discord.NotFound):
+            await target.get_partial_message(int(self.message_id)).delete()
+        self.message_id, self._shown = "", ""

@@ -12,7 +12,9 @@ effort and never the reply itself: the reply is the outbox message delivered aft
   `message_id` once sent; the reply then *replaces* it: the first part of the reply is an
   edit of that message (`OutboundMessage.replaces`), the rest new messages. An edit is
   idempotent, so a reply sent again after a crash edits the same message again rather
-  than adding a second copy.
+  than adding a second copy. A reply that ends with nothing to send (only `HEARTBEAT_OK`)
+  or none at all (a message given up on) *deletes* its preview (`delete`): a preview always
+  ends as the reply or not at all.
 
 While it is a preview, the shown text ends with `CURSOR` (or is a progress line in
 italics-free brackets): a preview left behind by a crash can never be mistaken for, or be
@@ -52,6 +54,10 @@ class Preview(Protocol):
     async def show(self, text: str, progress: str = "") -> None:
         """Show `text` (the reply so far), or `progress` (what the assistant is doing) when
         there is no text yet. Raises `PreviewRateLimited` or the platform's error."""
+
+    async def delete(self) -> None:
+        """Take the preview out of the chat (no reply will replace it); a message already
+        gone is no error, a draft has nothing to take back. Raises the platform's error."""
 
 
 def is_preview_text(text: str) -> bool:

@@ -56,6 +56,10 @@ def edit_target_gone(exc: BadRequest) -> bool:
     return "message to edit not found" in text or "message can't be edited" in text
 
 
+def already_deleted(exc: BadRequest) -> bool:
+    return "message to delete not found" in str(exc).lower()
+
+
 class TelegramEditPreview:
     """A preview message, sent once and then edited."""
 
@@ -80,6 +84,16 @@ class TelegramEditPreview:
         except RetryAfter as exc:
             raise PreviewRateLimited(retry_after(exc)) from None
         self._shown = shown
+
+    async def delete(self) -> None:
+        if not self.message_id:
+            return
+        try:
+            await self._bot.delete_message(self._chat_id, int(self.message_id))
+        except BadRequest as exc:
+            if not already_deleted(exc):
+                raise
+        self.message_id, self._shown = "", ""
 
     async def _edit(self, shown: str) -> None:
         try:
@@ -129,6 +143,12 @@ class TelegramDraft:
             await self._fallback.show(text, progress)
             return
         self._shown = shown
+
+    async def delete(self) -> None:
+        """A draft bubble is ephemeral (nothing stays in the chat); the edited message it
+        may have fallen back to is deleted."""
+        if self._fallback is not None:
+            await self._fallback.delete()
 
 
 def _draft_text(text: str, progress: str) -> str:

@@ -99,6 +99,16 @@ class TerminalPreview:
         self._channel.write("\r\x1b[K" + "\x1b[1A\x1b[K" * (rows - 1))
         self.printed = ""
 
+    async def delete(self) -> None:
+        """No reply follows: take the printed text back (interactive), or end its line (a
+        pipe cannot take text back)."""
+        if self._channel.interactive:
+            self.erase()
+        elif self.printed:
+            self._channel.write("\n")
+            self.printed = ""
+        self._channel.forget_preview(self.message_id)
+
     def finish(self, text: str) -> str:
         """What is left to print of the final `text` (with the newline that ends it)."""
         if self.printed and text.startswith(self.printed):
@@ -205,6 +215,9 @@ class TerminalChannel(ChannelBase):
 
     def write(self, text: str) -> None:
         self._write(text)
+
+    def forget_preview(self, message_id: str) -> None:
+        self._previews.pop(message_id, None)
 
     async def start_spinner(self) -> None:
         if self.interactive and self._spinner is None:

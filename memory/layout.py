@@ -14,11 +14,23 @@ Contexts, from most to least private:
 The rule: **a context may load only what it may read, and may never write anything that a more
 private context loads or follows.** Concretely:
 - private: reads everything that is not internal (dot-names); writes everything except the
-  transcripts (`sessions/`, append-only history kept by the gateway).
+  transcripts (`sessions/`, append-only history kept by the gateway), and the group-readable
+  files (every group's area, `groups/*/`, and the persona files) only when the owner is
+  present and nothing from outside is in the context (see "Group-readable files" below).
 - group: reads the persona files (AGENTS.md, SOUL.md, IDENTITY.md) and its own area; writes
   only inside its own area. Everything else is refused, including names added later (skills/,
   schedules): writes are default-deny outside the group's own area, so a new file a private
   context follows is protected without anyone remembering to list it here.
+
+Group-readable files: everything a group context loads or reads, so text written there reaches
+people the owner did not choose to tell. Private memory must never get there silently: a page
+read in the owner's DM once made the model copy MEMORY.md into a group's NOTES.md. So a private
+context writes (creates, changes, deletes) a group-readable file only when `Access.attended`
+(the owner's own turn in their DM, or the owner by hand in the panel or the command line; never
+a heartbeat, memory flush, reminder, tidying or any other unattended context) and
+`Access.outside` is empty (no text from outside the owner's own messages and workspace files,
+such as a web page, a document, a tool server's output or a file a group wrote, is in the
+context window; gateway/agent/provenance.py derives it from the transcript's records).
 
 Names are compared the way a case-insensitive, normalizing filesystem would when the question is
 "is this private?" (deny), and exactly when the question is "is this allowed?" (allow), so a
@@ -65,13 +77,16 @@ __all__ = [
     "heartbeat_session_key",
     "inbox_dir",
     "is_dm_session_key",
+    "is_group_readable",
     "is_group_session_key",
     "is_private_relpath",
     "leads_to_area",
+    "outside_source",
     "parse_group_session_key",
     "prompt_files",
     "read_refusal",
     "schedule_session_key",
+    "shared_write_refusal",
     "strip_comments",
     "write_refusal",
 ]
@@ -207,10 +222,18 @@ class Access:
 
     `area` is the workspace-relative writable area of a group ("" for private contexts, and
     for a shared context that was given none: it then writes nothing at all).
+
+    For private contexts only, what decides the group-readable files (`is_group_readable`):
+    `attended` says the owner is present (their own DM turn, or their hand in the panel or
+    the command line); the default is unattended, so a context nobody thought about may not
+    write there. `outside` names the text from outside the owner's own messages and files
+    in the context window ("a web_fetch result"), "" when there is none.
     """
 
     private: bool
     area: str = ""
+    attended: bool = False
+    outside: str = ""
 
 
 PRIVATE = Access(True)
@@ -237,6 +260,9 @@ def _fold(name: str) -> str:
 
 
 _PRIVATE_FILES_FOLDED = frozenset(_fold(n) for n in PRIVATE_FILES)
+_PERSONA_FOLDED = frozenset(_fold(n) for n in PERSONA_FILES)
+_GROUPS_FOLDED = _fold(GROUPS_DIR)
+_INBOX_FOLDED = _fold(INBOX_DIR)
 _PRIVATE_DIRS_FOLDED = frozenset(_fold(n) for n in (*PRIVATE_DIRS, SESSIONS_DIR))
 _READ_ONLY_FOLDED = frozenset({_fold(SESSIONS_DIR)})
 
@@ -258,6 +284,52 @@ def is_private_relpath(rel: PurePath | str | Sequence[str]) -> bool:
         return False
     first = _fold(parts[0])
     return first in _PRIVATE_DIRS_FOLDED or (len(parts) == 1 and first in _PRIVATE_FILES_FOLDED)
+
+
+def is_group_readable(rel: PurePath | str | Sequence[str]) -> bool:
+    """Loaded or read by some group context: anything under `groups/` (every group's area,
+    and what would become one) and the persona files. Compared case-insensitively (a deny
+    decision), so `identity.md` on a case-insensitive filesystem counts too."""
+    parts = _parts(rel)
+    if not parts:
+        return False
+    first = _fold(parts[0])
+    return first == _GROUPS_FOLDED or (len(parts) == 1 and first in _PERSONA_FOLDED)
+
+
+def outside_source(rel: PurePath | str | Sequence[str]) -> str:
+    """Who wrote a workspace file if not the owner: "a file a group wrote" inside a group's
+    area, "a received file" inside an inbox day folder (files people sent, their extracted
+    text), "" for the owner's own files. What a private context reads there is outside
+    text, as a web page is. The folders themselves (`groups/<chat>/`, `inbox/<day>/`) are
+    the gateway's names, not outside text."""
+    parts = tuple(_fold(p) for p in _parts(rel))
+    if len(parts) >= 3 and parts[0] == _GROUPS_FOLDED:
+        return "a file a group wrote"
+    if len(parts) >= 3 and parts[0] == _INBOX_FOLDED:
+        return "a received file"
+    return ""
+
+
+def shared_write_refusal(access: Access, rel: PurePath | str | Sequence[str]) -> str | None:
+    """Why a private context may not write the group-readable `rel` now, or None if it may
+    (or `rel` is not group-readable, or the context is a group's: `write_refusal` decides)."""
+    parts = _parts(rel)
+    if not access.private or not is_group_readable(parts):
+        return None
+    what = ("it is in a group's area, which that group reads" if _fold(parts[0]) ==
+            _GROUPS_FOLDED else "it is a persona file, which every group chat loads")
+    if not access.attended:
+        return (f"{what}, and no one is present in this context (a heartbeat, reminder, "
+                "memory flush or tidying), so it may not change what a group reads. The owner "
+                "can edit the file by hand or in the panel, or say it in the group")
+    if access.outside:
+        return (f"{what}, and this conversation holds text from outside ({access.outside}) "
+                "that could be instructions to copy private memory there, so it may not write "
+                "there now. The owner can edit the file by hand or in the panel, say it in the "
+                "group itself, or ask again in a fresh session (/new) before reading anything "
+                "from outside")
+    return None
 
 
 def _inside(parts: tuple[str, ...], area: str) -> bool:
@@ -300,7 +372,7 @@ def write_refusal(access: Access, rel: PurePath | str | Sequence[str]) -> str | 
     if parts and _fold(parts[0]) in _READ_ONLY_FOLDED:
         return "sessions/ holds transcripts and is read-only"
     if access.private:
-        return None
+        return shared_write_refusal(access, parts)
     if is_private_relpath(parts):
         return "private memory and transcripts are only available in the owner's DMs"
     if _inside(parts, access.area):

@@ -15,7 +15,7 @@ import asyncio
 import json
 import logging
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import tzinfo
 
 from gateway.agent.conversation import Message, SystemPrompt, Usage
@@ -148,6 +148,7 @@ class Compactor:
         if not (self.settings.memory_flush and ctx.private and session.flush_due):
             return False
         note = f"memory/{self.clock.now().astimezone(self.zone).date().isoformat()}.md"
+        ctx = replace(ctx, attended=False)  # the person did not ask for this turn
         budget = self.thresholds().compact_at // 2
         history = session.history[choose_cut(session.history, budget):]
         history.append(Message("user", FLUSH_PROMPT.format(note=note, no_reply=NO_REPLY)))

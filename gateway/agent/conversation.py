@@ -48,6 +48,10 @@ class Message:
     tool_name: str = ""
     is_error: bool = False
     images: tuple[ImagePart, ...] = ()  # user messages only
+    # Where outside text in this message came from ("a web_fetch result", "a document the
+    # person sent"), "" for the owner's own words and files and the assistant's own text.
+    # Recorded in the transcript: gateway/agent/provenance.py reads the context's taint from it.
+    untrusted: str = ""
 
 
 def image_placeholder(image: ImagePart) -> str:
@@ -68,6 +72,12 @@ class ToolSpec:
     # its own arguments, and running its schema here would let a hostile `pattern` stall the
     # event loop.
     checked: bool = True
+    # Whether what the tool returns comes from outside the owner's messages and files (a web
+    # page, a search, a tool server, a command's output): its results taint the context
+    # window they enter (gateway/agent/provenance.py). Declared by each tool; a tool whose
+    # output is outside only sometimes (read_file of a group's file) marks that result
+    # instead (`gateway.agent.tools.base.OutsideText`).
+    untrusted_output: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,6 +9,10 @@ Bounded by a number of tool rounds so a model that calls tools forever cannot ho
 hostage, and by the turn's quotas (`ctx.budget`: tool calls per step and per turn). Each
 message is recorded (transcript first) as it happens, so a crash mid-turn loses nothing that
 was already said or done.
+
+Each tool call sees what outside text the context window holds at that moment (`ctx.outside`,
+from the records: gateway/agent/provenance.py), so a web page fetched in this round already
+stops a write to a group's files in the next call; each result is recorded with its source.
 """
 
 from __future__ import annotations
@@ -16,12 +20,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 from gateway.agent.conversation import Message, SystemPrompt, ToolCall, Usage
 from gateway.agent.media.window import ImageWindow
 from gateway.agent.progress import progress_line
+from gateway.agent.provenance import outside_text
 from gateway.agent.providers.base import Provider, TextStream
 from gateway.agent.tools.base import ToolContext
 from gateway.agent.tools.registry import ToolOutcome, ToolRegistry
@@ -89,8 +94,13 @@ class AgentLoop:
                 completion = await self.provider.complete(system, messages, specs,
                                                           stream=stream)
             total = total + completion.usage
+            # A name the model made up may hold a secret (the name of a tool a server listing
+            # was refused for): recorded masked, as any tool result is.
+            shown = [tools.shown_name(call.name) for call in completion.tool_calls]
             record(
-                Message("assistant", completion.text, tool_calls=completion.tool_calls),
+                Message("assistant", completion.text, tool_calls=tuple(
+                    replace(call, name=name)
+                    for call, name in zip(completion.tool_calls, shown, strict=True))),
                 completion.usage,
             )
             if not completion.tool_calls:
@@ -103,10 +113,11 @@ class AgentLoop:
                 # instead of running (every call needs a result for the next request).
                 refusal = ctx.budget.call_refusal(position, call.name) if ctx.budget else None
                 outcome = ToolOutcome(refusal, True) if refusal else \
-                    await self._run_tool(call, ctx, tools)
+                    await self._run_tool(call, _seeing(ctx, history), tools)
                 record(
-                    Message("tool", outcome.text, tool_call_id=call.id, tool_name=call.name,
-                            is_error=outcome.is_error),
+                    Message("tool", outcome.text, tool_call_id=call.id,
+                            tool_name=shown[position], is_error=outcome.is_error,
+                            untrusted=outcome.untrusted),
                     None,
                 )
         stop = ROUND_LIMIT_NOTE.format(rounds=self.max_tool_rounds)
@@ -120,3 +131,10 @@ class AgentLoop:
             return ToolOutcome(f"invalid arguments for {call.name}: {call.arguments_error}", True)
         log.info("tool %s in %s", call.name, ctx.session_key)
         return await tools.run(call.name, call.arguments, ctx)
+
+
+def _seeing(ctx: ToolContext, history: list[Message]) -> ToolContext:
+    """`ctx` as of now: the outside text in the window (only the owner's own turn asks)."""
+    if not (ctx.private and ctx.attended):
+        return ctx
+    return replace(ctx, outside=outside_text(history))

@@ -17,7 +17,14 @@ from pathlib import Path
 from typing import Any
 
 from gateway.agent.conversation import Message, Usage
-from gateway.agent.transcript import Transcript, entry_to_message, message_to_entry, repair_history
+from gateway.agent.provenance import summarised_source
+from gateway.agent.transcript import (
+    Transcript,
+    entry_to_message,
+    message_to_entry,
+    repair_history,
+    untrusted_field,
+)
 from gateway.clock import Clock
 from gateway.workspace.seed import SESSIONS_DIR
 
@@ -121,16 +128,20 @@ class Session:
         """Replace history[:first_kept] by `summary` (or a drop marker), on disk and here.
 
         The transcript keeps every original line; the compaction entry only says where the
-        kept part starts, so a reload rebuilds exactly this history.
+        kept part starts, so a reload rebuilds exactly this history. A summary of records
+        that held outside text holds it too (`untrusted`, gateway/agent/provenance.py); a
+        drop without a summary leaves nothing of them.
         """
         first_entry = (
             self.entry_ids[first_kept] if first_kept < len(self.entry_ids) else self.entry_count
         )
+        untrusted = summarised_source(self.history[:first_kept]) if summary else ""
         self.record_event(
             "compaction", summary=summary, first_kept_entry=first_entry,
-            overhead_chars=overhead_chars, **fields,
+            overhead_chars=overhead_chars, **({"untrusted": untrusted} if untrusted else {}),
+            **fields,
         )
-        self._apply_compaction(first_kept, summary, overhead_chars)
+        self._apply_compaction(first_kept, summary, overhead_chars, untrusted)
 
     def position_of_entry(self, first_entry: int) -> int:
         """History position of the first message at or after transcript entry `first_entry`."""
@@ -140,8 +151,8 @@ class Session:
         return len(self.history)
 
     def _apply_compaction(self, first_kept: int, summary: str | None,
-                          overhead_chars: int) -> None:
-        self.history = [compacted_marker(summary), *self.history[first_kept:]]
+                          overhead_chars: int, untrusted: str = "") -> None:
+        self.history = [compacted_marker(summary, untrusted), *self.history[first_kept:]]
         self.entry_ids = [-1, *self.entry_ids[first_kept:]]
         self.compactions += 1
         self.last_usage = None
@@ -162,9 +173,12 @@ DROPPED_NOTE = (
 )
 
 
-def compacted_marker(summary: str | None) -> Message:
-    """The message that stands for everything before the kept part."""
-    return Message("user", f"{SUMMARY_HEADER}\n\n{summary}" if summary else DROPPED_NOTE)
+def compacted_marker(summary: str | None, untrusted: str = "") -> Message:
+    """The message that stands for everything before the kept part (`untrusted`: the
+    outside source its summary was made from)."""
+    if not summary:
+        return Message("user", DROPPED_NOTE)
+    return Message("user", f"{SUMMARY_HEADER}\n\n{summary}", untrusted=untrusted)
 
 
 def is_compaction_marker(message: Message) -> bool:
@@ -221,6 +235,7 @@ def _replay(session: Session, number: int, entry: dict[str, Any]) -> None:
             session.position_of_entry(first_entry),
             summary if isinstance(summary, str) else None,
             _count(entry.get("overhead_chars", 0)),
+            untrusted_field(entry),
         )
     elif entry.get("type") == "flush":
         cycle = entry.get("cycle", -1)

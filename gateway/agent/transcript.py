@@ -78,8 +78,10 @@ def entry_to_message(entry: dict[str, Any]) -> Message | None:
     Raises ValueError for an entry of a known type whose fields are not what the gateway
     writes (a hand edit): the caller skips it."""
     kind = entry.get("type")
+    untrusted = untrusted_field(entry)
     if kind == "user":
-        return Message("user", _text(entry.get("text", "")), images=_images(entry.get("images")))
+        return Message("user", _text(entry.get("text", "")), images=_images(entry.get("images")),
+                       untrusted=untrusted)
     if kind == "assistant":
         raw_calls = entry.get("tool_calls") or []
         if not isinstance(raw_calls, list) or not all(isinstance(c, dict) for c in raw_calls):
@@ -98,8 +100,19 @@ def entry_to_message(entry: dict[str, Any]) -> Message | None:
             tool_call_id=_text(entry.get("tool_call_id", "")),
             tool_name=_text(entry.get("name", "")),
             is_error=bool(entry.get("is_error", False)),
+            untrusted=untrusted,
         )
     return None
+
+
+def untrusted_field(entry: dict[str, Any]) -> str:
+    """An entry's outside-text source (gateway/agent/provenance.py). A value the gateway does
+    not write (a hand edit) still counts as outside text: dropping the mark would make a
+    tainted context look clean."""
+    value = entry.get("untrusted")
+    if value is None or value == "":
+        return ""
+    return value if isinstance(value, str) else "outside text (an unreadable record)"
 
 
 def _images(raw: Any) -> tuple[ImagePart, ...]:
@@ -129,6 +142,7 @@ def _text(value: Any) -> str:
 
 
 def message_to_entry(message: Message) -> dict[str, Any]:
+    marked = {"untrusted": message.untrusted} if message.untrusted else {}
     if message.role == "tool":
         return {
             "type": "tool_result",
@@ -136,8 +150,9 @@ def message_to_entry(message: Message) -> dict[str, Any]:
             "name": message.tool_name,
             "text": message.text,
             "is_error": message.is_error,
+            **marked,
         }
-    entry: dict[str, Any] = {"type": message.role, "text": message.text}
+    entry: dict[str, Any] = {"type": message.role, "text": message.text, **marked}
     if message.images:  # references only: the pixels stay in the workspace file
         entry["images"] = [
             {"path": i.path, "media_type": i.media_type, "width": i.width, "height": i.height}

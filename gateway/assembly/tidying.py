@@ -13,9 +13,11 @@ MEMORY.md, and a fact it does not name stays word for word.
 
 Guards, because a model's rewrite is how memory gets lost:
 - a pass whose request would pass `[memory] tidy_max_tokens` is not made;
-- a rewrite that would delete more than `tidy_max_drop_share` of the non-empty lines (moved,
-  struck and replaced lines count as kept) is refused: nothing is written, the refusal is
-  logged, counted and kept in the state file;
+- a rewrite that would delete more than `tidy_max_drop_share` of the non-empty lines is
+  refused: nothing is written, the refusal is logged, counted and kept in the state file.
+  Moved and struck lines count as kept; a replaced line only when its replacement keeps its
+  content (at least `KEPT_SHARE` of its words), so "replace every line with `.`" is a pass
+  that drops everything, not one that keeps everything;
 - MEMORY.md changed while the model worked (a DM turn wrote it): nothing is written;
 - the write happens in the person's DM lane (never beside a turn), atomically, and is a
   commit of its own with reason `tidy`, so `clawgate memory undo` takes it back.
@@ -59,6 +61,7 @@ CHECK_SECONDS = 3600.0  # how often the service looks for a workspace due a pass
 TIDY_FILL = 0.7  # MEMORY.md past this share of its prompt budget is due a pass
 MIN_LINES = 8  # fewer non-empty lines: nothing worth a model call
 SIMILAR = 0.8  # two lines sharing this share of their words are duplicate candidates
+KEPT_SHARE = 0.5  # a replaced line is kept when its replacement has this share of its words
 TIDY_PROMPT = """\
 [Memory tidying, not from the person: nobody will see your reply.]
 Below is MEMORY.md with line numbers: the durable memory loaded into every private
@@ -157,9 +160,22 @@ def apply_ops(text: str, ops: Ops, when: str) -> tuple[str, list[str]]:
     return "\n".join(kept), moved
 
 
-def lines_dropped(ops: Ops) -> int:
-    """Lines the operations delete (struck, moved and replaced lines are kept)."""
-    return sum(1 for kind, _ in ops.values() if kind == "delete")
+def keeps_content(old: str, new: str) -> bool:
+    """Whether the replacement `new` of line `old` keeps what it said: most of its words
+    (a merge or a correction does), or, for a line without words, its text."""
+    words = _words(old)
+    if not words:
+        return old.strip() in new
+    return len(words & _words(new)) >= KEPT_SHARE * len(words)
+
+
+def lines_dropped(ops: Ops, text: str) -> int:
+    """Lines of `text` the operations lose: deleted ones, and replaced ones whose content the
+    replacement does not keep (struck and moved lines are kept)."""
+    lines = text.split("\n")
+    return sum(1 for number, (kind, new) in ops.items()
+               if kind == "delete"
+               or (kind == "replace" and not keeps_content(lines[number - 1], new)))
 
 
 class Tidier:
@@ -271,7 +287,7 @@ class Tidier:
         new, moved = apply_ops(text, ops, today.isoformat())
         if new == text:
             return TidyOutcome("unchanged", **tokens)
-        dropped = lines_dropped(ops)
+        dropped = lines_dropped(ops, text)
         total = len(content_lines(text))
         share = dropped / max(1, total)
         if share > self.settings.tidy_max_drop_share:

@@ -131,7 +131,9 @@ def _spec(connection: McpConnection, tool: types.Tool) -> tuple[ToolSpec | None,
     description = " ".join((tool.description or tool.title or "").split()) or "(no description)"
     description = redact(description)[:MAX_DESCRIPTION_CHARS]
     # The server checks its own arguments; its schema is shown to the model, never run here.
-    return ToolSpec(name, f"[{connection.name}] {description}", schema, checked=False), ""
+    # What a server answers is outside text, whatever it is (gateway/agent/provenance.py).
+    return ToolSpec(name, f"[{connection.name}] {description}", schema, checked=False,
+                    untrusted_output=True), ""
 
 
 def _masked(value: Any, redact: Callable[[str], str], depth: int) -> Any:

@@ -74,7 +74,8 @@ def correct_command(
     if action not in ACTIONS:
         raise CliError(f"--action must be one of {', '.join(ACTIONS)}")
     try:
-        target = paths.resolve_in_workspace(root, file, private=True, write=True)
+        target = paths.resolve_in_workspace(root, file, private=True, write=True,
+                                            attended=True)  # the owner at the keyboard
     except paths.PathRefused as exc:
         raise CliError(str(exc)) from exc
     rel = os.path.relpath(target, os.path.realpath(root)).replace(os.sep, "/")

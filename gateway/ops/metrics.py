@@ -32,6 +32,8 @@ from gateway.agent.providers.base import Provider, ProviderError, TextStream
 from gateway.agent.scope import TURN_KINDS, UsageScope, current_scope
 from gateway.agent.tools.quota import QUOTA_KINDS
 
+SHARED_WRITE_REASONS = ("unattended", "outside_text")
+
 LabelValues = tuple[str, ...]
 # Seconds: provider calls take 0.5-60 s, searches and turns' own work milliseconds.
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
@@ -246,6 +248,13 @@ class GatewayMetrics:
             "step_calls, turn_calls.", ["quota"])
         for kind in QUOTA_KINDS:  # every series from the start, so a rate() sees the first
             self.quota_refusals.inc(0, quota=kind)
+        self.shared_write_refusals = r.counter(
+            "clawgate_shared_writes_refused_total",
+            "Writes of a file groups read (a group's area, a persona file) refused in a "
+            "private context: unattended (no owner present) or outside_text (a web page, a "
+            "document, a tool server's output in the context).", ["reason"])
+        for reason in SHARED_WRITE_REASONS:
+            self.shared_write_refusals.inc(0, reason=reason)
         self.tool_bytes = r.counter(
             "clawgate_tool_bytes_written_total", "Bytes the file tools put into files.")
         self.queue_depth = r.gauge(
@@ -288,6 +297,10 @@ class GatewayMetrics:
     def quota_refused(self, kind: str) -> None:
         """A quota refused a tool call or a write (gateway/agent/tools/quota.py)."""
         self.quota_refusals.inc(quota=fixed_label(kind, QUOTA_KINDS))
+
+    def shared_write_refused(self, reason: str) -> None:
+        """A write of a group-readable file was refused (gateway/agent/tools/files.py)."""
+        self.shared_write_refusals.inc(reason=fixed_label(reason, SHARED_WRITE_REASONS))
 
     def tool_bytes_written(self, count: int) -> None:
         self.tool_bytes.inc(count)

@@ -73,7 +73,8 @@ def list_files(workspace: Path) -> list[FileEntry]:
 
 def _resolve(workspace: Path, rel: str, *, write: bool) -> Path:
     try:
-        return resolve_in_workspace(workspace, rel, private=True, write=write)
+        # The owner's own hand: may change what groups read too (memory/layout.py).
+        return resolve_in_workspace(workspace, rel, private=True, write=write, attended=True)
     except Exception as exc:  # PathRefused carries the reason
         raise FileRefused(getattr(exc, "reason", str(exc))) from exc
 

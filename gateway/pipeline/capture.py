@@ -22,7 +22,7 @@ import asyncio
 import logging
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import gateway.workspace.paths as paths
@@ -141,7 +141,7 @@ class Capture:
         if ctx.budget.written > 0:
             self._count("kept")
             return None
-        return Due(system, ctx)
+        return Due(system, replace(ctx, attended=False))  # a step the person did not ask for
 
     async def run(self, session: Session, due: Due, today_note: str) -> bool:
         """The silent capture step; True when it wrote something."""

@@ -110,7 +110,7 @@ class Delivery:
         """
         target = self.channels.get(channel)
         text = scrub_token(text)  # HEARTBEAT_OK never reaches a person, whatever sent it
-        if target is None or not (text.strip() or file):
+        if target is None or (nothing_to_send(text) and not file):
             if target is None:
                 log.error("no channel %r to deliver to", channel)
             else:
@@ -261,6 +261,11 @@ class Delivery:
             await write(row, *args)
         except Exception:  # the send happened; a bookkeeping failure must not resend it now
             log.exception("could not record delivery %d", row)
+
+
+def nothing_to_send(text: str) -> bool:
+    """Whether `deliver` would send nothing of `text` (empty once HEARTBEAT_OK is out)."""
+    return not scrub_token(text).strip()
 
 
 def _settled(outcome: Outcome) -> asyncio.Future[Outcome]:

@@ -25,6 +25,11 @@ recorded in the state database (`previews`) as soon as it exists, so that:
   the reply), and the reply comes as a new message.
 
 A Telegram draft (private chats) is ephemeral: nothing to replace, nothing left behind.
+
+A preview always ends as the reply or not at all: a reply with nothing left to send once
+`HEARTBEAT_OK` is taken out (gateway/pipeline/delivery.py, `nothing_to_send`), or a message
+given up on, deletes its preview (`discard`) instead of leaving "HEARTBEA ▍" in the chat. A
+kill before the deletion leaves the preview recorded, and the turn taken up again deletes it.
 """
 
 from __future__ import annotations
@@ -129,6 +134,14 @@ class LivePreview:
                 task.cancel()
             await asyncio.gather(task, return_exceptions=True)
         return self.preview.message_id
+
+    async def discard(self) -> None:
+        """Stop, and take the preview out of the chat (best effort: logged if it fails)."""
+        await self.finish()
+        try:
+            await self.preview.delete()
+        except Exception as exc:
+            log.warning("could not delete a live preview (%s: %s)", type(exc).__name__, exc)
 
     async def _run(self) -> None:
         while not self._closing:

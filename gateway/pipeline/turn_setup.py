@@ -124,7 +124,8 @@ class TurnSetup:
 
     def tool_context(self, route: Route) -> ToolContext:
         """A turn's tool context: its budget (the quotas' share of this turn) is fresh, and its
-        outbox reaches the chat the turn answers (send_file)."""
+        outbox reaches the chat the turn answers (send_file). A private route is the owner's
+        own DM, so the owner is present (`attended`: memory/layout.py, group-readable files)."""
         channel = self.channels.get(route.channel)
         outbox = None
         if channel is not None and route.chat_id:
@@ -133,6 +134,7 @@ class TurnSetup:
         return ToolContext(
             route.workspace, route.session_key, route.private, self.settings.tools.max_file_bytes,
             area=route.access.area, outbox=outbox, budget=self.turn_budget(),
+            attended=route.private,
         )
 
     def turn_budget(self) -> TurnBudget:

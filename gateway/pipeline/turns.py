@@ -12,7 +12,8 @@ silence. A message re-queued by a restart continues from what the transcript say
 
 Where the channel shows live previews, the turn streams into one (gateway/pipeline/
 streaming.py) and its reply replaces the preview (the preview stops before the reply is
-queued; the reply is the outbox message, as without streaming).
+queued; the reply is the outbox message, as without streaming). A reply with nothing to send
+(only HEARTBEAT_OK) or none (given up on) deletes the preview instead.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from gateway.agent.compaction import Compactor
 from gateway.agent.conversation import Message, SystemPrompt, Usage
 from gateway.agent.loop import AgentLoop, Recorder, TurnStream, Waiting
 from gateway.agent.prompt import request_overhead_chars
+from gateway.agent.provenance import received_source
 from gateway.agent.providers.base import ProviderError
 from gateway.agent.sessions import Session, SessionStore
 from gateway.agent.tools import ToolContext, ToolRegistry
@@ -36,7 +38,7 @@ from gateway.ops.logs import turn_scope
 from gateway.ops.metrics import GatewayMetrics
 from gateway.ops.versioning import Versioning
 from gateway.pipeline.commands import PromptParts
-from gateway.pipeline.delivery import Delivery
+from gateway.pipeline.delivery import Delivery, nothing_to_send
 from gateway.pipeline.recovery import (
     REPLY_EVENT,
     ResumePoint,
@@ -160,6 +162,12 @@ class TurnRunner:
             finally:
                 replaces = await live.finish() if live is not None else ""
             self._previewing.discard(answer_key(msg))
+            if live is not None and (reply is None or nothing_to_send(reply)):
+                # No reply will replace the preview: it must not stay behind unfinished.
+                await live.discard()
+                if replaces and durable:
+                    await self._forget_preview(answer_key(msg))
+                replaces = ""
             if reply is None:
                 return ""  # given up on, and answered as such (recovery.py)
             sent = await self.delivery.deliver(
@@ -261,7 +269,8 @@ class TurnRunner:
             content = await self.media(route, msg)
         if content is not None:
             text = attributed_text(dataclasses.replace(msg, text=content.text))
-            message = Message("user", text, images=content.images)
+            message = Message("user", text, images=content.images,
+                              untrusted=received_source(content.media))
             extra, direct = {"media": content.media}, content.reply
         try:
             session.record(

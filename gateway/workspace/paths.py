@@ -14,7 +14,9 @@ last, so every check here assumes a hostile input. The rules, in order:
 3. Access: what the context may read or write is asked of `memory.layout` (the one place
    that knows the workspace layout and the access rule), on both the name as given and the
    resolved name, so aliases and links cannot reach past it. Outside private contexts a
-   second name (hard link) of a private file is refused too.
+   second name (hard link) of a private file is refused too. A private context's write of a
+   group-readable file that the rule refuses now (no owner present, outside text in the
+   context) is a `SharedWriteRefused`, so the tools can count and log it.
 
 A race in which someone with shell access swaps a directory for a symlink between this check and
 the actual open is out of scope: tools are the only writers the model controls, and no tool can
@@ -37,6 +39,7 @@ from memory.layout import (
     is_private_relpath,
     leads_to_area,
     read_refusal,
+    shared_write_refusal,
     write_refusal,
 )
 
@@ -45,6 +48,7 @@ __all__ = [
     "PRIVATE_FILES",
     "SESSIONS_DIR",
     "PathRefused",
+    "SharedWriteRefused",
     "is_hidden_relpath",
     "is_private_relpath",
     "resolve_in_workspace",
@@ -68,10 +72,25 @@ class PathRefused(ToolError):
     """A path the model gave is not allowed; the message tells it why and what to do instead."""
 
     def __init__(self, user_path: object, reason: str) -> None:
-        shown = user_path if isinstance(user_path, str) and len(user_path) <= 200 else "<path>"
-        super().__init__(f"path {shown!r} refused: {reason}. {_HINT}")
+        super().__init__(f"path {_shown(user_path)!r} refused: {reason}. {_HINT}")
         self.user_path = user_path
         self.reason = reason
+
+
+def _shown(user_path: object) -> str:
+    return user_path if isinstance(user_path, str) and len(user_path) <= 200 else "<path>"
+
+
+class SharedWriteRefused(PathRefused):
+    """A private context may not write this group-readable file now (memory.layout's
+    `shared_write_refusal`); `unattended` tells the two reasons apart (no owner present, or
+    outside text in the context). The message says why and what the owner can do instead."""
+
+    def __init__(self, user_path: object, reason: str, *, unattended: bool) -> None:
+        ToolError.__init__(self, f"nothing was written to {_shown(user_path)!r}: {reason}.")
+        self.user_path = user_path
+        self.reason = reason
+        self.unattended = unattended
 
 
 def _parts(rel: Path | PurePosixPath | str) -> tuple[str, ...]:
@@ -117,6 +136,9 @@ def _check_lexical(user_path: str) -> tuple[str, ...]:
 
 
 def _check_rules(user_path: str, parts: tuple[str, ...], access: Access, *, write: bool) -> None:
+    shared = shared_write_refusal(access, parts) if write else None
+    if shared is not None:
+        raise SharedWriteRefused(user_path, shared, unattended=not access.attended)
     reason = write_refusal(access, parts) if write else read_refusal(access, parts)
     if reason is not None:
         raise PathRefused(user_path, reason)
@@ -135,17 +157,19 @@ def _has_symlink_or_parent_ref(workspace: Path, rel: Path) -> bool:
 
 
 def resolve_in_workspace(
-    workspace: Path, user_path: str, *, private: bool, write: bool, area: str = ""
+    workspace: Path, user_path: str, *, private: bool, write: bool, area: str = "",
+    attended: bool = False, outside: str = "",
 ) -> Path:
     """Turn a model-supplied path into an absolute real path inside `workspace`, or refuse.
 
     The returned path has every symlink resolved, so callers act on the file the checks judged,
     not on a name that could point somewhere else. `write=True` additionally refuses read-only
     areas. `area` is a group's own writable area (`memory.layout.group_area`); outside private
-    contexts nothing else is writable. Raises PathRefused (a ToolError) with a message meant
-    for the model.
+    contexts nothing else is writable. `attended` and `outside` (private contexts) decide the
+    group-readable files: see `memory.layout.Access`; the default is a context with no one
+    present. Raises PathRefused (a ToolError) with a message meant for the model.
     """
-    access = Access(private, "" if private else area)
+    access = Access(private, "" if private else area, attended, outside)
     if not isinstance(user_path, str):
         raise PathRefused(user_path, "the path must be a string")
     lexical = _check_lexical(user_path)

@@ -49,7 +49,9 @@ class Seen:
 
 class FakeWebServer:
     def __init__(self, *, huge_bytes: int = 20_000_000, slow_seconds: float = 5.0,
-                 ssl_context: ssl.SSLContext | None = None) -> None:
+                 ssl_context: ssl.SSLContext | None = None,
+                 pages: dict[str, str] | None = None) -> None:
+        self.pages = dict(pages or {})  # a test's own HTML pages, by path
         self.requests: list[Seen] = []
         self.huge_bytes = huge_bytes
         self.huge_sent = 0  # bytes of /huge actually written before the client went away
@@ -95,6 +97,8 @@ class FakeWebServer:
         add("/to-article", self._redirect("/article"))
         add("/to-named/{host}", self._to_named)
         add("/chain/{n}", self._chain)
+        for path, html in self.pages.items():
+            add(path, self._html(html))
         self._runner = web.AppRunner(app, shutdown_timeout=0.5)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0, ssl_context=self.ssl_context)

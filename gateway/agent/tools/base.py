@@ -37,6 +37,12 @@ class ToolContext:
     quotas (gateway/agent/tools/quota.py): one per turn, shared by its tool calls; None only
     where no model runs tools (tests of a single tool). `outbox` reaches the person of the
     chat the turn answers (None where no one is: heartbeats, flushes).
+
+    `attended` and `outside` decide whether a private context may write the files groups
+    read (memory/layout.py, "Group-readable files"): `attended` only in the owner's own DM
+    turn (the default, False, is every context no one thought about: heartbeats, flushes,
+    reminders, tidying); `outside` is set by the agent loop before each call from the records
+    in the context window (gateway/agent/provenance.py).
     """
 
     workspace: Path
@@ -46,6 +52,26 @@ class ToolContext:
     area: str = ""
     outbox: FileOutbox | None = None
     budget: TurnBudget | None = None
+    attended: bool = False
+    outside: str = ""
+
+
+class OutsideText(str):
+    """A tool result whose text came from outside the owner's own files (`source` says from
+    where: "a file a group wrote"), for tools whose output is outside only sometimes; a tool
+    whose output always is declares `ToolSpec.untrusted_output` instead."""
+
+    source: str
+
+    def __new__(cls, text: str, source: str) -> OutsideText:
+        made = super().__new__(cls, text)
+        made.source = source
+        return made
+
+
+def outside(text: str, source: str) -> str:
+    """`text` marked as outside text from `source`, or as it is when `source` is ""."""
+    return OutsideText(text, source) if source else text
 
 
 class Tool(Protocol):

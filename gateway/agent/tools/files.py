@@ -4,12 +4,17 @@ Every path goes through `gateway.workspace.paths.resolve_in_workspace`, every wr
 (`memory.atomic`), and deletion only ever moves files into `.trash/`, because these files are a
 person's long-term memory and a model's mistake must always be recoverable. Paths shown to the
 model are workspace-relative, so anything a tool prints can be passed straight back to a tool.
+
+What a private context reads of a file a group wrote, or of a received file, is outside text
+(`memory.layout.outside_source`): such a result is marked (`OutsideText`), and the context may
+then no longer write what groups read. A write refused by that rule is logged and counted.
 """
 
 from __future__ import annotations
 
 import asyncio
 import errno
+import logging
 import os
 import weakref
 from collections.abc import Callable, Iterator
@@ -22,9 +27,9 @@ from typing import Any, TypeVar
 # gateway.workspace.paths is half-initialized.
 import gateway.workspace.paths as paths
 from gateway.agent.conversation import ToolSpec
-from gateway.agent.tools.base import Tool, ToolContext, ToolError
+from gateway.agent.tools.base import Tool, ToolContext, ToolError, outside
 from memory.atomic import atomic_write_text, fsync_directory, make_private_dirs
-from memory.layout import TRASH_DIR
+from memory.layout import TRASH_DIR, outside_source
 
 __all__ = [
     "AppendFileTool",
@@ -37,6 +42,7 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 MAX_READ_LINES = 2000
 # Below the registry's output cap, so a long read is paginated by lines (and can be continued)
@@ -140,10 +146,25 @@ def _os_reason(exc: OSError) -> str:
 
 
 async def _resolve(ctx: ToolContext, user_path: str, *, write: bool) -> Path:
-    return await asyncio.to_thread(
-        paths.resolve_in_workspace, ctx.workspace, user_path, private=ctx.private, write=write,
-        area=ctx.area,
-    )
+    try:
+        return await asyncio.to_thread(
+            paths.resolve_in_workspace, ctx.workspace, user_path, private=ctx.private,
+            write=write, area=ctx.area, attended=ctx.attended, outside=ctx.outside,
+        )
+    except paths.SharedWriteRefused as exc:
+        reason = "unattended" if exc.unattended else "outside_text"
+        log.warning("a write of a group-readable file was refused in %s (%s%s)",
+                    ctx.session_key, reason, f": {ctx.outside}" if ctx.outside else "")
+        if ctx.budget is not None:
+            ctx.budget.shared_write_refused(reason)
+        raise
+
+
+def _marked(ctx: ToolContext, rel: str, text: str) -> str:
+    """`text` read from `rel`, marked as outside text when a private context read a file a
+    group wrote or a received one (a group's own context needs no mark: it may write only
+    its own area anyway)."""
+    return outside(text, outside_source(rel) if ctx.private else "")
 
 
 async def _locked(path: Path, fn: Callable[[], T]) -> T:
@@ -204,7 +225,8 @@ class ReadFileTool:
         user_path, start, limit = args["path"], args["start_line"], args["max_lines"]
         path = await _resolve(ctx, user_path, write=False)
         text = await asyncio.to_thread(_read_text, path, ctx, name)
-        return _page(text, start, limit, _rel(ctx, path))
+        shown = _rel(ctx, path)
+        return _marked(ctx, shown, _page(text, start, limit, shown))
 
 
 def _page(text: str, start: int, limit: int, shown: str) -> str:
@@ -437,12 +459,14 @@ def _list(path: Path, ctx: ToolContext, recursive: bool) -> str:
         raise ToolError(f"list_files: {shown} is a file; use read_file to read it")
     lines: list[str] = []
     truncated = False
+    source = ""  # names people chose (a group's files, received ones) are outside text too
     try:
         for entry in _walk(path, recursive, lambda e: _visible(ctx, root, e)):
             if len(lines) >= MAX_LIST_ENTRIES:
                 truncated = True
                 break
             lines.append(_describe(root, entry))
+            source = source or outside_source(entry.relative_to(root))
     except OSError as exc:
         raise ToolError(f"list_files: could not list {shown}: {exc.strerror or exc}") from exc
     where = "the workspace" if shown == "." else f"{shown}/"
@@ -453,7 +477,8 @@ def _list(path: Path, ctx: ToolContext, recursive: bool) -> str:
         lines.append(
             f"[stopped after {MAX_LIST_ENTRIES} entries; list a sub-folder to see the rest]"
         )
-    return "\n".join([header, *lines])
+    listing = "\n".join([header, *lines])
+    return outside(listing, source if ctx.private else "")
 
 
 def _walk(top: Path, recursive: bool, visible: Callable[[Path], bool]) -> Iterator[Path]:

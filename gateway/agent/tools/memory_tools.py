@@ -17,9 +17,10 @@ from typing import TYPE_CHECKING, Any
 import gateway.workspace.paths as paths
 from gateway.agent.conversation import ToolSpec
 from gateway.agent.tools.args import require_private
-from gateway.agent.tools.base import Tool, ToolContext, ToolError
+from gateway.agent.tools.base import Tool, ToolContext, ToolError, outside
 from memory.chunking import transcript_lines
 from memory.defaults import DEFAULT_MAX_RESULTS, MAX_RESULTS
+from memory.layout import outside_source
 from memory.sources import is_memory_path
 
 if TYPE_CHECKING:  # the recall index (numpy, sqlite-vec) loads at the first search
@@ -94,7 +95,9 @@ class MemorySearchTool:
             ) from exc
         if self.on_search is not None:
             self.on_search(time.perf_counter() - started)
-        return format_results(query, response)
+        # A received document's text is indexed too: a hit from it is outside text.
+        sources = [outside_source(result.path) for result in response.results]
+        return outside(format_results(query, response), next(filter(None, sources), ""))
 
 
 def format_results(query: str, response: Any) -> str:
@@ -148,7 +151,8 @@ class MemoryGetTool:
                 f"{name}: {rel} is not a memory file; memory_get reads MEMORY.md, USER.md, "
                 "memory/*.md and sessions/*.jsonl (use read_file for other files)"
             )
-        return await asyncio.to_thread(_read_lines, target, rel, start, count, ctx, name)
+        text = await asyncio.to_thread(_read_lines, target, rel, start, count, ctx, name)
+        return outside(text, outside_source(rel))
 
 
 def _read_lines(target: Path, rel: str, start: int, count: int, ctx: ToolContext,

@@ -59,6 +59,10 @@ class QuotaCounter(Protocol):
 
     def tool_bytes_written(self, count: int) -> None: ...
 
+    def shared_write_refused(self, reason: str) -> None:
+        """A private context's write of a group-readable file was refused (memory/layout.py:
+        "unattended" or "outside_text")."""
+
 
 def size_text(count: int) -> str:
     """Bytes for people and models: 10 MiB, 512 KiB, 900 bytes."""
@@ -222,3 +226,8 @@ class TurnBudget:
     def _refused(self, kind: QuotaKind) -> None:
         if self.counter is not None:
             self.counter.quota_refused(kind)
+
+    def shared_write_refused(self, reason: str) -> None:
+        """Count a refused write of a group-readable file (gateway/agent/tools/files.py)."""
+        if self.counter is not None:
+            self.counter.shared_write_refused(reason)

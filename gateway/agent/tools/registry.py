@@ -7,13 +7,15 @@ registry is where that is guaranteed, so the loop only ever sees a `ToolOutcome`
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from gateway.agent.conversation import ToolSpec
+from gateway.agent.provenance import result_source
 from gateway.agent.tools.args import run_checked
-from gateway.agent.tools.base import Tool, ToolContext, ToolError
+from gateway.agent.tools.base import OutsideText, Tool, ToolContext, ToolError
 
 __all__ = ["MAX_TOOL_OUTPUT_CHARS", "ToolOutcome", "ToolRegistry"]
 
@@ -22,14 +24,17 @@ log = logging.getLogger(__name__)
 # Roughly 25k tokens: enough for any sensible result, small enough that one runaway tool output
 # cannot eat the context window.
 MAX_TOOL_OUTPUT_CHARS = 100_000
+_NOT_IN_A_NAME = re.compile(r"[^A-Za-z0-9_-]")
 
 
 @dataclass(frozen=True, slots=True)
 class ToolOutcome:
-    """A tool's result as the model will see it; `is_error` marks refusals and failures."""
+    """A tool's result as the model will see it; `is_error` marks refusals and failures;
+    `untrusted` names the outside source of its text ("" for none; provenance.py)."""
 
     text: str
     is_error: bool = False
+    untrusted: str = ""
 
 
 class ToolRegistry:
@@ -59,6 +64,13 @@ class ToolRegistry:
         self._redact = redact
         return self
 
+    def shown_name(self, name: str) -> str:
+        """A called tool's name as it is recorded (transcript, history, metrics): a secret in
+        it masked like one in a result, in the characters a tool name may have, since the
+        provider is sent the name again with the history."""
+        masked = self._redact(name)
+        return name if masked == name else _NOT_IN_A_NAME.sub("_", masked)
+
     def specs(self) -> list[ToolSpec]:
         return [tool.spec for tool in self._tools.values()]
 
@@ -78,17 +90,20 @@ class ToolRegistry:
     async def run(self, name: str, args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
         """Run one tool call. Never raises except for cancellation, which must propagate."""
         outcome = await self._run(name, args, ctx)
-        return ToolOutcome(self._redact(outcome.text), outcome.is_error)
+        return ToolOutcome(self._redact(outcome.text), outcome.is_error, outcome.untrusted)
 
     async def _run(self, name: str, args: dict[str, Any], ctx: ToolContext) -> ToolOutcome:
         tool = self._tools.get(name)
         if tool is None:
             available = ", ".join(self._tools) or "none"
             return ToolOutcome(f"unknown tool {name!r}; available tools: {available}", True)
+        # Whatever such a tool says, an error too, may carry outside text (a server's error
+        # message, a page's status line).
+        declared = result_source(name) if tool.spec.untrusted_output else ""
         try:
             result = await run_checked(tool, args, ctx)
         except ToolError as exc:
-            return ToolOutcome(str(exc) or f"{name} failed", True)
+            return ToolOutcome(str(exc) or f"{name} failed", True, declared)
         except Exception as exc:
             log.exception("tool %s raised", name)
             return ToolOutcome(f"internal error in tool {name}: {type(exc).__name__}", True)
@@ -97,7 +112,8 @@ class ToolRegistry:
             return ToolOutcome(
                 f"internal error in tool {name}: returned {type(result).__name__}", True
             )
-        return ToolOutcome(self._cap(result), False)
+        marked = result.source if isinstance(result, OutsideText) else ""
+        return ToolOutcome(self._cap(str(result)), False, marked or declared)
 
     def _cap(self, text: str) -> str:
         text = self._redact(text)  # before cutting: a cut must not leave half a key behind

@@ -2,7 +2,9 @@
 
 What comes back from the web is untrusted: each result says so and puts the page or the
 results between two marker lines carrying a random token, which a page cannot forge, so the
-model can tell where the outside text starts and stops. Whether a URL may be fetched at all
+model can tell where the outside text starts and stops. Both tools declare their output
+outside text (`ToolSpec.untrusted_output`): once a result is in a private context, that
+context may not write what groups read (memory/layout.py). Whether a URL may be fetched at all
 is `FetchPolicy`'s call (gateway/agent/web/links.py explains why "linked" is the default);
 which addresses may be reached is `AddressPolicy`'s (gateway/agent/web/addresses.py).
 
@@ -118,6 +120,7 @@ class WebFetchTool:
                 "required": ["url"],
                 "additionalProperties": False,
             },
+            untrusted_output=True,
         )
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> str:
@@ -204,6 +207,7 @@ class WebSearchTool:
                 "required": ["query"],
                 "additionalProperties": False,
             },
+            untrusted_output=True,
         )
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> str:

@@ -6,8 +6,13 @@ resolved once, every address it resolves to is checked, and the connection goes 
 address (fetch.py pins it): a name that resolves to a private address is refused, and so is a
 name with one public and one private address (a rebinding trick would pick the private one).
 
-An address is refused unless it is globally routable unicast. IPv6 forms that carry an IPv4
-address (mapped, NAT64, 6to4, Teredo) are judged by that IPv4 address too. The operator may
+An address is refused unless it is globally routable unicast. Every IPv6 form that carries an
+IPv4 address is judged by that IPv4 address too: IPv4-mapped (`::ffff:a.b.c.d`),
+IPv4-compatible (`::a.b.c.d`, deprecated but still routed by some stacks), IPv4-translated
+(`::ffff:0:a.b.c.d`), NAT64 with the well-known prefix (`64:ff9b::/96`) and the local-use one
+(`64:ff9b:1::/48`, every RFC 6052 layout its padding allows), 6to4, Teredo (server and client)
+and ISATAP interface identifiers. Python's `is_global` calls most of these public, which is how
+`::7f00:1` once passed as a public address. The operator may
 allow networks on purpose (a home server; the tests' loopback web server) with
 `[web] allow_networks`; cloud metadata addresses stay refused even then.
 """
@@ -53,6 +58,17 @@ NAMED_RANGES: tuple[tuple[IPNetwork, str], ...] = tuple(
     (ipaddress.ip_network(net), what) for net, what in _NAMED
 )
 NAT64 = ipaddress.ip_network("64:ff9b::/96")
+NAT64_LOCAL = ipaddress.ip_network("64:ff9b:1::/48")  # RFC 8215, local-use
+COMPATIBLE = ipaddress.ip_network("::/96")  # IPv4-compatible (RFC 4291, deprecated)
+TRANSLATED = ipaddress.ip_network("::ffff:0:0:0/96")  # IPv4-translated (RFC 2765)
+# RFC 6052: where the IPv4 address sits for each prefix length (bit ranges of the address,
+# counted from the left), skipping bits 64-71 (the "u" octet, always zero).
+_RFC6052: tuple[tuple[int, tuple[tuple[int, int], ...]], ...] = (
+    (48, ((48, 64), (72, 88))),
+    (56, ((56, 64), (72, 96))),
+    (64, ((72, 104),)),
+    (96, ((96, 128),)),
+)
 
 
 class AddressRefused(Exception):
@@ -64,19 +80,47 @@ def parse_networks(values: Iterable[str]) -> tuple[IPNetwork, ...]:
     return tuple(ipaddress.ip_network(value.strip(), strict=False) for value in values)
 
 
-def _embedded_v4(ip: IPAddress) -> ipaddress.IPv4Address | None:
-    """The IPv4 address an IPv6 address stands for, if it is one of the forms that carry one."""
+def _bits(value: int, start: int, end: int) -> int:
+    """Bits `start` to `end` (exclusive, counted from the left) of a 128-bit value."""
+    return (value >> (128 - end)) & ((1 << (end - start)) - 1)
+
+
+def _rfc6052(ip: ipaddress.IPv6Address) -> list[ipaddress.IPv4Address]:
+    """The IPv4 addresses a local-use NAT64 address can carry: one per RFC 6052 layout whose
+    padding (the "u" octet and the suffix after the IPv4 bits) is zero, as it must be."""
+    value = int(ip)
+    found = []
+    for _prefix, ranges in _RFC6052:
+        end = ranges[-1][1]
+        if _bits(value, 64, 72) or (end < 128 and _bits(value, end, 128)):
+            continue
+        v4 = 0
+        for start, stop in ranges:
+            v4 = (v4 << (stop - start)) | _bits(value, start, stop)
+        found.append(ipaddress.IPv4Address(v4))
+    return found
+
+
+def _embedded_v4(ip: IPAddress) -> list[ipaddress.IPv4Address]:
+    """The IPv4 addresses an IPv6 address stands for, in each form that carries one."""
     if not isinstance(ip, ipaddress.IPv6Address):
-        return None
+        return []
+    value = int(ip)
+    low = ipaddress.IPv4Address(value & 0xFFFFFFFF)
+    found: list[ipaddress.IPv4Address] = []
     if ip.ipv4_mapped is not None:
-        return ip.ipv4_mapped
-    if ip in NAT64:
-        return ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
+        found.append(ip.ipv4_mapped)
+    if ip in COMPATIBLE or ip in TRANSLATED or ip in NAT64:
+        found.append(low)
+    if ip in NAT64_LOCAL:
+        found.extend(_rfc6052(ip))
     if ip.sixtofour is not None:
-        return ip.sixtofour
+        found.append(ip.sixtofour)
     if ip.teredo is not None:
-        return ip.teredo[1]  # the client's address
-    return None
+        found.extend(ip.teredo)  # the server's and the client's
+    if (value >> 32) & 0xFCFFFFFF == 0x5EFE:  # ISATAP: interface id [0-3]00:5efe:a.b.c.d
+        found.append(low)
+    return found
 
 
 class AddressPolicy:
@@ -88,11 +132,11 @@ class AddressPolicy:
     def refusal(self, ip: IPAddress) -> str | None:
         """None if `ip` may be connected to, else what kind of address it is."""
         embedded = _embedded_v4(ip)
-        if ip in METADATA or embedded in METADATA:
+        if ip in METADATA or any(v4 in METADATA for v4 in embedded):
             return "a cloud metadata address"
         if any(ip in net for net in self.allow_networks if net.version == ip.version):
             return None
-        candidates = [candidate for candidate in (ip, embedded) if candidate is not None]
+        candidates: list[IPAddress] = [ip, *embedded]
         for candidate in candidates:
             for net, what in NAMED_RANGES:
                 if net.version == candidate.version and candidate in net:

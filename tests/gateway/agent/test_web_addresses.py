@@ -47,6 +47,44 @@ REFUSED = {
 }
 
 
+# Red-team round 3: every IPv6 form that carries an IPv4 address, judged by that address.
+# (address, the IPv4 address it carries, what it is)
+EMBEDDED = [
+    ("::7f00:1", "127.0.0.1", "loopback"),  # IPv4-compatible (deprecated)
+    ("::a00:1", "10.0.0.1", "private"),
+    ("::a9fe:a9fe", "169.254.169.254", "metadata"),
+    ("::ffff:0:7f00:1", "127.0.0.1", "loopback"),  # IPv4-translated
+    ("::ffff:0:c0a8:101", "192.168.1.1", "private"),
+    ("::ffff:7f00:1", "127.0.0.1", "loopback"),  # IPv4-mapped
+    ("64:ff9b::7f00:1", "127.0.0.1", "loopback"),  # NAT64, well-known prefix
+    ("64:ff9b::a9fe:a9fe", "169.254.169.254", "metadata"),
+    ("64:ff9b:1::7f00:1", "127.0.0.1", "loopback"),  # NAT64 local-use, /96 layout
+    ("64:ff9b:1:7f00:1::", "127.0.0.1", "loopback"),  # local-use, /64 layout
+    ("64:ff9b:1:a:0:100::", "0.10.0.1", "this network"),  # /48 and /56 layouts
+    ("64:ff9b:1:a9fe:a9:fe00::", "169.254.169.254", "metadata"),  # /48 layout
+    ("64:ff9b:1:0:a9:fea9:fe00:0", "169.254.169.254", "metadata"),  # /64 layout
+    ("2002:a00:1::1", "10.0.0.1", "private"),  # 6to4
+    ("2001:0:7f00:1:8000:63bf:5db8:d822", "127.0.0.1 (server)", "loopback"),  # Teredo
+    ("2606:4700::5efe:7f00:1", "127.0.0.1", "loopback"),  # ISATAP interface id
+    ("2606:4700::200:5efe:a00:1", "10.0.0.1", "private"),
+]
+PUBLIC_EMBEDDED = ["::5db8:d822", "::ffff:0:5db8:d822", "64:ff9b::5db8:d822",
+                   "64:ff9b:1::5db8:d822", "2002:5db8:d822::1",
+                   "2606:4700::200:5efe:5db8:d822"]  # 93.184.216.34 in each form
+
+
+@pytest.mark.parametrize(("address", "carried", "kind"), EMBEDDED)
+def test_every_embedded_ipv4_form_is_judged_by_its_ipv4_address(address: str, carried: str,
+                                                                 kind: str) -> None:
+    why = AddressPolicy().refusal(ipaddress.ip_address(address))
+    assert why is not None and kind in why, (address, carried, why)
+
+
+@pytest.mark.parametrize("address", PUBLIC_EMBEDDED)
+def test_an_embedded_public_ipv4_address_passes(address: str) -> None:
+    assert AddressPolicy().refusal(ipaddress.ip_address(address)) is None
+
+
 @pytest.mark.parametrize(("address", "kind"), sorted(REFUSED.items()))
 def test_non_public_addresses_are_refused_with_their_kind(address: str, kind: str) -> None:
     why = AddressPolicy().refusal(ipaddress.ip_address(address))

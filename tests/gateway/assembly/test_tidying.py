@@ -73,7 +73,7 @@ def test_the_cheap_checks() -> None:
                              "seats now.", MEMORY)
     assert ops == {3: ("delete", ""), 5: ("strike", ""), 8: ("move", ""),
                    9: ("replace", "- Alice likes aisle seats now.")}  # heading, range, twice
-    assert lines_dropped(ops) == 1  # only the duplicate is deleted
+    assert lines_dropped(ops, MEMORY) == 1  # only the duplicate is deleted
     new, moved = apply_ops(MEMORY, parse_answer(OPS, MEMORY), "2026-11-29")
     assert (new, moved) == (TIDIED, [MOVED])
 
@@ -121,6 +121,23 @@ async def test_a_rewrite_dropping_too_much_is_refused(openai_server, make_gatewa
     assert (ws / "MEMORY.md").read_text() == MEMORY
     assert not any(s.startswith("tidy:") for s in _git_subjects(ws))
     assert json.loads((ws / ".clawgate-tidy.json").read_text())["status"] == "refused"
+
+
+async def test_replacing_every_line_with_a_dot_is_a_pass_that_drops_them(openai_server,
+                                                                          make_gateway,
+                                                                          tmp_path):
+    """Red-team round 3: `replace N: .` for every line counted as keeping them all, and the
+    pass was applied (MEMORY.md became dots). A line is kept only if its content is."""
+    gateway, ws, _ = await _setup(make_gateway, openai_server, tmp_path)
+    lines = MEMORY.split("\n")
+    openai_server.reply_text("\n".join(f"replace {n}: ." for n in range(2, len(lines))))
+    outcome = (await Tidier(gateway).run_due())[OWNER]
+    assert outcome.status == "refused" and outcome.dropped == 9, outcome
+    assert (ws / "MEMORY.md").read_text() == MEMORY
+    # A merge or a correction keeps the line's content: still counted as kept.
+    ops = parse_answer("replace 4: - Alice's sister is Jana, a nurse in Graz.\n"
+                       "replace 9: - Alice prefers aisle seats now.\nreplace 10: ?", MEMORY)
+    assert ops is not None and lines_dropped(ops, MEMORY) == 1  # only line 10
 
 
 async def test_garbage_over_budget_and_a_race_write_nothing(openai_server, make_gateway,

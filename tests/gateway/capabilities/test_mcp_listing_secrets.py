@@ -75,3 +75,22 @@ async def test_no_secret_reaches_the_model_transcript_or_metrics(anthropic_serve
     # Labels come from the configured server name, never from the server's tool names.
     assert gateway.metrics.tool_calls.value(tool="mcp:fake", outcome="ok") == 2
     assert "fake__lookup" not in metrics and "list_events" not in metrics
+
+
+async def test_a_called_name_holding_a_secret_is_recorded_masked(anthropic_server, make_gateway,
+                                                                  tmp_path):
+    """Red-team round 3: the model calls the tool whose listing was refused for its name (the
+    server's token in it). The result's text was masked, but the tool-result record, and the
+    call in the assistant's record, kept the name: the token sat in the transcript and went
+    back to the model with the history."""
+    server = anthropic_server
+    _, channel = await make_gateway(server, owner=OWNER, mcp={"servers": {"fake": _leaky()}})
+    server.reply_tool_call(f"fake__tok_{TOKEN}", {})
+    server.reply_text("No such tool.")
+    await channel.inject("dana", "use the token tool")
+    await channel.wait_for(1)
+    sessions = workspace_path(tmp_path / "workspaces", OWNER) / "sessions"
+    transcripts = "".join(p.read_text() for p in sessions.glob("*.jsonl"))
+    assert TOKEN not in transcripts
+    assert '"name":"fake__tok__redacted_"' in transcripts  # the record is still there
+    assert TOKEN not in json.dumps(server.requests[-1])  # the history sent back

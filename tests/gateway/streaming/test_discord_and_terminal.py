@@ -19,6 +19,7 @@ from gateway.assembly.platforms import build_gateway
 from gateway.pipeline.gateway import Gateway
 from tests.conftest import llm_overrides
 from tests.fakes.discord_server import FakeDiscordServer, patch_discord
+from tests.settle import settled
 
 STORY = ("Once upon a time a small gateway learned to show its answers while writing them, "
          "word by word, so nobody had to stare at a typing indicator for half a minute.")
@@ -150,3 +151,23 @@ async def test_the_interactive_chat_takes_back_text_the_model_took_back():
     assert screen.startswith(f"{REPLY_PREFIX}The primary began")
     assert "\r\x1b[K" in screen  # the taken-back line was erased
     assert screen.endswith(f"{REPLY_PREFIX}The backup answers.\n")
+
+
+async def test_a_discord_reply_that_ends_empty_deletes_its_preview(dc, gateway_with,
+                                                                   anthropic_server):
+    """Red-team round 3: an answer of only HEARTBEAT_OK left "HEARTBEA ▍" in the chat."""
+    anthropic_server.stream_delay = 1.0  # the first piece is shown before the second comes
+    anthropic_server.reply_text("HEARTBEAT_OK")
+    gateway = await gateway_with(discord={"token": dc.token, "allow_from": ["301"]})
+    await dc.dm(301, "anything new?")
+    await _until(lambda: bool(dc.sent))  # the preview is up
+    await settled(gateway.state, timeout=15)
+    await gateway.lanes.drain()
+    assert dc.sent[0].content.endswith(CURSOR)  # it was a preview
+    assert [m.content for m in dc.sent if not m.deleted] == []  # and it is gone
+
+
+async def _until(predicate: Callable[[], bool], timeout: float = 15.0) -> None:
+    async with asyncio.timeout(timeout):
+        while not predicate():
+            await asyncio.sleep(0.02)

@@ -26,6 +26,7 @@ from retrypolicy import Backoff
 from tests.conftest import TEST_KEY, llm_overrides
 from tests.fakes.llm_server import FakeAnthropicServer, FakeOpenAIServer
 from tests.fakes.telegram_server import FakeTelegramServer
+from tests.settle import settled
 
 FAST = {"backoff": Backoff(0.05, 0.2), "stall_grace": 0.5}
 STORY = ("Once upon a time a small gateway learned to show its answers while writing them, "
@@ -243,3 +244,27 @@ async def test_a_restarted_turn_goes_on_in_the_recorded_preview(tg, tg_gateway,
     await asyncio.sleep(0.3)
     assert [s.text for s in tg.sent] == ["echo: continue please"]
     assert await gateway.state.preview_for(answer_key(msg)) == ""  # forgotten once queued
+
+
+async def test_a_group_reply_that_ends_empty_deletes_its_preview(tg, tg_gateway,
+                                                                 anthropic_server):
+    """Red-team round 3: a reply that is only HEARTBEAT_OK (nothing left once the token is
+    taken out) used to leave its preview, "HEARTBEA ▍", in the group for good."""
+    anthropic_server.stream_delay = 1.0  # the first piece is shown before the second comes
+    anthropic_server.reply_text("HEARTBEAT_OK")
+    anthropic_server.reply_text("Here I am.")
+    gateway = await tg_gateway(groups_enabled=True, groups=["-1001"])
+    asked = await tg.send_text(42, "@claw_bot are you there?", chat_id=-1001,
+                               chat_type="supergroup", entities=MENTION)
+    await _until(lambda: any(s.chat_id == "-1001" for s in tg.sent))  # the preview is up
+    await settled(gateway.state, timeout=15)
+    await gateway.lanes.drain()
+    assert tg.sent[0].text.endswith(CURSOR)  # it was a preview
+    assert tg.current_texts(-1001) == []  # and it is gone
+    key = answer_key(InboundMessage("telegram", "-1001", "42", "", chat_type="group",
+                                    message_id=str(asked["message_id"])))
+    assert await gateway.state.preview_for(key) == ""  # and forgotten
+    # The next reply in the same group comes as usual.
+    await tg.send_text(42, "@claw_bot hello?", chat_id=-1001, chat_type="supergroup",
+                       entities=MENTION)
+    await _until(lambda: tg.current_texts(-1001) == ["Here I am."])
