@@ -19,7 +19,7 @@ import sys
 import pytest
 
 from tests.fakes.telegram_server import FakeTelegramServer
-from tests.gateway.cli.test_cli import _env
+from tests.gateway.cli.test_cli import _env, _run
 from tests.reliability.process import gateway_env
 
 PERSON = 3201
@@ -156,7 +156,7 @@ async def test_a_full_pipe_nobody_reads_never_blocks_the_gateway(tmp_path, anthr
 async def test_a_piped_chat_whose_reader_left_ends_by_itself(tmp_path, anthropic_server):
     """`clawgate chat | head -1` with more input to come: nobody reads the answers any more,
     so the chat ends (exit status 0, as at the end of its input) instead of answering into
-    the void or dying of a BrokenPipeError."""
+    the void or dying of a BrokenPipeError; the answer not shown is shown at the next start."""
     env = _env(tmp_path, ANTHROPIC_API_KEY="sk-x", CLAWGATE_LLM__BASE_URL=anthropic_server.base_url)
     pipe = OutputPipe()
     await pipe.read()
@@ -171,6 +171,9 @@ async def test_a_piped_chat_whose_reader_left_ends_by_itself(tmp_path, anthropic
         assert await _stops_by_itself(process, None) == 0
     finally:
         os.close(write_in)
+    code, out, err = await _run(["chat"], env, stdin="")  # the answer nobody saw comes now
+    assert code == 0, err
+    assert "echo: second line" in out and "echo: first line" not in out, out
 
 
 @pytest.mark.parametrize("command", [["--help"], ["users", "list"]])
