@@ -12,12 +12,12 @@ So `safe_output()` (around every command, gateway/cli/main.py) replaces `sys.std
 `sys.stderr` with `SafeOutput` streams:
 - A write never raises. Once the descriptor's reader is gone (EPIPE, EIO, a closed
   descriptor; for a pipe or socket, poll says so before the write) the stream reports
-  `closed` and drops what follows: the terminal chat reads
-  that as the end of its chat; a gateway serves on (its log reader may come back, e.g. a
-  restarted journal).
+  `closed` and drops what follows: the terminal chat reads that as the end of its chat; a
+  gateway serves on (a journal restarting or a `docker logs` ending must not take the
+  assistant down).
 - To a pipe or a socket, text is queued (at most `QUEUE_BYTES`) and written by one daemon
   thread, in the order written across both streams (`2>&1` stays in order): a full pipe
-  blocks that thread, never the caller. What does not fit is dropped and counted, and one line
+  blocks that thread, never the caller. What does not fit is dropped, and a line in its place
   says how much once the reader reads again.
 - To a terminal or a file, text is written at once (there the reader is the person, or the
   disk), with the same rule for errors.
@@ -53,16 +53,18 @@ WRITE_ERRORS = (OSError, ValueError)  # a closed or broken descriptor, a closed 
 class SafeOutput(io.TextIOBase):
     """A text stream whose writes never raise and never block for long (see module doc)."""
 
-    def __init__(self, inner: TextIO, *, writer: _Writer | None = None) -> None:
+    def __init__(self, inner: TextIO, fd: int | None = None, *,
+                 writer: _Writer | None = None) -> None:
+        """`fd`: the descriptor under `inner`, written directly (None: write through `inner`,
+        guarded; `guarded()` passes it for the process's own stdout and stderr only)."""
         super().__init__()
         self.inner = inner
         self._encoding = getattr(inner, "encoding", None) or "utf-8"
-        self._fd = _descriptor(inner) if inner in (sys.__stdout__, sys.__stderr__) else None
+        self._fd = fd
         self._tty = self._fd is not None and os.isatty(self._fd)
         self._queued = self._fd is not None and _is_pipe_or_socket(self._fd)
         self._writer = writer or WRITER
         self._gone = False
-        self.dropped = 0  # bytes dropped for a reader that was not reading (not yet said)
         if self._fd is not None:
             with contextlib.suppress(*WRITE_ERRORS):
                 inner.flush()  # what Python buffered before comes first
@@ -127,21 +129,26 @@ class SafeOutput(io.TextIOBase):
 
     # -- writing ------------------------------------------------------------------------------
 
-    def write_now(self, data: bytes) -> int:
-        """Write all of `data` to the descriptor (blocking: the writer thread, or a terminal
-        or a file); a reader gone marks the stream closed. Returns how many bytes were
-        dropped: a descriptor someone made non-blocking is full, and nothing waits for it."""
+    def write_now(self, data: bytes | bytearray, *, wait: bool = False) -> None:
+        """Write all of `data` to the descriptor (the writer thread, or a terminal or a
+        file); a reader gone marks the stream closed. A descriptor someone made non-blocking
+        and full is waited for by the writer thread (`wait`); anyone else drops the text."""
+        fd = self._fd
+        if fd is None:
+            return
         view = memoryview(data)
         while view and not self._gone:
             try:
-                view = view[os.write(self._fd, view):]  # type: ignore[arg-type]
+                view = view[os.write(fd, view):]
             except InterruptedError:
                 continue
             except BlockingIOError:
-                return len(view)
+                if not wait:
+                    return
+                with contextlib.suppress(*WRITE_ERRORS):
+                    select.select([], [fd], [fd])
             except WRITE_ERRORS:
                 self._gone = True
-        return 0
 
     def _write_through(self, text: str) -> None:
         try:
@@ -150,25 +157,42 @@ class SafeOutput(io.TextIOBase):
             self._gone = True
 
 
+class _Gap:
+    """A place in the queue where text was dropped (the queue was full), and how much."""
+
+    def __init__(self, count: int) -> None:
+        self.count = count
+
+    def note(self) -> bytes:
+        return (f"clawgate: {self.count} bytes of output dropped here: nobody was reading "
+                "them\n").encode()
+
+
 class _Writer:
     """One daemon thread writing queued text to its streams, in the order it was written."""
 
-    def __init__(self) -> None:
+    def __init__(self, limit: int = QUEUE_BYTES) -> None:
+        self.limit = limit
         self._reset()
         os.register_at_fork(after_in_child=self._reset)  # a fork child gets its own thread
 
     def _reset(self) -> None:
         self._changed = threading.Condition()
-        self._queue: deque[tuple[SafeOutput, bytes]] = deque()
-        self._bytes = 0
+        self._queue: deque[tuple[SafeOutput, bytes | _Gap]] = deque()
+        self._bytes = 0  # queued or being written
         self._writing = False
         self._thread: threading.Thread | None = None
 
     def put(self, stream: SafeOutput, data: bytes) -> None:
-        """Queue `data` for `stream`, or drop it when the queue is full (never waits)."""
+        """Queue `data` for `stream`, or mark it dropped when the queue is full (never
+        waits): the note says so where the text would have been."""
         with self._changed:
-            if self._bytes + len(data) > QUEUE_BYTES:
-                stream.dropped += len(data)
+            if self._bytes + len(data) > self.limit:
+                last = self._queue[-1] if self._queue else None
+                if last is not None and last[0] is stream and isinstance(last[1], _Gap):
+                    last[1].count += len(data)
+                else:
+                    self._queue.append((stream, _Gap(len(data))))
                 return
             self._queue.append((stream, data))
             self._bytes += len(data)
@@ -195,27 +219,24 @@ class _Writer:
             with self._changed:
                 while not self._queue:
                     self._changed.wait()
-                stream, data = self._queue.popleft()
+                stream, item = self._queue.popleft()
+                data = bytearray(item.note() if isinstance(item, _Gap) else item)
+                counted = 0 if isinstance(item, _Gap) else len(item)
                 while self._queue and self._queue[0][0] is stream:  # one write, not many
-                    data += self._queue.popleft()[1]
-                dropped, stream.dropped = stream.dropped, 0
+                    more = self._queue[0][1]
+                    if isinstance(more, _Gap):
+                        break
+                    self._queue.popleft()
+                    data += more
+                    counted += len(more)
                 self._writing = True
-            left = 0
             try:
-                if dropped:
-                    stream.write_now(_dropped_note(dropped))
-                left = stream.write_now(data)
+                stream.write_now(data, wait=True)
             finally:
                 with self._changed:
-                    stream.dropped += left
-                    self._bytes -= len(data)
+                    self._bytes -= counted
                     self._writing = False
                     self._changed.notify_all()
-
-
-def _dropped_note(count: int) -> bytes:
-    return (f"clawgate: {count} bytes of output dropped here: nobody was reading them\n"
-            .encode())
 
 
 WRITER = _Writer()
@@ -230,7 +251,8 @@ def guarded(stream: TextIO | None) -> TextIO | None:
     """`stream` as a `SafeOutput` (itself if it already is one; None stays None)."""
     if stream is None or isinstance(stream, SafeOutput):
         return stream
-    return SafeOutput(stream)  # type: ignore[return-value]
+    own = stream in (sys.__stdout__, sys.__stderr__)  # not a wrapper that must see the text
+    return SafeOutput(stream, _descriptor(stream) if own else None)  # type: ignore[return-value]
 
 
 @contextlib.contextmanager
