@@ -84,6 +84,17 @@ async def _gateway(env: dict[str, str], pipe: OutputPipe, *args: str,
     return process
 
 
+async def _run_gateway(tmp_path, tg, llm, *, full: bool = False):  # type: ignore[no-untyped-def]
+    """`clawgate run` into a pipe read here (or, `full`, one left full and unread)."""
+    pipe = OutputPipe()
+    if full:
+        pipe.fill()
+    else:
+        await pipe.read()
+    env = gateway_env(tmp_path, tg, llm.base_url, [PERSON])
+    return pipe, await _gateway(env, pipe)
+
+
 async def _stops_by_itself(process: asyncio.subprocess.Process, sig: int | None) -> int:
     """The exit status after `sig` (None: without one); fails if the process hangs."""
     try:
@@ -111,10 +122,7 @@ async def test_a_stop_works_after_the_reader_of_its_output_died(tmp_path, anthro
                                                                 sig, status):
     """`clawgate run 2>&1 | tee run.log`, tee dies, then Ctrl-C (or SIGTERM)."""
     async with FakeTelegramServer(max_poll=0.3) as tg:
-        pipe = OutputPipe()
-        await pipe.read()
-        process = await _gateway(gateway_env(tmp_path, tg, anthropic_server.base_url,
-                                             [PERSON]), pipe)
+        pipe, process = await _run_gateway(tmp_path, tg, anthropic_server)
         await pipe.until(b"clawgate is running")
         await _answers(tg, "hello before tee dies", 1)
         pipe.close()
@@ -125,10 +133,7 @@ async def test_a_stop_works_after_the_reader_of_its_output_died(tmp_path, anthro
 async def test_a_reader_that_takes_one_line_and_leaves(tmp_path, anthropic_server):
     """`clawgate run 2>&1 | head -1`: the gateway goes on serving, then stops on Ctrl-C."""
     async with FakeTelegramServer(max_poll=0.3) as tg:
-        pipe = OutputPipe()
-        await pipe.read()
-        process = await _gateway(gateway_env(tmp_path, tg, anthropic_server.base_url,
-                                             [PERSON]), pipe)
+        pipe, process = await _run_gateway(tmp_path, tg, anthropic_server)
         await pipe.until(b"\n")
         pipe.close()  # head printed its line and exited
         await _answers(tg, "hello after head left", 1)
@@ -142,10 +147,7 @@ async def test_a_full_pipe_nobody_reads_never_blocks_the_gateway(tmp_path, anthr
     """A reader that stopped reading (a paused `docker logs`, a stuck journal): every write
     to the full pipe would block; the gateway must answer and stop all the same."""
     async with FakeTelegramServer(max_poll=0.3) as tg:
-        pipe = OutputPipe()
-        pipe.fill()
-        process = await _gateway(gateway_env(tmp_path, tg, anthropic_server.base_url,
-                                             [PERSON]), pipe)
+        pipe, process = await _run_gateway(tmp_path, tg, anthropic_server, full=True)
         try:
             await _answers(tg, "hello into a full pipe", 1)
             assert await _stops_by_itself(process, sig) == status
