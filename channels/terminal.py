@@ -164,6 +164,7 @@ class TerminalChannel(ChannelBase):
         self._session: Any = None  # the prompt_toolkit PromptSession (interactive)
         self._leave_armed = False  # Ctrl-C on an empty line once: the next one leaves
         self._closing = False
+        self._output_lost = False  # the output's reader went away: the chat is over
 
     # -- the Channel interface ----------------------------------------------------------------
 
@@ -202,6 +203,8 @@ class TerminalChannel(ChannelBase):
             await self._print(f"{REPLY_PREFIX}{message.text}\n")
         if self._turns == 0:
             self._mark_answered()
+        if self._output_lost:  # not shown: it stays in the outbox for the next start
+            raise ConnectionResetError("the terminal chat's output is closed")
 
     def preview(self, chat_id: str, *, direct: bool, key: str,
                 message_id: str = "") -> Preview | None:
@@ -401,19 +404,44 @@ class TerminalChannel(ChannelBase):
 
     def _write(self, text: str) -> None:
         if self._spinner_shown:
-            self._stdout.write("\r\x1b[K")
+            self._put("\r\x1b[K")
             self._spinner_shown = False
-        self._stdout.write(text)
-        self._stdout.flush()
+        self._put(text)
+
+    def _put(self, text: str) -> None:
+        """Every write to the chat's output: one that fails, or finds the output closed (its
+        reader went away: `clawgate chat | head -1`, a hung-up terminal), ends the chat
+        instead of raising into the turn or answering into the void."""
+        if self._output_lost:
+            return
+        try:
+            self._stdout.write(text)
+            self._stdout.flush()
+            lost = self._stdout.closed
+        except (OSError, ValueError):
+            lost = True
+        if lost:
+            self._lose_output()
+
+    def _lose_output(self) -> None:
+        self._output_lost = True
+        log.warning("terminal: the chat's output was closed (its reader went away): the "
+                    "chat ends; an answer not shown is shown at the next start")
+        self._closing = True
+        self._mark_answered()  # the line in flight waits for nothing more
+        self._lines.put_nowait(None)  # piped: the reading loop ends at once
+        app = self._session.app if self._session is not None else None
+        if app is not None and app.is_running:
+            with contextlib.suppress(Exception):
+                app.exit(exception=EOFError())
 
     async def _spin(self, clock: Callable[[], float] = time.monotonic) -> None:
         started = clock()
         frame = 0
         while True:
             seconds = int(clock() - started)
-            self._stdout.write(f"\r\x1b[K{SPINNER[frame % len(SPINNER)]} "
-                               f"{self.spinner_label} {seconds} s")
-            self._stdout.flush()
+            self._put(f"\r\x1b[K{SPINNER[frame % len(SPINNER)]} "
+                      f"{self.spinner_label} {seconds} s")
             self._spinner_shown = True
             frame += 1
             await asyncio.sleep(0.25)
@@ -425,8 +453,7 @@ class TerminalChannel(ChannelBase):
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
         if self._spinner_shown:
-            self._stdout.write("\r\x1b[K")
-            self._stdout.flush()
+            self._put("\r\x1b[K")
             self._spinner_shown = False
 
 

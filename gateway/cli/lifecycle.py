@@ -28,12 +28,14 @@ from typing import Any
 
 from gateway.assembly.builder import GatewayApp, Plan, StartupError
 from gateway.config.settings import Settings
+from gateway.ops.output import DRAIN_SECONDS, drain
 
 log = logging.getLogger("clawgate")
 
 EXIT_INTERRUPTED = 130
 LINGER_SECONDS = 1.0  # how long leftover non-daemon threads may delay the exit
 STOP_MARGIN_SECONDS = 5.0  # on top of the grace: closing channels, databases, the provider
+HARD_EXIT_DRAIN_SECONDS = 0.5  # queued output's moment before an immediate exit
 
 
 class _Stopper:
@@ -50,15 +52,18 @@ class _Stopper:
                 loop.add_signal_handler(sig, self.on_signal, sig)
 
     def on_signal(self, sig: signal.Signals) -> None:
+        """Act first, then say so: the stop (or the exit) is decided before anything is
+        written, and what is written cannot fail (gateway/ops/output.py), so a closed
+        stderr (`clawgate run | tee`, tee killed by the same Ctrl-C) cannot keep it from
+        stopping."""
         if self.event.is_set():
-            print("clawgate: stopped at once (unanswered messages are answered after the "
-                  "next start)", file=sys.stderr, flush=True)
-            _hard_exit(EXIT_INTERRUPTED)
+            _hard_exit(EXIT_INTERRUPTED, "clawgate: stopped at once (unanswered messages are "
+                                         "answered after the next start)")
         self.signal_name = signal.Signals(sig).name
-        log.warning("stopping (%s): no new turns", self.signal_name)
-        print(f"clawgate: stopping ({self.signal_name}); again to stop at once",
-              file=sys.stderr, flush=True)
         self.event.set()
+        with contextlib.suppress(Exception):
+            log.warning("stopping (%s): no new turns", self.signal_name)
+            _say(f"clawgate: stopping ({self.signal_name}); again to stop at once")
 
     @property
     def exit_code(self) -> int:
@@ -130,10 +135,10 @@ async def _run(config: Settings, plan: Plan, banner: str | None, until_input_clo
         starting.result()
     except StartupError as exc:
         stop_wait.cancel()
-        print(f"clawgate: {exc}", file=sys.stderr)
+        _say(f"clawgate: {exc}")
         return exc.exit_code
     if banner:
-        print(banner, file=sys.stderr)
+        _say(banner)
     if after_start is not None:
         await after_start(app)
     waits: set[asyncio.Task[Any]] = {stop_wait}
@@ -178,12 +183,24 @@ def _exit_if_threads_linger(code: int) -> None:
     if left:
         log.warning("exiting with %d worker thread(s) still alive: %s", len(left),
                     ", ".join(left))
-        _hard_exit(code)
+        _hard_exit(code, settle=DRAIN_SECONDS)
 
 
-def _hard_exit(code: int) -> None:
+def _say(text: str) -> None:
+    """A line on stderr that can never raise (whatever stderr is, or has become)."""
+    with contextlib.suppress(Exception):
+        print(text, file=sys.stderr, flush=True)
+
+
+def _hard_exit(code: int, last_words: str = "", *,
+               settle: float = HARD_EXIT_DRAIN_SECONDS) -> None:
+    """Exit now; `last_words` and queued output get at most `settle` seconds to go out first
+    (a full pipe nobody reads must not hold the exit)."""
+    if last_words:
+        _say(last_words)
     with contextlib.suppress(Exception):
         sys.stdout.flush()
         sys.stderr.flush()
-    logging.shutdown()
+        drain(settle)
+        logging.shutdown()
     os._exit(code)

@@ -82,8 +82,18 @@ def plain_run(args: Sequence[str]) -> tuple[Path | None] | None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run one command; return its exit status (the `clawgate` script's entry point)."""
-    args, debug = hoist_root_options(sys.argv[1:] if argv is None else argv)
+    """Run one command; return its exit status (the `clawgate` script's entry point).
+
+    Everything it prints goes through streams that cannot raise or block (a closed or full
+    pipe: gateway/ops/output.py), set up before anything else can print."""
+    from gateway.ops.output import safe_output
+
+    with safe_output():
+        return _run_command(sys.argv[1:] if argv is None else argv)
+
+
+def _run_command(argv: Sequence[str]) -> int:
+    args, debug = hoist_root_options(argv)
     try:
         if (plain := plain_run(args)) is not None:
             from gateway.cli.start import prepare_run, run_gateway, use_config_file

@@ -2,7 +2,9 @@
 
 Both work from another shell while `clawgate run` serves the panel: the link's code is a 0600
 file in the state directory that the server redeems (and deletes) on first use, and the
-running panel notices a replaced token file on its next request (every login ends).
+running panel notices a replaced token file on its next request (every login ends). The link
+names the port the running panel bound (it records it: gateway/panel/address.py), so a panel
+on any free port (`[panel] port = 0`) gets a working link too.
 The token itself is never printed.
 """
 
@@ -10,8 +12,8 @@ import sys
 
 import typer
 
-from gateway.cli.common import CliError, settings
-from gateway.panel.probe import local_url, panel_answers
+from gateway.cli.common import EXIT_FAILED, CliError, settings
+from gateway.panel.probe import local_url, panel_answers, running_port
 
 __all__ = ["app", "panel_answers", "register"]
 
@@ -34,15 +36,21 @@ def url_command() -> None:
     if not panel.enabled:  # a setting: the person's to change (exit status 2)
         raise CliError("the panel is off (panel.enabled = false)")
     directory = state_dir(config.workspaces_dir)
+    port = running_port(panel, directory)
+    if port is None and not panel.port:
+        raise CliError(
+            f"no gateway is running on {config.workspaces_dir}: no panel answers, and with "
+            "[panel] port = 0 its port is only chosen when it starts; start `clawgate run` "
+            "(or the terminal chat), then run `clawgate panel url` again", EXIT_FAILED)
     ensure_token(directory)  # the panel may not have started yet: the link works once it has
     code = issue_link_code(directory, panel.link_minutes * 60)
-    print(f"{panel.base_url()}/login/link?code={code}")
-    if panel_answers(panel):
+    print(f"{panel.base_url(port)}/login/link?code={code}")
+    if port is not None:
         print(f"(one use, valid {panel.link_minutes:g} minutes)", file=sys.stderr)
     else:
-        print(f"clawgate: no panel answers at {local_url(panel)}: it runs inside `clawgate "
-              "run` and the terminal chat (`clawgate chat` in a terminal), and neither is "
-              f"running here; the link works if one starts within {panel.link_minutes:g} "
+        print(f"clawgate: no gateway is running here: no panel answers at {local_url(panel)} "
+              "(it runs inside `clawgate run` and the terminal chat, `clawgate chat` in a "
+              f"terminal); the link works if one starts within {panel.link_minutes:g} "
               "minutes", file=sys.stderr)
 
 

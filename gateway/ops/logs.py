@@ -98,6 +98,18 @@ class RedactingFormatter(logging.Formatter):
         return self.redactor(self.inner.format(record))
 
 
+class LineHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """A stream handler for which a line that cannot be written (a closed pipe, a full disk)
+    is lost, quietly: the stock handler prints a "--- Logging error ---" traceback about it to
+    stderr, which is often that same broken stream. The process's own stdout and stderr never
+    raise anyway (gateway/ops/output.py); a log file can."""
+
+    def handleError(self, record: logging.LogRecord) -> None:
+        if isinstance(sys.exc_info()[1], OSError | ValueError):
+            return
+        super().handleError(record)
+
+
 def configured_secrets(settings: Any) -> list[str]:
     """Every secret the settings know (gateway/ops/redaction.py)."""
     return settings_secrets(settings)
@@ -134,7 +146,7 @@ def setup_logging(
         level = max(level, logging.WARNING)
     fmt = getattr(settings, "log_format", "text")
     inner = JsonFormatter() if fmt == "json" else TextFormatter()
-    handler = logging.StreamHandler(stream or sys.stderr)
+    handler = LineHandler(stream or sys.stderr)
     handler.setFormatter(RedactingFormatter(inner, redactor or Redactor.from_settings(settings)))
     handler.addFilter(ContextFilter())
     root = logging.getLogger()

@@ -141,6 +141,11 @@ class RedactingStream(io.TextIOBase):
     def isatty(self) -> bool:
         return self.inner.isatty()
 
+    @property
+    def closed(self) -> bool:  # type: ignore[override]
+        """The inner stream's: a stream whose reader is gone says so (gateway/ops/output.py)."""
+        return bool(self.inner.closed)
+
     def writable(self) -> bool:
         return True
 

@@ -26,6 +26,7 @@ from aiohttp import web
 
 from gateway.config.panel import PanelSettings
 from gateway.panel import actions, pages
+from gateway.panel.address import forget, record_port
 from gateway.panel.auth import OWNER, PanelAuth
 from gateway.panel.context import PANEL, SESSION, Panel, panel_of, session_of
 from gateway.panel.host import PanelHost
@@ -235,6 +236,7 @@ class PanelServer:
         auth = PanelAuth(state_dir(host.root), session_seconds=settings.session_hours * 3600)
         self.panel = Panel(host, auth, RecentErrors(secrets_ or []), settings)
         self._runner: web.AppRunner | None = None
+        self._record: Path | None = None
 
     async def start(self) -> None:
         self.panel.recent.attach()
@@ -249,9 +251,16 @@ class PanelServer:
             if isinstance(address, tuple):
                 self.port = int(address[1])
                 break
+        try:  # for `clawgate panel url` in another shell (gateway/panel/address.py)
+            self._record = record_port(self.panel.auth.state_dir, self.port)
+        except OSError as exc:
+            log.warning("could not record the panel's port for `clawgate panel url`: %s", exc)
         log.info("panel on %s", self.url)
 
     async def stop(self) -> None:
+        if self._record is not None:
+            forget(self._record)
+            self._record = None
         self.panel.recent.detach()
         if self._runner is not None:
             await self._runner.cleanup()
