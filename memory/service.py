@@ -41,7 +41,8 @@ class MemoryOptions:
 
 
 class MemoryService:
-    """Recall for many workspaces. `embedder_factory` runs once, lazily, off the event loop."""
+    """The recall indexes of many workspaces and the models they share. `embedder_factory`
+    runs once, lazily, off the event loop."""
 
     def __init__(
         self,
