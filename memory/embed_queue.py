@@ -23,6 +23,7 @@ from memory.index_stats import EmbedProgress, SyncStats, VectorProgress
 from memory.index_store import IndexStore
 from memory.index_views import IndexViews
 from memory.lines import join_numbers, pack_vectors, split_numbers
+from memory.tasks import stop
 
 __all__ = ["PENDING", "EmbedQueue"]
 
@@ -314,8 +315,5 @@ class EmbedQueue:
 
     async def close(self) -> None:
         """Stop the background embedding (what it stored stays stored)."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await stop(self._task)
+        self._task = None

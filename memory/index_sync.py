@@ -10,7 +10,6 @@ syncs when they settle.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hashlib
 import logging
 import time
@@ -27,6 +26,7 @@ from memory.index_store import DB_ERRORS, IndexStore
 from memory.index_views import IndexViews
 from memory.lines import join_numbers, split_numbers
 from memory.sources import SourceFile, daily_note_date, is_dm_transcript, scan_sources
+from memory.tasks import stop
 from memory.text import index_text
 
 __all__ = ["IndexWatcher", "SyncJob"]
@@ -309,11 +309,8 @@ class IndexWatcher:
             self._task = asyncio.create_task(self._watch(interval, debounce))
 
     async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await stop(self._task)
+        self._task = None
 
     async def _watch(self, interval: float, debounce: float) -> None:
         sync = self._sync
