@@ -42,8 +42,9 @@ PENDING = ("id NOT IN (SELECT rowid FROM chunks_vec) OR "
 
 
 class EmbedQueue:
-    """Computing and storing the vectors the index lacks. With `background` (the gateway) a
-    sync that does not embed starts this in a task; else only `embed_pending` runs it."""
+    """Computing and storing the vectors the index lacks (and storing, for the sync, the line
+    rows the cache already held: `insert_lines`). With `background` (the gateway) a sync that
+    does not embed starts this in a task; else only `embed_pending` runs it."""
 
     def __init__(self, store: IndexStore, cache: EmbeddingCache, views: IndexViews, *,
                  background: bool, workspace: Path) -> None:
@@ -53,7 +54,7 @@ class EmbedQueue:
         self.background = background
         self._workspace = workspace  # named in the logs
         self._pending: int | None = None  # chunks without a vector, None: not counted yet
-        self._error = ""  # the last embedding error, "" after a batch went through
+        self._error = ""  # the last embedding error, cleared when a new attempt starts
         self._guard = asyncio.Lock()  # one embedding loop at a time
         self._task: asyncio.Task[None] | None = None
         self._retry_at = 0.0
