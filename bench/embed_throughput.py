@@ -2,7 +2,7 @@
 
 1. The model alone: `LocalEmbedder.embed_documents` on ready-made texts in batches of 32, as
    tokens per second and chunks per second (tokens counted by the model's own tokenizer).
-2. The pipeline: a fresh `MemoryIndex.sync()` of daily notes that chunk to about the same
+2. The pipeline: a fresh `RecallIndex.sync()` of daily notes that chunk to about the same
    texts (scan, read, chunk, keyword index, embed chunks and their lines, store), in chunks
    per second, and what fraction of the model's rate (per token, chunk and line tokens
    counted) that is. The line model (memory.minilm, on by default) embeds every line a second
@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from recall_conversations import build  # type: ignore[import-not-found]  # bench/
 
 from memory.embedders import Embedder, LocalEmbedder, build_line_model
-from memory.index import MemoryIndex
+from memory.index import RecallIndex
 from memory.lines import content_lines, split_numbers
 
 
@@ -82,14 +82,15 @@ async def pipeline_rate(embedder: LocalEmbedder, groups: list[list[str]], size: 
             body = "\n\n## part\n".join("\n".join(g) for g in groups[start : start + 5])
             (root / "memory" / f"{day.isoformat()}.md").write_text(body + "\n")
             day += timedelta(days=1)
-        index = MemoryIndex(root, embedder, chunk_chars=size, line_model=line_model)
+        index = RecallIndex(root, embedder, chunk_chars=size, line_model=line_model)
         started = time.perf_counter()
         stats = await index.sync()
         took = time.perf_counter() - started
-        rows = await index._db.execute_fetchall("SELECT path, text, lines FROM chunks")
+        assert index.store.db is not None
+        rows = await index.store.db.execute_fetchall("SELECT path, text, lines FROM chunks")
         # What was embedded: with a date/speaker prefix where the index adds one, and each
         # distinct line with content once (memory.lines).
-        prefixed = getattr(index, "_embedding_text", lambda path, text: text)
+        prefixed = index.cache.embedding_text
         tokens = sum(embedder._model.token_count(prefixed(r[0], r[1]))
                      for r in rows)
         line_texts = {line for r in rows for _, line in content_lines(

@@ -30,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from memory import search as S
 from memory.defaults import DEFAULT_CHUNK_CHARS
 from memory.embedders import LocalEmbedder, build_line_model
-from memory.index import MemoryIndex
+from memory.index import RecallIndex
 from memory.layout import dm_session_key
 from memory.text import word_query
 
@@ -103,13 +103,13 @@ async def _rows(db, ids):
     return [(rows[i][1], rows[i][3], rows[i][4]) for i in ids if i in rows]
 
 
-async def evaluate(index: MemoryIndex, questions: list[dict]) -> dict[str, dict[str, list]]:
+async def evaluate(index: RecallIndex, questions: list[dict]) -> dict[str, dict[str, list]]:
     modes = ("bm25", "vector", "hybrid", "baseline")
     hits: dict[str, dict[str, list]] = {m: {} for m in modes}
-    db = index._db
+    db = index.store.db
     for q in questions:
         group = f"{q['lang']}-{'identifier' if q['kind'] == 'i' else 'question'}"
-        qvec = await index._query_vector(q["q"]) if index.embedder else None
+        qvec = await index.search_job.query_vector(q["q"]) if index.embedder else None
         legs = await S.gather_legs(db, q["q"], qvec, 40)
         out = {}
         keyword = {k: v for k, v in legs.items() if k != "vector"}
@@ -149,7 +149,7 @@ async def run(chunk_chars: int, embedder_kind: str, line_model_kind: str = "mini
         questions = build_workspace(root)
         embedder = LocalEmbedder() if embedder_kind == "local" else None
         line_model = build_line_model(line_model_kind) if embedder else None
-        index = MemoryIndex(root, embedder, chunk_chars=chunk_chars, today=lambda: TODAY,
+        index = RecallIndex(root, embedder, chunk_chars=chunk_chars, today=lambda: TODAY,
                             line_model=line_model)
         started = time.perf_counter()
         stats = await index.sync()

@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from recall import bench_main, evaluate, report  # type: ignore[import-not-found]  # bench/
 
 from memory.embedders import LocalEmbedder, build_line_model
-from memory.index import MemoryIndex
+from memory.index import RecallIndex
 
 DATA = Path(__file__).parent / "data" / "recall_dialogues.json"
 TODAY = date(2026, 12, 31)
@@ -68,7 +68,7 @@ async def run(chunk_chars: int, embedder_kind: str, line_model_kind: str = "mini
         for number, conversation in enumerate(data["conversations"]):
             root = Path(tmp) / f"ws{number}"
             starts = write_conversation(root, conversation)
-            index = MemoryIndex(root, embedder, chunk_chars=chunk_chars, today=lambda: TODAY,
+            index = RecallIndex(root, embedder, chunk_chars=chunk_chars, today=lambda: TODAY,
                                 line_model=line_model)
             chunks += (await index.sync()).chunks_added
             hits = await evaluate(index, questions_for(data, number, starts))

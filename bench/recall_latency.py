@@ -3,10 +3,10 @@
 Builds a workspace of daily notes (10 chunks a file, so 1,000 files for 10k chunks), indexes
 it with a fast hashing embedder (384 dimensions, the local model's size; the real model would
 take hours for 100k chunks and KNN cost does not depend on what the vectors mean), then times
-`MemoryIndex.search` with the REAL local model embedding each query (a fresh query each time,
+`RecallIndex.search` with the REAL local model embedding each query (a fresh query each time,
 no query cache), as the memory_search tool runs it: query embedding (and the line model's,
-memory.minilm), vector + BM25 + trigram + line legs, fusion, MMR. The watcher is considered
-running, so no file scan per search.
+memory.minilm), vector + BM25 + trigram + line legs, fusion, MMR. The watcher runs (with an
+interval longer than the bench), so no file scan per search, as in the gateway.
 
     python bench/recall_latency.py [--sizes 10000 100000] [--line-model minilm|none]
 """
@@ -21,14 +21,16 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from memory.embedders import LocalEmbedder, build_line_model
-from memory.index import MemoryIndex
+from memory.index import RecallIndex
 
 # The common words; the Zipf tail is generated.
 _COMMON = ("deploy database migration coffee sister birthday invoice server backup cello "
@@ -53,6 +55,25 @@ class HashEmbedder:
 
 class HashLineModel(HashEmbedder):
     name = "hash-lines"  # its own cache space, as the real line model has
+
+
+class RealQueries:
+    """A hashing model's documents and space (so the index built with it stays valid), with
+    the queries embedded by a real model, loaded at the first query."""
+
+    def __init__(self, documents: HashEmbedder, queries: Callable[[], Any]) -> None:
+        self.name, self.model, self.dim = documents.name, documents.model, documents.dim
+        self._documents = documents
+        self._load = queries
+        self.real: Any = None
+
+    def embed_documents(self, texts):
+        return self._documents.embed_documents(texts)
+
+    def embed_query(self, text):
+        if self.real is None:
+            self.real = self._load()
+        return self.real.embed_query(text)
 
 
 def _vocabulary(rng: random.Random, size: int = 20_000) -> list[str]:
@@ -80,8 +101,10 @@ async def run(size: int, queries: int, line_model_kind: str) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "ws"
         write_workspace(root, size)
-        lines = HashLineModel() if line_model_kind != "none" else None
-        index = MemoryIndex(root, HashEmbedder(), chunk_chars=400, line_model=lines)
+        embedder = RealQueries(HashEmbedder(), LocalEmbedder)  # same dimension
+        lines = (RealQueries(HashLineModel(), lambda: build_line_model(line_model_kind))
+                 if line_model_kind != "none" else None)
+        index = RecallIndex(root, embedder, chunk_chars=400, line_model=lines)
         started = time.perf_counter()
         stats = await index.sync()
         took = time.perf_counter() - started
@@ -92,9 +115,8 @@ async def run(size: int, queries: int, line_model_kind: str) -> None:
         again = await index.sync()
         print(f"unchanged re-index of {again.files_seen} files: "
               f"{time.perf_counter() - started:.3f} s, {again.embedded} embeddings")
-        index.embedder = LocalEmbedder()  # same dimension; real query embeddings from here
-        index.line_model = build_line_model(line_model_kind)
-        index.watching = True  # as in the gateway: the watcher decides when to sync
+        # As in the gateway: the watcher decides when to sync (nothing changes from here).
+        index.start_watching(interval=24 * 3600)
         rng = random.Random(2)
         await index.search("warm up the model")
         times = []
@@ -108,8 +130,8 @@ async def run(size: int, queries: int, line_model_kind: str) -> None:
         p95 = times[int(0.95 * len(times)) - 1]
         print(f"memory_search at {size} chunks over {queries} queries: "
               f"p50 {statistics.median(times):.1f} ms, p95 {p95:.1f} ms, max {times[-1]:.1f} ms")
-        for name, model in (("query embedding", index.embedder),
-                            ("line model's query embedding", index.line_model)):
+        for name, model in (("query embedding", embedder.real),
+                            ("line model's query embedding", lines and lines.real)):
             if model is None:
                 continue
             embed = []

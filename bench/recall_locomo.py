@@ -6,8 +6,8 @@ into the project. Each conversation becomes one workspace: every session is the 
 `memory/<session date>.md` with a `## Conversation at <date time>` heading and one
 `- Speaker: text` line per turn (a shared photo adds ` [shares a photo: caption]`). The
 workspace is indexed with the default `[memory]` settings, built by the same function as the
-command line's (`gateway.config.memory.build_memory_index`), and every question of categories
-1-4 is asked through `MemoryIndex.search(question, max_results=5)`: what
+command line's (`gateway.config.memory.build_recall_index`), and every question of categories
+1-4 is asked through `RecallIndex.search(question, max_results=5)`: what
 `clawgate memory search QUESTION --workspace WS --limit 5 --json` runs (`--cli N` checks that
 N questions give the same JSON through the real command).
 
@@ -49,7 +49,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from gateway.config.memory import MemorySettings, build_memory_index  # noqa: E402
+from gateway.config.memory import MemorySettings, build_recall_index  # noqa: E402
 
 DATA = ROOT.parent / "shared" / "data" / "locomo-dev.json"
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
@@ -177,7 +177,7 @@ async def run(args: argparse.Namespace) -> None:
     for sample in samples:
         root = Path(args.workdir) / sample["sample_id"]
         turns = write_workspace(root, sample["conversation"])
-        index = build_memory_index(settings, root, lambda m: print(m, file=sys.stderr))
+        index = build_recall_index(settings, root, lambda m: print(m, file=sys.stderr))
         started = time.perf_counter()
         stats = await index.sync()
         index_seconds += time.perf_counter() - started

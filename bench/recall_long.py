@@ -4,7 +4,7 @@ The data comes from bench/recall_conversations.py (seeded, deterministic): ten c
 of 20-30 sessions and about 600 turns, one daily note per session with one `- Speaker: text`
 line per turn, and 150 questions (multi-session, when, open-ended, single-line). Each
 conversation is its own workspace, indexed with the default settings and the local model, and
-each question goes through `MemoryIndex.search(query, max_results=5)`: what
+each question goes through `RecallIndex.search(query, max_results=5)`: what
 `clawgate memory search QUERY --workspace PATH --limit 5 --json` runs.
 
 A question counts at k when one of its evidence lines lies inside one of the top k results
@@ -38,7 +38,7 @@ from recall_conversations import KIND_COUNTS, build  # type: ignore[import-not-f
 
 from memory.defaults import DEFAULT_CHUNK_CHARS
 from memory.embedders import LocalEmbedder, build_line_model
-from memory.index import MemoryIndex
+from memory.index import RecallIndex
 
 KINDS = list(KIND_COUNTS)
 
@@ -82,7 +82,7 @@ async def run(chunk_chars: int, embedder_kind: str, workdir: Path, show_misses: 
         root = workdir / f"conversation-{number:02d}"
         paths = write_conversation(root, conversation)
         last = date.fromisoformat(conversation["sessions"][-1]["date"])
-        index = MemoryIndex(root, embedder, chunk_chars=chunk_chars, context=context,
+        index = RecallIndex(root, embedder, chunk_chars=chunk_chars, context=context,
                             today=lambda last=last: last + timedelta(days=14),
                             line_model=line_model)
         started = time.perf_counter()

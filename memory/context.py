@@ -6,7 +6,7 @@ the vector cannot see. Embedding `2026-03-14. Maya, Jonah:` in front of the text
 vector both (the stored text, the keyword index and the snippet stay the chunk's own text).
 Chunks of undated files without speaker lines get no prefix.
 
-Off by default (`MemoryIndex(context=True)` turns it on): measured, top-5 on
+Off by default (`RecallIndex(context=True)` turns it on): measured, top-5 on
 bench/recall_long.py 57 -> 59%, but 96 -> 94% on bench/recall_dialogues.py and top-1 72 ->
 68% on bench/recall.py, all within a few questions, while turning it on re-embeds every chunk.
 """

@@ -1,85 +1,79 @@
-"""The search job of a recall index: query vectors, the in-memory vectors and line space,
-and `memory.search.hybrid_search` under the index lock."""
+"""The search job of a recall index: query vectors and `memory.search.hybrid_search` under
+the index lock, over the in-memory views (memory.index_views), with the notes that say what
+the answer lacks (vectors still pending, a model that failed)."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable
+from datetime import date
 
-import aiosqlite
 import numpy as np
 
 from memory import search as search_mod
-from memory.defaults import (
-    DEFAULT_MAX_RESULTS,
-)
-from memory.embedders import EmbedderError
-from memory.index_core import DB_ERRORS, IndexCore
-from memory.lines import (
-    FIT_SAMPLE_LINES,
-    MIN_FIT_LINES,
-    REFIT_FRACTION,
-    LineEnsemble,
-    split_numbers,
-    unpack_vectors,
-)
+from memory.embed_queue import EmbedQueue
+from memory.embedders import Embedder, EmbedderError
+from memory.embedding_cache import EmbeddingCache
+from memory.index_store import DB_ERRORS, IndexStore
+from memory.index_sync import SyncJob
+from memory.index_views import IndexViews
 from memory.minilm import english_enough
 from memory.search import SearchResponse
-from memory.vectors import VectorMatrix
+
+__all__ = ["RecentVectors", "SearchJob"]
 
 log = logging.getLogger(__name__)
 
 
-class SearchJob(IndexCore):
-    """Answering searches from the index."""
+class SearchJob:
+    """Answering searches from the index. Daily notes fade with `half_life_days` counted
+    from `today()`; a database error during a search rebuilds the index (`sync`)."""
 
-    async def refresh(self) -> None:
-        """Sync if anything may have changed: always without a watcher, else when dirty."""
-        if self._dirty or not self._synced_once or not self.watching:
-            await self.sync(embed=False)
-        self._start_background()
+    def __init__(self, store: IndexStore, cache: EmbeddingCache, views: IndexViews,
+                 queue: EmbedQueue, sync: SyncJob, *, half_life_days: float,
+                 today: Callable[[], date]) -> None:
+        self._store = store
+        self._cache = cache
+        self._views = views
+        self._queue = queue
+        self._sync = sync
+        self._half_life_days = half_life_days
+        self._today = today
+        self._query_vectors = RecentVectors()  # the embedder's, by query text
+        self._line_queries = RecentVectors()  # the line model's
 
-    async def search(
-        self,
-        query: str,
-        *,
-        max_results: int = DEFAULT_MAX_RESULTS,
-        min_score: float = 0.0,
-        more: Sequence[str] = (),
-        snippet_chars: int = search_mod.SNIPPET_CHARS,
-    ) -> SearchResponse:
-        """Search the index; `more` are other phrasings of the query, fused with it;
-        `snippet_chars` caps what one result shows."""
-        await self.refresh()
-        self._queries_waiting += 1
-        try:
-            return await self._search_locked(query, max_results, min_score, list(more),
+    async def search(self, query: str, *, max_results: int, min_score: float,
+                     more: list[str], snippet_chars: int) -> SearchResponse:
+        """`more` are other phrasings of the query, fused with it; `snippet_chars` caps what
+        one result shows. The caller has brought the index up to date (memory.index)."""
+        with self._queue.query_waiting():
+            return await self._search_locked(query, max_results, min_score, more,
                                              snippet_chars)
-        finally:
-            self._queries_waiting -= 1
 
     async def _search_locked(self, query: str, max_results: int, min_score: float,
                              more: list[str], snippet_chars: int) -> SearchResponse:
-        async with self._lock:
-            db = self._db
+        cache, queue = self._cache, self._queue
+        async with self._store.lock:
+            db = self._store.db
             assert db is not None
             qvec: np.ndarray | None = None
             others: list[tuple[str, np.ndarray | None]] = [(q, None) for q in more]
             note = ""
-            if self.embedder is not None:
+            if cache.embedder is not None:
                 try:
-                    qvec = await self._query_vector(query)
-                    others = [(q, await self._query_vector(q)) for q in more]
+                    qvec = await self.query_vector(query)
+                    others = [(q, await self.query_vector(q)) for q in more]
                 except (EmbedderError, OSError, RuntimeError) as exc:
                     note = f"vector search unavailable ({exc}); showing keyword matches only"
-            if self.embedder is None:
+            pending = queue.pending
+            if cache.embedder is None:
                 note = "keyword-only mode: no embedder is configured (memory.embedder = none)"
-            elif self._pending and not note:
-                note = (f"{self._pending} chunk{'s have' if self._pending > 1 else ' has'} "
+            elif pending and not note:
+                note = (f"{pending} chunk{'s have' if pending > 1 else ' has'} "
                         "no vector yet"
-                        + (f" ({self._embed_error})" if self._embed_error else
-                           " (being embedded)" if self.embed_in_background else "")
+                        + (f" ({queue.error})" if queue.error else
+                           " (being embedded)" if queue.background else "")
                         + "; keyword matches cover them")
             line_failures: list[str] = []
 
@@ -94,8 +88,9 @@ class SearchJob(IndexCore):
                     return None
 
             try:
-                vectors = await self._loaded_vectors(db) if qvec is not None else None
-                lines = await self._fitted_lines(db) if qvec is not None else None
+                views = self._views
+                vectors = await views.loaded_vectors(db) if qvec is not None else None
+                lines = await views.fitted_lines(db) if qvec is not None else None
                 response = await search_mod.hybrid_search(
                     db,
                     query,
@@ -103,22 +98,23 @@ class SearchJob(IndexCore):
                     max_results=max_results,
                     min_score=min_score,
                     today=self._today(),
-                    half_life_days=self.half_life_days,
+                    half_life_days=self._half_life_days,
                     vectors=vectors,
-                    terms=self._terms,
+                    terms=views.terms,
                     more=others,
                     lines=lines,
-                    line_query=line_query if self.line_model is not None else None,
+                    line_query=line_query if cache.line_model is not None else None,
                     snippet_chars=snippet_chars,
                 )
             except DB_ERRORS as exc:
                 log.warning("recall index failed during search (%s); rebuilding", exc)
-                self.mark_dirty()
-                await self._rebuild()
-                assert self._db is not None
+                self._sync.mark_dirty()
+                await self._sync.rebuild_locked()
+                assert self._store.db is not None
                 response = await search_mod.hybrid_search(
-                    self._db, query, qvec, max_results=max_results, min_score=min_score,
-                    today=self._today(), half_life_days=self.half_life_days, more=others,
+                    self._store.db, query, qvec, max_results=max_results,
+                    min_score=min_score, today=self._today(),
+                    half_life_days=self._half_life_days, more=others,
                     snippet_chars=snippet_chars,
                 )
             if line_failures:
@@ -128,60 +124,41 @@ class SearchJob(IndexCore):
             response.note = "; ".join(x for x in (response.note, note) if x)
             if qvec is None:
                 response.mode = "keyword-only"
-            response.pending = self._pending or 0
+            response.pending = queue.pending or 0
             return response
 
-    async def _loaded_vectors(self, db: aiosqlite.Connection) -> VectorMatrix | None:
-        """The in-memory copy of chunks_vec, read from it on first use (lock held)."""
-        if self._vectors is None and self.embedder is not None:
-            rows = list(await db.execute_fetchall("SELECT rowid, embedding FROM chunks_vec"))
-            matrix = VectorMatrix(self.embedder.dim, capacity=len(rows) + 1024)
-            matrix.add((int(r[0]), r[1]) for r in rows)
-            self._vectors = matrix
-        return self._vectors
-
-    async def _fitted_lines(self, db: aiosqlite.Connection) -> LineEnsemble:
-        """The whitening of this index's line vectors, refitted when REFIT_FRACTION of them
-        changed since the last fit (lock held)."""
-        space = self._line_space
-        if space is not None and self._lines_changed <= max(
-                MIN_FIT_LINES, REFIT_FRACTION * space.fitted_lines):
-            return space
-        assert self.embedder is not None
-        dim, widths = self.line_dim, [model.dim for model in self._line_models]
-        counted = list(await db.execute_fetchall("SELECT count(*) FROM chunk_lines"))
-        rows = int(counted[0][0])
-        # Every k-th chunk's lines (about ten a chunk): a sample the same on every run.
-        step = max(1, rows * 10 // FIT_SAMPLE_LINES)
-        sample = await db.execute_fetchall(
-            "SELECT chunk_id, numbers, vectors FROM chunk_lines WHERE chunk_id % ? = 0 "
-            "ORDER BY chunk_id", (step,))
-        self._lines_changed = 0
-
-        def fit() -> LineEnsemble:
-            keys: list[tuple[int, int]] = []
-            blocks = []
-            for chunk_id, numbers, blob in sample:
-                found = split_numbers(numbers)
-                if found:
-                    keys.extend((int(chunk_id), n) for n in found)
-                    blocks.append(unpack_vectors(blob, len(found), dim))
-            return LineEnsemble.fit(np.concatenate(blocks) if blocks
-                                    else np.zeros((0, dim), dtype=np.float32), keys, widths)
-
-        self._line_space = await asyncio.to_thread(fit)
-        return self._line_space
-
-    async def _query_vector(self, query: str) -> np.ndarray:
+    async def query_vector(self, query: str) -> np.ndarray:
         """The embedder's vector of the query (a repeated query's comes from the LRU)."""
-        assert self.embedder is not None
-        return await self._query_vectors.embed(self.embedder, query)
+        assert self._cache.embedder is not None
+        return await self._query_vectors.embed(self._cache.embedder, query)
 
     async def _line_query(self, query: str) -> np.ndarray | None:
         """The line model's vector of the query; None when it has no say on it.
 
         The line model knows English only: on other scripts its vote is noise (on
         bench/recall.py's Chinese questions it cost 1 of 12 top-1 hits)."""
-        if self.line_model is None or not english_enough(query):
+        line_model = self._cache.line_model
+        if line_model is None or not english_enough(query):
             return None
-        return await self._line_queries.embed(self.line_model, query)
+        return await self._line_queries.embed(line_model, query)
+
+
+class RecentVectors:
+    """Query vectors by query text, the least recently used dropped beyond `size`: the
+    assistant often searches the same words again within a turn or a heartbeat."""
+
+    def __init__(self, size: int = 256) -> None:
+        self.size = size
+        self._items: dict[str, np.ndarray] = {}
+
+    async def embed(self, model: Embedder, query: str) -> np.ndarray:
+        """`model`'s vector of `query`, from here when recently asked (off the event loop
+        otherwise)."""
+        vector = self._items.pop(query, None)
+        if vector is None:
+            vector = np.asarray(await asyncio.to_thread(model.embed_query, query),
+                                dtype=np.float32)
+            if len(self._items) >= self.size:
+                self._items.pop(next(iter(self._items)))
+        self._items[query] = vector  # at the end: the most recently used
+        return vector

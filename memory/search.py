@@ -142,8 +142,8 @@ class TermStats:
 
     Counted with a MATCH (no ranking: about a tenth of the cost of scoring the same rows), so
     the word goes through the index's own tokenizer: "lessons" counts the chunks the stemmed
-    index files under "lesson". One per index state: `MemoryIndex` starts a new one after
-    every sync.
+    index files under "lesson". One per index state: memory.index_views starts a new one
+    after every sync.
     """
 
     def __init__(self, budget: int = WORD_ROW_BUDGET,

@@ -22,7 +22,7 @@ from memory.defaults import DEFAULT_CHUNK_CHARS, DEFAULT_HALF_LIFE_DAYS, DEFAULT
 
 if TYPE_CHECKING:  # imported at the first use (numpy, sqlite-vec): not at the gateway's start
     from memory.embedders import Embedder
-    from memory.index import IndexStatus, MemoryIndex, SyncStats
+    from memory.index import IndexStatus, RecallIndex, SyncStats
     from memory.search import SearchResponse
 
 __all__ = ["MemoryOptions", "MemoryService"]
@@ -41,7 +41,8 @@ class MemoryOptions:
 
 
 class MemoryService:
-    """Recall for many workspaces. `embedder_factory` runs once, lazily, off the event loop."""
+    """The recall indexes of many workspaces and the models they share. `embedder_factory`
+    runs once, lazily, off the event loop."""
 
     def __init__(
         self,
@@ -59,7 +60,7 @@ class MemoryService:
         self._embedder: Embedder | None = None
         self._embedder_error = ""
         self._embedder_ready = False
-        self._indexes: dict[str, MemoryIndex] = {}
+        self._indexes: dict[str, RecallIndex] = {}
         self._guard = asyncio.Lock()
 
     async def _get_embedder(self) -> Embedder | None:
@@ -82,7 +83,7 @@ class MemoryService:
             self._embedder_ready = True
         return self._embedder
 
-    async def index_for(self, workspace: Path) -> MemoryIndex:
+    async def index_for(self, workspace: Path) -> RecallIndex:
         key = os.path.realpath(workspace)
         async with self._guard:
             index = self._indexes.get(key)
@@ -90,7 +91,7 @@ class MemoryService:
                 # First use: its imports (numpy, sqlite-vec) off the event loop.
                 index_module = await asyncio.to_thread(import_module, "memory.index")
                 opts = self.options
-                index = index_module.MemoryIndex(
+                index = index_module.RecallIndex(
                     Path(key),
                     await self._get_embedder(),
                     chunk_chars=opts.chunk_chars,

@@ -1,9 +1,10 @@
 """An index's vectors held in memory, for exact cosine KNN by one matrix-vector product.
 
 sqlite-vec's `chunks_vec` stays the storage of record (and the fallback when no matrix is
-loaded); this is a copy of it, normalized, loaded lazily by `MemoryIndex` at the first search
-and kept in step with every write to `chunks_vec`. Ranking is the same as vec0's cosine KNN:
-cosine = dot product of normalized vectors, best first, ties broken by rowid.
+loaded); this is a copy of it, normalized, loaded lazily at the first search
+(memory.index_views) and kept in step with every write to `chunks_vec`. Ranking is the same
+as vec0's cosine KNN: cosine = dot product of normalized vectors, best first, ties broken by
+rowid.
 
 Memory cost: 4 bytes per dimension per chunk, about 1.5 KiB a chunk at 384 dimensions (the
 local model), so 15 MiB at 10k chunks and 150 MiB at 100k (plus up to 2x while growing).

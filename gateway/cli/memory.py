@@ -57,9 +57,9 @@ def register(root: typer.Typer) -> None:
 
 
 def _open_index(workspace: Path, config: Settings) -> Any:
-    from gateway.config.memory import build_memory_index
+    from gateway.config.memory import build_recall_index
 
-    return build_memory_index(config.memory, workspace,
+    return build_recall_index(config.memory, workspace,
                               lambda message: print(f"clawgate: {message}", file=sys.stderr))
 
 

@@ -12,7 +12,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, SecretStr
 from memory.defaults import DEFAULT_CHUNK_CHARS, DEFAULT_HALF_LIFE_DAYS
 
 if TYPE_CHECKING:
-    from memory.index import MemoryIndex
+    from memory.index import RecallIndex
 
 
 class MemorySettings(BaseModel):
@@ -58,8 +58,8 @@ class MemorySettings(BaseModel):
         return os.environ.get("OPENAI_API_KEY", "")
 
 
-def build_memory_index(settings: MemorySettings, workspace: Path,
-                       warn: Callable[[str], None] | None = None) -> MemoryIndex:
+def build_recall_index(settings: MemorySettings, workspace: Path,
+                       warn: Callable[[str], None] | None = None) -> RecallIndex:
     """The index of one workspace as these settings describe it, for the command line and the
     recall benchmarks (so a benchmark measures exactly what `clawgate memory search` runs).
 
@@ -67,7 +67,7 @@ def build_memory_index(settings: MemorySettings, workspace: Path,
     keyword-only, or scores lines with the embedder alone.
     """
     from memory.embedders import EmbedderError, build_embedder, build_line_model
-    from memory.index import MemoryIndex
+    from memory.index import RecallIndex
 
     say = warn or (lambda message: None)
     try:
@@ -84,7 +84,7 @@ def build_memory_index(settings: MemorySettings, workspace: Path,
             line_model = build_line_model(settings.line_model)
         except (EmbedderError, ImportError, OSError, RuntimeError) as exc:
             say(f"line model unavailable ({exc}); lines scored by the embedder only")
-    return MemoryIndex(
+    return RecallIndex(
         workspace.resolve(), embedder, chunk_chars=settings.chunk_chars,
         sessions=settings.sessions, half_life_days=settings.half_life_days,
         line_model=line_model,

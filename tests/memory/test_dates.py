@@ -32,7 +32,7 @@ def test_no_date_or_an_impossible_one_names_nothing():
 
 
 async def test_a_question_naming_a_date_prefers_the_notes_written_around_it(tmp_path):
-    from memory.index import MemoryIndex
+    from memory.index import RecallIndex
     from tests.fakes.embedder import FakeEmbedder
 
     memory = tmp_path / "ws" / "memory"
@@ -40,7 +40,7 @@ async def test_a_question_naming_a_date_prefers_the_notes_written_around_it(tmp_
     for day in ("2023-01-10", "2023-05-04", "2023-09-20"):
         (memory / f"{day}.md").write_text(
             f"## Conversation at {day}\n\n- Maria: We had dinner with my aunt and cousins.\n")
-    index = MemoryIndex(tmp_path / "ws", FakeEmbedder(), today=lambda: date(2026, 1, 1))
+    index = RecallIndex(tmp_path / "ws", FakeEmbedder(), today=lambda: date(2026, 1, 1))
     await index.sync()
     for question, wanted in (("Who did Maria have dinner with on May 3, 2023?",
                               "memory/2023-05-04.md"),

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from memory.embedders import EmbedderError
-from memory.index import MemoryIndex
+from memory.index import RecallIndex
 from memory.search import SNIPPET_CHARS
 from memory.service import MemoryOptions, MemoryService
 from tests.fakes.embedder import FakeEmbedder
@@ -52,8 +52,8 @@ def _transcript(path: Path, key: str, texts: list[str]) -> None:
     path.write_text("".join(json.dumps(x) + "\n" for x in lines))
 
 
-def _index(ws: Path, embedder: FakeEmbedder | None = None, **kw) -> MemoryIndex:
-    return MemoryIndex(ws, embedder, today=lambda: TODAY, **kw)
+def _index(ws: Path, embedder: FakeEmbedder | None = None, **kw) -> RecallIndex:
+    return RecallIndex(ws, embedder, today=lambda: TODAY, **kw)
 
 
 @pytest.fixture
@@ -61,7 +61,7 @@ def ws(tmp_path: Path) -> Path:
     return _workspace(tmp_path)
 
 
-async def _paths(index: MemoryIndex, query: str, k: int = 3) -> list[str]:
+async def _paths(index: RecallIndex, query: str, k: int = 3) -> list[str]:
     return [r.path for r in (await index.search(query, max_results=k)).results]
 
 
@@ -322,7 +322,7 @@ async def test_vectors_of_changed_chunks_are_not_stored(ws):
     await index.sync()
     status = await index.status()
     assert status.vectors == status.chunks
-    rows = await index._db.execute_fetchall(
+    rows = await index.store.db.execute_fetchall(
         "SELECT count(*) FROM chunks_vec WHERE rowid NOT IN (SELECT id FROM chunks)")
     assert rows[0][0] == 0
     await index.close()
@@ -350,7 +350,7 @@ async def test_equal_chunks_are_embedded_once(ws):
     assert stats.embedded == status.chunks - 2
     # Lines too: the three notes' one line is embedded once.
     assert embedder.documents_embedded == stats.embedded + stats.lines_embedded
-    lines = await index._db.execute_fetchall(
+    lines = await index.store.db.execute_fetchall(
         "SELECT count(*) FROM cache.line_embeddings WHERE hash IN (SELECT hash FROM "
         "cache.line_embeddings)")
     assert stats.lines_embedded == lines[0][0]

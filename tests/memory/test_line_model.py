@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from memory.embedders import EmbedderError, build_line_model
-from memory.index import MemoryIndex
+from memory.index import RecallIndex
 from memory.lines import SECOND_MODEL_WEIGHT, LineEnsemble, LineSpace, unpack_vectors
 from memory.minilm import MODEL_SHA256, MiniLMEmbedder, _checked, english_enough, model_files
 from tests.fakes.embedder import FakeEmbedder
@@ -89,20 +89,20 @@ LINES = ["Maya: I adopted a beagle called Biscuit.", "Sam: The plumber comes on 
          "Maya: Biscuit chewed my running shoes.", "Sam: We booked flights to Lisbon."]
 
 
-async def _two_model_index(tmp_path: Path) -> tuple[MemoryIndex, FakeEmbedder, FakeEmbedder]:
+async def _two_model_index(tmp_path: Path) -> tuple[RecallIndex, FakeEmbedder, FakeEmbedder]:
     """A synced index of LINES with a fake embedder and a fake line model."""
     ws = tmp_path / "ws"
     _note(ws, "2026-03-01", LINES)
     first, second = FakeEmbedder(), FakeEmbedder(model="second", dim=32)
-    index = MemoryIndex(ws, first, today=lambda: TODAY, line_model=second)
+    index = RecallIndex(ws, first, today=lambda: TODAY, line_model=second)
     await index.sync()
     return index, first, second
 
 
 async def test_an_index_with_a_line_model_stores_both_models_line_vectors(tmp_path: Path):
     index, _, second = await _two_model_index(tmp_path)
-    assert index.line_dim == 96 and second.documents_embedded == len(LINES)
-    numbers, blob = (await index._db.execute_fetchall(
+    assert index.cache.line_dim == 96 and second.documents_embedded == len(LINES)
+    numbers, blob = (await index.store.db.execute_fetchall(
         "SELECT numbers, vectors FROM chunk_lines"))[0]
     assert numbers == "1,2,3,4"
     rows = unpack_vectors(blob, len(LINES), 96)
@@ -110,7 +110,7 @@ async def test_an_index_with_a_line_model_stores_both_models_line_vectors(tmp_pa
     assert np.allclose(np.linalg.norm(rows[:, :64], axis=1), 1.0, atol=0.02)
     assert np.allclose(np.linalg.norm(rows[:, 64:], axis=1), 1.0, atol=0.02)
     assert float(rows[0, 64:] @ second._vector(LINES[0])) > 0.99
-    spaces = {r[0] for r in await index._db.execute_fetchall(
+    spaces = {r[0] for r in await index.store.db.execute_fetchall(
         "SELECT DISTINCT space FROM cache.line_embeddings")}
     assert spaces == {"fake:bag-v1:64", "fake:second:32"}
     response = await index.search("plumber thursday")
@@ -123,12 +123,12 @@ async def test_adding_a_line_model_later_embeds_only_its_lines(tmp_path: Path):
     ws = tmp_path / "ws"
     _note(ws, "2026-03-01", LINES)
     first = FakeEmbedder()
-    index = MemoryIndex(ws, first, today=lambda: TODAY)
+    index = RecallIndex(ws, first, today=lambda: TODAY)
     await index.sync()
     await index.close()
     before = first.documents_embedded
     second = FakeEmbedder(model="second", dim=32)
-    index = MemoryIndex(ws, first, today=lambda: TODAY, line_model=second)
+    index = RecallIndex(ws, first, today=lambda: TODAY, line_model=second)
     stats = await index.sync()  # another configuration: rebuilt, from the cache
     assert stats.rebuilt and first.documents_embedded == before
     assert second.documents_embedded == len(LINES) and stats.pending == 0
@@ -140,12 +140,12 @@ async def test_a_failing_line_model_keeps_the_chunk_vectors_and_says_why(tmp_pat
     ws = tmp_path / "ws"
     _note(ws, "2026-03-01", LINES)
     second = FakeEmbedder(model="second", dim=32, fail=True)
-    index = MemoryIndex(ws, FakeEmbedder(), today=lambda: TODAY, line_model=second)
+    index = RecallIndex(ws, FakeEmbedder(), today=lambda: TODAY, line_model=second)
     stats = await index.sync()
     assert stats.embed_error == "fake endpoint is down" and stats.pending == 1
     # The embedder's work is kept: the chunk has its vector, only its lines wait.
-    assert (await index._db.execute_fetchall("SELECT count(*) FROM chunks_vec"))[0][0] == 1
-    assert (await index._db.execute_fetchall("SELECT count(*) FROM chunk_lines"))[0][0] == 0
+    assert (await index.store.db.execute_fetchall("SELECT count(*) FROM chunks_vec"))[0][0] == 1
+    assert (await index.store.db.execute_fetchall("SELECT count(*) FROM chunk_lines"))[0][0] == 0
     response = await index.search("beagle")  # the line model fails on the query too
     assert response.results and response.mode == "hybrid"
     assert "no vector yet (fake endpoint is down)" in response.note
@@ -180,7 +180,7 @@ async def test_a_chinese_query_is_not_sent_to_the_line_model(tmp_path: Path):
     ws = tmp_path / "ws"
     _note(ws, "2026-03-01", [*LINES, "Maya: 我下周去上海出差。"])
     second = FakeEmbedder(model="second", dim=32)
-    index = MemoryIndex(ws, FakeEmbedder(), today=lambda: TODAY, line_model=second)
+    index = RecallIndex(ws, FakeEmbedder(), today=lambda: TODAY, line_model=second)
     await index.sync()
     asked = second.queries_embedded
     response = await index.search("上海出差")
@@ -255,7 +255,7 @@ async def test_a_repeated_query_is_embedded_once_by_each_model(tmp_path: Path):
         await index.search("when does the plumber come")
     assert (first.queries_embedded, second.queries_embedded) == (1, 1)
     for n in range(256):  # the oldest query falls out of the 256 kept
-        await index._query_vector(f"query {n}")
+        await index.search_job.query_vector(f"query {n}")
     await index.search("when does the plumber come")
     assert (first.queries_embedded, second.queries_embedded) == (258, 1)
     await index.close()

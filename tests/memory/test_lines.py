@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from memory.index import MemoryIndex
+from memory.index import RecallIndex
 from memory.lines import MIN_FIT_LINES, LineSpace, content_lines, pack_vectors, unpack_vectors
 from memory.search import SNIPPET_CHARS, snippet
 from tests.fakes.embedder import FakeEmbedder
@@ -91,7 +91,7 @@ async def test_search_names_the_matching_line(tmp_path: Path):
     _note(ws, "2026-03-01", [*SMALL_TALK, "Maya: the spare key is under the blue flowerpot.",
                              *SMALL_TALK])
     _note(ws, "2026-03-08", [*SMALL_TALK, "Maya: the plumber comes on Thursday at nine."])
-    index = MemoryIndex(ws, FakeEmbedder(), today=lambda: TODAY, chunk_chars=2000)
+    index = RecallIndex(ws, FakeEmbedder(), today=lambda: TODAY, chunk_chars=2000)
     stats = await index.sync()
     assert stats.lines_embedded > 0
     response = await index.search("where is the spare key", max_results=3)
@@ -99,7 +99,7 @@ async def test_search_names_the_matching_line(tmp_path: Path):
     assert best.path == "memory/2026-03-01.md" and best.line == 7
     assert "blue flowerpot" in best.snippet
     assert best.as_dict()["line"] == 7
-    rows = await index._db.execute_fetchall("SELECT count(*) FROM chunk_lines")
+    rows = await index.store.db.execute_fetchall("SELECT count(*) FROM chunk_lines")
     status = await index.status()
     assert rows[0][0] == status.chunks == status.vectors  # lines stored with their chunk
     await index.close()
@@ -109,7 +109,7 @@ async def test_an_edit_embeds_only_the_new_line_and_a_deletion_drops_the_lines(t
     ws = tmp_path / "ws"
     _note(ws, "2026-03-01", [*SMALL_TALK, "Maya: the spare key is under the blue flowerpot."])
     embedder = FakeEmbedder()
-    index = MemoryIndex(ws, embedder, today=lambda: TODAY, chunk_chars=2000)
+    index = RecallIndex(ws, embedder, today=lambda: TODAY, chunk_chars=2000)
     await index.sync()
     _note(ws, "2026-03-01", [*SMALL_TALK, "Maya: the spare key is under the blue flowerpot.",
                              "Maya: and the wifi password is on the fridge."])
@@ -117,7 +117,7 @@ async def test_an_edit_embeds_only_the_new_line_and_a_deletion_drops_the_lines(t
     assert (stats.embedded, stats.lines_embedded) == (1, 1)  # the chunk, and only its new line
     (ws / "memory" / "2026-03-01.md").unlink()
     await index.sync()
-    rows = await index._db.execute_fetchall("SELECT count(*) FROM chunk_lines")
+    rows = await index.store.db.execute_fetchall("SELECT count(*) FROM chunk_lines")
     assert rows[0][0] == 0
     await index.close()
 
@@ -125,7 +125,7 @@ async def test_an_edit_embeds_only_the_new_line_and_a_deletion_drops_the_lines(t
 async def test_keyword_only_index_has_no_line_leg(tmp_path: Path):
     ws = tmp_path / "ws"
     _note(ws, "2026-03-01", [*SMALL_TALK, "Maya: the spare key is under the blue flowerpot."])
-    index = MemoryIndex(ws, None, today=lambda: TODAY)
+    index = RecallIndex(ws, None, today=lambda: TODAY)
     await index.sync()
     response = await index.search("spare key flowerpot")
     assert response.results and response.results[0].line is None
@@ -138,10 +138,10 @@ async def test_a_rebuild_restores_chunk_vectors_at_once_and_embeds_lines_after(t
     ws = tmp_path / "ws"
     _note(ws, "2026-03-01", [*SMALL_TALK, "Maya: the spare key is under the blue flowerpot."])
     _note(ws, "2026-03-08", [*SMALL_TALK, "Maya: the plumber comes on Thursday at nine."])
-    index = MemoryIndex(ws, FakeEmbedder(), today=lambda: TODAY)
+    index = RecallIndex(ws, FakeEmbedder(), today=lambda: TODAY)
     await index.sync()
-    await index._db.execute("DELETE FROM cache.line_embeddings")
-    await index._db.commit()
+    await index.store.db.execute("DELETE FROM cache.line_embeddings")
+    await index.store.db.commit()
     stats = await index.sync(force=True, embed=False)
     status = await index.status()
     assert status.vectors == status.chunks > 0  # back from the cache, searchable by vector
@@ -149,7 +149,7 @@ async def test_a_rebuild_restores_chunk_vectors_at_once_and_embeds_lines_after(t
     more = await index.embed_pending()
     assert more.embedded == 0 and more.lines_embedded > 0
     assert (await index.search("anything")).pending == 0
-    rows = await index._db.execute_fetchall("SELECT count(*) FROM chunk_lines")
+    rows = await index.store.db.execute_fetchall("SELECT count(*) FROM chunk_lines")
     assert rows[0][0] == status.chunks
     await index.close()
 
@@ -179,17 +179,17 @@ async def test_the_line_space_is_refitted_when_enough_lines_change(tmp_path: Pat
     ws = tmp_path / "ws"
     for day in range(1, 11):
         _note(ws, f"2026-03-{day:02d}", [f"{line} ({day})" for line in SMALL_TALK])
-    index = MemoryIndex(ws, FakeEmbedder(), today=lambda: TODAY)
+    index = RecallIndex(ws, FakeEmbedder(), today=lambda: TODAY)
     await index.sync()
     await index.search("how was the game")
-    first = index._line_space
+    first = index.views.line_space
     assert first is not None and first.fitted_lines == 60 and first.spaces[0].hubs
     _note(ws, "2026-03-11", ["Maya: the plumber comes on Thursday at nine."])  # 1 line of 61
     await index.sync()
     await index.search("when does the plumber come")
-    assert index._line_space is first  # under a tenth changed: same fit
+    assert index.views.line_space is first  # under a tenth changed: same fit
     gone = [f"memory/2026-03-{day:02d}.md" for day in range(1, 7)]  # 36 lines of 61
-    ids = {row[0] for row in await index._db.execute_fetchall(
+    ids = {row[0] for row in await index.store.db.execute_fetchall(
         f"SELECT id FROM chunks WHERE path IN ({','.join('?' * len(gone))})", gone)}
     assert ids & {key[0] for key in first.spaces[0].hubs}
     for path in gone:
@@ -197,5 +197,5 @@ async def test_the_line_space_is_refitted_when_enough_lines_change(tmp_path: Pat
     await index.sync()
     assert not ids & {key[0] for key in first.spaces[0].hubs}  # deleted chunks are forgotten
     await index.search("when does the plumber come")
-    assert index._line_space is not first and index._line_space.fitted_lines == 25
+    assert index.views.line_space is not first and index.views.line_space.fitted_lines == 25
     await index.close()

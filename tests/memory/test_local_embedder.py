@@ -6,7 +6,7 @@ import json
 from datetime import date
 
 from memory.embedders import LocalEmbedder
-from memory.index import MemoryIndex
+from memory.index import RecallIndex
 
 
 async def test_paraphrased_questions_find_their_notes(tmp_path):
@@ -23,7 +23,7 @@ async def test_paraphrased_questions_find_their_notes(tmp_path):
     (ws / "memory" / "2026-05-04.md").write_text(
         "- Started learning the cello; lessons on Tuesdays.\n"
     )
-    index = MemoryIndex(ws, LocalEmbedder(), today=lambda: date(2026, 6, 1))
+    index = RecallIndex(ws, LocalEmbedder(), today=lambda: date(2026, 6, 1))
     try:
         await index.sync()  # a search alone answers before the vectors exist
         expectations = {

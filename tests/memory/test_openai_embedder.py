@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from memory.embedders import EmbedderError, OpenAIEmbedder, build_embedder
-from memory.index import MemoryIndex
+from memory.index import RecallIndex
 from tests.fakes.embedder import FakeEmbedder
 from tests.fakes.embeddings_server import FakeEmbeddingsServer
 
@@ -61,10 +61,12 @@ async def test_index_searches_through_the_endpoint_and_survives_it_going_down(tm
     (ws / "MEMORY.md").write_text("# Memory\n- The staging database listens on port 8443.\n")
     (ws / "memory" / "2026-11-20.md").write_text("# 2026-11-20\n- Booked cello lessons.\n")
     async with FakeEmbeddingsServer() as server:
-        embedder = build_embedder("openai", model="nomic-embed-text", dim=96,
-                                  api_key="sk-test", base_url=server.base_url)
-        assert embedder is not None and embedder.dim == 96
-        index = MemoryIndex(ws, embedder, today=lambda: TODAY)
+        built = build_embedder("openai", model="nomic-embed-text", dim=96,
+                               api_key="sk-test", base_url=server.base_url)
+        assert built is not None and built.dim == 96
+        # The same endpoint and model without retries, so the failure below is not waited on.
+        embedder = _embedder(server)
+        index = RecallIndex(ws, embedder, today=lambda: TODAY)
         try:
             await index.sync()  # embeds everything (a search alone would not wait for it)
             response = await index.search("cello lessons")
@@ -74,7 +76,6 @@ async def test_index_searches_through_the_endpoint_and_survives_it_going_down(tm
             await index.sync()  # nothing changed: nothing re-embedded
             assert server.texts_embedded == embedded
             server.fail_with = 500
-            index.embedder = _embedder(server)  # no retries: the test need not wait
             down = await index.search("staging database port")
             assert down.mode == "keyword-only" and "unavailable" in down.note
             assert down.results[0].path == "MEMORY.md"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import date
 from pathlib import Path
 
-from memory.index import MemoryIndex
+from memory.index import RecallIndex
 from memory.search import SNIPPET_CHARS
 from tests.fakes.embedder import FakeEmbedder
 
@@ -26,7 +26,7 @@ async def test_the_passage_holds_the_best_line_and_its_neighbours_across_chunks(
     question = "Kim: What did you paint for the church?"
     answer = "Jo: A stained glass window with a lighthouse on it."
     body = _note(ws, [*TALK[:9], question, answer, *TALK[9:20]])
-    index = MemoryIndex(ws, FakeEmbedder(), today=lambda: TODAY, chunk_chars=300)
+    index = RecallIndex(ws, FakeEmbedder(), today=lambda: TODAY, chunk_chars=300)
     await index.sync()
     response = await index.search("stained glass window lighthouse", max_results=3)
     best = response.results[0]
@@ -49,7 +49,7 @@ async def test_a_line_too_long_for_a_passage_falls_back_to_its_chunk_window(tmp_
     ws = tmp_path / "ws"
     long_line = "Jo: " + " ".join(["the lighthouse window glows at night"] * 40)
     _note(ws, [*TALK[:3], long_line, *TALK[3:6]])
-    index = MemoryIndex(ws, FakeEmbedder(), today=lambda: TODAY)
+    index = RecallIndex(ws, FakeEmbedder(), today=lambda: TODAY)
     await index.sync()
     best = (await index.search("lighthouse window glows", max_results=1)).results[0]
     assert "lighthouse window glows" in best.snippet and len(best.snippet) <= SNIPPET_CHARS

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from memory.index import MemoryIndex
+from memory.index import RecallIndex
 from memory.sqlite import connect_with_vec
 from memory.vectors import VectorMatrix
 from tests.fakes.embedder import FakeEmbedder
@@ -74,57 +74,58 @@ def test_removes_and_replacements_stay_like_vec0():
     assert VectorMatrix(dim).knn(rng.standard_normal(dim), 5) == []
 
 
-async def _matrix_matches_vec0(index: MemoryIndex) -> None:
-    assert index._vectors is not None and index._db is not None
-    rows = await index._db.execute_fetchall("SELECT rowid, embedding FROM chunks_vec")
-    assert len(index._vectors) == len(rows)
+async def _matrix_matches_vec0(index: RecallIndex) -> None:
+    assert index.views.vectors is not None and index.store.db is not None
+    rows = await index.store.db.execute_fetchall("SELECT rowid, embedding FROM chunks_vec")
+    assert len(index.views.vectors) == len(rows)
     stored = {int(r[0]): np.frombuffer(r[1], dtype=np.float32) for r in rows}
     query = np.random.default_rng(5).standard_normal(index.embedder.dim)
     expected = sorted(stored, key=lambda i: (-float(stored[i] @ query
                                                      / np.linalg.norm(stored[i])), i))
-    assert [i for i, _ in index._vectors.knn(query, len(stored))] == expected
+    assert [i for i, _ in index.views.vectors.knn(query, len(stored))] == expected
 
 
 async def test_index_keeps_the_matrix_in_step_with_every_write(tmp_path: Path):
     ws = _workspace(tmp_path)
     embedder = FakeEmbedder()
-    index = MemoryIndex(ws, embedder, today=lambda: TODAY)
+    index = RecallIndex(ws, embedder, today=lambda: TODAY)
     await index.sync()
-    assert index._vectors is None  # loaded lazily, at the first search
+    assert index.views.vectors is None  # loaded lazily, at the first search
     first = await index.search("where does Marta live")
-    assert index._vectors is not None
+    assert index.views.vectors is not None
     await _matrix_matches_vec0(index)
     # Edit, add, delete files: incremental sync updates the loaded matrix.
     (ws / "memory" / "2026-01-10.md").write_text("# 2026-01-10\n- The cello lesson moved.\n")
     (ws / "memory" / "2026-11-21.md").write_text("# 2026-11-21\n- Bought a green kettle.\n")
     (ws / "USER.md").unlink()
-    matrix = index._vectors
+    matrix = index.views.vectors
     await index.sync()
-    assert index._vectors is matrix
+    assert index.views.vectors is matrix
     await _matrix_matches_vec0(index)
     assert (await index.search("green kettle")).results[0].path == "memory/2026-11-21.md"
     # The same vector leg as sqlite-vec's KNN (the fake embedder ties a lot: compare scores).
     from memory import search as S
     for query in ("where does Marta live", "cello lesson", "数据库迁移", "oat milk coffee"):
-        qvec = await index._query_vector(query)
-        ours = (await S.gather_legs(index._db, query, qvec, 40, vectors=index._vectors))["vector"]
-        theirs = (await S.gather_legs(index._db, query, qvec, 40))["vector"]
+        qvec = await index.search_job.query_vector(query)
+        db = index.store.db
+        ours = (await S.gather_legs(db, query, qvec, 40, vectors=index.views.vectors))["vector"]
+        theirs = (await S.gather_legs(db, query, qvec, 40))["vector"]
         assert np.allclose([s for _, s in ours], [s for _, s in theirs], atol=1e-5)
         assert {i for i, s in ours if s > ours[-1][1] + 1e-5} <= {i for i, _ in theirs}
     assert first.results
     # A rebuild drops it; the next search loads it again.
     await index.sync(force=True)
-    assert index._vectors is None
+    assert index.views.vectors is None
     await index.search("kettle")
     await _matrix_matches_vec0(index)
     await index.close()
-    assert index._vectors is None
+    assert index.views.vectors is None
 
 
 async def test_backfilled_vectors_reach_the_matrix(tmp_path: Path):
     ws = _workspace(tmp_path)
     embedder = FakeEmbedder()
-    index = MemoryIndex(ws, embedder, today=lambda: TODAY)
+    index = RecallIndex(ws, embedder, today=lambda: TODAY)
     await index.sync()
     await index.search("anything at all")
     embedder.fail = True
@@ -155,23 +156,24 @@ async def test_term_stats_leave_out_the_most_common_words_over_budget(tmp_path: 
         extra = " cello" if i == 3 else ""
         extra += " piano" if i < 4 else ""
         (ws / "memory" / f"2026-01-{i + 1:02d}.md").write_text(f"# day\n- coffee note {i}{extra}\n")
-    index = MemoryIndex(ws, FakeEmbedder(), today=lambda: TODAY)
+    index = RecallIndex(ws, FakeEmbedder(), today=lambda: TODAY)
     await index.sync()
+    db = index.store.db
     words = ["coffee", "piano", "cello", "absent"]
-    assert await TermStats(budget=2).leave_out(index._db, words) == set()  # small index
+    assert await TermStats(budget=2).leave_out(db, words) == set()  # small index
     monkeypatch.setattr(search_module, "COMMON_WORD_MIN_CHUNKS", 5)
     # Rarest first: cello (1 row) fits, piano (4) would pass the budget of 2, coffee (10) too.
     stats = TermStats(budget=2, rare_fraction=0.0)
-    assert await stats.leave_out(index._db, words) == {"piano", "coffee"}
+    assert await stats.leave_out(db, words) == {"piano", "coffee"}
     assert stats.chunks == 10 and stats.doc_freq["cello"] == 1
-    assert await TermStats(budget=5, rare_fraction=0.0).leave_out(index._db, words) == {"coffee"}
+    assert await TermStats(budget=5, rare_fraction=0.0).leave_out(db, words) == {"coffee"}
     # A word in at most rare_fraction of the chunks is kept whatever the budget.
-    assert await TermStats(budget=2, rare_fraction=0.4).leave_out(index._db, words) == {"coffee"}
+    assert await TermStats(budget=2, rare_fraction=0.4).leave_out(db, words) == {"coffee"}
     # The rarest word that matches anything is always kept, however common.
-    assert await stats.leave_out(index._db, ["coffee", "absent"]) == set()
-    legs = await gather_legs(index._db, "coffee cello", None, 40, terms=stats)
+    assert await stats.leave_out(db, ["coffee", "absent"]) == set()
+    legs = await gather_legs(db, "coffee cello", None, 40, terms=stats)
     assert len(legs["words"]) == 1  # only the cello chunk: coffee was left out
-    assert len((await gather_legs(index._db, "coffee cello", None, 40))["words"]) == 10
+    assert len((await gather_legs(db, "coffee cello", None, 40))["words"]) == 10
     hits = await index.search("coffee cello")
     assert "cello" in hits.results[0].snippet
     await index.close()
@@ -229,13 +231,13 @@ def _same_ranking(got: list[tuple[int, float]], want: list[tuple[int, float]]) -
 
 async def test_vector_leg_on_threads_ranks_like_one_product(tmp_path: Path, monkeypatch):
     from memory import search as search_module
-    index = MemoryIndex(_workspace(tmp_path), FakeEmbedder(), today=lambda: TODAY)
+    index = RecallIndex(_workspace(tmp_path), FakeEmbedder(), today=lambda: TODAY)
     await index.sync()
-    vectors = await index._loaded_vectors(index._db)
+    vectors = await index.views.loaded_vectors(index.store.db)
     query = FakeEmbedder().embed_query("deploy migration lock")
-    one = await search_module.vector_leg(index._db, query, 5, vectors)
+    one = await search_module.vector_leg(index.store.db, query, 5, vectors)
     monkeypatch.setattr(search_module, "VECTOR_ROWS_PER_THREAD", 1)
-    _same_ranking(await search_module.vector_leg(index._db, query, 5, vectors), one)
+    _same_ranking(await search_module.vector_leg(index.store.db, query, 5, vectors), one)
     await index.close()
 
 
@@ -248,13 +250,13 @@ async def test_with_vectors_only_common_words_leave_the_word_leg_to_the_vector_l
     for i in range(10):
         (ws / "memory" / f"2026-01-{i + 1:02d}.md").write_text(f"# day\n- coffee note {i}\n")
     monkeypatch.setattr(search_module, "COMMON_WORD_MIN_CHUNKS", 5)
-    index = MemoryIndex(ws, FakeEmbedder(), today=lambda: TODAY)
+    index = RecallIndex(ws, FakeEmbedder(), today=lambda: TODAY)
     await index.sync()
     stats = TermStats(budget=2, rare_fraction=0.0)
     query = FakeEmbedder().embed_query("coffee")
-    legs = await gather_legs(index._db, "coffee", query, 40, terms=stats)
+    legs = await gather_legs(index.store.db, "coffee", query, 40, terms=stats)
     assert "words" not in legs and len(legs["vector"]) == 10  # too common to pay for
-    alone = await gather_legs(index._db, "coffee", None, 40, terms=stats)
+    alone = await gather_legs(index.store.db, "coffee", None, 40, terms=stats)
     assert len(alone["words"]) == 10  # keyword-only keeps the rarest word: never empty
     await index.close()
 
@@ -264,7 +266,7 @@ async def test_word_index_stems_english(tmp_path: Path):
     (ws / "memory").mkdir(parents=True)
     (ws / "memory" / "2026-02-01.md").write_text("# 2026-02-01\n- Booked a cello lesson.\n")
     (ws / "memory" / "2026-02-02.md").write_text("# 2026-02-02\n- Bought oat milk.\n")
-    index = MemoryIndex(ws, None, today=lambda: TODAY)  # keyword-only: words alone decide
+    index = RecallIndex(ws, None, today=lambda: TODAY)  # keyword-only: words alone decide
     results = (await index.search("lessons booking")).results  # neither word as written
     assert [r.path for r in results] == ["memory/2026-02-01.md"]
     await index.close()

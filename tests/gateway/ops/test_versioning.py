@@ -10,7 +10,7 @@ from pathlib import Path
 from gateway.cli.main import main
 from gateway.ops.versioning import Change, Versioning, undo_words
 from gateway.workspace.seed import workspace_path
-from memory.index import MemoryIndex
+from memory.index import RecallIndex
 
 
 def git(workspace: Path, *args: str) -> str:
@@ -122,7 +122,7 @@ async def test_undo_restores_and_the_next_search_reflects_it(tmp_path, capsys):
     note.write_text("The parking spot is number 42 near the florist.\n")
     await versioning.commit(workspace, "turn")
 
-    index = MemoryIndex(workspace, None, sessions=False)
+    index = RecallIndex(workspace, None, sessions=False)
     try:
         found = await index.search("parking florist")
         assert any("florist" in r.snippet for r in found.results)
