@@ -278,9 +278,10 @@ def decoded_seconds(path: Path, stop_after: float) -> float | None:
     declares is the sender's word (a 20 MB Opus file of hours was declared as 3 s), and a
     container's header can say anything too. Decoding stops as soon as it passes
     `stop_after` (a recording of hours costs what one of that length does; Opus decodes
-    at a few hundred times real time). Frames that do not decode are skipped, as the
-    transcription backends skip them, so they cannot hide the rest. None: no audio stream
-    could be opened."""
+    at a few hundred times real time). Packets that do not decode are skipped, as the
+    transcription backends skip them, so they cannot hide the rest; where the container
+    itself cannot be read on (junk after the recording), reading ends there for the backend
+    too, and the audio before it is what counts. None: no audio could be read at all."""
     try:
         import av
     except ImportError:  # installed with faster-whisper; without it nothing can be measured
@@ -301,6 +302,6 @@ def decoded_seconds(path: Path, stop_after: float) -> float | None:
                         total += frame.samples / frame.sample_rate
                 if total > stop_after:
                     break
-    except Exception:  # hostile input: not a recording PyAV can open at all
-        return None
+    except Exception:  # hostile input: not a recording PyAV can open, or junk part way
+        return total or None
     return total
