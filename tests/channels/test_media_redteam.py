@@ -8,63 +8,33 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from gateway.agent.providers import build_provider
 from gateway.agent.tools.quota import UNCOUNTED_DIRS, area_bytes, tree_bytes
-from gateway.assembly.platforms import build_gateway
 from gateway.pipeline.gateway import Gateway
-from retrypolicy import Backoff
 from tests import settle
-from tests.conftest import llm_overrides
 from tests.fakes.media_files import deep_page_tree_pdf, nested_forms_pdf, opus
 from tests.fakes.telegram_server import FakeTelegramServer
-from tests.fakes.transcription_server import FakeTranscriptionServer
 
-FAST = {"backoff": Backoff(0.05, 0.2), "stall_grace": 0.5}
 OWNER = "telegram-42"
 MENTION = [{"type": "mention", "offset": 0, "length": 9}]
 
 
 @pytest.fixture
-async def tg() -> AsyncIterator[FakeTelegramServer]:
-    async with FakeTelegramServer() as server:
-        yield server
-
-
-@pytest.fixture
-async def stt() -> AsyncIterator[FakeTranscriptionServer]:
-    async with FakeTranscriptionServer() as server:
-        yield server
-
-
-@pytest.fixture
-async def start(make_settings, anthropic_server, tg, stt) -> AsyncIterator[Callable[..., Any]]:
+def start(media_gateway) -> Callable[..., Any]:
     """A gateway whose owner is Telegram account 42, in DMs and in the groups listed."""
-    running: list[Gateway] = []
 
-    async def make(*, media: dict[str, Any] | None = None, tools: dict[str, Any] | None = None,
-                   groups: list[str] | None = None, **extra: Any) -> Gateway:
-        telegram = {"token": tg.token, "base_url": tg.base_url, "poll_timeout_seconds": 1,
-                    "allow_from": ["42"], "groups_enabled": bool(groups),
-                    "groups": groups or []}
-        transcription = {"backend": "openai", "base_url": stt.base_url, "api_key": stt.key}
-        settings = make_settings(**llm_overrides(anthropic_server), owner=OWNER,
-                                 telegram=telegram, tools=tools or {},
-                                 media={"transcription": transcription, **(media or {})},
-                                 **extra)
-        gateway = build_gateway(settings, build_provider(settings), options={"telegram": FAST})
-        await gateway.start()
-        running.append(gateway)
+    async def make(*, groups: list[str] | None = None, **options: Any) -> Gateway:
+        gateway: Gateway = await media_gateway(settings={"owner": OWNER},
+                                               groups_enabled=bool(groups),
+                                               groups=groups or [], **options)
         return gateway
 
-    yield make
-    for gateway in running:
-        await gateway.stop(drain_timeout=5)
+    return make
 
 
 def _document(tg: FakeTelegramServer, data: bytes, name: str, *,
