@@ -23,14 +23,18 @@ def size_text(size: int) -> str:
     return f"{max(1, size // 1024)} KB"
 
 
-def too_large(limit: int) -> DownloadError:
-    return DownloadError(f"the file is larger than the {size_text(limit)} I accept")
+class FileTooLarge(DownloadError):
+    """The file is (or says it is) larger than `limit`, the cap this download was given."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"the file is larger than the {size_text(limit)} I accept")
+        self.limit = limit
 
 
 def check_declared(size: int, limit: int) -> None:
     """Refuse before downloading when the platform already says the file is too large."""
     if size > limit:
-        raise too_large(limit)
+        raise FileTooLarge(limit)
 
 
 async def save_stream(chunks: AsyncIterator[bytes], dest: Path, max_bytes: int) -> int:
@@ -43,7 +47,7 @@ async def save_stream(chunks: AsyncIterator[bytes], dest: Path, max_bytes: int) 
             async for chunk in chunks:
                 written += len(chunk)
                 if written > max_bytes:
-                    raise too_large(max_bytes)
+                    raise FileTooLarge(max_bytes)
                 out.write(chunk)
     except BaseException:
         dest.unlink(missing_ok=True)

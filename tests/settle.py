@@ -10,6 +10,7 @@ path, so from then on the gateway sends nothing more unprompted, and what was se
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 from gateway.ops.state import StateDB
 
@@ -23,4 +24,14 @@ async def settled(state: StateDB, timeout: float = 10.0) -> None:
     while await state.pending_inbound() or await state.pending_outbound():
         if loop.time() > end:
             raise AssertionError(f"the gateway did not settle within {timeout} s")
+        await asyncio.sleep(POLL_SECONDS)
+
+
+async def until(condition: Callable[[], bool], *, what: str, timeout: float = 30.0) -> None:
+    """Until `condition()` holds (polled); AssertionError naming `what` after `timeout`."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout
+    while not condition():
+        if loop.time() > end:
+            raise AssertionError(f"not within {timeout} s: {what}")
         await asyncio.sleep(POLL_SECONDS)

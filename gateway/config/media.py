@@ -52,6 +52,13 @@ class MediaSettings(BaseModel):
     max_image_megapixels: float = Field(80.0, gt=0, le=1000)
     # A document's text given to the model with the message; the rest is saved beside it.
     document_max_chars: int = Field(40_000, ge=1_000, le=2_000_000)
+    # A PDF is read for at most this many pages and seconds, whatever text it holds (in a
+    # child process killed at the deadline).
+    document_max_pages: int = Field(1000, ge=1, le=100_000)
+    document_timeout_seconds: float = Field(30.0, gt=0, le=3600)
+    # Files processed at once (decoding, resizing, reading), on threads and processes of
+    # their own: what the rest of the gateway waits on is never used up by media.
+    workers: int = Field(2, ge=1, le=32)
     transcription: TranscriptionSettings = Field(default_factory=TranscriptionSettings)
 
     @property

@@ -197,7 +197,7 @@ class Gateway:
                    self.parts.accounting.settled,  # the last calls' usage, before the database
                    self.state.close]
         if self.media is not None:
-            closers.append(self.media.transcriber.close)
+            closers.append(self.media.close)
         if self.memory is not None:
             closers.append(self.memory.close)
         for close in closers:

@@ -31,6 +31,7 @@ import unicodedata
 from pathlib import Path, PurePosixPath
 
 from gateway.agent.tool_errors import ToolError
+from gateway.workspace.names import BAD_CATEGORIES, BIDI_CONTROLS
 from memory.layout import (
     PRIVATE_DIRS,
     PRIVATE_FILES,
@@ -58,13 +59,6 @@ MAX_PATH_CHARS = 1024
 MAX_NAME_BYTES = 255  # NAME_MAX of ext4, xfs, btrfs, tmpfs, APFS: one path component
 
 _DRIVE = re.compile(r"^[A-Za-z]:")
-# Cc: C0/C1 controls (NUL, newline, ESC...); Cs: lone surrogates, which cannot name a real UTF-8
-# file; Zl/Zp: line/paragraph separators, which would break the one-path-per-line tool output.
-_BAD_CATEGORIES = frozenset({"Cc", "Cs", "Zl", "Zp"})
-# Bidirectional controls (embeddings, overrides, isolates, marks): "invoice\u202egpj.md" shows
-# as "invoicedm.jpg". Other format characters (joiners in emoji and Persian) stay allowed.
-_BIDI_CONTROLS = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e"
-                           "\u2066\u2067\u2068\u2069")
 _HINT = "Use a relative path inside your workspace, for example 'notes/ideas.md'."
 
 
@@ -110,9 +104,9 @@ def _check_lexical(user_path: str) -> tuple[str, ...]:
     if len(user_path) > MAX_PATH_CHARS:
         raise PathRefused(user_path, f"the path is longer than {MAX_PATH_CHARS} characters")
     for ch in user_path:
-        if unicodedata.category(ch) in _BAD_CATEGORIES:
+        if unicodedata.category(ch) in BAD_CATEGORIES:
             raise PathRefused(user_path, "the path contains control or invalid characters")
-        if ch in _BIDI_CONTROLS:
+        if ch in BIDI_CONTROLS:
             raise PathRefused(user_path, "the path contains a bidirectional control character "
                                          "(it would make the name read differently from what "
                                          "it is)")

@@ -16,7 +16,6 @@ from gateway.pipeline.gateway import Gateway
 from tests.conftest import llm_overrides
 from tests.fakes.discord_server import FakeDiscordServer, patch_discord
 from tests.fakes.media_files import VOICE_NOTE, jpeg, pdf
-from tests.fakes.transcription_server import FakeTranscriptionServer
 
 OPTIONS = {"discord": {"guild_ready_timeout": 0.05, "ready_timeout": 10}}
 
@@ -25,12 +24,6 @@ OPTIONS = {"discord": {"guild_ready_timeout": 0.05, "ready_timeout": 10}}
 async def dc(monkeypatch) -> AsyncIterator[FakeDiscordServer]:
     async with FakeDiscordServer() as server:
         patch_discord(monkeypatch, server)
-        yield server
-
-
-@pytest.fixture
-async def stt() -> AsyncIterator[FakeTranscriptionServer]:
-    async with FakeTranscriptionServer() as server:
         yield server
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import json
 import subprocess
-from collections.abc import AsyncIterator, Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -16,56 +15,12 @@ from PIL import Image
 
 from channels.base import Attachment, InboundMessage
 from gateway.agent.media.audio import bundled_model_dir
-from gateway.agent.providers import build_provider
 from gateway.agent.sessions import transcript_path
-from gateway.assembly.platforms import build_gateway
 from gateway.ops.state import StateDB
 from gateway.pipeline.gateway import PERSIST_REPLY, Gateway
 from retrypolicy import Backoff
-from tests.conftest import llm_overrides
-from tests.fakes.llm_server import FakeLLMServer
 from tests.fakes.media_files import VOICE_NOTE, jpeg, pdf
-from tests.fakes.telegram_server import FakeTelegramServer
-from tests.fakes.transcription_server import FakeTranscriptionServer
 from tests.state_rows import inbound_status
-
-FAST = {"backoff": Backoff(0.05, 0.2), "stall_grace": 0.5}
-
-
-@pytest.fixture
-async def tg() -> AsyncIterator[FakeTelegramServer]:
-    async with FakeTelegramServer() as server:
-        yield server
-
-
-@pytest.fixture
-async def stt() -> AsyncIterator[FakeTranscriptionServer]:
-    async with FakeTranscriptionServer() as server:
-        yield server
-
-
-@pytest.fixture
-async def media_gateway(make_settings, anthropic_server, tg, stt
-                        ) -> AsyncIterator[Callable[..., Any]]:
-    running: list[Gateway] = []
-
-    async def make(llm_server: FakeLLMServer | None = None, *, llm: dict[str, Any] | None = None,
-                   media: dict[str, Any] | None = None, tools: dict[str, Any] | None = None,
-                   **telegram: Any) -> Gateway:
-        section = {"token": tg.token, "base_url": tg.base_url, "poll_timeout_seconds": 1,
-                   "allow_from": ["42"], **telegram}
-        transcription = {"backend": "openai", "base_url": stt.base_url, "api_key": stt.key}
-        media_section = {"transcription": transcription, **(media or {})}
-        settings = make_settings(**llm_overrides(llm_server or anthropic_server, **(llm or {})),
-                                 telegram=section, media=media_section, tools=tools or {})
-        gateway = build_gateway(settings, build_provider(settings), options={"telegram": FAST})
-        await gateway.start()
-        running.append(gateway)
-        return gateway
-
-    yield make
-    for gateway in running:
-        await gateway.stop(drain_timeout=5)
 
 
 def _user_content(body: dict[str, Any]) -> list[dict[str, Any]]:

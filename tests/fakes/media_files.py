@@ -49,15 +49,66 @@ def pdf(pages: list[str]) -> bytes:
     objects.append(b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>")
     for text in pages:
         escaped = text.replace("\\", "\\\\").replace("(", "\\(").replace(")", "\\)")
-        stream = f"BT /F1 12 Tf 72 720 Td ({escaped}) Tj ET".encode("latin-1")
-        objects.append(b"<< /Length %d >>\nstream\n%s\nendstream" % (len(stream), stream))
-        content_id = len(objects)
-        objects.append(
+        content_id = _add(objects, _stream(f"BT /F1 12 Tf 72 720 Td ({escaped}) Tj ET"
+                                           .encode("latin-1")))
+        kids.append(_add(objects, (
             b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents %d 0 R "
-            b"/Resources << /Font << /F1 %d 0 R >> >> >>" % (content_id, font_id))
-        kids.append(len(objects))
-    objects[1] = b"<< /Type /Pages /Kids [%s] /Count %d >>" % (
+            b"/Resources << /Font << /F1 %d 0 R >> >> >>" % (content_id, font_id))))
+    objects[1] = _pages(kids)
+    return _written(objects)
+
+
+def nested_forms_pdf(pages: int, *, depth: int = 6, fanout: int = 8,
+                     strokes: int = 50) -> bytes:
+    """The red team's PDF: `pages` text-less pages, each drawing a form that draws `strokes`
+    lines and the next form `fanout` times, `depth` forms deep. Small (the forms are shared:
+    300 pages are ~50 KB), and pypdf walks every operator of a form at every invocation (up
+    to 5,000 a page), so a page's time grows with `strokes`: a fraction of a second at the
+    default, minutes at a few thousand."""
+    objects: list[bytes] = [b"<< /Type /Catalog /Pages 2 0 R >>", b""]
+    box = b"/Type /XObject /Subtype /Form /BBox [0 0 10 10]"
+    lines = b"0 0 m 1 1 l S " * strokes
+    form = _add(objects, _stream(lines, box))
+    for _ in range(depth - 1):
+        form = _add(objects, _stream(lines + b"q /F Do Q " * fanout,
+                                     box + b" /Resources << /XObject << /F %d 0 R >> >>" % form))
+    content = _add(objects, _stream(b"q /F Do Q " * fanout))
+    kids = [_add(objects, b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] "
+                          b"/Contents %d 0 R /Resources << /XObject << /F %d 0 R >> >> >>"
+                 % (content, form)) for _ in range(pages)]
+    objects[1] = _pages(kids)
+    return _written(objects)
+
+
+def deep_page_tree_pdf(depth: int = 3000) -> bytes:
+    """A PDF whose one page sits `depth` /Pages nodes deep (pypdf stops at 100 with its
+    `LimitReachedError`)."""
+    objects: list[bytes] = [b"<< /Type /Catalog /Pages 2 0 R >>"]
+    for level in range(depth):
+        number = len(objects) + 1
+        parent = b" /Parent %d 0 R" % (number - 1) if level else b""
+        objects.append(b"<< /Type /Pages /Kids [%d 0 R] /Count 1%s >>" % (number + 1, parent))
+    objects.append(b"<< /Type /Page /Parent %d 0 R /MediaBox [0 0 612 792] >>" % len(objects))
+    return _written(objects)
+
+
+def _add(objects: list[bytes], body: bytes) -> int:
+    """Append an object; its number."""
+    objects.append(body)
+    return len(objects)
+
+
+def _stream(data: bytes, entries: bytes = b"") -> bytes:
+    return b"<< %s /Length %d >>\nstream\n%s\nendstream" % (entries, len(data), data)
+
+
+def _pages(kids: list[int]) -> bytes:
+    return b"<< /Type /Pages /Kids [%s] /Count %d >>" % (
         b" ".join(b"%d 0 R" % k for k in kids), len(kids))
+
+
+def _written(objects: list[bytes]) -> bytes:
+    """A PDF file of `objects` (object n is objects[n - 1]; the catalog is 1)."""
     out = io.BytesIO()
     out.write(b"%PDF-1.4\n")
     offsets = []

@@ -24,6 +24,7 @@ import importlib.util
 import logging
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -100,7 +101,8 @@ class LocalWhisper:
     """faster-whisper on the CPU, loaded at the first voice note and kept.
 
     One recording at a time (the machine it runs on may have two cores, and CTranslate2 uses
-    both); the model loads in a worker thread, so the event loop never waits on it.
+    both), on a thread of its own: the model loads and runs there, so neither the event loop
+    nor the default executor the rest of the gateway uses ever waits on it.
     """
 
     name = "local"
@@ -114,6 +116,7 @@ class LocalWhisper:
         self._model: Any = None
         self._load_lock = threading.Lock()
         self._busy = asyncio.Lock()
+        self._thread = ThreadPoolExecutor(1, thread_name_prefix="clawgate-whisper")
 
     def _folder(self) -> Path:
         if self.model_path:
@@ -175,10 +178,12 @@ class LocalWhisper:
 
     async def transcribe(self, audio: Path) -> Heard:
         async with self._busy:
-            return await asyncio.to_thread(self._run, audio)
+            return await asyncio.get_running_loop().run_in_executor(self._thread, self._run,
+                                                                    audio)
 
     async def close(self) -> None:
         self._model = None
+        self._thread.shutdown(wait=False, cancel_futures=True)
 
 
 # --- openai: any /audio/transcriptions endpoint ------------------------------------------------
@@ -268,20 +273,35 @@ def build_transcriber(settings: Any) -> Transcriber:
     return NoTranscriber()
 
 
-def recording_seconds(path: Path) -> float:
-    """A recording's length read from its container (PyAV, installed with faster-whisper);
-    0 when it cannot be told. Cheap: only the header is read."""
+def decoded_seconds(path: Path, stop_after: float) -> float | None:
+    """How long a recording really is, from its decoded audio: the duration a platform
+    declares is the sender's word (a 20 MB Opus file of hours was declared as 3 s), and a
+    container's header can say anything too. Decoding stops as soon as it passes
+    `stop_after` (a recording of hours costs what one of that length does; Opus decodes
+    at a few hundred times real time). Packets that do not decode are skipped, as the
+    transcription backends skip them, so they cannot hide the rest; where the container
+    itself cannot be read on (junk after the recording), reading ends there for the backend
+    too, and the audio before it is what counts. None: no audio could be read at all."""
     try:
         import av
-    except ImportError:
-        return 0.0
+    except ImportError:  # installed with faster-whisper; without it nothing can be measured
+        return None
+    total = 0.0
     try:
         with av.open(str(path)) as container:
-            if container.duration:
-                return float(container.duration) / 1_000_000  # av.time_base
             stream = next(iter(container.streams.audio), None)
-            if stream is not None and stream.duration and stream.time_base:
-                return float(stream.duration * stream.time_base)
-    except Exception:  # not a recording PyAV can open: the backend will say so
-        return 0.0
-    return 0.0
+            if stream is None:
+                return None
+            for packet in container.demux(stream):
+                try:
+                    frames = packet.decode()
+                except av.FFmpegError:
+                    continue
+                for frame in frames:
+                    if frame.sample_rate:
+                        total += frame.samples / frame.sample_rate
+                if total > stop_after:
+                    break
+    except Exception:  # hostile input: not a recording PyAV can open, or junk part way
+        return total or None
+    return total

@@ -6,12 +6,22 @@ downloaded, so an unsupported file costs nothing but a clear reply. Extraction s
 `max_chars` of text are in hand and says how much there was: a 900-page PDF yields its first
 pages and the count, not a stalled turn. A file that says it is text but holds NUL bytes is
 refused as binary.
+
+A PDF is bounded whatever text it holds: at most `max_pages` pages, and no page is begun once
+`seconds` have passed (a 78 KB PDF of 300 text-less pages that each draw nested forms took a
+core for minutes). Between pages is not enough on its own, as one page can take as long as it
+likes (pypdf caps form invocations per page, not the work they do), so the gateway runs this
+in a child process that it kills at its deadline (`pdf_worker`, `workers.MediaWorkers`).
+Whatever pypdf raises on a hostile file (`LimitReachedError` for a 3,000-deep page tree, parse
+errors, recursion) is the same clear `DocumentError` as any unreadable PDF.
 """
 
 from __future__ import annotations
 
 import codecs
 import logging
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -51,6 +61,7 @@ class Extracted:
     kind: str  # "pdf" | "text"
     pages: int = 0  # PDFs: pages in the file
     pages_read: int = 0  # PDFs: pages whose text is in `text`
+    stopped: str = ""  # PDFs: "pages" or "time" when a limit ended the reading early
 
     @property
     def cut(self) -> bool:
@@ -70,10 +81,12 @@ def readable_kind(filename: str, mime: str) -> str | None:
     return None
 
 
-def extract(path: Path, kind: str, max_chars: int) -> Extracted:
-    """The text of a saved document (call in a worker thread: PDFs take a while)."""
+def extract(path: Path, kind: str, max_chars: int, *, max_pages: int = 1000,
+            seconds: float = 30.0) -> Extracted:
+    """The text of a saved document, read here (a text file in a worker thread; a PDF in a
+    child process the caller can kill: see `pdf_worker`)."""
     if kind == "pdf":
-        return _pdf(path, max_chars)
+        return pdf_text(path, max_chars, max_pages, seconds)
     return _text(path, max_chars)
 
 
@@ -105,23 +118,33 @@ def _decode(data: bytes, *, cut: bool) -> str:
         return data.decode("cp1252", errors="replace")
 
 
-def _pdf(path: Path, max_chars: int) -> Extracted:
+def pdf_text(path: Path, max_chars: int, max_pages: int, seconds: float,
+             clock: Callable[[], float] = time.monotonic) -> Extracted:
+    """A PDF's text: pages in order until `max_chars` characters, `max_pages` pages or
+    `seconds` (checked before each page) are reached. Raises DocumentError."""
     from pypdf import PdfReader
-    from pypdf.errors import FileNotDecryptedError, PdfReadError
+    from pypdf.errors import FileNotDecryptedError
 
+    deadline = clock() + seconds
+    parts: list[str] = []
+    read = pages = 0
+    stopped = ""
     try:
         reader = PdfReader(path)
         if reader.is_encrypted and not _opens_without_password(reader):
             raise DocumentError("the PDF is password-protected")
         pages = len(reader.pages)
-        parts: list[str] = []
         used = 0
-        read = 0
         for page in reader.pages:
             if used >= max_chars:
                 break
+            if read >= max_pages or clock() >= deadline:
+                stopped = "pages" if read >= max_pages else "time"
+                break
             try:
                 text = page.extract_text() or ""
+            except RecursionError:
+                raise
             except Exception:  # one broken page must not lose the others
                 log.info("a PDF page could not be read; skipped")
                 text = ""
@@ -132,14 +155,20 @@ def _pdf(path: Path, max_chars: int) -> Extracted:
         raise
     except FileNotDecryptedError as exc:
         raise DocumentError("the PDF is password-protected") from exc
-    except (PdfReadError, OSError, ValueError, KeyError, TypeError) as exc:
+    except Exception as exc:  # hostile input: pypdf's limits, parse errors, recursion ...
+        log.info("an unreadable PDF: %s", type(exc).__name__)
         raise DocumentError("the PDF is damaged or not really a PDF") from exc
     text = "\n\n".join(p for p in parts if p)
     if not text.strip():
+        if stopped:
+            raise DocumentError(
+                f"I found no text in the first {read} of its {pages} pages, as much as I read "
+                "of one document (it is probably scanned images, or drawn in a way that is "
+                "too slow to read)")
         raise DocumentError(f"the PDF ({pages} page{'s' if pages != 1 else ''}) has no text "
                             "layer: it is probably scanned images")
     total = len(text) if read == pages else max(len(text), int(len(text) * pages / read))
-    return Extracted(text[:max_chars], total, "pdf", pages, read)
+    return Extracted(text[:max_chars], total, "pdf", pages, read, stopped)
 
 
 def _opens_without_password(reader: object) -> bool:

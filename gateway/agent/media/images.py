@@ -24,6 +24,9 @@ if TYPE_CHECKING:
 
 # Every image is re-encoded after resizing: JPEG, or PNG when it has transparency.
 JPEG_QUALITY = 85
+# A large picture is shrunk this many rows at a time (see _shrunk).
+BAND_ROWS = 256
+_EXIF_ORIENTATION = 0x0112
 
 
 class ImageError(Exception):
@@ -82,8 +85,13 @@ def prepare_image(source: Path, dest: Path, provider: str, max_pixels: int) -> P
 def _decoded(source: Path, provider: str, max_pixels: int) -> tuple[Image.Image, int, int]:
     """The image upright, fitted, as RGB or RGBA; and its original width and height.
 
-    Pillow is imported here, at the first image: the gateway starts without it."""
-    from PIL import Image, ImageOps, UnidentifiedImageError
+    Memory: the decoded picture is the only full-size copy there ever is (at most 4 bytes a
+    pixel in Pillow; a JPEG is decoded straight at 1/2, 1/4 or 1/8 scale, so not even that).
+    It is shrunk first, band by band (`_shrunk`), and only the small copy is turned upright:
+    turning, converting and resizing the whole picture had made two or three more full-size
+    copies (a 79 MP PNG took 900 MiB; bench/image_memory.py). Pillow is imported
+    here, at the first image: the gateway starts without it."""
+    from PIL import Image, UnidentifiedImageError
 
     try:
         with Image.open(source) as image:
@@ -95,13 +103,19 @@ def _decoded(source: Path, provider: str, max_pixels: int) -> tuple[Image.Image,
             if image.format == "JPEG":  # decode at 1/2, 1/4 or 1/8 scale when that is enough
                 image.draft("RGB", fitted_size(width, height, provider))
             image.seek(0)  # an animation: its first frame
-            frame = ImageOps.exif_transpose(image)
-            alpha = frame.mode in ("RGBA", "LA", "PA") or (
-                frame.mode == "P" and "transparency" in frame.info)
-            frame = frame.convert("RGBA" if alpha else "RGB")
-            fitted = fitted_size(*frame.size, provider)
+            image.load()  # (a PNG's EXIF may come after its pixels)
+            turn = _upright(image.getexif().get(_EXIF_ORIENTATION, 1))
+            alpha = image.mode in ("RGBA", "LA", "PA") or (
+                image.mode == "P" and "transparency" in image.info)
+            mode = "RGBA" if alpha else "RGB"
+            # fitted_size is symmetric in width and height: turning after fitting is the same
+            fitted = fitted_size(*image.size, provider)
+            frame = _shrunk(image, mode, max(1, int(min(image.size[0] / fitted[0],
+                                                        image.size[1] / fitted[1]) / 2)))
             if frame.size != fitted:
-                frame = frame.resize(fitted, Image.Resampling.BICUBIC, reducing_gap=2.0)
+                frame = frame.resize(fitted, Image.Resampling.BICUBIC)
+            if turn is not None:
+                frame = frame.transpose(turn)
             return frame, width, height
     except ImageError:
         raise
@@ -112,6 +126,34 @@ def _decoded(source: Path, provider: str, max_pixels: int) -> tuple[Image.Image,
                          "GIF, BMP or TIFF)") from exc
     except (OSError, ValueError, SyntaxError, EOFError) as exc:
         raise ImageError("the image file is damaged or cut short") from exc
+
+
+def _shrunk(image: Image.Image, mode: str, factor: int) -> Image.Image:
+    """`image` in `mode` (RGB or RGBA), `factor` times smaller each way (a box filter),
+    converted and reduced a band of rows at a time: each band is copied, converted and
+    reduced on its own, so no second full-size copy is ever made (Pillow's own resize and
+    convert of a whole RGBA or palette picture make one each)."""
+    from PIL import Image
+
+    width, height = image.size
+    if factor <= 1:
+        return image.convert(mode)
+    out = Image.new(mode, (-(-width // factor), -(-height // factor)))
+    rows = factor * max(1, BAND_ROWS // factor)  # whole blocks of `factor` rows per band
+    for top in range(0, height, rows):
+        band = image.crop((0, top, width, min(height, top + rows))).convert(mode)
+        out.paste(band.reduce(factor), (0, top // factor))
+    return out
+
+
+def _upright(orientation: object) -> Image.Transpose | None:
+    """The turn that puts an image with this EXIF orientation upright (None: it is)."""
+    from PIL import Image
+
+    turns = Image.Transpose
+    return {2: turns.FLIP_LEFT_RIGHT, 3: turns.ROTATE_180, 4: turns.FLIP_TOP_BOTTOM,
+            5: turns.TRANSPOSE, 6: turns.ROTATE_270, 7: turns.TRANSVERSE,
+            8: turns.ROTATE_90}.get(orientation)  # type: ignore[call-overload]
 
 
 # --- which models take images ----------------------------------------------------------------

@@ -18,6 +18,12 @@ Whatever fails becomes a line for the model and a sentence for the person; when 
 carries nothing usable (no caption, every attachment failed), the turn answers with those
 sentences directly, without a model call, so "no transcription backend" reaches the person
 with the exact setting to change.
+
+Nothing a sender declares is trusted: a file is streamed to disk under the room its chat's
+disk quota has left (declared size or not), a recording's length is measured from its decoded
+audio before it is transcribed, and a sender's file name is quoted back only through
+`shown_name`. Media work runs on `MediaWorkers` (threads and killable child processes of its
+own), never on the executor the rest of the gateway waits on.
 """
 
 from __future__ import annotations
@@ -37,18 +43,21 @@ from typing import Any
 
 import gateway.workspace.paths as paths
 from channels.base import Attachment, Channel, DownloadError, InboundMessage
+from channels.files import FileTooLarge
 from gateway.agent.conversation import ImagePart
 from gateway.agent.media.audio import (
     Transcriber,
     TranscriptionFailed,
     TranscriptionUnavailable,
-    recording_seconds,
+    decoded_seconds,
 )
-from gateway.agent.media.documents import DocumentError, extract, readable_kind
+from gateway.agent.media.documents import DocumentError, Extracted, extract, readable_kind
 from gateway.agent.media.images import ImageError, prepare_image, takes_images
+from gateway.agent.media.workers import ChildFailed, ChildTimeout, MediaWorkers
 from gateway.agent.tools.base import ToolError
-from gateway.agent.tools.quota import TurnBudget
+from gateway.agent.tools.quota import Room, TurnBudget
 from gateway.config.media import MediaSettings
+from gateway.workspace.names import shown_name
 from memory.atomic import atomic_write_text, make_private_dirs
 from memory.layout import INBOX_DIR, SEEN_DIR, Access, inbox_dir
 
@@ -58,6 +67,9 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 # Each file in the inbox names what it is, so that the folder reads well by hand too.
 _DEFAULT_NAMES = {"audio": "voice.ogg", "image": "image.jpg", "document": "document",
                   "video": "video.mp4", "other": "file"}
+NO_ROOM = "there is no room left to keep it (this chat's storage quota is used up)"
+# A saved document text shorter than this is not worth keeping (the quota is all but full).
+_MIN_TEXT_BYTES = 1024
 
 
 @dataclass(slots=True)
@@ -94,6 +106,7 @@ class MediaIntake:
         max_text_bytes: int,
         deadline_seconds: float = 600.0,
         budget: Callable[[], TurnBudget] | None = None,
+        workers: MediaWorkers | None = None,
     ) -> None:
         self.settings = settings
         self.transcriber = transcriber
@@ -106,6 +119,11 @@ class MediaIntake:
         # The disk quotas of the file tools ([tools] workspace/group area): received files
         # count against them too, so a group cannot fill the disk by sending files.
         self._budget = budget
+        self.workers = workers or MediaWorkers(settings.workers)
+
+    async def close(self) -> None:
+        await self.transcriber.close()
+        self.workers.close()
 
     async def take(self, msg: InboundMessage, channel: Channel, workspace: Path,
                    access: Access) -> UserContent:
@@ -163,42 +181,61 @@ class MediaIntake:
         if folder_rel is None:
             return _problem(attachment, "this chat has no place to keep files")
         try:
-            folder = await asyncio.to_thread(_make_inbox, workspace, folder_rel, access)
+            folder = await self.workers.thread(_make_inbox, workspace, folder_rel, access)
         except ToolError as exc:
             log.warning("no inbox for this context: %s", exc)
             return _problem(attachment, "this chat has no place to keep files")
+        most = self.settings.max_download_bytes
+        room = None
         if budget is not None:
-            try:
-                await asyncio.to_thread(budget.check_write, "media", workspace, access.area,
-                                        authored=0, growth=max(0, attachment.size))
-            except ToolError as exc:
-                log.warning("attachment refused: %s", exc)
-                return _problem(attachment, "there is no room left to keep it (this chat's "
-                                            "storage quota is used up)")
-        saved = await self._download(attachment, channel, folder)
+            # The declared size is the sender's word (often absent): the download itself is
+            # capped at the room left, and an area already over its quota takes nothing.
+            room = await self.workers.thread(budget.disk_room, workspace, access.area,
+                                             wanted=most)
+            declared = attachment.size if attachment.size <= most else 0
+            if room.bytes <= 0 or declared > room.bytes:
+                budget.no_room(room)
+                log.warning("attachment refused: %s quota, %d bytes left", room.kind,
+                            room.bytes)
+                return _problem(attachment, NO_ROOM)
+        saved = await self._download(attachment, channel, folder, budget, room)
         if isinstance(saved, _Outcome):
             return saved
-        rel = saved.relative_to(workspace).as_posix()
-        if attachment.kind == "audio":
-            outcome = await self._hear(attachment, saved)
-        elif attachment.kind == "image":
-            outcome = await self._see(attachment, saved, workspace)
-        else:
-            outcome = await self._read(attachment, saved, workspace, doc_kind)
-        outcome.record["file"] = rel
+        path, written = saved
+        rel = path.relative_to(workspace).as_posix()
         if budget is not None:
-            kept = {rel, outcome.record.get("seen"), outcome.record.get("text_file")}
-            growth = await asyncio.to_thread(_sizes, workspace, kept)
+            budget.wrote(workspace, access.area, authored=0, growth=written)
+        if attachment.kind == "audio":
+            outcome = await self._hear(attachment, path)
+        elif attachment.kind == "image":
+            outcome = await self._see(attachment, path, workspace)
+        else:
+            outcome = await self._read(attachment, path, workspace, doc_kind,
+                                       budget, access.area)
+        outcome.record["file"] = rel
+        if budget is not None:  # what was made from it: the resized copy, the text
+            made = {outcome.record.get("seen"), outcome.record.get("text_file")} - {rel}
+            growth = await self.workers.thread(_sizes, workspace, made)
             budget.wrote(workspace, access.area, authored=0, growth=growth)
         return outcome
 
-    async def _download(self, attachment: Attachment, channel: Channel,
-                        folder: Path) -> Path | _Outcome:
+    async def _download(self, attachment: Attachment, channel: Channel, folder: Path,
+                        budget: TurnBudget | None, room: Room | None
+                        ) -> tuple[Path, int] | _Outcome:
+        """The file saved in `folder` and the bytes written, at most the room left."""
         stamp = self._now().strftime("%H%M%S")
         name = _safe_name(attachment.filename or _DEFAULT_NAMES[attachment.kind])
         part = folder / f".part-{secrets.token_hex(6)}"
+        limit = self.settings.max_download_bytes
+        if room is not None:
+            limit = min(limit, room.bytes)
         try:
-            await channel.download(attachment, part, self.settings.max_download_bytes)
+            written = await channel.download(attachment, part, limit)
+        except FileTooLarge as exc:
+            if budget is not None and room is not None and exc.limit == room.bytes:
+                budget.no_room(room)
+                return _problem(attachment, NO_ROOM)
+            return _problem(attachment, f"I couldn't fetch it: {exc}")
         except DownloadError as exc:
             return _problem(attachment, f"I couldn't fetch it: {exc}")
         except OSError as exc:
@@ -207,16 +244,25 @@ class MediaIntake:
             return _problem(attachment, "I couldn't save it (a storage problem on my side)")
         target = _unique(folder, f"{stamp}-{name}")
         os.replace(part, target)
-        return target
+        return target, written
 
     async def _hear(self, attachment: Attachment, path: Path) -> _Outcome:
         label = _label(attachment)
-        seconds = attachment.duration or await asyncio.to_thread(recording_seconds, path)
         limit = self.settings.transcription.max_seconds
+        if attachment.duration > limit:  # said to be too long: no need to look
+            return _problem(attachment, f"it is {_clock(attachment.duration)} long and I "
+                                        f"transcribe at most {_clock(limit)}",
+                            {"duration": round(attachment.duration, 1)})
+        # The declared length is the sender's word: measured, decoding no further than the limit.
+        measured = await self.workers.thread(decoded_seconds, path, limit)
+        if measured is None:
+            return _problem(attachment, "I couldn't transcribe it: the recording could not be "
+                                        "decoded")
+        seconds = measured
         record: dict[str, Any] = {"duration": round(seconds, 1)}
         if seconds > limit:
-            return _problem(attachment, f"it is {_clock(seconds)} long and I transcribe at "
-                                        f"most {_clock(limit)}", record)
+            return _problem(attachment, f"it is longer than the {_clock(limit)} I transcribe "
+                                        "at most", record)
         try:
             heard = await self.transcriber.transcribe(path)
         except TranscriptionUnavailable as exc:
@@ -244,9 +290,9 @@ class MediaIntake:
         seen = path.parent / SEEN_DIR / path.stem
         max_pixels = int(self.settings.max_image_megapixels * 1_000_000)
         try:
-            await asyncio.to_thread(make_private_dirs, seen.parent)
-            prepared = await asyncio.to_thread(prepare_image, path, seen, self.provider,
-                                               max_pixels)
+            await self.workers.thread(make_private_dirs, seen.parent)
+            prepared = await self.workers.thread(prepare_image, path, seen, self.provider,
+                                                 max_pixels)
         except ImageError as exc:
             return _problem(attachment, f"I couldn't look at it: {exc}")
         os.chmod(prepared.path, 0o600)
@@ -259,35 +305,71 @@ class MediaIntake:
                                 "width": prepared.original_width,
                                 "height": prepared.original_height})
 
-    async def _read(self, attachment: Attachment, path: Path, workspace: Path,
-                    kind: str) -> _Outcome:
+    async def _read(self, attachment: Attachment, path: Path, workspace: Path, kind: str,
+                    budget: TurnBudget | None, area: str) -> _Outcome:
         label = _label(attachment)
         rel = path.relative_to(workspace).as_posix()
         keep_chars = max(self.settings.document_max_chars, self.max_text_bytes)
         try:
-            extracted = await asyncio.to_thread(extract, path, kind, keep_chars)
+            extracted = await self._extract(path, kind, keep_chars)
         except DocumentError as exc:
             return _problem(attachment, f"I couldn't read it: {exc}")
         inline_chars = self.settings.document_max_chars
         shown = extracted.text[:inline_chars]
-        full_rel = rel
+        full_rel: str | None = rel
         if path.suffix.lower() not in (".md", ".markdown"):
-            full_rel = rel + ".md"
-            await asyncio.to_thread(_save_text, workspace / full_rel, extracted.text,
-                                    extracted.cut, self.max_text_bytes)
+            keep_bytes = self.max_text_bytes
+            if budget is not None:  # the text kept beside it counts against the quota too
+                room = await self.workers.thread(budget.disk_room, workspace, area,
+                                                 wanted=keep_bytes)
+                keep_bytes = min(keep_bytes, room.bytes)
+            full_rel = rel + ".md" if keep_bytes >= _MIN_TEXT_BYTES else None
+            if full_rel is not None:
+                await self.workers.thread(_save_text, workspace / full_rel, extracted.text,
+                                          extracted.cut, keep_bytes)
         pages = f", {extracted.pages} page{'s' if extracted.pages != 1 else ''}" \
             if extracted.kind == "pdf" else ""
+        if extracted.stopped:
+            pages += f", the first {extracted.pages_read} read"
         head = f"[{label} {_shown_name(attachment)}{pages}, saved as {rel}; its text:]"
-        if len(shown) < extracted.total_chars or extracted.cut:
+        if full_rel is None:
+            tail = ("\n[its whole text was not kept beside it: this chat's storage quota is "
+                    "used up]") if len(shown) < extracted.total_chars else ""
+        elif len(shown) < extracted.total_chars or extracted.cut:
             tail = (f"\n[shown: the first {len(shown):,} of about {extracted.total_chars:,} "
                     f"characters; {full_rel} holds "
                     f"{'the text I kept' if extracted.cut else 'all of it'}, read_file "
                     "continues from any line]")
         else:
             tail = ""
-        record = {"usable": True, "chars": extracted.total_chars, "text_file": full_rel,
+        record = {"usable": True, "chars": extracted.total_chars,
+                  **({"text_file": full_rel} if full_rel else {}),
                   **({"pages": extracted.pages} if extracted.pages else {})}
         return _Outcome(f"{head}\n{shown}{tail}", record=record)
+
+    async def _extract(self, path: Path, kind: str, max_chars: int) -> Extracted:
+        """A text file on a media thread; a PDF in a child process, killed at
+        `document_timeout_seconds` (a page of pypdf work has no bound of its own). The child
+        stops taking new pages at four fifths of that, so a slow PDF still yields the pages
+        read by then. Raises DocumentError."""
+        if kind != "pdf":
+            return await self.workers.thread(extract, path, kind, max_chars)
+        seconds = self.settings.document_timeout_seconds
+        job = {"path": str(path), "max_chars": max_chars,
+               "max_pages": self.settings.document_max_pages, "seconds": seconds * 0.8}
+        try:
+            answer = await self.workers.child("gateway.agent.media.pdf_worker", job, seconds)
+        except ChildTimeout:
+            raise DocumentError(f"reading it took longer than the {seconds:g} s I give one "
+                                "document (it may be damaged, or built to be slow)") from None
+        except ChildFailed:
+            raise DocumentError("the PDF is damaged or not really a PDF") from None
+        if "error" in answer:
+            raise DocumentError(str(answer["error"]))
+        try:
+            return Extracted(**answer)
+        except TypeError:
+            raise DocumentError("the PDF is damaged or not really a PDF") from None
 
 
 # --- helpers ----------------------------------------------------------------------------------
@@ -315,8 +397,7 @@ def _a(label: str) -> str:
 
 def _shown_name(attachment: Attachment) -> str:
     """The file name as the person named it, made safe to quote on one line."""
-    name = " ".join((attachment.filename or "").split())[:80]
-    return name or _label(attachment)
+    return shown_name(attachment.filename or "") or _label(attachment)
 
 
 def _safe_name(name: str) -> str:

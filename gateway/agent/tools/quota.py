@@ -16,6 +16,11 @@ predicted size, never after), is refused with a message that tells the model wha
 what to do, and is counted (`QuotaCounter`, the gateway's metrics). Defaults are far above what
 a person's assistant needs, so only a runaway or manipulated model meets them.
 
+A received file's size is not known before it is written (a platform's declared size is the
+sender's word, and often absent), so the media step asks `disk_room` how much may still be
+added and streams the file to disk under that cap: a file with no declared size is checked as
+strictly as one with, and an area already over its quota takes nothing more.
+
 Disk use is measured by walking the directory; a walk is reused for `DiskUsage.ttl` seconds
 and our own writes are added to it as they happen, and a refusal is always re-checked with a
 fresh walk (the owner may have freed space since).
@@ -147,6 +152,15 @@ class DiskUsage:
                 known.bytes = max(0, known.bytes + delta)
 
 
+@dataclass(frozen=True, slots=True)
+class Room:
+    """Bytes that may still be added to a workspace (`bytes` 0 or less: none), and the quota
+    that leaves the least."""
+
+    bytes: int
+    kind: QuotaKind
+
+
 @dataclass(slots=True)
 class TurnBudget:
     """One turn's share of the quotas (a fresh one per turn; see the module doc)."""
@@ -212,6 +226,27 @@ class TurnBudget:
         raise ToolError(f"{tool}: refused, nothing was written: {what} uses {size_text(used)} "
                         f"of its {size_text(limit)} quota and this would add "
                         f"{size_text(growth)}. {advice}")
+
+    def disk_room(self, workspace: Path, area: str, *, wanted: int) -> Room:
+        """How much may still be added under the disk quotas (this group's area, when there
+        is one, and the workspace), for a write whose size is known only once it is made.
+        A count that leaves less than `wanted` is measured again first."""
+        rooms = [self._room(workspace, "", self.quotas.workspace_bytes, "workspace", wanted)]
+        if area:
+            rooms.append(self._room(workspace, area, self.quotas.group_area_bytes,
+                                    "group_area", wanted))
+        return min(rooms, key=lambda room: room.bytes)
+
+    def _room(self, workspace: Path, area: str, limit: int, kind: QuotaKind,
+              wanted: int) -> Room:
+        left = limit - self.usage.used(workspace, area)
+        if left < wanted:
+            left = limit - self.usage.used(workspace, area, fresh=True)
+        return Room(left, kind)
+
+    def no_room(self, room: Room) -> None:
+        """Count a write refused because `room` was too small (the metrics)."""
+        self._refused(room.kind)
 
     def wrote(self, workspace: Path, area: str, *, authored: int, growth: int) -> None:
         """Account for a write that happened."""

