@@ -50,7 +50,8 @@ async def main(plan: KillPlan, keep: Path | None) -> int:
     print(f"send window (platform accepted -> outbox row committed as sent): "
           f"p50 {report.window_ms(0.5):.1f} ms, p90 {report.window_ms(0.9):.1f} ms, "
           f"p99 {report.window_ms(0.99):.1f} ms, max {report.window_ms(1):.1f} ms over "
-          f"{len(report.windows)} replies; {report.windows_cut} cut by a kill")
+          f"{len(report.windows)} replies; {report.windows_cut} cut by a kill, "
+          f"{report.windows_unseen} whose row was never seen pending")
     print(f"load average (1 min) during the run: {min(loads):.1f}-{max(loads):.1f}, "
           f"mean {sum(loads) / len(loads):.1f}")
     print(f"lost: {report.lost_count}")

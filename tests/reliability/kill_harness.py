@@ -130,6 +130,7 @@ class KillReport:
     # Send windows (MarkWatch), seconds: platform accepted a reply -> its row seen marked.
     windows: list[float] = field(default_factory=list)
     windows_cut: int = 0  # replies whose window a kill cut (no mark before the kill)
+    windows_unseen: int = 0  # replies whose row the watch never saw pending, then marked
 
     def window_ms(self, quantile: float) -> float:
         """A quantile of the send windows in milliseconds (0 when none was measured)."""
@@ -162,7 +163,8 @@ class KillReport:
             f"of one message {self.max_retries_seen}; preview updates "
             f"{self.preview_updates}, unfinished previews left {self.previews_left}; "
             f"send window p50 {self.window_ms(0.5):.1f} ms, p99 {self.window_ms(0.99):.1f} ms "
-            f"over {len(self.windows)} replies ({self.windows_cut} cut by a kill); "
+            f"over {len(self.windows)} replies ({self.windows_cut} cut by a kill, "
+            f"{self.windows_unseen} not seen pending); "
             f"{self.seconds:.0f} s"
         )
 
@@ -352,26 +354,29 @@ class MarkWatch:
             if connection is not None:
                 connection.close()
 
-    def windows(self, tg: FakeTelegramServer, kills: list[float]) -> tuple[list[float], int]:
-        """(send windows in seconds, replies whose window a kill cut): for each reply the
-        platform accepted (a new message, not an edited preview), until its row was marked."""
+    def windows(self, tg: FakeTelegramServer,
+                kills: list[float]) -> tuple[list[float], int, int]:
+        """(send windows in seconds, replies whose window a kill cut, replies never seen
+        pending and then marked): for each reply the platform accepted (a new message, not
+        an edited preview), until its row was marked."""
         marks: dict[Token, list[float]] = {}
         for token, at in self.marked:
             marks.setdefault(token, []).append(at)
-        windows, cut = [], 0
+        windows, cut, unseen = [], 0, 0
         for sent in tg.sent:
             if sent.deleted or sent.edits or is_preview_text(sent.text):
                 continue
             for number in set(TOKEN.findall(sent.text)):
                 later = [at for at in marks.get((sent.chat_id, int(number)), []) if at > sent.at]
                 if not later:
+                    unseen += 1
                     continue
                 marked = min(later)
                 if any(sent.at <= kill < marked for kill in kills):
                     cut += 1
                 else:
                     windows.append(marked - sent.at)
-        return windows, cut
+        return windows, cut, unseen
 
 
 class _Lock:
@@ -533,7 +538,8 @@ async def run_kill_test(tmp_path: Path, plan: KillPlan, llm: FakeAnthropicServer
         await tg.stop()
         llm.responder = None
 
-    report.windows, report.windows_cut = watch.windows(tg, [k.at for k in report.kills])
+    report.windows, report.windows_cut, report.windows_unseen = watch.windows(
+        tg, [kill.at for kill in report.kills])
     answered = _answered(tg)
     report.sent = sum(not sent.deleted and not is_preview_text(sent.text) for sent in tg.sent)
     report.previews_left = sum(not sent.deleted and is_preview_text(sent.text) for sent in tg.sent)
