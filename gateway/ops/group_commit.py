@@ -21,12 +21,19 @@ another connection, beside the writer, and see every commit that has returned.
 An urgent write (`urgent=True`: the outbox mark after a platform accepted a send, see
 gateway/pipeline/delivery.py) does not queue behind the others. A crash between the platform
 accepting a message and its mark makes the restart send it again, so that window must be as
-short as a commit: behind a batch of bookkeeping (usage ledger, previews) on its way to an
-fsync it was many milliseconds under load. An urgent write is handed to the writer's thread
-at once, from the `run()` call itself (no turn of the event loop), and commits in a
-transaction of its own (with the other urgent writes that arrived meanwhile) as soon as the
-thread is free: after at most the one batch already running, before every batch still
-queued. Its own batch has no fsync unless an urgent write in it is durable.
+short as a commit: queued behind a batch of bookkeeping (usage ledger, previews) on its way
+to an fsync, it was many milliseconds under load. An urgent write commits in a transaction
+of its own, started from the `run()` call itself (no turn of the event loop):
+- when the writer's thread is idle (nothing handed to it is still running), right there on
+  the event loop's thread, if it is not durable (no fsync: a small WAL append, a fraction of
+  a millisecond) and the write lock is free at once (busy timeout 0 for that one commit, and
+  no automatic checkpoint in it, so the loop never waits for a disk or another process); on
+  a loaded machine this saves waking the thread and its turns through the GIL, which were
+  most of the mark's time;
+- else it is handed to the thread, and commits (with the other urgent writes handed over
+  meanwhile) as soon as the thread is free: after at most the one batch already running,
+  before every batch still queued. That batch has no fsync unless an urgent write in it is
+  durable.
 
 What a caller can rely on:
 - `run()` returns only after the COMMIT of the transaction that holds its write returned; a
@@ -93,6 +100,11 @@ class GroupCommitter:
         self._urgent_lock = threading.Lock()
         self._urgent_job = False
         self._urgent_jobs: set[asyncio.Future[Any]] = set()  # handed to the thread, not done
+        # Jobs handed to the thread and not yet seen finished on the loop: while any is, the
+        # connection belongs to the thread (an urgent write is then handed over, not run here).
+        self._thread_jobs = 0
+        self._busy_timeout_ms = 0  # the connection's own, put back after an urgent commit here
+        self._autocheckpoint = 0
         self._synchronous = ""  # the level the connection commits with now
         self.commits = 0  # transactions committed (bench/turn_overhead.py and tests read them)
         self.writes = 0  # writes committed in them
@@ -107,6 +119,8 @@ class GroupCommitter:
         self._executor = ThreadPoolExecutor(1, thread_name_prefix=f"{self._name}-writer")
         try:
             self._connection = await self._in_thread(self._connect)
+            self._busy_timeout_ms, self._autocheckpoint = await self._in_thread(
+                self._settings, self._connection)
         except BaseException:
             self._executor.shutdown(wait=False)
             self._executor = None
@@ -142,7 +156,8 @@ class GroupCommitter:
         loop = asyncio.get_running_loop()
         queued = _Queued(write, durable, loop.create_future())
         if urgent:
-            self._hand_over(queued, loop, self._executor)
+            if durable or self._thread_jobs or not self._commit_here(queued):
+                self._hand_over(queued, loop, self._executor)
         else:
             self._queue.append(queued)
             if self._leader is None:
@@ -176,6 +191,28 @@ class GroupCommitter:
             return
         self._settle(batch, outcomes)
 
+    def _commit_here(self, queued: _Queued) -> bool:
+        """Commit one urgent write on this (the loop's) thread, the writer's thread being
+        idle. False when the write lock is taken (another process writes): hand it over."""
+        connection = self._connection
+        assert connection is not None
+        connection.execute("PRAGMA busy_timeout=0")
+        connection.execute("PRAGMA wal_autocheckpoint=0")  # the thread's next commit does it
+        try:
+            outcome: list[tuple[bool, Any]] | BaseException = self._commit([queued.write],
+                                                                           durable=False)
+        except sqlite3.OperationalError as exc:
+            if exc.sqlite_errorcode & 0xFF == sqlite3.SQLITE_BUSY:
+                return False  # rolled back (a write may run twice)
+            outcome = exc
+        except Exception as exc:
+            outcome = exc
+        finally:
+            connection.execute(f"PRAGMA busy_timeout={self._busy_timeout_ms}")
+            connection.execute(f"PRAGMA wal_autocheckpoint={self._autocheckpoint}")
+        self._settle([queued], outcome)
+        return True
+
     def _hand_over(self, queued: _Queued, loop: asyncio.AbstractEventLoop,
                    executor: ThreadPoolExecutor) -> None:
         """Give an urgent write to the thread now; its job commits every urgent write handed
@@ -188,10 +225,12 @@ class GroupCommitter:
         # The executor's one thread runs jobs in the order they were submitted: this one
         # right after the batch it is committing now, before the leader hands it the next.
         job = asyncio.wrap_future(executor.submit(self._commit_urgent), loop=loop)
+        self._thread_jobs += 1
         self._urgent_jobs.add(job)
         job.add_done_callback(self._urgent_done)
 
     def _urgent_done(self, job: asyncio.Future[Any]) -> None:
+        self._thread_jobs -= 1
         self._urgent_jobs.discard(job)
         if job.cancelled():  # the loop is going away
             return
@@ -224,11 +263,24 @@ class GroupCommitter:
         if self._executor is None:
             raise sqlite3.ProgrammingError(f"the {self._name} database is not open")
         loop = asyncio.get_running_loop()
+        job = loop.run_in_executor(self._executor, function, *args)
+        self._thread_jobs += 1  # until the thread is done with it, whoever still waits
+        job.add_done_callback(self._thread_job_done)
         # Shielded: the thread goes on regardless; cancelling the wait would only hide the
         # outcome of a commit from the callers waiting for it.
-        return await asyncio.shield(loop.run_in_executor(self._executor, function, *args))
+        return await asyncio.shield(job)
 
-    # -- in the writer's thread -------------------------------------------------------------
+    def _thread_job_done(self, _job: asyncio.Future[Any]) -> None:
+        self._thread_jobs -= 1
+
+    # -- in the writer's thread (and `_commit` for an urgent write on the loop's, see above) --
+
+    @staticmethod
+    def _settings(connection: sqlite3.Connection) -> tuple[int, int]:
+        """The connection's busy timeout (ms) and automatic checkpoint (pages), as opened."""
+        busy = connection.execute("PRAGMA busy_timeout").fetchone()[0]
+        pages = connection.execute("PRAGMA wal_autocheckpoint").fetchone()[0]
+        return int(busy), int(pages)
 
     def _commit_urgent(self) -> tuple[list[_Queued], list[tuple[bool, Any]] | BaseException]:
         """The urgent writes handed over so far, in one transaction of their own."""

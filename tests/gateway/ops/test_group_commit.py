@@ -79,9 +79,10 @@ async def test_bookkeeping_writes_beside_a_stream_of_durable_ones_all_succeed(tm
         assert state.writer.commits < 600
 
 
-def _committer(path: Path, **pragmas: str) -> GroupCommitter:
+def _committer(path: Path, timeout: float = 0.05, **pragmas: str) -> GroupCommitter:
     def connect() -> sqlite3.Connection:
-        db = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=0.05)
+        db = sqlite3.connect(path, isolation_level=None, check_same_thread=False,
+                             timeout=timeout)
         db.execute("PRAGMA journal_mode=WAL")
         for name, value in pragmas.items():
             db.execute(f"PRAGMA {name}={value}")
@@ -275,3 +276,46 @@ async def test_a_sent_mark_commits_before_the_bookkeeping_queued_ahead_of_it(tmp
         assert seen_by_bookkeeping == "sent"
         assert await state.pending_outbound() == []
         await delivery.close()
+
+
+async def test_an_urgent_write_waits_in_the_writers_thread_while_another_process_has_the_lock(
+        tmp_path):
+    """An urgent write on an idle writer commits right away on the loop's thread, but only if
+    the write lock is free at once: with another process holding it (`clawgate pairing
+    approve`) the write is neither failed nor lost, it waits for the lock in the writer's
+    thread while the loop goes on, and commits once the lock is free."""
+    path = tmp_path / "t.db"
+    _rows(path, "CREATE TABLE log (value TEXT)")
+    committer = _committer(path, timeout=5.0)
+    await committer.open()
+    try:
+        assert await committer.run(_insert("idle"), urgent=True) == 1  # idle: done at once
+        holder = sqlite3.connect(path, isolation_level=None)
+        holder.execute("BEGIN IMMEDIATE")
+        try:
+            waiting = asyncio.create_task(committer.run(_insert("held"), urgent=True))
+            await _let_ready_tasks_step()
+            assert not waiting.done()
+        finally:
+            holder.execute("ROLLBACK")
+            holder.close()
+        assert await waiting == 2  # the writer's thread took the lock once it was free
+    finally:
+        await committer.close()
+    assert _rows(path, "SELECT value FROM log ORDER BY rowid") == [("idle",), ("held",)]
+
+
+async def test_an_urgent_write_on_an_idle_writer_that_fails_fails_only_itself(tmp_path):
+    path = tmp_path / "t.db"
+    _rows(path, "CREATE TABLE log (value TEXT UNIQUE)")
+    committer = _committer(path)
+    await committer.open()
+    try:
+        assert await committer.run(_insert("a"), urgent=True) == 1
+        with pytest.raises(sqlite3.IntegrityError):
+            await committer.run(_insert("a"), urgent=True)
+        assert await committer.run(_insert("b"), urgent=True) == 2
+        assert await committer.run(_insert("c"), durable=True) == 3  # the writer goes on
+    finally:
+        await committer.close()
+    assert _rows(path, "SELECT value FROM log ORDER BY rowid") == [("a",), ("b",), ("c",)]
