@@ -52,6 +52,9 @@ async def main(plan: KillPlan, keep: Path | None) -> int:
           f"p99 {report.window_ms(0.99):.1f} ms, max {report.window_ms(1):.1f} ms over "
           f"{len(report.windows)} replies; {report.windows_cut} cut by a kill, "
           f"{report.windows_unseen} whose row was never seen pending")
+    kinds = "; ".join(sorted(set(report.watch_errors))[:3])
+    print(f"the watch's longest gap between two reads: {1000 * report.watch_longest_gap:.1f} "
+          f"ms; failed reads: {len(report.watch_errors)}" + (f" ({kinds})" if kinds else ""))
     print(f"load average (1 min) during the run: {min(loads):.1f}-{max(loads):.1f}, "
           f"mean {sum(loads) / len(loads):.1f}")
     print(f"lost: {report.lost_count}")

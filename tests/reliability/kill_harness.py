@@ -131,6 +131,8 @@ class KillReport:
     windows: list[float] = field(default_factory=list)
     windows_cut: int = 0  # replies whose window a kill cut (no mark before the kill)
     windows_unseen: int = 0  # replies whose row the watch never saw pending, then marked
+    watch_errors: list[str] = field(default_factory=list)  # the watch's failed reads
+    watch_longest_gap: float = 0.0  # seconds: the watch's longest wait between two reads
 
     def window_ms(self, quantile: float) -> float:
         """A quantile of the send windows in milliseconds (0 when none was measured)."""
@@ -315,6 +317,8 @@ class MarkWatch:
     def __init__(self, db_path: Path, interval: float = 0.0005) -> None:
         self.db_path, self.interval = db_path, interval
         self.marked: list[tuple[Token, float]] = []
+        self.errors: list[str] = []  # reads that failed (each retried at the next poll)
+        self.longest_gap = 0.0  # seconds between two reads that worked: the watch's own lag
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._watch, name="mark-watch", daemon=True)
 
@@ -328,7 +332,7 @@ class MarkWatch:
 
     def _watch(self) -> None:
         connection: sqlite3.Connection | None = None
-        version, pending = None, set[Token]()
+        version, pending, last = None, set[Token](), 0.0
         try:
             while not self._stop.wait(self.interval):
                 if connection is None:
@@ -339,11 +343,15 @@ class MarkWatch:
                 try:
                     now_version = connection.execute("PRAGMA data_version").fetchone()[0]
                     seen = time.monotonic()
+                    if last:
+                        self.longest_gap = max(self.longest_gap, seen - last)
+                    last = seen
                     if now_version == version:
                         continue
                     rows = connection.execute(
                         "SELECT chat_id, text FROM outbox WHERE status = 'pending'").fetchall()
-                except sqlite3.Error:  # not created yet, or busy: the next poll reads it
+                except sqlite3.Error as exc:  # not created yet, or busy: the next poll reads it
+                    self.errors.append(str(exc))
                     continue
                 version = now_version
                 current = {(str(chat), int(number)) for chat, text in rows
@@ -540,6 +548,7 @@ async def run_kill_test(tmp_path: Path, plan: KillPlan, llm: FakeAnthropicServer
 
     report.windows, report.windows_cut, report.windows_unseen = watch.windows(
         tg, [kill.at for kill in report.kills])
+    report.watch_errors, report.watch_longest_gap = watch.errors, watch.longest_gap
     answered = _answered(tg)
     report.sent = sum(not sent.deleted and not is_preview_text(sent.text) for sent in tg.sent)
     report.previews_left = sum(not sent.deleted and is_preview_text(sent.text) for sent in tg.sent)
