@@ -100,11 +100,18 @@ def _insert(value: str):
     return lambda db: db.execute("INSERT INTO log (value) VALUES (?)", (value,)).lastrowid
 
 
-async def test_a_write_that_fails_fails_only_its_caller(tmp_path):
+async def _open_log(tmp_path: Path, *, unique: bool = False,
+                    timeout: float = 0.05) -> tuple[Path, GroupCommitter]:
+    """A database with one table `log (value)`, and its committer, open."""
     path = tmp_path / "t.db"
-    _rows(path, "CREATE TABLE log (value TEXT UNIQUE)")
-    committer = _committer(path)
+    _rows(path, f"CREATE TABLE log (value TEXT{' UNIQUE' if unique else ''})")
+    committer = _committer(path, timeout=timeout)
     await committer.open()
+    return path, committer
+
+
+async def test_a_write_that_fails_fails_only_its_caller(tmp_path):
+    path, committer = await _open_log(tmp_path, unique=True)
     try:
         outcomes = await asyncio.gather(
             committer.run(_insert("a"), durable=True), committer.run(_insert("b")),
@@ -194,10 +201,7 @@ async def _let_ready_tasks_step(times: int = 3) -> None:
 
 
 async def test_an_urgent_write_commits_before_the_writes_queued_ahead_of_it(tmp_path):
-    path = tmp_path / "t.db"
-    _rows(path, "CREATE TABLE log (value TEXT)")
-    committer = _committer(path)
-    await committer.open()
+    path, committer = await _open_log(tmp_path)
     slow = _SlowBatch()
     try:
         first = asyncio.create_task(committer.run(slow))
@@ -222,10 +226,7 @@ async def test_an_urgent_write_commits_before_the_writes_queued_ahead_of_it(tmp_
 
 async def test_a_failing_urgent_write_fails_only_its_caller_and_close_waits_for_urgent_ones(
         tmp_path):
-    path = tmp_path / "t.db"
-    _rows(path, "CREATE TABLE log (value TEXT UNIQUE)")
-    committer = _committer(path)
-    await committer.open()
+    path, committer = await _open_log(tmp_path, unique=True)
     slow = _SlowBatch()
     first = asyncio.create_task(committer.run(slow))
     await slow.running()
@@ -284,10 +285,7 @@ async def test_an_urgent_write_waits_in_the_writers_thread_while_another_process
     the write lock is free at once: with another process holding it (`clawgate pairing
     approve`) the write is neither failed nor lost, it waits for the lock in the writer's
     thread while the loop goes on, and commits once the lock is free."""
-    path = tmp_path / "t.db"
-    _rows(path, "CREATE TABLE log (value TEXT)")
-    committer = _committer(path, timeout=5.0)
-    await committer.open()
+    path, committer = await _open_log(tmp_path, timeout=5.0)
     try:
         assert await committer.run(_insert("idle"), urgent=True) == 1  # idle: done at once
         holder = sqlite3.connect(path, isolation_level=None)
@@ -306,10 +304,7 @@ async def test_an_urgent_write_waits_in_the_writers_thread_while_another_process
 
 
 async def test_an_urgent_write_on_an_idle_writer_that_fails_fails_only_itself(tmp_path):
-    path = tmp_path / "t.db"
-    _rows(path, "CREATE TABLE log (value TEXT UNIQUE)")
-    committer = _committer(path)
-    await committer.open()
+    path, committer = await _open_log(tmp_path, unique=True)
     try:
         assert await committer.run(_insert("a"), urgent=True) == 1
         with pytest.raises(sqlite3.IntegrityError):
