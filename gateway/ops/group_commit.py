@@ -18,6 +18,23 @@ bookkeeping write polled for its whole busy timeout and failed ("database is loc
 writer hands out turns in order instead. Reads do not come here: in WAL mode they run on
 another connection, beside the writer, and see every commit that has returned.
 
+An urgent write (`urgent=True`: the outbox mark after a platform accepted a send, see
+gateway/pipeline/delivery.py) does not queue behind the others. A crash between the platform
+accepting a message and its mark makes the restart send it again, so that window must be as
+short as a commit: queued behind a batch of bookkeeping (usage ledger, previews) on its way
+to an fsync, it was many milliseconds under load. An urgent write commits in a transaction
+of its own, started from the `run()` call itself (no turn of the event loop):
+- when the writer's thread is idle (nothing handed to it is still running), right there on
+  the event loop's thread, if it is not durable (no fsync: a small WAL append, a fraction of
+  a millisecond) and the write lock is free at once (busy timeout 0 for that one commit, and
+  no automatic checkpoint in it, so the loop never waits for a disk or another process); on
+  a loaded machine this saves waking the thread and its turns through the GIL, which were
+  most of the mark's time;
+- else it is handed to the thread, and commits (with the other urgent writes handed over
+  meanwhile) as soon as the thread is free: after at most the one batch already running,
+  before every batch still queued. That batch has no fsync unless an urgent write in it is
+  durable.
+
 What a caller can rely on:
 - `run()` returns only after the COMMIT of the transaction that holds its write returned; a
   batch with a durable write in it commits with `synchronous=FULL`, so that COMMIT returned
@@ -29,7 +46,13 @@ What a caller can rely on:
 - If the transaction fails as a whole (BEGIN, COMMIT, or SQLite rolled it back: disk full, an
   I/O error, another process holding the lock past the busy timeout), every caller in the
   batch gets the error, and none of their writes is in the database.
-- Writes are applied in the order `run()` was called.
+- Writes are applied in the order `run()` was called, except that an urgent write may commit
+  before ordinary writes called earlier and still queued (never before one whose `run()`
+  returned). So an urgent write must not depend on an ordinary write whose caller has not
+  heard back. Urgent writes keep their order among themselves.
+- In WAL mode the commits reach the disk in the order they were made (a power loss keeps a
+  prefix of them): an urgent write without fsync is on disk before any later durable commit
+  returns.
 """
 
 from __future__ import annotations
@@ -37,6 +60,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import sqlite3
+import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -69,6 +93,18 @@ class GroupCommitter:
         self._executor: ThreadPoolExecutor | None = None
         self._queue: list[_Queued] = []
         self._leader: asyncio.Task[None] | None = None
+        # Urgent writes: handed to the thread under this lock (the thread takes them when it
+        # starts their job); `_urgent_job` is set while a job that will take them is waiting
+        # for the thread, so writes arriving meanwhile join it instead of starting another.
+        self._urgent: list[_Queued] = []
+        self._urgent_lock = threading.Lock()
+        self._urgent_job = False
+        self._urgent_jobs: set[asyncio.Future[Any]] = set()  # handed to the thread, not done
+        # Jobs handed to the thread and not yet seen finished on the loop: while any is, the
+        # connection belongs to the thread (an urgent write is then handed over, not run here).
+        self._thread_jobs = 0
+        self._busy_timeout_ms = 0  # the connection's own, put back after an urgent commit here
+        self._autocheckpoint = 0
         self._synchronous = ""  # the level the connection commits with now
         self.commits = 0  # transactions committed (bench/turn_overhead.py and tests read them)
         self.writes = 0  # writes committed in them
@@ -83,6 +119,8 @@ class GroupCommitter:
         self._executor = ThreadPoolExecutor(1, thread_name_prefix=f"{self._name}-writer")
         try:
             self._connection = await self._in_thread(self._connect)
+            self._busy_timeout_ms, self._autocheckpoint = await self._in_thread(
+                self._settings, self._connection)
         except BaseException:
             self._executor.shutdown(wait=False)
             self._executor = None
@@ -90,8 +128,10 @@ class GroupCommitter:
 
     async def close(self) -> None:
         """Let the queued writes commit, then close the connection and stop the thread."""
-        if self._leader is not None:
-            await asyncio.shield(self._leader)
+        while self._leader is not None or self._urgent_jobs:
+            await asyncio.shield(asyncio.gather(
+                *([self._leader] if self._leader is not None else []), *self._urgent_jobs,
+                return_exceptions=True))
         connection, executor = self._connection, self._executor
         self._connection = self._executor = None
         if executor is None:
@@ -104,21 +144,26 @@ class GroupCommitter:
             # and no thread of ours outlives close() (a test or `clawgate` exiting).
             executor.shutdown(wait=True)
 
-    async def run(self, write: Write[T], *, durable: bool = False) -> T:
+    async def run(self, write: Write[T], *, durable: bool = False, urgent: bool = False) -> T:
         """Run `write` in the next transaction; return its result once that has committed.
 
         `durable`: the commit waits for the fsync (`synchronous=FULL`); otherwise it survives
         a crash of the process but maybe not a power loss (WAL with `synchronous=NORMAL`).
+        `urgent`: not queued behind ordinary writes (see the module's docstring).
         """
-        if self._connection is None:
+        if self._connection is None or self._executor is None:
             raise sqlite3.ProgrammingError(f"the {self._name} database is not open")
         loop = asyncio.get_running_loop()
         queued = _Queued(write, durable, loop.create_future())
-        self._queue.append(queued)
-        if self._leader is None:
-            # A task of its own rather than the first caller's: a caller that is cancelled
-            # must not take the commit of the others with it.
-            self._leader = loop.create_task(self._lead())
+        if urgent:
+            if durable or self._thread_jobs or not self._commit_here(queued):
+                self._hand_over(queued, loop, self._executor)
+        else:
+            self._queue.append(queued)
+            if self._leader is None:
+                # A task of its own rather than the first caller's: a caller that is cancelled
+                # must not take the commit of the others with it.
+                self._leader = loop.create_task(self._lead())
         result: T = await queued.future
         return result
 
@@ -140,19 +185,73 @@ class GroupCommitter:
         try:
             outcomes = await self._in_thread(self._commit, writes, durable)
         except BaseException as exc:  # the transaction failed: so did every write in it
-            for queued in batch:
-                if queued.future.done():
-                    continue
-                if isinstance(exc, asyncio.CancelledError):  # the loop is going away
-                    queued.future.cancel()
-                else:
-                    queued.future.set_exception(exc)
+            self._settle(batch, exc)
             if not isinstance(exc, Exception):
                 raise
             return
+        self._settle(batch, outcomes)
+
+    def _commit_here(self, queued: _Queued) -> bool:
+        """Commit one urgent write on this (the loop's) thread, the writer's thread being
+        idle. False when the write lock is taken (another process writes): hand it over."""
+        connection = self._connection
+        assert connection is not None
+        connection.execute("PRAGMA busy_timeout=0")
+        connection.execute("PRAGMA wal_autocheckpoint=0")  # the thread's next commit does it
+        try:
+            outcome: list[tuple[bool, Any]] | BaseException = self._commit([queued.write],
+                                                                           durable=False)
+        except sqlite3.OperationalError as exc:
+            if exc.sqlite_errorcode & 0xFF == sqlite3.SQLITE_BUSY:
+                return False  # rolled back (a write may run twice)
+            outcome = exc
+        except Exception as exc:
+            outcome = exc
+        finally:
+            connection.execute(f"PRAGMA busy_timeout={self._busy_timeout_ms}")
+            connection.execute(f"PRAGMA wal_autocheckpoint={self._autocheckpoint}")
+        self._settle([queued], outcome)
+        return True
+
+    def _hand_over(self, queued: _Queued, loop: asyncio.AbstractEventLoop,
+                   executor: ThreadPoolExecutor) -> None:
+        """Give an urgent write to the thread now; its job commits every urgent write handed
+        over until the thread starts it."""
+        with self._urgent_lock:
+            self._urgent.append(queued)
+            if self._urgent_job:  # a job is waiting for the thread: it will take this one
+                return
+            self._urgent_job = True
+        # The executor's one thread runs jobs in the order they were submitted: this one
+        # right after the batch it is committing now, before the leader hands it the next.
+        job = asyncio.wrap_future(executor.submit(self._commit_urgent), loop=loop)
+        self._thread_jobs += 1
+        self._urgent_jobs.add(job)
+        job.add_done_callback(self._urgent_done)
+
+    def _urgent_done(self, job: asyncio.Future[Any]) -> None:
+        self._thread_jobs -= 1
+        self._urgent_jobs.discard(job)
+        if job.cancelled():  # the loop is going away
+            return
+        batch, outcome = job.result()
+        self._settle(batch, outcome)
+
+    def _settle(self, batch: list[_Queued], outcome: list[tuple[bool, Any]] | BaseException,
+                ) -> None:
+        """Tell each caller of a committed (or failed) batch how its write went."""
+        if isinstance(outcome, BaseException):  # the transaction failed: so did every write
+            for queued in batch:
+                if queued.future.done():
+                    continue
+                if isinstance(outcome, asyncio.CancelledError):  # the loop is going away
+                    queued.future.cancel()
+                else:
+                    queued.future.set_exception(outcome)
+            return
         self.commits += 1
-        self.writes += sum(ok for ok, _ in outcomes)
-        for queued, (ok, value) in zip(batch, outcomes, strict=True):
+        self.writes += sum(ok for ok, _ in outcome)
+        for queued, (ok, value) in zip(batch, outcome, strict=True):
             if queued.future.done():  # the caller was cancelled meanwhile (it still committed)
                 continue
             if ok:
@@ -164,11 +263,34 @@ class GroupCommitter:
         if self._executor is None:
             raise sqlite3.ProgrammingError(f"the {self._name} database is not open")
         loop = asyncio.get_running_loop()
+        job = loop.run_in_executor(self._executor, function, *args)
+        self._thread_jobs += 1  # until the thread is done with it, whoever still waits
+        job.add_done_callback(self._thread_job_done)
         # Shielded: the thread goes on regardless; cancelling the wait would only hide the
         # outcome of a commit from the callers waiting for it.
-        return await asyncio.shield(loop.run_in_executor(self._executor, function, *args))
+        return await asyncio.shield(job)
 
-    # -- in the writer's thread -------------------------------------------------------------
+    def _thread_job_done(self, _job: asyncio.Future[Any]) -> None:
+        self._thread_jobs -= 1
+
+    # -- in the writer's thread (and `_commit` for an urgent write on the loop's, see above) --
+
+    @staticmethod
+    def _settings(connection: sqlite3.Connection) -> tuple[int, int]:
+        """The connection's busy timeout (ms) and automatic checkpoint (pages), as opened."""
+        busy = connection.execute("PRAGMA busy_timeout").fetchone()[0]
+        pages = connection.execute("PRAGMA wal_autocheckpoint").fetchone()[0]
+        return int(busy), int(pages)
+
+    def _commit_urgent(self) -> tuple[list[_Queued], list[tuple[bool, Any]] | BaseException]:
+        """The urgent writes handed over so far, in one transaction of their own."""
+        with self._urgent_lock:
+            batch, self._urgent = self._urgent, []
+            self._urgent_job = False
+        try:
+            return batch, self._commit([q.write for q in batch], any(q.durable for q in batch))
+        except BaseException as exc:  # told to every caller of the batch, on the loop
+            return batch, exc
 
     def _commit(
         self, writes: list[Write[Any]], durable: bool

@@ -37,6 +37,8 @@ SHARED_WRITE_REASONS = ("unattended", "outside_text")
 LabelValues = tuple[str, ...]
 # Seconds: provider calls take 0.5-60 s, searches and turns' own work milliseconds.
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
+# Seconds: an outbox mark is one small commit, milliseconds (more under load).
+MARK_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1)
 OTHER = "other"
 
 
@@ -230,6 +232,11 @@ class GatewayMetrics:
         self.deliveries = r.counter(
             "clawgate_deliveries_total", "Replies handed to a channel, by outcome.",
             ["channel", "outcome"])
+        self.delivery_mark_seconds = r.histogram(
+            "clawgate_delivery_mark_seconds",
+            "From a platform's answer accepting a send to the outbox recording it: the window "
+            "in which a crash makes the restart send it again.",
+            buckets=MARK_BUCKETS)
         self.delivery_retries = r.counter(
             "clawgate_delivery_retries_total", "Sends that failed and will be retried.",
             ["channel"])

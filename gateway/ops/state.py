@@ -35,7 +35,9 @@ Writes that gate an acknowledgement to a platform (the inbox record) and access 
 are durable: their commit waits for the fsync (`synchronous=FULL`), so "recorded" means on
 disk, not in a page cache; bookkeeping (offsets, done marks, routes, outbox) commits with
 `NORMAL`, which in WAL mode survives a crash of the process and at worst repeats work after a
-power loss (a redelivered update is deduplicated by the inbox). Every write goes through one
+power loss (a redelivered update is deduplicated by the inbox). The outbox marks after a
+platform accepted a send (`mark_sent`, `note_parts`) are urgent: they commit at once, never
+queued behind other writes, since until then a crash repeats the send. Every write goes through one
 writer, gateway/ops/group_commit.py: the writes that arrive together share one transaction
 and one fsync, and no write waits out a busy timeout behind another connection's lock.
 Reads use a second connection (read-only), beside the writer.
@@ -356,16 +358,20 @@ class StateDB:
         return self._db
 
     async def _write(
-        self, sql: str, params: tuple[Any, ...] = (), *, durable: bool = False
+        self, sql: str, params: tuple[Any, ...] = (), *, durable: bool = False,
+        urgent: bool = False,
     ) -> int:
-        """One statement, committed when this returns (on disk when `durable`)."""
-        return await self._commit(lambda db: db.execute(sql, params).rowcount, durable=durable)
+        """One statement, committed when this returns (on disk when `durable`; `urgent`: not
+        queued behind other writes, group_commit.py)."""
+        return await self._commit(lambda db: db.execute(sql, params).rowcount,
+                                  durable=durable, urgent=urgent)
 
-    async def _commit(self, write: Write[T], *, durable: bool = False) -> T:
+    async def _commit(self, write: Write[T], *, durable: bool = False,
+                      urgent: bool = False) -> T:
         """Statements committed together or not at all, when this returns (group_commit.py)."""
         if self._db is None:
             raise RuntimeError("state database is not open")
-        return await self.writer.run(write, durable=durable)
+        return await self.writer.run(write, durable=durable, urgent=urgent)
 
     async def _write_returning(
         self, sql: str, params: tuple[Any, ...] = ()
@@ -694,8 +700,11 @@ class StateDB:
                           (error, row))
 
     async def note_parts(self, row: int, parts_sent: int) -> None:
-        """The platform accepted the first `parts_sent` parts of a multi-part message."""
-        await self._write("UPDATE outbox SET parts_sent = ? WHERE id = ?", (parts_sent, row))
+        """The platform accepted the first `parts_sent` parts of a multi-part message.
+
+        Urgent, like `mark_sent`: until it commits, a crash sends those parts again."""
+        await self._write("UPDATE outbox SET parts_sent = ? WHERE id = ?", (parts_sent, row),
+                          urgent=True)
 
     async def finish_outbound(self, row: int, status: str, error: str = "") -> None:
         """`sent`, `refused` or `failed`; the text is not kept once the row is finished."""
@@ -704,14 +713,20 @@ class StateDB:
             (status, error, _iso(datetime.now(UTC)), row),
         )
 
-    async def mark_sent(self, rows: list[int]) -> None:
-        """Several rows the platform accepted, in one statement (the text is not kept)."""
+    async def mark_sent(self, *rows: int) -> None:
+        """Rows the platform accepted (the text is not kept).
+
+        Urgent: not queued behind bookkeeping (usage, previews) in the writer, because until
+        it commits a crash makes the restart send the message again. No fsync of its own: a
+        kill of the process keeps it as soon as it returns, and a power loss before the next
+        durable commit (which carries it to disk, WAL order) repeats a reply, never loses one.
+        """
         if not rows:
             return
         marks = ",".join("?" * len(rows))
         await self._write(
             f"UPDATE outbox SET status = 'sent', text = '', finished_at = ? WHERE id IN ({marks})",
-            (_iso(datetime.now(UTC)), *rows),
+            (_iso(datetime.now(UTC)), *rows), urgent=True,
         )
 
     async def pending_outbound(self) -> list[Outgoing]:

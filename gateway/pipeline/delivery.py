@@ -26,15 +26,19 @@ Exactly-once where it matters: an optional idempotency `key` (unique in the outb
 second `deliver` with the same key a no-op, so a scheduler firing twice, or a restart
 re-running an answered message, never sends twice. The remaining window is a crash after the
 platform accepted a message (or one part of it) and before the outbox recorded that: that
-message (or part) is sent again after the restart (docs/reliability.md measures it). Where the
-platform can recognise a repeat (Discord's message nonce, derived from the outbox row) the
-channel uses it and the window closes for restarts within the platform's memory of nonces.
+message (or part) is sent again after the restart (docs/reliability.md measures it). So the
+mark is written at once by the chat's sender, an urgent write that no other write queues
+ahead of (gateway/ops/group_commit.py), and the next message of the chat waits for it;
+`clawgate_delivery_mark_seconds` times it. Where the platform can recognise a repeat
+(Discord's message nonce, derived from the outbox row) the channel uses it and the window
+closes for restarts within the platform's memory of nonces.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
@@ -85,10 +89,6 @@ class Delivery:
         self._sleep = sleep
         self._queues: dict[tuple[str, str], deque[_Item]] = {}
         self._senders: dict[tuple[str, str], asyncio.Task[None]] = {}
-        # Rows sent but not yet marked so: marked together, one statement per batch (under
-        # load, many chats' sends share one write; idle, a row is marked right away).
-        self._sent_rows: list[int] = []
-        self._marking: asyncio.Task[None] | None = None
 
     async def deliver(
         self,
@@ -144,10 +144,8 @@ class Delivery:
 
     async def drain(self) -> None:
         """Wait until every queued message was sent (and recorded), refused or given up on."""
-        while self._senders or (self._marking is not None and not self._marking.done()):
-            await asyncio.gather(*list(self._senders.values()),
-                                 *([self._marking] if self._marking else []),
-                                 return_exceptions=True)
+        while self._senders:
+            await asyncio.gather(*list(self._senders.values()), return_exceptions=True)
 
     async def close(self, timeout: float = 5.0) -> None:
         """Let queued sends finish for up to `timeout` s; the rest stay in the outbox."""
@@ -160,8 +158,6 @@ class Delivery:
         await asyncio.gather(*self._senders.values(), return_exceptions=True)
         self._senders.clear()
         self._queues.clear()
-        if self._marking is not None:
-            await asyncio.gather(self._marking, return_exceptions=True)
 
     # -- per-chat senders ---------------------------------------------------------------------
 
@@ -201,7 +197,7 @@ class Delivery:
             # an accepted part again; the last part is recorded by marking the row sent.
             item.parts_sent = parts_sent
             if parts_sent < total:
-                await self._record(self.state.note_parts, message.row, parts_sent)
+                await self._mark(self.state.note_parts, message.row, parts_sent)
 
         try:
             await channel.send(OutboundMessage(
@@ -239,19 +235,19 @@ class Delivery:
                                     outcome="ok" if status == "sent" else "failed")
         if status != "sent":
             await self._record(self.state.finish_outbound, message.row, status, error)
-        elif message.row is not None:
-            self._sent_rows.append(message.row)
-            if self._marking is None or self._marking.done():
-                self._marking = asyncio.create_task(self._mark_sent(), name="deliver:mark")
-        _settle(item.first, "sent" if status == "sent" else "refused")
+            _settle(item.first, "refused")
+            return
+        _settle(item.first, "sent")
+        await self._mark(self.state.mark_sent, message.row)  # handed to the writer at once
 
-    async def _mark_sent(self) -> None:
-        while self._sent_rows:
-            rows, self._sent_rows = self._sent_rows, []
-            try:
-                await self.state.mark_sent(rows)
-            except Exception:  # sent already; at worst a restart sends these again
-                log.exception("could not record %d sent message(s)", len(rows))
+    async def _mark(self, write: Callable[..., Awaitable[None]], row: int | None,
+                    *args: object) -> None:
+        """Record what the platform accepted, timed: until it commits, a crash sends it again."""
+        if row is None:
+            return
+        accepted = time.perf_counter()
+        await self._record(write, row, *args)
+        self.metrics.delivery_mark_seconds.observe(time.perf_counter() - accepted)
 
     async def _record(self, write: Callable[..., Awaitable[None]], row: int | None,
                       *args: object) -> None:

@@ -34,6 +34,12 @@ What is checked (`KillReport`):
 - transcript lines present at a kill but missing later (each snapshot is a prefix of the end);
 - every transcript line parses, every SQLite file passes integrity_check.
 
+The send window (`MarkWatch`): from the fake platform accepting a reply to the moment its
+outbox row is no longer pending, seen from another connection (so committed: a kill from then
+on does not send it again). A thread polls the state database's `data_version` every half
+millisecond and reads the pending rows when it changed; a window is known to within one poll.
+Replies whose window a kill cut (the crash window itself) are counted apart.
+
 Streaming (issue 26) is on, as by default: the fake model streams its answers in pieces
 (`stream_delay` apart), so kills also land while a preview is being written. A reply is
 what a chat shows in the end: a message's latest text (an edited preview that became the
@@ -52,6 +58,8 @@ import random
 import re
 import signal
 import sqlite3
+import statistics
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -119,6 +127,21 @@ class KillReport:
     given_up: int = 0
     previews_left: int = 0  # preview messages left unfinished (a kill before their id was kept)
     preview_updates: int = 0  # drafts and preview edits the platform accepted
+    # Send windows (MarkWatch), seconds: platform accepted a reply -> its row seen marked.
+    windows: list[float] = field(default_factory=list)
+    windows_cut: int = 0  # replies whose window a kill cut (no mark before the kill)
+    windows_unseen: int = 0  # replies whose row the watch never saw pending, then marked
+    watch_errors: list[str] = field(default_factory=list)  # the watch's failed reads
+    watch_longest_gap: float = 0.0  # seconds: the watch's longest wait between two reads
+
+    def window_ms(self, quantile: float) -> float:
+        """A quantile of the send windows in milliseconds (0 when none was measured)."""
+        if not self.windows:
+            return 0.0
+        if len(self.windows) == 1:
+            return 1000 * self.windows[0]
+        cuts = statistics.quantiles(self.windows, n=100, method="inclusive")
+        return 1000 * (cuts[round(quantile * 100) - 1] if quantile < 1 else max(self.windows))
 
     @property
     def lost_count(self) -> int:
@@ -141,6 +164,9 @@ class KillReport:
             f"transcripts {len(self.double_answers)}; given up {self.given_up}; most retries "
             f"of one message {self.max_retries_seen}; preview updates "
             f"{self.preview_updates}, unfinished previews left {self.previews_left}; "
+            f"send window p50 {self.window_ms(0.5):.1f} ms, p99 {self.window_ms(0.99):.1f} ms "
+            f"over {len(self.windows)} replies ({self.windows_cut} cut by a kill, "
+            f"{self.windows_unseen} not seen pending); "
             f"{self.seconds:.0f} s"
         )
 
@@ -275,6 +301,92 @@ def _answered(tg: FakeTelegramServer) -> dict[tuple[str, int], list[float]]:
     return seen
 
 
+Token = tuple[str, int]  # (chat, message number)
+
+
+class MarkWatch:
+    """When each reply's outbox row stopped being pending, seen from another connection.
+
+    A thread of its own (a read between two awaits of the harness's loop would wait for the
+    fake servers' work): it reads `PRAGMA data_version`, which moves when another connection
+    commits, every `interval` seconds, and the pending rows when it moved. `marked` holds
+    (chat and message number, when seen no longer pending); the time is an upper bound, at
+    most one poll late.
+    """
+
+    def __init__(self, db_path: Path, interval: float = 0.0005) -> None:
+        self.db_path, self.interval = db_path, interval
+        self.marked: list[tuple[Token, float]] = []
+        self.errors: list[str] = []  # reads that failed (each retried at the next poll)
+        self.longest_gap = 0.0  # seconds between two reads that worked: the watch's own lag
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="mark-watch", daemon=True)
+
+    def start(self) -> MarkWatch:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+    def _watch(self) -> None:
+        connection: sqlite3.Connection | None = None
+        version, pending, last = None, set[Token](), 0.0
+        try:
+            while not self._stop.wait(self.interval):
+                if connection is None:
+                    if not self.db_path.exists():
+                        continue
+                    connection = sqlite3.connect(f"file:{self.db_path}?mode=ro", uri=True,
+                                                 timeout=5, check_same_thread=False)
+                try:
+                    now_version = connection.execute("PRAGMA data_version").fetchone()[0]
+                    seen = time.monotonic()
+                    if last:
+                        self.longest_gap = max(self.longest_gap, seen - last)
+                    last = seen
+                    if now_version == version:
+                        continue
+                    rows = connection.execute(
+                        "SELECT chat_id, text FROM outbox WHERE status = 'pending'").fetchall()
+                except sqlite3.Error as exc:  # not created yet, or busy: the next poll reads it
+                    self.errors.append(str(exc))
+                    continue
+                version = now_version
+                current = {(str(chat), int(number)) for chat, text in rows
+                           for number in TOKEN.findall(str(text))}
+                self.marked.extend((token, seen) for token in pending - current)
+                pending = current
+        finally:
+            if connection is not None:
+                connection.close()
+
+    def windows(self, tg: FakeTelegramServer,
+                kills: list[float]) -> tuple[list[float], int, int]:
+        """(send windows in seconds, replies whose window a kill cut, replies never seen
+        pending and then marked): for each reply the platform accepted (a new message, not
+        an edited preview), until its row was marked."""
+        marks: dict[Token, list[float]] = {}
+        for token, at in self.marked:
+            marks.setdefault(token, []).append(at)
+        windows, cut, unseen = [], 0, 0
+        for sent in tg.sent:
+            if sent.deleted or sent.edits or is_preview_text(sent.text):
+                continue
+            for number in set(TOKEN.findall(sent.text)):
+                later = [at for at in marks.get((sent.chat_id, int(number)), []) if at > sent.at]
+                if not later:
+                    unseen += 1
+                    continue
+                marked = min(later)
+                if any(sent.at <= kill < marked for kill in kills):
+                    cut += 1
+                else:
+                    windows.append(marked - sent.at)
+        return windows, cut, unseen
+
+
 class _Lock:
     """The state database's write lock, held from this process (another writer)."""
 
@@ -361,6 +473,7 @@ async def run_kill_test(tmp_path: Path, plan: KillPlan, llm: FakeAnthropicServer
 
     feeders: list[asyncio.Task[None]] = []
     snapshots: list[dict[Path, bytes]] = []
+    watch = MarkWatch(db_path).start()
     try:
         for number in range(plan.kills):
             # This run's share of the messages, arriving while it starts and works (the
@@ -427,11 +540,15 @@ async def run_kill_test(tmp_path: Path, plan: KillPlan, llm: FakeAnthropicServer
             process.terminate()
             await asyncio.wait_for(process.wait(), 40)
     finally:
+        watch.stop()
         for feeder in feeders:
             feeder.cancel()
         await tg.stop()
         llm.responder = None
 
+    report.windows, report.windows_cut, report.windows_unseen = watch.windows(
+        tg, [kill.at for kill in report.kills])
+    report.watch_errors, report.watch_longest_gap = watch.errors, watch.longest_gap
     answered = _answered(tg)
     report.sent = sum(not sent.deleted and not is_preview_text(sent.text) for sent in tg.sent)
     report.previews_left = sum(not sent.deleted and is_preview_text(sent.text) for sent in tg.sent)

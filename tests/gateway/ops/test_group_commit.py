@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
+import threading
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -15,7 +16,10 @@ import pytest
 from channels.base import InboundMessage
 from gateway.ops import state as state_module
 from gateway.ops.group_commit import GroupCommitter
+from gateway.ops.metrics import GatewayMetrics
 from gateway.ops.state import StateDB, state_path
+from gateway.pipeline.delivery import Delivery
+from tests.fakes.channel import RecordingChannel
 
 
 def _msg(i: int, chat: str = "c1") -> InboundMessage:
@@ -75,9 +79,10 @@ async def test_bookkeeping_writes_beside_a_stream_of_durable_ones_all_succeed(tm
         assert state.writer.commits < 600
 
 
-def _committer(path: Path, **pragmas: str) -> GroupCommitter:
+def _committer(path: Path, timeout: float = 0.05, **pragmas: str) -> GroupCommitter:
     def connect() -> sqlite3.Connection:
-        db = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=0.05)
+        db = sqlite3.connect(path, isolation_level=None, check_same_thread=False,
+                             timeout=timeout)
         db.execute("PRAGMA journal_mode=WAL")
         for name, value in pragmas.items():
             db.execute(f"PRAGMA {name}={value}")
@@ -95,11 +100,18 @@ def _insert(value: str):
     return lambda db: db.execute("INSERT INTO log (value) VALUES (?)", (value,)).lastrowid
 
 
-async def test_a_write_that_fails_fails_only_its_caller(tmp_path):
+async def _open_log(tmp_path: Path, *, unique: bool = False,
+                    timeout: float = 0.05) -> tuple[Path, GroupCommitter]:
+    """A database with one table `log (value)`, and its committer, open."""
     path = tmp_path / "t.db"
-    _rows(path, "CREATE TABLE log (value TEXT UNIQUE)")
-    committer = _committer(path)
+    _rows(path, f"CREATE TABLE log (value TEXT{' UNIQUE' if unique else ''})")
+    committer = _committer(path, timeout=timeout)
     await committer.open()
+    return path, committer
+
+
+async def test_a_write_that_fails_fails_only_its_caller(tmp_path):
+    path, committer = await _open_log(tmp_path, unique=True)
     try:
         outcomes = await asyncio.gather(
             committer.run(_insert("a"), durable=True), committer.run(_insert("b")),
@@ -159,3 +171,146 @@ async def test_writes_after_close_are_refused(tmp_path):
     await state.close()
     with pytest.raises(RuntimeError, match="not open"):
         await state.record_inbound(_msg(1))
+
+
+class _SlowBatch:
+    """An ordinary write that holds the writer's thread until `release()`: the slow batch of
+    bookkeeping a mark used to queue behind (a usage ledger, previews, an fsync under load)."""
+
+    def __init__(self) -> None:
+        self.entered = threading.Event()
+        self.gate = threading.Event()
+
+    def __call__(self, db: sqlite3.Connection) -> int:
+        self.entered.set()
+        self.gate.wait(10)
+        return db.execute("INSERT INTO log (value) VALUES ('slow')").lastrowid
+
+    async def running(self) -> None:
+        assert await asyncio.to_thread(self.entered.wait, 10), "the slow write never ran"
+
+    def release(self) -> None:
+        self.gate.set()
+
+
+async def _let_ready_tasks_step(times: int = 3) -> None:
+    """Each yield lets every task that is ready take one step: ordering, not a timed wait
+    (nothing here waits on I/O or a clock)."""
+    for _ in range(times):
+        await asyncio.sleep(0)
+
+
+async def test_an_urgent_write_commits_before_the_writes_queued_ahead_of_it(tmp_path):
+    path, committer = await _open_log(tmp_path)
+    slow = _SlowBatch()
+    try:
+        first = asyncio.create_task(committer.run(slow))
+        await slow.running()
+        # Ordinary writes queue behind the running batch; then urgent ones arrive.
+        queued = [asyncio.create_task(committer.run(_insert(f"b{i}"), durable=True))
+                  for i in range(3)]
+        urgent = [asyncio.create_task(committer.run(_insert(f"u{i}"), urgent=True))
+                  for i in range(5)]
+        await _let_ready_tasks_step()
+        on_disk = wal_commits(path)
+        slow.release()
+        await asyncio.gather(first, *queued, *urgent)
+        # The urgent writes, handed over together, share one commit of their own, between
+        # the batch that was running and the one queued before them.
+        assert wal_commits(path) - on_disk == 3
+    finally:
+        await committer.close()
+    assert [v for (v,) in _rows(path, "SELECT value FROM log ORDER BY rowid")] == [
+        "slow", "u0", "u1", "u2", "u3", "u4", "b0", "b1", "b2"]
+
+
+async def test_a_failing_urgent_write_fails_only_its_caller_and_close_waits_for_urgent_ones(
+        tmp_path):
+    path, committer = await _open_log(tmp_path, unique=True)
+    slow = _SlowBatch()
+    first = asyncio.create_task(committer.run(slow))
+    await slow.running()
+    outcomes = asyncio.gather(
+        committer.run(_insert("a"), urgent=True), committer.run(_insert("a"), urgent=True),
+        committer.run(_insert("b"), urgent=True, durable=True), return_exceptions=True)
+    await _let_ready_tasks_step()
+    slow.release()
+    await committer.close()  # the urgent writes handed over commit before the connection goes
+    assert first.done() and outcomes.done()
+    results = outcomes.result()
+    assert results[0] == 2 and results[2] == 3
+    assert isinstance(results[1], sqlite3.IntegrityError)
+    assert _rows(path, "SELECT value FROM log ORDER BY rowid") == [("slow",), ("a",), ("b",)]
+
+
+async def test_a_sent_mark_commits_before_the_bookkeeping_queued_ahead_of_it(tmp_path):
+    """The crash window of issue 32: the platform accepted a reply while the writer was busy
+    with a slow batch and more bookkeeping (a preview, a usage row, an offset) was queued. The
+    sent mark used to join the queue and commit after all of it (a kill meanwhile sent the
+    reply again after the restart); now its own commit comes first, and the queued
+    bookkeeping's transaction already sees the row as sent."""
+    async with StateDB.for_root(tmp_path) as state:
+        row = await state.enqueue_outbound("fakechat", "c1", "the reply")
+        assert row is not None
+        await state.execute("CREATE TABLE log (value TEXT)")
+        channel = RecordingChannel()
+        delivery = Delivery({"fakechat": channel}, state, GatewayMetrics())
+        slow = _SlowBatch()
+        busy = asyncio.create_task(state.writer.run(slow))
+        await slow.running()
+
+        def outbox_status(db: sqlite3.Connection) -> str:  # inside the bookkeeping's batch
+            return str(db.execute("SELECT status FROM outbox WHERE id = ?", (row,)).fetchone()[0])
+
+        bookkeeping = [
+            asyncio.create_task(state.record_preview("k1", "fakechat", "c1", "17")),
+            asyncio.create_task(state.execute("INSERT INTO log (value) VALUES ('usage')")),
+            asyncio.create_task(state.save_offset("fakechat", 42)),
+            asyncio.create_task(state.writer.run(outbox_status)),
+        ]
+        assert await delivery.resume() == 1  # the pending row is sent: the platform accepts
+        await channel.wait_for(1)
+        await _let_ready_tasks_step()  # the mark is asked for now (not later than this)
+        slow.release()
+        *_, seen_by_bookkeeping = await asyncio.gather(busy, *bookkeeping)
+        await delivery.drain()
+        assert seen_by_bookkeeping == "sent"
+        assert await state.pending_outbound() == []
+        await delivery.close()
+
+
+async def test_an_urgent_write_waits_in_the_writers_thread_while_another_process_has_the_lock(
+        tmp_path):
+    """An urgent write on an idle writer commits right away on the loop's thread, but only if
+    the write lock is free at once: with another process holding it (`clawgate pairing
+    approve`) the write is neither failed nor lost, it waits for the lock in the writer's
+    thread while the loop goes on, and commits once the lock is free."""
+    path, committer = await _open_log(tmp_path, timeout=5.0)
+    try:
+        assert await committer.run(_insert("idle"), urgent=True) == 1  # idle: done at once
+        holder = sqlite3.connect(path, isolation_level=None)
+        holder.execute("BEGIN IMMEDIATE")
+        try:
+            waiting = asyncio.create_task(committer.run(_insert("held"), urgent=True))
+            await _let_ready_tasks_step()
+            assert not waiting.done()
+        finally:
+            holder.execute("ROLLBACK")
+            holder.close()
+        assert await waiting == 2  # the writer's thread took the lock once it was free
+    finally:
+        await committer.close()
+    assert _rows(path, "SELECT value FROM log ORDER BY rowid") == [("idle",), ("held",)]
+
+
+async def test_an_urgent_write_on_an_idle_writer_that_fails_fails_only_itself(tmp_path):
+    path, committer = await _open_log(tmp_path, unique=True)
+    try:
+        assert await committer.run(_insert("a"), urgent=True) == 1
+        with pytest.raises(sqlite3.IntegrityError):
+            await committer.run(_insert("a"), urgent=True)
+        assert await committer.run(_insert("b"), urgent=True) == 2
+        assert await committer.run(_insert("c"), durable=True) == 3  # the writer goes on
+    finally:
+        await committer.close()
+    assert _rows(path, "SELECT value FROM log ORDER BY rowid") == [("a",), ("b",), ("c",)]
