@@ -184,7 +184,7 @@ class Budgets:
             await self._note_once(key, self._note(person, status, periods), person)
         for status in await self.group_status(group):
             if status.reached:
-                key = f"budget:group:{group}:{periods.today.isoformat()}:reached"
+                key = f"budget-of-group {group}:{periods.today.isoformat()}:reached"
                 await self._note_once(key, self._group_note(group, status), group)
 
     async def _note_once(self, key: str, text: str, about: str) -> None:
