@@ -93,13 +93,11 @@ def _serve(sel: selectors.BaseSelector, listener: socket.socket, wake: socket.so
                 client.setblocking(False)
                 upstream.setblocking(False)
                 pair = _Pair(client, upstream)
-                for end in pair.ends:
-                    pairs[end] = pair
+                pairs[client] = pairs[upstream] = pair
                 update(pair)
                 continue
             pair = key.data
-            end = key.fileobj
-            assert isinstance(end, socket.socket)
+            end: socket.socket = key.fileobj  # type: ignore[assignment]
             if end not in pairs:
                 continue
             other = pair.ends[end]
