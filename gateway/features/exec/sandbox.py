@@ -32,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import json
 import os
 import shutil
 import signal
@@ -46,6 +47,7 @@ from typing import Literal
 
 from gateway.agent.web.addresses import AddressPolicy, Resolver, SystemResolver
 from gateway.features.exec import forward as forwarder_module
+from gateway.features.exec.cgroups import Cgroups, RunCgroup
 from gateway.features.exec.disk import DiskSample, tree_bytes
 from gateway.features.exec.output import CapturedOutput, OutputCapture, for_model
 from gateway.features.exec.probe import Availability, bwrap_version, find_bwrap, probe_failure
@@ -83,7 +85,8 @@ _SIGXCPU, _SIGXFSZ = 24, 25  # as bash reports them: 128 + the signal
 _WRAPPER = (
     "{mark}exec {closes}; umask 077; "
     "echo 1000 >/proc/self/oom_score_adj 2>/dev/null; "
-    "ulimit -c 0 -t {cpu} -v {memory_kb} -u {nproc} -f {file_kb} "
+    "ulimit -c 0 -v {memory_kb} -u {nproc} -f {file_kb} && ulimit -S -t {cpu} "
+    "&& ulimit -H -t {cpu_hard} "
     "|| {{ echo 'clawgate: the limits could not be set' >&2; exit 126; }}; "
     'exec /bin/bash -c "$1"'
 )
@@ -169,23 +172,28 @@ def _system_python() -> str | None:
 
 def command_argv(bwrap: str, settings: ExecSettings, view: Sequence[str], command: str, *,
                  passed_fds: Sequence[int], mark_fd: int | None, seccomp_fd: int | None,
-                 network: bool, python: str | None) -> list[str]:
+                 network: bool, python: str | None,
+                 hold: tuple[int, int] | None = None) -> list[str]:
     """The whole argument vector of one run. Its program is always bubblewrap.
 
     `passed_fds` are every descriptor handed to bwrap (closed inside before the command
-    runs), `mark_fd` the marker pipe among them."""
+    runs), `mark_fd` the marker pipe among them; `hold` (info fd, block fd) starts the
+    sandbox blocked until the gateway has moved it into its cgroup."""
     argv = [bwrap, "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
             "--unshare-net", "--unshare-cgroup-try", "--uid", str(SANDBOX_UID),
             "--gid", str(SANDBOX_GID), "--hostname", "sandbox", "--die-with-parent",
             "--new-session", "--cap-drop", "ALL"]
     if seccomp_fd is not None:
         argv += ["--seccomp", str(seccomp_fd)]
+    if hold is not None:
+        argv += ["--info-fd", str(hold[0]), "--block-fd", str(hold[1])]
     argv += list(view)
     closes = " ".join(f"{fd}>&-" for fd in sorted(set(passed_fds)) if fd > 2) or "2>&2"
     wrapper = _WRAPPER.format(
         mark=f"printf s >&{mark_fd}; " if mark_fd is not None else "", closes=closes,
-        cpu=settings.cpu_seconds, memory_kb=settings.memory_mb * 1024,
-        nproc=settings.processes, file_kb=settings.file_mb * 1024)
+        cpu=settings.cpu_seconds, cpu_hard=settings.cpu_seconds + 1,
+        memory_kb=settings.memory_mb * 1024, nproc=settings.processes,
+        file_kb=settings.file_mb * 1024)
     inner = ["/bin/bash", "-c", wrapper, "clawgate-exec", command]
     if network:
         if python is None:
@@ -212,6 +220,7 @@ class Sandbox:
         self.python = _system_python()
         self.etc = build_etc(runtime_dir / "etc")
         self._seccomp = filter_program()
+        self.cgroups = Cgroups.detect()
         self._placeholders = Placeholders()
         self._slots = asyncio.Semaphore(settings.max_running)
         self._ids = itertools.count(1)
@@ -228,11 +237,24 @@ class Sandbox:
         if not availability.ok:
             raise SandboxUnavailable(availability)
         runtime = Path(tempfile.mkdtemp(prefix="clawgate-exec-"))
-        return cls(availability, settings, hidden_paths=hidden_paths, runtime_dir=runtime,
-                   policy=policy or AddressPolicy(), resolver=resolver or SystemResolver())
+        box = cls(availability, settings, hidden_paths=hidden_paths, runtime_dir=runtime,
+                  policy=policy or AddressPolicy(), resolver=resolver or SystemResolver())
+        if box.cgroups is None and os.geteuid() == 0:
+            box.close()
+            raise SandboxUnavailable(Availability(
+                False, availability.bwrap, availability.version,
+                "the gateway runs as root and cannot make a cgroup with the pids controller, "
+                "so nothing would bound a command's processes (the kernel does not apply "
+                "RLIMIT_NPROC to root)",
+                "Run clawgate as an unprivileged user (the Docker image does), or give it a "
+                "writable cgroup: the cgroup v1 pids hierarchy, or a delegated cgroup v2 "
+                "group with the pids controller enabled"))
+        return box
 
     def close(self) -> None:
         shutil.rmtree(self.runtime_dir, ignore_errors=True)
+        if self.cgroups is not None:
+            self.cgroups.remove()
 
     @property
     def network_available(self) -> bool:
@@ -267,12 +289,13 @@ class Sandbox:
                         proxy = await stack.enter_async_context(ProxyServer(
                             proxy_socket, policy=self.policy, resolver=self.resolver,
                             ports=settings.network_ports))
-                    return await self._spawn(request, view, opened.fds, wall, budget, proxy)
+                    return await self._spawn(request, view, opened.fds, wall, budget, proxy,
+                                             run_id)
             finally:
                 opened.close()
 
     async def _spawn(self, request: RunRequest, view: list[str], fds: list[int], wall: float,
-                     budget: int, proxy: ProxyServer | None) -> RunResult:
+                     budget: int, proxy: ProxyServer | None, run_id: int) -> RunResult:
         settings = self.settings
         seccomp_fd = None
         own_fds: list[int] = []
@@ -283,34 +306,52 @@ class Sandbox:
             own_fds.append(seccomp_fd)
         mark_read, mark_write = os.pipe()
         own_fds += [mark_read]
-        passed = (*fds, mark_write, *([seccomp_fd] if seccomp_fd is not None else []))
+        passed = [*fds, mark_write, *([seccomp_fd] if seccomp_fd is not None else [])]
+        group = hold = release = None
+        if self.cgroups is not None:
+            group = self.cgroups.for_run(
+                f"run-{run_id}", settings.processes + 3,
+                (settings.memory_mb + settings.tmp_mb) * 1024 * 1024)
+            info_read, info_write = os.pipe()
+            block_read, block_write = os.pipe()
+            own_fds += [info_read, block_write]
+            hold, release = (info_write, block_read), (info_read, block_write)
+            passed += [info_write, block_read]
         argv = command_argv(self.availability.bwrap, settings, view, request.command,
                             passed_fds=passed, mark_fd=mark_write, seccomp_fd=seccomp_fd,
-                            network=request.network, python=self.python)
+                            network=request.network, python=self.python, hold=hold)
         capture = OutputCapture(settings.output_max_bytes, settings.output_file_mb * 1024 * 1024,
                                 self.runtime_dir)
         before_bytes = tree_bytes(request.workspace)
         before_disk = DiskSample.of(request.workspace)
         started = time.monotonic()
         try:
-            proc = await asyncio.create_subprocess_exec(
-                *argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT, env=fixed_env(request.network, PROXY_PORT),
-                pass_fds=passed, start_new_session=True, close_fds=True)
+            try:
+                proc = await asyncio.create_subprocess_exec(
+                    *argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT, env=fixed_env(request.network, PROXY_PORT),
+                    pass_fds=passed, start_new_session=True, close_fds=True)
+            finally:
+                for fd in (mark_write, *(hold or ())):
+                    os.close(fd)
         except BaseException:
-            os.close(mark_write)
             for fd in own_fds:
                 os.close(fd)
             capture.discard()
+            if group is not None:
+                await asyncio.to_thread(group.remove)
             raise
-        os.close(mark_write)
         try:
+            if group is not None and release is not None:
+                await _release_into(group, proc.pid, *release)
             stop = await self._watch(proc, capture, request.workspace, wall, budget,
                                      before_disk)
         finally:
             _kill(proc)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(proc.wait(), _DRAIN_SECONDS)
+            if group is not None:
+                await asyncio.to_thread(group.remove)
         duration = time.monotonic() - started
         started_ok = _read_marker(mark_read)
         for fd in own_fds:
@@ -370,6 +411,30 @@ class Sandbox:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(reader, _DRAIN_SECONDS)
                 reader.cancel()
+
+
+async def _release_into(group: RunCgroup, outer: int, info_fd: int, block_fd: int) -> None:
+    """Move the blocked sandbox (bubblewrap and its first process) into `group`, then let
+    the command start. A sandbox that failed before telling its pid is let go as it is."""
+    info = await asyncio.to_thread(_read_info, info_fd)
+    pids = [outer]
+    with contextlib.suppress(ValueError, TypeError):
+        pids.append(int(json.loads(info)["child-pid"]))
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            group.add(pid)
+    with contextlib.suppress(OSError):
+        os.write(block_fd, b"go")
+
+
+def _read_info(fd: int) -> bytes:
+    data = b""
+    while not data.rstrip().endswith(b"}"):
+        chunk = os.read(fd, 4096)
+        if not chunk:
+            break
+        data += chunk
+    return data
 
 
 def _read_marker(fd: int) -> bool:

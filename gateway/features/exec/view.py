@@ -334,7 +334,7 @@ def view_args(workspace: Path, cwd: str, *, etc: Path, tmp_bytes: int,
         if proxy_socket is not None and forwarder is not None:
             args += ["--dir", PROXY_DIR, "--bind", str(proxy_socket), PROXY_SOCKET,
                      "--ro-bind", str(forwarder), FORWARDER]
-        args += ["--chdir", chdir]
+        args += ["--remount-ro", "/", "--chdir", chdir]  # the sandbox's own root, too
         return args, opened
     except BaseException:
         opened.close()
