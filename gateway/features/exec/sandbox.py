@@ -350,6 +350,9 @@ class Sandbox:
             _kill(proc)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(proc.wait(), _DRAIN_SECONDS)
+            if proc.stdout is not None:  # what is left after a stop, so the pipe closes
+                with contextlib.suppress(TimeoutError, OSError):
+                    await asyncio.wait_for(proc.stdout.read(), _DRAIN_SECONDS)
             if group is not None:
                 await asyncio.to_thread(group.remove)
         duration = time.monotonic() - started

@@ -7,7 +7,11 @@ itself has no setting that weakens it (no host fallback, no extra mounts of the 
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pathlib import PurePosixPath
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from memory.layout import PRIVATE, is_group_readable, is_private_relpath, write_refusal
 
 __all__ = ["ExecSettings"]
 
@@ -44,3 +48,24 @@ class ExecSettings(BaseModel):
     max_running: int = Field(20, ge=1, le=256)
     # Ports a command with network allowed may connect to through the proxy ([] = any).
     network_ports: list[int] = Field(default_factory=lambda: [80, 443])
+
+    @field_validator("output_dir")
+    @classmethod
+    def _plain_folder(cls, value: str) -> str:
+        """A folder the owner's files may live in: relative, no dot-names, not private,
+        not read by groups, not the transcripts."""
+        path = PurePosixPath(value.strip())
+        if (not path.parts or path.is_absolute() or any(p in ("..", ".") or p.startswith(".")
+                                                        for p in path.parts)):
+            raise ValueError("must be a plain folder inside the workspace, like exec-output")
+        text = str(path)
+        if is_group_readable(text) or is_private_relpath(text) or write_refusal(PRIVATE, text):
+            raise ValueError(f"{text} is read by groups or kept private; choose another folder")
+        return text
+
+    @field_validator("network_ports")
+    @classmethod
+    def _ports(cls, value: list[int]) -> list[int]:
+        if any(not 0 < port < 65536 for port in value):
+            raise ValueError("ports are 1 to 65535")
+        return sorted(set(value))

@@ -283,3 +283,19 @@ async def test_output_is_marked_as_untrusted_and_cannot_close_its_own_marker(
     assert "not written by the owner" in text
     assert text.rstrip().endswith(f"</command-output {token}>")
     assert text.count(f"</command-output {token}>") == 1
+
+
+async def test_a_placeholder_outlives_a_run_that_ends_while_another_still_runs(
+        open_sandbox: Opener, world: World) -> None:
+    ws = world.alice
+    box = open_sandbox()
+    first = asyncio.create_task(run(box, world, (
+        "touch a-started; while [ ! -e b-done ]; do sleep 0.02; done; "
+        "echo '{\"jobs\": []}' > .clawgate-schedule.json; echo end")))
+    await wait_until(lambda: (ws / "a-started").exists(), what="the first run's start")
+    second = await run(box, world, "true")
+    assert second.exit_code == 0
+    (ws / "b-done").touch()
+    result = await first
+    assert "Read-only file system" in result.output.shown
+    assert not (ws / ".clawgate-schedule.json").exists()
