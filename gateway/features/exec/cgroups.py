@@ -22,13 +22,14 @@ of the command is inside from its first instruction.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["Cgroups", "RunCgroup"]
+__all__ = ["Cgroups", "RunCgroup", "release_into"]
 
 _V1_ROOT = Path("/sys/fs/cgroup")
 _REMOVE_SECONDS = 2.0
@@ -91,6 +92,9 @@ class Cgroups:
 
     @staticmethod
     def _made(found: Cgroups) -> Cgroups | None:
+        for parent in {found.pids_parent.parent, *(
+                [found.memory_parent.parent] if found.memory_parent else [])}:
+            _sweep(parent)
         try:
             found.pids_parent.mkdir(exist_ok=True)
             if found.memory_parent is not None and found.memory_parent != found.pids_parent:
@@ -105,24 +109,12 @@ class Cgroups:
         return found
 
     def for_run(self, name: str, processes: int, memory_bytes: int) -> RunCgroup:
-        """A new group for one run (OSError when it cannot be made)."""
+        """The group one run will get (made by `RunCgroup.prepare`)."""
         dirs = [self.pids_parent / name]
-        dirs[0].mkdir()
-        (dirs[0] / "pids.max").write_text(str(processes), encoding="ascii")
-        memory = None
-        if self.memory_parent is not None:
-            memory = self.memory_parent / name
-            if memory != dirs[0]:
-                with contextlib.suppress(OSError):
-                    memory.mkdir()
-                    dirs.append(memory)
-            limit = "memory.limit_in_bytes" if self.version == 1 else "memory.max"
-            with contextlib.suppress(OSError):
-                (memory / limit).write_text(str(memory_bytes), encoding="ascii")
-            if self.version == 2:
-                with contextlib.suppress(OSError):
-                    (memory / "memory.swap.max").write_text("0", encoding="ascii")
-        return RunCgroup(tuple(dirs))
+        if self.memory_parent is not None and self.memory_parent / name != dirs[0]:
+            dirs.append(self.memory_parent / name)
+        memory = (self.memory_parent / name) if self.memory_parent is not None else None
+        return RunCgroup(tuple(dirs), processes, memory, memory_bytes, self.version)
 
     def remove(self) -> None:
         for parent in {self.pids_parent, self.memory_parent} - {None}:
@@ -131,9 +123,45 @@ class Cgroups:
                 parent.rmdir()
 
 
+def _sweep(parent: Path) -> None:
+    """Remove the empty groups a gateway that is gone left behind (a kill -9)."""
+    with contextlib.suppress(OSError):
+        for entry in parent.iterdir():
+            name = entry.name
+            if not name.startswith("clawgate-exec-") or not name[14:].isdigit():
+                continue
+            if Path(f"/proc/{name[14:]}").exists():
+                continue
+            with contextlib.suppress(OSError):
+                for run in entry.iterdir():
+                    if run.is_dir():
+                        with contextlib.suppress(OSError):
+                            run.rmdir()
+                entry.rmdir()
+
+
 @dataclass(frozen=True, slots=True)
 class RunCgroup:
     dirs: tuple[Path, ...]
+    processes: int
+    memory: Path | None
+    memory_bytes: int
+    version: int
+
+    def prepare(self) -> None:
+        """Make the group and set its limits (OSError when the pids group cannot be made)."""
+        self.dirs[0].mkdir()
+        (self.dirs[0] / "pids.max").write_text(str(self.processes), encoding="ascii")
+        for folder in self.dirs[1:]:
+            with contextlib.suppress(OSError):
+                folder.mkdir()
+        if self.memory is not None:
+            limit = "memory.limit_in_bytes" if self.version == 1 else "memory.max"
+            with contextlib.suppress(OSError):
+                (self.memory / limit).write_text(str(self.memory_bytes), encoding="ascii")
+            if self.version == 2:
+                with contextlib.suppress(OSError):
+                    (self.memory / "memory.swap.max").write_text("0", encoding="ascii")
 
     def add(self, pid: int) -> None:
         for folder in self.dirs:
@@ -168,3 +196,23 @@ class RunCgroup:
             except OSError:
                 ok = False
         return ok
+
+
+def release_into(group: RunCgroup, outer: int, info_fd: int, block_fd: int) -> None:
+    """Move the blocked sandbox (bubblewrap and its first process, whose pid bubblewrap
+    writes to `info_fd`) into `group`, then let the command start (`block_fd`). A sandbox
+    that failed before telling its pid is let go as it is; it runs nothing."""
+    info = b""
+    while not info.rstrip().endswith(b"}"):
+        chunk = os.read(info_fd, 4096)
+        if not chunk:
+            break
+        info += chunk
+    pids = [outer]
+    with contextlib.suppress(ValueError, TypeError, KeyError):
+        pids.append(int(json.loads(info)["child-pid"]))
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            group.add(pid)
+    with contextlib.suppress(OSError):
+        os.write(block_fd, b"go")

@@ -32,25 +32,26 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-import json
 import os
 import shutil
-import signal
 import subprocess
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
-from typing import Literal
+from typing import Literal, TypeVar
 
 from gateway.agent.web.addresses import AddressPolicy, Resolver, SystemResolver
 from gateway.features.exec import forward as forwarder_module
-from gateway.features.exec.cgroups import Cgroups, RunCgroup
+from gateway.features.exec.cgroups import Cgroups, release_into
 from gateway.features.exec.disk import DiskSample, tree_bytes
 from gateway.features.exec.output import CapturedOutput, OutputCapture, for_model
 from gateway.features.exec.probe import Availability, bwrap_version, find_bwrap, probe_failure
+from gateway.features.exec.process import Child
 from gateway.features.exec.proxy import ProxyServer
 from gateway.features.exec.seccomp import filter_program
 from gateway.features.exec.settings import ExecSettings
@@ -73,6 +74,7 @@ __all__ = ["RunRequest", "RunResult", "Sandbox", "SandboxRefused", "SandboxUnava
 Ended = Literal["exited", "signal", "timeout", "cpu", "file_size", "disk", "files", "output",
                 "setup"]
 
+T = TypeVar("T")
 PROXY_PORT = 3128
 _POLL_SECONDS = 0.1
 _DRAIN_SECONDS = 5.0
@@ -223,6 +225,9 @@ class Sandbox:
         self.cgroups = Cgroups.detect()
         self._placeholders = Placeholders()
         self._slots = asyncio.Semaphore(settings.max_running)
+        # Forks, cgroup writes and workspace walks: off the event loop, in threads of our own
+        # (the loop's default pool is small and shared).
+        self._executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="clawgate-exec")
         self._ids = itertools.count(1)
 
     @classmethod
@@ -252,6 +257,7 @@ class Sandbox:
         return box
 
     def close(self) -> None:
+        self._executor.shutdown(wait=True)  # pending cgroup removals finish first
         shutil.rmtree(self.runtime_dir, ignore_errors=True)
         if self.cgroups is not None:
             self.cgroups.remove()
@@ -311,7 +317,7 @@ class Sandbox:
         if self.cgroups is not None:
             group = self.cgroups.for_run(
                 f"run-{run_id}", settings.processes + 3,
-                (settings.memory_mb + settings.tmp_mb) * 1024 * 1024)
+                (settings.memory_mb + settings.tmp_mb) * 1024 * 1024)  # made in a thread
             info_read, info_write = os.pipe()
             block_read, block_write = os.pipe()
             own_fds += [info_read, block_write]
@@ -322,15 +328,15 @@ class Sandbox:
                             network=request.network, python=self.python, hold=hold)
         capture = OutputCapture(settings.output_max_bytes, settings.output_file_mb * 1024 * 1024,
                                 self.runtime_dir)
-        before_bytes = tree_bytes(request.workspace)
+        before_bytes = await self._in_thread(tree_bytes, request.workspace)
         before_disk = DiskSample.of(request.workspace)
         started = time.monotonic()
         try:
             try:
-                proc = await asyncio.create_subprocess_exec(
-                    *argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                    stderr=subprocess.STDOUT, env=fixed_env(request.network, PROXY_PORT),
-                    pass_fds=passed, start_new_session=True, close_fds=True)
+                if group is not None and hold is not None:
+                    await self._in_thread(group.prepare)
+                proc = await Child.start(argv, env=fixed_env(request.network, PROXY_PORT),
+                                         pass_fds=passed, executor=self._executor)
             finally:
                 for fd in (mark_write, *(hold or ())):
                     os.close(fd)
@@ -339,27 +345,27 @@ class Sandbox:
                 os.close(fd)
             capture.discard()
             if group is not None:
-                await asyncio.to_thread(group.remove)
+                await self._in_thread(group.remove)
             raise
         try:
             if group is not None and release is not None:
-                await _release_into(group, proc.pid, *release)
+                await self._in_thread(release_into, group, proc.pid, *release)
             stop = await self._watch(proc, capture, request.workspace, wall, budget,
                                      before_disk)
         finally:
-            _kill(proc)
+            proc.kill()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(proc.wait(), _DRAIN_SECONDS)
-            if proc.stdout is not None:  # what is left after a stop, so the pipe closes
-                with contextlib.suppress(TimeoutError, OSError):
-                    await asyncio.wait_for(proc.stdout.read(), _DRAIN_SECONDS)
-            if group is not None:
-                await asyncio.to_thread(group.remove)
+            with contextlib.suppress(TimeoutError, OSError):  # what a stop left in the pipe
+                await asyncio.wait_for(proc.stdout.read(), _DRAIN_SECONDS)
+            proc.close()
+            if group is not None:  # its last process may still be exiting: not waited for
+                self._executor.submit(group.remove)
         duration = time.monotonic() - started
         started_ok = _read_marker(mark_read)
         for fd in own_fds:
             os.close(fd)
-        growth = max(0, tree_bytes(request.workspace) - before_bytes)
+        growth = max(0, await self._in_thread(tree_bytes, request.workspace) - before_bytes)
         code = proc.returncode
         ended = _ending(stop, code, started_ok)
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
@@ -373,10 +379,13 @@ class Sandbox:
             network_used=tuple(proxy.connected) if proxy else (),
             seccomp=self._seccomp is not None)
 
-    async def _watch(self, proc: asyncio.subprocess.Process, capture: OutputCapture,
-                     workspace: Path, wall: float, budget: int, before: DiskSample) -> str:
+    async def _in_thread(self, func: Callable[..., T], *args: object) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self._executor,
+                                                                partial(func, *args))
+
+    async def _watch(self, proc: Child, capture: OutputCapture, workspace: Path, wall: float,
+                     budget: int, before: DiskSample) -> str:
         """Read the output until the command ends or a limit is met; returns which."""
-        assert proc.stdout is not None
         stdout = proc.stdout
         over_output = asyncio.Event()
 
@@ -410,34 +419,10 @@ class Sandbox:
                     return grown
         finally:
             if not reader.done():
-                _kill(proc)
+                proc.kill()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(reader, _DRAIN_SECONDS)
                 reader.cancel()
-
-
-async def _release_into(group: RunCgroup, outer: int, info_fd: int, block_fd: int) -> None:
-    """Move the blocked sandbox (bubblewrap and its first process) into `group`, then let
-    the command start. A sandbox that failed before telling its pid is let go as it is."""
-    info = await asyncio.to_thread(_read_info, info_fd)
-    pids = [outer]
-    with contextlib.suppress(ValueError, TypeError):
-        pids.append(int(json.loads(info)["child-pid"]))
-    for pid in pids:
-        with contextlib.suppress(OSError):
-            group.add(pid)
-    with contextlib.suppress(OSError):
-        os.write(block_fd, b"go")
-
-
-def _read_info(fd: int) -> bytes:
-    data = b""
-    while not data.rstrip().endswith(b"}"):
-        chunk = os.read(fd, 4096)
-        if not chunk:
-            break
-        data += chunk
-    return data
 
 
 def _read_marker(fd: int) -> bool:
@@ -446,12 +431,6 @@ def _read_marker(fd: int) -> bool:
         return os.read(fd, 1) == b"s"
     except (BlockingIOError, OSError):
         return False
-
-
-def _kill(proc: asyncio.subprocess.Process) -> None:
-    if proc.returncode is None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(proc.pid, signal.SIGKILL)
 
 
 def _ending(stop: str, code: int | None, started: bool) -> Ended:

@@ -69,3 +69,15 @@ def test_the_output_folder_must_be_a_plain_folder_of_the_owner() -> None:
                 "MEMORY.md", ""):
         with pytest.raises(ValidationError):
             ExecSettings(output_dir=bad)
+
+
+def test_groups_a_dead_gateway_left_behind_are_swept() -> None:
+    from gateway.features.exec.cgroups import Cgroups
+    found = Cgroups.detect()
+    if found is None:
+        pytest.skip("no cgroup can be made here (RLIMIT_NPROC bounds the processes instead)")
+    stale = found.pids_parent.parent / "clawgate-exec-999999"  # above any pid_max default
+    (stale / "run-1").mkdir(parents=True, exist_ok=True)
+    again = Cgroups.detect()
+    assert again is not None and not stale.exists()
+    again.remove()
