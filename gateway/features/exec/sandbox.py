@@ -334,7 +334,11 @@ class Sandbox:
         try:
             try:
                 if group is not None and hold is not None:
-                    await self._in_thread(group.prepare)
+                    try:
+                        await self._in_thread(group.prepare)
+                    except OSError as exc:  # never run without the bound it stands for
+                        raise SandboxRefused(f"the run's cgroup could not be made ({exc})"
+                                             ) from None
                 proc = await Child.start(argv, env=fixed_env(request.network, PROXY_PORT),
                                          pass_fds=passed, executor=self._executor)
             finally:
@@ -404,15 +408,12 @@ class Sandbox:
                     return "output"
                 if reader.done() and proc.returncode is not None:
                     return ""
-                if reader.done():
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(proc.wait(), _POLL_SECONDS)
-                    continue
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return "timeout"
+                waiting = proc.wait() if reader.done() else asyncio.shield(reader)
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(asyncio.shield(reader), min(_POLL_SECONDS, left))
+                    await asyncio.wait_for(waiting, min(_POLL_SECONDS, left))
                 grown = before.grown_past(DiskSample.of(workspace), budget,
                                           self.settings.max_new_files)
                 if grown:

@@ -299,3 +299,11 @@ async def test_a_placeholder_outlives_a_run_that_ends_while_another_still_runs(
     result = await first
     assert "Read-only file system" in result.output.shown
     assert not (ws / ".clawgate-schedule.json").exists()
+
+
+async def test_a_command_that_closes_its_output_still_meets_its_wall_time(
+        open_sandbox: Opener, world: World) -> None:
+    result = await asyncio.wait_for(
+        run(open_sandbox(), world, "exec >/dev/null 2>&1; sleep 4242.5", timeout=1), 30)
+    assert result.ended == "timeout"
+    await wait_until(lambda: not _marked_processes("4242.5"), what="the sandbox's end")
