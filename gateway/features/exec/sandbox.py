@@ -60,11 +60,9 @@ from gateway.features.exec.view import (
     PROXY_SOCKET,
     SANDBOX_GID,
     SANDBOX_UID,
-    Placeholders,
     SandboxRefused,
     build_etc,
     fixed_env,
-    protected_names,
     view_args,
 )
 
@@ -223,7 +221,6 @@ class Sandbox:
         self.etc = build_etc(runtime_dir / "etc")
         self._seccomp = filter_program()
         self.cgroups = Cgroups.detect()
-        self._placeholders = Placeholders()
         self._slots = asyncio.Semaphore(settings.max_running)
         # Forks, cgroup writes and workspace walks: off the event loop, in threads of our own
         # (the loop's default pool is small and shared).
@@ -282,23 +279,22 @@ class Sandbox:
         workspace = request.workspace
         run_id = next(self._ids)
         proxy_socket = self.runtime_dir / f"{run_id}.sock"
-        with self._placeholders.held(workspace, protected_names(workspace)):
-            view, opened = view_args(
-                workspace, request.cwd, etc=self.etc, tmp_bytes=settings.tmp_mb * 1024 * 1024,
-                hidden=self.hidden_paths,
-                proxy_socket=proxy_socket if request.network else None,
-                forwarder=Path(forwarder_module.__file__) if request.network else None)
-            try:
-                async with contextlib.AsyncExitStack() as stack:
-                    proxy = None
-                    if request.network:
-                        proxy = await stack.enter_async_context(ProxyServer(
-                            proxy_socket, policy=self.policy, resolver=self.resolver,
-                            ports=settings.network_ports))
-                    return await self._spawn(request, view, opened.fds, wall, budget, proxy,
-                                             run_id)
-            finally:
-                opened.close()
+        view, opened = view_args(
+            workspace, request.cwd, etc=self.etc, tmp_bytes=settings.tmp_mb * 1024 * 1024,
+            hidden=self.hidden_paths,
+            proxy_socket=proxy_socket if request.network else None,
+            forwarder=Path(forwarder_module.__file__) if request.network else None)
+        try:
+            async with contextlib.AsyncExitStack() as stack:
+                proxy = None
+                if request.network:
+                    proxy = await stack.enter_async_context(ProxyServer(
+                        proxy_socket, policy=self.policy, resolver=self.resolver,
+                        ports=settings.network_ports))
+                return await self._spawn(request, view, opened.fds, wall, budget, proxy,
+                                         run_id)
+        finally:
+            opened.close()
 
     async def _spawn(self, request: RunRequest, view: list[str], fds: list[int], wall: float,
                      budget: int, proxy: ProxyServer | None, run_id: int) -> RunResult:

@@ -12,19 +12,29 @@ not another person's workspace, not the state database, the config file, the gat
 file, the state directory, the gateway's home) are covered again if they lie inside a mounted
 system directory, so a config file kept under `/usr/local/etc` stays out of reach too.
 
-The person's workspace is mounted read-write at `/workspace`, and inside it, read-only, what
-a command must not change (`protected_names`): `.git`, the gateway's bookkeeping (every
-dot-name memory/layout.py names, any other `.clawgate-*` file, the `.seen` folders of the
-inbox), the transcripts (`sessions/`) and everything a group reads (`groups/`, the persona
-files; a private context writes those only attended and untainted, and a command's output is
-neither). A protected name that does not exist yet gets an empty placeholder for the run
-(`Placeholders`), so a command cannot create it either; the placeholder is removed when the
-last command in that workspace ends, unless the gateway wrote the file meanwhile.
+The person's workspace is at `/workspace`. Its root directory is mounted read-only, and each
+top-level folder and file a command may change is mounted read-write on top of it
+(`writable_entries`); what a command must not change is simply not among them, so it stays
+read-only: `.git` and every other top-level dot-name (the gateway's bookkeeping: the recall
+index, the trash, `.clawgate-*` files), the transcripts (`sessions/`) and everything a group
+reads (`groups/`, the persona files; memory/layout.py: a private context writes those only
+attended and untainted, and a command's output is neither). The `.seen` folders of the inbox
+are mounted read-only again inside the writable `inbox/`.
+
+Why the root is read-only rather than the protected names mounted read-only one by one: a
+mount on a file is detached the moment the host renames another file over that name, and
+every atomic write does exactly that (the heartbeat's state, a reminder, the owner editing
+AGENTS.md in the panel): the protection would vanish in the middle of a run (a test shows
+it did). A mount on the workspace's directory, which nothing renames, cannot go that way.
+What it costs: a command cannot create, remove or rename entries at the top of the
+workspace, nor replace a top-level file by renaming (`sed -i` on MEMORY.md); it writes
+top-level files in place and does everything else inside folders. A name that does not
+exist cannot be created, so no protected file can appear either.
 
 Sources are bound through file descriptors opened with O_NOFOLLOW (`/proc/self/fd/N`), never
-by path: a symlink planted at a protected name is refused, and one swapped in between the
-check and the mount cannot redirect a bind to the host. Symlinks elsewhere in the workspace
-resolve inside the sandbox, where the host's files do not exist.
+by path: a top-level link is never mounted (it resolves inside the sandbox, where the host's
+files do not exist), and a name swapped for a link between the check and the mount cannot
+redirect a bind to the host.
 """
 
 from __future__ import annotations
@@ -34,25 +44,11 @@ import glob
 import os
 import shutil
 import stat
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from memory.layout import (
-    GIT_DIR,
-    GROUPS_DIR,
-    HEARTBEAT_STATE_FILE,
-    INBOX_DIR,
-    PERSONA_FILES,
-    RECALL_DIR,
-    SCHEDULE_FILE,
-    SCHEDULE_STATE_FILE,
-    SEEDED_MARKER,
-    SEEN_DIR,
-    SESSIONS_DIR,
-    TIDY_STATE_FILE,
-    TRASH_DIR,
-)
+from memory.layout import INBOX_DIR, SEEN_DIR, Access, write_refusal
 
 __all__ = [
     "HOME",
@@ -60,16 +56,16 @@ __all__ = [
     "SANDBOX_GID",
     "SANDBOX_UID",
     "WORKSPACE",
-    "Placeholders",
     "SandboxRefused",
     "build_etc",
     "fixed_env",
-    "protected_names",
+    "is_protected",
     "sandbox_cwd",
     "view_args",
+    "writable_entries",
 ]
 
-WORKSPACE = "/workspace"  # the person's workspace, read-write
+WORKSPACE = "/workspace"  # the person's workspace (its root read-only, see above)
 HOME = "/tmp"  # HOME: private and thrown away, so tools' dotfiles never land in the workspace
 PROXY_DIR = "/run/clawgate"
 PROXY_SOCKET = f"{PROXY_DIR}/proxy.sock"  # the gateway's proxy, when network is allowed
@@ -77,14 +73,6 @@ FORWARDER = f"{PROXY_DIR}/forward.py"
 SANDBOX_UID = 1000
 SANDBOX_GID = 1000
 PATH = "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin"
-
-# Protected directories and files, by the layout's names (created as placeholders if absent).
-PROTECTED_DIRS: tuple[str, ...] = (GIT_DIR, RECALL_DIR, TRASH_DIR, SESSIONS_DIR, GROUPS_DIR)
-PROTECTED_FILES: tuple[str, ...] = (
-    SEEDED_MARKER, HEARTBEAT_STATE_FILE, TIDY_STATE_FILE, SCHEDULE_FILE, SCHEDULE_STATE_FILE,
-    *PERSONA_FILES,
-)
-BOOKKEEPING_PREFIX = ".clawgate-"
 
 # The system, read-only: a directory is bound, a symlink (merged /usr) is recreated.
 SYSTEM_DIRS: tuple[str, ...] = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
@@ -151,20 +139,36 @@ def fixed_env(network: bool, proxy_port: int) -> dict[str, str]:
     return env
 
 
-def protected_names(workspace: Path) -> list[str]:
-    """Workspace-relative paths a command may not change: the layout's names (present or
-    not), any other top-level `.clawgate-*` entry, and each existing `inbox/<day>/.seen`."""
-    names = [*PROTECTED_DIRS, *PROTECTED_FILES]
+def is_protected(name: str) -> bool:
+    """A top-level name a command may not change (memory/layout.py decides, for a context
+    that is private but unattended and has outside text in it: a command's)."""
+    access = Access(True, attended=False, outside="a command's output")
+    return name.startswith(".") or write_refusal(access, name) is not None
+
+
+def writable_entries(workspace: Path) -> list[str]:
+    """The top-level folders and files a command may change, by name (links left out)."""
+    names = []
     with contextlib.suppress(OSError), os.scandir(workspace) as entries:
-        names += sorted(e.name for e in entries
-                        if e.name.startswith(BOOKKEEPING_PREFIX) and e.name not in names)
-    inbox = workspace / INBOX_DIR
-    with contextlib.suppress(OSError), os.scandir(inbox) as days:
-        for day in sorted(days, key=lambda e: e.name):
-            if day.is_dir(follow_symlinks=False) and os.path.lexists(
+        for entry in entries:
+            if is_protected(entry.name):
+                continue
+            with contextlib.suppress(OSError):
+                info = entry.stat(follow_symlinks=False)
+                if stat.S_ISDIR(info.st_mode) or stat.S_ISREG(info.st_mode):
+                    names.append(entry.name)
+    return sorted(names)
+
+
+def seen_folders(workspace: Path) -> list[str]:
+    """The `inbox/<day>/.seen` folders (the resized copies a model saw), read-only inside."""
+    found = []
+    with contextlib.suppress(OSError), os.scandir(workspace / INBOX_DIR) as days:
+        for day in days:
+            if day.is_dir(follow_symlinks=False) and os.path.isdir(
                     os.path.join(day.path, SEEN_DIR)):
-                names.append(f"{INBOX_DIR}/{day.name}/{SEEN_DIR}")
-    return names
+                found.append(f"{INBOX_DIR}/{day.name}/{SEEN_DIR}")
+    return sorted(found)
 
 
 def sandbox_cwd(workspace: Path, cwd: str) -> str:
@@ -191,66 +195,6 @@ def sandbox_cwd(workspace: Path, cwd: str) -> str:
     return WORKSPACE if inside == "." else f"{WORKSPACE}/{inside}"
 
 
-class Placeholders:
-    """Empty stand-ins for protected names that do not exist, shared by the runs of one
-    workspace and removed after the last of them (only if still ours and still empty).
-
-    A missing protected folder other than `.git` is simply created and kept (an empty
-    `groups/`, `sessions/`, `.trash/` or `.recall/` means what no folder means); `.git`
-    and the files are taken away again, since their mere presence means something."""
-
-    def __init__(self) -> None:
-        self._users: dict[str, int] = {}
-        self._made: dict[str, list[tuple[str, int, int]]] = {}
-
-    @contextlib.contextmanager
-    def held(self, workspace: Path, names: Iterable[str]) -> Iterator[None]:
-        key = os.path.realpath(workspace)
-        self._users[key] = self._users.get(key, 0) + 1
-        made = self._made.setdefault(key, [])
-        try:
-            for name in names:
-                entry = _make_placeholder(key, name)
-                if entry is not None:
-                    made.append(entry)
-            yield
-        finally:
-            self._users[key] -= 1
-            if self._users[key] == 0:
-                del self._users[key]
-                for rel, dev, ino in reversed(self._made.pop(key, [])):
-                    _remove_placeholder(key, rel, dev, ino)
-
-
-def _make_placeholder(root: str, rel: str) -> tuple[str, int, int] | None:
-    if "/" in rel:  # only top-level names get placeholders (inbox/<day>/.seen only if present)
-        return None
-    path = os.path.join(root, rel)
-    try:
-        if rel in PROTECTED_DIRS:
-            os.mkdir(path, 0o700)
-            if rel != GIT_DIR:
-                return None  # kept
-        else:
-            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600))
-    except FileExistsError:
-        return None
-    info = os.lstat(path)
-    return rel, info.st_dev, info.st_ino
-
-
-def _remove_placeholder(root: str, rel: str, dev: int, ino: int) -> None:
-    path = os.path.join(root, rel)
-    with contextlib.suppress(OSError):
-        info = os.lstat(path)
-        if (info.st_dev, info.st_ino) != (dev, ino):
-            return  # the gateway replaced it (a rename): it is a real file now
-        if stat.S_ISDIR(info.st_mode):
-            os.rmdir(path)  # fails (and is left) unless still empty
-        elif stat.S_ISREG(info.st_mode) and info.st_size == 0:
-            os.unlink(path)
-
-
 @dataclass
 class OpenedView:
     """File descriptors the arguments refer to; the caller passes them to bwrap, then closes."""
@@ -264,9 +208,9 @@ class OpenedView:
         self.fds.clear()
 
 
-def _open_protected(root_fd: int, rel: str) -> int | None:
-    """An O_PATH descriptor of a protected entry, walking each component without following
-    links; None when it does not exist; SandboxRefused when it is a link or a special file."""
+def _open_entry(root_fd: int, rel: str) -> int | None:
+    """An O_PATH descriptor of a workspace entry, walking each component without following
+    links; None when it does not exist or is (or has become) a link or a special file."""
     fd = os.dup(root_fd)
     try:
         parts = rel.split("/")
@@ -281,9 +225,7 @@ def _open_protected(root_fd: int, rel: str) -> int | None:
             last = i == len(parts) - 1
             if stat.S_ISDIR(mode) or (last and stat.S_ISREG(mode)):
                 continue
-            raise SandboxRefused(
-                f"the workspace holds a link or special file at {'/'.join(parts[:i + 1])}, "
-                "where the gateway keeps its own files; remove it before running commands")
+            return None
         result, fd = fd, -1
         return result
     finally:
@@ -324,13 +266,14 @@ def view_args(workspace: Path, cwd: str, *, etc: Path, tmp_bytes: int,
         args = [*_system_args(hidden), "--ro-bind", str(etc), "/etc"]
         args += ["--proc", "/proc", "--dev", "/dev",
                  "--size", str(tmp_bytes), "--tmpfs", "/tmp", "--symlink", "/tmp", "/var/tmp",
-                 "--bind", f"/proc/self/fd/{root_fd}", WORKSPACE]
-        for rel in protected_names(workspace):
-            fd = _open_protected(root_fd, rel)
+                 "--ro-bind", f"/proc/self/fd/{root_fd}", WORKSPACE]
+        for rel, how in [*((n, "--bind") for n in writable_entries(workspace)),
+                         *((n, "--ro-bind") for n in seen_folders(workspace))]:
+            fd = _open_entry(root_fd, rel)
             if fd is None:
                 continue
             opened.fds.append(fd)
-            args += ["--ro-bind", f"/proc/self/fd/{fd}", f"{WORKSPACE}/{rel}"]
+            args += [how, f"/proc/self/fd/{fd}", f"{WORKSPACE}/{rel}"]
         if proxy_socket is not None and forwarder is not None:
             args += ["--dir", PROXY_DIR, "--bind", str(proxy_socket), PROXY_SOCKET,
                      "--ro-bind", str(forwarder), FORWARDER]

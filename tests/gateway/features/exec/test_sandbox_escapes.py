@@ -114,7 +114,7 @@ async def test_git_bookkeeping_persona_and_group_files_are_read_only(
     assert (ws / "AGENTS.md").read_text(encoding="utf-8") == persona
     assert (ws / "IDENTITY.md").exists() and not (ws / "moved.md").exists()
     assert not (ws / "groups" / "telegram-1").exists()
-    assert not (ws / ".clawgate-schedule.json").exists()  # the placeholder went away again
+    assert not (ws / ".clawgate-schedule.json").exists()  # a missing one cannot be made
     assert (ws / "notes" / "mine.md").read_text(encoding="utf-8") == "ok\n"
 
 
@@ -130,13 +130,31 @@ async def test_a_symlink_planted_in_the_workspace_leads_nowhere(open_sandbox: Op
     assert result.output.shown.count("No such file or directory") == 4
 
 
-async def test_a_link_at_a_protected_name_refuses_the_run(open_sandbox: Opener,
-                                                          world: World) -> None:
+async def test_a_link_at_a_protected_name_is_never_mounted(open_sandbox: Opener,
+                                                           world: World) -> None:
     ws = world.alice
     os.rmdir(ws / ".trash")
     (ws / ".trash").symlink_to(world.bob)
-    with pytest.raises(SandboxRefused, match=r"link or special file at \.trash"):
-        await run(open_sandbox(), world, "cat .trash/MEMORY.md")
+    (ws / "bob-dir").symlink_to(world.bob)  # a writable name, but a link: not mounted either
+    result = await run(open_sandbox(), world,
+                       "cat .trash/MEMORY.md bob-dir/MEMORY.md; echo x > .trash/x; echo end")
+    assert BOB_SECRET not in result.output.shown
+    assert result.output.shown.count("No such file or directory") == 3
+    assert not (world.bob / "x").exists()
+
+
+async def test_the_top_of_the_workspace_changes_only_in_place(open_sandbox: Opener,
+                                                              world: World) -> None:
+    ws = world.alice
+    memory = (ws / "MEMORY.md").read_text(encoding="utf-8")
+    result = await run(open_sandbox(), world, (
+        "touch new-at-top; mkdir new-folder; rm USER.md; mv notes elsewhere; "
+        "echo added >> MEMORY.md; mkdir notes/sub && echo ok > notes/sub/f.md; echo end"))
+    assert result.output.shown.count("Read-only file system") == 4, result.output.shown
+    assert not (ws / "new-at-top").exists() and not (ws / "new-folder").exists()
+    assert (ws / "USER.md").exists() and (ws / "notes").is_dir()
+    assert (ws / "MEMORY.md").read_text(encoding="utf-8") == memory + "added\n"
+    assert (ws / "notes" / "sub" / "f.md").read_text(encoding="utf-8") == "ok\n"
 
 
 async def test_a_directory_outside_the_workspace_is_refused(open_sandbox: Opener,
@@ -189,8 +207,10 @@ async def test_unshare_and_new_user_namespaces_are_refused(open_sandbox: Opener,
 async def test_a_fork_bomb_stops_at_the_process_limit_and_slows_no_other_sandbox(
         open_sandbox: Opener, world: World, tmp_path: Path) -> None:
     box = open_sandbox(processes=32, wall_seconds=8)
-    bomb = asyncio.create_task(run(box, world, "touch bomb-started; :(){ :|:& };:; sleep 30"))
-    await wait_until(lambda: (world.alice / "bomb-started").exists(), what="the bomb start")
+    bomb = asyncio.create_task(run(box, world,
+                                   "touch notes/bomb-started; :(){ :|:& };:; sleep 30"))
+    await wait_until(lambda: (world.alice / "notes" / "bomb-started").exists(),
+                     what="the bomb start")
     # Same uid, another sandbox, while the bomb holds its whole limit: 20 processes at once
     # work (a count shared with the bomb would refuse them), and so does the gateway's own.
     other = await box.run(RunRequest(world.bob, "for i in $(seq 20); do sleep 0.5 & done; "
@@ -206,20 +226,21 @@ async def test_a_fork_bomb_stops_at_the_process_limit_and_slows_no_other_sandbox
 async def test_a_ten_gigabyte_write_stops_at_the_file_size_limit(open_sandbox: Opener,
                                                                  world: World) -> None:
     result = await run(open_sandbox(file_mb=8), world,
-                       "dd if=/dev/zero of=big bs=1M count=10240 status=none")
+                       "dd if=/dev/zero of=notes/big bs=1M count=10240 status=none")
     assert result.ended == "file_size"
-    assert (world.alice / "big").stat().st_size == 8 * 1024 * 1024
+    assert (world.alice / "notes" / "big").stat().st_size == 8 * 1024 * 1024
 
 
 async def test_filling_the_disk_with_many_files_stops_at_the_write_budget(
         open_sandbox: Opener, world: World) -> None:
     result = await run(open_sandbox(write_mb=24, wall_seconds=60), world,
-                       "i=0; while :; do head -c 1048576 /dev/zero > fill-$i; i=$((i+1)); done")
+                       "i=0; while :; do head -c 1048576 /dev/zero > notes/fill-$i; "
+                       "i=$((i+1)); done")
     # The watch samples the whole filesystem (another writer there only stops it sooner),
     # ten times a second: the run ends soon after the budget, far below its wall time.
     assert result.ended == "disk" and result.duration < 60
     assert 0 < result.workspace_growth < 2 * 1024 * 1024 * 1024
-    assert any((world.alice / "fill-0").parent.glob("fill-*"))
+    assert (world.alice / "notes" / "fill-0").exists()
 
 
 async def test_an_endless_loop_ends_at_the_cpu_limit(open_sandbox: Opener,
@@ -287,17 +308,17 @@ async def test_output_is_marked_as_untrusted_and_cannot_close_its_own_marker(
     assert text.count(f"</command-output {token}>") == 1
 
 
-async def test_a_placeholder_outlives_a_run_that_ends_while_another_still_runs(
+async def test_a_missing_protected_file_cannot_be_made_while_runs_come_and_go(
         open_sandbox: Opener, world: World) -> None:
     ws = world.alice
     box = open_sandbox()
     first = asyncio.create_task(run(box, world, (
-        "touch a-started; while [ ! -e b-done ]; do sleep 0.02; done; "
+        "touch notes/a-started; while [ ! -e notes/b-done ]; do sleep 0.02; done; "
         "echo '{\"jobs\": []}' > .clawgate-schedule.json; echo end")))
-    await wait_until(lambda: (ws / "a-started").exists(), what="the first run's start")
+    await wait_until(lambda: (ws / "notes" / "a-started").exists(), what="the first run's start")
     second = await run(box, world, "true")
     assert second.exit_code == 0
-    (ws / "b-done").touch()
+    (ws / "notes" / "b-done").touch()
     result = await first
     assert "Read-only file system" in result.output.shown
     assert not (ws / ".clawgate-schedule.json").exists()
@@ -311,17 +332,26 @@ async def test_a_command_that_closes_its_output_still_meets_its_wall_time(
     await wait_until(lambda: not _marked_processes("4242.5"), what="the sandbox's end")
 
 
-async def test_a_file_the_gateway_writes_during_a_run_is_not_taken_for_a_placeholder(
+async def test_a_protected_file_the_gateway_replaces_during_a_run_stays_read_only(
         open_sandbox: Opener, world: World) -> None:
+    """A mount on a file is detached when the host renames over that name (every atomic
+    write does): a protection made of per-file mounts would vanish mid-run."""
     from memory.atomic import atomic_write_text
     ws = world.alice
     box = open_sandbox()
     running = asyncio.create_task(run(box, world, (
-        "touch started; while [ ! -e written ]; do sleep 0.02; done; "
-        "cat .clawgate-schedule.json; echo end")))
-    await wait_until(lambda: (ws / "started").exists(), what="the run's start")
+        "touch notes/started; while [ ! -e notes/written ]; do sleep 0.02; done; "
+        "cat .clawgate-schedule.json AGENTS.md; echo '{\"jobs\": [\"evil\"]}' > "
+        ".clawgate-schedule.json; echo evil > AGENTS.md; echo evil >> .clawgate-workspace; "
+        "echo end")))
+    await wait_until(lambda: (ws / "notes" / "started").exists(), what="the run's start")
     atomic_write_text(ws / ".clawgate-schedule.json", '{"jobs": []}\n')  # a reminder was set
-    (ws / "written").touch()
+    atomic_write_text(ws / "AGENTS.md", "the owner's edit in the panel\n")
+    atomic_write_text(ws / ".clawgate-workspace", "{}\n")
+    (ws / "notes" / "written").touch()
     result = await running
-    assert result.output.shown == "end\n"  # the sandbox kept its empty placeholder
+    assert result.output.shown.count("Read-only file system") == 3, result.output.shown
+    assert "the owner's edit in the panel" in result.output.shown  # it sees the new text
     assert (ws / ".clawgate-schedule.json").read_text(encoding="utf-8") == '{"jobs": []}\n'
+    assert (ws / "AGENTS.md").read_text(encoding="utf-8") == "the owner's edit in the panel\n"
+    assert (ws / ".clawgate-workspace").read_text(encoding="utf-8") == "{}\n"
