@@ -355,3 +355,14 @@ async def test_a_protected_file_the_gateway_replaces_during_a_run_stays_read_onl
     assert (ws / ".clawgate-schedule.json").read_text(encoding="utf-8") == '{"jobs": []}\n'
     assert (ws / "AGENTS.md").read_text(encoding="utf-8") == "the owner's edit in the panel\n"
     assert (ws / ".clawgate-workspace").read_text(encoding="utf-8") == "{}\n"
+
+
+async def test_a_protected_file_cannot_be_hard_linked_into_a_writable_folder(
+        open_sandbox: Opener, world: World) -> None:
+    ws = world.alice
+    persona = (ws / "AGENTS.md").read_text(encoding="utf-8")
+    result = await run(open_sandbox(), world, (
+        "ln AGENTS.md notes/agents; ln .git/HEAD notes/head; ln sessions/alice:dm.jsonl "
+        "notes/t; echo evil >> notes/agents; echo end"))
+    assert result.output.shown.count("Invalid cross-device link") == 3, result.output.shown
+    assert (ws / "AGENTS.md").read_text(encoding="utf-8") == persona
