@@ -16,13 +16,14 @@ Limits (settings.py), each ending the run with a named reason:
 - wall time: the whole sandbox is killed (SIGKILL to bubblewrap; its pid namespace dies with
   its init, so every process inside goes, whatever it does with SIGTERM) -> "timeout";
 - CPU (RLIMIT_CPU per process) -> "cpu"; file size (RLIMIT_FSIZE) -> "file_size";
-- memory: RLIMIT_AS per process. Not a cgroup: cgroup limits need a delegated cgroup, which
-  an unprivileged gateway or a default container does not have; RLIMIT_AS works everywhere.
-  Together with the process limit it bounds the sandbox, and every process inside gets
-  oom_score_adj 1000, so under memory pressure the kernel kills sandboxed processes first;
-- processes: RLIMIT_NPROC, set inside the sandbox's own user namespace, where it counts only
-  that sandbox's processes (the kernel counts per user namespace since 5.14): a fork bomb
-  stops at the limit while other sandboxes and the gateway, with the same uid, go on;
+- memory: RLIMIT_AS per process, which works everywhere; where the gateway can make a
+  cgroup (cgroups.py) the sandbox's memory as a whole is bounded too (RLIMIT_AS alone bounds
+  it only as processes x memory). Every process inside gets oom_score_adj 1000, so under
+  memory pressure the kernel kills sandboxed processes first;
+- processes: a pids cgroup where one can be made; else RLIMIT_NPROC, set inside the
+  sandbox's own user namespace, where it counts only that sandbox's processes (a fork bomb
+  stops at the limit while other sandboxes and the gateway, same uid, go on; measured). The
+  kernel never applies RLIMIT_NPROC to root, so a root gateway without a cgroup is refused;
 - disk: the workspace's growth is watched while the run goes and measured after it
   (disk.py) -> "disk" / "files"; output past its file cap -> "output".
 """
