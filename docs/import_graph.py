@@ -40,6 +40,10 @@ RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("scheduler", ("scheduler", "memory.atomic", "memory.layout", "heartbeat.ack",
                    "heartbeat.timeofday", "retrypolicy")),
     ("memory", ("memory", "retrypolicy")),
+    # The exec sandbox's leaf modules (issue 34, first phase): the layout's names and the
+    # public-address rule, nothing else of the gateway until the wiring phase.
+    ("gateway.features.exec", ("gateway.features", "memory.atomic", "memory.layout",
+                               "gateway.agent.web.addresses")),
 )
 
 # The boxes of the diagram: a standalone package, or a room of gateway/.
@@ -61,6 +65,7 @@ LABELS = {
     "gateway.ops": "ops/<br/>state db, versioning, backup,<br/>health, metrics, logs, redaction",
     "gateway.config": "config/<br/>settings sections",
     "gateway.panel": "panel/<br/>web control panel",
+    "gateway.features": "features/<br/>exec: sandbox, allowlist,<br/>approval binding",
     "gateway": "gateway/ (top level)<br/>clock",
 }
 STANDALONE = ("channels", "memory", "heartbeat", "scheduler", "retrypolicy")

@@ -1,0 +1,1 @@
+"""Features built on the message path: acting (exec) first, heartbeats, reminders, tasks later."""
