@@ -59,7 +59,8 @@ def run_gateway() -> int:
         f"workspaces in {describe_workspaces_dir(config)}",
         file=sys.stderr,
     )
-    from gateway.assembly.platforms import PLATFORMS, TOKEN_HINTS, configured_platforms
+    from gateway.assembly.platforms import TOKEN_HINTS, configured_platforms
+    from gateway.pipeline.links import PLATFORMS
 
     platforms = configured_platforms(config)
     for platform in PLATFORMS:

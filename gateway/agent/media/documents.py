@@ -14,6 +14,10 @@ import codecs
 import logging
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pypdf import PdfReader
 
 log = logging.getLogger(__name__)
 
@@ -142,11 +146,11 @@ def _pdf(path: Path, max_chars: int) -> Extracted:
     return Extracted(text[:max_chars], total, "pdf", pages, read)
 
 
-def _opens_without_password(reader: object) -> bool:
+def _opens_without_password(reader: PdfReader) -> bool:
     """Many "protected" PDFs open with the empty password (AES ones need `cryptography`)."""
     from pypdf import PasswordType
 
     try:
-        return reader.decrypt("") != PasswordType.NOT_DECRYPTED  # type: ignore[attr-defined]
+        return reader.decrypt("") != PasswordType.NOT_DECRYPTED
     except Exception:
         return False
