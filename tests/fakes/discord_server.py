@@ -5,9 +5,9 @@ gateway URL). The gateway speaks JSON in text frames: HELLO, IDENTIFY -> READY, 
 and MESSAGE_CREATE dispatches that tests trigger with `dm()` / `guild_message()`.
 
 Edits (streamed replies): `PATCH /channels/{c}/messages/{id}` changes a message the bot sent
-(`SentMessage.content` is its current text, `edits` how often it changed, `edit_times`
-when), 404 with code 10008 "Unknown Message" for one that does not exist or was deleted
-(`DELETE` the same route), as Discord answers.
+(`SentMessage.content` is its current text, `edits` how often it changed, `at` when it was
+sent and `edit_times` when it changed), 404 with code 10008 "Unknown Message" for one that
+does not exist or was deleted (`DELETE` the same route), as Discord answers.
 Attachments: `attachment(filename, data, content_type)` stores a file and returns the
 attachment object a message carries, whose URL this server serves (`expire` makes it 404,
 as a CDN link past its expiry). Files the bot uploads are in `files`.
@@ -45,6 +45,7 @@ class SentMessage:
     message_id: str = ""
     edits: int = 0
     deleted: bool = False
+    at: float = field(default_factory=time.monotonic)  # when it was sent (monotonic)
     edit_times: list[float] = field(default_factory=list)
 
 
