@@ -34,7 +34,7 @@ BOT = {"id": "900000000000000001", "username": "clawbot", "discriminator": "0",
 _ids = itertools.count(1_100_000_000_000_000_000)
 
 
-# Shaped like a real token: the settings refuse one that cannot be (issue 23).
+# Shaped like a real token: the settings refuse one that cannot be.
 TEST_TOKEN = "MTIzNDU2Nzg5MDEyMzQ1Njc4.Gtest1.discord-test-token-0123456789abcdef"
 
 

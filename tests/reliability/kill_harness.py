@@ -34,7 +34,7 @@ What is checked (`KillReport`):
 - transcript lines present at a kill but missing later (each snapshot is a prefix of the end);
 - every transcript line parses, every SQLite file passes integrity_check.
 
-Streaming (issue 26) is on, as by default: the fake model streams its answers in pieces
+Streaming is on, as by default: the fake model streams its answers in pieces
 (`stream_delay` apart), so kills also land while a preview is being written. A reply is
 what a chat shows in the end: a message's latest text (an edited preview that became the
 reply counts once); a message still ending with the preview cursor is an unfinished

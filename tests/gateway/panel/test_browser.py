@@ -239,7 +239,7 @@ async def test_owner_session_in_a_real_browser(running: Any, tmp_path: Path) -> 
         await expect(page.locator(".error-card")).to_contain_text("There is no such person")
         await page.screenshot(path=str(SHOTS / "not-found.png"))
 
-        # A phone's width: every page fits, nothing is cut off (issue 27: the overview clipped
+        # A phone's width: every page fits, nothing is cut off (the overview used to clip
         # its Revoke button and text).
         phone = await browser.new_context(viewport=PHONE, storage_state=await
                                           context.storage_state())

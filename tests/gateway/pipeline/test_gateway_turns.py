@@ -176,7 +176,7 @@ async def test_a_refused_request_names_status_endpoint_and_model(openai_server, 
 
 async def test_a_stop_counts_the_turns_it_leaves_for_the_next_start(anthropic_server, make_gateway,
                                                                     caplog):
-    """Issue 27: SIGTERM said "0 turn(s) still running" while one was (the count came after the
+    """Before: SIGTERM said "0 turn(s) still running" while one was (the count came after the
     timeout had cancelled them)."""
     gateway, channel = await make_gateway(anthropic_server)
     anthropic_server.reply_delay(30.0)
