@@ -119,7 +119,7 @@ def serve(config: Settings) -> int:
     from gateway.cli.lifecycle import run_until_stopped
 
     logging.getLogger().setLevel(logging.getLevelName(config.log_level))
-    # The one scheduler; the daily MEMORY.md tidying (issue 25).
+    # The one scheduler; the daily MEMORY.md tidying.
     app = GatewayApp(config, RUN, services=[reminders(run=True), tidying()])
     return run_until_stopped(config, RUN, banner=(
         "clawgate is running; Ctrl-C to stop. Approve new people with "
