@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +15,7 @@ from gateway.clock import Clock
 from gateway.config.settings import Settings, load_settings
 from gateway.pipeline.access import AccessDecision
 from gateway.pipeline.gateway import Gateway
+from tests import loopback_only
 from tests.fakes.channel import RecordingChannel
 from tests.fakes.llm_server import FakeAnthropicServer, FakeLLMServer, FakeOpenAIServer
 
@@ -26,6 +27,28 @@ class AllowAll:
 
     async def check(self, msg: InboundMessage) -> AccessDecision:
         return AccessDecision(True)
+
+
+loopback_only.install()
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist reads the groups
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """`@pytest.mark.serial` tests form one xdist group: one at a time, on one worker
+    (tests/README.md says which tests are serial and why)."""
+    for item in items:
+        if item.get_closest_marker("serial"):
+            item.add_marker(pytest.mark.xdist_group("serial"))
+
+
+@pytest.fixture(autouse=True)
+def only_loopback() -> Iterator[None]:
+    """Fails a test that looked up a name or connected past loopback (tests/loopback_only.py:
+    the attempt itself was refused)."""
+    loopback_only.attempts.clear()
+    yield
+    tried, loopback_only.attempts[:] = list(loopback_only.attempts), []
+    assert not tried, f"this test tried to reach past loopback: {tried}"
 
 
 @pytest.fixture(autouse=True)
