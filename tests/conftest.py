@@ -53,7 +53,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: not _in_serial_file(item.nodeid))
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own choice (the first answer wins)
+@pytest.hookimpl(tryfirst=True, optionalhook=True)  # before pytest-xdist's own choice
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """`-n N` (dist "load"), except that SERIAL_FILES' tests are one unit of work. Here rather
     than `--dist loadgroup` with `xdist_group` marks: pytest-xdist 3.8 marks a group in a
