@@ -217,6 +217,7 @@ async def test_a_reminder_set_in_the_chat_arrives_in_the_chat(tmp_path, anthropi
     assert any(e.get("reminder") and e.get("text") == "Drink water" for e in entries)
 
 
+@pytest.mark.timeout(300)  # two chat processes and a held answer: ~43 s at load 8
 async def test_an_answer_cut_short_by_ctrl_c_comes_at_the_next_start(tmp_path, anthropic_server):
     """Before: the README promised it; after a restart the message was never answered."""
     env = _env(tmp_path, ANTHROPIC_API_KEY="sk-x",

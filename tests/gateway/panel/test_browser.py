@@ -100,6 +100,7 @@ async def running(make_settings: Any, anthropic_server: Any) -> AsyncIterator[An
             await gateway.stop(drain_timeout=5)
 
 
+@pytest.mark.timeout(300)  # chromium started, every page visited at two widths: ~48 s at load 8
 async def test_owner_session_in_a_real_browser(running: Any, tmp_path: Path) -> None:
     from playwright.async_api import async_playwright, expect
 
