@@ -10,9 +10,10 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     CLAWGATE_WORKSPACES_DIR=/data/workspaces
 
 # git: each workspace is a repository (history and `clawgate memory undo`); without it
-# versioning is off with one warning.
+# versioning is off with one warning. bubblewrap: the sandbox that commands run in (it needs
+# user namespaces: Docker's default seccomp profile may refuse them).
 RUN apt-get update \
-    && apt-get install -y --no-install-recommends git \
+    && apt-get install -y --no-install-recommends git bubblewrap \
     && rm -rf /var/lib/apt/lists/*
 
 # The workspaces belong to uid 10001: a bind mount (-v ./data:/data) must be writable by it

@@ -113,7 +113,7 @@ async def conversation(root: Path, server_class: type[FakeLLMServer], turns: int
     rng = random.Random(26)
     clock = FixedClock(datetime(2026, 11, 5, 9, 0, tzinfo=UTC))
     original = anthropic_provider.anthropic_layout
-    if old_layout:  # the layout before issue 26: the time in the system, no history breakpoint
+    if old_layout:  # the layout before streaming: the time in the system, no history breakpoint
         def previous(params: dict[str, Any], now: str) -> dict[str, Any]:
             system = params.get("system", [])
             return {**params, "system": [*system, {"type": "text", "text": now}]}

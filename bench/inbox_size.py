@@ -1,4 +1,4 @@
-"""State database size after a flood of strangers' messages (issue 12: inbox retention).
+"""State database size after a flood of strangers' messages (inbox retention).
 
 What the gateway does for each message from a stranger: record it durably in the inbox
 (`record_inbound`), refuse it (access), mark it `denied` (`mark_done`). Before retention, every

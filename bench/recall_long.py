@@ -1,4 +1,5 @@
-"""Recall on long multi-session conversations, scored per kind of question (issue 18's proxy).
+"""Recall on long multi-session conversations, scored per kind of question (the
+long-conversation proxy).
 
 The data comes from bench/recall_conversations.py (seeded, deterministic): ten conversations
 of 20-30 sessions and about 600 turns, one daily note per session with one `- Speaker: text`

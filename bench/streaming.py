@@ -1,5 +1,5 @@
 """Streamed replies through the fake Telegram: how soon text appears, how often a chat is
-updated, and whether a kill -9 ever doubles a reply (issue 26).
+updated, and whether a kill -9 ever doubles a reply.
 
 In process: the gateway with the real python-telegram-bot against the loopback Bot API, and
 the real Anthropic SDK streaming from the fake Messages API, which writes an answer of

@@ -49,9 +49,9 @@ def parse_interval(text: str) -> timedelta | None:
     if value in _DISABLED:
         return None
     position, seconds = 0, 0.0
-    for match in _INTERVAL_PART.finditer(value):
-        if match.start() != position:
-            break
+    # Each part matched where the last ended: a search (finditer) would retry the digits from
+    # every later position, quadratic in a long run of them ("9" * 40_000 took minutes).
+    while match := _INTERVAL_PART.match(value, position):
         seconds += float(match.group(1)) * _UNIT_SECONDS[match.group(2).lower()]
         position = match.end()
     if not value or position != len(value) or seconds <= 0:

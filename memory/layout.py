@@ -105,7 +105,7 @@ PRIVATE_FILES: tuple[str, ...] = (USER_FILE, MEMORY_FILE)
 MEMORY_DIR = "memory"  # daily notes memory/YYYY-MM-DD.md
 PRIVATE_DIRS: tuple[str, ...] = (MEMORY_DIR,)
 SESSIONS_DIR = "sessions"  # transcripts, append-only, written by the gateway only
-SKILLS_DIR = "skills"  # (later) skills the assistant follows in private contexts
+SKILLS_DIR = "skills"  # skills the assistant follows in private contexts
 GROUPS_DIR = "groups"  # groups/<channel>-<chat>/: each group's own writable area
 GROUP_NOTES_FILE = "NOTES.md"  # loaded into that group's prompts only
 # Files people sent (voice notes, photos, documents), by day: `inbox/YYYY-MM-DD/` of the area

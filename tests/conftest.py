@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +15,7 @@ from gateway.clock import Clock
 from gateway.config.settings import Settings, load_settings
 from gateway.pipeline.access import AccessDecision
 from gateway.pipeline.gateway import Gateway
+from tests import loopback_only
 from tests.fakes.channel import RecordingChannel
 from tests.fakes.llm_server import FakeAnthropicServer, FakeLLMServer, FakeOpenAIServer
 
@@ -26,6 +27,56 @@ class AllowAll:
 
     async def check(self, msg: InboundMessage) -> AccessDecision:
         return AccessDecision(True)
+
+
+loopback_only.install()
+
+
+# Files whose tests run one at a time, on one worker, while the other worker goes on with the
+# rest (tests/README.md). Keep it short: these are what hold the suite's wall time up.
+SERIAL_FILES = frozenset({
+    # kill -9 and restart real `clawgate run` processes on a schedule, 20 and 8 times
+    "tests/reliability/test_crash_safety.py",
+    # 2,000 messages from 100 people through one real process, with its resident memory
+    "tests/reliability/test_load.py",
+})
+SERIAL = "serial"
+
+
+def _in_serial_file(nodeid: str) -> bool:
+    return nodeid.split("::", 1)[0] in SERIAL_FILES
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The serial tests first: the longest work unit starts while there is other work for
+    the second worker, instead of running alone at the end."""
+    items.sort(key=lambda item: not _in_serial_file(item.nodeid))
+
+
+@pytest.hookimpl(tryfirst=True, optionalhook=True)  # before pytest-xdist's own choice
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """`-n N` (dist "load"), except that SERIAL_FILES' tests are one unit of work. Here rather
+    than `--dist loadgroup` with `xdist_group` marks: pytest-xdist 3.8 marks a group in a
+    node attribute that pytest 9.2 no longer reads, so the groups are silently ignored."""
+    if config.getvalue("dist") != "load":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class SerialFilesTogether(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return SERIAL if _in_serial_file(nodeid) else nodeid
+
+    return SerialFilesTogether(config, log)
+
+
+@pytest.fixture(autouse=True)
+def only_loopback() -> Iterator[None]:
+    """Fails a test that looked up a name or connected past loopback (tests/loopback_only.py:
+    the attempt itself was refused)."""
+    loopback_only.attempts.clear()
+    yield
+    tried, loopback_only.attempts[:] = list(loopback_only.attempts), []
+    assert not tried, f"this test tried to reach past loopback: {tried}"
 
 
 @pytest.fixture(autouse=True)

@@ -36,7 +36,7 @@ def _choices(param: Any, ctx: Any) -> str | None:
 
 
 def _quiet_argument(kind: type) -> type:
-    class QuietArgument(kind):  # type: ignore[misc, valid-type]
+    class QuietArgument(kind):  # type: ignore[misc]
         """An argument shown by its name alone, in the usage line too."""
 
         def display_type_rich(self, ctx: Any) -> str | None:
@@ -55,7 +55,7 @@ def _quiet_argument(kind: type) -> type:
 
 
 def _quiet_option(kind: type) -> type:
-    class QuietOption(kind):  # type: ignore[misc, valid-type]
+    class QuietOption(kind):  # type: ignore[misc]
         """A flag shown bare, a value by its placeholder."""
 
         def display_type_rich(self, ctx: Any) -> str | None:

@@ -143,8 +143,8 @@ def redacted_output() -> Iterator[None]:
     except ConfigError:  # the command reports it; still mask the standard key variables
         redactor = Redactor(settings_secrets(None))
     saved = sys.stdout, sys.stderr
-    sys.stdout = RedactingStream(sys.stdout, redactor)  # type: ignore[assignment]
-    sys.stderr = RedactingStream(sys.stderr, redactor)  # type: ignore[assignment]
+    sys.stdout = RedactingStream(sys.stdout, redactor)
+    sys.stderr = RedactingStream(sys.stderr, redactor)
     try:
         yield
     finally:

@@ -94,7 +94,7 @@ def correct_command(
     try:
         asyncio.run(commit("noticed by `clawgate memory correct`"))  # earlier edits apart
         text = target.read_text(encoding="utf-8")
-        result, changed = correct_text(text, old_text, action,  # type: ignore[arg-type]
+        result, changed = correct_text(text, old_text, action,
                                        new_text=new_text, line=line or None, when=today,
                                        reason=reason)
         atomic_write_text(target, result)

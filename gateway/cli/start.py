@@ -59,7 +59,8 @@ def run_gateway() -> int:
         f"workspaces in {describe_workspaces_dir(config)}",
         file=sys.stderr,
     )
-    from gateway.assembly.platforms import PLATFORMS, TOKEN_HINTS, configured_platforms
+    from gateway.assembly.platforms import TOKEN_HINTS, configured_platforms
+    from gateway.pipeline.links import PLATFORMS
 
     platforms = configured_platforms(config)
     for platform in PLATFORMS:
@@ -118,7 +119,7 @@ def serve(config: Settings) -> int:
     from gateway.cli.lifecycle import run_until_stopped
 
     logging.getLogger().setLevel(logging.getLevelName(config.log_level))
-    # The one scheduler; the daily MEMORY.md tidying (issue 25).
+    # The one scheduler; the daily MEMORY.md tidying.
     app = GatewayApp(config, RUN, services=[reminders(run=True), tidying()])
     return run_until_stopped(config, RUN, banner=(
         "clawgate is running; Ctrl-C to stop. Approve new people with "

@@ -66,7 +66,9 @@ def unlink_command(
 
 @app.command("list", help="linked accounts and approved senders")
 def list_command(as_json: JsonOption = False) -> None:
-    async def go(state: StateDB) -> tuple[list, list]:
+    async def go(
+        state: StateDB,
+    ) -> tuple[list[tuple[str, str, str]], list[tuple[str, str, str, str]]]:
         return list(await state.links()), list(await state.approved())
 
     links, approved = with_state(go) if state_exists() else ([], [])

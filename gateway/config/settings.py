@@ -203,7 +203,7 @@ class ChannelSettings(_Section):
     # Groups/servers are off unless enabled; then only these chat/channel ids, on mention.
     groups_enabled: bool = False
     groups: Annotated[list[str], NoDecode] = Field(default_factory=list)
-    # Live previews of replies while the model writes them (issue 26); false: replies
+    # Live previews of replies while the model writes them; false: replies
     # appear only when complete.
     streaming: bool = True
 

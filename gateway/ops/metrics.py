@@ -21,7 +21,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, nullcontext
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import prometheus_client
 from prometheus_client.core import Metric
@@ -148,6 +148,9 @@ class Histogram(_Metric):
         return 0.0
 
 
+_M = TypeVar("_M", bound=_Metric)
+
+
 class Registry:
     """A prometheus_client `CollectorRegistry` of its own, with short constructors."""
 
@@ -155,7 +158,7 @@ class Registry:
         self.registry = CollectorRegistry(auto_describe=True)
         self._names: set[str] = set()
 
-    def _add(self, metric: _Metric) -> Any:
+    def _add(self, metric: _M) -> _M:
         name = metric.inner._name
         if name in self._names:
             raise ValueError(f"metric {name} registered twice")

@@ -530,7 +530,7 @@ class StateDB:
         rows = await self._rows(
             "SELECT channel, sender_id, approved_at, via FROM approved ORDER BY approved_at"
         )
-        return [tuple(row) for row in rows]  # type: ignore[misc]
+        return [tuple(row) for row in rows]
 
     # -- welcomes: approvals to announce, messages that waited for them ----------------------
 
@@ -624,7 +624,7 @@ class StateDB:
         rows = await self._rows(
             "SELECT person_id, channel, sender_id FROM links ORDER BY person_id, channel"
         )
-        return [tuple(row) for row in rows]  # type: ignore[misc]
+        return [tuple(row) for row in rows]
 
     # -- last DM route ------------------------------------------------------------------------
 

@@ -141,7 +141,7 @@ class AutoRecall:
         try:
             return await asyncio.wait_for(asyncio.shield(task), SEARCH_TIMEOUT_SECONDS)
         except TimeoutError:
-            self._pending.add(task)  # type: ignore[arg-type]
+            self._pending.add(task)
             task.add_done_callback(self._forget)
             raise
 

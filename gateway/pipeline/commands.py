@@ -202,7 +202,7 @@ async def _context(ctx: CommandContext) -> str:
         f"history: ~{history_tokens:,} tokens",
         f"Budgets: {prompt.file_max_chars:,} chars per file, {prompt.total_max_chars:,} in total",
     ]
-    lines += parts.capability_lines(route)  # skills and MCP tool servers (issue 17)
+    lines += parts.capability_lines(route)  # skills and MCP tool servers
     return "\n".join(lines)
 
 

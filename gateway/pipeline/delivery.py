@@ -1,7 +1,7 @@
 """The one way out: every message the gateway sends goes through `Delivery.deliver`.
 
 Replies, command answers, pairing codes, media and empty-message replies, compaction notices,
-heartbeat alerts and (later) reminders all take this path, so each is recorded, counted and
+heartbeat alerts and reminders all take this path, so each is recorded, counted and
 retried the same way.
 
 `deliver` writes the message to the outbox table of the state database (and, in the same

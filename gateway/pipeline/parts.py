@@ -69,7 +69,7 @@ class GatewayParts:
     accounting: Accounting
     metered: Provider  # `models` timed, counted and accounted: every model call goes here
     media: MediaIntake | None  # voice notes, photos, documents; None when [media] is off
-    capabilities: Capabilities  # skills and MCP tool servers (issue 17)
+    capabilities: Capabilities  # skills and MCP tool servers
     setup: TurnSetup  # tools, context files, system prompt, tool context of every turn
     compactor: Compactor
     delivery: Delivery  # the one way out: outbox, per-chat ordered senders, retries

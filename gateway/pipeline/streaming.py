@@ -1,4 +1,4 @@
-"""Live previews of replies: the text shown while the model writes it (issue 26).
+"""Live previews of replies: the text shown while the model writes it.
 
 A turn whose channel offers a preview (`Channel.preview`, channels/preview.py) gets a
 `LivePreview`: the agent loop hands it the model's text as it comes (and a progress line while

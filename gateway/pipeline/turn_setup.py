@@ -104,7 +104,7 @@ class TurnSetup:
 
     def tools_for(self, route: Route) -> ToolRegistry:
         base = self.private_tools if route.private else self.shared_tools
-        # capabilities (issue 17): read_skill and MCP tools where the context allows them
+        # capabilities: read_skill and MCP tools where the context allows them
         return self._guarded(self.capabilities.registry(
             base, self._capability_kind(route), route.workspace, route.access.area))
 
@@ -144,7 +144,7 @@ class TurnSetup:
     # -- the prompt --------------------------------------------------------------------------
 
     def capability_lines(self, route: Route) -> list[str]:
-        """/context lines about skills and tool servers (issue 17)."""
+        """/context lines about skills and tool servers."""
         return self.capabilities.context_lines(route.workspace, self._capability_kind(route),
                                                route.access.area)
 
@@ -175,7 +175,7 @@ class TurnSetup:
             run_info += "\n" + speaker_line(route.sender_name, route.sender_id,
                                             route.sender_is_owner)
         now = self.clock.now().astimezone(self._zone)
-        # capabilities (issue 17): the skills section (names and one-line descriptions)
+        # capabilities: the skills section (names and one-line descriptions)
         skills = self.capabilities.skill_section(route.workspace, self._capability_kind(route),
                                                  route.access.area)
         return build_system_prompt(files, private=route.private, now=now, run_info=run_info,

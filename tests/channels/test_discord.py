@@ -160,7 +160,7 @@ async def test_quick_messages_of_one_person_are_answered_in_order(dc, gateway_wi
 
 async def test_discord_unreachable_at_start_keeps_trying_then_answers(
         monkeypatch, gateway_with, anthropic_server, caplog):
-    """No network at start (issue 23, item 8): the gateway starts, Discord is not ready and
+    """No network at start: the gateway starts, Discord is not ready and
     says so once; when Discord answers, the channel logs in, connects and answers a DM."""
     import socket
 
@@ -170,11 +170,20 @@ async def test_discord_unreachable_at_start_keeps_trying_then_answers(
     server = FakeDiscordServer()
     server.port = port  # nothing listens there yet
     patch_discord(monkeypatch, server)
+    retries: list[float] = []
+
+    class CountedBackoff(Backoff):
+        def next(self) -> float:
+            retries.append(delay := super().next())
+            return delay
+
     monkeypatch.setattr("channels.discord_channel.Backoff",
-                        lambda: Backoff(0.05, 0.2))  # the schedule, faster
+                        lambda: CountedBackoff(0.05, 0.2))  # the schedule, faster
     gateway = await gateway_with(discord={"token": server.token, "allow_from": ["501"]})
     channel = gateway.channels["discord"]
-    await asyncio.sleep(0.5)
+    async with asyncio.timeout(30):
+        while len(retries) < 4:  # three attempts failed since the first
+            await asyncio.sleep(0.02)
     assert not channel.ready and channel.ready_detail == "connecting: cannot reach Discord"
     assert caplog.text.count("cannot reach Discord") == 1  # said once, not per retry
     async with server:

@@ -5,9 +5,9 @@ gateway URL). The gateway speaks JSON in text frames: HELLO, IDENTIFY -> READY, 
 and MESSAGE_CREATE dispatches that tests trigger with `dm()` / `guild_message()`.
 
 Edits (streamed replies): `PATCH /channels/{c}/messages/{id}` changes a message the bot sent
-(`SentMessage.content` is its current text, `edits` how often it changed, `edit_times`
-when), 404 with code 10008 "Unknown Message" for one that does not exist or was deleted
-(`DELETE` the same route), as Discord answers.
+(`SentMessage.content` is its current text, `edits` how often it changed, `at` when it was
+sent and `edit_times` when it changed), 404 with code 10008 "Unknown Message" for one that
+does not exist or was deleted (`DELETE` the same route), as Discord answers.
 Attachments: `attachment(filename, data, content_type)` stores a file and returns the
 attachment object a message carries, whose URL this server serves (`expire` makes it 404,
 as a CDN link past its expiry). Files the bot uploads are in `files`.
@@ -34,7 +34,7 @@ BOT = {"id": "900000000000000001", "username": "clawbot", "discriminator": "0",
 _ids = itertools.count(1_100_000_000_000_000_000)
 
 
-# Shaped like a real token: the settings refuse one that cannot be (issue 23).
+# Shaped like a real token: the settings refuse one that cannot be.
 TEST_TOKEN = "MTIzNDU2Nzg5MDEyMzQ1Njc4.Gtest1.discord-test-token-0123456789abcdef"
 
 
@@ -45,6 +45,7 @@ class SentMessage:
     message_id: str = ""
     edits: int = 0
     deleted: bool = False
+    at: float = field(default_factory=time.monotonic)  # when it was sent (monotonic)
     edit_times: list[float] = field(default_factory=list)
 
 

@@ -108,6 +108,9 @@ class FakeLLMServer:
         self.stream_marks: list[float] = []
         self.stream_starts: list[tuple[float, str]] = []  # (when, the first text piece)
         self.streamed = 0  # requests answered as a stream
+        self.in_flight = 0  # requests received and not yet answered
+        self.answered = 0  # requests whose answer went out (after its delay)
+        self.most_in_flight = 0  # the most at once: how many calls really overlapped
         self._script: deque[Reply] = deque()
         self._runner: web.AppRunner | None = None
         self._port = 0
@@ -284,6 +287,14 @@ class FakeLLMServer:
             return web.json_response(self.error_body(400, "request body is not JSON"), status=400)
         self.requests.append(body)
         self.request_headers.append(dict(request.headers))
+        self.in_flight += 1
+        self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        try:
+            return await self._answer(request, body)
+        finally:
+            self.in_flight -= 1
+
+    async def _answer(self, request: web.Request, body: dict[str, Any]) -> web.StreamResponse:
         reply = self.request_error(body) or self._next_reply(body)
         if reply.computed_usage and isinstance(reply.body, dict):
             reply = replace(reply, body={**reply.body,
@@ -294,6 +305,7 @@ class FakeLLMServer:
         if reply.delay > 0:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stopping.wait(), reply.delay)
+        self.answered += 1  # its delay is over: the answer is on its way
         if body.get("stream") is True and reply.status == 200 and reply.raw is None \
                 and isinstance(reply.body, dict):
             return await self._stream(request, body, reply)

@@ -37,7 +37,7 @@ from channels.preview import is_preview_text
 BOT_USER = {"id": 777000111, "is_bot": True, "first_name": "Claw", "username": "claw_bot"}
 
 
-# Shaped like a real token: the settings refuse one that cannot be (issue 23).
+# Shaped like a real token: the settings refuse one that cannot be.
 TEST_TOKEN = "123456789:AAF-test-token-0123456789abcdefghijkl"
 
 

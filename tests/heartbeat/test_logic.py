@@ -114,6 +114,14 @@ def test_parse_interval_rejects(text):
         parse_interval(text)
 
 
+@pytest.mark.timeout(30)  # it took minutes (quadratic in the digits); now a millisecond
+def test_a_long_run_of_digits_is_refused_at_once():
+    """Found by test_parsers_are_total under load: a HEARTBEAT.md interval of 40,000 digits
+    took 139 s to refuse, blocking the event loop that reads the checklist."""
+    with pytest.raises(ValueError, match="invalid interval"):
+        parse_interval("9" * 100_000 + " noon")
+
+
 def test_format_interval():
     assert [format_interval(timedelta(minutes=m)) for m in (30, 60, 90, 1440)] == [
         "30m", "1h", "90m", "1d"]

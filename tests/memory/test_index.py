@@ -281,7 +281,7 @@ class BlockedEmbedder(FakeEmbedder):
 
 
 async def test_search_answers_at_once_while_vectors_are_pending(ws):
-    """Issue 18 / 12: the gateway's search never waits for embeddings (fails when it does)."""
+    """The gateway's search never waits for embeddings (fails when it does)."""
     embedder = BlockedEmbedder()
     service = MemoryService(lambda: embedder, MemoryOptions(watch=False), today=lambda: TODAY)
     try:

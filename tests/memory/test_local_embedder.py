@@ -43,7 +43,7 @@ async def test_paraphrased_questions_find_their_notes(tmp_path):
 
 def test_cli_search_answers_before_vectors_and_waits_when_asked(tmp_path, capsys):
     """`memory search` answers from the keyword index and says how many chunks lack vectors;
-    `--wait` embeds them first (issue 18)."""
+    `--wait` embeds them first."""
     from gateway.cli.main import main
 
     ws = tmp_path / "ws"

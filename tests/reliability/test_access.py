@@ -91,7 +91,7 @@ async def test_pairing_codes_cannot_be_brute_forced(tmp_path):
 
 
 async def test_strangers_cannot_hold_every_pairing_slot(anthropic_server, make_settings):
-    """issue 23: pending requests expire, and with every slot taken the oldest gives way, so
+    """Pending requests expire, and with every slot taken the oldest gives way, so
     the person the owner waits for always gets a code."""
     clock = FixedClock(NOW)
     settings = make_settings(**llm_overrides(anthropic_server))

@@ -18,11 +18,14 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
 from tests.reliability.kill_harness import KillPlan, run_kill_test
 
 SEED = int(os.environ.get("CRASH_SEED", "20261129"))
 
 
+@pytest.mark.timeout(600)  # 20 kill -9 and restarts of a real process
 async def test_kill_nine_at_random_points_loses_nothing(tmp_path, anthropic_server):
     plan = KillPlan(kills=20, messages=80, seed=SEED)
     report = await run_kill_test(tmp_path, plan, anthropic_server)
@@ -41,6 +44,7 @@ async def test_kill_nine_at_random_points_loses_nothing(tmp_path, anthropic_serv
     assert report.replies_in_window >= 1
 
 
+@pytest.mark.timeout(600)  # 8 kill -9 and restarts of a real process, streaming
 async def test_kill_nine_while_replies_stream_into_previews_never_doubles_a_reply(
         tmp_path, anthropic_server):
     """Streaming into edited preview messages (no drafts), answers written over about half a

@@ -10,6 +10,8 @@ import re
 import time
 from dataclasses import replace
 
+import pytest
+
 from tests.fakes.telegram_server import FakeTelegramServer
 from tests.reliability.process import gateway_env, rss_mib, start_gateway
 
@@ -19,6 +21,7 @@ PROVIDER_DELAY = 0.2
 TOKEN = re.compile(r"L-(\d+)-(\d+)-Q")
 
 
+@pytest.mark.timeout(600)  # 2,000 messages through a real process, bounded at 240 s
 async def test_hundred_people_twenty_messages_each(tmp_path, anthropic_server):
     anthropic_server.responder = lambda body: replace(
         anthropic_server.default_reply(body), delay=PROVIDER_DELAY

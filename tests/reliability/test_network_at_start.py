@@ -1,4 +1,4 @@
-"""No network at start is the machine's state, not a mistake (issue 23, item 8): `clawgate run`
+"""No network at start is the machine's state, not a mistake: `clawgate run`
 keeps running, says so once, shows not ready, and connects when the Bot API comes back. A token
 that cannot be one is a configuration error: exit 2, one line. Real processes, loopback fakes.
 """
@@ -6,9 +6,11 @@ that cannot be one is a configuration error: exit 2, one line. Real processes, l
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import socket
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -42,6 +44,24 @@ async def _until(check, timeout: float) -> None:
     raise AssertionError("condition not reached")
 
 
+@contextlib.asynccontextmanager
+async def _hanging_up(port: int) -> AsyncIterator[list[int]]:
+    """Something at `port` that closes every connection at once, counting them: a Bot API
+    still unreachable, whose retries can be seen."""
+    attempts = [0]
+
+    async def hang_up(_reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        attempts[0] += 1
+        writer.close()
+
+    server = await asyncio.start_server(hang_up, "127.0.0.1", port)
+    try:
+        yield attempts
+    finally:
+        server.close()
+        await server.wait_closed()
+
+
 async def test_no_bot_api_at_start_runs_not_ready_then_connects(tmp_path, anthropic_server):
     api_port, health_port = _free_port(), _free_port()
     tg = FakeTelegramServer(max_poll=0.3)
@@ -59,7 +79,11 @@ async def test_no_bot_api_at_start_runs_not_ready_then_connects(tmp_path, anthro
         await _until(not_ready_yet, 60)  # the gateway runs, /readyz says why it is not ready
         report = await _readyz(health_port)
         assert report is not None and report["ready"] is False
-        await asyncio.sleep(4)  # a few retries with backoff
+        async with _hanging_up(api_port) as attempts:
+            async def retried() -> bool:
+                return attempts[0] >= 1
+
+            await _until(retried, 60)  # it tries again with backoff, still running
         assert process.returncode is None, log.read_text()
 
         await tg.start()  # the network is back

@@ -1,4 +1,4 @@
-"""Every parser of a file a person or the model can write is total (issue 23).
+"""Every parser of a file a person or the model can write is total.
 
 A property test: hypothesis feeds each parser hostile input (nesting thousands deep, numbers
 with thousands of digits or out of every range, invalid UTF-8, lone surrogates, control and

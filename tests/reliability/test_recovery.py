@@ -1,4 +1,4 @@
-"""Recovery after a crash, and the message path's bounds (issue 23, items 4 and 9).
+"""Recovery after a crash, and the message path's bounds.
 
 - A reply already in the session transcript but not in the outbox when the process died is
   delivered as recorded after the restart: the model is not asked again (before: it was,
@@ -305,7 +305,7 @@ def _tg_gateway(make_settings, anthropic_server, tg) -> Gateway:  # type: ignore
 async def test_a_retried_multi_part_reply_does_not_repeat_its_first_part(
     make_settings, anthropic_server, tg
 ):
-    """Issue 23, item 4. Before: part 1 was sent twice (the retry started from the top)."""
+    """Before: part 1 was sent twice (the retry started from the top)."""
     text = _long_reply()
     parts = [html for html, _ in render(text)]
     assert len(parts) == 3

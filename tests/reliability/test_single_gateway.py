@@ -1,4 +1,4 @@
-"""One gateway per workspaces root (issue 23, item 7), with `clawgate run` as real processes.
+"""One gateway per workspaces root, with `clawgate run` as real processes.
 
 A second `clawgate run` on the same workspaces used to start (on another port) and poll the
 same bot: a message went to the model twice and the transcript held two answers. Now it says
@@ -12,8 +12,10 @@ import sys
 
 import pytest
 
+from gateway.ops.state import StateDB, state_path
 from tests.fakes.telegram_server import FakeTelegramServer
 from tests.reliability.process import gateway_env, start_gateway
+from tests.settle import settled
 
 TIMEOUT = 30
 PERSON = 4201
@@ -52,7 +54,8 @@ async def test_a_second_run_on_the_same_root_says_who_runs_and_exits_1(tmp_path,
             assert code == 0 and "linked telegram:9999 and discord:9999" in output, output
             await tg.send_text(PERSON, "hello twice")
             await tg.wait_sent(2, timeout=30)
-            await asyncio.sleep(1.0)
+            async with StateDB(state_path(root)) as state:  # beside the running gateway
+                await settled(state, timeout=30)
             assert len(tg.sent) == 2  # each message answered once: no second poller
         finally:
             first.terminate()

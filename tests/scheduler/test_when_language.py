@@ -1,4 +1,4 @@
-"""The time language as people type it (issue 27), and its promise: whatever it accepts, the
+"""The time language as people type it, and its promise: whatever it accepts, the
 listing shows in a form it reads back to the same runs."""
 
 from __future__ import annotations

@@ -24,6 +24,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pypdf import PdfReader
 
 log = logging.getLogger(__name__)
 
@@ -171,11 +175,11 @@ def pdf_text(path: Path, max_chars: int, max_pages: int, seconds: float,
     return Extracted(text[:max_chars], total, "pdf", pages, read, stopped)
 
 
-def _opens_without_password(reader: object) -> bool:
+def _opens_without_password(reader: PdfReader) -> bool:
     """Many "protected" PDFs open with the empty password (AES ones need `cryptography`)."""
     from pypdf import PasswordType
 
     try:
-        return reader.decrypt("") != PasswordType.NOT_DECRYPTED  # type: ignore[attr-defined]
+        return reader.decrypt("") != PasswordType.NOT_DECRYPTED
     except Exception:
         return False

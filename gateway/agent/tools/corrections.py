@@ -114,7 +114,7 @@ class MemoryCorrectTool:
         def edit() -> int:
             text = _read_text(path, ctx, name)
             try:
-                result, changed = correct_text(text, old, action,  # type: ignore[arg-type]
+                result, changed = correct_text(text, old, action,
                                                new_text=new, line=line, when=when,
                                                reason=reason)
             except CorrectionError as exc:

@@ -433,7 +433,7 @@ def test_atomic_write_keeps_owner_bits_and_drops_the_rest(tmp_path: Path) -> Non
     target.write_text("x")
     target.chmod(0o640)
     atomic_write_bytes(target, b"y")
-    assert stat.S_IMODE(target.stat().st_mode) == 0o600  # issue 12: never group-readable
+    assert stat.S_IMODE(target.stat().st_mode) == 0o600  # never group-readable
     target.chmod(0o400)
     atomic_write_bytes(target, b"z")
     assert stat.S_IMODE(target.stat().st_mode) == 0o400  # read-only stays read-only

@@ -11,7 +11,6 @@ from typing import Any
 from gateway.agent.conversation import Message, SystemPrompt
 from gateway.agent.providers.anthropic_provider import AnthropicProvider
 from gateway.clock import FixedClock
-from tests.fakes.llm_server import FakeAnthropicServer
 
 NOW = datetime(2026, 11, 5, 9, 0, tzinfo=UTC)
 LONG = "The workspace rules, long enough to be worth caching. " * 120  # ~1,650 tokens
@@ -84,44 +83,27 @@ async def test_openai_prefix_is_byte_identical_from_turn_to_turn(openai_server, 
     assert cached[0] == 0 and all(c > 1024 for c in cached[1:])
 
 
-async def test_fake_anthropic_cache_follows_breakpoints_and_refuses_a_fifth(anthropic_server):
+async def test_the_stable_prefix_is_written_once_and_read_by_later_turns_and_counted(
+        anthropic_server):
+    """The provider's breakpoint sits after the stable part, so a turn whose run info differs
+    still reads it, and the cache's reads and writes reach `Usage` as the API counts them."""
     provider = AnthropicProvider(model="claude-x", api_key="k", base_url=anthropic_server.base_url)
     try:
-        system = SystemPrompt(stable=LONG)
         first = [Message("user", "hi")]
-        await provider.complete(system, first, [])
-        await provider.complete(system, [*first, Message("assistant", "hello"),
-                                         Message("user", "again")], [])
-        one, two = anthropic_server.reported
-        assert one["cache_read_input_tokens"] == 0 and one["cache_creation_input_tokens"] > 1024
-        assert two["cache_read_input_tokens"] == one["cache_creation_input_tokens"]
-        # Below the minimum length nothing is cached at all.
-        await provider.complete(SystemPrompt(stable="short"), first, [])
-        three = anthropic_server.reported[-1]
-        assert three["cache_read_input_tokens"] == three["cache_creation_input_tokens"] == 0
-        # Another model has a cache of its own.
-        other = AnthropicProvider(model="claude-y", api_key="k",
-                                  base_url=anthropic_server.base_url)
-        await other.complete(system, first, [])
-        await other.close()
-        assert anthropic_server.reported[-1]["cache_read_input_tokens"] == 0
+        one = await provider.complete(SystemPrompt(stable=LONG, volatile="In a DM."), first, [])
+        two = await provider.complete(SystemPrompt(stable=LONG, volatile="In the group."),
+                                      [*first, Message("assistant", "hello"),
+                                       Message("user", "again")], [])
     finally:
         await provider.close()
-    # The API allows four breakpoints; the fake answers a fifth as it does.
-    async with FakeAnthropicServer() as server:
-        import anthropic
-
-        client = anthropic.AsyncAnthropic(api_key="k", base_url=server.base_url, max_retries=0)
-        block = {"type": "text", "text": "x", "cache_control": {"type": "ephemeral"}}
-        try:
-            await client.messages.create(model="m", max_tokens=5, system=[block] * 5,
-                                         messages=[{"role": "user", "content": "hi"}])
-        except anthropic.BadRequestError as exc:
-            assert "maximum of 4 blocks" in str(exc)
-        else:
-            raise AssertionError("five breakpoints were accepted")
-        finally:
-            await client.close()
+    assert one.usage.cache_read_tokens == 0 and one.usage.cache_write_tokens > 1024
+    # the stable part is read although the run info after it changed (which is written anew)
+    assert 1024 < two.usage.cache_read_tokens < one.usage.cache_write_tokens
+    assert two.usage.cache_write_tokens > 0
+    assert [(u["cache_read_input_tokens"], u["cache_creation_input_tokens"])
+            for u in anthropic_server.reported] == [
+        (one.usage.cache_read_tokens, one.usage.cache_write_tokens),
+        (two.usage.cache_read_tokens, two.usage.cache_write_tokens)]
 
 
 async def test_a_changed_workspace_file_rebuilds_the_cache_once(anthropic_server, make_gateway,

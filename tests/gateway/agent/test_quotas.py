@@ -1,5 +1,5 @@
 """Quotas through the whole Gateway and a scripted model: disk per area and per workspace,
-bytes written per turn, tool calls per step and per turn (issue 23, item 3).
+bytes written per turn, tool calls per step and per turn.
 
 On main nothing capped any of them: the red team's four-step group mention (write "x" to 20
 files, then replace_all "x" by 100 x's three times) grew the workspace by 20 MB in 0.9 s."""

@@ -71,7 +71,7 @@ async def test_a_dm_reads_a_skill_and_calls_an_mcp_tool(anthropic_server, make_g
     assert echo["input_schema"]["properties"]["text"]["type"] == "string"
     assert "SKILL-BODY-MARKER" in _tool_results(second)
     assert "echo: form filled" in _tool_results(third)
-    # counted under the configured server's name (issue 23: never a server-chosen label)
+    # counted under the configured server's name (never a server-chosen label)
     assert gateway.metrics.tool_calls.value(tool="mcp:fake", outcome="ok") == 1
 
 

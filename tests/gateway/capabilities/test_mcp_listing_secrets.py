@@ -1,4 +1,4 @@
-"""A server's own listing is hostile input (issue 23, item 5): a token it was configured with,
+"""A server's own listing is hostile input: a token it was configured with,
 put into a tool's schema (description, default, enum, title, examples), a schema key or a tool
 name, never reaches the model, the transcript or /metrics. Real SDKs against the loopback fakes
 (tests/fakes/mcp_server.py --leaky, tests/fakes/llm_server.py)."""

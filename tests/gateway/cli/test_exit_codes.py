@@ -60,7 +60,7 @@ def test_mistakes_in_the_command_or_a_setting_exit_2(root, tmp_path, monkeypatch
     cases = [
         (["frobnicate"], "frobnicate"),
         (["memory", "log", "--nope"], "--nope"),
-        (["memory", "undo", "deadbeef"], "no revision 'deadbeef'"),  # was 1 (issue 27)
+        (["memory", "undo", "deadbeef"], "no revision 'deadbeef'"),  # was 1
         (["memory", "diff", "deadbeef"], "no revision 'deadbeef'"),
         (["schedule", "add", "whenever you like", "x"], "time of day"),
         (["schedule", "cancel", "99"], "no job #99"),
@@ -87,7 +87,7 @@ def test_mistakes_in_the_command_or_a_setting_exit_2(root, tmp_path, monkeypatch
 def test_failures_and_problems_found_exit_1(root, tmp_path, capsys):
     plain = tmp_path / "plain"
     plain.mkdir()
-    (root / "owner" / ".clawgate-schedule.json").write_text('{"jobs": [')  # was 2 (issue 27)
+    (root / "owner" / ".clawgate-schedule.json").write_text('{"jobs": [')  # was 2
     broken_skill = root / "owner" / "skills" / "Bad Name"
     broken_skill.mkdir(parents=True)
     (broken_skill / "SKILL.md").write_text("no front matter\n")

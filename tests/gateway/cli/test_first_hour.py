@@ -1,4 +1,4 @@
-"""A person's first hour at the command line (issue 14): typos warned, any case accepted, all
+"""A person's first hour at the command line: typos warned, any case accepted, all
 errors shown, a per-user workspaces directory, owner linking in one step, no silent restart
 loop in a container, a health check that knows its own gateway.
 """

@@ -1,4 +1,4 @@
-"""Every command's help reads like a manual (issue 27): no Python types (`<bool>`, `<str>`,
+"""Every command's help reads like a manual: no Python types (`<bool>`, `<str>`,
 `<list[str]>`), no `{when}` in usage lines, and each default said once."""
 
 from __future__ import annotations

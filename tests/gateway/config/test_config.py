@@ -59,7 +59,7 @@ def test_invalid_values_fail_in_one_line_naming_the_setting(tmp_path, monkeypatc
 
 
 def test_unknown_key_in_the_file_names_the_file_line_and_toml_key(tmp_path):
-    """Issue 27: a typo in clawgate.toml was reported as an environment variable the person
+    """Before: a typo in clawgate.toml was reported as an environment variable the person
     never set, in pydantic's words, without a suggestion."""
     config = tmp_path / "clawgate.toml"
     config.write_text("[llm]\nmodel = 'x'\nprovder = 'openai'\n")
@@ -172,7 +172,7 @@ def test_the_example_configuration_loads_with_the_documented_defaults(monkeypatc
 
 
 def test_bot_tokens_must_have_a_tokens_shape(tmp_path, monkeypatch):
-    """issue 23: `hello` is no token; a real one, with stray whitespace from a file, is."""
+    """`hello` is no token; a real one, with stray whitespace from a file, is."""
     real = "110201543:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw"
     monkeypatch.setenv("CLAWGATE_TELEGRAM__TOKEN", f" {real}\n")
     settings = load_settings(tmp_path / "absent.toml")

@@ -100,6 +100,7 @@ async def running(make_settings: Any, anthropic_server: Any) -> AsyncIterator[An
             await gateway.stop(drain_timeout=5)
 
 
+@pytest.mark.timeout(300)  # chromium started, every page visited at two widths: ~48 s at load 8
 async def test_owner_session_in_a_real_browser(running: Any, tmp_path: Path) -> None:
     from playwright.async_api import async_playwright, expect
 
@@ -239,7 +240,7 @@ async def test_owner_session_in_a_real_browser(running: Any, tmp_path: Path) -> 
         await expect(page.locator(".error-card")).to_contain_text("There is no such person")
         await page.screenshot(path=str(SHOTS / "not-found.png"))
 
-        # A phone's width: every page fits, nothing is cut off (issue 27: the overview clipped
+        # A phone's width: every page fits, nothing is cut off (the overview used to clip
         # its Revoke button and text).
         phone = await browser.new_context(viewport=PHONE, storage_state=await
                                           context.storage_state())

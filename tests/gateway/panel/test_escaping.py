@@ -1,4 +1,4 @@
-"""Escaped by construction (issue 28): hostile text from people, files, transcripts, MCP
+"""Escaped by construction: hostile text from people, files, transcripts, MCP
 servers and the search box comes out escaped on every page, and no template can opt out.
 
 The pages are Jinja2 templates with autoescaping on (gateway/panel/render.py). This test puts

@@ -45,7 +45,7 @@ async def test_overview_shows_channels_people_pairing_and_what_needs_attention(r
     assert '/p/owner/files' in page and '/p/telegram-42/files' in page
     assert code in page and "Rosa" in page  # the request, with Approve and Deny
     attention = page.split('id="attention"')[1].split("</section>")[0]
-    # Issue 27: routine pairing requests and retry notices are not errors; a give-up is.
+    # Routine pairing requests and retry notices are not errors; a give-up is.
     assert "given up after 8 attempts" in attention
     assert "pairing request on telegram" not in attention and "retrying" not in attention
     assert "2 routine notices left out" in attention
@@ -261,7 +261,7 @@ def test_cli_panel_url_prints_a_link_the_server_redeems(tmp_path, monkeypatch, c
     said = capsys.readouterr()
     link = said.out.strip()
     assert link.startswith("http://127.0.0.1:8999/login/link?code=")
-    # Nothing serves the panel here: it says so (issue 27), and the link waits for a start.
+    # Nothing serves the panel here: it says so, and the link waits for a start.
     assert "no panel answers at http://127.0.0.1:8999" in said.err and "clawgate run" in said.err
     code = link.split("code=")[1]
     directory = state_dir(tmp_path / "ws")

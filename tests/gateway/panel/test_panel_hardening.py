@@ -1,5 +1,5 @@
-"""The panel's long-lived token, rotation, the Host allowlist and session files (issue 23,
-item 6), through the aiohttp test client against a real Gateway."""
+"""The panel's long-lived token, rotation, the Host allowlist and session files,
+through the aiohttp test client against a real Gateway."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The panel as a new user met it (issue 27), one test per complaint: no reminders page,
+"""The panel as a new user met it, one test per complaint: no reminders page,
 unreadable charts, routine notices as "errors", bookkeeping rows in transcripts, an unstyled
 "no such person", search without the answering line marked."""
 

@@ -53,25 +53,28 @@ async def gateway_with(make_settings: Any, anthropic_server: Any
 
 
 async def test_a_discord_reply_grows_in_one_message(dc, gateway_with, anthropic_server):
-    anthropic_server.stream_delay = 0.1  # about 2 s of writing
+    anthropic_server.stream_delay = 0.15  # 22 pieces: about 3.3 s of writing, three intervals
     anthropic_server.reply_text(STORY)
-    await gateway_with(discord={"token": dc.token, "allow_from": ["301"]})
+    gateway = await gateway_with(discord={"token": dc.token, "allow_from": ["301"]})
     await dc.dm(301, "tell me a story")
     await dc.wait_sent(1)
-    await asyncio.sleep(0.3)
+    await settled(gateway.state)
     assert [m.content for m in dc.sent] == [STORY]  # the preview became the reply
     message = dc.sent[0]
     assert message.edits >= 2  # it grew, then the reply replaced it
-    previews = message.edit_times[:-1]  # the last edit is the reply
-    assert all(later - earlier >= 0.9 for earlier, later in itertools.pairwise(previews))
+    previews = [message.at, *message.edit_times[:-1]]  # the last edit is the reply
+    gaps = [later - earlier for earlier, later in itertools.pairwise(previews)]
+    assert gaps, "the reply was written within one interval: the pace was not exercised"
+    assert all(gap >= 0.9 for gap in gaps)  # at most one update a second
 
 
 async def test_discord_streaming_off(dc, gateway_with, anthropic_server):
     anthropic_server.reply_text(STORY)
-    await gateway_with(discord={"token": dc.token, "allow_from": ["301"], "streaming": False})
+    gateway = await gateway_with(discord={"token": dc.token, "allow_from": ["301"],
+                                          "streaming": False})
     await dc.dm(301, "tell me a story")
     await dc.wait_sent(1)
-    await asyncio.sleep(0.3)
+    await settled(gateway.state)
     assert [(m.content, m.edits) for m in dc.sent] == [(STORY, 0)]
     assert anthropic_server.streamed == 0
 

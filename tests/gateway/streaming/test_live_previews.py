@@ -1,4 +1,4 @@
-"""Replies that appear as they are written (issue 26), end to end: the real python-telegram-bot
+"""Replies that appear as they are written, end to end: the real python-telegram-bot
 and discord.py against the loopback platforms, the real SDKs streaming from the fake model.
 
 The reply is always the one outbox message it was without streaming; a preview is a
@@ -102,10 +102,10 @@ async def test_without_drafts_the_reply_is_written_into_its_preview_message(
         tg, tg_gateway, anthropic_server):
     anthropic_server.stream_delay = 0.1
     anthropic_server.reply_text(STORY)
-    await tg_gateway(streaming_drafts=False)
+    gateway = await tg_gateway(streaming_drafts=False)
     await tg.send_text(42, "tell me a story")
     await _until(lambda: tg.sent and tg.sent[0].text == STORY)
-    await asyncio.sleep(0.3)
+    await settled(gateway.state)
     assert len(tg.sent) == 1  # the preview became the reply: one message in the chat
     message = tg.sent[0]
     assert message.edits >= 2 and message.parse_mode == "HTML"
@@ -116,17 +116,21 @@ async def test_without_drafts_the_reply_is_written_into_its_preview_message(
 
 async def test_a_group_preview_is_an_edited_message_at_the_group_pace(
         tg, tg_gateway, anthropic_server):
-    anthropic_server.stream_delay = 0.2  # about 4.5 s of writing
-    await tg_gateway(groups_enabled=True, groups=["-1001"])
+    anthropic_server.stream_delay = 0.3  # 22 pieces: about 6.6 s of writing, two intervals
+    anthropic_server.reply_text(STORY)
+    gateway = await tg_gateway(groups_enabled=True, groups=["-1001"])
     await tg.send_text(42, "@claw_bot a story please", chat_id=-1001, chat_type="supergroup",
                        entities=MENTION)
-    await _until(lambda: bool(tg.finished()))
-    await asyncio.sleep(0.3)
-    assert len(tg.sent) == 1 and tg.sent[0].text.startswith("echo: [Ann, platform id")
-    edit_times = [at for method, chat, at in tg.call_times
-                  if method == "editMessageText" and chat == "-1001"]
-    assert len(edit_times) >= 1 and tg.drafts == []  # no drafts outside private chats
-    assert all(gap >= 2.9 for gap in _gaps(edit_times[:-1]))  # 20 messages a minute
+    await _until(lambda: bool(tg.finished()), timeout=30)
+    await settled(gateway.state)
+    assert [s.text for s in tg.sent] == [STORY]  # the preview message became the reply
+    updates = [(method, at) for method, chat, at in tg.call_times
+               if chat == "-1001" and method in ("sendMessage", "editMessageText")]
+    assert updates[0][0] == "sendMessage" and tg.drafts == []  # no drafts outside private chats
+    previews = [at for _, at in updates[:-1]]  # the last update is the reply replacing it
+    gaps = _gaps(previews)
+    assert gaps, "the reply was written within one interval: the pace was not exercised"
+    assert all(gap >= 2.9 for gap in gaps)  # 20 messages a minute
 
 
 async def test_a_tool_shows_a_progress_line_that_the_text_replaces(
@@ -241,7 +245,7 @@ async def test_a_restarted_turn_goes_on_in_the_recorded_preview(tg, tg_gateway,
         await state.record_preview(answer_key(msg), "telegram", "42", str(earlier.message_id))
     gateway = await tg_gateway(streaming_drafts=False)
     await _until(lambda: tg.sent[0].text == "echo: continue please")
-    await asyncio.sleep(0.3)
+    await settled(gateway.state)
     assert [s.text for s in tg.sent] == ["echo: continue please"]
     assert await gateway.state.preview_for(answer_key(msg)) == ""  # forgotten once queued
 

@@ -1,5 +1,5 @@
 """File names the file system cannot hold, or that read differently from what they are, are a
-clean refusal the model can act on (issue 23): on main a name over 255 bytes surfaced as
+clean refusal the model can act on. Before, a name over 255 bytes surfaced as
 "internal error in tool write_file: OSError", and "invoice\u202egpj.md" (shown as
 "invoicedm.jpg") was written as asked."""
 
