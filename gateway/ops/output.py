@@ -96,7 +96,7 @@ class SafeOutput(io.TextIOBase):
                 self._gone = True
 
     @property
-    def closed(self) -> bool:  # type: ignore[override]
+    def closed(self) -> bool:
         """True once the reader is gone: what is written from then on is dropped."""
         return self._gone
 
@@ -260,8 +260,8 @@ def safe_output() -> Iterator[None]:
     """`sys.stdout` and `sys.stderr` are `SafeOutput` streams inside; at the end, queued
     output gets `DRAIN_SECONDS` to go out and the streams are put back."""
     saved = sys.stdout, sys.stderr
-    sys.stdout = guarded(sys.stdout)  # type: ignore[assignment]
-    sys.stderr = guarded(sys.stderr)  # type: ignore[assignment]
+    sys.stdout = guarded(sys.stdout)
+    sys.stderr = guarded(sys.stderr)
     try:
         yield
     finally:

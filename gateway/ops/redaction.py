@@ -142,7 +142,7 @@ class RedactingStream(io.TextIOBase):
         return self.inner.isatty()
 
     @property
-    def closed(self) -> bool:  # type: ignore[override]
+    def closed(self) -> bool:
         """The inner stream's: a stream whose reader is gone says so (gateway/ops/output.py)."""
         return bool(self.inner.closed)
 

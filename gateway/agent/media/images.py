@@ -151,9 +151,10 @@ def _upright(orientation: object) -> Image.Transpose | None:
     from PIL import Image
 
     turns = Image.Transpose
-    return {2: turns.FLIP_LEFT_RIGHT, 3: turns.ROTATE_180, 4: turns.FLIP_TOP_BOTTOM,
-            5: turns.TRANSPOSE, 6: turns.ROTATE_270, 7: turns.TRANSVERSE,
-            8: turns.ROTATE_90}.get(orientation)  # type: ignore[call-overload]
+    by_orientation: dict[object, Image.Transpose] = {
+        2: turns.FLIP_LEFT_RIGHT, 3: turns.ROTATE_180, 4: turns.FLIP_TOP_BOTTOM,
+        5: turns.TRANSPOSE, 6: turns.ROTATE_270, 7: turns.TRANSVERSE, 8: turns.ROTATE_90}
+    return by_orientation.get(orientation)
 
 
 # --- which models take images ----------------------------------------------------------------
