@@ -170,7 +170,8 @@ def _units(markdown: str, max_chars: int) -> Iterator[tuple[int, str]]:
         for number, (relative, part) in enumerate(parts):
             line_no = max(0, bisect_right(starts, relative) - 1)
             speech = _inline(part)
-            if number == len(parts) - 1 and speech and speech[-1].isalnum():
+            if number == len(parts) - 1 and speech and (speech[-1].isalnum()
+                                                        or speech[-1] in ")\"'"):
                 speech += "."  # a paragraph, heading or list item ends as a sentence does
             yield paragraph[line_no][0] + relative - starts[line_no], speech
         paragraph.clear()
@@ -208,6 +209,7 @@ def _sentences(text: str, max_chars: int) -> Iterator[tuple[int, str]]:
     it (nor after a list item's number), each at most `max_chars` long."""
     protected = [(m.start(), m.end()) for m in _PROTECTED.finditer(text)]
     marker = _LINE_MARKERS.match(text)
+    floor = marker.end() if marker else 0  # "1. " stays with its item
     if marker:
         protected.insert(0, (0, marker.end()))
     protected_starts = [start for start, _ in protected]
@@ -222,7 +224,9 @@ def _sentences(text: str, max_chars: int) -> Iterator[tuple[int, str]]:
     for begin, end in pairwise(cuts):
         start = begin
         while end - start > max_chars:
-            cut = _space_before(text, start, start + max_chars, inside)
+            cut = _space_before(text, max(start, floor), start + max_chars, inside)
+            if cut >= end:
+                break
             if text[start:cut].strip():
                 yield start + _lead(text[start:cut]), text[start:cut].strip()
             start = cut
@@ -231,8 +235,9 @@ def _sentences(text: str, max_chars: int) -> Iterator[tuple[int, str]]:
 
 
 def _space_before(text: str, start: int, limit: int, inside: Callable[[int], bool]) -> int:
-    """Where to cut `text` before `limit`: the last space outside a link, else the last
-    space, else `limit` itself."""
+    """Where to cut `text` near `limit`: the last space before it outside a link, else the
+    last space before it, else the first space after it (a word is never cut: one too
+    long to read is dropped whole)."""
     fallback = 0
     space = text.rfind(" ", start + 1, limit)
     while space > start:
@@ -240,7 +245,10 @@ def _space_before(text: str, start: int, limit: int, inside: Callable[[int], boo
             return space
         fallback = fallback or space
         space = text.rfind(" ", start + 1, space)
-    return fallback or limit
+    if fallback:
+        return fallback
+    after = text.find(" ", limit)
+    return after if after > 0 else len(text)
 
 
 def _lead(text: str) -> int:
@@ -256,6 +264,7 @@ _LINK = re.compile(r"\[([^\]\n]{0,500})\]\(([^()\s]{0,2000})(?:\s+\"[^\"\n]{0,20
 _REFERENCE = re.compile(r"\[([^\]\n]{1,500})\]\[[^\]\n]{0,100}\]")
 _AUTOLINK = re.compile(r"<([a-z][a-z0-9+.-]{1,20}:[^<>\s]{1,2000})>", re.I)
 _BARE_URL = re.compile(r"\b(?:https?://|www\.)[^\s<>()\[\]]{1,2000}", re.I)
+_ANY_URL = re.compile(r"[^\s/]{0,40}:/+\S{0,2000}")  # what is left that looks like one
 _INLINE_CODE = re.compile(r"`+([^`\n]{0,500})`+")
 _TAG = re.compile(r"</?[a-z][a-z0-9-]{0,30}(?:\s[^<>\n]{0,500})?/?>|<!--[\s\S]{0,2000}?-->", re.I)
 _MARKUP = re.compile(r"[*`~#|<>\[\]{}\\^]+")
@@ -271,6 +280,7 @@ def _inline(sentence: str) -> str:
     text = _REFERENCE.sub(r"\1", text)
     text = _AUTOLINK.sub(lambda m: f" {_host(m.group(1))} ", text)
     text = _BARE_URL.sub(lambda m: f" {_host(m.group(0))} ", text)
+    text = _ANY_URL.sub(lambda m: f" {_host(m.group(0))} ", text)
     text = _INLINE_CODE.sub(lambda m: f" {_short_code(m.group(1))} ", text)
     text = _TAG.sub(" ", text)
     text = html.unescape(text)
@@ -282,7 +292,8 @@ def _inline(sentence: str) -> str:
     text = " ".join(text.split())
     text = _SPACE_BEFORE_PUNCTUATION.sub(r"\1", text)
     text = re.sub(r"\(\s*\)", "", text)
-    return re.sub(r"\(\s+", "(", re.sub(r"\s+\)", ")", text)).strip(" ,;:")
+    text = re.sub(r"\(\s+", "(", re.sub(r"\s+\)", ")", text))
+    return text.lstrip(" ,;:.").rstrip(" ,;")
 
 
 def _say_link(match: re.Match[str]) -> str:
@@ -291,7 +302,7 @@ def _say_link(match: re.Match[str]) -> str:
     label_host = _host(label) if _BARE_URL.fullmatch(label) else ""
     if not label or label_host:
         return f" {label_host or host} "
-    if host and host != "a link":
+    if host not in ("a link", "an email address"):
         return f" {label} ({host}) "
     return f" {label} "
 
