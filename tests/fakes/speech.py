@@ -1,7 +1,7 @@
 """Speech for the tests: a fast fake voice, a loopback `/v1/audio/speech`, and a listener.
 
 `babble` makes speech-like sound without a voice model: a buzzing vowel (a 120 Hz pulse with
-its harmonics, its pitch drifting) shaped into syllables of about 200 ms with short pauses
+its harmonics as a sawtooth, its pitch drifting) shaped into syllables of about 200 ms with short pauses
 between words, so its loudness rises and falls the way speech does (a tone or white noise
 would not; silence has none). `FakeSpeaker` says any text as babble, 15 characters a second,
 through the real Ogg Opus encoder, in milliseconds. `FakeSpeechServer` speaks OpenAI's wire
@@ -34,7 +34,7 @@ def babble(seconds: float, rate: int = 24_000, *, seed: int = 0) -> np.ndarray:
     t = np.arange(count) / rate
     pitch = 120.0 * (1 + 0.08 * np.sin(2 * np.pi * 0.7 * t))
     phase = 2 * np.pi * np.cumsum(pitch) / rate
-    voice = sum(np.sin(k * phase) / k for k in range(1, 8))
+    voice = np.mod(phase, 2 * np.pi) / np.pi - 1  # a sawtooth: the pulse and its harmonics
     envelope = np.zeros(count)
     position = 0
     while position < count:
@@ -91,6 +91,7 @@ class FakeSpeechServer:
         self.requests: list[SpeechRequest] = []
         self.failures: deque[tuple[int, str]] = deque()
         self.delay = 0.0
+        self.chars_per_second = CHARS_PER_SECOND  # faster for tests of long replies
         self.body: bytes | None = None  # set: answer these bytes instead of speech
         self._runner: web.AppRunner | None = None
         self.port = 0
@@ -142,7 +143,7 @@ class FakeSpeechServer:
             await asyncio.sleep(self.delay)
         if self.body is not None:
             return web.Response(body=self.body, content_type="audio/wav")
-        pcm = (babble(len(text) / CHARS_PER_SECOND, self.RATE, seed=len(self.requests))
+        pcm = (babble(len(text) / self.chars_per_second, self.RATE, seed=len(self.requests))
                * 32767).astype("<i2").tobytes()
         if fmt == "pcm":
             return web.Response(body=pcm, content_type="audio/pcm")
