@@ -25,6 +25,8 @@ changes; its text names the setting) or `SpeechFailed` (this reply could not be 
 from __future__ import annotations
 
 import asyncio
+import ctypes
+import functools
 import hashlib
 import importlib.util
 import json
@@ -59,7 +61,10 @@ SETTING = "CLAWGATE_MEDIA__SPEECH__BACKEND"
 # what `speech_text.readout` caps a reply by.
 LOCAL_CHARS_PER_SECOND = 19.0
 API_CHARS_PER_SECOND = 15.0
-LOCAL_PIECE_CHARS = 300  # a few sentences: bounded memory, and a chance to stop between them
+# What the local voice says in one go: its working memory grows ~30 MB a second of speech
+# said at once (bench/voice_reply.py), so long sentences are cut at a clause; and the worker
+# can stop between pieces.
+LOCAL_PIECE_CHARS = 120
 API_PIECE_CHARS = 4000  # OpenAI takes at most 4,096 characters a request
 MAX_ANSWER_BYTES = 64 * 1024 * 1024  # a reply's WAV is a few MB; more is not an answer
 
@@ -175,6 +180,27 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
+def _release_freed_memory() -> None:
+    """Hand the voice's freed working memory back to the system (glibc's malloc_trim).
+
+    A reply's tensors are tens of MB each; freed, glibc keeps them in the speech thread's
+    heap, and the process stays ~170 MB larger than the voice needs (bench/voice_reply.py).
+    Elsewhere than glibc this does nothing."""
+    trim = _malloc_trim()
+    if trim is not None:
+        trim(0)
+
+
+@functools.cache
+def _malloc_trim() -> Callable[[int], int] | None:
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+    except OSError:
+        return None
+    trim: Callable[[int], int] | None = getattr(libc, "malloc_trim", None)
+    return trim
+
+
 class LocalPiper:
     """A Piper voice on the CPU, loaded on the speech thread with the first reply and kept.
 
@@ -275,11 +301,14 @@ class LocalPiper:
                 for chunk in voice.synthesize(piece, syn_config=settings):
                     parts.append(np.asarray(chunk.audio_float_array, dtype=np.float32))
                     rate = int(chunk.sample_rate)
+                    _release_freed_memory()
         except Stopped:
             raise
         except Exception as exc:  # espeak-ng or onnxruntime on text they cannot take
             log.warning("local speech failed: %s", type(exc).__name__)
             raise SpeechFailed("the local voice could not say this reply") from exc
+        finally:
+            _release_freed_memory()
         if not parts:
             raise SpeechFailed("there is nothing in this reply to say")
         _check(stop)

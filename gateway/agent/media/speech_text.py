@@ -82,15 +82,20 @@ def to_speech(markdown: str) -> str:
 
 def pieces(text: str, max_chars: int) -> list[str]:
     """`text` cut into parts of at most `max_chars` characters, at sentence ends where it can,
-    else at spaces, else anywhere: what a backend is given at once (an API's input limit; a
-    local voice's working memory, with a chance to stop between parts)."""
+    else after a comma, semicolon or colon, else at spaces, else anywhere: what a backend is
+    given at once (an API's input limit; a local voice's working memory, which grows with the
+    length of what it says in one go, with a chance to stop between parts)."""
     limit = max(1, max_chars)
     words = " ".join(text.split())
     out: list[str] = []
     while len(words) > limit:
         window = words[:limit + 1]
-        cut = max((m.end() for m in _SENTENCE_END.finditer(window) if m.end() <= limit),
-                  default=0)
+        cut = 0
+        for boundary in (_SENTENCE_END, _CLAUSE_END):
+            cut = max((m.end() for m in boundary.finditer(window) if m.end() <= limit),
+                      default=0)
+            if cut:
+                break
         if cut == 0:
             cut = window.rfind(" ")
         if cut <= 0:
@@ -200,6 +205,7 @@ def _units(markdown: str, max_chars: int) -> Iterator[tuple[int, str]]:
 # --- sentences --------------------------------------------------------------------------------
 
 _SENTENCE_END = re.compile(r"[.!?…。！？]+[\"')\]]*(?=\s)")
+_CLAUSE_END = re.compile(r"[,;:，；：、]+(?=\s)")
 _PROTECTED = re.compile(r"!?\[[^\]\n]{0,500}\]\([^()\s]{0,2000}(?:\s+\"[^\"\n]{0,200}\")?\)"
                         r"|`[^`\n]{1,500}`|<[a-z][a-z0-9+.-]{1,20}:[^<>\s]{1,2000}>", re.I)
 

@@ -130,6 +130,8 @@ def test_nothing_sayable_gives_empty_speech():
 def test_pieces_cut_at_sentences_then_spaces_then_anywhere():
     assert pieces("One. Two three four five. Six seven eight nine ten eleven.", 20) == [
         "One.", "Two three four five.", "Six seven eight nine", "ten eleven."]
+    assert pieces("First part, second part; third", 16) == ["First part,", "second part;",
+                                                             "third"]
     assert pieces("x" * 25, 10) == ["x" * 10, "x" * 10, "x" * 5]
     assert pieces("  \n ", 10) == []
 
