@@ -67,11 +67,11 @@ REPLIES = [
 # About twenty seconds of speech, with what a reply has: a heading, a list, a link, code.
 TWENTY_SECONDS = (
     "## Your Saturday\n\n"
-    "You asked me to plan the day, so here it is. In the morning, the farmers' market on "
-    "Elm Street opens at eight; the bakery stall sells out early, so go first. At eleven "
-    "you have the bike repair, which should take about an hour. After lunch, the museum is "
-    "free on Saturdays, see [their page](https://www.citymuseum.example.org/visit). In the "
-    "evening, dinner with Alex at seven; I booked a table for two.\n\n"
+    "Here is the plan. In the morning, the farmers' market on Elm Street opens at eight; "
+    "the bakery stall sells out early, so go first. At eleven you have the bike repair. "
+    "After lunch, the museum is free on Saturdays, see "
+    "[their page](https://www.citymuseum.example.org/visit). In the evening, dinner with "
+    "Alex at seven.\n\n"
     "```\nmarket 08:00\nbike 11:00\n```\n"
 )
 # One 400-character sentence: the most the voice holds in memory at once (pieces cap it).

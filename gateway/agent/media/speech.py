@@ -57,9 +57,11 @@ BUNDLED_VOICE = "en_US-joe-medium"
 BUNDLED_VOICE_SHA256 = "58afce0321b8d9c46d7cdf9c16500cc55a793b4220212dba6b70fb788b3baf06"
 BUNDLED_CONFIG_SHA256 = "3d6d5410b3795cb1950595247ef8f06190719e6fdbfa3a2356d8ec368e1aad33"
 SETTING = "CLAWGATE_MEDIA__SPEECH__BACKEND"
-# How fast each voice speaks plain text, pauses included (bench/voice_reply.py measures it):
-# what `speech_text.readout` caps a reply by.
-LOCAL_CHARS_PER_SECOND = 19.0
+# How fast each voice speaks plain text, pauses included: what `speech_text.readout` caps a
+# reply by. The local voice's is measured (bench/voice_reply.py: 17.7 on its replies, 18.1 on
+# conversation turns it was not chosen on), rounded down so a capped reply rarely runs over;
+# an API voice's is an estimate (about 150 words a minute), not measured here.
+LOCAL_CHARS_PER_SECOND = 17.5
 API_CHARS_PER_SECOND = 15.0
 # What the local voice says in one go: its working memory grows ~30 MB a second of speech
 # said at once (bench/voice_reply.py), so long sentences are cut at a clause; and the worker
