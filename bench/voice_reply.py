@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import io
 import json
 import os
 import re
@@ -35,7 +34,6 @@ import statistics
 import subprocess
 import sys
 import time
-import wave
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -232,17 +230,12 @@ def api_answer_cost() -> tuple[float, float]:
     import numpy as np
 
     from gateway.agent.media.voice_note import RATE, decoded, voice_note
+    from tests.fakes.speech import wav_bytes
 
     rate = 24_000
     t = np.arange(20 * rate) / rate
-    pcm = (0.3 * np.sin(2 * np.pi * 140 * t) * (1 + np.sin(2 * np.pi * 3 * t)) / 2 * 32767)
-    out = io.BytesIO()
-    with wave.open(out, "wb") as wav:
-        wav.setnchannels(1)
-        wav.setsampwidth(2)
-        wav.setframerate(rate)
-        wav.writeframes(pcm.astype("<i2").tobytes())
-    body = out.getvalue()
+    body = wav_bytes(0.3 * np.sin(2 * np.pi * 140 * t) * (1 + np.sin(2 * np.pi * 3 * t)) / 2,
+                     rate)
     times = []
     for _ in range(5):
         started = time.perf_counter()

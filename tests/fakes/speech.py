@@ -1,13 +1,14 @@
 """Speech for the tests: a fast fake voice, a loopback `/v1/audio/speech`, and a listener.
 
-`babble` makes speech-like sound without a voice model: a buzzing vowel (a 120 Hz pulse with
-its harmonics as a sawtooth, its pitch drifting) shaped into syllables of about 200 ms with short pauses
-between words, so its loudness rises and falls the way speech does (a tone or white noise
-would not; silence has none). `FakeSpeaker` says any text as babble, 15 characters a second,
-through the real Ogg Opus encoder, in milliseconds. `FakeSpeechServer` speaks OpenAI's wire
-protocol for `POST /v1/audio/speech` (JSON `model`, `input`, `voice`, `response_format`;
-Bearer key; OpenAI's error envelope) and answers babble as WAV or raw PCM. `listen` decodes
-what a channel received and measures it, for the tests to assert on.
+`babble` makes speech-like sound without a voice model: a buzzing vowel (a 120 Hz sawtooth,
+a pulse with its harmonics, its pitch drifting) shaped into syllables of about 200 ms with
+short pauses between words, so its loudness rises and falls the way speech does (a tone or
+white noise would not; silence has none). `FakeSpeaker` says any text as babble, 15
+characters a second, through the real Ogg Opus encoder, in milliseconds. `FakeSpeechServer`
+speaks OpenAI's wire protocol for `POST /v1/audio/speech` (JSON `model`, `input`, `voice`,
+`response_format`; Bearer key; OpenAI's error envelope) beside the transcription fake's
+endpoint, and answers babble as WAV or raw PCM. `listen` decodes what a channel received and
+measures it, for the tests to assert on.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import io
 import wave
-from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +23,7 @@ import numpy as np
 from aiohttp import web
 
 from gateway.agent.media.voice_note import VoiceNote, voice_note
+from tests.fakes.transcription_server import FakeTranscriptionServer, _error
 
 CHARS_PER_SECOND = 15.0
 
@@ -83,41 +84,21 @@ class SpeechRequest:
     authorization: str
 
 
-class FakeSpeechServer:
+class FakeSpeechServer(FakeTranscriptionServer):
+    """The loopback OpenAI audio API with `/v1/audio/speech` too; what it was asked to say is
+    in `spoken` (the key, `fail` and `delay` are the transcription fake's)."""
+
     RATE = 24_000  # OpenAI's speech is 24 kHz mono
 
     def __init__(self, *, key: str = "sk-tts-test") -> None:
-        self.key = key
-        self.requests: list[SpeechRequest] = []
-        self.failures: deque[tuple[int, str]] = deque()
-        self.delay = 0.0
+        super().__init__(key=key)
+        self.spoken: list[SpeechRequest] = []
         self.chars_per_second = CHARS_PER_SECOND  # faster for tests of long replies
         self.body: bytes | None = None  # set: answer these bytes instead of speech
-        self._runner: web.AppRunner | None = None
-        self.port = 0
 
-    async def __aenter__(self) -> FakeSpeechServer:
-        app = web.Application()
-        app.router.add_post("/v1/audio/speech", self._speech)
-        self._runner = web.AppRunner(app, shutdown_timeout=0.5)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        self.port = self._runner.addresses[0][1]
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
-            self._runner = None
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/v1"
-
-    def fail(self, status: int, message: str = "failure", times: int = 1) -> None:
-        for _ in range(times):
-            self.failures.append((status, message))
+    def _routes(self, router: web.UrlDispatcher) -> None:
+        super()._routes(router)
+        router.add_post("/v1/audio/speech", self._speech)
 
     async def _speech(self, request: web.Request) -> web.StreamResponse:
         authorization = request.headers.get("Authorization", "")
@@ -136,33 +117,34 @@ class FakeSpeechServer:
         if len(text) > 4096:
             return _error(400, "input is longer than 4096 characters", "invalid_request_error")
         fmt = str(body.get("response_format") or "mp3")
-        self.requests.append(SpeechRequest(str(body.get("model", "")),
-                                           str(body.get("voice", "")), text, fmt,
-                                           authorization))
+        self.spoken.append(SpeechRequest(str(body.get("model", "")),
+                                         str(body.get("voice", "")), text, fmt, authorization))
         if self.delay:
             await asyncio.sleep(self.delay)
         if self.body is not None:
             return web.Response(body=self.body, content_type="audio/wav")
-        pcm = (babble(len(text) / self.chars_per_second, self.RATE, seed=len(self.requests))
-               * 32767).astype("<i2").tobytes()
+        samples = babble(len(text) / self.chars_per_second, self.RATE, seed=len(self.spoken))
         if fmt == "pcm":
-            return web.Response(body=pcm, content_type="audio/pcm")
+            return web.Response(body=pcm16(samples), content_type="audio/pcm")
         if fmt != "wav":
             return _error(400, f"this fake speaks wav and pcm, not {fmt}",
                           "invalid_request_error")
-        out = io.BytesIO()
-        with wave.open(out, "wb") as wav:
-            wav.setnchannels(1)
-            wav.setsampwidth(2)
-            wav.setframerate(self.RATE)
-            wav.writeframes(pcm)
-        return web.Response(body=out.getvalue(), content_type="audio/wav")
+        return web.Response(body=wav_bytes(samples, self.RATE), content_type="audio/wav")
 
 
-def _error(status: int, message: str, code: str) -> web.Response:
-    return web.json_response(
-        {"error": {"message": message, "type": code, "param": None, "code": code}},
-        status=status)
+def pcm16(samples: np.ndarray) -> bytes:
+    return (np.clip(samples, -1, 1) * 32767).astype("<i2").tobytes()
+
+
+def wav_bytes(samples: np.ndarray, rate: int) -> bytes:
+    """Float samples as a 16-bit mono WAV file."""
+    out = io.BytesIO()
+    with wave.open(out, "wb") as wav:
+        wav.setnchannels(1)
+        wav.setsampwidth(2)
+        wav.setframerate(rate)
+        wav.writeframes(pcm16(samples))
+    return out.getvalue()
 
 
 # --- what a channel received ---------------------------------------------------------------------

@@ -38,7 +38,7 @@ class FakeTranscriptionServer:
 
     async def __aenter__(self) -> FakeTranscriptionServer:
         app = web.Application(client_max_size=64 * 1024 * 1024)
-        app.router.add_post("/v1/audio/transcriptions", self._transcribe)
+        self._routes(app.router)
         self._runner = web.AppRunner(app, shutdown_timeout=0.5)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -50,6 +50,9 @@ class FakeTranscriptionServer:
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
+
+    def _routes(self, router: web.UrlDispatcher) -> None:
+        router.add_post("/v1/audio/transcriptions", self._transcribe)
 
     @property
     def base_url(self) -> str:

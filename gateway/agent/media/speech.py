@@ -27,7 +27,6 @@ from __future__ import annotations
 import asyncio
 import ctypes
 import functools
-import hashlib
 import importlib.util
 import json
 import logging
@@ -40,6 +39,8 @@ from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
+from gateway.agent.media.audio import _sha256
+from gateway.agent.media.openai_audio import AudioEndpoint
 from gateway.agent.media.speech_text import pieces
 from gateway.agent.media.voice_note import (
     RATE,
@@ -172,14 +173,6 @@ def bundled_voice() -> Path | None:
     if spec is None or not spec.submodule_search_locations:
         return None
     return Path(next(iter(spec.submodule_search_locations))) / "data" / f"{BUNDLED_VOICE}.onnx"
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        while chunk := handle.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def _release_freed_memory() -> None:
@@ -343,28 +336,16 @@ class OpenAISpeech:
         self.model = model
         self.voice = voice
         self.base_url = base_url
-        self._api_key = api_key
         self._worker = worker
-        self._client: Any = None
-
-    def _sdk(self) -> Any:
-        if self._client is None:
-            if not self._api_key and not self.base_url:
-                raise SpeechUnavailable(
-                    "the openai speech backend has no key: set `OPENAI_API_KEY` or "
-                    "`CLAWGATE_MEDIA__SPEECH__API_KEY` (and `CLAWGATE_MEDIA__SPEECH__BASE_URL` "
-                    "for a server of your own)")
-            import openai
-
-            self._client = openai.AsyncOpenAI(
-                api_key=self._api_key or "unused", base_url=self.base_url or None,
-                timeout=self._worker.timeout_seconds, max_retries=0)
-        return self._client
+        self._endpoint = AudioEndpoint(
+            "speech", api_key=api_key, base_url=base_url,
+            timeout_seconds=worker.timeout_seconds, own_server="a server of your own",
+            unavailable=SpeechUnavailable, failed=SpeechFailed)
 
     async def _fetch(self, text: str) -> bytes:
         import openai
 
-        client = self._sdk()
+        client = self._endpoint.client()
         body = bytearray()
         try:
             async with client.audio.speech.with_streaming_response.create(
@@ -374,20 +355,8 @@ class OpenAISpeech:
                     body.extend(chunk)
                     if len(body) > MAX_ANSWER_BYTES:
                         raise SpeechFailed("the speech service sent more than any reply needs")
-        except openai.AuthenticationError as exc:
-            raise SpeechUnavailable(
-                "the speech endpoint refused the key: check `CLAWGATE_MEDIA__SPEECH__API_KEY` "
-                "(or `OPENAI_API_KEY`)") from exc
-        except openai.NotFoundError as exc:
-            raise SpeechUnavailable(
-                "the speech endpoint does not know this model or path: check "
-                "`CLAWGATE_MEDIA__SPEECH__MODEL` and `..._BASE_URL`") from exc
-        except (openai.APIConnectionError, openai.APITimeoutError) as exc:
-            raise SpeechFailed("the speech service could not be reached") from exc
-        except openai.APIStatusError as exc:
-            raise SpeechFailed(f"the speech service answered {exc.status_code}") from exc
         except openai.OpenAIError as exc:
-            raise SpeechFailed("the speech service sent an unusable answer") from exc
+            raise self._endpoint.failure(exc) from exc
         return bytes(body)
 
     async def synthesize(self, text: str) -> VoiceNote:
@@ -421,9 +390,7 @@ class OpenAISpeech:
 
     async def close(self) -> None:
         self._worker.close()
-        if self._client is not None:
-            await self._client.close()
-            self._client = None
+        await self._endpoint.close()
 
 
 def build_speaker(settings: Any) -> Speaker:

@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import io
 import json
 import threading
-import wave
 
 import numpy as np
 import pytest
@@ -32,7 +30,14 @@ from gateway.agent.media.speech import (
 from gateway.agent.media.voice_note import AudioUnreadable, decoded, voice_note, waveform
 from gateway.config.media import SpeechSettings
 from tests.fakes.media_files import opus
-from tests.fakes.speech import FakeSpeaker, FakeSpeechServer, Heard, babble, listen
+from tests.fakes.speech import (
+    FakeSpeaker,
+    FakeSpeechServer,
+    Heard,
+    babble,
+    listen,
+    wav_bytes,
+)
 
 SENTENCE = "Remind me to buy green tea and call my sister on Friday."
 
@@ -88,14 +93,7 @@ def test_the_waveform_is_discords_shape_and_follows_the_loudness():
 
 
 def test_any_audio_an_api_sends_is_decoded_and_junk_is_refused():
-    samples = (babble(2.0, 16_000) * 32767).astype("<i2")
-    out = io.BytesIO()
-    with wave.open(out, "wb") as wav:
-        wav.setnchannels(1)
-        wav.setsampwidth(2)
-        wav.setframerate(16_000)
-        wav.writeframes(samples.tobytes())
-    decoded_wav = decoded(out.getvalue())
+    decoded_wav = decoded(wav_bytes(babble(2.0, 16_000), 16_000))
     assert len(decoded_wav) == pytest.approx(2.0 * 48_000, rel=0.01)  # resampled to 48 kHz
     assert len(decoded(opus(1.5))) == pytest.approx(1.5 * 48_000, rel=0.02)
     for junk in (b"", b"not audio at all", b"RIFF" + bytes(100), b"OggS" + bytes(300)):
@@ -134,7 +132,7 @@ async def test_a_job_past_its_time_fails_at_once_and_stops_at_its_next_piece():
                 raise Stopped
 
     try:
-        with pytest.raises(SpeechFailed, match="longer than 0.2 s"):
+        with pytest.raises(SpeechFailed, match=r"longer than 0\.2 s"):
             await worker.run(endless)
         assert await asyncio.to_thread(saw_stop.wait, 10)
         assert await worker.run(lambda stop: "free again") == "free again"
@@ -205,7 +203,7 @@ async def test_a_voice_file_that_is_not_a_voice_says_which(tmp_path):
     model.write_bytes(b"\x00" * 64)
     (tmp_path / "broken.onnx.json").write_text("{not json")
     speaker = LocalPiper(str(model), worker=SpeechWorker())
-    with pytest.raises(SpeechUnavailable, match="broken.onnx does not load"):
+    with pytest.raises(SpeechUnavailable, match=r"broken\.onnx does not load"):
         await speaker.synthesize(SENTENCE)
     await speaker.close()
 
@@ -226,7 +224,7 @@ async def test_the_api_backend_speaks_through_the_endpoint():
             note = await speaker.synthesize(SENTENCE)
         finally:
             await speaker.close()
-    (request,) = server.requests
+    (request,) = server.spoken
     assert (request.model, request.voice, request.input, request.response_format) == (
         "tts-1", "nova", SENTENCE, "wav")
     assert request.authorization == "Bearer sk-tts-test"
@@ -245,10 +243,10 @@ async def test_a_long_reply_goes_to_the_api_in_pieces_within_its_limit():
             note = await speaker.synthesize(text)
         finally:
             await speaker.close()
-    assert len(server.requests) >= 3
-    assert all(len(r.input) <= API_PIECE_CHARS for r in server.requests)
-    assert " ".join(r.input for r in server.requests) == text
-    assert note.billed_characters == sum(len(r.input) for r in server.requests)
+    assert len(server.spoken) >= 3
+    assert all(len(r.input) <= API_PIECE_CHARS for r in server.spoken)
+    assert " ".join(r.input for r in server.spoken) == text
+    assert note.billed_characters == sum(len(r.input) for r in server.spoken)
     assert note.seconds == pytest.approx(note.billed_characters / 150, rel=0.01)
 
 
@@ -290,7 +288,7 @@ async def test_a_slow_api_is_cut_off_at_the_time_limit():
     async with FakeSpeechServer() as server:
         server.delay = 30
         speaker = api_speaker(server, timeout=0.3)
-        with pytest.raises(SpeechFailed, match="longer than 0.3 s"):
+        with pytest.raises(SpeechFailed, match=r"longer than 0\.3 s"):
             await speaker.synthesize(SENTENCE)
         await speaker.close()
 
@@ -301,7 +299,7 @@ async def test_empty_text_is_not_sent_anywhere():
         with pytest.raises(SpeechFailed, match="nothing"):
             await speaker.synthesize("  \n ")
         await speaker.close()
-    assert server.requests == []
+    assert server.spoken == []
 
 
 # --- settings ------------------------------------------------------------------------------------
@@ -316,7 +314,7 @@ async def test_the_settings_choose_the_backend(monkeypatch):
     await local.close()
     monkeypatch.setenv("OPENAI_API_KEY", "sk-from-env")
     api = build_speaker(SpeechSettings(backend="OpenAI", voice="nova", timeout_seconds=5))
-    assert isinstance(api, OpenAISpeech) and api._api_key == "sk-from-env"
+    assert isinstance(api, OpenAISpeech) and api._endpoint._api_key == "sk-from-env"
     await api.close()
     assert isinstance(build_speaker(SpeechSettings(backend="none")), NoSpeaker)
     assert SpeechSettings(reply="ALWAYS").reply == "always"
