@@ -101,12 +101,8 @@ class FakeSpeechServer(FakeTranscriptionServer):
         router.add_post("/v1/audio/speech", self._speech)
 
     async def _speech(self, request: web.Request) -> web.StreamResponse:
-        authorization = request.headers.get("Authorization", "")
-        if self.key and authorization != f"Bearer {self.key}":
-            return _error(401, "Incorrect API key provided", "invalid_api_key")
-        if self.failures:
-            status, message = self.failures.popleft()
-            return _error(status, message, "server_error")
+        if refusal := self._refusal(request):
+            return refusal
         try:
             body: Any = await request.json()
         except ValueError:
@@ -118,7 +114,8 @@ class FakeSpeechServer(FakeTranscriptionServer):
             return _error(400, "input is longer than 4096 characters", "invalid_request_error")
         fmt = str(body.get("response_format") or "mp3")
         self.spoken.append(SpeechRequest(str(body.get("model", "")),
-                                         str(body.get("voice", "")), text, fmt, authorization))
+                                         str(body.get("voice", "")), text, fmt,
+                                         request.headers.get("Authorization", "")))
         if self.delay:
             await asyncio.sleep(self.delay)
         if self.body is not None:

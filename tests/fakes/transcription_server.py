@@ -62,13 +62,19 @@ class FakeTranscriptionServer:
         for _ in range(times):
             self.failures.append((status, message))
 
-    async def _transcribe(self, request: web.Request) -> web.Response:
-        authorization = request.headers.get("Authorization", "")
-        if self.key and authorization != f"Bearer {self.key}":
+    def _refusal(self, request: web.Request) -> web.Response | None:
+        """A wrong key's 401, or the next queued failure; None to go on."""
+        if self.key and request.headers.get("Authorization", "") != f"Bearer {self.key}":
             return _error(401, "Incorrect API key provided", "invalid_api_key")
         if self.failures:
             status, message = self.failures.popleft()
             return _error(status, message, "server_error")
+        return None
+
+    async def _transcribe(self, request: web.Request) -> web.Response:
+        authorization = request.headers.get("Authorization", "")
+        if refusal := self._refusal(request):
+            return refusal
         form = await request.post()
         upload = form.get("file")
         if not isinstance(upload, web.FileField):
