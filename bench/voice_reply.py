@@ -134,23 +134,29 @@ async def child(threads: int, arena: bool, runs: int, listen: bool) -> dict[str,
     after_first = _status("VmRSS")
 
     rtf: list[float] = []
+    cpu_rtf: list[float] = []
     tuning_chars = tuning_seconds = 0.0
     for reply in REPLIES:
         spoken = readout(reply, max_seconds=120, chars_per_second=LOCAL_CHARS_PER_SECOND).spoken
+        cpu = time.process_time()
         note = await speaker.synthesize(spoken)
+        cpu_rtf.append((time.process_time() - cpu) / note.seconds)
         rtf.append(note.synthesis_seconds / note.seconds)
         tuning_chars += len(spoken)
         tuning_seconds += note.seconds
 
     ready: list[float] = []
+    ready_cpu: list[float] = []
     twenty = 0.0
     for _ in range(runs):
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         text = readout(TWENTY_SECONDS, max_seconds=120,
                        chars_per_second=LOCAL_CHARS_PER_SECOND).spoken
         note = await speaker.synthesize(text)
         ready.append(time.perf_counter() - started)
+        ready_cpu.append(time.process_time() - cpu)
         rtf.append(note.synthesis_seconds / note.seconds)
+        cpu_rtf.append(ready_cpu[-1] / note.seconds)
         twenty = note.seconds
 
     held_out: dict[str, Any] = {}
@@ -183,7 +189,9 @@ async def child(threads: int, arena: bool, runs: int, listen: bool) -> dict[str,
         "rss_import": after_import - base, "rss_first": after_first - after_import,
         "rss_steady": steady - after_import, "rss_peak": peak - after_import,
         "rtf_p50": statistics.median(rtf), "rtf_max": max(rtf),
+        "cpu_rtf_p50": statistics.median(cpu_rtf),
         "ready_p50": statistics.median(ready), "ready_max": max(ready), "twenty": twenty,
+        "ready_cpu_p50": statistics.median(ready_cpu),
         "tuning_cps": tuning_chars / tuning_seconds, "held_out": held_out,
     }
 
@@ -286,17 +294,19 @@ def main() -> None:
     load_after = os.getloadavg()
     print(f"voice reply, local Piper en_US-joe-medium, {os.cpu_count()} cores, load average "
           f"{load_before[0]:.1f} before, {load_after[0]:.1f} after; {args.runs} runs")
-    print(f"{'onnxruntime':<22}{'RTF p50':>9}{'max':>7}{'20 s reply':>12}{'max':>7}"
-          f"{'first':>8}{'import':>9}{'voice':>8}{'steady':>8}{'peak':>8}")
+    print(f"{'onnxruntime':<22}{'RTF p50':>9}{'max':>7}{'CPU':>6}{'20 s reply':>12}{'max':>7}"
+          f"{'CPU':>7}{'first':>8}{'import':>9}{'voice':>8}{'steady':>8}{'peak':>8}")
     for r in results:
         label = f"{r['threads']} thread{'s' if r['threads'] > 1 else ''}, arena " + (
             "on" if r["arena"] else "off")
-        print(f"{label:<22}{r['rtf_p50']:>9.2f}{r['rtf_max']:>7.2f}{r['ready_p50']:>10.2f} s"
-              f"{r['ready_max']:>6.2f}s{r['first_seconds']:>7.2f}s"
+        print(f"{label:<22}{r['rtf_p50']:>9.2f}{r['rtf_max']:>7.2f}{r['cpu_rtf_p50']:>6.2f}"
+              f"{r['ready_p50']:>10.2f} s{r['ready_max']:>6.2f}s{r['ready_cpu_p50']:>6.2f}s"
+              f"{r['first_seconds']:>7.2f}s"
               f"{r['rss_import']:>6.0f}MiB{r['rss_first']:>5.0f}MiB{r['rss_steady']:>5.0f}MiB"
               f"{r['rss_peak']:>5.0f}MiB")
     default = results[0]
-    print(f"(the 20 s reply is {default['twenty']:.1f} s of speech; 'first' is loading the "
+    print(f"(wall times, and CPU: the process's CPU time, which the machine's load moves little; "
+          f"the 20 s reply is {default['twenty']:.1f} s of speech; 'first' is loading the "
           f"voice and saying a {default['first_audio']:.1f} s reply; memory is above the "
           "process with numpy and PyAV imported: 'import' piper and onnxruntime, 'voice' the "
           "voice loaded and the first reply said, 'steady' after every reply, 'peak' the "
