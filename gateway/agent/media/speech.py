@@ -106,6 +106,7 @@ class SpeechWorker:
         self.timeout_seconds = timeout_seconds
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="clawgate-speech")
         self._closed = threading.Event()
+        self._stops: set[threading.Event] = set()  # one per job not yet finished
 
     async def run(self, job: Callable[[threading.Event], T], *,
                   timeout_seconds: float | None = None) -> T:
@@ -116,6 +117,7 @@ class SpeechWorker:
             raise SpeechFailed("speech is shut down")
         limit = self.timeout_seconds if timeout_seconds is None else timeout_seconds
         stop = threading.Event()
+        self._stops.add(stop)
 
         def guarded() -> T:
             if self._closed.is_set():
@@ -137,9 +139,13 @@ class SpeechWorker:
             raise
         finally:
             stop.set()  # a job still running stops at its next piece
+            self._stops.discard(stop)
 
     def close(self) -> None:
+        """Drop the jobs waiting, tell the running one to stop at its next piece."""
         self._closed.set()
+        for stop in list(self._stops):
+            stop.set()
         self._pool.shutdown(wait=False, cancel_futures=True)
 
 
