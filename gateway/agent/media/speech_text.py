@@ -174,7 +174,7 @@ def _units(markdown: str, max_chars: int) -> Iterator[tuple[int, str]]:
         parts = list(_sentences(text, max_chars))
         for number, (relative, part) in enumerate(parts):
             line_no = max(0, bisect_right(starts, relative) - 1)
-            speech = _inline(part)
+            speech = _inline(part, starts_a_block=number == 0)
             if number == len(parts) - 1 and speech and (speech[-1].isalnum()
                                                         or speech[-1] in ")\"'"):
                 speech += "."  # a paragraph, heading or list item ends as a sentence does
@@ -206,8 +206,11 @@ def _units(markdown: str, max_chars: int) -> Iterator[tuple[int, str]]:
 
 _SENTENCE_END = re.compile(r"[.!?…。！？]+[\"')\]]*(?=\s)")
 _CLAUSE_END = re.compile(r"[,;:，；：、]+(?=\s)")
+_TAG_PATTERN = r"</?[a-z][a-z0-9-]{0,30}(?:\s[^<>\n]{0,500})?/?>|<!--[\s\S]{0,2000}?-->"
 _PROTECTED = re.compile(r"!?\[[^\]\n]{0,500}\]\([^()\s]{0,2000}(?:\s+\"[^\"\n]{0,200}\")?\)"
-                        r"|`[^`\n]{1,500}`|<[a-z][a-z0-9+.-]{1,20}:[^<>\s]{1,2000}>", re.I)
+                        r"|\[[^\]\n]{1,500}\]\[[^\]\n]{0,100}\]"
+                        r"|`[^`\n]{1,500}`|<[a-z][a-z0-9+.-]{1,20}:[^<>\s]{1,2000}>|"
+                        + _TAG_PATTERN, re.I)
 
 
 def _sentences(text: str, max_chars: int) -> Iterator[tuple[int, str]]:
@@ -241,20 +244,20 @@ def _sentences(text: str, max_chars: int) -> Iterator[tuple[int, str]]:
 
 
 def _space_before(text: str, start: int, limit: int, inside: Callable[[int], bool]) -> int:
-    """Where to cut `text` near `limit`: the last space before it outside a link, else the
-    last space before it, else the first space after it (a word is never cut: one too
-    long to read is dropped whole)."""
-    fallback = 0
+    """Where to cut `text` near `limit`: the last space before it outside a link or tag, else
+    the first such space after it, else the end (a word is never cut: one too long to read is
+    dropped whole, and a link longer than a part stays one part)."""
     space = text.rfind(" ", start + 1, limit)
     while space > start:
         if not inside(space):
             return space
-        fallback = fallback or space
         space = text.rfind(" ", start + 1, space)
-    if fallback:
-        return fallback
-    after = text.find(" ", limit)
-    return after if after > 0 else len(text)
+    space = text.find(" ", limit)
+    while space > 0:
+        if not inside(space):
+            return space
+        space = text.find(" ", space + 1)
+    return len(text)
 
 
 def _lead(text: str) -> int:
@@ -272,15 +275,15 @@ _AUTOLINK = re.compile(r"<([a-z][a-z0-9+.-]{1,20}:[^<>\s]{1,2000})>", re.I)
 _BARE_URL = re.compile(r"\b(?:https?://|www\.)[^\s<>()\[\]]{1,2000}", re.I)
 _ANY_URL = re.compile(r"[^\s/]{0,40}:/+\S{0,2000}")  # what is left that looks like one
 _INLINE_CODE = re.compile(r"`+([^`\n]{0,500})`+")
-_TAG = re.compile(r"</?[a-z][a-z0-9-]{0,30}(?:\s[^<>\n]{0,500})?/?>|<!--[\s\S]{0,2000}?-->", re.I)
+_TAG = re.compile(_TAG_PATTERN, re.I)
 _MARKUP = re.compile(r"[*`~#|<>\[\]{}\\^]+")
 _LONG_WORD = re.compile(rf"[^\s.,;:!?]{{{LONGEST_WORD + 1},}}")
 _SPACE_BEFORE_PUNCTUATION = re.compile(r"\s+([,.;:!?])")
 _KEPT_SYMBOLS = frozenset("°©®™℃℉№")
 
 
-def _inline(sentence: str) -> str:
-    text = _LINE_MARKERS.sub("", sentence)
+def _inline(sentence: str, *, starts_a_block: bool) -> str:
+    text = _LINE_MARKERS.sub("", sentence) if starts_a_block else sentence
     text = _IMAGE.sub(lambda m: f" {m.group(1)} ", text)
     text = _LINK.sub(_say_link, text)
     text = _REFERENCE.sub(r"\1", text)
@@ -295,9 +298,9 @@ def _inline(sentence: str) -> str:
     text = text.replace("_", "")
     text = _MARKUP.sub(" ", text)
     text = _LONG_WORD.sub(" ", text)
+    text = re.sub(r"\(\s*\)", " ", text)
     text = " ".join(text.split())
     text = _SPACE_BEFORE_PUNCTUATION.sub(r"\1", text)
-    text = re.sub(r"\(\s*\)", "", text)
     text = re.sub(r"\(\s+", "(", re.sub(r"\s+\)", ")", text))
     return text.lstrip(" ,;:.").rstrip(" ,;")
 
