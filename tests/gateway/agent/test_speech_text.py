@@ -143,6 +143,11 @@ def test_pieces_cut_at_sentences_then_spaces_then_anywhere():
 @example("[" * 3000 + "](" * 3000, 60.0, 19.0)
 @example("<!--" * 3000, 60.0, 19.0)
 @example("```\n" * 999, 10.0, 19.0)
+@example("0000000000000<A >", 2.0, 8.0)  # found by longer runs: a cut inside a tag,
+@example("00000000<!-- 0-->", 1.0, 15.0)  # a comment,
+@example("000[0](00000) 0) 0", 2.0, 4.0)  # "0) " read as a list marker mid-paragraph,
+@example("00000000000[0 ][]", 2.0, 7.0)  # a reference link,
+@example("0 ()#0", 1.0, 5.0)  # two spaces left by empty parentheses
 def test_readout_is_total_capped_and_leaves_a_suffix(reply, max_seconds, cps):
     spoken, rest = readout(reply, max_seconds=max_seconds, chars_per_second=cps)
     assert isinstance(spoken, str) and isinstance(rest, str)
