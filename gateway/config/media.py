@@ -1,5 +1,5 @@
-"""The `[media]` settings section: voice notes, photos and documents people send, and files the
-assistant sends back (docs/media.md)."""
+"""The `[media]` settings section: voice notes, photos and documents people send, files the
+assistant sends back, and replies read aloud (docs/media.md)."""
 
 from __future__ import annotations
 
@@ -33,9 +33,42 @@ class TranscriptionSettings(BaseModel):
     max_seconds: float = Field(900.0, gt=0)
 
     def resolved_api_key(self) -> str:
-        if self.api_key is not None and self.api_key.get_secret_value():
-            return self.api_key.get_secret_value()
-        return os.environ.get("OPENAI_API_KEY", "")
+        return _key_or_environment(self.api_key)
+
+
+class SpeechSettings(BaseModel):
+    """How replies are read aloud, `[media.speech]` beside `[media.transcription]` (voice in,
+    voice out): `local` (Piper on this machine, no account), `openai` (any OpenAI-compatible
+    /audio/speech endpoint) or `none`. `reply`: `mirror` answers a voice note with a voice
+    note, `always` speaks every reply, `never` none; the text is always sent as well."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    backend: Annotated[Literal["local", "openai", "none"], _Lower] = "local"
+    reply: Annotated[Literal["mirror", "always", "never"], _Lower] = "mirror"
+    # Voice replies in groups too (a group hears what the assistant says to it).
+    groups: bool = False
+    # The longest voice reply, estimated from the text; the rest is only sent as text.
+    max_seconds: float = Field(120.0, ge=5, le=900)
+    # local: a Piper voice file (.onnx with its .onnx.json beside); empty: the bundled
+    # en_US-joe-medium voice.
+    voice_path: str = ""
+    # openai: the endpoint (empty: OpenAI's), its key (else OPENAI_API_KEY), model and voice.
+    base_url: str | None = None
+    api_key: SecretStr | None = None
+    model: str = "tts-1"
+    voice: str = "alloy"
+    # Per reply, synthesis and encoding together.
+    timeout_seconds: float = Field(60.0, gt=0)
+
+    def resolved_api_key(self) -> str:
+        return _key_or_environment(self.api_key)
+
+
+def _key_or_environment(key: SecretStr | None) -> str:
+    if key is not None and key.get_secret_value():
+        return key.get_secret_value()
+    return os.environ.get("OPENAI_API_KEY", "")
 
 
 class MediaSettings(BaseModel):

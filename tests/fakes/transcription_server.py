@@ -38,7 +38,7 @@ class FakeTranscriptionServer:
 
     async def __aenter__(self) -> FakeTranscriptionServer:
         app = web.Application(client_max_size=64 * 1024 * 1024)
-        app.router.add_post("/v1/audio/transcriptions", self._transcribe)
+        self._routes(app.router)
         self._runner = web.AppRunner(app, shutdown_timeout=0.5)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -51,6 +51,9 @@ class FakeTranscriptionServer:
             await self._runner.cleanup()
             self._runner = None
 
+    def _routes(self, router: web.UrlDispatcher) -> None:
+        router.add_post("/v1/audio/transcriptions", self._transcribe)
+
     @property
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}/v1"
@@ -59,13 +62,19 @@ class FakeTranscriptionServer:
         for _ in range(times):
             self.failures.append((status, message))
 
-    async def _transcribe(self, request: web.Request) -> web.Response:
-        authorization = request.headers.get("Authorization", "")
-        if self.key and authorization != f"Bearer {self.key}":
+    def _refusal(self, request: web.Request) -> web.Response | None:
+        """A wrong key's 401, or the next queued failure; None to go on."""
+        if self.key and request.headers.get("Authorization", "") != f"Bearer {self.key}":
             return _error(401, "Incorrect API key provided", "invalid_api_key")
         if self.failures:
             status, message = self.failures.popleft()
             return _error(status, message, "server_error")
+        return None
+
+    async def _transcribe(self, request: web.Request) -> web.Response:
+        authorization = request.headers.get("Authorization", "")
+        if refusal := self._refusal(request):
+            return refusal
         form = await request.post()
         upload = form.get("file")
         if not isinstance(upload, web.FileField):

