@@ -33,7 +33,7 @@ def _files(db: Path) -> str:
 
 async def run(messages: int, chars: int) -> None:
     from channels.base import InboundMessage
-    from gateway.ops.state import StateDB
+    from gateway.stores.state import StateDB
 
     rng = random.Random(12)
     words = ["hello", "привет", "bonjour", "こんにちは", "spam", "offer", "click", "here", "now"]

@@ -62,7 +62,9 @@ LABELS = {
                      "sessions, compaction",
     "gateway.capabilities": "capabilities/<br/>skills, MCP servers",
     "gateway.workspace": "workspace/<br/>paths (confinement), seed",
-    "gateway.ops": "ops/<br/>state db, versioning, backup,<br/>health, metrics, logs, redaction",
+    "gateway.ops": "ops/<br/>versioning, backup,<br/>health, metrics, logs, redaction",
+    "gateway.stores": "stores/<br/>state database: a store per concern,<br/>"
+                      "migrations, group commit",
     "gateway.config": "config/<br/>settings sections",
     "gateway.panel": "panel/<br/>web control panel",
     "gateway.features": "features/<br/>exec: sandbox, allowlist,<br/>approval binding",

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from gateway.ops.state import StateDB
+from gateway.stores.state import StateDB
 
 POLL_SECONDS = 0.01
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gateway.ops.state import StateDB
+from gateway.stores.state import StateDB
 
 
 async def inbound_status(state: StateDB, channel: str, chat_id: str,

@@ -11,10 +11,10 @@ from channels.base import Channel
 from gateway.agent.providers.base import Provider
 from gateway.clock import Clock
 from gateway.config.settings import ChannelSettings, Settings
-from gateway.ops.state import StateDB
 from gateway.pipeline.gateway import Gateway
 from gateway.pipeline.links import PLATFORMS
 from gateway.pipeline.pairing import ChannelAccess, ChannelPolicy
+from gateway.stores.state import StateDB
 
 TOKEN_HINTS = {
     "telegram": "set CLAWGATE_TELEGRAM__TOKEN (from @BotFather)",

@@ -23,9 +23,9 @@ from gateway.cli.common import (
     settings,
 )
 from gateway.cli.options import JsonOption
-from gateway.ops.state import StateDB
 from gateway.pipeline.links import PLATFORMS
 from gateway.pipeline.pairing import Pairing, PairingError, UnknownCode
+from gateway.stores.state import StateDB
 
 Platform = Enum("Platform", {name: name for name in PLATFORMS}, type=str)  # type: ignore[misc]
 T = TypeVar("T")
@@ -39,7 +39,7 @@ def register(root: typer.Typer) -> None:
 
 def state_exists() -> bool:
     """Read-only commands report "nothing" rather than create the state database."""
-    from gateway.ops.state import state_path
+    from gateway.stores.state import state_path
 
     return state_path(settings().workspaces_dir).exists()
 

@@ -29,7 +29,7 @@ from gateway.cli.options import JsonOption, WorkspaceOption
 
 if TYPE_CHECKING:
     from gateway.config.settings import Settings
-    from gateway.ops.state import DmRoute
+    from gateway.stores.state import DmRoute
 
 app = typer.Typer(help="reminders and scheduled tasks: list, add, cancel", no_args_is_help=True)
 
@@ -105,7 +105,7 @@ def add_command(
 def _where(config: Settings, person_id: str) -> str:
     """Where the reminder will arrive, from the person's last DM route (if any is stored)."""
     from gateway.assembly.scheduling import delivery_note
-    from gateway.ops.state import state_path
+    from gateway.stores.state import state_path
 
     stored = None
     if state_path(config.workspaces_dir).exists():  # a listing never creates the database

@@ -89,7 +89,7 @@ def check_state_database(config: Settings) -> None:
     """Open and close an existing state database: a StateError says in one line what to do."""
     import asyncio
 
-    from gateway.ops.state import state_path
+    from gateway.stores.state import state_path
 
     if not state_path(config.workspaces_dir).exists():
         return

@@ -12,9 +12,9 @@ from gateway.cli.common import (
 )
 from gateway.cli.options import JsonOption
 from gateway.cli.pairing import state_exists, with_state
-from gateway.ops.state import StateDB
 from gateway.pipeline import links
 from gateway.pipeline.links import LinkError, LinkResult, link_accounts
+from gateway.stores.state import StateDB
 
 app = typer.Typer(help="identity links and approved senders", no_args_is_help=True)
 

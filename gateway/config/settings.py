@@ -55,7 +55,7 @@ from gateway.config.web import WebSettings
 from memory.atomic import BrokenFile, read_bounded
 
 if TYPE_CHECKING:
-    from gateway.ops.state import StateDB
+    from gateway.stores.state import StateDB
 
 ENV_PREFIX = "CLAWGATE_"
 CONFIG_FILE_ENV = "CLAWGATE_CONFIG"
@@ -322,7 +322,7 @@ class Settings(BaseSettings):
 
     def state_db(self) -> StateDB:
         """The gateway state database these settings describe (not opened)."""
-        from gateway.ops.state import StateDB
+        from gateway.stores.state import StateDB
 
         return StateDB.for_root(
             self.workspaces_dir, inbox_retention=timedelta(days=self.inbox_retention_days)

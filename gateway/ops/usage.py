@@ -28,8 +28,8 @@ from typing import Any
 from gateway.agent.conversation import Usage
 from gateway.clock import Clock
 from gateway.ops.prices import PriceTable
-from gateway.ops.state import StateDB
 from gateway.ops.usage_totals import Periods, RunningTotals, Totals, totals_of_row
+from gateway.stores.state import StateDB
 
 __all__ = ["GROUPS", "Periods", "Totals", "UsageLedger"]
 

@@ -28,7 +28,7 @@ re-running an answered message, never sends twice. The remaining window is a cra
 platform accepted a message (or one part of it) and before the outbox recorded that: that
 message (or part) is sent again after the restart (docs/reliability.md measures it). So the
 mark is written at once by the chat's sender, an urgent write that no other write queues
-ahead of (gateway/ops/group_commit.py), and the next message of the chat waits for it;
+ahead of (gateway/stores/group_commit.py), and the next message of the chat waits for it;
 `clawgate_delivery_mark_seconds` times it. Where the platform can recognise a repeat
 (Discord's message nonce, derived from the outbox row) the channel uses it and the window
 closes for restarts within the platform's memory of nonces.
@@ -46,7 +46,7 @@ from typing import Literal
 
 from channels.base import Channel, DeliveryRefused, InboundMessage, OutboundMessage
 from gateway.ops.metrics import GatewayMetrics
-from gateway.ops.state import Outgoing, StateDB
+from gateway.stores.state import Outgoing, StateDB
 from heartbeat.ack import scrub_token
 from retrypolicy import Backoff
 

@@ -27,7 +27,6 @@ from gateway.agent.tools import Tool
 from gateway.clock import Clock
 from gateway.config.settings import Settings
 from gateway.ops.redaction import Redactor
-from gateway.ops.state import DmRoute, StateDB
 from gateway.pipeline.access import AccessPolicy
 from gateway.pipeline.commands import Command, CommandContext, lookup, parse_command
 from gateway.pipeline.lanes import Job
@@ -37,6 +36,7 @@ from gateway.pipeline.recovery import answer_key
 from gateway.pipeline.routing import TERMINAL_CHANNEL, Route
 from gateway.pipeline.turns import INTERNAL_ERROR_REPLY, TranscriptWriteError
 from gateway.pipeline.welcome import ApprovalFollowUp
+from gateway.stores.state import DmRoute, StateDB
 from gateway.workspace.seed import ensure_workspace
 from retrypolicy import Backoff
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from gateway.ops.state import StateDB
 from gateway.pipeline.routing import person_id_for
+from gateway.stores.state import StateDB
 from gateway.workspace.seed import WorkspaceError, workspace_path
 
 # The platforms an account (and so a link) can be on; the assembly builds a channel for each.

@@ -36,9 +36,9 @@ from datetime import datetime, timedelta
 
 from channels.base import InboundMessage
 from gateway.clock import Clock, SystemClock
-from gateway.ops.state import StateDB
 from gateway.pipeline.access import AccessDecision
 from gateway.pipeline.routing import TERMINAL_CHANNEL
+from gateway.stores.state import StateDB
 
 log = logging.getLogger(__name__)
 

@@ -27,7 +27,6 @@ from gateway.config.settings import Settings
 from gateway.ops.metrics import GatewayMetrics, MeteredProvider
 from gateway.ops.prices import PriceTable
 from gateway.ops.redaction import Redactor
-from gateway.ops.state import StateDB
 from gateway.ops.usage import UsageLedger
 from gateway.ops.versioning import Versioning
 from gateway.pipeline.access import AccessPolicy, LocalOnlyAccess
@@ -40,6 +39,7 @@ from gateway.pipeline.replies import endpoint_host
 from gateway.pipeline.routing import Route, Router
 from gateway.pipeline.turn_setup import TurnSetup
 from gateway.pipeline.turns import TurnRunner
+from gateway.stores.state import StateDB
 
 if TYPE_CHECKING:
     from gateway.agent.media.intake import MediaIntake, UserContent
@@ -56,7 +56,7 @@ class GatewayParts:
     redactor: Redactor  # shared with the log formatter (gateway/ops/logs.py share_redactor)
     access: AccessPolicy
     channels: dict[str, Channel]
-    state: StateDB  # inbox, links, approvals, last DM routes (gateway/ops/state.py)
+    state: StateDB  # inbox, links, approvals, last DM routes (gateway/stores/state.py)
     router: Router
     sessions: SessionStore
     lanes: Lanes

@@ -28,7 +28,6 @@ if TYPE_CHECKING:
     from gateway.clock import Clock
     from gateway.config.settings import Settings
     from gateway.ops.metrics import GatewayMetrics, Registry
-    from gateway.ops.state import DmRoute, StateDB
     from gateway.ops.usage import UsageLedger
     from gateway.ops.versioning import Versioning
     from gateway.pipeline.budgets import CapStatus
@@ -36,6 +35,7 @@ if TYPE_CHECKING:
     from gateway.pipeline.delivery import Outcome
     from gateway.pipeline.lanes import Job
     from gateway.pipeline.routing import Route
+    from gateway.stores.state import DmRoute, StateDB
     from memory.service import MemoryService
 
 

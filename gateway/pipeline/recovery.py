@@ -37,8 +37,8 @@ from typing import Any
 from channels.base import InboundMessage
 from gateway.agent.loop import EMPTY_ANSWER, Waiting
 from gateway.ops.metrics import GatewayMetrics
-from gateway.ops.state import StateDB
 from gateway.pipeline.delivery import Delivery
+from gateway.stores.state import StateDB
 
 log = logging.getLogger(__name__)
 

@@ -42,7 +42,7 @@ from collections.abc import Awaitable, Callable
 
 from channels.base import Channel
 from channels.preview import Preview, PreviewRateLimited
-from gateway.ops.state import StateDB
+from gateway.stores.state import StateDB
 
 log = logging.getLogger(__name__)
 

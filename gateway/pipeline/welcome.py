@@ -17,7 +17,7 @@ import logging
 from collections.abc import Awaitable, Callable, Container
 
 from channels.base import InboundMessage
-from gateway.ops.state import StateDB, Welcome
+from gateway.stores.state import StateDB, Welcome
 
 log = logging.getLogger(__name__)
 

@@ -16,8 +16,8 @@ from PIL import Image
 from channels.base import Attachment, InboundMessage
 from gateway.agent.media.audio import bundled_model_dir
 from gateway.agent.sessions import transcript_path
-from gateway.ops.state import StateDB
 from gateway.pipeline.gateway import PERSIST_REPLY, Gateway
+from gateway.stores.state import StateDB
 from retrypolicy import Backoff
 from tests.fakes.media_files import VOICE_NOTE, jpeg, pdf
 from tests.state_rows import inbound_status

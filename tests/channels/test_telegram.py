@@ -17,8 +17,8 @@ from channels.chunking import utf16_len
 from channels.telegram import render
 from gateway.agent.providers import build_provider
 from gateway.assembly.platforms import build_gateway
-from gateway.ops.state import StateDB
 from gateway.pipeline.gateway import Gateway
+from gateway.stores.state import StateDB
 from gateway.workspace.seed import ensure_workspace
 from retrypolicy import Backoff
 from tests.conftest import llm_overrides

@@ -10,7 +10,6 @@ import pytest
 from channels.base import InboundMessage
 from gateway.agent.providers import build_provider
 from gateway.clock import FixedClock
-from gateway.ops.state import StateDB
 from gateway.pipeline.gateway import Gateway
 from gateway.pipeline.pairing import (
     CODE_ALPHABET,
@@ -21,6 +20,7 @@ from gateway.pipeline.pairing import (
     Pairing,
     PairingError,
 )
+from gateway.stores.state import StateDB
 from tests.conftest import llm_overrides
 from tests.fakes.channel import RecordingChannel
 

@@ -17,8 +17,8 @@ from channels.base import OutboundMessage
 from gateway.agent.providers import build_provider
 from gateway.agent.sessions import transcript_path
 from gateway.assembly.platforms import build_gateway
-from gateway.ops.state import StateDB
 from gateway.pipeline.gateway import PERSIST_REPLY, Gateway
+from gateway.stores.state import StateDB
 from gateway.workspace.seed import workspace_path
 from retrypolicy import Backoff
 from tests.conftest import AllowAll, llm_overrides

@@ -17,7 +17,7 @@ from gateway.assembly.heartbeat_host import (
     policy_for,
 )
 from gateway.clock import FixedClock
-from gateway.ops.state import StateDB
+from gateway.stores.state import StateDB
 from gateway.workspace.seed import ensure_workspace, workspace_path
 from heartbeat import Heartbeat, load_state
 from memory.layout import dm_session_key

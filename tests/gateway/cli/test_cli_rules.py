@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from gateway.cli.main import hoist_root_options, main
-from gateway.ops.state import StateDB
+from gateway.stores.state import StateDB
 from gateway.workspace.seed import ensure_workspace
 
 

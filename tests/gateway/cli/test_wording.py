@@ -12,8 +12,8 @@ import pytest
 
 from gateway.assembly.scheduling import delivery_note
 from gateway.cli.main import main
-from gateway.ops.state import DmRoute, StateDB
 from gateway.ops.versioning import Versioning
+from gateway.stores.state import DmRoute, StateDB
 from gateway.workspace.seed import ensure_workspace
 from tests.fakes.mcp_server import stdio_config
 

@@ -7,10 +7,10 @@ import asyncio
 import pytest
 
 from gateway.agent.providers import build_provider
-from gateway.ops.state import StateDB
 from gateway.pipeline.gateway import Gateway
 from gateway.pipeline.pairing import ChannelAccess, ChannelPolicy, Pairing
 from gateway.pipeline.welcome import MAX_WAITING_ANSWERED, WELCOME
+from gateway.stores.state import StateDB
 from tests.conftest import llm_overrides
 from tests.fakes.channel import RecordingChannel
 
@@ -130,7 +130,7 @@ async def test_a_strangers_waiting_words_are_dropped_after_the_code_lifetime(tmp
     from datetime import UTC, datetime, timedelta
 
     from channels.base import InboundMessage
-    from gateway.ops.state import WAITING_TTL
+    from gateway.stores.state import WAITING_TTL
 
     async with StateDB(tmp_path / "state.db") as state:
         now = datetime.now(UTC)

@@ -19,9 +19,9 @@ from channels.preview import CURSOR
 from channels.telegram import TelegramChannel, render
 from gateway.agent.providers import build_provider
 from gateway.assembly.platforms import build_gateway
-from gateway.ops.state import StateDB
 from gateway.pipeline.gateway import Gateway
 from gateway.pipeline.recovery import answer_key
+from gateway.stores.state import StateDB
 from retrypolicy import Backoff
 from tests.conftest import TEST_KEY, llm_overrides
 from tests.fakes.llm_server import FakeAnthropicServer, FakeOpenAIServer

@@ -8,7 +8,7 @@ import sqlite3
 from datetime import UTC, datetime
 
 from channels.base import Attachment, InboundMessage
-from gateway.ops.state import StateDB, state_path
+from gateway.stores.state import StateDB, state_path
 
 
 async def test_attachments_are_kept_until_the_message_is_answered(tmp_path):
@@ -27,7 +27,7 @@ async def test_attachments_are_kept_until_the_message_is_answered(tmp_path):
 
 
 async def test_hostile_attachment_payloads_are_read_safely(tmp_path):
-    from gateway.ops.state import _decode
+    from gateway.stores.state import _decode
 
     payload = ('{"channel": "telegram", "chat_id": "1", "sender_id": "1", "text": "x",'
                ' "chat_type": "direct", "message_id": "1", "sender_name": "",'

@@ -38,7 +38,7 @@ disk, not in a page cache; bookkeeping (offsets, done marks, routes, outbox) com
 power loss (a redelivered update is deduplicated by the inbox). The outbox marks after a
 platform accepted a send (`mark_sent`, `note_parts`) are urgent: they commit at once, never
 queued behind other writes, since until then a crash repeats the send. Every write goes through one
-writer, gateway/ops/group_commit.py: the writes that arrive together share one transaction
+writer, gateway/stores/group_commit.py: the writes that arrive together share one transaction
 and one fsync, and no write waits out a busy timeout behind another connection's lock.
 Reads use a second connection (read-only), beside the writer.
 """
@@ -57,7 +57,7 @@ from typing import Any, TypeVar
 import aiosqlite
 
 from channels.base import Attachment, InboundMessage
-from gateway.ops.group_commit import GroupCommitter, Write
+from gateway.stores.group_commit import GroupCommitter, Write
 from memory.atomic import create_private_file, make_private_dirs
 
 log = logging.getLogger(__name__)
@@ -243,7 +243,7 @@ BUSY_TIMEOUT_SECONDS = 10.0
 
 
 def _writer_connection(path: Path) -> sqlite3.Connection:
-    """The writer's connection (gateway/ops/group_commit.py), opened in its thread."""
+    """The writer's connection (gateway/stores/group_commit.py), opened in its thread."""
     # Autocommit mode: the committer begins and ends each transaction itself.
     db = sqlite3.connect(path, timeout=BUSY_TIMEOUT_SECONDS, isolation_level=None,
                          check_same_thread=False)

@@ -1,4 +1,4 @@
-"""The gateway state database (gateway/ops/state.py): inbox, retention, approvals, links,
+"""The gateway state database (gateway/stores/state.py): inbox, retention, approvals, links,
 offsets, routes, modes, and what a corrupt file does."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from channels.base import InboundMessage
-from gateway.ops.state import PRUNE_EVERY, StateDB, state_path
 from gateway.pipeline.access import AccessDecision
+from gateway.stores.state import PRUNE_EVERY, StateDB, state_path
 from tests.fakes.channel import RecordingChannel
 from tests.state_rows import inbound_status
 
@@ -140,7 +140,7 @@ async def test_the_database_is_private_whatever_the_umask(tmp_path):
 
 
 async def test_rows_written_before_the_body_table_still_resume_and_are_trimmed(tmp_path):
-    from gateway.ops.state import _encode
+    from gateway.stores.state import _encode
 
     async with StateDB.for_root(tmp_path) as state:
         old = _msg(5, text=CANARY)

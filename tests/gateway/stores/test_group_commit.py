@@ -1,4 +1,4 @@
-"""Group commit (gateway/ops/group_commit.py): writes that arrive together share one commit,
+"""Group commit (gateway/stores/group_commit.py): writes that arrive together share one commit,
 each caller hears back only after the commit that holds its write, a failed commit fails
 every caller in it. Commits are counted from the write-ahead log on disk, not taken from the
 committer's word."""
@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 
 from channels.base import InboundMessage
-from gateway.ops import state as state_module
-from gateway.ops.group_commit import GroupCommitter
 from gateway.ops.metrics import GatewayMetrics
-from gateway.ops.state import StateDB, state_path
 from gateway.pipeline.delivery import Delivery
+from gateway.stores import state as state_module
+from gateway.stores.group_commit import GroupCommitter
+from gateway.stores.state import StateDB, state_path
 from tests.fakes.channel import RecordingChannel
 
 
