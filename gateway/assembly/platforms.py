@@ -53,7 +53,7 @@ def build_channels(
             TelegramChannel(
                 tg.token.get_secret_value(),  # type: ignore[union-attr]
                 base_url=tg.base_url,
-                offsets=state,
+                offsets=state.offsets,
                 poll_timeout=tg.poll_timeout_seconds,
                 groups_enabled=tg.groups_enabled,
                 streaming=tg.streaming,
@@ -70,7 +70,7 @@ def build_channels(
                 dc.token.get_secret_value(),  # type: ignore[union-attr]
                 groups_enabled=dc.groups_enabled,
                 streaming=dc.streaming,
-                catch_up=lambda: state.last_message_ids("discord"),
+                catch_up=lambda: state.inbox.last_message_ids("discord"),
                 **options.get("discord", {}),
             )
         )

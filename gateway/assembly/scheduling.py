@@ -44,7 +44,7 @@ from gateway.clock import Clock
 from gateway.config.settings import Settings
 from gateway.pipeline.ports import ScheduleGateway
 from gateway.pipeline.routing import TERMINAL_CHANNEL
-from gateway.stores.state import DmRoute
+from gateway.stores.links import DmRoute
 from memory.layout import PERSONA_FILES, daily_note, dm_session_key, schedule_session_key
 from scheduler import (
     Scheduler,

@@ -17,7 +17,7 @@ from pathlib import Path
 from gateway.agent.sessions import transcript_path
 from gateway.config.settings import Settings
 from gateway.pipeline.routing import TERMINAL_CHANNEL
-from gateway.stores.state import STATE_DIR
+from gateway.stores.database import STATE_DIR
 from memory.layout import dm_session_key
 
 LOG_FILE = "chat.log"

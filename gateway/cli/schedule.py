@@ -29,7 +29,7 @@ from gateway.cli.options import JsonOption, WorkspaceOption
 
 if TYPE_CHECKING:
     from gateway.config.settings import Settings
-    from gateway.stores.state import DmRoute
+    from gateway.stores.links import DmRoute
 
 app = typer.Typer(help="reminders and scheduled tasks: list, add, cancel", no_args_is_help=True)
 
@@ -112,7 +112,7 @@ def _where(config: Settings, person_id: str) -> str:
 
         async def read() -> DmRoute | None:
             async with config.state_db() as state:
-                return await state.last_dm_route(person_id)
+                return await state.links.last_dm_route(person_id)
 
         try:
             stored = asyncio.run(read())

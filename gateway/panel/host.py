@@ -150,7 +150,7 @@ class PanelHost:
         return await self.pairing.deny(channel, code)
 
     async def approved(self) -> list[tuple[str, str, str, str]]:
-        return await self.state.approved() if self.state.is_open else []
+        return await self.state.access.approved() if self.state.is_open else []
 
     async def revoke(self, channel: str, sender_id: str) -> bool:
         from gateway.pipeline.pairing import Pairing
@@ -158,7 +158,7 @@ class PanelHost:
         return await Pairing(self.state).revoke(channel, sender_id)
 
     async def links(self) -> list[tuple[str, str, str]]:
-        return await self.state.links() if self.state.is_open else []
+        return await self.state.links.links() if self.state.is_open else []
 
     async def link(self, items: list[str]) -> LinkResult:
         return await link_accounts(self.state, self.root, self.settings.owner, items)

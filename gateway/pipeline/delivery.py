@@ -46,7 +46,8 @@ from typing import Literal
 
 from channels.base import Channel, DeliveryRefused, InboundMessage, OutboundMessage
 from gateway.ops.metrics import GatewayMetrics
-from gateway.stores.state import Outgoing, StateDB
+from gateway.stores.inbox import InboxStore
+from gateway.stores.outbox import OutboxStore, Outgoing
 from heartbeat.ack import scrub_token
 from retrypolicy import Backoff
 
@@ -73,7 +74,8 @@ class Delivery:
     def __init__(
         self,
         channels: Mapping[str, Channel],
-        state: StateDB,
+        outbox: OutboxStore,
+        inbox: InboxStore,
         metrics: GatewayMetrics,
         *,
         retry_first: float = 1.0,
@@ -82,7 +84,7 @@ class Delivery:
         sleep: Sleep = asyncio.sleep,
     ) -> None:
         self.channels = channels
-        self.state = state
+        self.outbox, self.inbox = outbox, inbox
         self.metrics = metrics
         self.retry_first, self.retry_cap = retry_first, retry_cap
         self.max_attempts = max_attempts
@@ -116,11 +118,11 @@ class Delivery:
             else:
                 log.info("nothing left to send to %s after removing HEARTBEAT_OK", channel)
             if done is not None:
-                await self.state.mark_done(done, done_status)
+                await self.inbox.mark_done(done, done_status)
             return _settled("no_channel" if target is None else "empty")
         row: int | None = None
         if target.durable:
-            row = await self.state.enqueue_outbound(
+            row = await self.outbox.enqueue_outbound(
                 channel, chat_id, text, key=key, done=done, done_status=done_status,
                 replaces=replaces, file=file,
             )
@@ -131,7 +133,7 @@ class Delivery:
 
     async def resume(self) -> int:
         """Queue what the outbox still holds from before a restart; returns how many."""
-        pending = [m for m in await self.state.pending_outbound() if m.channel in self.channels]
+        pending = [m for m in await self.outbox.pending_outbound() if m.channel in self.channels]
         for message in pending:
             self._queue(message)
         if pending:
@@ -197,7 +199,7 @@ class Delivery:
             # an accepted part again; the last part is recorded by marking the row sent.
             item.parts_sent = parts_sent
             if parts_sent < total:
-                await self._mark(self.state.note_parts, message.row, parts_sent)
+                await self._mark(self.outbox.note_parts, message.row, parts_sent)
 
         try:
             await channel.send(OutboundMessage(
@@ -224,7 +226,7 @@ class Delivery:
                 return True
             log.warning("delivery to %s chat %s failed (%s); retrying", message.channel,
                         message.chat_id, error)
-            await self._record(self.state.note_attempt, message.row, error)
+            await self._record(self.outbox.note_attempt, message.row, error)
             return False
         await self._finish(item, "sent", "")
         return True
@@ -234,11 +236,11 @@ class Delivery:
         self.metrics.deliveries.inc(channel=message.channel,
                                     outcome="ok" if status == "sent" else "failed")
         if status != "sent":
-            await self._record(self.state.finish_outbound, message.row, status, error)
+            await self._record(self.outbox.finish_outbound, message.row, status, error)
             _settle(item.first, "refused")
             return
         _settle(item.first, "sent")
-        await self._mark(self.state.mark_sent, message.row)  # handed to the writer at once
+        await self._mark(self.outbox.mark_sent, message.row)  # handed to the writer at once
 
     async def _mark(self, write: Callable[..., Awaitable[None]], row: int | None,
                     *args: object) -> None:

@@ -105,13 +105,13 @@ def build_parts(
     models = provider if isinstance(provider, ModelRouter) else build_router(
         settings, provider, on_fallback=lambda p, e: metrics.fallback(p.model, e.kind))
     metrics.register_models(ref.model for _, ref in models_in_use(settings))
-    usage = UsageLedger(state, PriceTable(settings.prices), clock, settings.zone())
+    usage = UsageLedger(state.usage, PriceTable(settings.prices), clock, settings.zone())
     budgets = Budgets(settings, usage, _no_note)
     accounting = Accounting(usage, budgets, metrics)
     metered = MeteredProvider(models, metrics, accounting)
     capabilities = Capabilities(settings)
     capabilities.register_metrics(metrics.registry)
-    delivery = Delivery(by_name, state, metrics)
+    delivery = Delivery(by_name, state.outbox, state.inbox, metrics)
     setup = TurnSetup(settings, clock, channels=by_name, delivery=delivery, metrics=metrics,
                       models=models, capabilities=capabilities, redactor=redactor,
                       private_tools=private_tools)
@@ -126,7 +126,7 @@ def build_parts(
                           settings.limits.messages_per_minute)
     return GatewayParts(
         settings, provider, clock, redactor, access or LocalOnlyAccess(), by_name, state,
-        Router(settings.workspaces_dir, settings.owner, state), sessions, lanes, limits,
+        Router(settings.workspaces_dir, settings.owner, state.links), sessions, lanes, limits,
         metrics, versioning, models, usage, budgets, accounting, metered, media, capabilities,
         setup, compactor, delivery, turns,
     )
@@ -139,7 +139,7 @@ def _turn_runner(settings: Settings, provider: Provider, sessions: SessionStore,
     """The turn runner, with the media step and claim capture when they are on."""
     turns = TurnRunner(
         sessions, agent, compactor, setup, delivery, metrics, versioning,
-        Retries(state, delivery, metrics),
+        Retries(state.inbox, delivery, metrics), state.previews,
         deadline_seconds=settings.limits.turn_deadline_seconds,
         model=provider.model,
         host=endpoint_host(settings.llm.provider, settings.llm.base_url),

@@ -35,7 +35,8 @@ if TYPE_CHECKING:
     from gateway.pipeline.delivery import Outcome
     from gateway.pipeline.lanes import Job
     from gateway.pipeline.routing import Route
-    from gateway.stores.state import DmRoute, StateDB
+    from gateway.stores.links import DmRoute
+    from gateway.stores.state import StateDB
     from memory.service import MemoryService
 
 

@@ -49,6 +49,7 @@ from gateway.pipeline.recovery import (
 from gateway.pipeline.replies import provider_error_reply
 from gateway.pipeline.routing import Route
 from gateway.pipeline.streaming import ChatPace, LivePreview, open_preview
+from gateway.stores.previews import PreviewStore
 
 if TYPE_CHECKING:
     from gateway.agent.media.intake import UserContent
@@ -107,6 +108,7 @@ class TurnRunner:
         metrics: GatewayMetrics,
         versioning: Versioning,
         retries: Retries,
+        previews: PreviewStore,
         *,
         deadline_seconds: float,
         model: str = "",
@@ -120,6 +122,7 @@ class TurnRunner:
         self.metrics = metrics
         self.versioning = versioning
         self.retries = retries
+        self.previews = previews  # live preview messages, by the reply's key
         self.deadline_seconds = deadline_seconds
         # Named in a refusal, so the person can tell the operator which endpoint and model.
         self.model, self.host = model, host
@@ -209,7 +212,7 @@ class TurnRunner:
             (msg.channel, msg.chat_id, msg.message_id) in self.resuming)
         self._previewing.add(key)
         try:
-            return await open_preview(channel, self.delivery.state, chat_id=route.chat_id,
+            return await open_preview(channel, self.previews, chat_id=route.chat_id,
                                       direct=msg.chat_type == "direct", key=key,
                                       pace=self.pace, look_up=earlier)
         except Exception:
@@ -218,7 +221,7 @@ class TurnRunner:
 
     async def _forget_preview(self, key: str) -> None:
         try:
-            await self.delivery.state.forget_preview(key)
+            await self.previews.forget_preview(key)
         except Exception:  # bookkeeping: the outbox row carries the preview already
             log.exception("could not forget the preview of %s", key)
 

@@ -104,7 +104,7 @@ async def test_a_voice_note_recorded_before_a_kill_is_fetched_and_answered_once(
     voice = Attachment("audio", fields["file_id"], "voice.ogg", "audio/ogg",
                        fields["file_size"], 4.0, label="voice message")
     async with StateDB.for_root(tmp_path / "workspaces") as state:  # as the kill left it
-        assert await state.record_inbound(InboundMessage(
+        assert await state.inbox.record_inbound(InboundMessage(
             "telegram", "42", "42", "", message_id="5", attachment="voice message",
             attachments=(voice,)))
     gateway = await media_gateway()

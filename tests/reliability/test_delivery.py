@@ -215,13 +215,13 @@ async def test_a_transcript_write_failure_is_told_kept_pending_and_retried(
         await channel.inject("ann", "second")
         await channel.wait_for(2)
         assert channel.texts()[1] == PERSIST_REPLY
-        pending = await gateway.state.pending_inbound()
+        pending = await gateway.state.inbox.pending_inbound()
         assert [m.text for m in pending] == ["second"]
         shutil.rmtree(transcript)
         kept.rename(transcript)
         await channel.wait_for(3, timeout=10)
         assert channel.texts()[2] == "echo: second"
-        assert await gateway.state.pending_inbound() == []
+        assert await gateway.state.inbox.pending_inbound() == []
         assert "second" in transcript.read_text()
     finally:
         await gateway.stop()
