@@ -131,7 +131,7 @@ async def owner_hint(app: GatewayApp) -> None:
     """Say so while no platform account is the owner's: their own first DM would otherwise
     reach a different assistant (a new person) than the terminal chat's."""
     owner = app.settings.owner
-    links = await app.gateway.state.links.links()
+    links = await app.gateway.state.links.all()
     if any(person == owner for person, _, _ in links):
         return
     print(f"No Telegram/Discord account is yours ({owner}) yet: DM your bot, then run "

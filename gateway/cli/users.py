@@ -69,7 +69,7 @@ def list_command(as_json: JsonOption = False) -> None:
     async def go(
         state: StateDB,
     ) -> tuple[list[tuple[str, str, str]], list[tuple[str, str, str, str]]]:
-        return list(await state.links.links()), list(await state.access.approved())
+        return list(await state.links.all()), list(await state.access.approved())
 
     links, approved = with_state(go) if state_exists() else ([], [])
     if as_json:

@@ -158,7 +158,7 @@ class PanelHost:
         return await Pairing(self.state).revoke(channel, sender_id)
 
     async def links(self) -> list[tuple[str, str, str]]:
-        return await self.state.links.links() if self.state.is_open else []
+        return await self.state.links.all() if self.state.is_open else []
 
     async def link(self, items: list[str]) -> LinkResult:
         return await link_accounts(self.state, self.root, self.settings.owner, items)

@@ -55,7 +55,8 @@ class LinkStore:
             > 0
         )
 
-    async def links(self) -> list[tuple[str, str, str]]:
+    async def all(self) -> list[tuple[str, str, str]]:
+        """(person id, channel, account id) of every link, by person."""
         rows = await self.db.rows(
             "SELECT person_id, channel, sender_id FROM links ORDER BY person_id, channel"
         )

@@ -63,5 +63,5 @@ def test_the_assembly_does_not_reach_into_the_gateways_parts() -> None:
 def test_the_check_finds_a_reach_in() -> None:
     """The walk above would see one (it is not looking at the wrong names)."""
     tree = ast.parse("async def f(gateway):\n    await gateway.lanes.submit('k', job)\n"
-                     "    self._gateway.state.links.links()\n    gateway.settings.owner\n")
+                     "    self._gateway.state.links()\n    gateway.settings.owner\n")
     assert sorted(_reach_ins(tree)) == ["line 2: .lanes.submit", "line 3: .state.links"]

@@ -115,7 +115,7 @@ async def test_approvals_links_offsets_and_routes(tmp_path):
         assert not await state.access.revoke("telegram", "42")
         await state.links.link("telegram", "42", "ana")
         assert await state.links.person_for("telegram", "42") == "ana"
-        assert await state.links.links() == [("ana", "telegram", "42")]
+        assert await state.links.all() == [("ana", "telegram", "42")]
         assert await state.links.unlink("telegram", "42")
         assert await state.links.person_for("telegram", "42") is None
         assert await state.offsets.load_offset("telegram") is None
