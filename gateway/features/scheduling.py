@@ -38,7 +38,6 @@ from gateway.agent.prompt import build_system_prompt
 from gateway.agent.scope import UsageScope, usage_scope
 from gateway.agent.sessions import transcript_path
 from gateway.agent.tools import ToolContext
-from gateway.agent.tools.schedule_tools import schedule_tools
 from gateway.agent.transcript import Transcript, message_to_entry
 from gateway.clock import Clock
 from gateway.config.settings import Settings
@@ -339,6 +338,8 @@ def attach_schedules(gateway: ScheduleGateway) -> ScheduleDesk | None:
     None when `[scheduler] enabled = false`."""
     if not gateway.settings.scheduler.enabled:
         return None
+    from gateway.agent.tools.schedule_tools import schedule_tools
+
     desk = ScheduleDesk(gateway.settings, gateway.clock,
                         where=lambda person_id: gateway_delivery_note(gateway, person_id))
     gateway.use_schedules(desk)
