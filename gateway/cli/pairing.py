@@ -25,7 +25,7 @@ from gateway.cli.common import (
 from gateway.cli.options import JsonOption
 from gateway.pipeline.links import PLATFORMS
 from gateway.pipeline.pairing import Pairing, PairingError, UnknownCode
-from gateway.stores.state import StateDB
+from gateway.stores.state import StateDB, state_path
 
 Platform = Enum("Platform", {name: name for name in PLATFORMS}, type=str)  # type: ignore[misc]
 T = TypeVar("T")
@@ -39,8 +39,6 @@ def register(root: typer.Typer) -> None:
 
 def state_exists() -> bool:
     """Read-only commands report "nothing" rather than create the state database."""
-    from gateway.stores.state import state_path
-
     return state_path(settings().workspaces_dir).exists()
 
 
@@ -49,7 +47,8 @@ def with_state(command: Callable[[StateDB], Awaitable[T]]) -> T:
     config = settings()
 
     async def go() -> T:
-        async with config.state_db() as state:
+        async with StateDB.for_root(config.workspaces_dir,
+                                     inbox_retention=config.inbox_retention) as state:
             return await command(state)
 
     return asyncio.run(go())

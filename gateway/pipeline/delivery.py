@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from channels.base import Channel, DeliveryRefused, InboundMessage, OutboundMessage
-from gateway.ops.metrics import GatewayMetrics
+from gateway.agent.metrics import GatewayMetrics
 from gateway.stores.inbox import InboxStore
 from gateway.stores.outbox import OutboxStore, Outgoing
 from heartbeat.ack import scrub_token

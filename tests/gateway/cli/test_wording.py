@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from gateway.assembly.scheduling import delivery_note
 from gateway.cli.main import main
+from gateway.features.scheduling import delivery_note
 from gateway.ops.versioning import Versioning
 from gateway.stores.links import DmRoute
 from gateway.stores.state import StateDB

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from channels.base import InboundMessage
-from gateway.ops.metrics import GatewayMetrics
+from gateway.agent.metrics import GatewayMetrics
 from gateway.pipeline.delivery import Delivery
 from gateway.stores import database as state_module
 from gateway.stores.group_commit import GroupCommitter
