@@ -29,7 +29,7 @@ from gateway.agent.conversation import Usage
 from gateway.clock import Clock
 from gateway.ops.prices import PriceTable
 from gateway.ops.usage_totals import Periods, RunningTotals, Totals, totals_of_row
-from gateway.stores.usage import GROUPS, UsageStore
+from gateway.stores.usage_daily import GROUPS, UsageStore
 
 __all__ = ["GROUPS", "Periods", "Totals", "UsageLedger"]
 

@@ -11,7 +11,7 @@ a part of the gateway takes the store it needs, not the whole:
 - `pairing` (pairing.py): pairing codes and wrong approval attempts;
 - `links` (links.py): identity links and last DM routes;
 - `offsets` (offsets.py): channel offsets (the Telegram update offset);
-- `usage` (usage.py): the usage ledger's daily totals.
+- `usage` (usage_daily.py): the usage ledger's daily totals.
 
 Tables come only from gateway/stores/migrations.py. docs/architecture.md ("State database")
 says how to add a store.
@@ -34,7 +34,7 @@ from gateway.stores.offsets import OffsetStore
 from gateway.stores.outbox import OutboxStore
 from gateway.stores.pairing import PairingStore
 from gateway.stores.previews import PreviewStore
-from gateway.stores.usage import UsageStore
+from gateway.stores.usage_daily import UsageStore
 
 __all__ = ["StateDB", "StateError", "state_path"]
 

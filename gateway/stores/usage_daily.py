@@ -3,7 +3,7 @@
 Rows are totals added to after every model call (`usage_daily`, `usage_groups_daily`), not
 one per call: a year of a busy gateway stays a few thousand rows, and "today", "this week",
 "this month" are one indexed sum each. What is counted and when, and what a failed write
-means, is the ledger's business (gateway/ops/usage.py); this store only reads and adds.
+means, is the ledger's business (gateway/stores/usage.py); this store only reads and adds.
 Bookkeeping writes (NORMAL sync): a power loss may lose the last calls' counts.
 """
 
