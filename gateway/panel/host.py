@@ -31,9 +31,9 @@ from memory.layout import (
 
 if TYPE_CHECKING:
     from gateway.agent.tools.schedule_tools import ScheduleBook
-    from gateway.ops.usage import UsageLedger
     from gateway.pipeline.budgets import CapStatus
     from gateway.pipeline.ports import PanelGateway
+    from gateway.stores.usage import UsageLedger
     from heartbeat import BeatOutcome
     from memory.search import SearchResponse
     from scheduler import JobView
@@ -78,7 +78,7 @@ class PanelHost:
 
     @property
     def usage(self) -> UsageLedger:
-        """The usage ledger (gateway/ops/usage.py) the usage page reads."""
+        """The usage ledger (gateway/stores/usage.py) the usage page reads."""
         return self._gateway.usage
 
     async def budget_status(self, person: str) -> list[CapStatus]:

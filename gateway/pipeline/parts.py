@@ -25,9 +25,7 @@ from gateway.agent.tools import Tool
 from gateway.capabilities.hub import Capabilities
 from gateway.clock import Clock, SystemClock
 from gateway.config.settings import Settings
-from gateway.ops.prices import PriceTable
 from gateway.ops.redaction import Redactor
-from gateway.ops.usage import UsageLedger
 from gateway.ops.versioning import Versioning
 from gateway.pipeline.access import AccessPolicy, LocalOnlyAccess
 from gateway.pipeline.budgets import Accounting, Budgets
@@ -39,7 +37,9 @@ from gateway.pipeline.replies import endpoint_host
 from gateway.pipeline.routing import Route, Router
 from gateway.pipeline.turn_setup import TurnSetup
 from gateway.pipeline.turns import TurnRunner
+from gateway.stores.prices import PriceTable
 from gateway.stores.state import StateDB
+from gateway.stores.usage import UsageLedger
 
 if TYPE_CHECKING:
     from gateway.agent.media.intake import MediaIntake, UserContent

@@ -28,7 +28,6 @@ if TYPE_CHECKING:
     from gateway.agent.tools.schedule_tools import ScheduleBook
     from gateway.clock import Clock
     from gateway.config.settings import Settings
-    from gateway.ops.usage import UsageLedger
     from gateway.ops.versioning import Versioning
     from gateway.pipeline.budgets import CapStatus
     from gateway.pipeline.commands import CommandContext
@@ -37,6 +36,7 @@ if TYPE_CHECKING:
     from gateway.pipeline.routing import Route
     from gateway.stores.links import DmRoute
     from gateway.stores.state import StateDB
+    from gateway.stores.usage import UsageLedger
     from memory.service import MemoryService
 
 

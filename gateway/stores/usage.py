@@ -2,7 +2,7 @@
 
 One row per (person, day, kind, model) in the state database's `usage_daily` table, added to
 after every model call with the provider's reported tokens and the cost from the price table
-(gateway/ops/prices.py). Rows are totals, not one per call: a year of a busy gateway stays a
+(gateway/stores/prices.py). Rows are totals, not one per call: a year of a busy gateway stays a
 few thousand rows, and "today", "this week", "this month" are one indexed sum each. Days are
 calendar days in the gateway's time zone, so a daily cap resets at the person's midnight.
 A call that served a group chat is billed to its person (the owner) and also added to the
@@ -27,9 +27,9 @@ from typing import Any
 
 from gateway.agent.conversation import Usage
 from gateway.clock import Clock
-from gateway.ops.prices import PriceTable
-from gateway.ops.usage_totals import Periods, RunningTotals, Totals, totals_of_row
+from gateway.stores.prices import PriceTable
 from gateway.stores.usage_daily import GROUPS, UsageStore
+from gateway.stores.usage_totals import Periods, RunningTotals, Totals, totals_of_row
 
 __all__ = ["GROUPS", "Periods", "Totals", "UsageLedger"]
 
@@ -59,7 +59,7 @@ class UsageLedger:
         # The pending writes by whom they count for (a person, "group:" + a group chat): a
         # budget check waits for its own, not for everyone's commit.
         self._pending: dict[str, set[asyncio.Task[Totals]]] = {}
-        self._running = RunningTotals()  # what budget checks read (gateway/ops/usage_totals.py)
+        self._running = RunningTotals()  # what budget checks read (gateway/stores/usage_totals.py)
 
     def periods(self) -> Periods:
         return Periods(self.clock.now().astimezone(self.zone).date())
