@@ -54,6 +54,7 @@ __all__ = [
     "HEARTBEAT_FILE",
     "HEARTBEAT_STATE_FILE",
     "INBOX_DIR",
+    "INSTRUCTIONS_FILE",
     "MEMORY_DIR",
     "PERSONA_FILES",
     "PRIVATE",
@@ -100,8 +101,13 @@ BOOTSTRAP_FILE = "BOOTSTRAP.md"
 HEARTBEAT_FILE = "HEARTBEAT.md"  # the heartbeat's checklist, followed unattended
 USER_FILE = "USER.md"
 MEMORY_FILE = "MEMORY.md"
+# Standing instructions the owner said in chat ("never delete anything without asking me"),
+# with where and when: followed in every private context, heartbeats included
+# (memory/instructions.py). Its own file, not a section of USER.md: a heartbeat loads it
+# without USER.md's bulk, and no rewrite of USER.md or MEMORY.md can touch it.
+INSTRUCTIONS_FILE = "INSTRUCTIONS.md"
 # Private memory: readable only in the owner's private contexts.
-PRIVATE_FILES: tuple[str, ...] = (USER_FILE, MEMORY_FILE)
+PRIVATE_FILES: tuple[str, ...] = (USER_FILE, MEMORY_FILE, INSTRUCTIONS_FILE)
 MEMORY_DIR = "memory"  # daily notes memory/YYYY-MM-DD.md
 PRIVATE_DIRS: tuple[str, ...] = (MEMORY_DIR,)
 SESSIONS_DIR = "sessions"  # transcripts, append-only, written by the gateway only
@@ -126,6 +132,7 @@ SEEDED_MARKER = ".clawgate-workspace"
 # Seeded from templates and injected into private prompts, in this order.
 BOOTSTRAP_FILES: tuple[str, ...] = (
     *PERSONA_FILES,
+    INSTRUCTIONS_FILE,
     USER_FILE,
     TOOLS_FILE,
     BOOTSTRAP_FILE,
@@ -421,5 +428,6 @@ def prompt_files(access: Access, today: date) -> list[str]:
 
 
 def heartbeat_files(today: date) -> list[str]:
-    """A heartbeat's light prompt: the persona, the checklist, today's note (in this order)."""
-    return [*PERSONA_FILES, HEARTBEAT_FILE, daily_note(today)]
+    """A heartbeat's light prompt: the persona, the owner's standing instructions, the
+    checklist, today's note (in this order)."""
+    return [*PERSONA_FILES, INSTRUCTIONS_FILE, HEARTBEAT_FILE, daily_note(today)]

@@ -45,6 +45,10 @@ class MemorySettings(BaseModel):
     # A private reply claiming "I'll remember that" while the turn wrote no file gets a silent
     # capture step that writes it (gateway/pipeline/capture.py).
     capture_claims: bool = True
+    # A standing rule the owner sets in their DM ("never delete anything without asking me")
+    # is written to INSTRUCTIONS.md with its day and place, and carried verbatim by
+    # compaction summaries (gateway/agent/instructions.py).
+    standing_instructions: bool = True
     # Daily MEMORY.md tidying (gateway/assembly/tidying.py): at most once a day per person,
     # a pass costing at most tidy_max_tokens (estimated), refused when the rewrite would drop
     # more than tidy_max_drop_share of the lines.
