@@ -50,6 +50,7 @@ from pathlib import PurePath
 
 __all__ = [
     "BOOTSTRAP_FILES",
+    "CONSOLIDATE_STATE_FILE",
     "GROUPS_DIR",
     "HEARTBEAT_FILE",
     "HEARTBEAT_STATE_FILE",
@@ -124,6 +125,7 @@ TRASH_DIR = ".trash"  # delete_file moves files here
 GIT_DIR = ".git"
 HEARTBEAT_STATE_FILE = ".clawgate-heartbeat.json"
 TIDY_STATE_FILE = ".clawgate-tidy.json"  # the daily MEMORY.md tidying's last pass
+CONSOLIDATE_STATE_FILE = ".clawgate-consolidate.json"  # the nightly consolidation's passes
 # Reminders (scheduler/): the person's job list (versioned, hand-editable) and what ran.
 SCHEDULE_FILE = ".clawgate-schedule.json"
 SCHEDULE_STATE_FILE = ".clawgate-schedule-state.jsonl"
@@ -144,7 +146,7 @@ DERIVED_DIRS: tuple[str, ...] = (RECALL_DIR,)
 # Not versioned: derived data, append-only history, the trash and the timer's bookkeeping.
 UNVERSIONED_DIRS: tuple[str, ...] = (GIT_DIR, RECALL_DIR, SESSIONS_DIR, TRASH_DIR, INBOX_DIR)
 UNVERSIONED_FILES: tuple[str, ...] = (HEARTBEAT_STATE_FILE, SCHEDULE_STATE_FILE,
-                                      TIDY_STATE_FILE)
+                                      TIDY_STATE_FILE, CONSOLIDATE_STATE_FILE)
 
 
 def daily_note(day: date) -> str:
