@@ -270,6 +270,7 @@ def _fold(name: str) -> str:
 
 _PRIVATE_FILES_FOLDED = frozenset(_fold(n) for n in PRIVATE_FILES)
 _PERSONA_FOLDED = frozenset(_fold(n) for n in PERSONA_FILES)
+_INSTRUCTIONS_FOLDED = _fold(INSTRUCTIONS_FILE)
 _GROUPS_FOLDED = _fold(GROUPS_DIR)
 _INBOX_FOLDED = _fold(INBOX_DIR)
 _PRIVATE_DIRS_FOLDED = frozenset(_fold(n) for n in (*PRIVATE_DIRS, SESSIONS_DIR))
@@ -341,6 +342,24 @@ def shared_write_refusal(access: Access, rel: PurePath | str | Sequence[str]) ->
     return None
 
 
+def _instructions_refusal(access: Access, parts: tuple[str, ...]) -> str | None:
+    """INSTRUCTIONS.md is followed in every private context, heartbeats included: like a
+    group-readable file, only the owner's own turn with nothing from outside in it changes it
+    (so a web page read in the DM, or an email a heartbeat reads, cannot plant a rule)."""
+    if len(parts) != 1 or _fold(parts[0]) != _INSTRUCTIONS_FOLDED:
+        return None
+    if not access.attended:
+        return (f"{INSTRUCTIONS_FILE} holds the owner's standing instructions and no one is "
+                "present in this context, so it may not change them. The owner can say the "
+                "rule in their DM or edit the file by hand")
+    if access.outside:
+        return (f"{INSTRUCTIONS_FILE} holds the owner's standing instructions and this "
+                f"conversation holds text from outside ({access.outside}), so it may not "
+                "change them now. The owner can say the rule in their DM in a fresh session "
+                "(/new) or edit the file by hand")
+    return None
+
+
 def _inside(parts: tuple[str, ...], area: str) -> bool:
     """Strictly below `area`, compared exactly (an allow decision)."""
     base = tuple(area.split("/"))
@@ -381,7 +400,7 @@ def write_refusal(access: Access, rel: PurePath | str | Sequence[str]) -> str | 
     if parts and _fold(parts[0]) in _READ_ONLY_FOLDED:
         return "sessions/ holds transcripts and is read-only"
     if access.private:
-        return shared_write_refusal(access, parts)
+        return shared_write_refusal(access, parts) or _instructions_refusal(access, parts)
     if is_private_relpath(parts):
         return "private memory and transcripts are only available in the owner's DMs"
     if _inside(parts, access.area):

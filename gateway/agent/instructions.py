@@ -162,8 +162,9 @@ class InstructionKeeper:
 
     def _write(self, workspace: Path, rules: list[str], provenance: str) -> list[str]:
         try:
+            # Attended: the text is the owner's own words (`grounded`), said in their DM.
             target = paths.resolve_in_workspace(workspace, INSTRUCTIONS_FILE, private=True,
-                                                write=True)
+                                                write=True, attended=True)
             text = target.read_text(encoding="utf-8") if target.exists() else ""
         except (paths.PathRefused, OSError, UnicodeDecodeError) as exc:
             # Never overwrite a file we could not read: the rules stay in the conversation

@@ -93,7 +93,8 @@ log = logging.getLogger(__name__)
 
 FIRST_PASS_DAYS = 7  # a first pass reads this many days back
 MAX_SOURCE_CHARS = 6_000  # of one note or one day of DM shown (the end of a longer one)
-MAX_TURN_CHARS = 600  # of one message in a day of DM
+MAX_TURN_CHARS = 600  # of one of the person's messages in a day of DM
+MAX_REPLY_CHARS = 200  # of one of the assistant's: facts come from the person's words
 MAX_LINE_CHARS = 300  # a promoted fact longer than this is not a fact line
 KEPT_REPORTS = 30
 FILES = {"M": MEMORY_FILE, "U": USER_FILE}
@@ -348,7 +349,8 @@ def _take(raw: str, since: datetime, days: dict[str, list[str]],
         return
     day = at.astimezone(since.tzinfo).date().isoformat()
     who = "Person" if entry["type"] == "user" else "Assistant"
-    text = " ".join(entry["text"].split())[:MAX_TURN_CHARS]
+    text = " ".join(entry["text"].split())[
+        :MAX_TURN_CHARS if entry["type"] == "user" else MAX_REPLY_CHARS]
     days.setdefault(day, []).append(f"{who}: {text}")
     until[day] = max(until.get(day, ""), at.isoformat())
 
