@@ -158,7 +158,7 @@ def test_only_the_owners_own_clean_turn_may_change_the_rules() -> None:
 
 
 async def test_the_capture_step_cannot_write_a_rule(anthropic_server, make_gateway, tmp_path):
-    gateway, channel, model = await _gateway(anthropic_server, make_gateway)
+    gateway, channel, _ = await _gateway(anthropic_server, make_gateway)
     ws = workspace_path(tmp_path / "workspaces", "fakechat-ana")
     anthropic_server.responder = None
     anthropic_server.reply_text("Noted, I'll remember that.")

@@ -10,7 +10,13 @@ import os
 import subprocess
 from datetime import UTC, datetime, timedelta
 
-from gateway.assembly.consolidation import Consolidator, Plan, apply_plan, parse_plan
+from gateway.assembly.consolidation import (
+    Consolidator,
+    Plan,
+    apply_plan,
+    comment_lines,
+    parse_plan,
+)
 from gateway.clock import FixedClock
 from gateway.ops.versioning import Versioning
 from gateway.workspace.seed import ensure_workspace
@@ -75,6 +81,12 @@ def test_the_plan_is_parsed_with_known_sources_only() -> None:
         "Prefers aisle seats on trains.", "The locker code is 4471."]  # no made-up source
     assert [(s.file, s.line) for s in plan.strikes] == [("MEMORY.md", 2)]
     assert parse_plan("NONE", labels, files) == Plan([], [])
+    # A line of a comment (the person's note about the file) is neither shown nor struck.
+    seeded = {"MEMORY.md": "# Memory\n<!-- how this file works,\n  in two lines -->\n- a fact\n",
+              "USER.md": ""}
+    assert comment_lines(seeded["MEMORY.md"]) == {2, 3}
+    plan = parse_plan("strike M2 [n]: x\nstrike M3 [n]: x\nstrike M4 [n]: x", {"n"}, seeded)
+    assert plan is not None and [s.line for s in plan.strikes] == [4]
     assert parse_plan("Here is a better memory file: ...", labels, files) is None
 
 
@@ -115,6 +127,7 @@ async def test_a_pass_promotes_with_provenance_strikes_and_is_undone(openai_serv
     prompt = json.dumps(request["messages"])
     assert "### memory/2026-11-28.md" in prompt and "### DM 2026-11-29" in prompt
     assert "Person: I prefer aisle seats on trains" in prompt and "M2: - Alice lives" in prompt
+    assert "Filled in during the first conversation" not in prompt  # USER.md's comment
     assert _subjects(ws)[0].startswith("consolidate:")
     state = json.loads((ws / ".clawgate-consolidate.json").read_text())
     assert state["day"] == "2026-11-29" and state["since"].startswith("2026-11-29T03:30")
