@@ -25,7 +25,6 @@ from memory.corrections import is_struck
 __all__ = ["Instruction", "add_instructions", "grounded", "looks_like_instruction", "normalize",
            "parse_instructions", "said_in"]
 
-HEADING = "# Standing instructions"
 MAX_INSTRUCTION_CHARS = 300  # a longer "rule" is a paragraph, not a rule
 GROUNDED_SHARE = 0.8  # of a rule's words that must be in what the person wrote
 
@@ -126,8 +125,7 @@ def add_instructions(text: str, rules: list[str], provenance: str) -> tuple[str,
         added.append(clean)
     if not added:
         return text, []
-    base = text if text.strip() else HEADING + "\n"
-    if not base.endswith("\n"):
-        base += "\n"
+    base = text if not text or text.endswith("\n") else text + "\n"  # no heading: the
+    # prompt names the file, and every token of it is in every private request
     lines = "".join(f"- {rule} ({provenance})\n" for rule in added)
     return base + lines, added

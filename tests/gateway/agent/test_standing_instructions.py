@@ -122,7 +122,7 @@ def test_a_rule_must_be_the_persons_words() -> None:
     assert parse_rules(answer, [said]) == [RULE]
     text, added = add_instructions("", [RULE, RULE.upper()], "said 2026-11-29, fakechat DM")
     assert added == [RULE]
-    assert text == f"# Standing instructions\n- {RULE} (said 2026-11-29, fakechat DM)\n"
+    assert text == f"- {RULE} (said 2026-11-29, fakechat DM)\n"
     [rule] = parse_instructions(text)
     assert (rule.text, rule.provenance, rule.struck) == (RULE, "said 2026-11-29, fakechat DM",
                                                          False)
