@@ -8,7 +8,9 @@ A normal day: the owner's 20 DM turns (a question of about a sentence and an ans
 with a MEMORY.md of the given size in the prompt, and a daily note of 20 lines written that
 day. One of the 20 messages sets a standing instruction, so the day also pays for one
 standing-instruction check (gateway/agent/instructions.py); the other 19 fire no check.
-Heartbeats are left out, which makes the comparison stricter.
+Heartbeats are left out, which makes the comparison stricter. The detector that decides
+whether a message is worth that check costs no tokens: its time per message is printed last
+(wall time, so it moves with the machine's load).
 
 The pass then reads that day (the note and the DM transcript, what a nightly pass reads) with
 MEMORY.md and USER.md, and the fake model answers with five `add` operations: its input and
@@ -27,6 +29,7 @@ import json
 import os
 import sys
 import tempfile
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -42,6 +45,7 @@ from gateway.clock import FixedClock  # noqa: E402
 from gateway.config.settings import load_settings  # noqa: E402
 from gateway.pipeline.gateway import Gateway  # noqa: E402
 from gateway.workspace.seed import ensure_workspace  # noqa: E402
+from memory.instructions import looks_like_instruction  # noqa: E402
 from tests.conftest import AllowAll  # noqa: E402
 from tests.fakes.channel import RecordingChannel  # noqa: E402
 from tests.fakes.llm_server import FakeOpenAIServer, Reply, estimate_tokens  # noqa: E402
@@ -142,6 +146,26 @@ async def run(args: argparse.Namespace) -> None:
             print(f"{row['lines']:>9} {row['days']:>4} {row['status']:>12} {row['sources']:>7} "
                   f"{row['pass']:>7} {row['per_day']:>8.0f} {row['day']:>11} "
                   f"{row['per_day'] / row['day']:>6.1%} {row['check']:>12}")
+    micros, fired, talk = detector_time()
+    print(f"standing-instruction detector: {micros:.1f} us per message (mean); small talk "
+          f"firing it: {fired} of {talk}")
+
+
+def detector_time(rounds: int = 2_000) -> tuple[float, int, int]:
+    """Microseconds per message of the standing-instruction detector, over small talk, a
+    long message and rules; how many of the small-talk messages fire it."""
+    talk = ["hello", "thanks!", "ok", "still alive?", "good morning", "what's the weather?",
+            "can you summarize my day?", "I don't know yet", "sounds good", "\U0001f44d"]
+    long = "Here is the whole story of my week, in detail. " * 80
+    rules = [RULE, "always answer in German", "don't message me before 9"]
+    messages = [*talk, long, *rules]
+    start = time.perf_counter()
+    for _ in range(rounds):
+        for message in messages:
+            looks_like_instruction(message)
+    elapsed = time.perf_counter() - start
+    return (elapsed / (rounds * len(messages)) * 1e6, sum(map(looks_like_instruction, talk)),
+            len(talk))
 
 
 def main() -> None:
