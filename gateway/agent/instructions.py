@@ -41,7 +41,6 @@ from memory.instructions import (
     grounded,
     looks_like_instruction,
     parse_instructions,
-    said_in,
 )
 from memory.layout import INSTRUCTIONS_FILE
 
@@ -141,14 +140,16 @@ class InstructionKeeper:
         # An earlier summary is not the person's words: it carries rules, it sets none.
         said = [m.text for m in span if m.role == "user" and m.text
                 and not is_compaction_marker(m)]
+        # A rule is the message's when (nearly) all its words are in it: the extraction may
+        # have fixed a typo, so a literal match would ask the model again for nothing.
         uncovered = [text for text in said if looks_like_instruction(text)
-                     and not any(said_in(rule, text) for rule in current)]
+                     and not any(grounded(rule, text) for rule in current)]
+        added: list[str] = []
         if uncovered:
-            kept = await self.keep(workspace, uncovered[-MAX_MESSAGES:],
-                                   f"kept at compaction {self.today()}, {where}")
-            current += kept.added
-        joined = "\n".join(texts)
-        return [rule for rule in current if said_in(rule, joined)]
+            added = (await self.keep(workspace, uncovered[-MAX_MESSAGES:],
+                                     f"kept at compaction {self.today()}, {where}")).added
+        carried = [rule for rule in current if any(grounded(rule, text) for text in texts)]
+        return carried + [rule for rule in added if rule not in carried]
 
     async def _extract(self, messages: Sequence[str]) -> tuple[list[str], Usage]:
         shown = [text[:MAX_MESSAGE_CHARS] for text in messages[-MAX_MESSAGES:]]

@@ -193,6 +193,10 @@ async def test_the_rule_outlives_compaction_and_is_in_the_later_turns_prompt(
     assert SUMMARY_HEADER in summary and "note 0 is about" not in json.dumps(request["messages"])
     # The summarizer dropped the rule; the check put it back word for word.
     assert f"Constraints and rules\\n- {RULE}" in summary
+    # The flush before the compaction (a private context with no one present) followed it.
+    flush = next(r for r in anthropic_server.requests
+                 if "Silent memory flush" in json.dumps(r["messages"]))
+    assert RULE in json.dumps(flush["system"])
     # And it is in the system prompt of the request that asks to delete.
     assert RULE in json.dumps(request["system"])
     assert "delete all my notes" in json.dumps(request["messages"][-1])
