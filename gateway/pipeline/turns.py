@@ -389,6 +389,10 @@ class TurnRunner:
         try:
             kept = await keeper.keep(route.workspace, [msg.text],
                                      f"said {keeper.today()}, {route.channel} DM")
+        except ProviderError as exc:  # a budget cap: compaction tries again later
+            log.warning("standing-instruction check in %s not made: %s", route.session_key,
+                        exc.kind)
+            return False
         except Exception:  # the reply is queued: a failure here is only logged
             log.exception("standing-instruction check in %s failed", route.session_key)
             return False
