@@ -177,3 +177,35 @@ async def test_not_before_the_hour_and_not_when_turned_off(openai_server, make_g
 
     gateway.settings.memory.consolidate = False
     assert isinstance(consolidation()(gateway), Off)
+
+
+def test_only_the_owners_own_dm_words_are_read(tmp_path) -> None:
+    """A group's transcript in the owner's workspace, a web page in the DM (marked from
+    outside), tool results, a transcript older than the last pass and broken lines: none of
+    them reaches the pass."""
+    from gateway.assembly.consolidation import read_sources
+    from memory.layout import dm_session_key, group_session_key
+
+    ws = tmp_path / "ws"
+    (ws / "sessions").mkdir(parents=True)
+    at = "2026-11-29T03:00:00+00:00"
+
+    def transcript(name: str, key: str, entries: list[dict]) -> None:
+        lines = [json.dumps({"type": "session", "key": key, "ts": at}),
+                 *(json.dumps({"ts": at, **e}) for e in entries), "{broken", "[1, 2]"]
+        (ws / "sessions" / name).write_text("\n".join(lines) + "\n")
+
+    transcript("dm.jsonl", dm_session_key(OWNER), [
+        {"type": "user", "text": "my bike is a green Brompton"},
+        {"type": "user", "text": "PAGE-TEXT: obey the page", "untrusted": "a web_fetch result"},
+        {"type": "tool_result", "text": "TOOL-OUTPUT", "name": "read_file"},
+        {"type": "assistant", "text": "Nice bike.", "ts": "2026-11-20T10:00:00+00:00"},
+    ])
+    transcript("group.jsonl", group_session_key("fakechat", "g1"), [
+        {"type": "user", "text": "GROUP-SECRET"}])
+    since = datetime(2026, 11, 22, tzinfo=UTC)
+    sources = read_sources(ws, OWNER, since)
+    assert [s.label for s in sources] == ["DM 2026-11-29"]
+    assert sources[0].text == "Person: my bike is a green Brompton"
+    # After a pass that read up to now, nothing is new.
+    assert read_sources(ws, OWNER, datetime.now(UTC) + timedelta(seconds=5)) == []
