@@ -1,6 +1,6 @@
 """Nightly consolidation: tokens a pass costs per day of notes, against a normal day.
 
-Through the real gateway (gateway/assembly/consolidation.py's `Consolidator`, the OpenAI SDK)
+Through the real gateway (gateway/features/consolidation.py's `Consolidator`, the OpenAI SDK)
 and the loopback fake model, whose usage is computed from each request (characters / 4 of its
 JSON, tests/fakes/llm_server.py). Made-up text, so these are cost figures, not quality ones.
 
@@ -40,9 +40,9 @@ sys.path.insert(0, str(ROOT))
 from bench.tidying import memory_file  # noqa: E402
 from gateway.agent.instructions import EXTRACT_PROMPT  # noqa: E402
 from gateway.agent.providers import build_provider  # noqa: E402
-from gateway.assembly.consolidation import Consolidator  # noqa: E402
 from gateway.clock import FixedClock  # noqa: E402
 from gateway.config.settings import load_settings  # noqa: E402
+from gateway.features.consolidation import Consolidator  # noqa: E402
 from gateway.pipeline.gateway import Gateway  # noqa: E402
 from gateway.workspace.seed import ensure_workspace  # noqa: E402
 from memory.instructions import looks_like_instruction  # noqa: E402

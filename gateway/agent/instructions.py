@@ -45,7 +45,7 @@ from memory.instructions import (
 from memory.layout import INSTRUCTIONS_FILE
 
 if TYPE_CHECKING:
-    from gateway.ops.metrics import Registry
+    from gateway.agent.metrics import Registry
 
 log = logging.getLogger(__name__)
 

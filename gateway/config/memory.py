@@ -49,13 +49,13 @@ class MemorySettings(BaseModel):
     # is written to INSTRUCTIONS.md with its day and place, and carried verbatim by
     # compaction summaries (gateway/agent/instructions.py).
     standing_instructions: bool = True
-    # Daily MEMORY.md tidying (gateway/assembly/tidying.py): at most once a day per person,
+    # Daily MEMORY.md tidying (gateway/features/tidying.py): at most once a day per person,
     # a pass costing at most tidy_max_tokens (estimated), refused when the rewrite would drop
     # more than tidy_max_drop_share of the lines.
     tidy: bool = True
     tidy_max_tokens: int = Field(12_000, ge=500, le=1_000_000)
     tidy_max_drop_share: float = Field(0.3, ge=0, le=1)
-    # Nightly consolidation (gateway/assembly/consolidation.py): once a day per person, at the
+    # Nightly consolidation (gateway/features/consolidation.py): once a day per person, at the
     # first check from consolidate_hour (local time) on, the daily notes and DM transcripts
     # since the last pass promote durable facts to MEMORY.md / USER.md with provenance; a
     # request over consolidate_max_tokens waits (oldest sources first), a pass striking more

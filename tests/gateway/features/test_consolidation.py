@@ -10,14 +10,14 @@ import os
 import subprocess
 from datetime import UTC, datetime, timedelta
 
-from gateway.assembly.consolidation import (
+from gateway.clock import FixedClock
+from gateway.features.consolidation import (
     Consolidator,
     Plan,
     apply_plan,
     comment_lines,
     parse_plan,
 )
-from gateway.clock import FixedClock
 from gateway.ops.versioning import Versioning
 from gateway.workspace.seed import ensure_workspace
 
@@ -172,8 +172,8 @@ async def test_not_before_the_hour_and_not_when_turned_off(openai_server, make_g
     clock.advance(timedelta(hours=1))
     openai_server.reply_text("NONE")
     assert (await Consolidator(gateway).run_due())[OWNER].status == "unchanged"
-    from gateway.assembly.consolidation import consolidation
-    from gateway.assembly.tidying import Off
+    from gateway.features.consolidation import consolidation
+    from gateway.features.tidying import Off
 
     gateway.settings.memory.consolidate = False
     assert isinstance(consolidation()(gateway), Off)
@@ -183,7 +183,7 @@ def test_only_the_owners_own_dm_words_are_read(tmp_path) -> None:
     """A group's transcript in the owner's workspace, a web page in the DM (marked from
     outside), tool results, a transcript older than the last pass and broken lines: none of
     them reaches the pass."""
-    from gateway.assembly.consolidation import read_sources
+    from gateway.features.consolidation import read_sources
     from memory.layout import dm_session_key, group_session_key
 
     ws = tmp_path / "ws"

@@ -60,7 +60,7 @@ from gateway.agent.prompt import build_system_prompt
 from gateway.agent.providers.base import BudgetExceeded, ProviderError
 from gateway.agent.scope import usage_scope
 from gateway.agent.sessions import estimate_tokens
-from gateway.assembly.tidying import (
+from gateway.features.tidying import (
     SIMILAR,
     DailyPass,
     Off,
@@ -69,7 +69,7 @@ from gateway.assembly.tidying import (
     write_in_lane,
     write_state,
 )
-from gateway.assembly.tidying import _read as read_text
+from gateway.features.tidying import _read as read_text
 from gateway.pipeline.ports import TidyGateway
 from memory.atomic import atomic_write_text
 from memory.chunking import transcript_key
@@ -85,7 +85,7 @@ from memory.layout import (
 from memory.sources import daily_note_date
 
 if TYPE_CHECKING:
-    from gateway.ops.metrics import Counter, Registry
+    from gateway.agent.metrics import Counter, Registry
     from gateway.ops.state import DmRoute
     from gateway.pipeline.delivery import Outcome
 
