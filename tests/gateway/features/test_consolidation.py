@@ -209,3 +209,16 @@ def test_only_the_owners_own_dm_words_are_read(tmp_path) -> None:
     assert sources[0].text == "Person: my bike is a green Brompton"
     # After a pass that read up to now, nothing is new.
     assert read_sources(ws, OWNER, datetime.now(UTC) + timedelta(seconds=5)) == []
+
+
+async def test_a_person_over_budget_is_skipped_and_read_again(openai_server, make_gateway,
+                                                              tmp_path):
+    """At the person's budget cap the pass makes no model call, writes nothing, and the next
+    pass reads the same material."""
+    gateway, _, ws, clock = await _setup(make_gateway, openai_server, tmp_path,
+                                         budget={"workspaces": {OWNER: {"daily_tokens": 10}}})
+    calls = len(openai_server.requests)
+    outcome = (await Consolidator(gateway).run_due())[OWNER]
+    assert outcome.status == "skipped" and "budget" in outcome.note
+    assert len(openai_server.requests) == calls and (ws / "MEMORY.md").read_text() == MEMORY
+    assert "since" not in json.loads((ws / ".clawgate-consolidate.json").read_text())
