@@ -215,7 +215,7 @@ async def test_a_person_over_budget_is_skipped_and_read_again(openai_server, mak
                                                               tmp_path):
     """At the person's budget cap the pass makes no model call, writes nothing, and the next
     pass reads the same material."""
-    gateway, _, ws, clock = await _setup(make_gateway, openai_server, tmp_path,
+    gateway, _, ws, _ = await _setup(make_gateway, openai_server, tmp_path,
                                          budget={"workspaces": {OWNER: {"daily_tokens": 10}}})
     calls = len(openai_server.requests)
     outcome = (await Consolidator(gateway).run_due())[OWNER]
