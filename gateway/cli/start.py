@@ -116,12 +116,13 @@ def serve(config: Settings) -> int:
     """Run every configured platform channel until Ctrl-C or SIGTERM."""
     from gateway.assembly.builder import RUN, GatewayApp
     from gateway.cli.lifecycle import run_until_stopped
+    from gateway.features.consolidation import consolidation
     from gateway.features.scheduling import reminders
     from gateway.features.tidying import tidying
 
     logging.getLogger().setLevel(logging.getLevelName(config.log_level))
-    # The one scheduler; the daily MEMORY.md tidying.
-    app = GatewayApp(config, RUN, services=[reminders(run=True), tidying()])
+    # The one scheduler; the daily MEMORY.md tidying; the nightly consolidation.
+    app = GatewayApp(config, RUN, services=[reminders(run=True), tidying(), consolidation()])
     return run_until_stopped(config, RUN, banner=(
         "clawgate is running; Ctrl-C to stop. Approve new people with "
         "`clawgate pairing list` / `clawgate pairing approve CHANNEL CODE`."),
