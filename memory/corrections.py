@@ -25,8 +25,7 @@ from typing import Literal
 from memory.layout import MEMORY_DIR, MEMORY_FILE, USER_FILE
 
 __all__ = ["Action", "CorrectionError", "Found", "correct_text", "corrected_line",
-           "find_in_files", "written_lines",
-           "is_struck", "memory_file_paths", "strike"]
+           "find_in_files", "is_struck", "memory_file_paths", "strike", "written_lines"]
 
 Action = Literal["replace", "strike", "delete"]
 ACTIONS: tuple[Action, ...] = ("replace", "strike", "delete")

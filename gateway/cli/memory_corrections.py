@@ -111,7 +111,7 @@ def correct_command(
         raise CliError(f"could not correct {rel}: {exc}") from exc
     done = {"replace": "replaced", "strike": "struck", "delete": "deleted"}[action]
     was = text.split("\n")[changed - 1]
-    now = written_lines(result, changed, action, new_text)  # type: ignore[arg-type]
+    now = written_lines(result, changed, action, new_text)
     if action == "strike":
         print(f"struck line {changed} of {rel}; it now reads:")
         for shown in now:
