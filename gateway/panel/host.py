@@ -73,6 +73,7 @@ class PanelHost:
         self.state, self.versioning = gateway.state, gateway.versioning
         self.pairing = Pairing(self.state, self.clock)
         self._account_names: dict[str, str] = {}  # person id -> platform display name
+        self.sender_names: dict[tuple[str, str], str] = {}  # (channel, sender id) -> name
         self._names_read_at: float | None = None
 
     def now(self) -> datetime:
@@ -147,12 +148,13 @@ class PanelHost:
             " ORDER BY created_at")
         linked = {(channel, sender): person for person, channel, sender in await self.links()}
         names: dict[str, str] = {}
+        senders: dict[tuple[str, str], str] = {}
         for channel, sender, name in rows:
-            person = linked.get((str(channel), str(sender))) or person_id_for(
-                str(channel), str(sender), self.settings.owner)
+            account = (str(channel), str(sender))
+            person = linked.get(account) or person_id_for(*account, self.settings.owner)
             if clean_name(str(name or "")):
-                names[person] = clean_name(str(name))  # the newest approval's name wins
-        self._account_names = names
+                names[person] = senders[account] = clean_name(str(name))  # newest wins
+        self._account_names, self.sender_names = names, senders
 
     def display_name(self, person_id: str) -> str:
         """The person's name, or "" when none is known (their id is shown then)."""

@@ -115,7 +115,8 @@ async def overview(request: web.Request) -> web.Response:
         request, "overview.html", "Overview", parts=parts, queue_depth=ready["queue_depth"],
         terminal_only=bool(host.channel_names()) and host.channel_names() <= {"terminal"},
         attention=attention, routine=routine, pending=await host.pending_pairing(),
-        people=people, names=names, approved=await host.approved(), links=await host.links())
+        people=people, names=names, approved=await host.approved(), links=await host.links(),
+        sender_names=host.sender_names)
 
 
 # --- files ---------------------------------------------------------------------------------------
