@@ -190,6 +190,21 @@ async def test_doctor_checks_each_bot_token_and_names_where_it_was_set(
         assert tg.token not in out and wrong not in out
 
 
+async def test_run_names_the_file_of_a_refused_token(tmp_path, anthropic_server):
+    """`clawgate run` said "check CLAWGATE_TELEGRAM__TOKEN" of a token from clawgate.toml."""
+    async with FakeTelegramServer() as tg:
+        config = tmp_path / "clawgate.toml"
+        config.write_text(f'[telegram]\nbase_url = "{tg.base_url}"\n'
+                          'token = "123456789:AAF-not-this-bots-token-0123456789abc"\n')
+        env = _env(tmp_path, ANTHROPIC_API_KEY="sk-x", CLAWGATE_CONFIG=str(config),
+                   CLAWGATE_LLM__BASE_URL=anthropic_server.base_url,
+                   CLAWGATE_HEALTH__PORT="0")
+        code, _, err = await _run(["run"], env)
+    assert code == 2, err
+    assert f"check [telegram] token in {config} line 3" in err, err
+    assert "CLAWGATE_TELEGRAM__TOKEN" not in err
+
+
 def test_a_refused_token_is_reported_where_it_was_written(tmp_path):
     """`clawgate run` said "check CLAWGATE_TELEGRAM__TOKEN" of a token from clawgate.toml."""
     config = tmp_path / "clawgate.toml"
