@@ -59,7 +59,8 @@ def error_page(request: web.Request, status: int, message: str, *, person: str =
                tab: str = "", hint: str = "") -> web.Response:
     """A refusal or a missing thing, in the panel's own layout (not aiohttp's bare text)."""
     titles = {400: "Not possible", 404: "Not found", 409: "Conflict"}
-    back, back_label = ((person_url(person, tab or "files"), f"Back to {person}") if person
+    shown = (panel_of(request).host.display_name(person) or person) if person else ""
+    back, back_label = ((person_url(person, tab or "files"), f"Back to {shown}") if person
                         else ("/", "Back to the overview"))
     return page(request, "error.html", titles.get(status, "Error"), person=person, tab=tab,
                 status=status, message=message, hint=hint, back=back, back_label=back_label)
