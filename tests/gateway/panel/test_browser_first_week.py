@@ -17,12 +17,9 @@ from typing import Any
 import pytest
 
 from gateway.pipeline.pairing import Pairing
-from tests.gateway.panel.test_browser import ARGS, CHROMIUM, STRANGER, running
+from tests.gateway.panel.test_browser import ARGS, CHROMIUM, STRANGER, pytestmark, running
 
-__all__ = ["running"]  # the fixture, shared with the owner's session test
-
-pytestmark = pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed "
-                                                         "(apt-get install chromium; .ci/run does)")
+__all__ = ["pytestmark", "running"]  # the skip rule and the fixture of the owner's session test
 
 
 async def _a_week_of_history(gateway: Any, owner: Path) -> None:
@@ -48,6 +45,7 @@ async def test_names_history_and_time_phrases_in_a_real_browser(running: Any,
 
     from gateway.panel.auth import issue_link_code
 
+    assert CHROMIUM is not None, "CLAWGATE_REQUIRE_BROWSER is set but chromium is missing"
     gateway, panel, tg, _ = running
     owner = gateway.settings.workspaces_dir / "owner"
     shots = tmp_path / "shots"
