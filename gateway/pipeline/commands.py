@@ -21,7 +21,9 @@ from gateway.agent.providers.base import BudgetExceeded, ModelInfo
 from gateway.agent.sessions import SessionStore, estimate_tokens
 from gateway.agent.tools import ToolContext, ToolRegistry
 from gateway.config.settings import Settings
+from gateway.pipeline.reminders import reminders_command
 from gateway.pipeline.routing import Route
+from gateway.pipeline.usage_report import usage_command
 
 if TYPE_CHECKING:
     from gateway.agent.tools.schedule_tools import ScheduleBook
@@ -80,7 +82,7 @@ class CommandContext:
     compactor: Compactor
     provider: ModelInfo  # names the model (/status); calls go through the metered one
     prompt: PromptParts
-    schedules: ScheduleBook | None = None  # reminders (gateway/assembly/scheduling.py)
+    schedules: ScheduleBook | None = None  # reminders (gateway/features/scheduling.py)
     usage: UsageLedger | None = None  # /usage (gateway/ops/usage.py)
     budgets: Budgets | None = None
 
@@ -203,18 +205,30 @@ async def _context(ctx: CommandContext) -> str:
         f"Budgets: {prompt.file_max_chars:,} chars per file, {prompt.total_max_chars:,} in total",
     ]
     lines += parts.capability_lines(route)  # skills and MCP tool servers
+    lines += standing_lines(files)
     return "\n".join(lines)
 
 
-async def _reminders(ctx: CommandContext) -> str:
-    from gateway.pipeline.reminders import reminders_command
+def standing_lines(files: list[ContextFile]) -> list[str]:
+    """The standing instructions in this prompt, each with where it was said (private
+    contexts only: a group never loads INSTRUCTIONS.md)."""
+    from memory.instructions import parse_instructions
+    from memory.layout import INSTRUCTIONS_FILE
 
+    text = next((item.text for item in files if item.name == INSTRUCTIONS_FILE), "")
+    rules = [rule for rule in parse_instructions(text) if not rule.struck]
+    if not rules:
+        return []
+    return [f"Standing instructions ({INSTRUCTIONS_FILE}, followed in every private context):",
+            *(f"  - {rule.text}" + (f" ({rule.provenance})" if rule.provenance else "")
+              for rule in rules)]
+
+
+async def _reminders(ctx: CommandContext) -> str:
     return await reminders_command(ctx.schedules, ctx.route, ctx.args)
 
 
 async def _usage(ctx: CommandContext) -> str:
-    from gateway.pipeline.usage_report import usage_command
-
     return await usage_command(ctx)
 
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from channels.base import Channel, InboundMessage
 from gateway.agent.compaction import Compactor
 from gateway.agent.loop import AgentLoop
+from gateway.agent.metrics import GatewayMetrics, MeteredProvider
 from gateway.agent.providers import ModelRouter, build_router, models_in_use
 from gateway.agent.providers.base import Provider
 from gateway.agent.sessions import SessionStore
@@ -24,7 +25,6 @@ from gateway.agent.tools import Tool
 from gateway.capabilities.hub import Capabilities
 from gateway.clock import Clock, SystemClock
 from gateway.config.settings import Settings
-from gateway.ops.metrics import GatewayMetrics, MeteredProvider
 from gateway.ops.prices import PriceTable
 from gateway.ops.redaction import Redactor
 from gateway.ops.state import StateDB
@@ -42,6 +42,7 @@ from gateway.pipeline.turn_setup import TurnSetup
 from gateway.pipeline.turns import TurnRunner
 
 if TYPE_CHECKING:
+    from gateway.agent.instructions import InstructionKeeper
     from gateway.agent.media.intake import MediaIntake, UserContent
     from gateway.agent.media.window import ImageWindow
 
@@ -97,7 +98,8 @@ def build_parts(
     # log formatter so secrets added later (`redactor.add`) are masked there too.
     redactor = redactor or Redactor.from_settings(settings)
     by_name = {channel.name: channel for channel in channels}
-    state = state or settings.state_db()  # opened by Gateway.start
+    state = state or StateDB.for_root(  # opened by Gateway.start
+        settings.workspaces_dir, inbox_retention=settings.inbox_retention)
     lanes, metrics = Lanes(), GatewayMetrics()
     metrics.queue_depth.collect_with(lambda: {(): lanes.depth()})
     versioning = Versioning(enabled=settings.versioning.enabled,
@@ -119,7 +121,8 @@ def build_parts(
     agent = AgentLoop(metered, settings.llm.max_tool_rounds, images=_image_window(settings, media))
     sessions = SessionStore(clock)
     compactor = Compactor(metered, agent, settings.llm, settings.compaction, clock,
-                          settings.zone(), metrics=metrics, versioning=versioning)
+                          settings.zone(), metrics=metrics, versioning=versioning,
+                          instructions=_instructions(settings, metered, clock, metrics))
     turns = _turn_runner(settings, provider, sessions, agent, compactor, setup, delivery,
                          metrics, versioning, state, media, by_name)
     limits = PersonLimits(clock, settings.limits.queue_per_person,
@@ -157,7 +160,18 @@ def _turn_runner(settings: Settings, provider: Provider, sessions: SessionStore,
         from gateway.pipeline.capture import Capture
 
         turns.capture = Capture(agent, metrics.registry)
+    turns.instructions = compactor.instructions
     return turns
+
+
+def _instructions(settings: Settings, metered: Provider, clock: Clock,
+                  metrics: GatewayMetrics) -> InstructionKeeper | None:
+    """Standing instructions (gateway/agent/instructions.py), unless turned off."""
+    if not settings.memory.standing_instructions:
+        return None
+    from gateway.agent.instructions import InstructionKeeper
+
+    return InstructionKeeper(metered, clock, settings.zone(), metrics.registry)
 
 
 def _media_intake(settings: Settings, provider: Provider, clock: Clock,

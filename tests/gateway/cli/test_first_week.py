@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 
 from channels.base import InboundMessage
+from gateway.assembly.backup import backup, restore
 from gateway.cli.main import main
 from gateway.config.settings import ConfigError, load_settings
 from gateway.config.sources import where_set, with_sources
-from gateway.ops.backup import backup, restore
 from gateway.ops.prices import PriceTable
 from gateway.ops.state import StateDB
 from gateway.pipeline.pairing import Pairing
