@@ -79,7 +79,8 @@ def openai_style_url(url: str) -> bool:
 
 def provider_hint(provider: str, base_url: str | None, inferred: bool = False) -> str:
     """What to set when a custom endpoint is spoken to in the wrong API: "" when nothing is
-    to be said. Shared by doctor, the chat's refusal line and the start banner."""
+    to be said. Doctor's fix line; the chat's refusal (gateway/pipeline/replies.py) says the
+    same in the person's words."""
     if not base_url:
         return ""
     if provider == "anthropic":
