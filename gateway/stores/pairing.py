@@ -86,6 +86,20 @@ class PairingStore:
         )
         return rows[0] if rows else None
 
+    async def decided(self, channel: str, code: str) -> Any | None:
+        """(status, sender_id, sender_name) of the code if it was approved or denied."""
+        rows = await self.db.rows(
+            "SELECT status, sender_id, sender_name FROM pairing WHERE channel = ? AND code = ?"
+            " AND status IN ('approved', 'denied')", (channel, code))
+        return rows[0] if rows else None
+
+    async def approved_names(self) -> list[Any]:
+        """(channel, sender_id, sender_name) of every approved request, oldest first: the
+        names people gave when they asked (the panel shows them)."""
+        return await self.db.rows(
+            "SELECT channel, sender_id, sender_name FROM pairing WHERE status = 'approved'"
+            " ORDER BY created_at")
+
     async def set_status(self, channel: str, code: str, status: str) -> None:
         await self.db.write("UPDATE pairing SET status = ? WHERE channel = ? AND code = ?",
                             (status, channel, code))
