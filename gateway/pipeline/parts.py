@@ -42,8 +42,11 @@ from gateway.pipeline.turn_setup import TurnSetup
 from gateway.pipeline.turns import TurnRunner
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from gateway.agent.media.intake import MediaIntake, UserContent
     from gateway.agent.media.window import ImageWindow
+    from gateway.pipeline.voice_reply import VoiceReplies
 
 
 @dataclass(slots=True)
@@ -74,6 +77,7 @@ class GatewayParts:
     compactor: Compactor
     delivery: Delivery  # the one way out: outbox, per-chat ordered senders, retries
     turns: TurnRunner
+    voice: VoiceReplies | None  # replies read aloud; None when `[media.speech] backend = none`
 
 
 async def _no_note(text: str, key: str) -> None:
@@ -122,14 +126,38 @@ def build_parts(
                           settings.zone(), metrics=metrics, versioning=versioning)
     turns = _turn_runner(settings, provider, sessions, agent, compactor, setup, delivery,
                          metrics, versioning, state, media, by_name)
+    router = Router(settings.workspaces_dir, settings.owner, state)
+    turns.voice = voice = _voice_replies(settings, state, accounting, router)
     limits = PersonLimits(clock, settings.limits.queue_per_person,
                           settings.limits.messages_per_minute)
     return GatewayParts(
         settings, provider, clock, redactor, access or LocalOnlyAccess(), by_name, state,
-        Router(settings.workspaces_dir, settings.owner, state), sessions, lanes, limits,
+        router, sessions, lanes, limits,
         metrics, versioning, models, usage, budgets, accounting, metered, media, capabilities,
-        setup, compactor, delivery, turns,
+        setup, compactor, delivery, turns, voice,
     )
+
+
+def _voice_replies(settings: Settings, state: StateDB, accounting: Accounting,
+                   router: Router) -> VoiceReplies | None:
+    """Replies read aloud, or None when no speech backend is configured. Nothing loads here:
+    the local voice loads on its speech thread with the first reply it says."""
+    speech = settings.media.speech
+    if speech.backend == "none":
+        return None
+    from gateway.agent.media.speech import build_speaker
+    from gateway.pipeline.voice_reply import VOICE_DIR, VoiceReplies
+    from gateway.workspace.seed import workspace_path
+
+    async def person_workspace(channel: str, sender_id: str) -> Path | None:
+        """A group speaker's own workspace (where their /voice choice is), if they have one."""
+        workspace = workspace_path(settings.workspaces_dir,
+                                   await router.person_for(channel, sender_id))
+        return workspace if workspace.is_dir() else None
+
+    return VoiceReplies(speech, build_speaker(speech), state.path.parent / VOICE_DIR,
+                        accounting=accounting, billed=speech.backend == "openai",
+                        person_workspace=person_workspace)
 
 
 def _turn_runner(settings: Settings, provider: Provider, sessions: SessionStore,

@@ -44,7 +44,9 @@ async def media_gateway(make_settings, anthropic_server, tg, stt
         section = {"token": tg.token, "base_url": tg.base_url, "poll_timeout_seconds": 1,
                    "allow_from": ["42"], **telegram}
         transcription = {"backend": "openai", "base_url": stt.base_url, "api_key": stt.key}
-        media_section = {"transcription": transcription, **(media or {})}
+        # Spoken replies only where a test asks for them (tests/channels/test_voice_replies.py).
+        media_section = {"transcription": transcription, "speech": {"backend": "none"},
+                         **(media or {})}
         built = make_settings(**llm_overrides(llm_server or anthropic_server, **(llm or {})),
                               telegram=section, media=media_section, tools=tools or {},
                               **(settings or {}))

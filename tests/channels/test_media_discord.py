@@ -35,7 +35,8 @@ async def dc_gateway(make_settings, anthropic_server, dc, stt) -> AsyncIterator[
         transcription = {"backend": "openai", "base_url": stt.base_url, "api_key": stt.key}
         settings = make_settings(**llm_overrides(anthropic_server),
                                  discord={"token": dc.token, "allow_from": ["301"]},
-                                 media={"transcription": transcription, **media})
+                                 media={"transcription": transcription,
+                                        "speech": {"backend": "none"}, **media})
         gateway = build_gateway(settings, build_provider(settings), options=OPTIONS)
         await gateway.start()
         running.append(gateway)
