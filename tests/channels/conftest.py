@@ -14,6 +14,7 @@ from gateway.pipeline.gateway import Gateway
 from retrypolicy import Backoff
 from tests.conftest import llm_overrides
 from tests.fakes.llm_server import FakeLLMServer
+from tests.fakes.speech import FakeSpeechServer
 from tests.fakes.telegram_server import FakeTelegramServer
 from tests.fakes.transcription_server import FakeTranscriptionServer
 
@@ -29,6 +30,13 @@ async def tg() -> AsyncIterator[FakeTelegramServer]:
 @pytest.fixture
 async def stt() -> AsyncIterator[FakeTranscriptionServer]:
     async with FakeTranscriptionServer() as server:
+        yield server
+
+
+@pytest.fixture
+async def tts() -> AsyncIterator[FakeSpeechServer]:
+    """A loopback OpenAI-compatible /audio/speech (babble, fast)."""
+    async with FakeSpeechServer() as server:
         yield server
 
 

@@ -22,12 +22,6 @@ from tests.fakes.speech import FakeSpeechServer, listen
 LONG = " ".join(f"Sentence number {n} of a long answer, said plainly." for n in range(40))
 
 
-@pytest.fixture
-async def tts() -> AsyncIterator[FakeSpeechServer]:
-    async with FakeSpeechServer() as server:
-        yield server
-
-
 def speech(tts: FakeSpeechServer, **extra: Any) -> dict[str, Any]:
     return {"speech": {"backend": "openai", "base_url": tts.base_url, "api_key": tts.key,
                        **extra}}

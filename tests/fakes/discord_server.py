@@ -81,6 +81,8 @@ class FakeDiscordServer:
         self.stored: dict[str, bytes] = {}  # attachment id -> bytes
         self.downloads: list[str] = []
         self.files: list[UploadedFile] = []
+        # False: voice messages are refused, as a server that disallows them does.
+        self.voice_messages = True
         self.identified = asyncio.Event()
         self._sockets: list[web.WebSocketResponse] = []
         self._seq = itertools.count(1)
@@ -245,6 +247,9 @@ class FakeDiscordServer:
                                       or "waveform" not in metas[0]):
             # Discord's rule: one audio attachment with its length and waveform, no text.
             return _json({"message": "Invalid Form Body", "code": 50035}, 400)
+        if flags & VOICE_MESSAGE and not self.voice_messages:
+            return _json({"message": "Cannot send voice messages in this channel",
+                          "code": 50173}, 400)
         nonce = str(body.get("nonce") or "")
         if nonce and body.get("enforce_nonce") and (channel, nonce) in self.nonces:
             return _json(self.nonces[(channel, nonce)])
