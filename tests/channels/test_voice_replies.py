@@ -8,7 +8,6 @@ the platforms receive is decoded with PyAV: Ogg Opus, its real length, speech-li
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
