@@ -496,16 +496,18 @@ class TelegramChannel(ChannelBase):
             parts += rendered
 
         async def send_part(_index: int, part: tuple[str, str] | None) -> None:
-            if part is None:
-                await self._send_voice(chat_id, path, read_clip(path), caption)
-            else:
+            if part is not None:
                 await self._send_text(chat_id, part)
+            elif not await self._send_voice(chat_id, path, read_clip(path), caption) and \
+                    caption is not None:
+                await self._send_text(chat_id, caption)  # the person takes no voice notes
 
         await send_parts(message, parts, send_part)
 
     async def _send_voice(self, chat_id: int | str, path: Path, clip: VoiceClip | None,
-                          caption: tuple[str, str] | None) -> None:
-        """One sendVoice; the caption as HTML, or as plain text when Telegram rejects it."""
+                          caption: tuple[str, str] | None) -> bool:
+        """One sendVoice; the caption as HTML, or as plain text when Telegram rejects it.
+        False when the person does not take voice notes (a privacy setting of theirs)."""
         if not path.is_file():
             raise DeliveryRefused(f"the voice note to send is gone: {path.name}")
         duration = clip.whole_seconds if clip is not None else None
@@ -516,13 +518,20 @@ class TelegramChannel(ChannelBase):
                                  caption=html or None, parse_mode="HTML" if html else None,
                                  filename=path.name)
             except BadRequest as exc:
-                if not html:
+                if not html or "entit" not in str(exc).lower():  # "can't parse entities"
                     raise
                 log.info("telegram: caption HTML rejected (%s); sending it as plain text", exc)
                 await self._call(self.bot.send_voice, chat_id, path, duration=duration,
                                  caption=plain or None, filename=path.name)
-        except (BadRequest, Forbidden, InvalidToken) as exc:
+        except BadRequest as exc:
+            if "voice_messages_forbidden" in str(exc).lower():
+                log.info("telegram: chat %s takes no voice notes; sending the text alone",
+                         chat_id)
+                return False
             raise DeliveryRefused(f"telegram refused the voice note: {exc}") from exc
+        except (Forbidden, InvalidToken) as exc:
+            raise DeliveryRefused(f"telegram refused the voice note: {exc}") from exc
+        return True
 
     async def _send_text(self, chat_id: int | str, part: tuple[str, str]) -> None:
         """One part as HTML, or as plain text when Telegram rejects the HTML."""

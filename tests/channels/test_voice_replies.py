@@ -86,6 +86,20 @@ async def test_a_reply_too_long_for_a_caption_follows_its_voice_note_as_text(
     assert listen(sent.data).seconds <= 20 * 1.15
 
 
+async def test_a_person_who_takes_no_voice_notes_gets_the_text(
+        tg, stt, tts, media_gateway):
+    """Telegram lets a person refuse voice notes (VOICE_MESSAGES_FORBIDDEN): the caption goes
+    as a message instead, once, and the row is finished."""
+    gateway = await media_gateway(media=speech(tts))
+    tg.fail("sendVoice", 400, "Bad Request: VOICE_MESSAGES_FORBIDDEN")
+    await voice_note(tg)
+    sent = await tg.wait_sent(1)
+    await gateway.delivery.drain()
+    assert sent[0].text.startswith("echo: [voice message") and tg.files == []
+    assert not await gateway.state.pending_outbound()
+    assert voice_files(gateway) == []
+
+
 async def test_mirror_answers_text_with_text_and_a_voice_note_with_both(
         tg, stt, tts, media_gateway):
     await media_gateway(media=speech(tts))
