@@ -61,7 +61,8 @@ PersonWorkspace = Callable[[str, str], Awaitable[Path | None]]
 class VoiceReplies:
     def __init__(self, settings: SpeechSettings, speaker: Speaker, directory: Path, *,
                  accounting: Accounting | None = None, billed: bool = False,
-                 person_workspace: PersonWorkspace | None = None) -> None:
+                 person_workspace: PersonWorkspace | None = None,
+                 margin_seconds: float = MARGIN_SECONDS) -> None:
         self.settings = settings
         self.speaker = speaker
         self.directory = directory
@@ -70,6 +71,7 @@ class VoiceReplies:
         self.model = settings.model if billed else speaker.name
         self.choices = VoiceChoices(settings)
         self.person_workspace = person_workspace
+        self.margin_seconds = margin_seconds
         self._unavailable_said = False
 
     async def wanted(self, route: Route, msg: InboundMessage, channel: Channel | None) -> bool:
@@ -120,7 +122,7 @@ class VoiceReplies:
         return str(path)
 
     async def _speak(self, route: Route, text: str) -> VoiceNote | None:
-        limit = self.settings.timeout_seconds + MARGIN_SECONDS
+        limit = self.settings.timeout_seconds + self.margin_seconds
         scope = UsageScope(route.person_id, "speech", route.group)
         try:
             async with asyncio.timeout(limit):
