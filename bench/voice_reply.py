@@ -397,7 +397,8 @@ def main() -> None:
           f"note: p50 {e2e['p50']:.2f} s, max {e2e['max']:.2f} s over {args.runs} runs (CPU "
           f"p50 {e2e['cpu_p50']:.2f} s, the fakes' included); the first (voice loaded) "
           f"{e2e['first']:.2f} s (CPU {e2e['cpu_first']:.2f} s); gateway RSS "
-          f"{e2e['rss_before']:.0f} MiB before the first voice reply, +{e2e['rss_added']:.0f} MiB after the last")
+          f"{e2e['rss_before']:.0f} MiB before the first voice reply, "
+          f"+{e2e['rss_added']:.0f} MiB after the last")
     print(f"an API backend's answer: {api_audio:.0f} s of WAV decoded and encoded in "
           f"{api_seconds * 1000:.0f} ms")
     print(f"installed: {', '.join(PACKAGES)}: {apparent:.0f} MiB ({disk:.0f} MiB on disk)")
