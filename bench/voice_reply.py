@@ -238,8 +238,9 @@ def _edits(a: list[str], b: list[str]) -> int:
 # --- the parent ------------------------------------------------------------------------------
 
 
-async def end_to_end(runs: int) -> dict[str, Any]:
-    """A voice note in, the 20-second reply out as a voice note, through the fake Telegram."""
+async def end_to_end(runs: int, backend: str = "local") -> dict[str, Any]:
+    """A voice note in, the 20-second reply out as a voice note, through the fake Telegram
+    (`backend = "none"`: the same turns answered in text, for the memory they take alone)."""
     import tempfile
 
     from gateway.agent.providers import build_provider
@@ -269,7 +270,7 @@ async def end_to_end(runs: int) -> dict[str, Any]:
                           "poll_timeout_seconds": 1},
                 media={"transcription": {"backend": "openai", "base_url": stt.base_url,
                                          "api_key": stt.key},
-                       "speech": {"backend": "local"}},
+                       "speech": {"backend": backend}},
                 health={"enabled": False}, panel={"enabled": False})
             gateway = build_gateway(settings, build_provider(settings), options={
                 "telegram": {"backoff": Backoff(0.05, 0.2), "stall_grace": 0.5}})
@@ -281,8 +282,13 @@ async def end_to_end(runs: int) -> dict[str, Any]:
                 for run in range(runs + 1):  # the first loads the voice: reported apart
                     voice = {**tg.add_file(VOICE_NOTE.read_bytes()), "duration": 4}
                     await tg.add_update(tg.message(42, voice=voice))
-                    await tg.wait_files(run + 1, timeout=120)
-                    sent = [at for method, _, at in tg.call_times if method == "sendVoice"]
+                    if backend == "none":
+                        await tg.wait_sent(run + 1, timeout=120)
+                        sent = [at for method, _, at in tg.call_times
+                                if method == "sendMessage"]
+                    else:
+                        await tg.wait_files(run + 1, timeout=120)
+                        sent = [at for method, _, at in tg.call_times if method == "sendVoice"]
                     waits.append(sent[-1] - answered[-1])
                     cpus.append(time.process_time() - answered_cpu[-1])
                 after = _status("VmRSS")
@@ -290,6 +296,8 @@ async def end_to_end(runs: int) -> dict[str, Any]:
                 await gateway.stop(drain_timeout=10)
     from tests.fakes.speech import listen
 
+    if backend == "none":
+        return {"rss_before": before, "rss_added": after - before}
     return {"first": waits[0], "p50": statistics.median(waits[1:]), "max": max(waits[1:]),
             "cpu_p50": statistics.median(cpus[1:]), "cpu_first": cpus[0],
             "seconds": listen(tg.files[-1].data).seconds, "rss_before": before,
@@ -338,8 +346,9 @@ def main() -> None:
     parser.add_argument("--listen", action="store_true")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.child == "e2e":
-        print(json.dumps(asyncio.run(end_to_end(args.runs))))
+    if args.child in ("e2e", "e2e-none"):
+        backend = "none" if args.child == "e2e-none" else "local"
+        print(json.dumps(asyncio.run(end_to_end(args.runs, backend))))
         return
     if args.child:
         threads, arena = args.child.split(",")
@@ -358,6 +367,9 @@ def main() -> None:
     run = subprocess.run([sys.executable, __file__, "--child", "e2e", "--runs", str(args.runs)],
                          capture_output=True, text=True, check=True)
     e2e = json.loads(run.stdout.strip().splitlines()[-1])
+    run = subprocess.run([sys.executable, __file__, "--child", "e2e-none", "--runs",
+                          str(args.runs)], capture_output=True, text=True, check=True)
+    text_only = json.loads(run.stdout.strip().splitlines()[-1])
     api_seconds, api_audio = api_answer_cost()
     apparent, disk = installed_size()
     load_after = os.getloadavg()
@@ -398,7 +410,8 @@ def main() -> None:
           f"p50 {e2e['cpu_p50']:.2f} s, the fakes' included); the first (voice loaded) "
           f"{e2e['first']:.2f} s (CPU {e2e['cpu_first']:.2f} s); gateway RSS "
           f"{e2e['rss_before']:.0f} MiB before the first voice reply, "
-          f"+{e2e['rss_added']:.0f} MiB after the last")
+          f"+{e2e['rss_added']:.0f} MiB after the last (the same turns in text only: "
+          f"+{text_only['rss_added']:.0f} MiB)")
     print(f"an API backend's answer: {api_audio:.0f} s of WAV decoded and encoded in "
           f"{api_seconds * 1000:.0f} ms")
     print(f"installed: {', '.join(PACKAGES)}: {apparent:.0f} MiB ({disk:.0f} MiB on disk)")
