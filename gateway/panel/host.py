@@ -244,12 +244,12 @@ class PanelHost:
         return await memory.search(self.workspace(person_id), query, max_results=limit)
 
     async def beat_now(self, person_id: str) -> BeatOutcome:
-        from gateway.assembly.heartbeat_host import beat_now
+        from gateway.features.heartbeat_host import beat_now
 
         return await beat_now(self._gateway, person_id, self.workspace(person_id))
 
     def heartbeat_policy(self, person_id: str) -> Any:
-        from gateway.assembly.heartbeat_host import policy_for
+        from gateway.features.heartbeat_host import policy_for
 
         return policy_for(self.settings, person_id)
 
@@ -260,7 +260,7 @@ class PanelHost:
         return self._gateway.schedules is not None
 
     def zone(self, person_id: str) -> ZoneInfo:
-        from gateway.assembly.scheduling import person_zone
+        from gateway.features.scheduling import person_zone
 
         return person_zone(self.settings, person_id)
 

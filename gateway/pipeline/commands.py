@@ -21,7 +21,9 @@ from gateway.agent.providers.base import BudgetExceeded, ModelInfo
 from gateway.agent.sessions import SessionStore, estimate_tokens
 from gateway.agent.tools import ToolContext, ToolRegistry
 from gateway.config.settings import Settings
+from gateway.pipeline.reminders import reminders_command
 from gateway.pipeline.routing import Route
+from gateway.pipeline.usage_report import usage_command
 
 if TYPE_CHECKING:
     from gateway.agent.tools.schedule_tools import ScheduleBook
@@ -82,7 +84,7 @@ class CommandContext:
     compactor: Compactor
     provider: ModelInfo  # names the model (/status); calls go through the metered one
     prompt: PromptParts
-    schedules: ScheduleBook | None = None  # reminders (gateway/assembly/scheduling.py)
+    schedules: ScheduleBook | None = None  # reminders (gateway/features/scheduling.py)
     usage: UsageLedger | None = None  # /usage (gateway/ops/usage.py)
     budgets: Budgets | None = None
     voice: VoiceChoices | None = None  # /voice (gateway/pipeline/voice_choice.py)
@@ -210,14 +212,10 @@ async def _context(ctx: CommandContext) -> str:
 
 
 async def _reminders(ctx: CommandContext) -> str:
-    from gateway.pipeline.reminders import reminders_command
-
     return await reminders_command(ctx.schedules, ctx.route, ctx.args)
 
 
 async def _usage(ctx: CommandContext) -> str:
-    from gateway.pipeline.usage_report import usage_command
-
     return await usage_command(ctx)
 
 

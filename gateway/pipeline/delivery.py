@@ -47,7 +47,7 @@ from typing import Literal
 
 from channels import voice
 from channels.base import Channel, DeliveryRefused, InboundMessage, OutboundMessage
-from gateway.ops.metrics import GatewayMetrics
+from gateway.agent.metrics import GatewayMetrics
 from gateway.ops.state import Outgoing, StateDB
 from heartbeat.ack import scrub_token
 from retrypolicy import Backoff

@@ -43,12 +43,12 @@ from retrypolicy import Backoff
 
 if TYPE_CHECKING:
     from gateway.agent.context_files import ContextFile
+    from gateway.agent.metrics import Registry
     from gateway.agent.scope import UsageScope
     from gateway.agent.sessions import Session
     from gateway.agent.tools import ToolRegistry
     from gateway.agent.tools.quota import TurnBudget
     from gateway.agent.tools.schedule_tools import ScheduleBook
-    from gateway.ops.metrics import Registry
     from gateway.pipeline.budgets import CapStatus
     from gateway.pipeline.delivery import Outcome
     from gateway.pipeline.voice_reply import VoiceReplies
@@ -526,6 +526,6 @@ class Gateway:
         return await self.budgets.status(person)
 
     async def readiness(self, started: bool = True) -> dict[str, Any]:
-        from gateway.ops.health import readiness
+        from gateway.pipeline.health import readiness
 
         return await readiness(self, started)

@@ -25,8 +25,8 @@ import pytest
 
 from gateway.agent.providers import build_provider
 from gateway.assembly.platforms import build_gateway
-from gateway.assembly.scheduling import attach_schedules
 from gateway.config.panel import PanelSettings
+from gateway.features.scheduling import attach_schedules
 from gateway.panel.auth import issue_link_code
 from gateway.panel.host import PanelHost
 from gateway.panel.server import PanelServer
