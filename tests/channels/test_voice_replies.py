@@ -8,13 +8,17 @@ the platforms receive is decoded with PyAV: Ogg Opus, its real length, speech-li
 from __future__ import annotations
 
 import logging
+import os
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from channels import voice as clips
 from gateway.agent.media.speech import bundled_voice
 from gateway.pipeline.gateway import Gateway
+from gateway.pipeline.voice_reply import STALE_SECONDS
 from tests.fakes.media_files import VOICE_NOTE
 from tests.fakes.speech import FakeSpeechServer, listen
 
@@ -247,3 +251,20 @@ async def test_the_local_voice_speaks_a_short_reply(tg, stt, media_gateway, anth
     heard = listen(sent.data)
     assert (heard.container, heard.codec) == ("ogg", "opus")
     assert 1.5 < heard.seconds < 6 and heard.rms > 0.02 and heard.loudness_variation > 0.4
+
+
+async def test_a_start_removes_voice_notes_a_crash_left_behind(tg, stt, tts, media_gateway,
+                                                               make_settings):
+    """A voice note whose row finished just before a crash removed it is left on disk; a
+    start removes it once it is a day old (and never one a pending row still names)."""
+    folder = make_settings().workspaces_dir / ".gateway" / "voice"
+    folder.mkdir(parents=True)
+    left, figures = clips.paths(folder, "left-behind")
+    left.write_bytes(b"OggS")
+    figures.write_bytes(clips.meta_bytes(1.0, ""))
+    fresh, _ = clips.paths(folder, "fresh")
+    fresh.write_bytes(b"OggS")
+    past = time.time() - STALE_SECONDS - 60
+    os.utime(left, (past, past))
+    await media_gateway(media=speech(tts))
+    assert not left.exists() and not figures.exists() and fresh.exists()
