@@ -1,4 +1,5 @@
-"""Voice notes answered with voice notes, through the fake Telegram and Discord.
+"""Voice notes answered with voice notes, through the fake Telegram (Discord's are in
+test_media_discord.py).
 
 The speech comes from the loopback OpenAI-compatible endpoint (tests/fakes/speech.py: fast
 babble over the real wire protocol), except in the one test of the real local voice. What
