@@ -48,7 +48,7 @@ async def send_voice_message(client: discord.Client, channel_id: int, clip: Voic
                              nonce: str | None) -> None:
     """Post `clip` as a voice message; as an audio attachment where Discord refuses that."""
     if clip.waveform:
-        flags = discord.MessageFlags._from_value(VOICE_MESSAGE_FLAG)
+        flags = discord.MessageFlags(voice=True)  # IS_VOICE_MESSAGE, VOICE_MESSAGE_FLAG
         voice = VoiceFile(clip)
         try:
             with handle_message_parameters(file=voice, flags=flags, nonce=nonce) as params:
