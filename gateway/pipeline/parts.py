@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from gateway.agent.media.intake import MediaIntake, UserContent
+    from gateway.agent.media.speech import Speaker
     from gateway.agent.media.window import ImageWindow
     from gateway.pipeline.voice_reply import VoiceReplies
 
@@ -142,13 +143,18 @@ def build_parts(
 def _voice_replies(settings: Settings, state: StateDB, accounting: Accounting,
                    router: Router) -> VoiceReplies | None:
     """Replies read aloud, or None when no speech backend is configured. Nothing loads here:
-    the local voice loads on its speech thread with the first reply it says."""
+    the backend is made with the first reply to be spoken, and the local voice loads on its
+    speech thread then."""
     speech = settings.media.speech
     if speech.backend == "none":
         return None
-    from gateway.agent.media.speech import build_speaker
     from gateway.pipeline.voice_reply import VOICE_DIR, VoiceReplies
     from gateway.workspace.seed import workspace_path
+
+    def make_speaker() -> Speaker:  # at the first reply spoken: numpy and PyAV load then
+        from gateway.agent.media.speech import build_speaker
+
+        return build_speaker(speech)
 
     async def person_workspace(channel: str, sender_id: str) -> Path | None:
         """A group speaker's own workspace (where their /voice choice is), if they have one."""
@@ -156,7 +162,7 @@ def _voice_replies(settings: Settings, state: StateDB, accounting: Accounting,
                                    await router.person_for(channel, sender_id))
         return workspace if workspace.is_dir() else None
 
-    return VoiceReplies(speech, build_speaker(speech), state.path.parent / VOICE_DIR,
+    return VoiceReplies(speech, make_speaker, state.path.parent / VOICE_DIR,
                         accounting=accounting, billed=speech.backend == "openai",
                         person_workspace=person_workspace)
 

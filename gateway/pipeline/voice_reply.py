@@ -30,13 +30,12 @@ import os
 import time
 from collections.abc import Awaitable, Callable, Collection
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from channels import voice as clips
 from channels.base import Channel, InboundMessage
 from gateway.agent.conversation import Usage
-from gateway.agent.media.speech import SETTING, Speaker, SpeechFailed, SpeechUnavailable
 from gateway.agent.media.speech_text import readout
-from gateway.agent.media.voice_note import VoiceNote
 from gateway.agent.providers.base import BudgetExceeded
 from gateway.agent.scope import UsageScope
 from gateway.config.media import SpeechSettings
@@ -44,6 +43,10 @@ from gateway.pipeline.budgets import Accounting
 from gateway.pipeline.routing import Route
 from gateway.pipeline.voice_choice import VoiceChoices, speaks
 from memory.atomic import atomic_write_bytes, make_private_dirs
+
+if TYPE_CHECKING:
+    from gateway.agent.media.speech import Speaker
+    from gateway.agent.media.voice_note import VoiceNote
 
 log = logging.getLogger(__name__)
 
@@ -56,19 +59,24 @@ STALE_SECONDS = 24 * 3600.0
 
 # Where a group sender's own choice is read: the workspace of the person behind an account.
 PersonWorkspace = Callable[[str, str], Awaitable[Path | None]]
+# The speech backend, made at the first reply to be spoken: numpy, PyAV and the voice's
+# packages load then, never before the gateway's first poll (tests/gateway/assembly/
+# test_startup_imports.py).
+MakeSpeaker = Callable[[], "Speaker"]
 
 
 class VoiceReplies:
-    def __init__(self, settings: SpeechSettings, speaker: Speaker, directory: Path, *,
+    def __init__(self, settings: SpeechSettings, make_speaker: MakeSpeaker, directory: Path, *,
                  accounting: Accounting | None = None, billed: bool = False,
                  person_workspace: PersonWorkspace | None = None,
                  margin_seconds: float = MARGIN_SECONDS) -> None:
         self.settings = settings
-        self.speaker = speaker
+        self.make_speaker = make_speaker
+        self._speaker: Speaker | None = None
         self.directory = directory
         self.accounting = accounting
         self.billed = billed  # an API backend: its characters cost money
-        self.model = settings.model if billed else speaker.name
+        self.model = settings.model if billed else settings.backend
         self.choices = VoiceChoices(settings)
         self.person_workspace = person_workspace
         self.margin_seconds = margin_seconds
@@ -97,13 +105,14 @@ class VoiceReplies:
                           route.session_key)
             return ""
         assert channel is not None
+        speaker = self.speaker
         said = readout(reply, max_seconds=self.settings.max_seconds,
-                       chars_per_second=self.speaker.chars_per_second)
+                       chars_per_second=speaker.chars_per_second)
         if not said.spoken.strip():
             log.info("nothing in the reply to read aloud (only code, tables, links ...)")
             return ""
         started = time.perf_counter()
-        note = await self._speak(route, said.spoken)
+        note = await self._speak(speaker, route, said.spoken)
         if note is None:
             return ""
         if len(note.ogg) > channel.max_upload_bytes:
@@ -118,18 +127,26 @@ class VoiceReplies:
                         exc)
             return ""
         log.info("voice reply of %.1f s made in %.2f s (%s)", note.seconds,
-                 time.perf_counter() - started, self.speaker.name)
+                 time.perf_counter() - started, speaker.name)
         return str(path)
 
-    async def _speak(self, route: Route, text: str) -> VoiceNote | None:
+    @property
+    def speaker(self) -> Speaker:
+        if self._speaker is None:
+            self._speaker = self.make_speaker()
+        return self._speaker
+
+    async def _speak(self, speaker: Speaker, route: Route, text: str) -> VoiceNote | None:
+        from gateway.agent.media.speech import SETTING, SpeechFailed, SpeechUnavailable
+
         limit = self.settings.timeout_seconds + self.margin_seconds
         scope = UsageScope(route.person_id, "speech", route.group)
         try:
             async with asyncio.timeout(limit):
                 if not self.billed or self.accounting is None:
-                    return await self.speaker.synthesize(text)
+                    return await speaker.synthesize(text)
                 async with self.accounting.admit(scope):
-                    note = await self.speaker.synthesize(text)
+                    note = await speaker.synthesize(text)
                     await self.accounting.after_call(
                         scope, self.model, Usage(input_tokens=note.billed_characters))
                     return note
@@ -180,4 +197,5 @@ class VoiceReplies:
         return removed
 
     async def close(self) -> None:
-        await self.speaker.close()
+        if self._speaker is not None:
+            await self._speaker.close()

@@ -67,7 +67,7 @@ def test_the_choice_file_is_read_defensively(tmp_path):
 
 async def test_a_group_hears_nothing_unless_allowed_and_a_dm_follows_the_choice(tmp_path):
     speaker = FakeSpeaker()
-    voice = VoiceReplies(SpeechSettings(), speaker, tmp_path / "voice")
+    voice = VoiceReplies(SpeechSettings(), lambda: speaker, tmp_path / "voice")
     platform = Platform()
     assert await voice.wanted(_route(tmp_path), _msg(), platform)
     assert not await voice.wanted(_route(tmp_path), _msg(heard=False), platform)
@@ -75,15 +75,15 @@ async def test_a_group_hears_nothing_unless_allowed_and_a_dm_follows_the_choice(
     assert not await voice.wanted(_route(tmp_path), _msg(), ChannelBase())  # the terminal
     write_choice(tmp_path, "always")
     assert await voice.wanted(_route(tmp_path), _msg(heard=False), platform)
-    allowed = VoiceReplies(SpeechSettings(groups=True), speaker, tmp_path / "voice")
+    allowed = VoiceReplies(SpeechSettings(groups=True), lambda: speaker, tmp_path / "voice")
     assert await allowed.wanted(_route(tmp_path, private=False), _msg(), platform)
-    off = VoiceReplies(SpeechSettings(backend="none"), speaker, tmp_path / "voice")
+    off = VoiceReplies(SpeechSettings(backend="none"), lambda: speaker, tmp_path / "voice")
     assert not await off.wanted(_route(tmp_path), _msg(), platform)
 
 
 async def test_the_voice_note_is_kept_under_the_replys_key_until_sent(tmp_path):
     speaker = FakeSpeaker()
-    voice = VoiceReplies(SpeechSettings(), speaker, tmp_path / "voice")
+    voice = VoiceReplies(SpeechSettings(), lambda: speaker, tmp_path / "voice")
     made = await voice.voice_note_for(_route(tmp_path), _msg(), "Hello **there**.",
                                       key="answer:telegram:42:7", channel=Platform())
     again = await voice.voice_note_for(_route(tmp_path), _msg(), "Hello **there**.",
@@ -101,7 +101,7 @@ async def test_the_voice_note_is_kept_under_the_replys_key_until_sent(tmp_path):
 async def test_a_failing_or_stalling_voice_leaves_text_only(tmp_path):
     speaker = FakeSpeaker()
     speaker.failure = SpeechFailed("the voice broke")
-    voice = VoiceReplies(SpeechSettings(), speaker, tmp_path / "voice")
+    voice = VoiceReplies(SpeechSettings(), lambda: speaker, tmp_path / "voice")
     assert await voice.voice_note_for(_route(tmp_path), _msg(), "Hello.", key="k",
                                       channel=Platform()) == ""
 
@@ -109,19 +109,19 @@ async def test_a_failing_or_stalling_voice_leaves_text_only(tmp_path):
         async def synthesize(self, text: str):  # type: ignore[no-untyped-def]
             await asyncio.Event().wait()
 
-    stalled = VoiceReplies(SpeechSettings(timeout_seconds=0.01), Stalled(), tmp_path / "v",
+    stalled = VoiceReplies(SpeechSettings(timeout_seconds=0.01), Stalled, tmp_path / "v",
                            margin_seconds=0.05)
     async with asyncio.timeout(30):  # the reply's own limit ends it long before
         assert await stalled.voice_note_for(_route(tmp_path), _msg(), "Hello.", key="k",
                                             channel=Platform()) == ""
     small = Platform()
     small.max_upload_bytes = 100  # the platform's limit: text only
-    assert await VoiceReplies(SpeechSettings(), FakeSpeaker(), tmp_path / "w").voice_note_for(
+    assert await VoiceReplies(SpeechSettings(), FakeSpeaker, tmp_path / "w").voice_note_for(
         _route(tmp_path), _msg(), "Hello.", key="k", channel=small) == ""
 
 
 def test_the_sweep_removes_only_old_files_no_row_names(tmp_path):
-    voice = VoiceReplies(SpeechSettings(), FakeSpeaker(), tmp_path)
+    voice = VoiceReplies(SpeechSettings(), FakeSpeaker, tmp_path)
     files = {}
     for name in ("kept", "old", "new"):
         audio, meta = clips.paths(tmp_path, name)
