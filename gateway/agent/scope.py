@@ -19,13 +19,13 @@ from typing import Literal, get_args
 
 # `speech`: a reply read aloud by a paid speech API (its characters counted as input tokens).
 TurnKind = Literal[
-    "conversation", "heartbeat", "flush", "compaction", "reminders", "tidying", "speech",
-    "other",
+    "conversation", "heartbeat", "flush", "compaction", "reminders", "tidying",
+    "consolidation", "speech", "other",
 ]
 TURN_KINDS: tuple[TurnKind, ...] = get_args(TurnKind)
 # Turns nobody is waiting for: the cheaper background model answers them when one is set.
 BACKGROUND_KINDS: frozenset[TurnKind] = frozenset({"heartbeat", "flush", "compaction",
-                                                   "tidying"})
+                                                   "tidying", "consolidation"})
 NO_PERSON = ""
 
 

@@ -44,6 +44,7 @@ from gateway.pipeline.turns import TurnRunner
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from gateway.agent.instructions import InstructionKeeper
     from gateway.agent.media.intake import MediaIntake, UserContent
     from gateway.agent.media.speech import Speaker
     from gateway.agent.media.window import ImageWindow
@@ -125,7 +126,8 @@ def build_parts(
     agent = AgentLoop(metered, settings.llm.max_tool_rounds, images=_image_window(settings, media))
     sessions = SessionStore(clock)
     compactor = Compactor(metered, agent, settings.llm, settings.compaction, clock,
-                          settings.zone(), metrics=metrics, versioning=versioning)
+                          settings.zone(), metrics=metrics, versioning=versioning,
+                          instructions=_instructions(settings, metered, clock, metrics))
     turns = _turn_runner(settings, provider, sessions, agent, compactor, setup, delivery,
                          metrics, versioning, state, media, by_name)
     router = Router(settings.workspaces_dir, settings.owner, state)
@@ -192,7 +194,18 @@ def _turn_runner(settings: Settings, provider: Provider, sessions: SessionStore,
         from gateway.pipeline.capture import Capture
 
         turns.capture = Capture(agent, metrics.registry)
+    turns.instructions = compactor.instructions
     return turns
+
+
+def _instructions(settings: Settings, metered: Provider, clock: Clock,
+                  metrics: GatewayMetrics) -> InstructionKeeper | None:
+    """Standing instructions (gateway/agent/instructions.py), unless turned off."""
+    if not settings.memory.standing_instructions:
+        return None
+    from gateway.agent.instructions import InstructionKeeper
+
+    return InstructionKeeper(metered, clock, settings.zone(), metrics.registry)
 
 
 def _media_intake(settings: Settings, provider: Provider, clock: Clock,
