@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 from pathlib import Path
 from typing import Literal
 
@@ -30,6 +31,7 @@ Choice = Literal["on", "off", "mirror"]
 Mode = Literal["mirror", "always", "never"]
 CHOICES: dict[str, Mode] = {"on": "always", "off": "never", "mirror": "mirror"}
 _MAX_BYTES = 1024
+_REMEMBERED = 4096  # people whose choice is kept in memory
 
 USAGE = "Send /voice on, /voice off or /voice mirror (or /voice alone to see the setting)."
 _SAID = {
@@ -71,6 +73,9 @@ class VoiceChoices:
 
     def __init__(self, settings: SpeechSettings) -> None:
         self.settings = settings
+        # Asked for every reply: each choice file is read again only when it changed (a stat
+        # on the event loop, no thread hop per message).
+        self._read: dict[Path, tuple[int, int, Mode | None]] = {}
 
     @property
     def available(self) -> bool:
@@ -78,8 +83,24 @@ class VoiceChoices:
 
     async def mode(self, workspace: Path | None) -> Mode:
         """What holds for the person whose workspace this is (None: someone without one)."""
-        own = await asyncio.to_thread(read_choice, workspace) if workspace is not None else None
+        own = self._own(workspace) if workspace is not None else None
         return own or self.settings.reply
+
+    def _own(self, workspace: Path) -> Mode | None:
+        path = workspace / VOICE_FILE
+        try:
+            stat = os.stat(path)
+        except OSError:
+            self._read.pop(path, None)
+            return None
+        seen = self._read.get(path)
+        if seen is not None and seen[:2] == (stat.st_mtime_ns, stat.st_size):
+            return seen[2]
+        mode = read_choice(workspace)  # at most 1 KB
+        if len(self._read) >= _REMEMBERED:
+            self._read.pop(next(iter(self._read)))
+        self._read[path] = (stat.st_mtime_ns, stat.st_size, mode)
+        return mode
 
     async def command(self, workspace: Path, args: str, *, private: bool) -> str:
         """`/voice [on|off|mirror]` from the person whose workspace this is."""

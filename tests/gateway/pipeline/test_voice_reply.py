@@ -75,6 +75,10 @@ async def test_a_group_hears_nothing_unless_allowed_and_a_dm_follows_the_choice(
     assert not await voice.wanted(_route(tmp_path), _msg(), ChannelBase())  # the terminal
     write_choice(tmp_path, "always")
     assert await voice.wanted(_route(tmp_path), _msg(heard=False), platform)
+    write_choice(tmp_path, "mirror")  # a changed choice is seen at once (same size)
+    assert not await voice.wanted(_route(tmp_path), _msg(heard=False), platform)
+    write_choice(tmp_path, "always")
+    assert await voice.wanted(_route(tmp_path), _msg(heard=False), platform)
     allowed = VoiceReplies(SpeechSettings(groups=True), lambda: speaker, tmp_path / "voice")
     assert await allowed.wanted(_route(tmp_path, private=False), _msg(), platform)
     off = VoiceReplies(SpeechSettings(backend="none"), lambda: speaker, tmp_path / "voice")
