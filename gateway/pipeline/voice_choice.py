@@ -75,7 +75,9 @@ class VoiceChoices:
         self.settings = settings
         # Asked for every reply: each choice file is read again only when it changed (a stat
         # on the event loop, no thread hop per message).
-        self._read: dict[Path, tuple[int, int, Mode | None]] = {}
+        # The key is (inode, mtime, size): each write replaces the file (a new inode), and file
+        # times are coarse (two writes within a few ms share one).
+        self._read: dict[Path, tuple[tuple[int, int, int], Mode | None]] = {}
 
     @property
     def available(self) -> bool:
@@ -93,13 +95,14 @@ class VoiceChoices:
         except OSError:
             self._read.pop(path, None)
             return None
+        key = (stat.st_ino, stat.st_mtime_ns, stat.st_size)
         seen = self._read.get(path)
-        if seen is not None and seen[:2] == (stat.st_mtime_ns, stat.st_size):
-            return seen[2]
+        if seen is not None and seen[0] == key:
+            return seen[1]
         mode = read_choice(workspace)  # at most 1 KB
         if len(self._read) >= _REMEMBERED:
             self._read.pop(next(iter(self._read)))
-        self._read[path] = (stat.st_mtime_ns, stat.st_size, mode)
+        self._read[path] = (key, mode)
         return mode
 
     async def command(self, workspace: Path, args: str, *, private: bool) -> str:
