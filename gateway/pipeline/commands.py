@@ -28,6 +28,7 @@ from gateway.pipeline.usage_report import usage_command
 if TYPE_CHECKING:
     from gateway.agent.tools.schedule_tools import ScheduleBook
     from gateway.pipeline.budgets import Budgets
+    from gateway.pipeline.voice_choice import VoiceChoices
     from gateway.stores.usage import UsageLedger
 
 # Telegram-style: "/name" or "/name@bot", then arguments. "/etc/passwd?" is not a command.
@@ -41,7 +42,8 @@ Commands:
 /status - model, session size in tokens, context window, compactions, workspace
 /context - which workspace files are in the prompt, and how big it is
 /reminders [cancel N] - your reminders and scheduled tasks, or cancel number N
-/usage [all] - tokens and cost today, this week and this month, by kind (all: everyone)"""
+/usage [all] - tokens and cost today, this week and this month, by kind (all: everyone)
+/voice [on|off|mirror] - voice replies: always, never, or to voice notes (alone: the setting)"""
 
 UNKNOWN = "Unknown command /{name}. Send /help for the list."
 
@@ -85,6 +87,7 @@ class CommandContext:
     schedules: ScheduleBook | None = None  # reminders (gateway/features/scheduling.py)
     usage: UsageLedger | None = None  # /usage (gateway/stores/usage.py)
     budgets: Budgets | None = None
+    voice: VoiceChoices | None = None  # /voice (gateway/pipeline/voice_choice.py)
 
 
 Handler = Callable[[CommandContext], Awaitable[str]]
@@ -232,6 +235,12 @@ async def _usage(ctx: CommandContext) -> str:
     return await usage_command(ctx)
 
 
+async def _voice(ctx: CommandContext) -> str:
+    if ctx.voice is None:
+        return "Voice replies are not available here."
+    return await ctx.voice.command(ctx.route.workspace, ctx.args, private=ctx.route.private)
+
+
 COMMANDS: dict[str, CommandSpec] = {
     "help": CommandSpec(_help),
     "new": CommandSpec(_new_session, queued=True),
@@ -241,4 +250,5 @@ COMMANDS: dict[str, CommandSpec] = {
     "context": CommandSpec(_context),
     "reminders": CommandSpec(_reminders),
     "usage": CommandSpec(_usage),
+    "voice": CommandSpec(_voice),
 }

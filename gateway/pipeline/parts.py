@@ -42,9 +42,13 @@ from gateway.stores.state import StateDB
 from gateway.stores.usage import UsageLedger
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from gateway.agent.instructions import InstructionKeeper
     from gateway.agent.media.intake import MediaIntake, UserContent
+    from gateway.agent.media.speech import Speaker
     from gateway.agent.media.window import ImageWindow
+    from gateway.pipeline.voice_reply import VoiceReplies
 
 
 @dataclass(slots=True)
@@ -75,6 +79,7 @@ class GatewayParts:
     compactor: Compactor
     delivery: Delivery  # the one way out: outbox, per-chat ordered senders, retries
     turns: TurnRunner
+    voice: VoiceReplies | None  # replies read aloud; None when `[media.speech] backend = none`
 
 
 async def _no_note(text: str, key: str) -> None:
@@ -125,14 +130,43 @@ def build_parts(
                           instructions=_instructions(settings, metered, clock, metrics))
     turns = _turn_runner(settings, provider, sessions, agent, compactor, setup, delivery,
                          metrics, versioning, state, media, by_name)
+    router = Router(settings.workspaces_dir, settings.owner, state.links)
+    turns.voice = voice = _voice_replies(settings, state, accounting, router)
     limits = PersonLimits(clock, settings.limits.queue_per_person,
                           settings.limits.messages_per_minute)
     return GatewayParts(
         settings, provider, clock, redactor, access or LocalOnlyAccess(), by_name, state,
-        Router(settings.workspaces_dir, settings.owner, state.links), sessions, lanes, limits,
+        router, sessions, lanes, limits,
         metrics, versioning, models, usage, budgets, accounting, metered, media, capabilities,
-        setup, compactor, delivery, turns,
+        setup, compactor, delivery, turns, voice,
     )
+
+
+def _voice_replies(settings: Settings, state: StateDB, accounting: Accounting,
+                   router: Router) -> VoiceReplies | None:
+    """Replies read aloud, or None when no speech backend is configured. Nothing loads here:
+    the backend is made with the first reply to be spoken, and the local voice loads on its
+    speech thread then."""
+    speech = settings.media.speech
+    if speech.backend == "none":
+        return None
+    from gateway.pipeline.voice_reply import VOICE_DIR, VoiceReplies
+    from gateway.workspace.seed import workspace_path
+
+    def make_speaker() -> Speaker:  # at the first reply spoken: numpy and PyAV load then
+        from gateway.agent.media.speech import build_speaker
+
+        return build_speaker(speech)
+
+    async def person_workspace(channel: str, sender_id: str) -> Path | None:
+        """A group speaker's own workspace (where their /voice choice is), if they have one."""
+        workspace = workspace_path(settings.workspaces_dir,
+                                   await router.person_for(channel, sender_id))
+        return workspace if workspace.is_dir() else None
+
+    return VoiceReplies(speech, make_speaker, state.path.parent / VOICE_DIR,
+                        accounting=accounting, billed=speech.backend == "openai",
+                        person_workspace=person_workspace)
 
 
 def _turn_runner(settings: Settings, provider: Provider, sessions: SessionStore,
