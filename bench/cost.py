@@ -40,8 +40,8 @@ from gateway.agent.providers import anthropic_provider, build_provider
 from gateway.clock import FixedClock
 from gateway.config.settings import load_settings
 from gateway.features.scheduling import attach_schedules
-from gateway.ops.usage import Totals
 from gateway.pipeline.gateway import Gateway
+from gateway.stores.usage import Totals
 from memory.service import MemoryOptions, MemoryService
 from tests.conftest import AllowAll
 from tests.fakes.channel import RecordingChannel

@@ -33,7 +33,7 @@ def _files(db: Path) -> str:
 
 async def run(messages: int, chars: int) -> None:
     from channels.base import InboundMessage
-    from gateway.ops.state import StateDB
+    from gateway.stores.state import StateDB
 
     rng = random.Random(12)
     words = ["hello", "привет", "bonjour", "こんにちは", "spam", "offer", "click", "here", "now"]
@@ -48,8 +48,8 @@ async def run(messages: int, chars: int) -> None:
             text = " ".join(rng.choice(words) for _ in range(chars // 6))[:chars]
             msg = InboundMessage("telegram", f"s{i}", f"s{i}", text, message_id=str(i),
                                  sender_name=f"Stranger {i}", received_at=datetime.now(UTC))
-            await state.record_inbound(msg)
-            await state.mark_done(msg, "denied")
+            await state.inbox.record_inbound(msg)
+            await state.inbox.mark_done(msg, "denied")
         elapsed = time.perf_counter() - started
         await state.close()  # checkpoints the WAL into the database file
         print(f"state.db: {empty / 1e6:.2f} MB empty, {_size(state.path) / 1e6:.2f} MB after "

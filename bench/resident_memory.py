@@ -32,7 +32,7 @@ USER = 4242
 STAGES: list[tuple[str, str]] = [
     ("python", "import sys"),
     ("pydantic + settings", "import gateway.config.settings"),
-    ("aiosqlite, sqlite-vec, state", "import gateway.ops.state, sqlite_vec"),
+    ("aiosqlite, sqlite-vec, state", "import gateway.stores.state, sqlite_vec"),
     ("python-telegram-bot + httpx", "import channels.telegram"),
     ("discord.py + aiohttp", "import channels.discord_channel"),
     ("anthropic SDK", "import anthropic"),

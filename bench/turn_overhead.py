@@ -105,7 +105,7 @@ async def run(turns: int, sessions: int, daily_tokens: int = 0) -> None:
         await gateway.start()
         people = [f"p{n}" for n in range(sessions)]
         for person in ["warmup", "solo", *people]:
-            await gateway.state.approve("telegram", person, "bench")
+            await gateway.state.access.approve("telegram", person, "bench")
         await _person(channel, "warmup", 20)
 
         writer = gateway.state.writer

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from gateway.ops.state import StateDB
+from gateway.stores.state import StateDB
 
 POLL_SECONDS = 0.01
 
@@ -21,7 +21,7 @@ async def settled(state: StateDB, timeout: float = 10.0) -> None:
     """Until nothing is pending in the inbox or the outbox; AssertionError after `timeout`."""
     loop = asyncio.get_running_loop()
     end = loop.time() + timeout
-    while await state.pending_inbound() or await state.pending_outbound():
+    while await state.inbox.pending_inbound() or await state.outbox.pending_outbound():
         if loop.time() > end:
             raise AssertionError(f"the gateway did not settle within {timeout} s")
         await asyncio.sleep(POLL_SECONDS)

@@ -34,7 +34,7 @@ from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 
 from gateway.ops.git_safety import GIT_UNSAFE_PARTS, reset_git_config
-from gateway.ops.state import STATE_DIR, STATE_FILE
+from gateway.stores.database import STATE_DIR, STATE_FILE
 from gateway.workspace.seed import SEEDED_MARKER, SESSIONS_DIR, WorkspaceError, workspace_path
 from memory.atomic import BrokenFile, loads_bounded, make_private_dirs, make_private_tree
 from memory.layout import DERIVED_DIRS as LAYOUT_DERIVED_DIRS

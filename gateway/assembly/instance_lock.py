@@ -37,7 +37,7 @@ class AlreadyRunning(Exception):
 
 
 def lock_path(workspaces_root: Path) -> Path:
-    from gateway.ops.state import state_path
+    from gateway.stores.state import state_path
 
     return state_path(workspaces_root).parent / LOCK_FILE
 

@@ -11,10 +11,10 @@ from channels.base import Channel
 from gateway.agent.providers.base import Provider
 from gateway.clock import Clock
 from gateway.config.settings import ChannelSettings, Settings
-from gateway.ops.state import StateDB
 from gateway.pipeline.gateway import Gateway
 from gateway.pipeline.links import PLATFORMS
 from gateway.pipeline.pairing import ChannelAccess, ChannelPolicy
+from gateway.stores.state import StateDB
 
 TOKEN_HINTS = {
     "telegram": "set CLAWGATE_TELEGRAM__TOKEN (from @BotFather)",
@@ -53,7 +53,7 @@ def build_channels(
             TelegramChannel(
                 tg.token.get_secret_value(),  # type: ignore[union-attr]
                 base_url=tg.base_url,
-                offsets=state,
+                offsets=state.offsets,
                 poll_timeout=tg.poll_timeout_seconds,
                 groups_enabled=tg.groups_enabled,
                 streaming=tg.streaming,
@@ -70,7 +70,7 @@ def build_channels(
                 dc.token.get_secret_value(),  # type: ignore[union-attr]
                 groups_enabled=dc.groups_enabled,
                 streaming=dc.streaming,
-                catch_up=lambda: state.last_message_ids("discord"),
+                catch_up=lambda: state.inbox.last_message_ids("discord"),
                 **options.get("discord", {}),
             )
         )

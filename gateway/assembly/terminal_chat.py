@@ -18,8 +18,8 @@ from pathlib import Path
 from gateway.agent.sessions import DROPPED_EVENT, transcript_path
 from gateway.config.settings import Settings
 from gateway.ops.logs import setup_logging
-from gateway.ops.state import STATE_DIR
 from gateway.pipeline.routing import TERMINAL_CHANNEL
+from gateway.stores.database import STATE_DIR
 from memory.layout import dm_session_key
 
 LOG_FILE = "chat.log"

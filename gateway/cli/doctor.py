@@ -81,7 +81,7 @@ def doctor_command() -> None:
 async def _check_models(config: Settings) -> list[Check]:
     """One probe per model in use; the routed ones say what they are for."""
     from gateway.agent.providers import models_in_use
-    from gateway.ops.prices import PriceTable
+    from gateway.stores.prices import PriceTable
 
     prices = PriceTable(config.prices)
     budget = config.budget

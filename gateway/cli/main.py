@@ -20,7 +20,7 @@ from pathlib import Path
 
 from gateway.cli.common import EXIT_FAILED, EXIT_USAGE, CliError
 from gateway.config.settings import ConfigError
-from gateway.ops.state import StateError
+from gateway.stores.state import StateError
 
 # A path that names nothing usable is a mistake in the command (2); a disk that is full or
 # failing is a failure (1).

@@ -31,8 +31,8 @@ from gateway.cli.common import (
 )
 from gateway.cli.options import JsonOption
 from gateway.config.settings import Settings
-from gateway.ops.state import state_path
 from gateway.ops.versioning import Versioning
+from gateway.stores.state import state_path
 from gateway.workspace.seed import SESSIONS_DIR, WorkspaceError
 from memory.layout import RECALL_DIR
 

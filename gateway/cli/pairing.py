@@ -23,9 +23,9 @@ from gateway.cli.common import (
     settings,
 )
 from gateway.cli.options import JsonOption
-from gateway.ops.state import StateDB, state_path
 from gateway.pipeline.links import PLATFORMS
 from gateway.pipeline.pairing import AlreadyDecided, Pairing, PairingError, UnknownCode
+from gateway.stores.state import StateDB, state_path
 
 Platform = Enum("Platform", {name: name for name in PLATFORMS}, type=str)  # type: ignore[misc]
 T = TypeVar("T")

@@ -29,7 +29,7 @@ from gateway.cli.options import JsonOption, WorkspaceOption
 
 if TYPE_CHECKING:
     from gateway.config.settings import Settings
-    from gateway.ops.state import DmRoute
+    from gateway.stores.links import DmRoute
 
 app = typer.Typer(help="reminders and scheduled tasks: list, add, cancel", no_args_is_help=True)
 
@@ -105,7 +105,7 @@ def add_command(
 def _where(config: Settings, person_id: str) -> str:
     """Where the reminder will arrive, from the person's last DM route (if any is stored)."""
     from gateway.features.scheduling import delivery_note
-    from gateway.ops.state import StateDB, state_path
+    from gateway.stores.state import StateDB, state_path
 
     stored = None
     if state_path(config.workspaces_dir).exists():  # a listing never creates the database
@@ -113,7 +113,7 @@ def _where(config: Settings, person_id: str) -> str:
         async def read() -> DmRoute | None:
             async with StateDB.for_root(config.workspaces_dir,
                                          inbox_retention=config.inbox_retention) as state:
-                return await state.last_dm_route(person_id)
+                return await state.links.last_dm_route(person_id)
 
         try:
             stored = asyncio.run(read())

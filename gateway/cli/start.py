@@ -93,7 +93,7 @@ def check_state_database(config: Settings) -> None:
     """Open and close an existing state database: a StateError says in one line what to do."""
     import asyncio
 
-    from gateway.ops.state import StateDB, state_path
+    from gateway.stores.state import StateDB, state_path
 
     if not state_path(config.workspaces_dir).exists():
         return
@@ -137,7 +137,7 @@ async def owner_hint(app: GatewayApp) -> None:
     """Say so while no platform account is the owner's: their own first DM would otherwise
     reach a different assistant (a new person) than the terminal chat's."""
     owner = app.settings.owner
-    links = await app.gateway.state.links()
+    links = await app.gateway.state.links.all()
     if any(person == owner for person, _, _ in links):
         return
     print(f"No Telegram/Discord account is yours ({owner}) yet: DM your bot, then run "

@@ -12,9 +12,9 @@ from gateway.cli.common import (
 )
 from gateway.cli.options import JsonOption
 from gateway.cli.pairing import state_exists, with_state
-from gateway.ops.state import StateDB
 from gateway.pipeline import links
 from gateway.pipeline.links import LinkError, LinkResult, link_accounts
+from gateway.stores.state import StateDB
 
 app = typer.Typer(help="identity links and approved senders", no_args_is_help=True)
 
@@ -56,10 +56,10 @@ def unlink_command(
     account: Annotated[str, typer.Argument(metavar="CHANNEL:USER_ID")],
 ) -> None:
     channel, user_id = parse_account(account)
-    if not with_state(lambda state: state.unlink(channel, user_id)):
+    if not with_state(lambda state: state.links.unlink(channel, user_id)):
         raise CliError(f"{channel}:{user_id} is not linked; see `clawgate users list`")
     print(f"unlinked {channel}:{user_id}")
-    if with_state(lambda state: state.is_approved(channel, user_id)):
+    if with_state(lambda state: state.access.is_approved(channel, user_id)):
         print(f"{channel}:{user_id} is still approved; take that back with "
               f"`clawgate pairing revoke {channel} {user_id}`")
 
@@ -69,7 +69,7 @@ def list_command(as_json: JsonOption = False) -> None:
     async def go(
         state: StateDB,
     ) -> tuple[list[tuple[str, str, str]], list[tuple[str, str, str, str]]]:
-        return list(await state.links()), list(await state.approved())
+        return list(await state.links.all()), list(await state.access.approved())
 
     links, approved = with_state(go) if state_exists() else ([], [])
     if as_json:

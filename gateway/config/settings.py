@@ -359,7 +359,7 @@ class Settings(BaseSettings):
     panel: PanelSettings = Field(default_factory=PanelSettings)  # web control panel
     scheduler: SchedulerSettings = Field(default_factory=SchedulerSettings)  # reminders
     budget: BudgetSettings = Field(default_factory=BudgetSettings)  # gateway/config/usage.py
-    # USD per million tokens, keyed by model name; on top of gateway/ops/prices.py's table.
+    # USD per million tokens, keyed by model name; on top of gateway/stores/prices.py's table.
     prices: dict[str, ModelPrice] = Field(default_factory=dict)
     media: MediaSettings = Field(default_factory=MediaSettings)  # voice, photos, documents
     web: WebSettings = Field(default_factory=WebSettings)  # web_fetch, web_search

@@ -86,8 +86,8 @@ from memory.sources import daily_note_date
 
 if TYPE_CHECKING:
     from gateway.agent.metrics import Counter, Registry
-    from gateway.ops.state import DmRoute
     from gateway.pipeline.delivery import Outcome
+    from gateway.stores.links import DmRoute
 
 log = logging.getLogger(__name__)
 

@@ -42,9 +42,9 @@ from gateway.agent.transcript import Transcript, message_to_entry
 from gateway.clock import Clock
 from gateway.config.settings import Settings
 from gateway.features.heartbeat_host import discover_workspaces
-from gateway.ops.state import DmRoute
 from gateway.pipeline.ports import ScheduleGateway
 from gateway.pipeline.routing import TERMINAL_CHANNEL
+from gateway.stores.links import DmRoute
 from memory.layout import PERSONA_FILES, daily_note, dm_session_key, schedule_session_key
 from scheduler import (
     Scheduler,

@@ -31,9 +31,9 @@ from memory.layout import (
 
 if TYPE_CHECKING:
     from gateway.agent.tools.schedule_tools import ScheduleBook
-    from gateway.ops.usage import UsageLedger
     from gateway.pipeline.budgets import CapStatus
     from gateway.pipeline.ports import PanelGateway
+    from gateway.stores.usage import UsageLedger
     from heartbeat import BeatOutcome
     from memory.search import SearchResponse
     from scheduler import JobView
@@ -85,7 +85,7 @@ class PanelHost:
 
     @property
     def usage(self) -> UsageLedger:
-        """The usage ledger (gateway/ops/usage.py) the usage page reads."""
+        """The usage ledger (gateway/stores/usage.py) the usage page reads."""
         return self._gateway.usage
 
     async def budget_status(self, person: str) -> list[CapStatus]:
@@ -143,9 +143,7 @@ class PanelHost:
                                       and now - self._names_read_at < NAMES_FRESH_SECONDS):
             return
         self._names_read_at = now
-        rows = await self.state.query(
-            "SELECT channel, sender_id, sender_name FROM pairing WHERE status = 'approved'"
-            " ORDER BY created_at")
+        rows = await self.state.pairing.approved_names()
         linked = {(channel, sender): person for person, channel, sender in await self.links()}
         names: dict[str, str] = {}
         senders: dict[tuple[str, str], str] = {}
@@ -194,7 +192,7 @@ class PanelHost:
         return await self.pairing.deny(channel, code)
 
     async def approved(self) -> list[tuple[str, str, str, str]]:
-        return await self.state.approved() if self.state.is_open else []
+        return await self.state.access.approved() if self.state.is_open else []
 
     async def revoke(self, channel: str, sender_id: str) -> bool:
         from gateway.pipeline.pairing import Pairing
@@ -202,7 +200,7 @@ class PanelHost:
         return await Pairing(self.state).revoke(channel, sender_id)
 
     async def links(self) -> list[tuple[str, str, str]]:
-        return await self.state.links() if self.state.is_open else []
+        return await self.state.links.all() if self.state.is_open else []
 
     async def link(self, items: list[str]) -> LinkResult:
         return await link_accounts(self.state, self.root, self.settings.owner, items)

@@ -460,11 +460,11 @@ class CapRow:
 
 
 async def usage(request: web.Request) -> web.Response:
-    """What the person's turns used and cost (gateway/ops/usage.py), and their caps."""
+    """What the person's turns used and cost (gateway/stores/usage.py), and their caps."""
     from datetime import timedelta
 
-    from gateway.ops.usage import Totals
     from gateway.pipeline.usage_report import money
+    from gateway.stores.usage import Totals
 
     person, _ = person_of(request)
     host = panel_of(request).host

@@ -214,7 +214,7 @@ def build_app(panel: Panel) -> web.Application:
 
 
 def state_dir(workspaces_dir: Path) -> Path:
-    from gateway.ops.state import state_path
+    from gateway.stores.state import state_path
 
     return state_path(workspaces_dir).parent
 

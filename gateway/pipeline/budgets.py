@@ -35,8 +35,8 @@ from gateway.agent.metrics import GatewayMetrics
 from gateway.agent.providers.base import BudgetExceeded
 from gateway.agent.scope import NO_PERSON, UsageScope
 from gateway.config.settings import Settings
-from gateway.ops.usage import Periods, Totals, UsageLedger
 from gateway.pipeline.keyed_locks import KeyedLocks
+from gateway.stores.usage import Periods, Totals, UsageLedger
 from memory.layout import parse_group_session_key
 
 log = logging.getLogger(__name__)

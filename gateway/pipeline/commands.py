@@ -27,9 +27,9 @@ from gateway.pipeline.usage_report import usage_command
 
 if TYPE_CHECKING:
     from gateway.agent.tools.schedule_tools import ScheduleBook
-    from gateway.ops.usage import UsageLedger
     from gateway.pipeline.budgets import Budgets
     from gateway.pipeline.voice_choice import VoiceChoices
+    from gateway.stores.usage import UsageLedger
 
 # Telegram-style: "/name" or "/name@bot", then arguments. "/etc/passwd?" is not a command.
 _COMMAND = re.compile(r"^/([A-Za-z0-9_]{1,32})(?:@\S+)?(?:\s+(.*))?$", re.DOTALL)
@@ -85,7 +85,7 @@ class CommandContext:
     provider: ModelInfo  # names the model (/status); calls go through the metered one
     prompt: PromptParts
     schedules: ScheduleBook | None = None  # reminders (gateway/features/scheduling.py)
-    usage: UsageLedger | None = None  # /usage (gateway/ops/usage.py)
+    usage: UsageLedger | None = None  # /usage (gateway/stores/usage.py)
     budgets: Budgets | None = None
     voice: VoiceChoices | None = None  # /voice (gateway/pipeline/voice_choice.py)
 

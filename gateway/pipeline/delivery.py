@@ -28,7 +28,7 @@ re-running an answered message, never sends twice. The remaining window is a cra
 platform accepted a message (or one part of it) and before the outbox recorded that: that
 message (or part) is sent again after the restart (docs/reliability.md measures it). So the
 mark is written at once by the chat's sender, an urgent write that no other write queues
-ahead of (gateway/ops/group_commit.py), and the next message of the chat waits for it;
+ahead of (gateway/stores/group_commit.py), and the next message of the chat waits for it;
 `clawgate_delivery_mark_seconds` times it. Where the platform can recognise a repeat
 (Discord's message nonce, derived from the outbox row) the channel uses it and the window
 closes for restarts within the platform's memory of nonces.
@@ -48,7 +48,8 @@ from typing import Literal
 from channels import voice
 from channels.base import Channel, DeliveryRefused, InboundMessage, OutboundMessage
 from gateway.agent.metrics import GatewayMetrics
-from gateway.ops.state import Outgoing, StateDB
+from gateway.stores.inbox import InboxStore
+from gateway.stores.outbox import OutboxStore, Outgoing
 from heartbeat.ack import scrub_token
 from retrypolicy import Backoff
 
@@ -75,7 +76,8 @@ class Delivery:
     def __init__(
         self,
         channels: Mapping[str, Channel],
-        state: StateDB,
+        outbox: OutboxStore,
+        inbox: InboxStore,
         metrics: GatewayMetrics,
         *,
         retry_first: float = 1.0,
@@ -84,7 +86,7 @@ class Delivery:
         sleep: Sleep = asyncio.sleep,
     ) -> None:
         self.channels = channels
-        self.state = state
+        self.outbox, self.inbox = outbox, inbox
         self.metrics = metrics
         self.retry_first, self.retry_cap = retry_first, retry_cap
         self.max_attempts = max_attempts
@@ -119,11 +121,11 @@ class Delivery:
             else:
                 log.info("nothing left to send to %s after removing HEARTBEAT_OK", channel)
             if done is not None:
-                await self.state.mark_done(done, done_status)
+                await self.inbox.mark_done(done, done_status)
             return _settled("no_channel" if target is None else "empty")
         row: int | None = None
         if target.durable:
-            row = await self.state.enqueue_outbound(
+            row = await self.outbox.enqueue_outbound(
                 channel, chat_id, text, key=key, done=done, done_status=done_status,
                 replaces=replaces, file=file,
             )
@@ -134,7 +136,7 @@ class Delivery:
 
     async def resume(self) -> int:
         """Queue what the outbox still holds from before a restart; returns how many."""
-        pending = [m for m in await self.state.pending_outbound() if m.channel in self.channels]
+        pending = [m for m in await self.outbox.pending_outbound() if m.channel in self.channels]
         for message in pending:
             self._queue(message)
         if pending:
@@ -200,7 +202,7 @@ class Delivery:
             # an accepted part again; the last part is recorded by marking the row sent.
             item.parts_sent = parts_sent
             if parts_sent < total:
-                await self._mark(self.state.note_parts, message.row, parts_sent)
+                await self._mark(self.outbox.note_parts, message.row, parts_sent)
 
         try:
             await channel.send(OutboundMessage(
@@ -227,7 +229,7 @@ class Delivery:
                 return True
             log.warning("delivery to %s chat %s failed (%s); retrying", message.channel,
                         message.chat_id, error)
-            await self._record(self.state.note_attempt, message.row, error)
+            await self._record(self.outbox.note_attempt, message.row, error)
             return False
         await self._finish(item, "sent", "")
         return True
@@ -237,11 +239,11 @@ class Delivery:
         self.metrics.deliveries.inc(channel=message.channel,
                                     outcome="ok" if status == "sent" else "failed")
         if status != "sent":
-            await self._record(self.state.finish_outbound, message.row, status, error)
+            await self._record(self.outbox.finish_outbound, message.row, status, error)
             _settle(item.first, "refused")
         else:
             _settle(item.first, "sent")
-            await self._mark(self.state.mark_sent, message.row)  # handed to the writer at once
+            await self._mark(self.outbox.mark_sent, message.row)  # handed to the writer at once
         if message.file and voice.is_voice(message.file):
             # A spoken reply's file was made for this row only (gateway/pipeline/voice_reply.py).
             await asyncio.to_thread(voice.discard, Path(message.file))

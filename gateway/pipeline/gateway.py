@@ -27,7 +27,6 @@ from gateway.agent.tools import Tool
 from gateway.clock import Clock
 from gateway.config.settings import Settings
 from gateway.ops.redaction import Redactor
-from gateway.ops.state import DmRoute, StateDB
 from gateway.pipeline.access import AccessPolicy
 from gateway.pipeline.commands import Command, CommandContext, lookup, parse_command
 from gateway.pipeline.lanes import Job
@@ -38,6 +37,8 @@ from gateway.pipeline.routing import TERMINAL_CHANNEL, Route
 from gateway.pipeline.turns import INTERNAL_ERROR_REPLY, TranscriptWriteError
 from gateway.pipeline.voice_choice import VoiceChoices
 from gateway.pipeline.welcome import ApprovalFollowUp
+from gateway.stores.links import DmRoute
+from gateway.stores.state import StateDB
 from gateway.workspace.seed import ensure_workspace
 from retrypolicy import Backoff
 
@@ -98,7 +99,8 @@ class Gateway:
         self._seeded: set[str] = set()
         self.persist_backoff = Backoff(1.0, 60.0)  # between tries to save a refused message
         # Welcomes the newly approved, and answers what they wrote while waiting (as resumed).
-        self.approvals = ApprovalFollowUp(self.state, self.channels, self._announce,
+        self.approvals = ApprovalFollowUp(self.state.access, self.state.inbox, self.channels,
+                                          self._announce,
                                           lambda msg: self._process(msg, resumed=True))
         self.memory: MemoryService | None = None  # use_memory: recall and the memory tools
         self.schedules: ScheduleBook | None = None  # use_schedules: /reminders, the panel
@@ -134,7 +136,8 @@ class Gateway:
         try:
             await self.state.open()
             await self.capabilities.start()  # MCP servers (bounded by their start-up timeouts)
-            pending = [m for m in await self.state.pending_inbound() if m.channel in self.channels]
+            pending = [m for m in await self.state.inbox.pending_inbound()
+                       if m.channel in self.channels]
             for channel in self.channels.values():
                 await channel.start(self.handle)
             await self.delivery.resume()
@@ -153,7 +156,7 @@ class Gateway:
     async def _sweep_voice_notes(self, voice: VoiceReplies) -> None:
         """Voice notes a crash left behind (their row finished, the file not yet removed)."""
         try:
-            keep = {m.file for m in await self.state.pending_outbound() if m.file}
+            keep = {m.file for m in await self.state.outbox.pending_outbound() if m.file}
             removed = await asyncio.to_thread(voice.sweep, keep)
         except Exception:  # housekeeping: never a reason not to start
             log.exception("could not tidy the voice notes folder")
@@ -232,7 +235,7 @@ class Gateway:
         A message recorded before (same channel, chat and message id) is a redelivery and is
         ignored, so a restart never answers twice. Nothing here waits for a send.
         """
-        if self._durable(msg) and not await self.state.record_inbound(msg):
+        if self._durable(msg) and not await self.state.inbox.record_inbound(msg):
             log.info("ignored redelivered %s message %s", msg.channel, msg.message_id)
             return
         if not self.accepting:
@@ -280,7 +283,7 @@ class Gateway:
             # a chat runs, last_dm_route falls back to it for its owner).
             if msg.chat_type == "direct" and self._durable(msg) \
                     and msg.channel != TERMINAL_CHANNEL:
-                await self.state.set_last_dm_route(
+                await self.state.links.set_last_dm_route(
                     route.person_id, msg.channel, msg.chat_id, msg.sender_id, msg.received_at
                 )
             command = parse_command(msg.text)
@@ -359,7 +362,7 @@ class Gateway:
         While a terminal chat runs, it is the owner's DM unless they wrote from a platform
         channel that is running too (heartbeat alerts appear in `clawgate chat`).
         """
-        route = await self.state.last_dm_route(person_id)
+        route = await self.state.links.last_dm_route(person_id)
         if ((route is None or route.channel not in self.channels)
                 and TERMINAL_CHANNEL in self.channels and person_id == self.settings.owner):
             return DmRoute(person_id, TERMINAL_CHANNEL, TERMINAL_CHAT, TERMINAL_CHAT,
@@ -487,7 +490,7 @@ class Gateway:
 
     async def stored_dm_route(self, person_id: str) -> DmRoute | None:
         """The last DM route the state database recorded (a platform's, never the terminal)."""
-        return await self.state.last_dm_route(person_id)
+        return await self.state.links.last_dm_route(person_id)
 
     async def commit(self, workspace: Path, reason: str, *, session: str = "",
                      note: str = "") -> str | None:

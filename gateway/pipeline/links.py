@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from gateway.ops.state import StateDB
 from gateway.pipeline.routing import person_id_for
+from gateway.stores.state import StateDB
 from gateway.workspace.seed import WorkspaceError, workspace_path
 
 # The platforms an account (and so a link) can be on; the assembly builds a channel for each.
@@ -58,15 +58,15 @@ async def link_accounts(
                         "account")
     if person is None:
         for channel, user_id in accounts:
-            person = await state.person_for(channel, user_id)
+            person = await state.links.person_for(channel, user_id)
             if person:
                 break
         person = person or person_id_for(accounts[0][0], accounts[0][1], owner)
     for channel, user_id in accounts:
-        await state.link(channel, user_id, person)
-        await state.approve(channel, user_id, via="link")
-        waiting = await state.waiting_inbound(channel, user_id)
+        await state.links.link(channel, user_id, person)
+        await state.access.approve(channel, user_id, via="link")
+        waiting = await state.inbox.waiting_inbound(channel, user_id)
         if waiting:  # they wrote while unknown: the gateway greets them and answers it
-            await state.queue_welcome(channel, user_id, waiting[0].chat_id, person,
+            await state.access.queue_welcome(channel, user_id, waiting[0].chat_id, person,
                                       as_owner=person == owner)
     return LinkResult(person, tuple(accounts), workspace_path(root, person))

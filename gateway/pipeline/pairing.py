@@ -36,9 +36,9 @@ from datetime import datetime, timedelta
 
 from channels.base import InboundMessage
 from gateway.clock import Clock, SystemClock
-from gateway.ops.state import StateDB
 from gateway.pipeline.access import AccessDecision
 from gateway.pipeline.routing import TERMINAL_CHANNEL
+from gateway.stores.state import StateDB
 
 log = logging.getLogger(__name__)
 
@@ -119,11 +119,7 @@ class Pairing:
         """(reply, waiting) for an unknown sender's DM. `waiting`: the sender holds a valid
         code, so their message is kept and answered if the owner approves them."""
         now = self._now()
-        mine = await self.state.query(
-            "SELECT code, status, created_at, expires_at, resent FROM pairing"
-            " WHERE channel = ? AND sender_id = ? ORDER BY created_at DESC",
-            (msg.channel, msg.sender_id),
-        )
+        mine = await self.state.pairing.codes_of(msg.channel, msg.sender_id)
         silence = DENIAL_SILENCE.total_seconds()
         if any(status == "denied" and now - created < silence for _, status, created, _, _ in mine):
             return "", False
@@ -133,10 +129,7 @@ class Pairing:
                     log.info("pairing: %s:%s keeps writing, rate limited", msg.channel,
                              msg.sender_id)
                     return "", True
-                await self.state.execute(
-                    "UPDATE pairing SET resent = 1 WHERE channel = ? AND code = ?",
-                    (msg.channel, code),
-                )
+                await self.state.pairing.mark_resent(msg.channel, code)
                 return PAIRING_REMINDER.format(code=code), True
         day = timedelta(days=1).total_seconds()
         if sum(now - created < day for _, _, created, _, _ in mine) >= MAX_CODES_PER_SENDER_PER_DAY:
@@ -144,12 +137,8 @@ class Pairing:
             return "", False
         await self._make_room(msg.channel, now)
         code = new_code()
-        await self.state.execute(
-            "INSERT INTO pairing (channel, code, sender_id, chat_id, sender_name, created_at,"
-            " expires_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (msg.channel, code, msg.sender_id, msg.chat_id, msg.sender_name, now,
-             now + CODE_TTL.total_seconds()),
-        )
+        await self.state.pairing.add_code(msg.channel, code, msg.sender_id, msg.chat_id,
+                                          msg.sender_name, now, now + CODE_TTL.total_seconds())
         log.warning("pairing request on %s from %s (%s): code %s", msg.channel, msg.sender_id,
                     msg.sender_name or "no name", code)
         return PAIRING_REPLY.format(code=code, channel=msg.channel), True
@@ -158,29 +147,16 @@ class Pairing:
         """Mark codes past their hour expired; if every slot is still taken, the oldest
         pending requests give way (their waiting messages are dropped: they cannot be
         approved any more)."""
-        await self.state.execute(
-            "UPDATE pairing SET status = 'expired' WHERE channel = ? AND status = 'pending'"
-            " AND expires_at <= ?", (channel, now))
-        pending = await self.state.query(
-            "SELECT code, sender_id FROM pairing WHERE channel = ? AND status = 'pending'"
-            " ORDER BY created_at, rowid", (channel,),
-        )
+        await self.state.pairing.expire(channel, now)
+        pending = await self.state.pairing.pending_codes(channel)
         for code, sender in pending[:max(0, len(pending) - MAX_PENDING_PER_CHANNEL + 1)]:
-            await self.state.execute(
-                "UPDATE pairing SET status = 'superseded' WHERE channel = ? AND code = ?"
-                " AND status = 'pending'", (channel, code), durable=True)
-            await self.state.settle_waiting(channel, str(sender), "expired")
+            await self.state.pairing.supersede(channel, str(code))
+            await self.state.inbox.settle_waiting(channel, str(sender), "expired")
             log.warning("pairing: %d requests pending on %s; the oldest (from %s) gave way to "
                         "a new one", len(pending), channel, sender)
 
     async def pending(self, channel: str | None = None) -> list[PairingRequest]:
-        sql = ("SELECT channel, code, sender_id, chat_id, sender_name, created_at, expires_at"
-               " FROM pairing WHERE status = 'pending' AND expires_at > ?")
-        params: tuple[object, ...] = (self._now(),)
-        if channel:
-            sql += " AND channel = ?"
-            params += (channel,)
-        rows = await self.state.query(sql + " ORDER BY created_at", params)
+        rows = await self.state.pairing.requests(self._now(), channel)
         return [_request(row, self.clock) for row in rows]
 
     async def approve(
@@ -194,10 +170,10 @@ class Pairing:
         """
         request = await self._take(channel, code, "approved")
         if owner is not None:
-            await self.state.link(request.channel, request.sender_id, owner)
-        person = await self.state.person_for(request.channel, request.sender_id)
-        await self.state.approve(request.channel, request.sender_id, via=f"pairing:{code}")
-        await self.state.queue_welcome(
+            await self.state.links.link(request.channel, request.sender_id, owner)
+        person = await self.state.links.person_for(request.channel, request.sender_id)
+        await self.state.access.approve(request.channel, request.sender_id, via=f"pairing:{code}")
+        await self.state.access.queue_welcome(
             request.channel, request.sender_id, request.chat_id, person or "",
             as_owner=owner is not None,
         )
@@ -205,7 +181,7 @@ class Pairing:
 
     async def deny(self, channel: str, code: str) -> PairingRequest:
         request = await self._take(channel, code, "denied")
-        await self.state.settle_waiting(request.channel, request.sender_id, "denied")
+        await self.state.inbox.settle_waiting(request.channel, request.sender_id, "denied")
         return request
 
     async def revoke(self, channel: str, sender_id: str) -> bool:
@@ -213,45 +189,29 @@ class Pairing:
         pairing request under the pairing policy). Their pending codes are withdrawn too, so
         an old code cannot be approved by mistake. Identity links and the workspace stay.
         True if the sender was approved. Takes effect at once: access reads the database."""
-        was_approved = await self.state.revoke(channel, sender_id)
-        await self.state.execute(
-            "UPDATE pairing SET status = 'revoked' WHERE channel = ? AND sender_id = ?"
-            " AND status = 'pending'", (channel, sender_id), durable=True,
-        )
+        was_approved = await self.state.access.revoke(channel, sender_id)
+        await self.state.pairing.withdraw(channel, sender_id)
         # What they wrote while waiting is not answered later either.
-        await self.state.settle_waiting(channel, sender_id, "denied")
+        await self.state.inbox.settle_waiting(channel, sender_id, "denied")
         return was_approved
 
     async def _take(self, channel: str, code: str, status: str) -> PairingRequest:
         now = self._now()
         window = now - WRONG_APPROVAL_WINDOW.total_seconds()
-        [(wrong,)] = await self.state.query(
-            "SELECT COUNT(*) FROM approve_failures WHERE channel = ? AND at > ?", (channel, window)
-        )
-        if wrong >= MAX_WRONG_APPROVALS:
+        if await self.state.pairing.wrong_attempts(channel, window) >= MAX_WRONG_APPROVALS:
             raise PairingError(
                 f"too many wrong codes for {channel} in the last 15 minutes; wait and retry"
             )
         code = normalize_code(code)
-        rows = await self.state.query(
-            "SELECT channel, code, sender_id, chat_id, sender_name, created_at, expires_at"
-            " FROM pairing WHERE channel = ? AND code = ? AND status = 'pending'"
-            " AND expires_at > ?",
-            (channel, code, now),
-        )
-        found = rows[0] if rows else None
+        found = await self.state.pairing.request(channel, code, now)
         if found is None:
             await self._decided_before(channel, code)
-            await self.state.execute(
-                "INSERT INTO approve_failures (channel, at) VALUES (?, ?)", (channel, now)
-            )
+            await self.state.pairing.note_wrong(channel, now)
             raise UnknownCode(
                 f"no pending pairing request {code} on {channel} (wrong or expired code); "
                 f"see `clawgate pairing list`"
             )
-        await self.state.execute(
-            "UPDATE pairing SET status = ? WHERE channel = ? AND code = ?", (status, channel, code)
-        )
+        await self.state.pairing.set_status(channel, code, status)
         return _request(found, self.clock)
 
 
@@ -259,12 +219,10 @@ class Pairing:
         """AlreadyDecided when `code` was approved or denied already: saying "wrong or
         expired" of a code that worked sends a person looking for a mistake they did not
         make (and a repeat is not a guess: it does not count against the wrong-code limit)."""
-        rows = await self.state.query(
-            "SELECT status, sender_id, sender_name FROM pairing WHERE channel = ? AND code = ?"
-            " AND status IN ('approved', 'denied')", (channel, code))
-        if not rows:
+        decided = await self.state.pairing.decided(channel, code)
+        if decided is None:
             return
-        status, sender, name = (str(value) for value in rows[0])
+        status, sender, name = (str(value) for value in decided)
         who = f"{channel} user {sender}" + (f" ({name})" if name else "")
         if status == "approved":
             raise AlreadyDecided(f"{code} on {channel} was already approved: {who} may talk to "
@@ -318,7 +276,7 @@ class ChannelAccess:
     async def _known(self, policy: ChannelPolicy, msg: InboundMessage) -> bool:
         if msg.sender_id in policy.allow_from:
             return True
-        return await self.state.is_approved(msg.channel, msg.sender_id)
+        return await self.state.access.is_approved(msg.channel, msg.sender_id)
 
     @staticmethod
     def _group_allowed(policy: ChannelPolicy, msg: InboundMessage) -> bool:

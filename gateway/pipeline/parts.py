@@ -25,10 +25,7 @@ from gateway.agent.tools import Tool
 from gateway.capabilities.hub import Capabilities
 from gateway.clock import Clock, SystemClock
 from gateway.config.settings import Settings
-from gateway.ops.prices import PriceTable
 from gateway.ops.redaction import Redactor
-from gateway.ops.state import StateDB
-from gateway.ops.usage import UsageLedger
 from gateway.ops.versioning import Versioning
 from gateway.pipeline.access import AccessPolicy, LocalOnlyAccess
 from gateway.pipeline.budgets import Accounting, Budgets
@@ -40,6 +37,9 @@ from gateway.pipeline.replies import endpoint_host
 from gateway.pipeline.routing import Route, Router
 from gateway.pipeline.turn_setup import TurnSetup
 from gateway.pipeline.turns import TurnRunner
+from gateway.stores.prices import PriceTable
+from gateway.stores.state import StateDB
+from gateway.stores.usage import UsageLedger
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -61,7 +61,7 @@ class GatewayParts:
     redactor: Redactor  # shared with the log formatter (gateway/ops/logs.py share_redactor)
     access: AccessPolicy
     channels: dict[str, Channel]
-    state: StateDB  # inbox, links, approvals, last DM routes (gateway/ops/state.py)
+    state: StateDB  # inbox, links, approvals, last DM routes (gateway/stores/state.py)
     router: Router
     sessions: SessionStore
     lanes: Lanes
@@ -112,13 +112,13 @@ def build_parts(
     models = provider if isinstance(provider, ModelRouter) else build_router(
         settings, provider, on_fallback=lambda p, e: metrics.fallback(p.model, e.kind))
     metrics.register_models(ref.model for _, ref in models_in_use(settings))
-    usage = UsageLedger(state, PriceTable(settings.prices), clock, settings.zone())
+    usage = UsageLedger(state.usage, PriceTable(settings.prices), clock, settings.zone())
     budgets = Budgets(settings, usage, _no_note)
     accounting = Accounting(usage, budgets, metrics)
     metered = MeteredProvider(models, metrics, accounting)
     capabilities = Capabilities(settings)
     capabilities.register_metrics(metrics.registry)
-    delivery = Delivery(by_name, state, metrics)
+    delivery = Delivery(by_name, state.outbox, state.inbox, metrics)
     setup = TurnSetup(settings, clock, channels=by_name, delivery=delivery, metrics=metrics,
                       models=models, capabilities=capabilities, redactor=redactor,
                       private_tools=private_tools)
@@ -130,7 +130,7 @@ def build_parts(
                           instructions=_instructions(settings, metered, clock, metrics))
     turns = _turn_runner(settings, provider, sessions, agent, compactor, setup, delivery,
                          metrics, versioning, state, media, by_name)
-    router = Router(settings.workspaces_dir, settings.owner, state)
+    router = Router(settings.workspaces_dir, settings.owner, state.links)
     turns.voice = voice = _voice_replies(settings, state, accounting, router)
     limits = PersonLimits(clock, settings.limits.queue_per_person,
                           settings.limits.messages_per_minute)
@@ -176,7 +176,7 @@ def _turn_runner(settings: Settings, provider: Provider, sessions: SessionStore,
     """The turn runner, with the media step and claim capture when they are on."""
     turns = TurnRunner(
         sessions, agent, compactor, setup, delivery, metrics, versioning,
-        Retries(state, delivery, metrics),
+        Retries(state.inbox, delivery, metrics), state.previews,
         deadline_seconds=settings.limits.turn_deadline_seconds,
         model=provider.model,
         host=endpoint_host(settings.llm.provider, settings.llm.base_url),

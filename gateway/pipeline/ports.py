@@ -28,14 +28,15 @@ if TYPE_CHECKING:
     from gateway.agent.tools.schedule_tools import ScheduleBook
     from gateway.clock import Clock
     from gateway.config.settings import Settings
-    from gateway.ops.state import DmRoute, StateDB
-    from gateway.ops.usage import UsageLedger
     from gateway.ops.versioning import Versioning
     from gateway.pipeline.budgets import CapStatus
     from gateway.pipeline.commands import CommandContext
     from gateway.pipeline.delivery import Outcome
     from gateway.pipeline.lanes import Job
     from gateway.pipeline.routing import Route
+    from gateway.stores.links import DmRoute
+    from gateway.stores.state import StateDB
+    from gateway.stores.usage import UsageLedger
     from memory.service import MemoryService
 
 

@@ -37,8 +37,8 @@ from typing import Any
 from channels.base import InboundMessage
 from gateway.agent.loop import EMPTY_ANSWER, Waiting
 from gateway.agent.metrics import GatewayMetrics
-from gateway.ops.state import StateDB
 from gateway.pipeline.delivery import Delivery
+from gateway.stores.inbox import InboxStore
 
 log = logging.getLogger(__name__)
 
@@ -117,16 +117,16 @@ def resume_point(entries: Iterable[dict[str, Any]], msg: InboundMessage) -> Resu
 class Retries:
     """Counts the tries at messages taken up again after a restart; gives up past a bound."""
 
-    def __init__(self, state: StateDB, delivery: Delivery, metrics: GatewayMetrics,
+    def __init__(self, inbox: InboxStore, delivery: Delivery, metrics: GatewayMetrics,
                  max_retries: int = MAX_RETRIES) -> None:
-        self.state = state
+        self.inbox = inbox
         self.delivery = delivery
         self.metrics = metrics
         self.max_retries = max_retries
 
     async def exhausted(self, msg: InboundMessage) -> int:
         """Count this retry; 0 while within the bound, else the number of tries so far."""
-        retries = await self.state.note_retry(msg)
+        retries = await self.inbox.note_retry(msg)
         if retries <= self.max_retries:
             log.info("taking up %s message %s again after a restart (retry %d of %d)",
                      msg.channel, msg.message_id, retries, self.max_retries)
@@ -151,7 +151,7 @@ class Retries:
 
     async def _step(self, msg: InboundMessage, step: int) -> None:
         try:
-            await self.state.note_retry(msg, step)
+            await self.inbox.note_retry(msg, step)
         except Exception:  # bookkeeping: the turn goes on
             log.exception("could not update the retry count of %s message %s",
                           msg.channel, msg.message_id)

@@ -42,7 +42,7 @@ from collections.abc import Awaitable, Callable
 
 from channels.base import Channel
 from channels.preview import Preview, PreviewRateLimited
-from gateway.ops.state import StateDB
+from gateway.stores.previews import PreviewStore
 
 log = logging.getLogger(__name__)
 
@@ -186,19 +186,19 @@ class LivePreview:
                 log.exception("could not record the preview message")
 
 
-async def open_preview(channel: Channel, state: StateDB, *, chat_id: str, direct: bool,
+async def open_preview(channel: Channel, previews: PreviewStore, *, chat_id: str, direct: bool,
                        key: str, pace: ChatPace | None = None,
                        look_up: bool = True) -> LivePreview | None:
     """The live preview of the reply named `key`, going on in a preview message an earlier
     run left (recorded in the state database; `look_up` False: there can be none), or None
     when the channel shows none."""
-    earlier = await state.preview_for(key) if look_up else ""
+    earlier = await previews.preview_for(key) if look_up else ""
     preview = channel.preview(chat_id, direct=direct, key=key, message_id=earlier)
     if preview is None:
         return None
 
     async def record(message_id: str) -> None:
-        await state.record_preview(key, channel.name, chat_id, message_id)
+        await previews.record_preview(key, channel.name, chat_id, message_id)
 
     live = LivePreview(preview, on_message=record, pace=pace,
                        chat=f"{channel.name}:{chat_id}")

@@ -51,6 +51,7 @@ from gateway.pipeline.recovery import (
 from gateway.pipeline.replies import provider_error_reply
 from gateway.pipeline.routing import Route
 from gateway.pipeline.streaming import ChatPace, LivePreview, open_preview
+from gateway.stores.previews import PreviewStore
 
 if TYPE_CHECKING:
     from gateway.agent.instructions import InstructionKeeper
@@ -111,6 +112,7 @@ class TurnRunner:
         metrics: GatewayMetrics,
         versioning: Versioning,
         retries: Retries,
+        previews: PreviewStore,
         *,
         deadline_seconds: float,
         model: str = "",
@@ -124,6 +126,7 @@ class TurnRunner:
         self.metrics = metrics
         self.versioning = versioning
         self.retries = retries
+        self.previews = previews  # live preview messages, by the reply's key
         self.deadline_seconds = deadline_seconds
         # Named in a refusal, so the person can tell the operator which endpoint and model.
         self.model, self.host = model, host
@@ -240,7 +243,7 @@ class TurnRunner:
             (msg.channel, msg.chat_id, msg.message_id) in self.resuming)
         self._previewing.add(key)
         try:
-            return await open_preview(channel, self.delivery.state, chat_id=route.chat_id,
+            return await open_preview(channel, self.previews, chat_id=route.chat_id,
                                       direct=msg.chat_type == "direct", key=key,
                                       pace=self.pace, look_up=earlier)
         except Exception:
@@ -249,7 +252,7 @@ class TurnRunner:
 
     async def _forget_preview(self, key: str) -> None:
         try:
-            await self.delivery.state.forget_preview(key)
+            await self.previews.forget_preview(key)
         except Exception:  # bookkeeping: the outbox row carries the preview already
             log.exception("could not forget the preview of %s", key)
 

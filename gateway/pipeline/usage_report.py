@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from gateway.ops.usage import Totals
+from gateway.stores.usage import Totals
 
 if TYPE_CHECKING:
     from gateway.pipeline.commands import CommandContext

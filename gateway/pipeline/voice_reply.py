@@ -18,7 +18,7 @@ text only, and the log says which setting to look at.
 An API backend's characters are paid for: the call passes the person's budget check
 (`Accounting.admit`, as a model call does) and is recorded in the usage ledger as kind
 `speech`, model = the speech model, its characters counted as input tokens (and priced per
-million characters, gateway/ops/prices.py). The local voice costs nothing and is not recorded.
+million characters, gateway/stores/prices.py). The local voice costs nothing and is not recorded.
 """
 
 from __future__ import annotations

@@ -17,7 +17,8 @@ import logging
 from collections.abc import Awaitable, Callable, Container
 
 from channels.base import InboundMessage
-from gateway.ops.state import StateDB, Welcome
+from gateway.stores.access import AccessStore, Welcome
+from gateway.stores.inbox import InboxStore
 
 log = logging.getLogger(__name__)
 
@@ -46,7 +47,8 @@ class ApprovalFollowUp:
 
     def __init__(
         self,
-        state: StateDB,
+        access: AccessStore,
+        inbox: InboxStore,
         channels: Container[str],
         announce: Announce,
         answer: Answer,
@@ -54,7 +56,7 @@ class ApprovalFollowUp:
         interval: float = POLL_SECONDS,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
-        self.state = state
+        self.access, self.inbox = access, inbox
         self.channels = channels
         self.announce = announce
         self.answer = answer
@@ -98,7 +100,7 @@ class ApprovalFollowUp:
         """One pass over the approvals not announced yet; returns how many were handled."""
         async with self._lock:
             handled = 0
-            for welcome in await self.state.pending_welcomes():
+            for welcome in await self.access.pending_welcomes():
                 if welcome.channel not in self.channels:
                     continue  # that channel is not running here; a later start handles it
                 await self._follow_up(welcome)
@@ -117,10 +119,10 @@ class ApprovalFollowUp:
             self._following.discard(account)
 
     async def _welcome_and_answer(self, welcome: Welcome) -> None:
-        waiting = await self.state.waiting_inbound(welcome.channel, welcome.sender_id)
+        waiting = await self.inbox.waiting_inbound(welcome.channel, welcome.sender_id)
         kept, dropped = waiting[:MAX_WAITING_ANSWERED], waiting[MAX_WAITING_ANSWERED:]
         for msg in dropped:
-            await self.state.mark_done(msg, "denied")
+            await self.inbox.mark_done(msg, "denied")
         if dropped:
             log.info("approval of %s:%s: %d older waiting message(s) not answered",
                      welcome.channel, welcome.sender_id, len(dropped))
@@ -128,14 +130,14 @@ class ApprovalFollowUp:
         await self.announce(welcome.channel, welcome.chat_id,
                             welcome_text(welcome, bool(kept)), key)
         for msg in kept:
-            await self.state.requeue(msg)
+            await self.inbox.requeue(msg)
             handing = (msg.channel, msg.message_id)
             self._handing.add(handing)
             try:
                 await self.answer(msg)
             finally:
                 self._handing.discard(handing)
-        await self.state.mark_welcomed(welcome)
+        await self.access.mark_welcomed(welcome)
         log.info("approval of %s:%s announced, %d waiting message(s) answered",
                  welcome.channel, welcome.sender_id, len(kept))
 

@@ -106,8 +106,8 @@ async def test_linked_identities_share_one_session(dc, gateway_with, anthropic_s
         )
         # What `clawgate users link telegram:42 discord:301` does.
         for channel, user in (("telegram", "42"), ("discord", "301")):
-            await gateway.state.link(channel, user, "telegram-42")
-            await gateway.state.approve(channel, user, via="link")
+            await gateway.state.links.link(channel, user, "telegram-42")
+            await gateway.state.access.approve(channel, user, via="link")
 
         await tg.send_text(42, "my locker code is 4711")
         assert (await tg.wait_sent(1))[0].text == "echo: my locker code is 4711"

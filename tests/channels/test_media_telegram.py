@@ -16,8 +16,8 @@ from PIL import Image
 from channels.base import Attachment, InboundMessage
 from gateway.agent.media.audio import bundled_model_dir
 from gateway.agent.sessions import transcript_path
-from gateway.ops.state import StateDB
 from gateway.pipeline.gateway import PERSIST_REPLY, Gateway
+from gateway.stores.state import StateDB
 from retrypolicy import Backoff
 from tests.fakes.media_files import VOICE_NOTE, jpeg, pdf
 from tests.state_rows import inbound_status
@@ -104,7 +104,7 @@ async def test_a_voice_note_recorded_before_a_kill_is_fetched_and_answered_once(
     voice = Attachment("audio", fields["file_id"], "voice.ogg", "audio/ogg",
                        fields["file_size"], 4.0, label="voice message")
     async with StateDB.for_root(tmp_path / "workspaces") as state:  # as the kill left it
-        assert await state.record_inbound(InboundMessage(
+        assert await state.inbox.record_inbound(InboundMessage(
             "telegram", "42", "42", "", message_id="5", attachment="voice message",
             attachments=(voice,)))
     gateway = await media_gateway()

@@ -17,8 +17,8 @@ from channels.chunking import utf16_len
 from channels.telegram import render
 from gateway.agent.providers import build_provider
 from gateway.assembly.platforms import build_gateway
-from gateway.ops.state import StateDB
 from gateway.pipeline.gateway import Gateway
+from gateway.stores.state import StateDB
 from gateway.workspace.seed import ensure_workspace
 from retrypolicy import Backoff
 from tests.conftest import llm_overrides
@@ -106,10 +106,10 @@ async def test_unknown_sender_pairs_then_talks(tg, tg_gateway, anthropic_server,
     assert sent[3:] == ["echo: hi, who are you?", "echo: hello?", "echo: hello??"]
     await tg.send_text(55, "now can we talk?")
     assert (await tg.wait_sent(7))[6].text == "echo: now can we talk?"
-    assert await gateway.state.is_approved("telegram", "55")
+    assert await gateway.state.access.is_approved("telegram", "55")
     route = await gateway.last_dm_route("telegram-55")
     assert route is not None and (route.channel, route.chat_id) == ("telegram", "55")
-    assert await gateway.state.pending_welcomes() == []
+    assert await gateway.state.access.pending_welcomes() == []
 
 
 async def test_owner_approves_their_own_account_in_one_step(tg, tg_gateway, anthropic_server,
@@ -282,6 +282,6 @@ async def test_offset_and_inbox_survive_in_state_db(tg, tg_gateway, tmp_path):
     await tg.wait_sent(1)
     await gateway.stop()
     async with StateDB.for_root(tmp_path / "workspaces") as state:
-        offset = await state.load_offset("telegram")
+        offset = await state.offsets.load_offset("telegram")
         assert offset is not None and offset > 1000
-        assert await state.pending_inbound() == []
+        assert await state.inbox.pending_inbound() == []

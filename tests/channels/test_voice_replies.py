@@ -101,7 +101,7 @@ async def test_a_person_who_takes_no_voice_notes_gets_the_text(
     sent = await tg.wait_sent(1)
     await gateway.delivery.drain()
     assert sent[0].text.startswith("echo: [voice message") and tg.files == []
-    assert not await gateway.state.pending_outbound()
+    assert not await gateway.state.outbox.pending_outbound()
     assert voice_files(gateway) == []
 
 

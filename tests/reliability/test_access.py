@@ -10,7 +10,6 @@ import pytest
 from channels.base import InboundMessage
 from gateway.agent.providers import build_provider
 from gateway.clock import FixedClock
-from gateway.ops.state import StateDB
 from gateway.pipeline.gateway import Gateway
 from gateway.pipeline.pairing import (
     CODE_ALPHABET,
@@ -21,6 +20,7 @@ from gateway.pipeline.pairing import (
     Pairing,
     PairingError,
 )
+from gateway.stores.state import StateDB
 from tests.conftest import llm_overrides
 from tests.fakes.channel import RecordingChannel
 
@@ -77,11 +77,11 @@ async def test_pairing_codes_cannot_be_brute_forced(tmp_path):
         # Locked: even the right code is refused for the rest of the window.
         with pytest.raises(PairingError, match="too many wrong codes"):
             await pairing.approve("telegram", request.code)
-        assert not await state.is_approved("telegram", "7")
+        assert not await state.access.is_approved("telegram", "7")
 
         clock.advance(timedelta(minutes=16))
         approved = await pairing.approve("telegram", request.code)
-        assert approved.sender_id == "7" and await state.is_approved("telegram", "7")
+        assert approved.sender_id == "7" and await state.access.is_approved("telegram", "7")
 
     # 5 guesses per 15 minutes against a 32^8 space: the expected time to guess one pending
     # code is astronomically longer than its one-hour lifetime.
@@ -120,13 +120,13 @@ async def test_strangers_cannot_hold_every_pairing_slot(anthropic_server, make_s
         rosa_code = reply.split("code is ")[1].split(" ")[0]
         pending = {r.sender_id: r.code for r in await pairing.pending("telegram")}
         assert set(pending) == {"902", "903", "555"}  # the oldest, 901, gave way
-        assert await state.waiting_inbound("telegram", "901") == []  # its words dropped
-        assert [m.text for m in await state.waiting_inbound("telegram", "555")] == \
+        assert await state.inbox.waiting_inbound("telegram", "901") == []  # its words dropped
+        assert [m.text for m in await state.inbox.waiting_inbound("telegram", "555")] == \
             ["hi, it's Rosa"]
         # Strangers renewing cannot take the slot back for good: each new one pushes out the
         # oldest, and Rosa's code is approved while valid.
         await pairing.approve("telegram", rosa_code)
-        assert await state.is_approved("telegram", "555")
+        assert await state.access.is_approved("telegram", "555")
 
         clock.advance(timedelta(minutes=61))  # every code is past its hour
         assert await pairing.pending("telegram") == []

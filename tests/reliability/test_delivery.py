@@ -17,8 +17,8 @@ from channels.base import OutboundMessage
 from gateway.agent.providers import build_provider
 from gateway.agent.sessions import transcript_path
 from gateway.assembly.platforms import build_gateway
-from gateway.ops.state import StateDB
 from gateway.pipeline.gateway import PERSIST_REPLY, Gateway
+from gateway.stores.state import StateDB
 from gateway.workspace.seed import workspace_path
 from retrypolicy import Backoff
 from tests.conftest import AllowAll, llm_overrides
@@ -215,13 +215,13 @@ async def test_a_transcript_write_failure_is_told_kept_pending_and_retried(
         await channel.inject("ann", "second")
         await channel.wait_for(2)
         assert channel.texts()[1] == PERSIST_REPLY
-        pending = await gateway.state.pending_inbound()
+        pending = await gateway.state.inbox.pending_inbound()
         assert [m.text for m in pending] == ["second"]
         shutil.rmtree(transcript)
         kept.rename(transcript)
         await channel.wait_for(3, timeout=10)
         assert channel.texts()[2] == "echo: second"
-        assert await gateway.state.pending_inbound() == []
+        assert await gateway.state.inbox.pending_inbound() == []
         assert "second" in transcript.read_text()
     finally:
         await gateway.stop()

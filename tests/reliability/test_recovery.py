@@ -72,7 +72,7 @@ async def _leave_as_killed(gateway: Gateway, msg: InboundMessage, *after: Messag
     before the kill). Returns the transcript's path."""
     await gateway.state.open()
     try:
-        assert await gateway.state.record_inbound(msg)
+        assert await gateway.state.inbox.record_inbound(msg)
         route = await gateway.router.resolve(msg)
         ensure_workspace(gateway.settings.workspaces_dir, route.person_id)
         session = await gateway.sessions.get(route.workspace, route.session_key)
@@ -332,9 +332,9 @@ async def test_a_restart_sends_only_the_parts_not_yet_accepted(
     image = _tg_gateway(make_settings, anthropic_server, tg)
     await image.state.open()
     try:
-        row = await image.state.enqueue_outbound("telegram", "42", text)
+        row = await image.state.outbox.enqueue_outbound("telegram", "42", text)
         assert row is not None
-        await image.state.note_parts(row, 1)
+        await image.state.outbox.note_parts(row, 1)
     finally:
         await image.state.close()
     gateway = _tg_gateway(make_settings, anthropic_server, tg)
@@ -362,7 +362,7 @@ async def test_discord_recognises_a_reply_sent_just_before_a_kill(
         image = build_gateway(settings, build_provider(settings), options=options)
         await image.state.open()
         try:
-            row = await image.state.enqueue_outbound("discord", "302", "see you at noon")
+            row = await image.state.outbox.enqueue_outbound("discord", "302", "see you at noon")
         finally:
             await image.state.close()
         await dc.accept("302", "see you at noon", nonce=f"cg{row}.0")  # before the kill
@@ -395,10 +395,10 @@ async def test_a_file_whose_caption_does_not_fit_keeps_its_progress_over_a_resta
     image = _tg_gateway(make_settings, anthropic_server, tg)
     await image.state.open()
     try:
-        started = await image.state.enqueue_outbound("telegram", "42", text, file=str(plan))
+        started = await image.state.outbox.enqueue_outbound("telegram", "42", text, file=str(plan))
         assert started is not None
-        await image.state.note_parts(started, 1)  # the file was accepted before the kill
-        assert await image.state.enqueue_outbound("telegram", "42", text, file=str(plan))
+        await image.state.outbox.note_parts(started, 1)  # the file was accepted before the kill
+        assert await image.state.outbox.enqueue_outbound("telegram", "42", text, file=str(plan))
     finally:
         await image.state.close()
     gateway = _tg_gateway(make_settings, anthropic_server, tg)
@@ -429,7 +429,7 @@ async def test_discord_recognises_a_file_sent_just_before_a_kill(
         image = build_gateway(settings, build_provider(settings), options=options)
         await image.state.open()
         try:
-            row = await image.state.enqueue_outbound("discord", "302", "the plan",
+            row = await image.state.outbox.enqueue_outbound("discord", "302", "the plan",
                                                      file=str(plan))
         finally:
             await image.state.close()

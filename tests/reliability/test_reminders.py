@@ -11,7 +11,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from gateway.ops.state import StateDB, state_path
+from gateway.stores.state import StateDB, state_path
 from tests.fakes.telegram_server import FakeTelegramServer
 from tests.reliability.process import gateway_env, start_gateway
 from tests.settle import settled

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from gateway.ops.state import StateDB, state_path
+from gateway.stores.state import StateDB, state_path
 from tests.fakes.telegram_server import FakeTelegramServer
 from tests.reliability.process import gateway_env, start_gateway
 from tests.settle import settled

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from gateway.cli.main import hoist_root_options, main
-from gateway.ops.state import StateDB
+from gateway.stores.state import StateDB
 from gateway.workspace.seed import ensure_workspace
 
 
@@ -146,8 +146,8 @@ def test_tables_have_json(root, capsys):
 
     async def seed() -> None:
         async with StateDB.for_root(root) as state:
-            await state.link("telegram", "7", "telegram-7")
-            await state.approve("telegram", "7", via="link")
+            await state.links.link("telegram", "7", "telegram-7")
+            await state.access.approve("telegram", "7", via="link")
 
     asyncio.run(seed())
     assert main(["users", "list", "--json"]) == 0

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from gateway.cli.main import main
-from gateway.ops.state import StateDB, state_path
+from gateway.stores.state import StateDB, state_path
 from gateway.workspace.seed import ensure_workspace
 
 MISTAKE, FAILURE = 2, 1

@@ -20,8 +20,8 @@ import pytest
 from channels.base import InboundMessage
 from gateway.cli.main import main
 from gateway.config.settings import ConfigError, load_settings
-from gateway.ops.state import StateDB
 from gateway.pipeline.pairing import Pairing
+from gateway.stores.state import StateDB
 from tests.gateway.cli.test_cli import _env, _run
 
 

@@ -21,9 +21,9 @@ from gateway.assembly.backup import backup, restore
 from gateway.cli.main import main
 from gateway.config.settings import ConfigError, load_settings
 from gateway.config.sources import where_set, with_sources
-from gateway.ops.prices import PriceTable
-from gateway.ops.state import StateDB
 from gateway.pipeline.pairing import Pairing
+from gateway.stores.prices import PriceTable
+from gateway.stores.state import StateDB
 from gateway.workspace.seed import ensure_workspace
 from tests.fakes.discord_server import FakeDiscordServer, patch_discord
 from tests.fakes.telegram_server import FakeTelegramServer
@@ -309,7 +309,7 @@ async def test_ctrl_c_while_thinking_starts_its_own_line(tmp_path, anthropic_ser
 def test_an_unpriced_model_is_not_a_warning(caplog):
     from gateway.agent.conversation import Usage
 
-    with caplog.at_level(logging.INFO, logger="gateway.ops.prices"):
+    with caplog.at_level(logging.INFO, logger="gateway.stores.prices"):
         assert PriceTable().cost("echo-model", Usage(10, 10)) == 0.0
     assert [r.levelno for r in caplog.records] == [logging.INFO]
 

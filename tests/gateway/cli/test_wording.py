@@ -12,8 +12,9 @@ import pytest
 
 from gateway.cli.main import main
 from gateway.features.scheduling import delivery_note
-from gateway.ops.state import DmRoute, StateDB
 from gateway.ops.versioning import Versioning
+from gateway.stores.links import DmRoute
+from gateway.stores.state import StateDB
 from gateway.workspace.seed import ensure_workspace
 from tests.fakes.mcp_server import stdio_config
 
@@ -58,7 +59,7 @@ def test_schedule_add_commits_as_schedule_and_says_where_it_goes(root, capsys):
     # A person who wrote from Telegram: there.
     async def route() -> None:
         async with StateDB.for_root(root) as state:
-            await state.set_last_dm_route("owner", "telegram", "42", "42",
+            await state.links.set_last_dm_route("owner", "telegram", "42", "42",
                                           datetime.now(UTC))
 
     asyncio.run(route())

@@ -17,7 +17,7 @@ from gateway.features.heartbeat_host import (
     build_heartbeat_service,
     policy_for,
 )
-from gateway.ops.state import StateDB
+from gateway.stores.state import StateDB
 from gateway.workspace.seed import ensure_workspace, workspace_path
 from heartbeat import Heartbeat, load_state
 from memory.layout import dm_session_key
@@ -284,7 +284,7 @@ async def test_cli_heartbeat_run_and_status(tmp_path, anthropic_server):
     workspace = ensure_workspace(tmp_path / "workspaces", "telegram-42")
     (workspace / "HEARTBEAT.md").write_text(CHECKLIST)
     async with StateDB.for_root(tmp_path / "workspaces") as state:
-        await state.set_last_dm_route("telegram-42", "telegram", "42", "42", NOW)
+        await state.links.set_last_dm_route("telegram-42", "telegram", "42", "42", NOW)
     env = _env(tmp_path, ANTHROPIC_API_KEY="sk-test-cli",
                CLAWGATE_LLM__BASE_URL=anthropic_server.base_url,
                CLAWGATE_HEARTBEAT__ACTIVE_START="00:00", CLAWGATE_HEARTBEAT__ACTIVE_END="24:00",

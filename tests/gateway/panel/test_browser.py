@@ -139,7 +139,7 @@ async def test_owner_session_in_a_real_browser(running: Any, tmp_path: Path) -> 
         # Approve the pairing request; the stranger can now talk to the assistant.
         await pending.get_by_role("button", name="Approve").click()
         await expect(page.locator(".flash")).to_contain_text(f"approved telegram user {STRANGER}")
-        assert await gateway.state.is_approved("telegram", str(STRANGER))
+        assert await gateway.state.access.is_approved("telegram", str(STRANGER))
         await tg.send_text(STRANGER, "thanks! remind me about tea")
         # Welcomed, then the waiting message and the new one answered, in order.
         sent = [s.text for s in await tg.wait_sent(4)]

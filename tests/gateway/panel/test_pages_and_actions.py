@@ -56,11 +56,11 @@ async def test_approve_and_deny_go_through_pairing(rig):
     code = await _ask_pairing(rig, "777")
     response = await rig.post("/pairing/approve", {"channel": "telegram", "code": code}, csrf)
     assert response.status == 303
-    assert await rig.gateway.state.is_approved("telegram", "777")
+    assert await rig.gateway.state.access.is_approved("telegram", "777")
     assert "approved telegram user 777 (Rosa)" in await (await rig.client.get("/")).text()
     other = await _ask_pairing(rig, "888", "Eve")
     await rig.post("/pairing/deny", {"channel": "telegram", "code": other}, csrf)
-    assert not await rig.gateway.state.is_approved("telegram", "888")
+    assert not await rig.gateway.state.access.is_approved("telegram", "888")
     await rig.post("/pairing/approve", {"channel": "telegram", "code": "WRONGCDE"}, csrf)
     assert "no pending pairing request WRONGCDE" in await (await rig.client.get("/")).text()
 
@@ -68,12 +68,12 @@ async def test_approve_and_deny_go_through_pairing(rig):
 async def test_revoke_and_link(rig):
     csrf = await rig.login()
     state = rig.gateway.state
-    await state.approve("telegram", "999", via="test")
+    await state.access.approve("telegram", "999", via="test")
     await rig.post("/approved/revoke", {"channel": "telegram", "sender": "999"}, csrf)
-    assert not await state.is_approved("telegram", "999")
+    assert not await state.access.is_approved("telegram", "999")
     await rig.post("/links", {"accounts": "owner telegram:5 discord:6"}, csrf)
-    assert await state.person_for("discord", "6") == "owner"
-    assert await state.is_approved("telegram", "5")
+    assert await state.links.person_for("discord", "6") == "owner"
+    assert await state.access.is_approved("telegram", "5")
     page = await (await rig.client.get("/")).text()
     assert "linked telegram:5 and discord:6 as person owner" in page
     await rig.post("/links", {"accounts": "telegram:7"}, csrf)

@@ -7,10 +7,10 @@ import asyncio
 import pytest
 
 from gateway.agent.providers import build_provider
-from gateway.ops.state import StateDB
 from gateway.pipeline.gateway import Gateway
 from gateway.pipeline.pairing import ChannelAccess, ChannelPolicy, Pairing
 from gateway.pipeline.welcome import MAX_WAITING_ANSWERED, WELCOME
+from gateway.stores.state import StateDB
 from tests.conftest import llm_overrides
 from tests.fakes.channel import RecordingChannel
 
@@ -92,7 +92,7 @@ async def test_denied_sender_waiting_messages_are_dropped(paired, anthropic_serv
     assert await gateway.approvals.check() == 0
     await gateway.lanes.drain()
     assert anthropic_server.requests == []
-    assert await gateway.state.waiting_inbound("telegram", "9") == []
+    assert await gateway.state.inbox.waiting_inbound("telegram", "9") == []
 
 
 async def test_only_the_first_waiting_messages_are_answered(paired, anthropic_server):
@@ -105,7 +105,7 @@ async def test_only_the_first_waiting_messages_are_answered(paired, anthropic_se
     await gateway.lanes.drain()
     answers = [text for text in channel.texts() if text.startswith("echo: ")]
     assert answers == [f"echo: message {n}" for n in range(MAX_WAITING_ANSWERED)]
-    assert await gateway.state.pending_inbound() == []
+    assert await gateway.state.inbox.pending_inbound() == []
 
 
 async def test_linking_a_waiting_account_to_the_owner_answers_it(paired, anthropic_server):
@@ -130,7 +130,7 @@ async def test_a_strangers_waiting_words_are_dropped_after_the_code_lifetime(tmp
     from datetime import UTC, datetime, timedelta
 
     from channels.base import InboundMessage
-    from gateway.ops.state import WAITING_TTL
+    from gateway.stores.inbox import WAITING_TTL
 
     async with StateDB(tmp_path / "state.db") as state:
         now = datetime.now(UTC)
@@ -139,9 +139,10 @@ async def test_a_strangers_waiting_words_are_dropped_after_the_code_lifetime(tmp
         new = InboundMessage("telegram", "9", "9", "a recent one", message_id="2",
                              received_at=now)
         for msg in (old, new):
-            assert await state.record_inbound(msg)
-            await state.mark_done(msg, "waiting")
-        await state.prune_inbox(now)
-        assert [m.text for m in await state.waiting_inbound("telegram", "9")] == ["a recent one"]
-        bodies = await state._rows("SELECT payload FROM inbox_body")
+            assert await state.inbox.record_inbound(msg)
+            await state.inbox.mark_done(msg, "waiting")
+        await state.inbox.prune_inbox(now)
+        waiting = await state.inbox.waiting_inbound("telegram", "9")
+        assert [m.text for m in waiting] == ["a recent one"]
+        bodies = await state.database.rows("SELECT payload FROM inbox_body")
         assert not any("old secret" in row[0] for row in bodies)

@@ -19,9 +19,9 @@ from channels.preview import CURSOR
 from channels.telegram import TelegramChannel, render
 from gateway.agent.providers import build_provider
 from gateway.assembly.platforms import build_gateway
-from gateway.ops.state import StateDB
 from gateway.pipeline.gateway import Gateway
 from gateway.pipeline.recovery import answer_key
+from gateway.stores.state import StateDB
 from retrypolicy import Backoff
 from tests.conftest import TEST_KEY, llm_overrides
 from tests.fakes.llm_server import FakeAnthropicServer, FakeOpenAIServer
@@ -241,13 +241,14 @@ async def test_a_restarted_turn_goes_on_in_the_recorded_preview(tg, tg_gateway,
     msg = InboundMessage("telegram", "42", "42", "continue please",
                          message_id=str(message["message_id"]))
     async with StateDB(first.state.path) as state:
-        assert await state.record_inbound(msg)
-        await state.record_preview(answer_key(msg), "telegram", "42", str(earlier.message_id))
+        assert await state.inbox.record_inbound(msg)
+        await state.previews.record_preview(answer_key(msg), "telegram", "42",
+                                            str(earlier.message_id))
     gateway = await tg_gateway(streaming_drafts=False)
     await _until(lambda: tg.sent[0].text == "echo: continue please")
     await settled(gateway.state)
     assert [s.text for s in tg.sent] == ["echo: continue please"]
-    assert await gateway.state.preview_for(answer_key(msg)) == ""  # forgotten once queued
+    assert await gateway.state.previews.preview_for(answer_key(msg)) == ""  # forgotten once queued
 
 
 async def test_a_group_reply_that_ends_empty_deletes_its_preview(tg, tg_gateway,
@@ -267,7 +268,7 @@ async def test_a_group_reply_that_ends_empty_deletes_its_preview(tg, tg_gateway,
     assert tg.current_texts(-1001) == []  # and it is gone
     key = answer_key(InboundMessage("telegram", "-1001", "42", "", chat_type="group",
                                     message_id=str(asked["message_id"])))
-    assert await gateway.state.preview_for(key) == ""  # and forgotten
+    assert await gateway.state.previews.preview_for(key) == ""  # and forgotten
     # The next reply in the same group comes as usual.
     await tg.send_text(42, "@claw_bot hello?", chat_id=-1001, chat_type="supergroup",
                        entities=MENTION)

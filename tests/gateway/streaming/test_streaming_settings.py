@@ -9,7 +9,7 @@ from channels.discord_channel import DiscordChannel
 from channels.telegram import TelegramChannel
 from gateway.assembly.platforms import build_channels
 from gateway.config.settings import ConfigError, load_settings
-from gateway.ops.state import StateDB
+from gateway.stores.state import StateDB
 from tests.fakes.discord_server import TEST_TOKEN as DISCORD_TOKEN
 from tests.fakes.telegram_server import TEST_TOKEN as TELEGRAM_TOKEN
 

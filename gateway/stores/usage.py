@@ -2,16 +2,16 @@
 
 One row per (person, day, kind, model) in the state database's `usage_daily` table, added to
 after every model call with the provider's reported tokens and the cost from the price table
-(gateway/ops/prices.py). Rows are totals, not one per call: a year of a busy gateway stays a
+(gateway/stores/prices.py). Rows are totals, not one per call: a year of a busy gateway stays a
 few thousand rows, and "today", "this week", "this month" are one indexed sum each. Days are
 calendar days in the gateway's time zone, so a daily cap resets at the person's midnight.
 A call that served a group chat is billed to its person (the owner) and also added to the
 group's own day in `usage_groups_daily` (one row per group chat and day), which the group's
 cap counts.
 
-Written on the bookkeeping connection (NORMAL sync): a crash of the process loses nothing; a
-power loss may lose the last calls' counts, which is acceptable for accounting, and never
-blocks a reply. A failed write is logged and the turn goes on.
+The tables and their SQL are gateway/stores/usage.py's. Written as bookkeeping (NORMAL sync):
+a crash of the process loses nothing; a power loss may lose the last calls' counts, which is
+acceptable for accounting, and never blocks a reply. A failed write is logged and the turn goes on.
 """
 
 from __future__ import annotations
@@ -27,49 +27,14 @@ from typing import Any
 
 from gateway.agent.conversation import Usage
 from gateway.clock import Clock
-from gateway.ops.prices import PriceTable
-from gateway.ops.state import StateDB
-from gateway.ops.usage_totals import Periods, RunningTotals, Totals, totals_of_row
+from gateway.stores.prices import PriceTable
+from gateway.stores.usage_daily import GROUPS, UsageStore
+from gateway.stores.usage_totals import Periods, RunningTotals, Totals, totals_of_row
 
 __all__ = ["GROUPS", "Periods", "Totals", "UsageLedger"]
 
 log = logging.getLogger(__name__)
 
-_SCHEMA = (
-    "CREATE TABLE IF NOT EXISTS usage_daily ("
-    " person TEXT NOT NULL, day TEXT NOT NULL, kind TEXT NOT NULL, model TEXT NOT NULL,"
-    " calls INTEGER NOT NULL DEFAULT 0, input INTEGER NOT NULL DEFAULT 0,"
-    " output INTEGER NOT NULL DEFAULT 0, cache_read INTEGER NOT NULL DEFAULT 0,"
-    " cache_write INTEGER NOT NULL DEFAULT 0, cost REAL NOT NULL DEFAULT 0,"
-    " PRIMARY KEY (person, day, kind, model))"
-)
-_UPSERT = (
-    "INSERT INTO usage_daily (person, day, kind, model, calls, input, output, cache_read,"
-    " cache_write, cost) VALUES (?, ?, ?, ?, 1, ?, ?, ?, ?, ?)"
-    " ON CONFLICT (person, day, kind, model) DO UPDATE SET calls = calls + 1,"
-    " input = input + excluded.input, output = output + excluded.output,"
-    " cache_read = cache_read + excluded.cache_read,"
-    " cache_write = cache_write + excluded.cache_write, cost = cost + excluded.cost"
-)
-_GROUP_SCHEMA = (
-    "CREATE TABLE IF NOT EXISTS usage_groups_daily ("
-    " chat TEXT NOT NULL, day TEXT NOT NULL,"
-    " calls INTEGER NOT NULL DEFAULT 0, input INTEGER NOT NULL DEFAULT 0,"
-    " output INTEGER NOT NULL DEFAULT 0, cache_read INTEGER NOT NULL DEFAULT 0,"
-    " cache_write INTEGER NOT NULL DEFAULT 0, cost REAL NOT NULL DEFAULT 0,"
-    " PRIMARY KEY (chat, day))"
-)
-_GROUP_UPSERT = (
-    "INSERT INTO usage_groups_daily (chat, day, calls, input, output, cache_read,"
-    " cache_write, cost) VALUES (?, ?, 1, ?, ?, ?, ?, ?)"
-    " ON CONFLICT (chat, day) DO UPDATE SET calls = calls + 1,"
-    " input = input + excluded.input, output = output + excluded.output,"
-    " cache_read = cache_read + excluded.cache_read,"
-    " cache_write = cache_write + excluded.cache_write, cost = cost + excluded.cost"
-)
-_SUMS = ("count(*) AS rows_, sum(calls), sum(input), sum(output), sum(cache_read),"
-         " sum(cache_write), sum(cost)")
-GROUPS = ("kind", "model", "day", "person")
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,32 +48,29 @@ class _Recording:
 class UsageLedger:
     """Records model calls and answers "how much since ..." per person, kind and model."""
 
-    def __init__(self, state: StateDB, prices: PriceTable, clock: Clock, zone: tzinfo) -> None:
-        self.state = state
+    def __init__(self, store: UsageStore, prices: PriceTable, clock: Clock,
+                 zone: tzinfo) -> None:
+        self.store = store
         self.prices = prices
         self.clock = clock
         self.zone = zone
-        self._ready = False
         self._warned = False
         self._writes: set[asyncio.Task[Totals]] = set()
         # The pending writes by whom they count for (a person, "group:" + a group chat): a
         # budget check waits for its own, not for everyone's commit.
         self._pending: dict[str, set[asyncio.Task[Totals]]] = {}
-        self._running = RunningTotals()  # what budget checks read (gateway/ops/usage_totals.py)
+        self._running = RunningTotals()  # what budget checks read (gateway/stores/usage_totals.py)
 
     def periods(self) -> Periods:
         return Periods(self.clock.now().astimezone(self.zone).date())
 
-    async def _ensure(self) -> bool:
-        if not self.state.is_open:
+    def _ensure(self) -> bool:
+        """The state database is open (else a warning, once: usage goes unrecorded)."""
+        if not self.store.is_open:
             if not self._warned:
                 self._warned = True
                 log.warning("usage not recorded: the state database is not open")
             return False
-        if not self._ready:
-            await self.state.execute(_SCHEMA)
-            await self.state.execute(_GROUP_SCHEMA)
-            self._ready = True
         return True
 
     def record_soon(self, person: str, kind: str, model: str, usage: Usage,
@@ -168,11 +130,11 @@ class UsageLedger:
         tokens = (usage.input_tokens, usage.output_tokens, usage.cache_read_tokens,
                   usage.cache_write_tokens, counted.cost)
         try:
-            if await self._ensure():
-                day = self.periods().today.isoformat()
-                await self.state.execute(_UPSERT, (person, day, kind, model, *tokens))
+            if self._ensure():
+                day = self.periods().today
+                await self.store.add(person, day, kind, model, tokens)
                 if group:
-                    await self.state.execute(_GROUP_UPSERT, (group, day, *tokens))
+                    await self.store.add_group(group, day, tokens)
         except (sqlite3.Error, RuntimeError) as exc:  # the turn goes on; the log says why
             log.warning("usage of a %s call for %s not recorded: %s", kind, person or "-", exc)
         return counted
@@ -205,16 +167,14 @@ class UsageLedger:
     async def group_total(self, chat: str, day: date) -> Totals:
         """What the calls serving group chat `chat` (its session key) used on `day`."""
         await self._written(_group_key(chat))
-        if not await self._ensure():
+        if not self._ensure():
             return Totals()
         try:
-            rows = await self.state.query(
-                "SELECT calls, input, output, cache_read, cache_write, cost"
-                " FROM usage_groups_daily WHERE chat = ? AND day = ?", (chat, day.isoformat()))
+            row = await self.store.group_day(chat, day)
         except sqlite3.Error as exc:
             log.warning("group usage could not be read: %s", exc)
             return Totals()
-        return totals_of_row(rows[0]) if rows else Totals()
+        return totals_of_row(row) if row is not None else Totals()
 
     async def grouped(self, group: str, person: str | None, since: date,
                       until: date | None = None) -> dict[str, Totals]:
@@ -229,21 +189,10 @@ class UsageLedger:
     async def _select(self, group: str, person: str | None, since: date,
                       until: date | None) -> list[Any]:
         await self._written(person)
-        if not await self._ensure():
+        if not self._ensure():
             return []
-        where, params = ["day >= ?"], [since.isoformat()]
-        if until is not None:
-            where.append("day < ?")
-            params.append(until.isoformat())
-        if person is not None:
-            where.append("person = ?")
-            params.append(person)
-        head = f"{group}, " if group else ""
-        sql = f"SELECT {head}{_SUMS} FROM usage_daily WHERE {' AND '.join(where)}"
-        if group:
-            sql += f" GROUP BY {group}"
         try:
-            return list(await self.state.query(sql, tuple(params)))
+            return await self.store.sums(group, person, since, until)
         except sqlite3.Error as exc:
             log.warning("usage could not be read: %s", exc)
             return []

@@ -1,4 +1,4 @@
-"""Group commit (gateway/ops/group_commit.py): writes that arrive together share one commit,
+"""Group commit (gateway/stores/group_commit.py): writes that arrive together share one commit,
 each caller hears back only after the commit that holds its write, a failed commit fails
 every caller in it. Commits are counted from the write-ahead log on disk, not taken from the
 committer's word."""
@@ -15,10 +15,10 @@ import pytest
 
 from channels.base import InboundMessage
 from gateway.agent.metrics import GatewayMetrics
-from gateway.ops import state as state_module
-from gateway.ops.group_commit import GroupCommitter
-from gateway.ops.state import StateDB, state_path
 from gateway.pipeline.delivery import Delivery
+from gateway.stores import database as state_module
+from gateway.stores.group_commit import GroupCommitter
+from gateway.stores.state import StateDB, state_path
 from tests.fakes.channel import RecordingChannel
 
 
@@ -50,29 +50,31 @@ async def test_inbox_records_that_arrive_together_share_one_commit(tmp_path):
         on_disk, counted = wal_commits(state_path(tmp_path)), state.writer.commits
         messages = [_msg(i) for i in range(50)]
         # The same message twice in one batch: recorded once, the second is a redelivery.
-        added = await asyncio.gather(*(state.record_inbound(m) for m in [*messages, messages[7]]))
+        added = await asyncio.gather(
+            *(state.inbox.record_inbound(m) for m in [*messages, messages[7]]))
         assert added == [True] * 50 + [False]
         commits = wal_commits(state_path(tmp_path)) - on_disk
         assert commits == state.writer.commits - counted
         assert 1 <= commits <= 2  # not one per message: 50 records, at most two fsyncs
-        assert [m.message_id for m in await state.pending_inbound()] == [str(i) for i in range(50)]
-        assert not any(await asyncio.gather(*(state.record_inbound(m) for m in messages)))
+        pending = await state.inbox.pending_inbound()
+        assert [m.message_id for m in pending] == [str(i) for i in range(50)]
+        assert not any(await asyncio.gather(*(state.inbox.record_inbound(m) for m in messages)))
 
 
 async def test_a_lone_write_commits_by_itself_and_writes_keep_their_order(tmp_path):
     async with StateDB.for_root(tmp_path) as state:
         on_disk = wal_commits(state_path(tmp_path))
-        assert await state.record_inbound(_msg(1))  # nothing else queued: its own commit
+        assert await state.inbox.record_inbound(_msg(1))  # nothing else queued: its own commit
         assert wal_commits(state_path(tmp_path)) == on_disk + 1
-        await asyncio.gather(*(state.save_offset("telegram", n) for n in range(1, 31)))
-        assert await state.load_offset("telegram") == 30
+        await asyncio.gather(*(state.offsets.save_offset("telegram", n) for n in range(1, 31)))
+        assert await state.offsets.load_offset("telegram") == 30
 
 
 async def test_bookkeeping_writes_beside_a_stream_of_durable_ones_all_succeed(tmp_path):
     # Two connections used to fight over SQLite's write lock here ("database is locked").
     async with StateDB.for_root(tmp_path) as state:
-        durable = [state.record_inbound(_msg(i, chat=f"c{i % 7}")) for i in range(300)]
-        bookkeeping = [state.enqueue_outbound("telegram", f"c{i % 7}", f"reply {i}",
+        durable = [state.inbox.record_inbound(_msg(i, chat=f"c{i % 7}")) for i in range(300)]
+        bookkeeping = [state.outbox.enqueue_outbound("telegram", f"c{i % 7}", f"reply {i}",
                                               key=f"k{i}") for i in range(300)]
         results = await asyncio.gather(*durable, *bookkeeping)
         assert all(results[:300]) and len(set(results[300:])) == 300
@@ -155,22 +157,22 @@ async def test_a_record_whose_commit_fails_is_not_reported_recorded(tmp_path, mo
         holder = sqlite3.connect(state.path, isolation_level=None)  # another process's write
         holder.execute("BEGIN IMMEDIATE")
         try:
-            outcomes = await asyncio.gather(*(state.record_inbound(_msg(i)) for i in range(5)),
-                                            return_exceptions=True)
+            outcomes = await asyncio.gather(
+                *(state.inbox.record_inbound(_msg(i)) for i in range(5)), return_exceptions=True)
         finally:
             holder.execute("ROLLBACK")
             holder.close()
         assert all(isinstance(o, sqlite3.OperationalError) for o in outcomes), outcomes
-        assert await state.pending_inbound() == []
+        assert await state.inbox.pending_inbound() == []
         # Not "seen before" when the platform delivers it again: it was never recorded.
-        assert await state.record_inbound(_msg(3))
+        assert await state.inbox.record_inbound(_msg(3))
 
 
 async def test_writes_after_close_are_refused(tmp_path):
     state = await StateDB.for_root(tmp_path).open()
     await state.close()
     with pytest.raises(RuntimeError, match="not open"):
-        await state.record_inbound(_msg(1))
+        await state.inbox.record_inbound(_msg(1))
 
 
 class _SlowBatch:
@@ -250,11 +252,11 @@ async def test_a_sent_mark_commits_before_the_bookkeeping_queued_ahead_of_it(tmp
     reply again after the restart); now its own commit comes first, and the queued
     bookkeeping's transaction already sees the row as sent."""
     async with StateDB.for_root(tmp_path) as state:
-        row = await state.enqueue_outbound("fakechat", "c1", "the reply")
+        row = await state.outbox.enqueue_outbound("fakechat", "c1", "the reply")
         assert row is not None
-        await state.execute("CREATE TABLE log (value TEXT)")
+        await state.database.write("CREATE TABLE log (value TEXT)")
         channel = RecordingChannel()
-        delivery = Delivery({"fakechat": channel}, state, GatewayMetrics())
+        delivery = Delivery({"fakechat": channel}, state.outbox, state.inbox, GatewayMetrics())
         slow = _SlowBatch()
         busy = asyncio.create_task(state.writer.run(slow))
         await slow.running()
@@ -263,9 +265,9 @@ async def test_a_sent_mark_commits_before_the_bookkeeping_queued_ahead_of_it(tmp
             return str(db.execute("SELECT status FROM outbox WHERE id = ?", (row,)).fetchone()[0])
 
         bookkeeping = [
-            asyncio.create_task(state.record_preview("k1", "fakechat", "c1", "17")),
-            asyncio.create_task(state.execute("INSERT INTO log (value) VALUES ('usage')")),
-            asyncio.create_task(state.save_offset("fakechat", 42)),
+            asyncio.create_task(state.previews.record_preview("k1", "fakechat", "c1", "17")),
+            asyncio.create_task(state.database.write("INSERT INTO log (value) VALUES ('usage')")),
+            asyncio.create_task(state.offsets.save_offset("fakechat", 42)),
             asyncio.create_task(state.writer.run(outbox_status)),
         ]
         assert await delivery.resume() == 1  # the pending row is sent: the platform accepts
@@ -275,7 +277,7 @@ async def test_a_sent_mark_commits_before_the_bookkeeping_queued_ahead_of_it(tmp
         *_, seen_by_bookkeeping = await asyncio.gather(busy, *bookkeeping)
         await delivery.drain()
         assert seen_by_bookkeeping == "sent"
-        assert await state.pending_outbound() == []
+        assert await state.outbox.pending_outbound() == []
         await delivery.close()
 
 

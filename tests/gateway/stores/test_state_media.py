@@ -8,7 +8,7 @@ import sqlite3
 from datetime import UTC, datetime
 
 from channels.base import Attachment, InboundMessage
-from gateway.ops.state import StateDB, state_path
+from gateway.stores.state import StateDB, state_path
 
 
 async def test_attachments_are_kept_until_the_message_is_answered(tmp_path):
@@ -20,14 +20,14 @@ async def test_attachments_are_kept_until_the_message_is_answered(tmp_path):
                          received_at=datetime.now(UTC), attachment="voice message",
                          attachments=(voice, photo))
     async with StateDB.for_root(tmp_path) as state:
-        assert await state.record_inbound(msg)
+        assert await state.inbox.record_inbound(msg)
     async with StateDB.for_root(tmp_path) as state:  # a restart
-        [pending] = await state.pending_inbound()
+        [pending] = await state.inbox.pending_inbound()
         assert pending.attachments == (voice, photo)
 
 
 async def test_hostile_attachment_payloads_are_read_safely(tmp_path):
-    from gateway.ops.state import _decode
+    from gateway.stores.inbox import _decode
 
     payload = ('{"channel": "telegram", "chat_id": "1", "sender_id": "1", "text": "x",'
                ' "chat_type": "direct", "message_id": "1", "sender_name": "",'
@@ -51,11 +51,11 @@ async def test_files_in_the_outbox_also_in_an_older_database(tmp_path):
         db.execute("INSERT INTO outbox (channel, chat_id, text, created_at)"
                    " VALUES ('telegram', '42', 'an old reply', '2026-01-01')")
     async with StateDB.for_root(tmp_path) as state:
-        row = await state.enqueue_outbound("telegram", "42", "the plan", key="file:1",
+        row = await state.outbox.enqueue_outbound("telegram", "42", "the plan", key="file:1",
                                            file="/ws/plan.md")
         assert row is not None
-        assert await state.enqueue_outbound("telegram", "42", "again", key="file:1",
+        assert await state.outbox.enqueue_outbound("telegram", "42", "again", key="file:1",
                                             file="/ws/plan.md") is None
-        pending = await state.pending_outbound()
+        pending = await state.outbox.pending_outbound()
         assert [(m.text, m.file) for m in pending] == [("an old reply", ""),
                                                         ("the plan", "/ws/plan.md")]
