@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 from gateway.agent.context_files import ContextFile
 from gateway.agent.conversation import SystemPrompt
 from gateway.agent.sessions import Session, transcript_path
+from gateway.pipeline.recall_gate import Message
 from memory.layout import MEMORY_DIR, PRIVATE_FILES, SESSIONS_DIR
 
 if TYPE_CHECKING:
@@ -112,6 +113,9 @@ class AutoRecall:
         question = latest_question(session)
         if not question:
             return system
+        if not Message(question).worth_searching:
+            self._count("none")  # small talk: nothing to look up, not even a file listing
+            return system
         skip = in_view(route, session, files)
         if not await asyncio.to_thread(has_recallable, route.workspace, skip, session):
             self._count("none")  # nothing outside the prompt: no index, no model to load
@@ -153,9 +157,12 @@ class AutoRecall:
     async def block(self, route: Route, question: str,
                     skip: dict[str, int] | None = None) -> RecallBlock:
         """The block for `question` in the route's workspace. `skip`: path -> first line
-        already in front of the model (0: the whole file)."""
+        already in front of the model (0: the whole file). Small talk is not searched."""
+        message = Message(question)
+        if not message.worth_searching:
+            return NO_BLOCK
         found = await self.candidates(route.workspace, question)
-        return render(found, self.options, skip or {})
+        return render(found, self.options, skip or {}, message)
 
     async def candidates(self, workspace: Path, question: str) -> list[SearchResult]:
         """The search behind a block: a few more hits than shown (some may be in view), each
@@ -173,8 +180,9 @@ def hit_chars(opts: RecallOptions) -> int:
 
 
 def render(results: Sequence[SearchResult], opts: RecallOptions,
-           skip: dict[str, int]) -> RecallBlock:
-    """The block's text: confident hits, best first, while they fit in the budget."""
+           skip: dict[str, int], message: Message) -> RecallBlock:
+    """The block's text: confident hits that agree with the message (recall_gate), best
+    first, while they fit in the budget."""
     budget = opts.max_tokens * CHARS_PER_TOKEN
     used = len(HEADING)
     parts = [HEADING]
@@ -191,6 +199,8 @@ def render(results: Sequence[SearchResult], opts: RecallOptions,
             break
         if len(body) > room:
             body = body[: room - 1].rstrip() + "…"
+        if not message.agrees_with(body):
+            continue  # about something else: a word or a name of the message is missing
         parts.append(head + body)
         used += len(head) + len(body)
     if len(parts) == 1:
