@@ -39,9 +39,16 @@ _WORD = re.compile(r"[^\W\d_](?:[^\W_]|['’-](?=[^\W\d_]))*|\d+(?:[.,:/-]\d+)*"
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]+")
 _SENTENCE_END = re.compile(r"[.!?…。！？:\n]")
 
+
+
+def _wordlist(text: str) -> frozenset[str]:
+    """A word list written as text (easier to read and extend than a literal)."""
+    return frozenset(text.split())
+
+
 # Function words: they carry no topic. English first (the local model's best language), then
 # German, French, Spanish, Italian, Portuguese and Dutch, the languages people here write in.
-STOP_WORDS = frozenset("""
+STOP_WORDS = _wordlist("""
 a about above after again go against all also am an and any anything are aren't as at be
 because been before being below between both but by can can't could couldn't did didn't do
 does doesn't doing don't down during each else ever every few for from further get gets got
@@ -70,11 +77,11 @@ che chi ci come cosa di dove è gli il io lei lo ma mi nel non per perché quand
 ti tu una
 ao com da do em eu não os para quando que se sou um uma você
 een het ik je jij niet of op te van wat wie zijn
-""".split())
+""")
 
 # Small talk: greetings, thanks, assent, laughter, farewells and "are you there?", which ask
 # memory for nothing. Words only; a message of them alone is not searched.
-SMALL_TALK = frozenset("""
+SMALL_TALK = _wordlist("""
 hi hello hey heya hiya yo howdy morning evening afternoon night nite goodnight gn gm day
 thanks thank thx ty tysm cheers appreciate appreciated welcome np
 ok okay okey k kk alright right sure yes yeah yep yup no nope nah fine cool nice great good
@@ -93,17 +100,17 @@ ciao buongiorno buonanotte buonasera grazie mille prego
 olá oi obrigado obrigada boa noite tchau
 hoi dag dank bedankt goedemorgen goedenacht
 привет спасибо пока ок да нет спокойной ночи доброе утро
-""".split())
+""")
 # Chinese, Japanese and Korean small talk, matched as whole runs.
-SMALL_TALK_RUNS = frozenset("""
+SMALL_TALK_RUNS = _wordlist("""
 你好 您好 谢谢 谢谢你 多谢 晚安 早上好 早安 再见 好的 好 哈哈 哈哈哈 嗯 在吗 在不在 没事
 こんにちは こんばんは おはよう おはようございます ありがとう ありがとうございます おやすみ
 おやすみなさい さようなら はい うん いいね 了解 草
 안녕 안녕하세요 감사합니다 고마워 잘자 네 응 ㅋㅋ ㅋㅋㅋ
-""".split())
+""")
 # Chinese pairs of characters too common to say what a message is about.
-CJK_STOP_PAIRS = frozenset("我的 你的 什么 么时 时候 怎么 这个 那个 一个 我们 你们 是不 不是 有没 没有"
-                           .split())
+CJK_STOP_PAIRS = _wordlist(
+    "我的 你的 什么 么时 时候 怎么 这个 那个 一个 我们 你们 是不 不是 有没 没有")
 
 
 def _words(text: str) -> list[re.Match[str]]:

@@ -152,7 +152,8 @@ def test_render_keeps_confident_hits_within_the_budget() -> None:
     assert render([_result("memory/c.md", 0.3, "gamma")], opts, {}, about) == NO_BLOCK
     keyword_only = SearchResult(path="memory/e.md", start_line=1, end_line=1, score=1.0,
                                 snippet="epsilon", source="memory")
-    assert render([keyword_only], opts, {}, Message("epsilon again")) == NO_BLOCK  # no cosine: no evidence
+    # No cosine: no evidence.
+    assert render([keyword_only], opts, {}, Message("epsilon again")) == NO_BLOCK
 
 
 def test_render_leaves_out_what_is_in_view() -> None:
