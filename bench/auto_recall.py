@@ -22,7 +22,8 @@ swept; groups A and B (conversations sorted, every other one) are reported apart
 threshold chosen on A is checked on B.
 
     python bench/auto_recall.py scripted
-    python bench/auto_recall.py locomo [--hits 3] [--tokens 400] [--thresholds 0.80 0.82 ...]
+    python bench/auto_recall.py locomo [--hits 3] [--tokens 400] [--thresholds 0.80 0.81 ...]
+                                   [--workdir DIR] [--limit N]
 """
 
 from __future__ import annotations
@@ -342,7 +343,7 @@ def main() -> None:
     loc.add_argument("--tokens", type=int, default=0)
     loc.add_argument("--limit", type=int, default=0, help="ask about this many questions")
     loc.add_argument("--thresholds", type=float, nargs="*",
-                     default=[0.80, 0.81, 0.82, 0.83, 0.84, 0.85])
+                     default=[0.80, 0.81, 0.82, 0.83])
     args = parser.parse_args()
     asyncio.run(locomo(args) if args.mode == "locomo" else scripted(args))
 

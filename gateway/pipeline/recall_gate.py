@@ -11,11 +11,13 @@ chunk. Two checks that cost microseconds narrow it:
   talk ("thanks", "lol", "good night", "merci"), in a few languages. "ok", "👍", "still
   alive?" and "gute Nacht!" have none, so they are not even searched (no index opened, no
   query embedded).
-- **The hit is about what was asked** (`Message.agrees_with`): the text shown must contain a
-  word of the message (the keyword side agreeing with the vector side), and when the message
-  names someone or something (a capitalised word inside a sentence: "Jana", "Lofoten"), one
-  of those names. A passage about another person's support group scores a cosine as high as
-  one about the person asked about; the name tells them apart.
+- **The hit is about what was asked** (`Message.names_agree`, `Message.topic_agrees`): when
+  the message names someone or something (a capitalised word inside a sentence: "Jana",
+  "Lofoten"; not months or days, which every dated heading has), the text shown must
+  mention one of those names: a passage about another person's support group scores a
+  cosine as high as one about the person asked about, and the name tells them apart. A hit
+  that also shares a topic word with the message (the keyword side agreeing with the
+  vector side) is trusted at a slightly lower cosine (auto_recall.AGREEMENT_MARGIN).
 
 Words are compared by a short prefix (`STEM_CHARS`) so "painting" meets "paints" and
 "Caroline's" meets "Caroline" without a stemmer per language; Chinese and Japanese runs are
@@ -101,6 +103,17 @@ olá oi obrigado obrigada boa noite tchau
 hoi dag dank bedankt goedemorgen goedenacht
 привет спасибо пока ок да нет спокойной ночи доброе утро
 """)
+# Months and days are capitalised but name no one: every dated note heading has them.
+CALENDAR_WORDS = _wordlist("""
+january february march april may june july august september october november december
+monday tuesday wednesday thursday friday saturday sunday christmas easter
+januar februar märz juni juli oktober dezember montag dienstag mittwoch donnerstag freitag
+samstag sonntag ostern weihnachten
+janvier février mars avril mai juin juillet août septembre octobre novembre décembre lundi
+mardi mercredi jeudi vendredi samedi dimanche noël pâques
+enero febrero marzo abril mayo junio julio agosto septiembre octubre noviembre diciembre
+lunes martes miércoles jueves viernes sábado domingo navidad
+""")
 # Chinese, Japanese and Korean small talk, matched as whole runs.
 SMALL_TALK_RUNS = _wordlist("""
 你好 您好 谢谢 谢谢你 多谢 晚安 早上好 早安 再见 好的 好 哈哈 哈哈哈 嗯 在吗 在不在 没事
@@ -146,7 +159,8 @@ class Message:
     @cached_property
     def names(self) -> frozenset[str]:
         """Stems of capitalised words inside a sentence ("when is Jana's birthday?"): a name
-        the answer must mention. The first word of a sentence, and "I", are not names."""
+        the answer must mention. The first word of a sentence, "I", months and days are not
+        names."""
         found: set[str] = set()
         previous_end = 0
         text = _CJK.sub(" ", self.text)
@@ -154,8 +168,9 @@ class Message:
             word = match.group()
             first = previous_end == 0 or bool(
                 _SENTENCE_END.search(text[previous_end:match.start()]))
-            if not first and word[0].isupper() and word.lower() not in STOP_WORDS \
-                    and word.lower() not in SMALL_TALK and len(word) >= 2:
+            lower = word.lower()
+            if not first and word[0].isupper() and len(word) >= 2 and lower not in STOP_WORDS \
+                    and lower not in SMALL_TALK and lower not in CALENDAR_WORDS:
                 found.add(stem(word))
             previous_end = match.end()
         return frozenset(found)
@@ -166,15 +181,20 @@ class Message:
         cjk = any(_CJK.fullmatch(word) for word in self.content)
         return cjk or len(self.content) >= MIN_CONTENT_WORDS
 
-    def agrees_with(self, shown: str) -> bool:
-        """Does the text a hit shows mention one of the message's names (when it has any)
-        and one of its other content words (when it has any)? By stem; CJK runs by their
-        pairs of characters."""
-        stems = {stem(m.group()) for m in _words(shown)}
-        if self.names and not self.names & stems:
-            return False
-        topic = [word for word in self.content if stem(word) not in self.names]
-        return not topic or any(_mentions(word, stems, shown) for word in topic)
+    def names_agree(self, shown: str) -> bool:
+        """Does the text a hit shows mention one of the message's names (if it has any)?"""
+        return not self.names or bool(self.names & _stems(shown))
+
+    def topic_agrees(self, shown: str) -> bool:
+        """Does the text a hit shows share a content word with the message, other than its
+        names (by stem; CJK runs by their pairs of characters)?"""
+        stems = _stems(shown)
+        return any(_mentions(word, stems, shown) for word in self.content
+                   if stem(word) not in self.names)
+
+
+def _stems(text: str) -> set[str]:
+    return {stem(match.group()) for match in _words(text)}
 
 
 def _mentions(word: str, stems: set[str], shown: str) -> bool:
