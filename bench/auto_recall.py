@@ -122,7 +122,7 @@ async def locomo(args: argparse.Namespace) -> None:
             print(f"{threshold:>9.2f} {name:>3} {answered / len(rows):>10.3f} "
                   f"{len(with_block) / len(rows):>6.2f} {statistics.median(sizes):>8.0f} "
                   f"{statistics.median(with_block) if with_block else 0:>8.0f} "
-                  f"{sum(1 for t in noisy if t) / len(noisy):>9.2f} "
+                  f"{sum(1 for t in noisy if t) / len(noisy):>9.3f} "
                   f"{statistics.median(noisy):>9.0f}")
 
 

@@ -187,10 +187,13 @@ class Message:
 
     def topic_agrees(self, shown: str) -> bool:
         """Does the text a hit shows share a content word with the message, other than its
-        names (by stem; CJK runs by their pairs of characters)?"""
+        names (by stem; CJK runs by their pairs of characters)? A message of names only
+        ("When was Jon in Paris?") agrees through them."""
         stems = _stems(shown)
-        return any(_mentions(word, stems, shown) for word in self.content
-                   if stem(word) not in self.names)
+        topic = [word for word in self.content if stem(word) not in self.names]
+        if not topic:
+            return bool(self.names & stems)
+        return any(_mentions(word, stems, shown) for word in topic)
 
 
 def _stems(text: str) -> set[str]:

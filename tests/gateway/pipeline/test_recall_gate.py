@@ -159,3 +159,10 @@ async def test_the_bundled_embedder_at_the_default_settings(tmp_path):
         assert await recall.block(route, "when is Piotr's birthday?") == NO_BLOCK
     finally:
         await service.close()
+
+
+def test_a_message_of_names_only_agrees_through_them() -> None:
+    message = Message("When was Jon in Paris?")
+    assert message.names == {"jon", "paris"}
+    assert message.topic_agrees("- Jon: I loved Paris in spring.")
+    assert not message.topic_agrees("- Gina: I loved Rome in spring.")
