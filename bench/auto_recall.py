@@ -41,7 +41,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
+sys.path.append(str(ROOT / "bench"))  # after the packages: bench/scheduler.py is not `scheduler`
 
 from gateway.config.memory import MemorySettings, build_memory_service  # noqa: E402
 from gateway.pipeline.auto_recall import (  # noqa: E402

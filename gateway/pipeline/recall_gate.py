@@ -51,9 +51,9 @@ def _wordlist(text: str) -> frozenset[str]:
 # Function words: they carry no topic. English first (the local model's best language), then
 # German, French, Spanish, Italian, Portuguese and Dutch, the languages people here write in.
 STOP_WORDS = _wordlist("""
-a about above after again go against all also am an and any anything are aren't as at be
+a about above after again against all also am an and any anything are aren't as at be
 because been before being below between both but by can can't could couldn't did didn't do
-does doesn't doing don't down during each else ever every few for from further get gets got
+does doesn't doing don't down during each go else ever every few for from further get gets got
 had hadn't has hasn't have haven't having he he'd he'll he's her here here's hers herself him
 himself his how how's i i'd i'll i'm i've if in into is isn't it it's its itself just know let
 let's like ma make me might mine more most much must mustn't my myself need no nor not now of
@@ -145,7 +145,7 @@ class Message:
     @cached_property
     def content(self) -> tuple[str, ...]:
         """The words that could name a topic: not function words, not small talk, and not
-        a single Latin letter; CJK runs that are not small talk."""
+        a single Latin letter; CJK runs that are not small talk nor one character repeated."""
         words: list[str] = []
         for match in _words(self.text):
             word = match.group().lower().replace("’", "'")
@@ -153,7 +153,8 @@ class Message:
                 continue
             if word.isdigit() or len(word) >= 2:
                 words.append(word)
-        words.extend(run for run in _CJK.findall(self.text) if run not in SMALL_TALK_RUNS)
+        words.extend(run for run in _CJK.findall(self.text)
+                     if run not in SMALL_TALK_RUNS and len(set(run)) > 1)  # not "哈哈哈哈"
         return tuple(words)
 
     @cached_property
