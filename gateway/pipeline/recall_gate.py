@@ -178,9 +178,12 @@ class Message:
 
     @property
     def worth_searching(self) -> bool:
-        """Enough to look up: small talk, acknowledgements and emoji are not."""
-        cjk = any(_CJK.fullmatch(word) for word in self.content)
-        return cjk or len(self.content) >= MIN_CONTENT_WORDS
+        """Enough to look up: small talk, acknowledgements and emoji are not, nor numbers
+        alone ("what's 15% of 80?")."""
+        if any(_CJK.fullmatch(word) for word in self.content):
+            return True
+        return len(self.content) >= MIN_CONTENT_WORDS and \
+            any(not word.isdigit() for word in self.content)
 
     def names_agree(self, shown: str) -> bool:
         """Does the text a hit shows mention one of the message's names (if it has any)?"""

@@ -57,6 +57,11 @@ def test_small_talk_has_nothing_to_look_up() -> None:
     assert searched == []
 
 
+def test_arithmetic_is_not_looked_up() -> None:
+    assert not Message("what's 15% of 80?").worth_searching
+    assert Message("what was the 4471 code for?").worth_searching
+
+
 def test_questions_have_something_to_look_up() -> None:
     for text in ["what's the wifi password at the cabin?", "when is Jana's birthday?",
                  "Wann hat Jana Geburtstag?", "我的护照什么时候到期？", "locker code?",
