@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
 
 from memory.text import cjk_bigrams
 
@@ -200,11 +200,12 @@ class Message:
         return any(_mentions(word, stems, shown) for word in topic)
 
 
-def _stems(text: str) -> set[str]:
-    return {stem(match.group()) for match in _words(text)}
+@lru_cache(maxsize=16)  # a hit's text is read by names_agree and then topic_agrees
+def _stems(text: str) -> frozenset[str]:
+    return frozenset(stem(match.group()) for match in _words(text))
 
 
-def _mentions(word: str, stems: set[str], shown: str) -> bool:
+def _mentions(word: str, stems: frozenset[str], shown: str) -> bool:
     if _CJK.fullmatch(word):
         return any(pair in shown for pair in cjk_bigrams(word) if pair not in CJK_STOP_PAIRS)
     return stem(word) in stems
