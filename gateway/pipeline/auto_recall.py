@@ -5,8 +5,10 @@ know" about something written down months ago. So before each turn of a private 
 DM whose sender owns the workspace: `Route.private`, decided once by the router; never a
 group, never another person's memory) the message is searched in the recall index and the
 few hits at least `auto_recall_min_similarity` alike are given to the model in a small block,
-within `auto_recall_max_tokens`. Weak hits add nothing: most messages ("thanks", "remind me
-at 5") get no block at all.
+within `auto_recall_max_tokens`. A block is given only when it is likely to help
+(gateway/pipeline/recall_gate.py): small talk ("thanks", "ok", "👍") is not searched, a hit
+must name whom the message names, and one sharing a topic word with the message is trusted
+AGREEMENT_MARGIN under the threshold. Weak hits add nothing.
 
 The block travels with the current-time note after the history (`SystemPrompt.now`,
 providers/caching.py): request-only, never in the transcript, and the cached prefix (tools,
