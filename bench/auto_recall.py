@@ -18,8 +18,11 @@ settings). Each question of categories 1-4 is searched as the block's search doe
 counts as answerable from the block when an evidence turn's first 50 characters are in the
 block's text. The same questions asked in another conversation's workspace measure what the
 block costs when memory holds nothing relevant (every such block is noise). Thresholds are
-swept; groups A and B (conversations sorted, every other one) are reported apart, so a
-threshold chosen on A is checked on B.
+swept with the rest of the gate (gateway/pipeline/recall_gate.py) as it is; groups A and B
+(conversations sorted, every other one) are reported apart, so a threshold chosen on A is
+checked on B. It also prints how many messages of the small-talk set
+(tests/fixtures/small_talk.txt) would be searched (none may be) and what the gate and the
+block's rendering cost per turn. Every LoCoMo figure is a tuning figure (the dev half).
 
     python bench/auto_recall.py scripted
     python bench/auto_recall.py locomo [--hits 3] [--tokens 400] [--thresholds 0.80 0.81 ...]
