@@ -95,8 +95,9 @@ class AutoRecall:
         self._pending: set[asyncio.Task[object]] = set()
         self.turns = registry.counter(
             "clawgate_auto_recall_turns_total",
-            "Private turns by auto-recall outcome: added (a block was given), none (no hit "
-            "was confident enough), late (the search was too slow), error.",
+            "Private turns by auto-recall outcome: added (a block was given), none (small "
+            "talk, or no hit was confident and about the message), late (the search was too "
+            "slow), error.",
             ["outcome"]) if registry is not None else None
         self.tokens = registry.counter(
             "clawgate_auto_recall_tokens_total",
@@ -239,8 +240,8 @@ def agrees(result: SearchResult, shown: str, message: Message, opts: RecallOptio
     shared word, keeps most of what a lower threshold would add."""
     if not message.names_agree(shown):
         return False
-    assert result.cosine is not None  # confident() came first
-    return result.cosine >= opts.min_similarity or message.topic_agrees(shown)
+    cosine = result.cosine if result.cosine is not None else -1.0  # confident() said no
+    return cosine >= opts.min_similarity or message.topic_agrees(shown)
 
 
 def _shown_already(result: SearchResult, skip: dict[str, int]) -> bool:
