@@ -18,11 +18,15 @@ settings). Each question of categories 1-4 is searched as the block's search doe
 counts as answerable from the block when an evidence turn's first 50 characters are in the
 block's text. The same questions asked in another conversation's workspace measure what the
 block costs when memory holds nothing relevant (every such block is noise). Thresholds are
-swept; groups A and B (conversations sorted, every other one) are reported apart, so a
-threshold chosen on A is checked on B.
+swept with the rest of the gate (gateway/pipeline/recall_gate.py) as it is; groups A and B
+(conversations sorted, every other one) are reported apart, so a threshold chosen on A is
+checked on B. It also prints how many messages of the small-talk set
+(tests/fixtures/small_talk.txt) would be searched (none may be) and what the gate and the
+block's rendering cost per turn. Every LoCoMo figure is a tuning figure (the dev half).
 
     python bench/auto_recall.py scripted
-    python bench/auto_recall.py locomo [--hits 3] [--tokens 400] [--thresholds 0.80 0.82 ...]
+    python bench/auto_recall.py locomo [--hits 3] [--tokens 400] [--thresholds 0.80 0.81 ...]
+                                   [--workdir DIR] [--limit N]
 """
 
 from __future__ import annotations
@@ -40,7 +44,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
+sys.path.append(str(ROOT / "bench"))  # after the packages: bench/scheduler.py is not `scheduler`
 
 from gateway.config.memory import MemorySettings, build_memory_service  # noqa: E402
 from gateway.pipeline.auto_recall import (  # noqa: E402
@@ -49,6 +53,9 @@ from gateway.pipeline.auto_recall import (  # noqa: E402
     RecallOptions,
     render,
 )
+from gateway.pipeline.recall_gate import Message  # noqa: E402
+
+SMALL_TALK_FILE = ROOT / "tests" / "fixtures" / "small_talk.txt"
 
 # --- LoCoMo ----------------------------------------------------------------------------------
 
@@ -79,15 +86,22 @@ async def locomo(args: argparse.Namespace) -> None:
                 questions.append((sample["sample_id"], str(qa["question"]), evidence))
     if args.limit:
         questions = questions[:: max(1, len(questions) // args.limit)]
-    own: list[tuple[str, list[Any], list[Any]]] = []  # (group, evidence, results)
-    cross: list[tuple[str, list[Any]]] = []
+    # (group, message, evidence, results); a message the gate finds nothing in is not searched
+    own: list[tuple[str, Message, list[Any], list[Any]]] = []
+    cross: list[tuple[str, Message, list[Any]]] = []
     started = time.perf_counter()
     for sid, question, evidence in questions:
         other = ids[(ids.index(sid) + 1) % len(ids)]
-        own.append((group[sid], evidence, await recall.candidates(roots[sid], question)))
-        cross.append((group[sid], await recall.candidates(roots[other], question)))
+        message = Message(question)
+        searched = message.worth_searching
+        own.append((group[sid], message, evidence,
+                    await recall.candidates(roots[sid], question) if searched else []))
+        cross.append((group[sid], message,
+                      await recall.candidates(roots[other], question) if searched else []))
     seconds = time.perf_counter() - started
     await service.close()
+    _gate_cost(own, RecallOptions(args.thresholds[0], hits, tokens))
+    small_talk()
     print(f"{len(questions)} questions over {len(ids)} conversations (A: "
           f"{', '.join(i for i in ids if group[i] == 'A')}; B: the rest), max {hits} hits, "
           f"{tokens} tokens; {1000 * seconds / (2 * len(questions)):.0f} ms per search")
@@ -100,18 +114,46 @@ async def locomo(args: argparse.Namespace) -> None:
     for threshold in args.thresholds:
         opts = RecallOptions(threshold, hits, tokens)
         for name in ("A", "B", "all"):
-            rows = [(e, r) for g, e, r in own if name in ("all", g)]
-            noise = [r for g, r in cross if name in ("all", g)]
-            blocks = [render(r, opts, {}) for _, r in rows]
-            answered = sum(_answers(b.text, e) for b, (e, _) in zip(blocks, rows, strict=True))
+            rows = [(m, e, r) for g, m, e, r in own if name in ("all", g)]
+            noise = [(m, r) for g, m, r in cross if name in ("all", g)]
+            blocks = [render(r, opts, {}, m) for m, _, r in rows]
+            answered = sum(_answers(b.text, e)
+                           for b, (_, e, _) in zip(blocks, rows, strict=True))
             sizes = [b.tokens for b in blocks]
             with_block = [t for t in sizes if t]
-            noisy = [render(r, opts, {}).tokens for r in noise]
+            noisy = [render(r, opts, {}, m).tokens for m, r in noise]
             print(f"{threshold:>9.2f} {name:>3} {answered / len(rows):>10.3f} "
                   f"{len(with_block) / len(rows):>6.2f} {statistics.median(sizes):>8.0f} "
                   f"{statistics.median(with_block) if with_block else 0:>8.0f} "
-                  f"{sum(1 for t in noisy if t) / len(noisy):>9.2f} "
+                  f"{sum(1 for t in noisy if t) / len(noisy):>9.3f} "
                   f"{statistics.median(noisy):>9.0f}")
+
+
+def _gate_cost(own: list[tuple[str, Message, list[Any], list[Any]]],
+               opts: RecallOptions) -> None:
+    """What the gate adds to a turn: reading the message and checking its hits (the render
+    with the gate less the same render without its checks is within noise; this times the
+    whole of it, search excluded)."""
+    costs: list[float] = []
+    for _, message, _, results in own:
+        started = time.perf_counter()
+        fresh = Message(message.text)
+        if fresh.worth_searching:
+            render(results, opts, {}, fresh)
+        costs.append(time.perf_counter() - started)
+    costs.sort()
+    print(f"the gate and the block's rendering per turn (search excluded): p50 "
+          f"{1e6 * costs[len(costs) // 2]:.0f} us, p95 {1e6 * costs[int(len(costs) * 0.95)]:.0f}"
+          f" us")
+
+
+def small_talk() -> None:
+    """The small-talk set (tests/fixtures/small_talk.txt): how many would be searched."""
+    lines = [line for line in SMALL_TALK_FILE.read_text(encoding="utf-8").splitlines()
+             if line.strip() and not line.startswith("#")]
+    searched = [line for line in lines if Message(line).worth_searching]
+    print(f"small talk: {len(searched)}/{len(lines)} messages searched (a block is possible "
+          f"only for those){': ' if searched else ''}{'; '.join(searched)}")
 
 
 def _answers(block: str, evidence: list[Any]) -> bool:
@@ -304,7 +346,7 @@ def main() -> None:
     loc.add_argument("--tokens", type=int, default=0)
     loc.add_argument("--limit", type=int, default=0, help="ask about this many questions")
     loc.add_argument("--thresholds", type=float, nargs="*",
-                     default=[0.80, 0.81, 0.82, 0.83, 0.84, 0.85])
+                     default=[0.80, 0.81, 0.82, 0.83])
     args = parser.parse_args()
     asyncio.run(locomo(args) if args.mode == "locomo" else scripted(args))
 

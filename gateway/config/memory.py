@@ -35,11 +35,12 @@ class MemorySettings(BaseModel):
     half_life_days: float = Field(DEFAULT_HALF_LIFE_DAYS, ge=0)  # daily notes fade; 0: never
     watch: bool = True  # notice hand edits by polling the workspace
     watch_interval_seconds: float = Field(1.0, gt=0, le=3600)
-    # Auto-recall (gateway/pipeline/auto_recall.py): before each turn of the owner's DM, the
-    # hits for the message at least min_similarity alike (cosine; the default is measured for
-    # the local embedder), at most max_hits within max_tokens.
+    # Auto-recall (gateway/pipeline/auto_recall.py): before each turn of the owner's DM that
+    # is more than small talk, the hits for the message at least min_similarity alike (cosine;
+    # the default is measured for the local embedder; 0.03 less for a hit sharing a topic
+    # word) that name whom it names, at most max_hits within max_tokens.
     auto_recall: bool = True
-    auto_recall_min_similarity: float = Field(0.82, ge=-1, le=1)
+    auto_recall_min_similarity: float = Field(0.81, ge=-1, le=1)
     auto_recall_max_hits: int = Field(3, ge=1, le=10)
     auto_recall_max_tokens: int = Field(400, ge=50, le=4000)
     # A private reply claiming "I'll remember that" while the turn wrote no file gets a silent

@@ -8,6 +8,7 @@ import json
 from datetime import date
 
 from gateway.pipeline.auto_recall import HEADING, NO_BLOCK, RecallOptions, render
+from gateway.pipeline.recall_gate import Message
 from gateway.workspace.seed import ensure_workspace
 from memory.search import SearchResult
 from memory.service import MemoryOptions, MemoryService
@@ -109,8 +110,8 @@ async def test_a_new_person_opens_no_index(openai_server, make_gateway, tmp_path
     # An earlier conversation (archived by /new) makes the next turn search.
     await channel.inject("carol", "/new")
     await channel.wait_for(2)
-    openai_server.reply_text("hi again")
-    await channel.inject("carol", "hello")
+    openai_server.reply_text("we talked about bikes")
+    await channel.inject("carol", "what did we talk about last time?")
     await channel.wait_for(3)
     assert service._indexes != {}
     await service.close()
@@ -143,14 +144,16 @@ def test_render_keeps_confident_hits_within_the_budget() -> None:
     opts = RecallOptions(min_similarity=0.5, max_hits=3, max_tokens=120)
     results = [_result("memory/a.md", 0.9, "alpha " * 200), _result("memory/b.md", 0.8, "beta"),
                _result("memory/c.md", 0.3, "gamma"), _result("memory/d.md", 0.7, "delta")]
-    block = render(results, opts, {})
+    about = Message("alpha beta gamma delta")  # a word of each hit: the cosine decides
+    block = render(results, opts, {}, about)
     assert block.tokens <= 120
     assert "gamma" not in block.text  # below the threshold
     assert block.text.startswith(HEADING) and "alpha" in block.text
-    assert render([_result("memory/c.md", 0.3, "gamma")], opts, {}) == NO_BLOCK
+    assert render([_result("memory/c.md", 0.3, "gamma")], opts, {}, about) == NO_BLOCK
     keyword_only = SearchResult(path="memory/e.md", start_line=1, end_line=1, score=1.0,
                                 snippet="epsilon", source="memory")
-    assert render([keyword_only], opts, {}) == NO_BLOCK  # no cosine: no evidence
+    # No cosine: no evidence.
+    assert render([keyword_only], opts, {}, Message("epsilon again")) == NO_BLOCK
 
 
 def test_render_leaves_out_what_is_in_view() -> None:
@@ -158,7 +161,8 @@ def test_render_leaves_out_what_is_in_view() -> None:
     results = [_result("MEMORY.md", 0.9, "in the prompt already"),
                _result("sessions/dm.jsonl", 0.9, "still in the history", start=40),
                _result("sessions/dm.jsonl", 0.8, "compacted away long ago", start=3)]
-    block = render(results, opts, {"MEMORY.md": 0, "sessions/dm.jsonl": 20})
+    block = render(results, opts, {"MEMORY.md": 0, "sessions/dm.jsonl": 20},
+                   Message("prompt history compacted"))
     assert "in the prompt already" not in block.text
     assert "still in the history" not in block.text
     assert "compacted away long ago" in block.text and block.hits == 1
