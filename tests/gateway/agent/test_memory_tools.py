@@ -133,7 +133,7 @@ def test_cli_index_search_status(tmp_path, monkeypatch, capsys):
     _plant(ws)
     assert main(["memory", "index", "--workspace", str(ws)]) == 0
     out = capsys.readouterr().out
-    assert "indexed 3 files" in out and "keyword-only" in out
+    assert "indexed 4 files" in out  # USER, MEMORY, INSTRUCTIONS and the note and "keyword-only" in out
     assert main(["memory", "search", "passport X9981", "--workspace", str(ws), "--json",
                  "--limit", "1"]) == 0
     captured = capsys.readouterr()
@@ -144,7 +144,7 @@ def test_cli_index_search_status(tmp_path, monkeypatch, capsys):
     assert "keyword-only" in captured.err
     assert main(["memory", "status", "--workspace", str(ws)]) == 0
     out = capsys.readouterr().out
-    assert "files:      3" in out and "keyword-only" in out and "dirty:      no" in out
+    assert "files:      4" in out and "keyword-only" in out and "dirty:      no" in out
     (ws / "MEMORY.md").write_text("changed\n")
     assert main(["memory", "status", "--workspace", str(ws)]) == 0
     assert "dirty:      yes" in capsys.readouterr().out
