@@ -112,7 +112,7 @@ async def main(args: argparse.Namespace) -> None:
 
         host = TimingHost()
         policy = SchedulerPolicy(rescan_seconds=10**6)
-        first = Scheduler(host, lambda: refs, WallClock(), policy=policy)
+        first = Scheduler(lambda: refs, WallClock(), policy=policy)
         gc.collect()
         before = rss_mib()
         t = time.perf_counter()
@@ -148,9 +148,9 @@ async def main(args: argparse.Namespace) -> None:
             data["next_id"] += 1
             path.write_text(json.dumps(data))
         host.expected = args.due
-        scheduler = Scheduler(host, lambda: refs, WallClock(), policy=policy)
+        scheduler = Scheduler(lambda: refs, WallClock(), policy=policy)
         t = time.perf_counter()
-        await scheduler.start()
+        await scheduler.start(host)
         print(f"restart (next runs from the state files): {time.perf_counter() - t:.2f} s "
               f"for {scheduler.metrics.jobs:,} jobs")
         if datetime.now(UTC) >= due:

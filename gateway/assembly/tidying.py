@@ -53,7 +53,7 @@ from memory.layout import MEMORY_FILE, TIDY_STATE_FILE, daily_note, dm_session_k
 
 if TYPE_CHECKING:
     from gateway.ops.metrics import Counter, Registry
-    from gateway.pipeline.ports import TidyGateway
+    from gateway.pipeline.ports import TidyParts
 
 log = logging.getLogger(__name__)
 
@@ -181,14 +181,14 @@ def lines_dropped(ops: Ops, text: str) -> int:
 class Tidier:
     """The daily pass for every workspace (a Service: start/stop, like the heartbeats)."""
 
-    def __init__(self, gateway: TidyGateway, *, check_seconds: float = CHECK_SECONDS) -> None:
-        self.gateway = gateway
-        self.clock, self.all_settings = gateway.clock, gateway.settings
+    def __init__(self, parts: TidyParts, *, check_seconds: float = CHECK_SECONDS) -> None:
+        self.parts = parts
+        self.clock, self.all_settings = parts.clock, parts.settings
         self.settings = self.all_settings.memory
-        self.model = gateway.metered  # counted as the person's, kind "tidying"
+        self.model = parts.metered  # counted as the person's, kind "tidying"
         self.check_seconds = check_seconds
         self._task: asyncio.Task[None] | None = None
-        self.passes = _passes(gateway.registry)
+        self.passes = _passes(parts.metrics.registry)
 
     async def start(self) -> None:
         self._task = asyncio.create_task(self._loop(), name="memory-tidying")
@@ -312,22 +312,22 @@ class Tidier:
     async def _apply(self, person: str, workspace: Path, old: str, new: str,
                      moved: list[str], note: str) -> bool:
         """Write in the DM lane (never beside a turn), if MEMORY.md is still `old`."""
-        gateway = self.gateway
+        versioning = self.parts.versioning
         written: list[bool] = []
 
         async def job() -> None:
-            await gateway.commit(workspace, "hand edit", note="before memory tidying")
+            await versioning.commit(workspace, "hand edit", note="before memory tidying")
             path = workspace / MEMORY_FILE
             if await asyncio.to_thread(_read, path) != old:
                 written.append(False)
                 return
             await asyncio.to_thread(_write, workspace, new, moved, note)
-            await gateway.commit(
+            await versioning.commit(
                 workspace, "tidy", session=dm_session_key(person),
                 note=f"MEMORY.md tidied; {len(moved)} line(s) moved to {note}")
             written.append(True)
 
-        await gateway.run_in_lane(dm_session_key(person), job)
+        await self.parts.lanes.submit(dm_session_key(person), job)
         return bool(written and written[0])
 
 
@@ -381,10 +381,10 @@ def write_state(workspace: Path, state: dict[str, object]) -> None:
         log.warning("could not save the tidying state of %s: %s", workspace, exc)
 
 
-def tidying() -> Callable[[TidyGateway], Tidier | _Off]:
+def tidying() -> Callable[[TidyParts], Tidier | _Off]:
     """The service factory for GatewayApp (`services=`), or a no-op when turned off."""
-    def make(gateway: TidyGateway) -> Tidier | _Off:
-        return Tidier(gateway) if gateway.settings.memory.tidy else _Off()
+    def make(parts: TidyParts) -> Tidier | _Off:
+        return Tidier(parts) if parts.settings.memory.tidy else _Off()
 
     return make
 

@@ -114,13 +114,12 @@ def has_terminal_input() -> bool:
 def serve(config: Settings) -> int:
     """Run every configured platform channel until Ctrl-C or SIGTERM."""
     from gateway.assembly.builder import RUN, GatewayApp
-    from gateway.assembly.scheduling import reminders
     from gateway.assembly.tidying import tidying
     from gateway.cli.lifecycle import run_until_stopped
 
     logging.getLogger().setLevel(logging.getLevelName(config.log_level))
-    # The one scheduler; the daily MEMORY.md tidying.
-    app = GatewayApp(config, RUN, services=[reminders(run=True), tidying()])
+    # The daily MEMORY.md tidying (the plan brings the one scheduler).
+    app = GatewayApp(config, RUN, services=[tidying()])
     return run_until_stopped(config, RUN, banner=(
         "clawgate is running; Ctrl-C to stop. Approve new people with "
         "`clawgate pairing list` / `clawgate pairing approve CHANNEL CODE`."),
@@ -131,7 +130,7 @@ async def owner_hint(app: GatewayApp) -> None:
     """Say so while no platform account is the owner's: their own first DM would otherwise
     reach a different assistant (a new person) than the terminal chat's."""
     owner = app.settings.owner
-    links = await app.gateway.state.links()
+    links = await app.parts.state.links()
     if any(person == owner for person, _, _ in links):
         return
     print(f"No Telegram/Discord account is yours ({owner}) yet: DM your bot, then run "
@@ -142,7 +141,6 @@ async def owner_hint(app: GatewayApp) -> None:
 def chat(config: Settings, person: str) -> int:
     """The terminal chat with `person`'s assistant until the input ends or Ctrl-C."""
     from gateway.assembly.builder import CHAT, CHAT_AT_A_TERMINAL, GatewayApp
-    from gateway.assembly.scheduling import reminders
     from gateway.assembly.terminal_chat import continuing_line, log_to_file
     from gateway.cli.lifecycle import run_until_stopped
     from gateway.workspace.seed import workspace_path
@@ -159,5 +157,5 @@ def chat(config: Settings, person: str) -> int:
     # The chat runs its person's reminders: they appear here (gateway/assembly/scheduling.py).
     # A person at a terminal also gets the web panel (a script piping lines in does not).
     plan = CHAT_AT_A_TERMINAL if at_a_terminal else CHAT
-    app = GatewayApp(config, plan, services=[reminders(run=True)])
+    app = GatewayApp(config, plan)
     return run_until_stopped(config, plan, until_input_closed=True, app=app)

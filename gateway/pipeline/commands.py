@@ -24,6 +24,7 @@ from gateway.config.settings import Settings
 from gateway.pipeline.routing import Route
 
 if TYPE_CHECKING:
+    from gateway.agent.providers import ModelRouter
     from gateway.agent.tools.schedule_tools import ScheduleBook
     from gateway.ops.usage import UsageLedger
     from gateway.pipeline.budgets import Budgets
@@ -83,6 +84,26 @@ class CommandContext:
     schedules: ScheduleBook | None = None  # reminders (gateway/assembly/scheduling.py)
     usage: UsageLedger | None = None  # /usage (gateway/ops/usage.py)
     budgets: Budgets | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CommandContexts:
+    """Makes the `CommandContext` of a route: for the gateway's slash commands and the panel's
+    session actions (the same parts, so the panel's /compact is the chat's)."""
+
+    settings: Settings
+    sessions: SessionStore
+    compactor: Compactor
+    models: ModelRouter
+    prompt: PromptParts
+    schedules: ScheduleBook | None = None
+    usage: UsageLedger | None = None
+    budgets: Budgets | None = None
+
+    def for_route(self, route: Route, args: str = "") -> CommandContext:
+        return CommandContext(route, args, self.settings, self.sessions, self.compactor,
+                              self.models.for_person(route.person_id), self.prompt,
+                              self.schedules, usage=self.usage, budgets=self.budgets)
 
 
 Handler = Callable[[CommandContext], Awaitable[str]]

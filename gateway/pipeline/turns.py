@@ -111,6 +111,9 @@ class TurnRunner:
         deadline_seconds: float,
         model: str = "",
         host: str = "",
+        media: MediaStep | None = None,
+        recall: AutoRecall | None = None,
+        capture: Capture | None = None,
     ) -> None:
         self.sessions = sessions
         self.agent = agent
@@ -129,16 +132,16 @@ class TurnRunner:
         # of the turn goes on in the same preview message.
         self._previewing: set[str] = set()
         self.pace = ChatPace()  # live previews: each chat's update pace, across its replies
-        # Voice notes, photos, documents: set by the gateway when media are enabled.
-        self.media: MediaStep | None = None
+        # Voice notes, photos, documents: None when media are off.
+        self.media = media
         # What the media step made of a message the transcript then refused: the gateway
         # tries the message again (gateway.py, PERSIST_ATTEMPTS), and a retry must not fetch
         # and transcribe its files again. Emptied as each message is recorded.
         self._taken: dict[tuple[str, str, str], UserContent] = {}
-        # Memory hits for the message, given before private turns (set with recall).
-        self.recall: AutoRecall | None = None
+        # Memory hits for the message, given before private turns (None: no recall).
+        self.recall = recall
         # "I'll remember that" with nothing written: a silent capture step after the reply.
-        self.capture: Capture | None = None
+        self.capture = capture
         self._captures: dict[str, Due] = {}  # session key -> the capture its turn owes
 
     async def run(self, route: Route, msg: InboundMessage, *, durable: bool) -> str:

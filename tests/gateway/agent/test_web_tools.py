@@ -13,7 +13,6 @@ from gateway.agent.conversation import Message
 from gateway.agent.sessions import compacted_marker
 from gateway.agent.tools import ToolContext
 from gateway.agent.web.links import link_key, urls_in_messages, urls_in_text
-from gateway.assembly.web import attach_web
 from gateway.workspace.seed import ensure_workspace
 from memory.layout import dm_session_key, group_session_key, heartbeat_session_key
 from tests.fakes.search_server import FakeSearchServer
@@ -39,9 +38,9 @@ async def api() -> AsyncIterator[FakeSearchServer]:
 async def web_gateway(make_gateway, llm, site, api, **web):
     settings = {"allow_networks": ["127.0.0.1/32"], "backend": "searxng",
                 "search_url": api.base_url, **web}
-    gateway, channel = await make_gateway(llm, owner=OWNER, web=settings)
-    attach_web(gateway, resolver=TableResolver({"pages.test": ["127.0.0.1"],
-                                                "news.test": ["127.0.0.1"]}))
+    resolver = TableResolver({"pages.test": ["127.0.0.1"], "news.test": ["127.0.0.1"]})
+    gateway, channel = await make_gateway(llm, owner=OWNER, web=settings,
+                                          web_tools={"resolver": resolver})
     return gateway, channel
 
 

@@ -42,7 +42,7 @@ async def test_totals_equal_the_providers_reports_for_every_kind(llm_server, mak
     await channel.wait_for(3)
     workspace = tmp_path / "workspaces" / "fakechat-ann"
     (workspace / "HEARTBEAT.md").write_text("# Checks\n- Is anything due today?\n")
-    outcome = await beat_now(gateway, "fakechat-ann", workspace)
+    outcome = await beat_now(gateway.parts, "fakechat-ann", workspace)
     assert outcome.model_called
     ledger = gateway.usage
     today = ledger.periods().today

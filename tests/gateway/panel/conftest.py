@@ -53,13 +53,14 @@ async def rig(
     make_gateway: Callable[..., Any], anthropic_server: Any
 ) -> AsyncIterator[PanelRig]:
     # Heartbeats active all day: what the pages say must not depend on the hour of the run.
-    gateway, _ = await make_gateway(anthropic_server,
-                                    heartbeat={"active_start": "00:00", "active_end": "00:00"})
-    gateway.use_memory(MemoryService(lambda: None, MemoryOptions(watch=False)))
+    # With memory search and the reminders desk, as `clawgate run` and `clawgate chat` have.
+    gateway, _ = await make_gateway(
+        anthropic_server, heartbeat={"active_start": "00:00", "active_end": "00:00"},
+        memory_service=MemoryService(lambda: None, MemoryOptions(watch=False)), reminders=True)
     for person in ("owner", "telegram-42"):
         ensure_workspace(gateway.settings.workspaces_dir, person)
         await gateway.versioning.ensure_repo(gateway.settings.workspaces_dir / person)
-    server = PanelServer(PanelHost(gateway), PanelSettings(port=0))
+    server = PanelServer(PanelHost(gateway.parts), PanelSettings(port=0))
     client = TestClient(TestServer(build_app(server.panel)))
     await client.start_server()
     server.panel.recent.attach()

@@ -11,7 +11,7 @@ import subprocess
 from datetime import UTC, datetime, timedelta
 
 from gateway.agent.sessions import transcript_path
-from gateway.assembly.scheduling import attach_schedules, person_zone
+from gateway.assembly.scheduling import person_zone
 from gateway.panel.html import CHAR_PX, FONT_PX, bar_chart
 from scheduler import list_jobs
 
@@ -28,7 +28,6 @@ def _log(workspace) -> str:
 async def test_reminders_page_lists_adds_and_cancels_through_the_schedule_desk(rig):
     csrf = await rig.login()
     gateway = rig.gateway
-    attach_schedules(gateway)  # what `clawgate run` and `clawgate chat` give the gateway
     page = await (await rig.client.get("/p/owner/reminders")).text()
     assert "No reminders or scheduled tasks." in page and 'href="/p/owner/reminders"' in page
 

@@ -85,7 +85,7 @@ async def test_a_heartbeat_is_not_started_for_a_person_at_a_cap(anthropic_server
     workspace = tmp_path / "workspaces" / "fakechat-ann"
     (workspace / "HEARTBEAT.md").write_text("# Checks\n- Anything due?\n")
     calls = len(anthropic_server.requests)
-    outcome = await beat_now(gateway, "fakechat-ann", workspace)
+    outcome = await beat_now(gateway.parts, "fakechat-ann", workspace)
     assert (outcome.status, outcome.reason) == ("error", "model call failed (budget)")
     assert len(anthropic_server.requests) == calls
     assert gateway.metrics.budget_refusals.value(kind="heartbeat") == 1
