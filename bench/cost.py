@@ -37,8 +37,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from gateway.agent.providers import anthropic_provider, build_provider
-from gateway.assembly.scheduling import attach_schedules
-from gateway.clock import FixedClock
+from gateway.agent.tools.schedule_tools import schedule_tools
+from gateway.assembly.scheduling import build_schedule_desk
+from gateway.clock import Clock, FixedClock, SystemClock
 from gateway.config.settings import load_settings
 from gateway.ops.usage import Totals
 from gateway.pipeline.gateway import Gateway
@@ -68,10 +69,15 @@ async def gateway_for(settings: Any, *, clock: FixedClock | None = None,
                       provider: Any = None) -> tuple[Gateway, RecordingChannel]:
     """A gateway with every default capability: file, memory and reminder tools."""
     channel = RecordingChannel()
+    time: Clock = clock or SystemClock()
+    state = settings.state_db()
+    desk = build_schedule_desk(settings, time, state.last_dm_route, [channel.name])
     gateway = Gateway.build(settings, provider or build_provider(settings), channels=[channel],
-                      clock=clock, access=AllowAll())
-    gateway.use_memory(MemoryService(lambda: FakeEmbedder(), MemoryOptions(watch=False)))
-    attach_schedules(gateway)
+                            clock=time, access=AllowAll(), state=state,
+                            memory=MemoryService(lambda: FakeEmbedder(),
+                                                 MemoryOptions(watch=False)),
+                            private_tools=schedule_tools(desk) if desk else (),
+                            schedule_desk=desk)
     await gateway.start()
     return gateway, channel
 

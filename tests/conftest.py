@@ -131,9 +131,9 @@ async def make_gateway(
     make_settings: Callable[..., Settings],
 ) -> AsyncIterator[Callable[..., Any]]:
     """A started Gateway with a RecordingChannel, wired at construction as the assembly does:
-    `memory_service` (a MemoryService, or a function of the settings making one), `reminders`
-    (the desk, its scheduler not started, and the schedule tools; `scheduler_sleep` for its
-    timer), `web` tools (`web_tools` keywords, e.g. a test resolver) when given."""
+    `memory_service` (a MemoryService, or a function of the settings making one), `scheduler`
+    (the schedule desk, its scheduler not started, and the schedule tools; `scheduler_sleep`
+    for its timer), web tools (`web_tools`: their keywords, e.g. a test resolver)."""
     gateways: list[Gateway] = []
 
     async def make(
@@ -143,7 +143,7 @@ async def make_gateway(
         clock: Clock | None = None,
         llm: dict[str, Any] | None = None,
         memory_service: Any = None,
-        reminders: bool = False,
+        scheduler: bool = False,
         scheduler_sleep: Any = None,
         web_tools: dict[str, Any] | None = None,
         **settings_overrides: Any,
@@ -163,17 +163,17 @@ async def make_gateway(
             private.extend(made)
             shared.extend(made if settings.web.groups else [])
         desk = None
-        if reminders:
+        if scheduler:
             from gateway.agent.tools.schedule_tools import schedule_tools
-            from gateway.assembly.scheduling import schedule_desk
+            from gateway.assembly.scheduling import build_schedule_desk
 
-            desk = schedule_desk(settings, clock, state.last_dm_route, [channel.name],
+            desk = build_schedule_desk(settings, clock, state.last_dm_route, [channel.name],
                                  **({"sleep": scheduler_sleep} if scheduler_sleep else {}))
             private.extend(schedule_tools(desk) if desk is not None else [])
         gateway = Gateway.build(
             settings, build_provider(settings), channels=[channel], clock=clock,
             access=AllowAll(), state=state, sessions=sessions, memory=memory,
-            private_tools=private, shared_tools=shared, schedules=desk,
+            private_tools=private, shared_tools=shared, schedule_desk=desk,
         )
         await gateway.start()
         gateways.append(gateway)

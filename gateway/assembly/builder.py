@@ -9,7 +9,7 @@ alive, no health port left bound).
 
 Built in dependency order, each part given what it needs in its constructor (nothing is
 attached afterwards; `assemble_parts`): clock, provider, state database, channels and their
-access policy, redactor, sessions, the web tools, the memory service, the reminders desk and
+access policy, redactor, sessions, the web tools, the memory service, the schedule desk and
 its scheduler (not started) -> the gateway's parts (gateway/pipeline/parts.py, with those
 tools, memory and desk) -> the services around the gateway, given the parts (heartbeats, the
 scheduler's host, tidying) -> the Gateway, told when a workspace is new (a new person's
@@ -95,7 +95,7 @@ class Plan:
     heartbeats: bool = True
     health: bool = True
     memory: bool = True
-    reminders: bool = True  # the schedule tools, /reminders and the scheduler, if enabled
+    scheduler: bool = True  # the schedule desk (its tools, /reminders) and the scheduler
     panel: bool = True  # the web control panel, if [panel] enabled
     # Hold the workspaces root's gateway lock: one gateway polls the bots and runs the turns.
     exclusive: bool = True
@@ -109,7 +109,7 @@ RUN = Plan()
 CHAT = Plan(channels="terminal", heartbeats=True, health=False, panel=False, exclusive=False)
 CHAT_AT_A_TERMINAL = Plan(channels="terminal", heartbeats=True, health=False, panel=True,
                           exclusive=False)
-ONE_BEAT = Plan(channels="none", heartbeats=False, health=False, reminders=False, panel=False,
+ONE_BEAT = Plan(channels="none", heartbeats=False, health=False, scheduler=False, panel=False,
                 exclusive=False)
 
 
@@ -156,10 +156,10 @@ def assemble_parts(
         memory = build_memory_service(settings.memory)
     desk = None
     private_tools: list[Any] = list(web)
-    if plan.reminders:
-        from gateway.assembly.scheduling import schedule_desk
+    if plan.scheduler:
+        from gateway.assembly.scheduling import build_schedule_desk
 
-        desk = schedule_desk(settings, clock, state.last_dm_route,
+        desk = build_schedule_desk(settings, clock, state.last_dm_route,
                              [channel.name for channel in channels])
         if desk is not None:
             from gateway.agent.tools.schedule_tools import schedule_tools
@@ -170,7 +170,7 @@ def assemble_parts(
         access=platforms.access_policy(settings, state, clock), private_tools=private_tools,
         shared_tools=web if settings.web.groups else (), state=state,
         redactor=Redactor.from_settings(settings), sessions=sessions, memory=memory,
-        schedules=desk)
+        schedule_desk=desk)
 
 
 def build_gateway(
@@ -262,7 +262,7 @@ class GatewayApp:
         self.heartbeats: Service | None = None
         if plan.heartbeats:
             self.heartbeats = self._heartbeats(heartbeat_factory)
-        self._services = self._reminders() + [factory(self.parts) for factory in services]
+        self._services = self._scheduler_service() + [factory(self.parts) for factory in services]
         self.gateway = Gateway(self.parts, on_new_workspace=self._new_workspace)
         self.health: HealthServer | None = None
         self.panel: Any = None
@@ -423,12 +423,12 @@ class GatewayApp:
 
         return build_heartbeat_service(self.parts)
 
-    def _reminders(self) -> list[Service]:
-        """The scheduler of the reminders desk, when the parts have one."""
-        from gateway.assembly.scheduling import RemindersService, ScheduleDesk
+    def _scheduler_service(self) -> list[Service]:
+        """The scheduler of the schedule desk, when the parts have one."""
+        from gateway.assembly.scheduling import GatewayScheduleDesk, SchedulerService
 
-        desk = self.parts.schedules
-        return [RemindersService(self.parts, desk)] if isinstance(desk, ScheduleDesk) else []
+        desk = self.parts.schedule_desk
+        return [SchedulerService(self.parts, desk)] if isinstance(desk, GatewayScheduleDesk) else []
 
     @staticmethod
     async def _start_service(stack: contextlib.AsyncExitStack, service: Service) -> Service:

@@ -21,7 +21,7 @@ and starting one `scheduler.Scheduler` for every workspace.
   running scheduler reloads that workspace at once.
 - Wiring: the scheduler and the desk are made before the gateway's parts (the schedule tools
   are among the owner's private tools from the start); the scheduler's host is made from the
-  parts and given to the scheduler when it starts (`RemindersService`), which breaks the one
+  parts and given to the scheduler when it starts (`SchedulerService`), which breaks the one
   cycle (host -> private tools -> desk -> scheduler -> host).
 """
 
@@ -66,14 +66,14 @@ from scheduler.jobs import Kind
 log = logging.getLogger(__name__)
 
 __all__ = [
-    "GatewayScheduleHost",
+    "GatewayScheduleDesk",
+    "GatewaySchedulerHost",
     "NoDmRoute",
-    "RemindersService",
-    "ScheduleDesk",
+    "SchedulerService",
+    "build_schedule_desk",
     "build_scheduler",
     "delivery_note",
     "person_zone",
-    "schedule_desk",
 ]
 
 
@@ -151,7 +151,7 @@ def delivery_note(person_id: str, owner: str, stored: DmRoute | None,
             "given up.")
 
 
-class ScheduleDesk:
+class GatewayScheduleDesk:
     """Add, list and cancel a person's jobs (files only; tells the scheduler when running).
 
     `where(person_id)`: a sentence saying where a new reminder will arrive (the gateway's own
@@ -197,7 +197,7 @@ class ScheduleDesk:
             await self.scheduler.reload(workspace.name)
 
 
-class GatewayScheduleHost:
+class GatewaySchedulerHost:
     """`scheduler.SchedulerHost` over the gateway's parts (`BackgroundParts`; module doc)."""
 
     def __init__(self, parts: BackgroundParts) -> None:
@@ -299,9 +299,9 @@ def build_scheduler(settings: Settings, clock: Clock, channel_names: Collection[
 StoredRoute = Callable[[str], Awaitable[DmRoute | None]]
 
 
-def schedule_desk(settings: Settings, clock: Clock, stored_route: StoredRoute,
+def build_schedule_desk(settings: Settings, clock: Clock, stored_route: StoredRoute,
                   channel_names: Collection[str], *,
-                  sleep: Any = asyncio.sleep) -> ScheduleDesk | None:
+                  sleep: Any = asyncio.sleep) -> GatewayScheduleDesk | None:
     """The gateway's desk and its scheduler (not started), made before the gateway's parts:
     the schedule tools and `/reminders` use the desk. None when `[scheduler] enabled =
     false`. `stored_route(person_id)`: their last DM route in the state database."""
@@ -312,7 +312,7 @@ def schedule_desk(settings: Settings, clock: Clock, stored_route: StoredRoute,
     async def where(person_id: str) -> str:
         return await gateway_delivery_note(settings, stored_route, names, person_id)
 
-    return ScheduleDesk(settings, clock, where=where,
+    return GatewayScheduleDesk(settings, clock, where=where,
                         scheduler=build_scheduler(settings, clock, names, sleep=sleep))
 
 
@@ -330,14 +330,14 @@ def _export_metrics(registry: Registry, scheduler: Scheduler) -> None:
         (name,): float(value) for name, value in counts().items() if name != "jobs"})
 
 
-class RemindersService:
+class SchedulerService:
     """The assembly's service for the desk's scheduler (gateway/assembly/builder.py): its host
     is made from the gateway's parts, and it is started after the channels (every workspace
     with a platform channel; in the terminal chat, its person's)."""
 
-    def __init__(self, parts: BackgroundParts, desk: ScheduleDesk) -> None:
+    def __init__(self, parts: BackgroundParts, desk: GatewayScheduleDesk) -> None:
         self.scheduler = desk.scheduler
-        self.host = GatewayScheduleHost(parts)
+        self.host = GatewaySchedulerHost(parts)
         if self.scheduler is not None:
             _export_metrics(parts.metrics.registry, self.scheduler)
 

@@ -30,7 +30,7 @@ from memory.layout import (
 )
 
 if TYPE_CHECKING:
-    from gateway.agent.tools.schedule_tools import ScheduleBook
+    from gateway.agent.tools.schedule_tools import ScheduleDesk
     from gateway.ops.usage import UsageLedger
     from gateway.pipeline.budgets import CapStatus
     from gateway.pipeline.ports import PanelParts
@@ -259,7 +259,7 @@ class PanelHost:
 
     @property
     def reminders_on(self) -> bool:
-        return self.parts.schedules is not None
+        return self.parts.schedule_desk is not None
 
     def zone(self, person_id: str) -> ZoneInfo:
         from gateway.assembly.scheduling import person_zone
@@ -293,8 +293,8 @@ class PanelHost:
                                      note=f"cancelled in the web panel: #{job_id}")
         return said
 
-    def _desk(self) -> ScheduleBook:
-        desk = self.parts.schedules
+    def _desk(self) -> ScheduleDesk:
+        desk = self.parts.schedule_desk
         if desk is None:
             raise PanelError("reminders are off ([scheduler] enabled = false)")
         return desk

@@ -25,7 +25,7 @@ from gateway.pipeline.routing import Route
 
 if TYPE_CHECKING:
     from gateway.agent.providers import ModelRouter
-    from gateway.agent.tools.schedule_tools import ScheduleBook
+    from gateway.agent.tools.schedule_tools import ScheduleDesk
     from gateway.ops.usage import UsageLedger
     from gateway.pipeline.budgets import Budgets
 
@@ -81,7 +81,7 @@ class CommandContext:
     compactor: Compactor
     provider: ModelInfo  # names the model (/status); calls go through the metered one
     prompt: PromptParts
-    schedules: ScheduleBook | None = None  # reminders (gateway/assembly/scheduling.py)
+    schedule_desk: ScheduleDesk | None = None  # reminders (gateway/assembly/scheduling.py)
     usage: UsageLedger | None = None  # /usage (gateway/ops/usage.py)
     budgets: Budgets | None = None
 
@@ -96,14 +96,14 @@ class CommandContexts:
     compactor: Compactor
     models: ModelRouter
     prompt: PromptParts
-    schedules: ScheduleBook | None = None
+    schedule_desk: ScheduleDesk | None = None
     usage: UsageLedger | None = None
     budgets: Budgets | None = None
 
     def for_route(self, route: Route, args: str = "") -> CommandContext:
         return CommandContext(route, args, self.settings, self.sessions, self.compactor,
                               self.models.for_person(route.person_id), self.prompt,
-                              self.schedules, usage=self.usage, budgets=self.budgets)
+                              self.schedule_desk, usage=self.usage, budgets=self.budgets)
 
 
 Handler = Callable[[CommandContext], Awaitable[str]]
@@ -230,7 +230,7 @@ async def _context(ctx: CommandContext) -> str:
 async def _reminders(ctx: CommandContext) -> str:
     from gateway.pipeline.reminders import reminders_command
 
-    return await reminders_command(ctx.schedules, ctx.route, ctx.args)
+    return await reminders_command(ctx.schedule_desk, ctx.route, ctx.args)
 
 
 async def _usage(ctx: CommandContext) -> str:

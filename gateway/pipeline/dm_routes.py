@@ -39,10 +39,6 @@ class DmRoutes:
     def channel_names(self) -> frozenset[str]:
         return frozenset(self.channels)
 
-    async def stored_dm_route(self, person_id: str) -> DmRoute | None:
-        """The last DM route the state database recorded (a platform's, never the terminal)."""
-        return await self.state.last_dm_route(person_id)
-
     async def last_dm_route(self, person_id: str) -> DmRoute | None:
         """Where `person_id` last wrote to us in a DM (channel and chat), for proactive sends;
         the terminal chat for its owner when no running platform channel has a route."""

@@ -40,7 +40,7 @@ from retrypolicy import Backoff
 
 if TYPE_CHECKING:
     from gateway.agent.sessions import SessionStore
-    from gateway.agent.tools.schedule_tools import ScheduleBook
+    from gateway.agent.tools.schedule_tools import ScheduleDesk
     from memory.service import MemoryService
 
 log = logging.getLogger(__name__)
@@ -81,7 +81,7 @@ class Gateway:
         self.models, self.usage, self.budgets, self.metered = (
             p.models, p.usage, p.budgets, p.metered)
         self.setup, self.media, self.routes = p.setup, p.media, p.routes
-        self.memory, self.schedules = p.memory, p.schedules
+        self.memory, self.schedule_desk = p.memory, p.schedule_desk
         self._resumed = asyncio.Event()  # cleared while start() re-queues: new messages wait
         self._resumed.set()
         self.accepting = True  # False once stopping: new messages wait for the next start
@@ -107,7 +107,7 @@ class Gateway:
         redactor: Redactor | None = None,
         sessions: SessionStore | None = None,
         memory: MemoryService | None = None,
-        schedules: ScheduleBook | None = None,
+        schedule_desk: ScheduleDesk | None = None,
         on_new_workspace: Callable[[str], object] | None = None,
     ) -> Gateway:
         """A Gateway wired from `settings` (tests give fakes for the provider, channels and
@@ -115,7 +115,7 @@ class Gateway:
         return cls(build_parts(settings, provider, channels=channels, clock=clock,
                                access=access, private_tools=private_tools,
                                shared_tools=shared_tools, state=state, redactor=redactor,
-                               sessions=sessions, memory=memory, schedules=schedules),
+                               sessions=sessions, memory=memory, schedule_desk=schedule_desk),
                    on_new_workspace=on_new_workspace)
 
     async def start(self) -> None:

@@ -50,7 +50,7 @@ from gateway.pipeline.turns import TurnRunner
 if TYPE_CHECKING:
     from gateway.agent.media.intake import MediaIntake, UserContent
     from gateway.agent.media.window import ImageWindow
-    from gateway.agent.tools.schedule_tools import ScheduleBook
+    from gateway.agent.tools.schedule_tools import ScheduleDesk
     from gateway.pipeline.auto_recall import AutoRecall
     from gateway.pipeline.capture import Capture
     from memory.service import MemoryService
@@ -87,7 +87,7 @@ class GatewayParts:
     turns: TurnRunner
     commands: CommandContexts  # what a slash command (and the panel's session action) uses
     memory: MemoryService | None  # recall and the memory tools; None without an index
-    schedules: ScheduleBook | None  # reminders: the tools, /reminders, the panel's page
+    schedule_desk: ScheduleDesk | None  # reminders: the tools, /reminders, the panel's page
 
 
 def build_parts(
@@ -103,14 +103,14 @@ def build_parts(
     redactor: Redactor | None = None,
     sessions: SessionStore | None = None,
     memory: MemoryService | None = None,
-    schedules: ScheduleBook | None = None,
+    schedule_desk: ScheduleDesk | None = None,
 ) -> GatewayParts:
     """The parts for `settings`, not started (no I/O happens here).
 
     `private_tools`: more tools for the owner's private contexts (web, schedule tools);
     `shared_tools`: more for group chats too. `sessions`: given when a tool made before the
     parts reads them (the web tools' session links). `memory`: recall and the memory tools.
-    `schedules`: the reminders desk (/reminders, the panel)."""
+    `schedule_desk`: the reminders desk (/reminders, the panel)."""
     clock = clock or SystemClock()
     # Masks every configured secret in tool results (gateway/ops/redaction.py); shared with the
     # log formatter.
@@ -150,7 +150,7 @@ def build_parts(
         recall=_recall(settings, memory, metrics),
         capture=_capture(settings, agent, metrics),
     )
-    commands = CommandContexts(settings, sessions, compactor, models, setup, schedules,
+    commands = CommandContexts(settings, sessions, compactor, models, setup, schedule_desk,
                                usage=usage, budgets=budgets)
     limits = PersonLimits(clock, settings.limits.queue_per_person,
                           settings.limits.messages_per_minute)
@@ -158,7 +158,7 @@ def build_parts(
         settings, provider, clock, redactor, access or LocalOnlyAccess(), by_name, state,
         Router(settings.workspaces_dir, settings.owner, state), sessions, lanes, limits,
         metrics, versioning, models, usage, budgets, accounting, metered, media, capabilities,
-        setup, compactor, delivery, routes, turns, commands, memory, schedules,
+        setup, compactor, delivery, routes, turns, commands, memory, schedule_desk,
     )
 
 

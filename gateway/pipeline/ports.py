@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from gateway.agent.providers import ModelRouter
     from gateway.agent.providers.base import Provider
     from gateway.agent.sessions import SessionStore
-    from gateway.agent.tools.schedule_tools import ScheduleBook
+    from gateway.agent.tools.schedule_tools import ScheduleDesk
     from gateway.capabilities.hub import Capabilities
     from gateway.clock import Clock
     from gateway.config.settings import Settings
@@ -130,4 +130,4 @@ class PanelParts(BackgroundParts, ReadinessParts, Protocol):
     def memory(self) -> MemoryService | None: ...
 
     @property
-    def schedules(self) -> ScheduleBook | None: ...
+    def schedule_desk(self) -> ScheduleDesk | None: ...

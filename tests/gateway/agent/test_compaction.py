@@ -304,7 +304,7 @@ async def test_a_compacted_detail_is_found_again_through_memory_search(
     from tests.fakes.embedder import FakeEmbedder
 
     service = MemoryService(lambda: FakeEmbedder(), MemoryOptions(watch=False))
-    gateway, channel, model = await _gateway(anthropic_server, make_gateway,
+    _, channel, model = await _gateway(anthropic_server, make_gateway,
                                              memory_service=service)
     await _say(channel, "my locker code at the gym is 8812, remember it " + "p" * 2_000, 1)
     for n in range(3):

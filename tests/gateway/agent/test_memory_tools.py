@@ -108,7 +108,7 @@ def _tool_names(request: dict) -> list[str]:
 
 async def test_dm_has_memory_tools_and_group_does_not(anthropic_server, make_gateway, tmp_path):
     service = _service()
-    gateway, channel = await make_gateway(anthropic_server, owner="fakechat-alice",
+    _, channel = await make_gateway(anthropic_server, owner="fakechat-alice",
                                           memory_service=service)
     _plant(ensure_workspace(tmp_path / "workspaces", "fakechat-alice"))
     anthropic_server.reply_tool_call("memory_search", {"query": "name of the boat"})

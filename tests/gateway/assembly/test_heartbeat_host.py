@@ -193,7 +193,8 @@ async def test_no_dm_route_skips(anthropic_server, make_gateway, tmp_path):
     # Without the state database the adapter degrades the same way.
     await gateway.state.close()
     ana = Heartbeat(workspace_path(tmp_path / "workspaces", PERSON),
-                    PERSON, GatewayHeartbeatHost(gateway.parts), policy_for(gateway.settings, PERSON),
+                    PERSON, GatewayHeartbeatHost(gateway.parts),
+                    policy_for(gateway.settings, PERSON),
                     clock)
     assert (await ana.beat()).reason.startswith("no DM route")
     assert len(anthropic_server.requests) == calls

@@ -101,8 +101,8 @@ def violations(source: str) -> list[str]:
     for node in ast.walk(tree):
         if isinstance(node, ast.arg) and node.arg in holders.names:
             found.append(f"line {node.lineno}: parameter {node.arg}")
-        elif (isinstance(node, ast.Call) or isinstance(node, (ast.Name, ast.Attribute))
-              and isinstance(node.ctx, ast.Load)) and holders.holds(node):
+        elif (isinstance(node, ast.Call) or (isinstance(node, (ast.Name, ast.Attribute))
+              and isinstance(node.ctx, ast.Load))) and holders.holds(node):
             label = node.id if isinstance(node, ast.Name) else ast.unparse(node)
             found.append(f"line {node.lineno}: uses the Gateway ({label})")
     return sorted(set(found), key=lambda line: (int(line.split()[1].rstrip(":")), line))

@@ -10,7 +10,7 @@ from typing import Any
 
 from gateway.agent.sessions import transcript_path
 from gateway.agent.tools import ToolContext
-from gateway.assembly.scheduling import RemindersService, ScheduleDesk
+from gateway.assembly.scheduling import GatewayScheduleDesk, SchedulerService
 from gateway.workspace.seed import workspace_path
 from memory.layout import dm_session_key
 from scheduler import Scheduler
@@ -32,13 +32,13 @@ async def _gateway(server: Any, make_gateway: Any, time: FakeTime, **extra: Any)
     """A gateway with the reminders desk, as the assembly builds it (its scheduler on the
     fake time, not started: `_start` starts it as `clawgate run` does)."""
     gateway, channel = await make_gateway(server, clock=time, timezone="Europe/Berlin",
-                                          reminders=True, scheduler_sleep=time.sleep, **extra)
-    desk = gateway.schedules
-    assert isinstance(desk, ScheduleDesk)
+                                          scheduler=True, scheduler_sleep=time.sleep, **extra)
+    desk = gateway.schedule_desk
+    assert isinstance(desk, GatewayScheduleDesk)
     return gateway, channel, desk
 
 
-async def _start(service: RemindersService, time: FakeTime) -> Scheduler:
+async def _start(service: SchedulerService, time: FakeTime) -> Scheduler:
     await service.start()
     assert service.scheduler is not None
     await settle(service.scheduler, time)
@@ -73,7 +73,7 @@ async def test_remind_me_tomorrow_at_9_arrives_once_at_9_across_a_restart(
     assert "Tue 1 Dec 2026 at 09:00 (Europe/Berlin), in 23 hours" in result
     assert "2026-12-01T09:00:00+01:00" in result
 
-    service = RemindersService(gateway.parts, desk)
+    service = SchedulerService(gateway.parts, desk)
     first = await _start(service, time)
     await time.advance(timedelta(hours=10), lambda: settle(first, time))
     await service.stop()  # the gateway restarts overnight
@@ -169,7 +169,7 @@ async def test_without_a_dm_route_the_run_waits_for_one(anthropic_server, make_g
     ensure_workspace(tmp_path / "workspaces", PERSON)
     workspace = workspace_path(tmp_path / "workspaces", PERSON)
     await desk.create(workspace, "in 5 minutes", "Water the plants", "message")
-    service = RemindersService(gateway.parts, desk)
+    service = SchedulerService(gateway.parts, desk)
     scheduler = await _start(service, time)
     await time.advance(timedelta(minutes=5), lambda: settle(scheduler, time))
     assert channel.sent == []  # ana never wrote in a DM: nowhere to send yet
@@ -192,7 +192,7 @@ async def test_an_agent_task_runs_a_light_turn_and_sends_its_answer(
     (workspace / "MEMORY.md").write_text("Ana's secret: the cat is called Miso.\n")
     await desk.create(workspace, "in 10 minutes", "What is still open today?", "agent")
     await desk.create(workspace, "in 20 minutes", "Anything urgent?", "agent")
-    service = RemindersService(gateway.parts, desk)
+    service = SchedulerService(gateway.parts, desk)
     scheduler = await _start(service, time)
     anthropic_server.reply_text("Two things: the invoice and the dentist.")
     anthropic_server.reply_text("HEARTBEAT_OK")
@@ -210,14 +210,14 @@ async def test_an_agent_task_runs_a_light_turn_and_sends_its_answer(
 
 async def test_the_same_run_delivered_twice_reaches_the_person_once(
         anthropic_server, make_gateway, tmp_path) -> None:
-    from gateway.assembly.scheduling import GatewayScheduleHost
+    from gateway.assembly.scheduling import GatewaySchedulerHost
 
     time = FakeTime(NOW)
     gateway, channel, _ = await _gateway(anthropic_server, make_gateway, time)
     await channel.inject("ana", "hello")
     await channel.wait_for(1)
     workspace = workspace_path(tmp_path / "workspaces", PERSON)
-    host = GatewayScheduleHost(gateway.parts)
+    host = GatewaySchedulerHost(gateway.parts)
     for _ in range(2):  # e.g. a restart after the outbox took it, before the claim was done
         await host.deliver(PERSON, workspace, "Call the dentist", key="schedule/x/1.0/20261130")
     await gateway.delivery.drain()

@@ -10,6 +10,8 @@ import re
 import subprocess
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
 from gateway.agent.sessions import transcript_path
 from gateway.assembly.scheduling import person_zone
 from gateway.panel.html import CHAR_PX, FONT_PX, bar_chart
@@ -68,9 +70,10 @@ async def test_reminders_page_lists_adds_and_cancels_through_the_schedule_desk(r
     assert "Stand-up" not in other
 
 
+@pytest.mark.parametrize("rig", [{"scheduler": False}], indirect=True)
 async def test_reminders_page_says_when_reminders_are_off(rig):
     await rig.login()
-    page = await (await rig.client.get("/p/owner/reminders")).text()  # no desk attached
+    page = await (await rig.client.get("/p/owner/reminders")).text()  # no schedule desk
     assert "Reminders are off" in page
 
 

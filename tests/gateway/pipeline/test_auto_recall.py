@@ -117,7 +117,7 @@ async def test_a_new_person_opens_no_index(openai_server, make_gateway, tmp_path
 
 async def test_an_old_note_makes_a_new_person_search(openai_server, make_gateway, tmp_path):
     service = _service()
-    gateway, channel = await make_gateway(openai_server, owner=OWNER, memory_service=service,
+    _, channel = await make_gateway(openai_server, owner=OWNER, memory_service=service,
                                           memory={"auto_recall_min_similarity": 0.3})
     openai_server.reply_text("hello!")
     await channel.inject("carol", "hi, what can you do?")
