@@ -140,7 +140,7 @@ async def conversation(root: Path, server_class: type[FakeLLMServer], turns: int
                     per_turn.append((sum(map(prompt_tokens, sent)),
                                      sum(map(cached_tokens, sent))))
                     clock.advance(timedelta(minutes=2))
-                ledger = await gateway.usage.total(None, gateway.usage.periods().today)
+                ledger = await gateway.parts.usage.total(None, gateway.parts.usage.periods().today)
             finally:
                 await gateway.stop()
             reported = server.reported_totals()
@@ -149,7 +149,7 @@ async def conversation(root: Path, server_class: type[FakeLLMServer], turns: int
     later = per_turn[1:]
     share = sum(c for _, c in later) / max(1, sum(p for p, _ in later))
     return {"per_turn": per_turn, "share": share, "ledger": ledger, "reported": reported,
-            "model": settings.llm.resolved_model, "prices": gateway.usage.prices}
+            "model": settings.llm.resolved_model, "prices": gateway.parts.usage.prices}
 
 
 def equal(ledger: Totals, reported: dict[str, int]) -> bool:

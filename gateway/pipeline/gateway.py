@@ -70,18 +70,15 @@ class Gateway:
     def __init__(self, parts: GatewayParts, *,
                  on_new_workspace: Callable[[str], object] | None = None) -> None:
         p = self.parts = parts  # each part's job: gateway/pipeline/parts.py
-        self.settings, self.provider, self.clock, self.redactor = (
-            p.settings, p.provider, p.clock, p.redactor)
+        # The parts the message path uses; the others are in `parts` only.
+        self.settings, self.clock, self.redactor = p.settings, p.clock, p.redactor
         self.access, self.channels, self.state, self.router = (
             p.access, p.channels, p.state, p.router)
-        self.sessions, self.lanes, self.limits, self.turns = (
-            p.sessions, p.lanes, p.limits, p.turns)
+        self.lanes, self.limits, self.turns = p.lanes, p.limits, p.turns
         self.metrics, self.versioning, self.capabilities, self.delivery = (
             p.metrics, p.versioning, p.capabilities, p.delivery)
-        self.models, self.usage, self.budgets, self.metered = (
-            p.models, p.usage, p.budgets, p.metered)
-        self.setup, self.media, self.routes = p.setup, p.media, p.routes
-        self.memory, self.schedule_desk = p.memory, p.schedule_desk
+        self.models, self.budgets, self.media, self.memory = (
+            p.models, p.budgets, p.media, p.memory)
         self._resumed = asyncio.Event()  # cleared while start() re-queues: new messages wait
         self._resumed.set()
         self.accepting = True  # False once stopping: new messages wait for the next start

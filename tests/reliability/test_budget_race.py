@@ -72,7 +72,7 @@ async def start(make_settings: Any, anthropic_server: FakeAnthropicServer,
 
 
 async def _spent(gateway: Gateway, person: str) -> int:
-    return (await gateway.usage.total(person, gateway.usage.periods().today)).tokens
+    return (await gateway.parts.usage.total(person, gateway.parts.usage.periods().today)).tokens
 
 
 async def _quiet(gateway: Gateway) -> None:

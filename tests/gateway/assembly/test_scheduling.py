@@ -33,7 +33,7 @@ async def _gateway(server: Any, make_gateway: Any, time: FakeTime, **extra: Any)
     fake time, not started: `_start` starts it as `clawgate run` does)."""
     gateway, channel = await make_gateway(server, clock=time, timezone="Europe/Berlin",
                                           scheduler=True, scheduler_sleep=time.sleep, **extra)
-    desk = gateway.schedule_desk
+    desk = gateway.parts.schedule_desk
     assert isinstance(desk, GatewayScheduleDesk)
     return gateway, channel, desk
 
@@ -129,13 +129,13 @@ async def test_groups_have_no_schedule_tools_and_the_tools_refuse_them(
     gateway, channel, _ = await _gateway(anthropic_server, make_gateway, time,
                                          owner=PERSON)
     assert {"schedule_create", "schedule_list", "schedule_cancel"} <= set(
-        gateway.setup.private_tools.names())
+        gateway.parts.setup.private_tools.names())
     assert not {"schedule_create", "schedule_list", "schedule_cancel"} & set(
-        gateway.setup.shared_tools.names())
+        gateway.parts.setup.shared_tools.names())
     workspace = workspace_path(tmp_path / "workspaces", PERSON)
     workspace.mkdir(parents=True, exist_ok=True)
     group = ToolContext(workspace, "fakechat:group:g1", False)
-    outcome = await gateway.setup.private_tools.run(
+    outcome = await gateway.parts.setup.private_tools.run(
         "schedule_create", {"when": "in 1 hour", "text": "x"}, group)
     assert outcome.is_error and "only available in the owner's direct messages" in outcome.text
     assert not (workspace / ".clawgate-schedule.json").exists()

@@ -19,7 +19,7 @@ GATEWAY = Path(__file__).resolve().parents[3] / "gateway"
 CALLERS = {
     "agent/loop.py": "self.provider",  # AgentLoop(metered): conversations, flush, capture,
     "agent/compaction.py": "self.provider",  # heartbeats, reminders; the summary
-    "assembly/tidying.py": "self.model",  # gateway.metered
+    "assembly/tidying.py": "self.model",  # gateway.parts.metered
     "cli/doctor.py": "provider",
     "ops/metrics.py": "self.inner",  # MeteredProvider itself
 }
@@ -35,7 +35,7 @@ def test_every_model_call_is_made_through_the_metered_provider():
         if calls:
             found[rel] = calls
     assert found == {rel: {target} for rel, target in CALLERS.items()}, (
-        "a new model caller: give it the metered provider (gateway.metered) and list it here")
+        "a new model caller: give it the metered provider (gateway.parts.metered) and list it here")
 
 
 async def test_the_parts_that_call_models_hold_the_metered_provider(anthropic_server,
