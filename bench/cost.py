@@ -38,9 +38,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from gateway.agent.providers import anthropic_provider, build_provider
 from gateway.agent.tools.schedule_tools import schedule_tools
-from gateway.assembly.scheduling import build_schedule_desk
 from gateway.clock import Clock, FixedClock, SystemClock
 from gateway.config.settings import load_settings
+from gateway.features.scheduling import build_schedule_desk
+from gateway.ops.state import StateDB
 from gateway.ops.usage import Totals
 from gateway.pipeline.gateway import Gateway
 from memory.service import MemoryOptions, MemoryService
@@ -70,7 +71,7 @@ async def gateway_for(settings: Any, *, clock: FixedClock | None = None,
     """A gateway with every default capability: file, memory and reminder tools."""
     channel = RecordingChannel()
     time: Clock = clock or SystemClock()
-    state = settings.state_db()
+    state = StateDB.for_root(settings.workspaces_dir, inbox_retention=settings.inbox_retention)
     desk = build_schedule_desk(settings, time, state.last_dm_route, [channel.name])
     gateway = Gateway.build(settings, provider or build_provider(settings), channels=[channel],
                             clock=time, access=AllowAll(), state=state,

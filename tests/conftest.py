@@ -14,6 +14,7 @@ from gateway.agent.providers import build_provider
 from gateway.agent.sessions import SessionStore
 from gateway.clock import Clock, SystemClock
 from gateway.config.settings import Settings, load_settings
+from gateway.ops.state import StateDB
 from gateway.pipeline.access import AccessDecision
 from gateway.pipeline.gateway import Gateway
 from tests import loopback_only
@@ -151,7 +152,8 @@ async def make_gateway(
         channel = channel or RecordingChannel()
         settings = make_settings(**llm_overrides(server, **(llm or {})), **settings_overrides)
         clock = clock or SystemClock()
-        state = settings.state_db()
+        state = StateDB.for_root(settings.workspaces_dir,
+                                 inbox_retention=settings.inbox_retention)
         sessions = SessionStore(clock)
         memory = memory_service(settings) if callable(memory_service) else memory_service
         private: list[Any] = []
@@ -165,7 +167,7 @@ async def make_gateway(
         desk = None
         if scheduler:
             from gateway.agent.tools.schedule_tools import schedule_tools
-            from gateway.assembly.scheduling import build_schedule_desk
+            from gateway.features.scheduling import build_schedule_desk
 
             desk = build_schedule_desk(settings, clock, state.last_dm_route, [channel.name],
                                  **({"sleep": scheduler_sleep} if scheduler_sleep else {}))

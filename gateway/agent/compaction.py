@@ -20,6 +20,7 @@ from datetime import tzinfo
 
 from gateway.agent.conversation import Message, SystemPrompt, Usage
 from gateway.agent.loop import AgentLoop
+from gateway.agent.metrics import GatewayMetrics
 from gateway.agent.providers.base import BudgetExceeded, Provider, ProviderError
 from gateway.agent.scope import usage_kind
 from gateway.agent.sessions import Session, estimate_tokens, is_compaction_marker
@@ -28,7 +29,6 @@ from gateway.agent.tools.flush import flush_tools
 from gateway.clock import Clock
 from gateway.config.settings import CompactionSettings, LLMSettings
 from gateway.ops.logs import current_turn
-from gateway.ops.metrics import GatewayMetrics
 from gateway.ops.versioning import Versioning
 
 log = logging.getLogger(__name__)

@@ -17,7 +17,7 @@ heartbeat timer starts at once). The scheduler gets its host when it starts: its
 use the schedule tools, whose desk tells the scheduler about changes (the one cycle).
 
 Order up: the workspaces root's gateway lock (`clawgate run` only: a second gateway on the
-same data would answer every message twice; gateway/ops/instance_lock.py) -> the health port
+same data would answer every message twice; gateway/assembly/instance_lock.py) -> the health port
 is reserved (a busy port fails before anything connects) -> gateway (state database, memory,
 provider, channels, resumed messages): the channels poll from here -> the provider SDK starts
 loading in a worker thread -> heartbeat service, scheduler and further services started
@@ -47,8 +47,8 @@ if TYPE_CHECKING:
     from channels.base import Channel
     from gateway.agent.providers.base import Provider
     from gateway.clock import Clock
-    from gateway.ops.health import HealthServer
     from gateway.pipeline.gateway import Gateway
+    from gateway.pipeline.health import HealthServer
     from gateway.pipeline.parts import GatewayParts
 
 log = logging.getLogger(__name__)
@@ -129,6 +129,7 @@ def assemble_parts(
     from gateway.assembly.web import web_tools
     from gateway.clock import SystemClock
     from gateway.ops.redaction import Redactor
+    from gateway.ops.state import StateDB
     from gateway.pipeline.parts import build_parts
 
     clock = clock or SystemClock()
@@ -136,7 +137,8 @@ def assemble_parts(
         from gateway.agent.providers import build_provider
 
         provider = build_provider(settings, defer=True)  # the SDK loads after start-up
-    state = settings.state_db()  # opened by Gateway.start
+    state = StateDB.for_root(  # opened by Gateway.start
+        settings.workspaces_dir, inbox_retention=settings.inbox_retention)
     channels: list[Channel] = []
     if plan.channels == "platforms":
         channels.extend(platforms.build_channels(settings, state, options))
@@ -157,7 +159,7 @@ def assemble_parts(
     desk = None
     private_tools: list[Any] = list(web)
     if plan.scheduler:
-        from gateway.assembly.scheduling import build_schedule_desk
+        from gateway.features.scheduling import build_schedule_desk
 
         desk = build_schedule_desk(settings, clock, state.last_dm_route,
                              [channel.name for channel in channels])
@@ -334,7 +336,7 @@ class GatewayApp:
     # --- the parts ------------------------------------------------------------------------
 
     def _lock(self, stack: contextlib.AsyncExitStack) -> None:
-        from gateway.ops.instance_lock import AlreadyRunning, GatewayLock
+        from gateway.assembly.instance_lock import AlreadyRunning, GatewayLock
 
         lock = GatewayLock(self.settings.workspaces_dir)
         try:
@@ -347,7 +349,7 @@ class GatewayApp:
 
     def _bind_health(self, stack: contextlib.AsyncExitStack) -> HealthServer:
         """Reserve the health port (standard library only); served by `_start_health`."""
-        from gateway.ops.health import HealthServer
+        from gateway.pipeline.health import HealthServer
 
         health = HealthServer(self.parts, self.settings.health.host, self.settings.health.port)
         try:
@@ -419,13 +421,13 @@ class GatewayApp:
     def _heartbeats(self, factory: ServiceFactory | None) -> Service:
         if factory is not None:
             return factory(self.parts)
-        from gateway.assembly.heartbeat_host import build_heartbeat_service
+        from gateway.features.heartbeat_host import build_heartbeat_service
 
         return build_heartbeat_service(self.parts)
 
     def _scheduler_service(self) -> list[Service]:
         """The scheduler of the schedule desk, when the parts have one."""
-        from gateway.assembly.scheduling import GatewayScheduleDesk, SchedulerService
+        from gateway.features.scheduling import GatewayScheduleDesk, SchedulerService
 
         desk = self.parts.schedule_desk
         return [SchedulerService(self.parts, desk)] if isinstance(desk, GatewayScheduleDesk) else []

@@ -95,7 +95,7 @@ def build_gateway(
     """A Gateway with the configured platform channels (unless `with_platforms` is False),
     their access policies and one state database, and nothing else (no memory, web tools or
     reminders: gateway/assembly/builder.py `assemble_parts` builds those for a real run)."""
-    state = settings.state_db()
+    state = StateDB.for_root(settings.workspaces_dir, inbox_retention=settings.inbox_retention)
     platform_channels = build_channels(settings, state, options) if with_platforms else []
     channels = [*platform_channels, *(extra_channels or [])]
     return Gateway.build(settings, provider, channels=channels, clock=clock,

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from gateway.agent.sessions import transcript_path
 from gateway.config.settings import Settings
+from gateway.ops.logs import setup_logging
 from gateway.ops.state import STATE_DIR
 from gateway.pipeline.routing import TERMINAL_CHANNEL
 from memory.layout import dm_session_key
@@ -34,8 +35,6 @@ def history_path(settings: Settings) -> Path:
 
 def log_to_file(settings: Settings) -> Path:
     """Send every log line of this process to the chat log (and none to the terminal)."""
-    from gateway.ops.logs import setup_logging
-
     path = chat_log_path(settings)
     path.parent.mkdir(parents=True, exist_ok=True)
     os.close(os.open(path, os.O_CREAT | os.O_APPEND | os.O_WRONLY, 0o600))

@@ -60,7 +60,7 @@ async def _run_once(
     config: Settings, workspace: Path, person_id: str, ignore_hours: bool
 ) -> tuple[BeatOutcome, HeartbeatPolicy]:
     from gateway.assembly.builder import ONE_BEAT, GatewayApp, StartupError
-    from gateway.assembly.heartbeat_host import GatewayHeartbeatHost, policy_for
+    from gateway.features.heartbeat_host import GatewayHeartbeatHost, policy_for
 
     policy = policy_for(config, person_id)
     if ignore_hours:
@@ -78,7 +78,7 @@ async def _run_once(
 
 @app.command("status", help="per workspace: next beat, last outcome, tokens today")
 def status_command(as_json: JsonOption = False) -> None:
-    from gateway.assembly.heartbeat_host import discover_workspaces, policy_for
+    from gateway.features.heartbeat_host import discover_workspaces, policy_for
 
     config = settings()
     root = config.workspaces_dir

@@ -23,7 +23,7 @@ from gateway.cli.common import (
     settings,
 )
 from gateway.cli.options import JsonOption
-from gateway.ops.state import StateDB
+from gateway.ops.state import StateDB, state_path
 from gateway.pipeline.links import PLATFORMS
 from gateway.pipeline.pairing import Pairing, PairingError, UnknownCode
 
@@ -39,8 +39,6 @@ def register(root: typer.Typer) -> None:
 
 def state_exists() -> bool:
     """Read-only commands report "nothing" rather than create the state database."""
-    from gateway.ops.state import state_path
-
     return state_path(settings().workspaces_dir).exists()
 
 
@@ -49,7 +47,8 @@ def with_state(command: Callable[[StateDB], Awaitable[T]]) -> T:
     config = settings()
 
     async def go() -> T:
-        async with config.state_db() as state:
+        async with StateDB.for_root(config.workspaces_dir,
+                                     inbox_retention=config.inbox_retention) as state:
             return await command(state)
 
     return asyncio.run(go())

@@ -89,13 +89,14 @@ def check_state_database(config: Settings) -> None:
     """Open and close an existing state database: a StateError says in one line what to do."""
     import asyncio
 
-    from gateway.ops.state import state_path
+    from gateway.ops.state import StateDB, state_path
 
     if not state_path(config.workspaces_dir).exists():
         return
 
     async def check() -> None:
-        async with config.state_db():
+        async with StateDB.for_root(config.workspaces_dir,
+                                     inbox_retention=config.inbox_retention):
             pass
 
     asyncio.run(check())
@@ -114,8 +115,8 @@ def has_terminal_input() -> bool:
 def serve(config: Settings) -> int:
     """Run every configured platform channel until Ctrl-C or SIGTERM."""
     from gateway.assembly.builder import RUN, GatewayApp
-    from gateway.assembly.tidying import tidying
     from gateway.cli.lifecycle import run_until_stopped
+    from gateway.features.tidying import tidying
 
     logging.getLogger().setLevel(logging.getLevelName(config.log_level))
     # The daily MEMORY.md tidying (the plan brings the one scheduler).
@@ -154,7 +155,7 @@ def chat(config: Settings, person: str) -> int:
               f"/help for commands; logs in {log_file})", file=sys.stderr)
         if (line := continuing_line(config, workspace, person)) is not None:
             print(line, file=sys.stderr)
-    # The chat runs its person's reminders: they appear here (gateway/assembly/scheduling.py).
+    # The chat runs its person's reminders: they appear here (gateway/features/scheduling.py).
     # A person at a terminal also gets the web panel (a script piping lines in does not).
     plan = CHAT_AT_A_TERMINAL if at_a_terminal else CHAT
     app = GatewayApp(config, plan)

@@ -45,7 +45,7 @@ class MemorySettings(BaseModel):
     # A private reply claiming "I'll remember that" while the turn wrote no file gets a silent
     # capture step that writes it (gateway/pipeline/capture.py).
     capture_claims: bool = True
-    # Daily MEMORY.md tidying (gateway/assembly/tidying.py): at most once a day per person,
+    # Daily MEMORY.md tidying (gateway/features/tidying.py): at most once a day per person,
     # a pass costing at most tidy_max_tokens (estimated), refused when the rewrite would drop
     # more than tidy_max_drop_share of the lines.
     tidy: bool = True

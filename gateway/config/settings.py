@@ -15,7 +15,7 @@ import tomllib
 from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime, timedelta, tzinfo
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import Annotated, Any, Literal
 from zoneinfo import ZoneInfo
 
 from pydantic import (
@@ -35,6 +35,7 @@ from pydantic_settings import (
     SettingsError,
 )
 
+from gateway.config.errors import describe
 from gateway.config.heartbeat import HeartbeatSettings, check_zone
 from gateway.config.mcp import McpSettings
 from gateway.config.media import MediaSettings
@@ -53,9 +54,6 @@ from gateway.config.skills import SkillsSettings
 from gateway.config.usage import BudgetSettings, ModelPrice
 from gateway.config.web import WebSettings
 from memory.atomic import BrokenFile, read_bounded
-
-if TYPE_CHECKING:
-    from gateway.ops.state import StateDB
 
 ENV_PREFIX = "CLAWGATE_"
 CONFIG_FILE_ENV = "CLAWGATE_CONFIG"
@@ -183,7 +181,7 @@ class VersioningSettings(_Section):
 
 
 class HealthSettings(_Section):
-    """The HTTP server of `clawgate run`: /healthz, /readyz, /metrics (gateway/ops/health.py)."""
+    """The HTTP server of `clawgate run`: /healthz, /readyz, /metrics (pipeline/health.py)."""
 
     enabled: bool = True
     host: str = "127.0.0.1"  # 0.0.0.0 to let a Prometheus outside a container scrape it
@@ -320,13 +318,12 @@ class Settings(BaseSettings):
     media: MediaSettings = Field(default_factory=MediaSettings)  # voice, photos, documents
     web: WebSettings = Field(default_factory=WebSettings)  # web_fetch, web_search
 
-    def state_db(self) -> StateDB:
-        """The gateway state database these settings describe (not opened)."""
-        from gateway.ops.state import StateDB
-
-        return StateDB.for_root(
-            self.workspaces_dir, inbox_retention=timedelta(days=self.inbox_retention_days)
-        )
+    @property
+    def inbox_retention(self) -> timedelta:
+        """How long a handled inbox entry is kept: what the state database is opened with
+        (`StateDB.for_root(settings.workspaces_dir, inbox_retention=...)`; the settings stay
+        below the stores, so they do not open it themselves)."""
+        return timedelta(days=self.inbox_retention_days)
 
     @field_validator("log_redact", mode="before")
     @classmethod
@@ -482,8 +479,6 @@ def load_settings(path: Path | None = None, **overrides: Any) -> Settings:
     try:
         return Settings(**given)
     except ValidationError as exc:
-        from gateway.config.errors import describe
-
         problems = describe(exc, model=Settings, prefix=ENV_PREFIX, file_values=file_values,
                             file_text=text, path=path, environ=os.environ)
         named = {problem.split(" ", 1)[0].split("=", 1)[0] for problem in problems}

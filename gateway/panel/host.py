@@ -125,7 +125,7 @@ class PanelHost:
     # --- readiness, metrics ----------------------------------------------------------------
 
     async def readiness(self) -> dict[str, Any]:
-        from gateway.ops.health import readiness
+        from gateway.pipeline.health import readiness
 
         return await readiness(self.parts, self.started)
 
@@ -246,12 +246,12 @@ class PanelHost:
         return await memory.search(self.workspace(person_id), query, max_results=limit)
 
     async def beat_now(self, person_id: str) -> BeatOutcome:
-        from gateway.assembly.heartbeat_host import beat_now
+        from gateway.features.heartbeat_host import beat_now
 
         return await beat_now(self.parts, person_id, self.workspace(person_id))
 
     def heartbeat_policy(self, person_id: str) -> Any:
-        from gateway.assembly.heartbeat_host import policy_for
+        from gateway.features.heartbeat_host import policy_for
 
         return policy_for(self.settings, person_id)
 
@@ -262,7 +262,7 @@ class PanelHost:
         return self.parts.schedule_desk is not None
 
     def zone(self, person_id: str) -> ZoneInfo:
-        from gateway.assembly.scheduling import person_zone
+        from gateway.features.scheduling import person_zone
 
         return person_zone(self.settings, person_id)
 

@@ -17,14 +17,18 @@ from urllib.parse import quote
 
 from aiohttp import web
 
+from gateway.agent.sessions import transcript_path
 from gateway.ops.versioning import VersioningError
 from gateway.panel.context import panel_of, session_of
 from gateway.panel.files import FileRefused, list_files, read_text, text_hash
 from gateway.panel.host import PanelError, UnknownPerson
-from gateway.panel.html import bar_chart, diff_lines, markdown, person_url
+from gateway.panel.html import bar_chart, diff_lines, markdown, person_url, when
 from gateway.panel.render import render
 from gateway.panel.transcripts import daily_figures, list_sessions, read_items, session_path
-from memory.layout import INBOX_DIR, SEEN_DIR
+from heartbeat import load_state, parse_checklist
+from memory.layout import INBOX_DIR, SEEN_DIR, heartbeat_session_key
+from scheduler import FORMS, ScheduleFileError
+from scheduler.wording import from_now, when_words
 
 
 def add_routes(router: web.UrlDispatcher) -> None:
@@ -326,9 +330,6 @@ async def reminders(request: web.Request, *, form: dict[str, str] | None = None,
                     status: int = 200) -> web.Response:
     """The person's reminders and scheduled tasks, with Cancel, and a form to add one (the
     form keeps what was typed when the time was not understood)."""
-    from scheduler import FORMS, ScheduleFileError
-    from scheduler.wording import from_now, when_words
-
     person, _ = person_of(request)
     host = panel_of(request).host
     form = form or {}
@@ -375,8 +376,6 @@ class Task:
 
 
 async def heartbeat(request: web.Request) -> web.Response:
-    from heartbeat import load_state, parse_checklist
-
     person, workspace = person_of(request)
     host = panel_of(request).host
     policy = host.heartbeat_policy(person)
@@ -394,8 +393,6 @@ async def heartbeat(request: web.Request) -> web.Response:
     elif state.next_beat_at is None:
         next_beat = "not planned yet (the timer plans it once the gateway runs)"
     else:
-        from gateway.panel.html import when
-
         next_beat = when(state.next_beat_at)
     return page(
         request, "heartbeat.html", "Heartbeat", person=person, tab="heartbeat",
@@ -413,9 +410,6 @@ async def heartbeat(request: web.Request) -> web.Response:
 def _heartbeat_replies(workspace: Path, person: str, count: int = 5) -> list[tuple[str, str]]:
     """The model's last answers in the heartbeat's own transcript (HEARTBEAT_OK included:
     that is what "nothing to report" looks like)."""
-    from gateway.agent.sessions import transcript_path
-    from memory.layout import heartbeat_session_key
-
     try:
         path = session_path(workspace,
                             transcript_path(workspace, heartbeat_session_key(person)).name)

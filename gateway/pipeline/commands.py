@@ -21,7 +21,9 @@ from gateway.agent.providers.base import BudgetExceeded, ModelInfo
 from gateway.agent.sessions import SessionStore, estimate_tokens
 from gateway.agent.tools import ToolContext, ToolRegistry
 from gateway.config.settings import Settings
+from gateway.pipeline.reminders import reminders_command
 from gateway.pipeline.routing import Route
+from gateway.pipeline.usage_report import usage_command
 
 if TYPE_CHECKING:
     from gateway.agent.providers import ModelRouter
@@ -81,7 +83,7 @@ class CommandContext:
     compactor: Compactor
     provider: ModelInfo  # names the model (/status); calls go through the metered one
     prompt: PromptParts
-    schedule_desk: ScheduleDesk | None = None  # reminders (gateway/assembly/scheduling.py)
+    schedule_desk: ScheduleDesk | None = None  # reminders (gateway/features/scheduling.py)
     usage: UsageLedger | None = None  # /usage (gateway/ops/usage.py)
     budgets: Budgets | None = None
 
@@ -228,14 +230,10 @@ async def _context(ctx: CommandContext) -> str:
 
 
 async def _reminders(ctx: CommandContext) -> str:
-    from gateway.pipeline.reminders import reminders_command
-
     return await reminders_command(ctx.schedule_desk, ctx.route, ctx.args)
 
 
 async def _usage(ctx: CommandContext) -> str:
-    from gateway.pipeline.usage_report import usage_command
-
     return await usage_command(ctx)
 
 

@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from channels.base import Channel, DeliveryRefused, InboundMessage, OutboundMessage
-from gateway.ops.metrics import GatewayMetrics
+from gateway.agent.metrics import GatewayMetrics
 from gateway.ops.state import Outgoing, StateDB
 from heartbeat.ack import scrub_token
 from retrypolicy import Backoff

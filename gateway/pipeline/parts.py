@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 from channels.base import Channel, InboundMessage
 from gateway.agent.compaction import Compactor
 from gateway.agent.loop import AgentLoop
+from gateway.agent.metrics import GatewayMetrics, MeteredProvider
 from gateway.agent.providers import ModelRouter, build_router, models_in_use
 from gateway.agent.providers.base import Provider
 from gateway.agent.sessions import SessionStore
@@ -28,7 +29,6 @@ from gateway.agent.tools import Tool
 from gateway.capabilities.hub import Capabilities
 from gateway.clock import Clock, SystemClock
 from gateway.config.settings import Settings
-from gateway.ops.metrics import GatewayMetrics, MeteredProvider
 from gateway.ops.prices import PriceTable
 from gateway.ops.redaction import Redactor
 from gateway.ops.state import StateDB
@@ -116,7 +116,8 @@ def build_parts(
     # log formatter.
     redactor = redactor or Redactor.from_settings(settings)
     by_name = {channel.name: channel for channel in channels}
-    state = state or settings.state_db()  # opened by Gateway.start
+    state = state or StateDB.for_root(  # opened by Gateway.start
+        settings.workspaces_dir, inbox_retention=settings.inbox_retention)
     lanes, metrics = Lanes(), GatewayMetrics()
     metrics.queue_depth.collect_with(lambda: {(): lanes.depth()})
     versioning = Versioning(enabled=settings.versioning.enabled,

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from channels.base import Channel
+    from gateway.agent.metrics import GatewayMetrics
     from gateway.agent.providers import ModelRouter
     from gateway.agent.providers.base import Provider
     from gateway.agent.sessions import SessionStore
@@ -23,7 +24,6 @@ if TYPE_CHECKING:
     from gateway.capabilities.hub import Capabilities
     from gateway.clock import Clock
     from gateway.config.settings import Settings
-    from gateway.ops.metrics import GatewayMetrics
     from gateway.ops.state import StateDB
     from gateway.ops.usage import UsageLedger
     from gateway.ops.versioning import Versioning
@@ -47,7 +47,7 @@ class Configured(Protocol):
 
 
 class TidyParts(Configured, Protocol):
-    """What tidying (gateway/assembly/tidying.py) uses: one model call, a commit, the DM
+    """What tidying (gateway/features/tidying.py) uses: one model call, a commit, the DM
     lane, its counter."""
 
     @property
@@ -66,8 +66,8 @@ class TidyParts(Configured, Protocol):
 class BackgroundParts(TidyParts, Protocol):
     """A turn no one is chatting in (a heartbeat, a scheduled task) and its delivery: the
     person's sessions and DM route, the outbox, the model, the light turn's files, tools and
-    budget (`setup`), versioning, the counters. What gateway/assembly/heartbeat_host.py and
-    gateway/assembly/scheduling.py use. `metered` counts every call as the person's."""
+    budget (`setup`), versioning, the counters. What gateway/features/heartbeat_host.py and
+    gateway/features/scheduling.py use. `metered` counts every call as the person's."""
 
     @property
     def sessions(self) -> SessionStore: ...
@@ -86,7 +86,7 @@ class BackgroundParts(TidyParts, Protocol):
 
 
 class ReadinessParts(Protocol):
-    """What /readyz reports on (gateway/ops/health.py): the state database, the channels,
+    """What /readyz reports on (gateway/pipeline/health.py): the state database, the channels,
     the lanes' depth and the MCP servers."""
 
     @property

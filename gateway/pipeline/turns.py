@@ -29,13 +29,13 @@ from channels.base import InboundMessage
 from gateway.agent.compaction import Compactor
 from gateway.agent.conversation import Message, SystemPrompt, Usage
 from gateway.agent.loop import AgentLoop, Recorder, TurnStream, Waiting
+from gateway.agent.metrics import GatewayMetrics
 from gateway.agent.prompt import request_overhead_chars
 from gateway.agent.provenance import received_source
 from gateway.agent.providers.base import ProviderError
 from gateway.agent.sessions import Session, SessionStore
 from gateway.agent.tools import ToolContext, ToolRegistry
 from gateway.ops.logs import turn_scope
-from gateway.ops.metrics import GatewayMetrics
 from gateway.ops.versioning import Versioning
 from gateway.pipeline.commands import PromptParts
 from gateway.pipeline.delivery import Delivery, nothing_to_send

@@ -17,11 +17,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[3]
 NARROW = sorted([
-    "gateway/assembly/heartbeat_host.py",
-    "gateway/assembly/scheduling.py",
-    "gateway/assembly/tidying.py",
+    "gateway/features/heartbeat_host.py",
+    "gateway/features/scheduling.py",
+    "gateway/features/tidying.py",
     "gateway/assembly/web.py",
-    "gateway/ops/health.py",
+    "gateway/pipeline/health.py",
     *(str(path.relative_to(ROOT)) for path in (ROOT / "gateway/panel").glob("*.py")),
     *(str(path.relative_to(ROOT)) for path in (ROOT / "gateway/cli").glob("*.py")),
 ])
@@ -119,7 +119,7 @@ def test_the_parts_around_the_gateway_never_use_the_gateway() -> None:
 
 def test_the_check_covers_the_panel_the_cli_and_health() -> None:
     assert {"gateway/panel/host.py", "gateway/cli/start.py", "gateway/cli/lifecycle.py",
-            "gateway/ops/health.py"} <= set(NARROW)
+            "gateway/pipeline/health.py"} <= set(NARROW)
 
 
 def test_the_check_finds_a_direct_use_of_the_gateway() -> None:

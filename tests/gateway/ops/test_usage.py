@@ -11,9 +11,9 @@ import pytest
 
 from gateway.agent.conversation import Usage
 from gateway.agent.providers import build_provider
-from gateway.assembly.heartbeat_host import beat_now
 from gateway.clock import FixedClock
 from gateway.config.usage import ModelPrice
+from gateway.features.heartbeat_host import beat_now
 from gateway.ops.prices import DEFAULT_PRICES, PriceTable
 from gateway.ops.usage import Totals
 from gateway.pipeline.gateway import Gateway

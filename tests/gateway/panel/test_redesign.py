@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from gateway.agent.sessions import transcript_path
-from gateway.assembly.scheduling import person_zone
+from gateway.features.scheduling import person_zone
 from gateway.panel.html import CHAR_PX, FONT_PX, bar_chart
 from scheduler import list_jobs
 

@@ -19,9 +19,9 @@ GATEWAY = Path(__file__).resolve().parents[3] / "gateway"
 CALLERS = {
     "agent/loop.py": "self.provider",  # AgentLoop(metered): conversations, flush, capture,
     "agent/compaction.py": "self.provider",  # heartbeats, reminders; the summary
-    "assembly/tidying.py": "self.model",  # gateway.parts.metered
+    "features/tidying.py": "self.model",  # gateway.parts.metered
     "cli/doctor.py": "provider",
-    "ops/metrics.py": "self.inner",  # MeteredProvider itself
+    "agent/metrics.py": "self.inner",  # MeteredProvider itself
 }
 
 

@@ -46,13 +46,13 @@ from gateway.agent.prompt import build_system_prompt
 from gateway.agent.providers.base import BudgetExceeded, ProviderError
 from gateway.agent.scope import usage_scope
 from gateway.agent.sessions import estimate_tokens
-from gateway.assembly.heartbeat_host import discover_workspaces
+from gateway.features.heartbeat_host import discover_workspaces
 from memory.atomic import atomic_write_text, make_private_dirs
 from memory.corrections import is_struck, strike
 from memory.layout import MEMORY_FILE, TIDY_STATE_FILE, daily_note, dm_session_key
 
 if TYPE_CHECKING:
-    from gateway.ops.metrics import Counter, Registry
+    from gateway.agent.metrics import Counter, Registry
     from gateway.pipeline.ports import TidyParts
 
 log = logging.getLogger(__name__)

@@ -11,12 +11,12 @@ from typing import Any
 import pytest
 
 from gateway.agent.sessions import transcript_path
-from gateway.assembly.heartbeat_host import (
+from gateway.clock import FixedClock
+from gateway.features.heartbeat_host import (
     GatewayHeartbeatHost,
     build_heartbeat_service,
     policy_for,
 )
-from gateway.clock import FixedClock
 from gateway.ops.state import StateDB
 from gateway.workspace.seed import ensure_workspace, workspace_path
 from heartbeat import Heartbeat, load_state

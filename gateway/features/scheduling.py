@@ -38,15 +38,15 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from gateway.agent.conversation import Message, Usage
 from gateway.agent.loop import AgentLoop
+from gateway.agent.metrics import Registry
 from gateway.agent.prompt import build_system_prompt
 from gateway.agent.scope import UsageScope, usage_scope
 from gateway.agent.sessions import transcript_path
 from gateway.agent.tools import ToolContext
 from gateway.agent.transcript import Transcript, message_to_entry
-from gateway.assembly.heartbeat_host import discover_workspaces
 from gateway.clock import Clock
 from gateway.config.settings import Settings
-from gateway.ops.metrics import Registry
+from gateway.features.heartbeat_host import discover_workspaces
 from gateway.ops.state import DmRoute
 from gateway.pipeline.ports import BackgroundParts
 from gateway.pipeline.routing import TERMINAL_CHANNEL
