@@ -61,7 +61,6 @@ __all__ = [
     "discover_workspaces",
     "light_context_files",
     "policy_for",
-    "start_heartbeats",
 ]
 
 
@@ -259,10 +258,3 @@ def build_heartbeat_service(
         lambda: discover_workspaces(parts.settings.workspaces_dir), make_timer,
         sleep=rescan_sleep or sleep,
     )
-
-
-async def start_heartbeats(parts: BackgroundParts) -> HeartbeatService:
-    """Start a heartbeat timer for every workspace (and for new ones as they appear)."""
-    service = build_heartbeat_service(parts)
-    await service.start()
-    return service
