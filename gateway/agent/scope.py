@@ -18,12 +18,13 @@ from dataclasses import dataclass, replace
 from typing import Literal, get_args
 
 TurnKind = Literal[
-    "conversation", "heartbeat", "flush", "compaction", "reminders", "tidying", "other",
+    "conversation", "heartbeat", "flush", "compaction", "reminders", "tidying",
+    "consolidation", "other",
 ]
 TURN_KINDS: tuple[TurnKind, ...] = get_args(TurnKind)
 # Turns nobody is waiting for: the cheaper background model answers them when one is set.
 BACKGROUND_KINDS: frozenset[TurnKind] = frozenset({"heartbeat", "flush", "compaction",
-                                                   "tidying"})
+                                                   "tidying", "consolidation"})
 NO_PERSON = ""
 
 

@@ -371,11 +371,12 @@ class GatewayApp:
 
     async def _start_gateway(self) -> None:
         from channels.base import ChannelError
+        from gateway.config.sources import with_sources
 
         try:
             await self.gateway.start()
-        except ChannelError as exc:
-            raise StartupError(str(exc)) from exc
+        except ChannelError as exc:  # "check CLAWGATE_TELEGRAM__TOKEN": or where it was set
+            raise StartupError(with_sources(str(exc))) from exc
 
     async def _stop_gateway(self) -> None:
         await self.gateway.stop(drain_timeout=self._grace)

@@ -2,6 +2,7 @@
 
 import asyncio
 import dataclasses
+import shlex
 import textwrap
 from datetime import UTC, datetime, tzinfo
 from pathlib import Path
@@ -49,6 +50,9 @@ def run_command(
     print(f"heartbeat for {person_id} ({path})")
     print(f"  policy: {policy.describe()}")
     print(f"  outcome: {outcome.describe()}")
+    if outcome.status == "skipped" and outcome.reason.startswith("outside active hours"):
+        print("  to run it now anyway: clawgate heartbeat run --ignore-hours"
+              + (f" --workspace {shlex.quote(workspace)}" if workspace else ""))
     if outcome.text:
         print("  message:")
         print(textwrap.indent(outcome.text, "    "))

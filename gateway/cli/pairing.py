@@ -25,7 +25,7 @@ from gateway.cli.common import (
 from gateway.cli.options import JsonOption
 from gateway.ops.state import StateDB, state_path
 from gateway.pipeline.links import PLATFORMS
-from gateway.pipeline.pairing import Pairing, PairingError, UnknownCode
+from gateway.pipeline.pairing import AlreadyDecided, Pairing, PairingError, UnknownCode
 
 Platform = Enum("Platform", {name: name for name in PLATFORMS}, type=str)  # type: ignore[misc]
 T = TypeVar("T")
@@ -89,6 +89,13 @@ def _decide(channel: Platform, code: str, decision: str, *, owner: str | None = 
             return exc
 
     outcome = with_state(go)
+    if isinstance(outcome, AlreadyDecided) and outcome.status == "approved" and \
+            decision == "approve":
+        print(str(outcome))  # approving twice is done, not a mistake
+        if owner is not None:
+            print("to make that account yours: clawgate users link <owner> CHANNEL:ID "
+                  "(`clawgate users list` shows the ids)".replace("<owner>", owner))
+        return
     if isinstance(outcome, PairingError):
         status = EXIT_USAGE if isinstance(outcome, UnknownCode) else EXIT_FAILED
         raise typer.Exit(fail(str(outcome), status))

@@ -28,8 +28,11 @@ log = logging.getLogger("clawgate")
 def use_config_file(config: Path | None) -> None:
     """`--config FILE`: the settings of this command come from FILE."""
     if config is not None:
-        if not config.is_file():
+        if not config.exists():
             raise CliError(f"config file {config} does not exist (given with --config)")
+        if config.is_dir():
+            raise CliError(f"{config} is a directory, not a config file (given with --config)")
+        # Anything else that can be read is: /dev/null (no settings from a file), a pipe.
         os.environ[CONFIG_FILE_ENV] = str(config)
 
 
@@ -55,8 +58,9 @@ def run_gateway() -> int:
     config.api_key()  # fail now, in one line, rather than at the first message
     setup_logging(config, quiet=True)
     print(
-        f"clawgate {__version__}: provider {config.llm.provider}/{config.llm.resolved_model}, "
-        f"workspaces in {describe_workspaces_dir(config)}",
+        f"clawgate {__version__}: provider {config.llm.provider}/{config.llm.resolved_model}"
+        f"{' (openai: inferred from the /v1 base_url)' if config.llm.provider_inferred else ''}"
+        f", workspaces in {describe_workspaces_dir(config)}",
         file=sys.stderr,
     )
     from gateway.assembly.platforms import TOKEN_HINTS, configured_platforms
@@ -116,11 +120,12 @@ def serve(config: Settings) -> int:
     """Run every configured platform channel until Ctrl-C or SIGTERM."""
     from gateway.assembly.builder import RUN, GatewayApp
     from gateway.cli.lifecycle import run_until_stopped
+    from gateway.features.consolidation import consolidation
     from gateway.features.tidying import tidying
 
     logging.getLogger().setLevel(logging.getLevelName(config.log_level))
-    # The daily MEMORY.md tidying (the plan brings the one scheduler).
-    app = GatewayApp(config, RUN, services=[tidying()])
+    # The daily MEMORY.md tidying; the nightly consolidation (the plan brings the scheduler).
+    app = GatewayApp(config, RUN, services=[tidying(), consolidation()])
     return run_until_stopped(config, RUN, banner=(
         "clawgate is running; Ctrl-C to stop. Approve new people with "
         "`clawgate pairing list` / `clawgate pairing approve CHANNEL CODE`."),

@@ -26,6 +26,7 @@ from pydantic import (
     SecretStr,
     ValidationError,
     field_validator,
+    model_validator,
 )
 from pydantic_settings import (
     BaseSettings,
@@ -61,6 +62,35 @@ DEFAULT_CONFIG_FILE = Path("clawgate.toml")
 MAX_CONFIG_BYTES = 1024 * 1024  # a config file is a few KiB; past this it is refused unread
 DEFAULT_MODELS = {"anthropic": "claude-sonnet-5-5", "openai": "gpt-5.5"}
 KEY_ENV = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
+
+
+def openai_style_url(url: str) -> bool:
+    """A base URL that only an OpenAI-compatible client can use: its path ends in /v1
+    (Ollama's http://127.0.0.1:11434/v1, vLLM's, LM Studio's, llama.cpp's, OpenRouter's
+    .../api/v1). Anthropic's SDK is given the host alone and adds /v1/messages itself."""
+    from urllib.parse import urlsplit
+
+    try:
+        path = urlsplit(url.strip()).path
+    except ValueError:
+        return False
+    return path.rstrip("/").endswith("/v1")
+
+
+def provider_hint(provider: str, base_url: str | None, inferred: bool = False) -> str:
+    """What to set when a custom endpoint is spoken to in the wrong API: "" when nothing is
+    to be said. Doctor's fix line; the chat's refusal (gateway/pipeline/replies.py) says the
+    same in the person's words."""
+    if not base_url:
+        return ""
+    if provider == "anthropic":
+        return (f"if {base_url} is an OpenAI-compatible server (Ollama, vLLM, LM Studio, "
+                "llama.cpp), set CLAWGATE_LLM__PROVIDER=openai ([llm] provider = \"openai\"), "
+                "and end the URL in /v1")
+    if inferred:
+        return ("provider openai was inferred from the /v1 URL; for an Anthropic-compatible "
+                "server set CLAWGATE_LLM__PROVIDER=anthropic and drop the /v1")
+    return ""
 
 
 class ConfigError(Exception):
@@ -105,6 +135,22 @@ class LLMSettings(_Section):
     endpoints: dict[str, EndpointSettings] = Field(default_factory=dict)
 
     _fallbacks = field_validator("fallbacks", mode="before")(comma_list)
+
+    @model_validator(mode="after")
+    def _provider_from_url(self) -> LLMSettings:
+        """Only `base_url` given, ending in /v1: the server speaks the OpenAI API (the
+        Anthropic SDK adds /v1 itself, so such a URL could never work for it). A person who
+        points clawgate at Ollama or vLLM should not also have to know the provider switch."""
+        if "provider" not in self.model_fields_set and self.base_url and \
+                openai_style_url(self.base_url):
+            self.provider = "openai"
+            self.model_fields_set.discard("provider")  # still not the person's choice
+        return self
+
+    @property
+    def provider_inferred(self) -> bool:
+        """The provider was read from the base URL, not set (doctor and the banner say so)."""
+        return "provider" not in self.model_fields_set and self.provider == "openai"
 
     @field_validator("endpoints")
     @classmethod

@@ -1,2 +1,2 @@
 """Features built on the message path (through pipeline/ports.py): the heartbeat host,
-scheduling, tidying, exec; tasks later."""
+scheduling, tidying and consolidation of memory, exec; tasks later."""

@@ -114,6 +114,7 @@ async def _guarded(request: web.Request, handler: Handler) -> web.StreamResponse
         if not panel.auth.csrf_ok(session, given):
             return web.Response(status=403, text="missing or wrong CSRF token: reload the page")
     request[SESSION] = session
+    await panel.host.refresh_names()  # people by name on every page (cheap; kept 5 s)
     try:
         return await handler(request)
     except (web.HTTPNotFound, web.HTTPBadRequest) as exc:

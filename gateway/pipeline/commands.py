@@ -226,7 +226,23 @@ async def _context(ctx: CommandContext) -> str:
         f"Budgets: {prompt.file_max_chars:,} chars per file, {prompt.total_max_chars:,} in total",
     ]
     lines += parts.capability_lines(route)  # skills and MCP tool servers
+    lines += standing_lines(files)
     return "\n".join(lines)
+
+
+def standing_lines(files: list[ContextFile]) -> list[str]:
+    """The standing instructions in this prompt, each with where it was said (private
+    contexts only: a group never loads INSTRUCTIONS.md)."""
+    from memory.instructions import parse_instructions
+    from memory.layout import INSTRUCTIONS_FILE
+
+    text = next((item.text for item in files if item.name == INSTRUCTIONS_FILE), "")
+    rules = [rule for rule in parse_instructions(text) if not rule.struck]
+    if not rules:
+        return []
+    return [f"Standing instructions ({INSTRUCTIONS_FILE}, followed in every private context):",
+            *(f"  - {rule.text}" + (f" ({rule.provenance})" if rule.provenance else "")
+              for rule in rules)]
 
 
 async def _reminders(ctx: CommandContext) -> str:

@@ -48,6 +48,7 @@ from gateway.pipeline.turn_setup import TurnSetup
 from gateway.pipeline.turns import TurnRunner
 
 if TYPE_CHECKING:
+    from gateway.agent.instructions import InstructionKeeper
     from gateway.agent.media.intake import MediaIntake, UserContent
     from gateway.agent.media.window import ImageWindow
     from gateway.agent.tools.schedule_tools import ScheduleDesk
@@ -140,7 +141,8 @@ def build_parts(
     agent = AgentLoop(metered, settings.llm.max_tool_rounds, images=_image_window(settings, media))
     sessions = sessions or SessionStore(clock)
     compactor = Compactor(metered, agent, settings.llm, settings.compaction, clock,
-                          settings.zone(), metrics=metrics, versioning=versioning)
+                          settings.zone(), metrics=metrics, versioning=versioning,
+                          instructions=_instructions(settings, metered, clock, metrics))
     turns = TurnRunner(
         sessions, agent, compactor, setup, delivery, metrics, versioning,
         Retries(state, delivery, metrics),
@@ -150,6 +152,7 @@ def build_parts(
         media=_media_step(media, by_name),
         recall=_recall(settings, memory, metrics),
         capture=_capture(settings, agent, metrics),
+        instructions=compactor.instructions,  # the compactor's keeper: one for both
     )
     commands = CommandContexts(settings, sessions, compactor, models, setup, schedule_desk,
                                usage=usage, budgets=budgets)
@@ -161,6 +164,16 @@ def build_parts(
         metrics, versioning, models, usage, budgets, accounting, metered, media, capabilities,
         setup, compactor, delivery, routes, turns, commands, memory, schedule_desk,
     )
+
+
+def _instructions(settings: Settings, metered: Provider, clock: Clock,
+                  metrics: GatewayMetrics) -> InstructionKeeper | None:
+    """Standing instructions (gateway/agent/instructions.py), unless turned off."""
+    if not settings.memory.standing_instructions:
+        return None
+    from gateway.agent.instructions import InstructionKeeper
+
+    return InstructionKeeper(metered, clock, settings.zone(), metrics.registry)
 
 
 def _media_step(media: MediaIntake | None, channels: dict[str, Channel]

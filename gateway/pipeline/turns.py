@@ -51,6 +51,7 @@ from gateway.pipeline.routing import Route
 from gateway.pipeline.streaming import ChatPace, LivePreview, open_preview
 
 if TYPE_CHECKING:
+    from gateway.agent.instructions import InstructionKeeper
     from gateway.agent.media.intake import UserContent
     from gateway.pipeline.auto_recall import AutoRecall
     from gateway.pipeline.capture import Capture, Due
@@ -114,6 +115,7 @@ class TurnRunner:
         media: MediaStep | None = None,
         recall: AutoRecall | None = None,
         capture: Capture | None = None,
+        instructions: InstructionKeeper | None = None,
     ) -> None:
         self.sessions = sessions
         self.agent = agent
@@ -143,6 +145,8 @@ class TurnRunner:
         # "I'll remember that" with nothing written: a silent capture step after the reply.
         self.capture = capture
         self._captures: dict[str, Due] = {}  # session key -> the capture its turn owes
+        # "Never delete anything without asking me": kept in INSTRUCTIONS.md after the reply.
+        self.instructions = instructions
 
     async def run(self, route: Route, msg: InboundMessage, *, durable: bool) -> str:
         """One turn. Hand edits since the last turn are committed first, the turn's after.
@@ -182,6 +186,7 @@ class TurnRunner:
                 await self._forget_preview(answer_key(msg))
             try:
                 captured = await self._capture_owed(session, route)
+                captured = await self._keep_instructions(route, msg) or captured
                 outcome = await sent
                 session.record_event("delivery", ok=outcome == "sent", channel=route.channel,
                                      **({} if outcome == "sent" else {"error": outcome}))
@@ -377,6 +382,25 @@ class TurnRunner:
         except Exception:  # the reply is queued: a failure here is only logged
             log.exception("memory capture in %s failed", route.session_key)
         return True
+
+    async def _keep_instructions(self, route: Route, msg: InboundMessage) -> bool:
+        """A standing rule in the person's private message goes to INSTRUCTIONS.md in this
+        turn, after the reply is queued (gateway/agent/instructions.py); a model call only
+        when the cheap detector fires. Whether it wrote the file."""
+        keeper = self.instructions
+        if keeper is None or not keeper.due(route.private, msg.text):
+            return False
+        try:
+            kept = await keeper.keep(route.workspace, [msg.text],
+                                     f"said {keeper.today()}, {route.channel} DM")
+        except ProviderError as exc:  # a budget cap: compaction tries again later
+            log.warning("standing-instruction check in %s not made: %s", route.session_key,
+                        exc.kind)
+            return False
+        except Exception:  # the reply is queued: a failure here is only logged
+            log.exception("standing-instruction check in %s failed", route.session_key)
+            return False
+        return bool(kept.added)
 
     async def _answer(
         self, session: Session, route: Route, system: SystemPrompt, ctx: ToolContext,

@@ -164,7 +164,7 @@ async def test_owner_session_in_a_real_browser(running: Any, tmp_path: Path) -> 
         await expect(row).to_contain_text("panel edit: MEMORY.md")
         await row.get_by_role("link", name="diff").click()
         await expect(row.locator("pre.diff .add").last).to_contain_text(
-            "+- Prefers green tea in the afternoon.")
+            "+ - Prefers green tea in the afternoon.")
         assert page.url.endswith("/p/owner/history")  # swapped in, not navigated
         await page.screenshot(path=str(SHOTS / "history.png"), full_page=True)
 
