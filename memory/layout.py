@@ -125,6 +125,7 @@ TRASH_DIR = ".trash"  # delete_file moves files here
 GIT_DIR = ".git"
 HEARTBEAT_STATE_FILE = ".clawgate-heartbeat.json"
 TIDY_STATE_FILE = ".clawgate-tidy.json"  # the daily MEMORY.md tidying's last pass
+VOICE_FILE = ".clawgate-voice.json"  # the person's /voice choice (gateway/pipeline/voice_choice.py)
 CONSOLIDATE_STATE_FILE = ".clawgate-consolidate.json"  # the nightly consolidation's passes
 # Reminders (scheduler/): the person's job list (versioned, hand-editable) and what ran.
 SCHEDULE_FILE = ".clawgate-schedule.json"

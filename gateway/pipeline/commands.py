@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from gateway.agent.tools.schedule_tools import ScheduleDesk
     from gateway.ops.usage import UsageLedger
     from gateway.pipeline.budgets import Budgets
+    from gateway.pipeline.voice_choice import VoiceChoices
 
 # Telegram-style: "/name" or "/name@bot", then arguments. "/etc/passwd?" is not a command.
 _COMMAND = re.compile(r"^/([A-Za-z0-9_]{1,32})(?:@\S+)?(?:\s+(.*))?$", re.DOTALL)
@@ -42,7 +43,8 @@ Commands:
 /status - model, session size in tokens, context window, compactions, workspace
 /context - which workspace files are in the prompt, and how big it is
 /reminders [cancel N] - your reminders and scheduled tasks, or cancel number N
-/usage [all] - tokens and cost today, this week and this month, by kind (all: everyone)"""
+/usage [all] - tokens and cost today, this week and this month, by kind (all: everyone)
+/voice [on|off|mirror] - voice replies: always, never, or to voice notes (alone: the setting)"""
 
 UNKNOWN = "Unknown command /{name}. Send /help for the list."
 
@@ -86,6 +88,7 @@ class CommandContext:
     schedule_desk: ScheduleDesk | None = None  # reminders (gateway/features/scheduling.py)
     usage: UsageLedger | None = None  # /usage (gateway/ops/usage.py)
     budgets: Budgets | None = None
+    voice: VoiceChoices | None = None  # /voice (gateway/pipeline/voice_choice.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,11 +104,13 @@ class CommandContexts:
     schedule_desk: ScheduleDesk | None = None
     usage: UsageLedger | None = None
     budgets: Budgets | None = None
+    voice: VoiceChoices | None = None
 
     def for_route(self, route: Route, args: str = "") -> CommandContext:
         return CommandContext(route, args, self.settings, self.sessions, self.compactor,
                               self.models.for_person(route.person_id), self.prompt,
-                              self.schedule_desk, usage=self.usage, budgets=self.budgets)
+                              self.schedule_desk, usage=self.usage, budgets=self.budgets,
+                              voice=self.voice)
 
 
 Handler = Callable[[CommandContext], Awaitable[str]]
@@ -253,6 +258,12 @@ async def _usage(ctx: CommandContext) -> str:
     return await usage_command(ctx)
 
 
+async def _voice(ctx: CommandContext) -> str:
+    if ctx.voice is None:
+        return "Voice replies are not available here."
+    return await ctx.voice.command(ctx.route.workspace, ctx.args, private=ctx.route.private)
+
+
 COMMANDS: dict[str, CommandSpec] = {
     "help": CommandSpec(_help),
     "new": CommandSpec(_new_session, queued=True),
@@ -262,4 +273,5 @@ COMMANDS: dict[str, CommandSpec] = {
     "context": CommandSpec(_context),
     "reminders": CommandSpec(_reminders),
     "usage": CommandSpec(_usage),
+    "voice": CommandSpec(_voice),
 }

@@ -41,6 +41,7 @@ from retrypolicy import Backoff
 if TYPE_CHECKING:
     from gateway.agent.sessions import SessionStore
     from gateway.agent.tools.schedule_tools import ScheduleDesk
+    from gateway.pipeline.voice_reply import VoiceReplies
     from memory.service import MemoryService
 
 log = logging.getLogger(__name__)
@@ -131,6 +132,8 @@ class Gateway:
             for channel in self.channels.values():
                 await channel.start(self.handle)
             await self.delivery.resume()
+            if self.parts.voice is not None:
+                await self._sweep_voice_notes(self.parts.voice)
             if pending:
                 log.info("resuming %d message(s) recorded but not answered before", len(pending))
             for msg in pending:
@@ -140,6 +143,17 @@ class Gateway:
                 await self.approvals.start()
         finally:
             self._resumed.set()
+
+    async def _sweep_voice_notes(self, voice: VoiceReplies) -> None:
+        """Voice notes a crash left behind (their row finished, the file not yet removed)."""
+        try:
+            keep = {m.file for m in await self.state.pending_outbound() if m.file}
+            removed = await asyncio.to_thread(voice.sweep, keep)
+        except Exception:  # housekeeping: never a reason not to start
+            log.exception("could not tidy the voice notes folder")
+            return
+        if removed:
+            log.info("removed %d voice note(s) left behind by an earlier run", removed)
 
     def stop_intake(self) -> None:
         """From now on a new message is recorded (platforms) but not answered in this run:
@@ -174,6 +188,8 @@ class Gateway:
                    self.state.close]
         if self.media is not None:
             closers.append(self.media.close)
+        if self.parts.voice is not None:
+            closers.append(self.parts.voice.close)
         if self.memory is not None:
             closers.append(self.memory.close)
         for close in closers:

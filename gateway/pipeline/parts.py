@@ -46,14 +46,19 @@ from gateway.pipeline.replies import endpoint_host
 from gateway.pipeline.routing import Route, Router
 from gateway.pipeline.turn_setup import TurnSetup
 from gateway.pipeline.turns import TurnRunner
+from gateway.pipeline.voice_choice import VoiceChoices
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from gateway.agent.instructions import InstructionKeeper
     from gateway.agent.media.intake import MediaIntake, UserContent
+    from gateway.agent.media.speech import Speaker
     from gateway.agent.media.window import ImageWindow
     from gateway.agent.tools.schedule_tools import ScheduleDesk
     from gateway.pipeline.auto_recall import AutoRecall
     from gateway.pipeline.capture import Capture
+    from gateway.pipeline.voice_reply import VoiceReplies
     from memory.service import MemoryService
 
 
@@ -86,6 +91,7 @@ class GatewayParts:
     delivery: Delivery  # the one way out: outbox, per-chat ordered senders, retries
     routes: DmRoutes  # each person's last DM route: heartbeats, reminders, budget notes
     turns: TurnRunner
+    voice: VoiceReplies | None  # replies read aloud; None when `[media.speech] backend = none`
     commands: CommandContexts  # what a slash command (and the panel's session action) uses
     memory: MemoryService | None  # recall and the memory tools; None without an index
     schedule_desk: ScheduleDesk | None  # reminders: the tools, /reminders, the panel's page
@@ -143,6 +149,8 @@ def build_parts(
     compactor = Compactor(metered, agent, settings.llm, settings.compaction, clock,
                           settings.zone(), metrics=metrics, versioning=versioning,
                           instructions=_instructions(settings, metered, clock, metrics))
+    router = Router(settings.workspaces_dir, settings.owner, state)
+    voice = _voice_replies(settings, state, accounting, router)
     turns = TurnRunner(
         sessions, agent, compactor, setup, delivery, metrics, versioning,
         Retries(state, delivery, metrics),
@@ -153,17 +161,47 @@ def build_parts(
         recall=_recall(settings, memory, metrics),
         capture=_capture(settings, agent, metrics),
         instructions=compactor.instructions,  # the compactor's keeper: one for both
+        voice=voice,
     )
-    commands = CommandContexts(settings, sessions, compactor, models, setup, schedule_desk,
-                               usage=usage, budgets=budgets)
+    commands = CommandContexts(
+        settings, sessions, compactor, models, setup, schedule_desk, usage=usage,
+        budgets=budgets,
+        voice=voice.choices if voice is not None else VoiceChoices(settings.media.speech))
     limits = PersonLimits(clock, settings.limits.queue_per_person,
                           settings.limits.messages_per_minute)
     return GatewayParts(
         settings, provider, clock, redactor, access or LocalOnlyAccess(), by_name, state,
-        Router(settings.workspaces_dir, settings.owner, state), sessions, lanes, limits,
+        router, sessions, lanes, limits,
         metrics, versioning, models, usage, budgets, accounting, metered, media, capabilities,
-        setup, compactor, delivery, routes, turns, commands, memory, schedule_desk,
+        setup, compactor, delivery, routes, turns, voice, commands, memory, schedule_desk,
     )
+
+
+def _voice_replies(settings: Settings, state: StateDB, accounting: Accounting,
+                   router: Router) -> VoiceReplies | None:
+    """Replies read aloud, or None when no speech backend is configured. Nothing loads here:
+    the backend is made with the first reply to be spoken, and the local voice loads on its
+    speech thread then."""
+    speech = settings.media.speech
+    if speech.backend == "none":
+        return None
+    from gateway.pipeline.voice_reply import VOICE_DIR, VoiceReplies
+    from gateway.workspace.seed import workspace_path
+
+    def make_speaker() -> Speaker:  # at the first reply spoken: numpy and PyAV load then
+        from gateway.agent.media.speech import build_speaker
+
+        return build_speaker(speech)
+
+    async def person_workspace(channel: str, sender_id: str) -> Path | None:
+        """A group speaker's own workspace (where their /voice choice is), if they have one."""
+        workspace = workspace_path(settings.workspaces_dir,
+                                   await router.person_for(channel, sender_id))
+        return workspace if workspace.is_dir() else None
+
+    return VoiceReplies(speech, make_speaker, state.path.parent / VOICE_DIR,
+                        accounting=accounting, billed=speech.backend == "openai",
+                        person_workspace=person_workspace)
 
 
 def _instructions(settings: Settings, metered: Provider, clock: Clock,

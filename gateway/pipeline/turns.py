@@ -5,10 +5,12 @@ transcript (its attachments fetched and turned into text and images first, gatew
 media/); the prompt is assembled; flush and compaction run if due; the agent loop answers
 (all of it within one overall deadline); the answer is appended to the transcript; the reply
 goes to the outbox and the inbox entry is marked done in one statement (gateway/pipeline/
-delivery.py); then it is sent. Everything the person must hear about (provider errors, our
-own bugs, a prompt or tool set that cannot be built, the deadline) ends in a reply, never in
-silence. A message re-queued by a restart continues from what the transcript says was done
-(gateway/pipeline/recovery.py): a reply recorded before the crash is delivered as it is.
+delivery.py); then it is sent (a reply to be heard is read aloud first and goes out as a
+voice note with its text, gateway/pipeline/voice_reply.py). Everything the person must hear
+about (provider errors, our own bugs, a prompt or tool set that cannot be built, the
+deadline) ends in a reply, never in silence. A message re-queued by a restart continues
+from what the transcript says was done (gateway/pipeline/recovery.py): a reply recorded
+before the crash is delivered as it is.
 
 Where the channel shows live previews, the turn streams into one (gateway/pipeline/
 streaming.py) and its reply replaces the preview (the preview stops before the reply is
@@ -55,6 +57,7 @@ if TYPE_CHECKING:
     from gateway.agent.media.intake import UserContent
     from gateway.pipeline.auto_recall import AutoRecall
     from gateway.pipeline.capture import Capture, Due
+    from gateway.pipeline.voice_reply import VoiceReplies
 
 log = logging.getLogger(__name__)
 
@@ -116,6 +119,7 @@ class TurnRunner:
         recall: AutoRecall | None = None,
         capture: Capture | None = None,
         instructions: InstructionKeeper | None = None,
+        voice: VoiceReplies | None = None,
     ) -> None:
         self.sessions = sessions
         self.agent = agent
@@ -140,6 +144,8 @@ class TurnRunner:
         # tries the message again (gateway.py, PERSIST_ATTEMPTS), and a retry must not fetch
         # and transcribe its files again. Emptied as each message is recorded.
         self._taken: dict[tuple[str, str, str], UserContent] = {}
+        # Replies read aloud (gateway/pipeline/voice_reply.py); None when speech is off.
+        self.voice = voice
         # Memory hits for the message, given before private turns (None: no recall).
         self.recall = recall
         # "I'll remember that" with nothing written: a silent capture step after the reply.
@@ -177,10 +183,19 @@ class TurnRunner:
                 replaces = ""
             if reply is None:
                 return ""  # given up on, and answered as such (recovery.py)
+            reply_key = answer_key(msg) if durable else None
+            voice = await self._voice_note(route, msg, reply, reply_key)
+            if voice and replaces:
+                # The text ends its preview as it always does; the voice note goes just
+                # before it, on its own (a restart before the text's row repeats this turn's
+                # delivery, and the voice's key makes that a no-op).
+                await self.delivery.deliver(route.channel, route.chat_id, "", file=voice,
+                                            key=f"{reply_key}:voice" if reply_key else None)
+                voice = ""
             sent = await self.delivery.deliver(
-                route.channel, route.chat_id, reply,
-                key=answer_key(msg) if durable else None, done=msg if durable else None,
-                replaces=replaces,
+                route.channel, route.chat_id, reply, key=reply_key,
+                done=msg if durable else None,
+                replaces=replaces, file=voice,
             )
             if replaces and durable:
                 await self._forget_preview(answer_key(msg))
@@ -202,6 +217,19 @@ class TurnRunner:
             except Exception:  # the reply is queued: nothing here may cause a second one
                 log.exception("bookkeeping after the turn in %s failed", key)
             return reply
+
+    async def _voice_note(self, route: Route, msg: InboundMessage, reply: str,
+                          key: str | None) -> str:
+        """The reply read aloud, as a file for the outbox ("" for text only: never fails)."""
+        if self.voice is None or nothing_to_send(reply):
+            return ""
+        try:
+            return await self.voice.voice_note_for(
+                route, msg, reply, key=key or "",
+                channel=self.delivery.channels.get(route.channel))
+        except Exception:
+            log.exception("could not make the voice reply in %s", route.session_key)
+            return ""
 
     async def _live_preview(self, route: Route, msg: InboundMessage, *,
                             durable: bool) -> LivePreview | None:
