@@ -256,8 +256,7 @@ async def scripted(args: argparse.Namespace) -> None:
             channel = RecordingChannel()
             clock = FixedClock(datetime(TODAY.year, TODAY.month, TODAY.day, 9, tzinfo=UTC))
             gateway = Gateway.build(settings, build_provider(settings), channels=[channel],
-                              clock=clock, access=AllowAll())
-            gateway.use_memory(service)
+                                    clock=clock, access=AllowAll(), memory=service)
             await gateway.start()
             state = Script(server)
             server.responder = state.respond

@@ -124,7 +124,7 @@ async def measure(lines: int, turns: int, days: int) -> dict[str, Any]:
                 path.write_text(note(back), encoding="utf-8")
                 at = datetime.combine(day, datetime.min.time(), UTC).timestamp() + 20 * 3600
                 os.utime(path, (at, at))
-            outcome = await Consolidator(gateway).visit(OWNER, ws, force=True)
+            outcome = await Consolidator(gateway.parts).visit(OWNER, ws, force=True)
             spent = tokens_by_kind(server)
         finally:
             await gateway.stop()

@@ -37,10 +37,12 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from gateway.agent.providers import anthropic_provider, build_provider
-from gateway.clock import FixedClock
+from gateway.agent.tools.schedule_tools import schedule_tools
+from gateway.clock import Clock, FixedClock, SystemClock
 from gateway.config.settings import load_settings
-from gateway.features.scheduling import attach_schedules
+from gateway.features.scheduling import build_schedule_desk
 from gateway.pipeline.gateway import Gateway
+from gateway.stores.state import StateDB
 from gateway.stores.usage import Totals
 from memory.service import MemoryOptions, MemoryService
 from tests.conftest import AllowAll
@@ -68,10 +70,15 @@ async def gateway_for(settings: Any, *, clock: FixedClock | None = None,
                       provider: Any = None) -> tuple[Gateway, RecordingChannel]:
     """A gateway with every default capability: file, memory and reminder tools."""
     channel = RecordingChannel()
+    time: Clock = clock or SystemClock()
+    state = StateDB.for_root(settings.workspaces_dir, inbox_retention=settings.inbox_retention)
+    desk = build_schedule_desk(settings, time, state.links.last_dm_route, [channel.name])
     gateway = Gateway.build(settings, provider or build_provider(settings), channels=[channel],
-                      clock=clock, access=AllowAll())
-    gateway.use_memory(MemoryService(lambda: FakeEmbedder(), MemoryOptions(watch=False)))
-    attach_schedules(gateway)
+                            clock=time, access=AllowAll(), state=state,
+                            memory=MemoryService(lambda: FakeEmbedder(),
+                                                 MemoryOptions(watch=False)),
+                            private_tools=schedule_tools(desk) if desk else (),
+                            schedule_desk=desk)
     await gateway.start()
     return gateway, channel
 
@@ -134,7 +141,7 @@ async def conversation(root: Path, server_class: type[FakeLLMServer], turns: int
                     per_turn.append((sum(map(prompt_tokens, sent)),
                                      sum(map(cached_tokens, sent))))
                     clock.advance(timedelta(minutes=2))
-                ledger = await gateway.usage.total(None, gateway.usage.periods().today)
+                ledger = await gateway.parts.usage.total(None, gateway.parts.usage.periods().today)
             finally:
                 await gateway.stop()
             reported = server.reported_totals()
@@ -143,7 +150,7 @@ async def conversation(root: Path, server_class: type[FakeLLMServer], turns: int
     later = per_turn[1:]
     share = sum(c for _, c in later) / max(1, sum(p for p, _ in later))
     return {"per_turn": per_turn, "share": share, "ledger": ledger, "reported": reported,
-            "model": settings.llm.resolved_model, "prices": gateway.usage.prices}
+            "model": settings.llm.resolved_model, "prices": gateway.parts.usage.prices}
 
 
 def equal(ledger: Totals, reported: dict[str, int]) -> bool:

@@ -116,7 +116,7 @@ async def measure(server: FakeLLMServer, history: int) -> dict[str, int]:
                     f"between 9 and 11, and remind me to buy milk?", message_id=str(n)))
             await gateway.lanes.drain()
             # map the bench sender to the workspace: its person id is bench-ana
-            beat = Heartbeat(workspace, PERSON, GatewayHeartbeatHost(gateway),
+            beat = Heartbeat(workspace, PERSON, GatewayHeartbeatHost(gateway.parts),
                              policy_for(settings, PERSON), clock)
             results: dict[str, int] = {}
             for label, reply in (("ack", ACK), ("alert", ALERT)):

@@ -107,9 +107,9 @@ async def scheduler_part(args: argparse.Namespace) -> None:
             return refs
 
         host = Host()
-        scheduler = Scheduler(host, discover, WallClock(),
+        scheduler = Scheduler(discover, WallClock(),
                               policy=SchedulerPolicy(rescan_seconds=args.rescan, max_wait=30))
-        await scheduler.start()
+        await scheduler.start(host)
         try:
             clean = await window(args.window, counter, host, passes)
             schedule_path(refs[0].path).write_text(json.dumps({"jobs": [

@@ -132,7 +132,8 @@ async def run(turns: int, window: int) -> None:
             if turn % (turns // 10) == 0:
                 samples.append((turn, rss_mib()))
         wall = time.perf_counter() - begin
-        session = await gateway.sessions.get(Path(root) / "bench-me", dm_session_key("bench-me"))
+        session = await gateway.parts.sessions.get(Path(root) / "bench-me",
+                                                   dm_session_key("bench-me"))
         await gateway.stop()
 
     print(f"turns: {turns} in {wall:.1f} s ({turns / wall:.0f} turns/s), window {window:,}")

@@ -81,7 +81,7 @@ async def run(people: int, lines: int, requests: int) -> None:
         for n in range(3):
             await pairing.request(InboundMessage("telegram", str(n), str(n), "hi",
                                                  sender_name=f"Stranger {n}"))
-        panel = PanelServer(PanelHost(gateway), PanelSettings(port=0))
+        panel = PanelServer(PanelHost(gateway.parts), PanelSettings(port=0))
         await panel.start()
         try:
             base = panel.url

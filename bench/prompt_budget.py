@@ -122,7 +122,7 @@ async def measure(root: Path, skills: int, servers: int, per_server: int,
             started = time.perf_counter()
             rounds = 200
             for _ in range(rounds):
-                gateway.setup.tools_for(route).specs()
+                gateway.parts.setup.tools_for(route).specs()
                 gateway.capabilities.skill_section(route.workspace, "owner_dm")
             per_turn_us = (time.perf_counter() - started) / rounds * 1e6
         finally:

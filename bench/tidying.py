@@ -103,7 +103,7 @@ async def measure(lines: int, turns: int) -> dict[str, Any]:
             before = len(server.reported)
             answer = dedup_ops(text)
             server.reply_text(answer, output_tokens=estimate_tokens(answer))
-            outcome = await Tidier(gateway).tidy(OWNER, ws, force=True)
+            outcome = await Tidier(gateway.parts).tidy(OWNER, ws, force=True)
             pass_in, pass_out = total(server, before)
         finally:
             await gateway.stop()

@@ -103,6 +103,11 @@ class HeartbeatService:
         self._scanner = asyncio.create_task(self._rescan(), name="heartbeat-rescan")
         log.info("heartbeats running for %d workspace(s)", len(self._tasks))
 
+    @property
+    def running(self) -> bool:
+        """Between `start` and `stop`: a new workspace's timer may be started (`refresh`)."""
+        return self._scanner is not None
+
     def refresh(self) -> int:
         """Start a timer for every workspace that has none yet; returns how many started."""
         started = 0

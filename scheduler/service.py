@@ -137,16 +137,18 @@ _Entry = tuple[float, int, str, int, int, str]
 
 
 class Scheduler:
+    """The heap and the fire protocol (module doc). Its host (delivery and light turns) is
+    given when it starts, as a channel gets its handler: the host's turns use tools that
+    tell this scheduler about changed jobs, so the scheduler exists before the host."""
+
     def __init__(
         self,
-        host: SchedulerHost,
         discover: Callable[[], Iterable[WorkspaceRef]],
         clock: Clock,
         *,
         policy: SchedulerPolicy | None = None,
         sleep: Sleep = asyncio.sleep,
     ) -> None:
-        self.host = host
         self.discover = discover
         self.clock = clock
         self.policy = policy or SchedulerPolicy()
@@ -163,6 +165,7 @@ class Scheduler:
         self._write_lock = asyncio.Lock()
         self._flusher: asyncio.Task[None] | None = None
         self._last_scan = float("-inf")
+        self._host: SchedulerHost | None = None  # while running (`start`)
 
     # -- public -----------------------------------------------------------------------------
 
@@ -191,7 +194,19 @@ class Scheduler:
         self._last_scan = self.clock.now().timestamp()
         log.info("scheduler: %d job(s) in %d workspace(s)", self.metrics.jobs, len(loaded))
 
-    async def start(self) -> None:
+    @property
+    def running(self) -> bool:
+        return self._runner is not None
+
+    @property
+    def host(self) -> SchedulerHost:
+        if self._host is None:
+            raise RuntimeError("the scheduler has no host before it starts")
+        return self._host
+
+    async def start(self, host: SchedulerHost) -> None:
+        """Load every workspace and fire from now on, delivering through `host`."""
+        self._host = host
         await self.load()
         self._runner = asyncio.create_task(self._run(), name="scheduler")
         # Write the next runs computed at load, so the next start need not compute them.

@@ -11,10 +11,12 @@ import pytest
 
 from channels.base import InboundMessage
 from gateway.agent.providers import build_provider
-from gateway.clock import Clock
+from gateway.agent.sessions import SessionStore
+from gateway.clock import Clock, SystemClock
 from gateway.config.settings import Settings, load_settings
 from gateway.pipeline.access import AccessDecision
 from gateway.pipeline.gateway import Gateway
+from gateway.stores.state import StateDB
 from tests import loopback_only
 from tests.fakes.channel import RecordingChannel
 from tests.fakes.llm_server import FakeAnthropicServer, FakeLLMServer, FakeOpenAIServer
@@ -129,6 +131,10 @@ def llm_overrides(server: FakeLLMServer, **extra: Any) -> dict[str, Any]:
 async def make_gateway(
     make_settings: Callable[..., Settings],
 ) -> AsyncIterator[Callable[..., Any]]:
+    """A started Gateway with a RecordingChannel, wired at construction as the assembly does:
+    `memory_service` (a MemoryService, or a function of the settings making one), `scheduler`
+    (the schedule desk, its scheduler not started, and the schedule tools; `scheduler_sleep`
+    for its timer), web tools (`web_tools`: their keywords, e.g. a test resolver)."""
     gateways: list[Gateway] = []
 
     async def make(
@@ -137,12 +143,39 @@ async def make_gateway(
         channel: RecordingChannel | None = None,
         clock: Clock | None = None,
         llm: dict[str, Any] | None = None,
+        memory_service: Any = None,
+        scheduler: bool = False,
+        scheduler_sleep: Any = None,
+        web_tools: dict[str, Any] | None = None,
         **settings_overrides: Any,
     ) -> tuple[Gateway, RecordingChannel]:
         channel = channel or RecordingChannel()
         settings = make_settings(**llm_overrides(server, **(llm or {})), **settings_overrides)
+        clock = clock or SystemClock()
+        state = StateDB.for_root(settings.workspaces_dir,
+                                 inbox_retention=settings.inbox_retention)
+        sessions = SessionStore(clock)
+        memory = memory_service(settings) if callable(memory_service) else memory_service
+        private: list[Any] = []
+        shared: list[Any] = []
+        if web_tools is not None:
+            from gateway.assembly.web import web_tools as make_web_tools
+
+            made = make_web_tools(settings.web, sessions, **web_tools)
+            private.extend(made)
+            shared.extend(made if settings.web.groups else [])
+        desk = None
+        if scheduler:
+            from gateway.agent.tools.schedule_tools import schedule_tools
+            from gateway.features.scheduling import build_schedule_desk
+
+            desk = build_schedule_desk(settings, clock, state.links.last_dm_route, [channel.name],
+                                 **({"sleep": scheduler_sleep} if scheduler_sleep else {}))
+            private.extend(schedule_tools(desk) if desk is not None else [])
         gateway = Gateway.build(
-            settings, build_provider(settings), channels=[channel], clock=clock, access=AllowAll()
+            settings, build_provider(settings), channels=[channel], clock=clock,
+            access=AllowAll(), state=state, sessions=sessions, memory=memory,
+            private_tools=private, shared_tools=shared, schedule_desk=desk,
         )
         await gateway.start()
         gateways.append(gateway)

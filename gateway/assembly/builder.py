@@ -7,18 +7,25 @@ once by registering its teardown, so parts come up in order, go down in reverse,
 failure half-way unwinds exactly what had started (no half-open database keeping the process
 alive, no health port left bound).
 
+Built in dependency order, each part given what it needs in its constructor (nothing is
+attached afterwards; `assemble_parts`): clock, provider, state database, channels and their
+access policy, redactor, sessions, the web tools, the memory service, the schedule desk and
+its scheduler (not started) -> the gateway's parts (gateway/pipeline/parts.py, with those
+tools, memory and desk) -> the services around the gateway, given the parts (heartbeats, the
+scheduler's host, tidying) -> the Gateway, told when a workspace is new (a new person's
+heartbeat timer starts at once). The scheduler gets its host when it starts: its host's turns
+use the schedule tools, whose desk tells the scheduler about changes (the one cycle).
+
 Order up: the workspaces root's gateway lock (`clawgate run` only: a second gateway on the
 same data would answer every message twice; gateway/assembly/instance_lock.py) -> the health port
-is reserved (a busy port fails before anything connects) -> the
-further services are built (the `services` slot: the scheduler; what they add to the gateway,
-such as the schedule tools, is there for the first turn) -> gateway (state database, memory,
+is reserved (a busy port fails before anything connects) -> gateway (state database, memory,
 provider, channels, resumed messages): the channels poll from here -> the provider SDK starts
-loading in a worker thread -> heartbeat service and further services started (timers, light:
-a reminder due at start is sent on time) -> a wait for the SDK and for the messages that were
-waiting at start to be answered (up to `FIRST_ANSWERS_WAIT_SECONDS` in all), so that the HTTP
-servers' imports do not slow the first answers -> health server served -> web panel. Down:
-the reverse; the gateway's own stop gives running turns `stop_grace_seconds`, then leaves them
-pending for next start.
+loading in a worker thread -> heartbeat service, scheduler and further services started
+(timers, light: a reminder due at start is sent on time) -> a wait for the SDK and for the
+messages that were waiting at start to be answered (up to `FIRST_ANSWERS_WAIT_SECONDS` in
+all), so that the HTTP servers' imports do not slow the first answers -> health server served
+-> web panel. Down: the reverse; the gateway's own stop gives running turns
+`stop_grace_seconds`, then leaves them pending for next start.
 
 Start-up time is measured by bench/startup.py: nothing the first poll does not need is
 imported before it (tests/gateway/assembly/test_startup_imports.py keeps it so).
@@ -42,6 +49,7 @@ if TYPE_CHECKING:
     from gateway.clock import Clock
     from gateway.pipeline.gateway import Gateway
     from gateway.pipeline.health import HealthServer
+    from gateway.pipeline.parts import GatewayParts
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +82,8 @@ class Service(Protocol):
     async def stop(self) -> None: ...
 
 
-ServiceFactory = Callable[["Gateway"], Service]
+# A service around the gateway, made from its parts (before the Gateway itself).
+ServiceFactory = Callable[["GatewayParts"], Service]
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +95,7 @@ class Plan:
     heartbeats: bool = True
     health: bool = True
     memory: bool = True
+    scheduler: bool = True  # the schedule desk (its tools, /reminders) and the scheduler
     panel: bool = True  # the web control panel, if [panel] enabled
     # Hold the workspaces root's gateway lock: one gateway polls the bots and runs the turns.
     exclusive: bool = True
@@ -99,7 +109,70 @@ RUN = Plan()
 CHAT = Plan(channels="terminal", heartbeats=True, health=False, panel=False, exclusive=False)
 CHAT_AT_A_TERMINAL = Plan(channels="terminal", heartbeats=True, health=False, panel=True,
                           exclusive=False)
-ONE_BEAT = Plan(channels="none", heartbeats=False, health=False, panel=False, exclusive=False)
+ONE_BEAT = Plan(channels="none", heartbeats=False, health=False, scheduler=False, panel=False,
+                exclusive=False)
+
+
+def assemble_parts(
+    settings: Settings,
+    plan: Plan,
+    *,
+    provider: Provider | None = None,
+    extra_channels: Sequence[Channel] = (),
+    clock: Clock | None = None,
+    options: Mapping[str, Mapping[str, Any]] | None = None,
+) -> GatewayParts:
+    """The gateway's parts for `plan`, in dependency order, not started (no I/O happens
+    here): what the parts' tools need is made first and given to them."""
+    from gateway.agent.sessions import SessionStore
+    from gateway.assembly import platforms
+    from gateway.assembly.web import web_tools
+    from gateway.clock import SystemClock
+    from gateway.ops.redaction import Redactor
+    from gateway.pipeline.parts import build_parts
+    from gateway.stores.state import StateDB
+
+    clock = clock or SystemClock()
+    if provider is None:
+        from gateway.agent.providers import build_provider
+
+        provider = build_provider(settings, defer=True)  # the SDK loads after start-up
+    state = StateDB.for_root(  # opened by Gateway.start
+        settings.workspaces_dir, inbox_retention=settings.inbox_retention)
+    channels: list[Channel] = []
+    if plan.channels == "platforms":
+        channels.extend(platforms.build_channels(settings, state, options))
+    channels.extend(extra_channels)
+    if plan.channels == "terminal":
+        from channels.terminal import TerminalChannel
+        from gateway.assembly.terminal_chat import history_path
+
+        channels.append(TerminalChannel(history_path=history_path(settings),
+                                        streaming=settings.chat.streaming))
+    sessions = SessionStore(clock)
+    web = web_tools(settings.web, sessions)  # web_fetch, web_search as [web] says
+    memory = None
+    if plan.memory:
+        from gateway.config.memory import build_memory_service
+
+        memory = build_memory_service(settings.memory)
+    desk = None
+    private_tools: list[Any] = list(web)
+    if plan.scheduler:
+        from gateway.features.scheduling import build_schedule_desk
+
+        desk = build_schedule_desk(settings, clock, state.links.last_dm_route,
+                             [channel.name for channel in channels])
+        if desk is not None:
+            from gateway.agent.tools.schedule_tools import schedule_tools
+
+            private_tools.extend(schedule_tools(desk))
+    return build_parts(
+        settings, provider, channels=channels, clock=clock,
+        access=platforms.access_policy(settings, state, clock), private_tools=private_tools,
+        shared_tools=web if settings.web.groups else (), state=state,
+        redactor=Redactor.from_settings(settings), sessions=sessions, memory=memory,
+        schedule_desk=desk)
 
 
 def build_gateway(
@@ -111,34 +184,12 @@ def build_gateway(
     clock: Clock | None = None,
     options: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> Gateway:
-    """The Gateway object for `plan`, not started (no I/O happens here)."""
-    from gateway.assembly import platforms
+    """The Gateway object for `plan`, not started (no I/O happens here), without the
+    services around it (GatewayApp adds those)."""
+    from gateway.pipeline.gateway import Gateway
 
-    if provider is None:
-        from gateway.agent.providers import build_provider
-
-        provider = build_provider(settings, defer=True)  # the SDK loads after start-up
-    channels: list[Channel] = list(extra_channels)
-    if plan.channels == "terminal":
-        from channels.terminal import TerminalChannel
-        from gateway.assembly.terminal_chat import history_path
-
-        channels.append(TerminalChannel(history_path=history_path(settings),
-                                        streaming=settings.chat.streaming))
-    gateway = platforms.build_gateway(
-        settings, provider, extra_channels=channels, clock=clock,
-        options=options, with_platforms=plan.channels == "platforms",
-    )
-    if plan.memory:
-        from gateway.config.memory import build_memory_service
-
-        service = build_memory_service(settings.memory)
-        if service is not None:
-            gateway.use_memory(service)
-    from gateway.assembly.web import attach_web
-
-    attach_web(gateway)  # web_fetch, web_search as [web] says
-    return gateway
+    return Gateway(assemble_parts(settings, plan, provider=provider,
+                                  extra_channels=extra_channels, clock=clock, options=options))
 
 
 Say = Callable[[str], Awaitable[None]]
@@ -150,7 +201,7 @@ async def _to_stderr(text: str) -> None:
     print(text, file=sys.stderr)
 
 
-async def start_panel(gateway: Gateway, settings: Settings, *, say: Say = _to_stderr,
+async def start_panel(parts: GatewayParts, settings: Settings, *, say: Say = _to_stderr,
                       beside: bool = False) -> Any:
     """Serve the web control panel (gateway/panel/) on the gateway's event loop; None if it
     is off or its port is taken (the gateway itself keeps running: the panel is for the
@@ -166,7 +217,7 @@ async def start_panel(gateway: Gateway, settings: Settings, *, say: Say = _to_st
     from gateway.panel.host import PanelHost
     from gateway.panel.server import PanelServer
 
-    panel = PanelServer(PanelHost(gateway), settings.panel, configured_secrets(settings))
+    panel = PanelServer(PanelHost(parts), settings.panel, configured_secrets(settings))
     try:
         await panel.start()
     except OSError as exc:
@@ -197,22 +248,27 @@ class GatewayApp:
         settings: Settings,
         plan: Plan = RUN,
         *,
-        gateway: Gateway | None = None,
+        parts: GatewayParts | None = None,
         services: Sequence[ServiceFactory] = (),
         heartbeat_factory: ServiceFactory | None = None,
     ) -> None:
+        from gateway.pipeline.gateway import Gateway
+
         self.settings = settings
         self.plan = plan
-        self.gateway = gateway or build_gateway(settings, plan)
+        self.parts = parts or assemble_parts(settings, plan)
         from gateway.ops.logs import share_redactor
 
-        share_redactor(self.gateway.redactor)  # one set of secrets for logs and tool results
-        self.health: HealthServer | None = None
+        share_redactor(self.parts.redactor)  # one set of secrets for logs and tool results
+        # The services around the gateway, made from its parts: started after the gateway.
         self.heartbeats: Service | None = None
+        if plan.heartbeats:
+            self.heartbeats = self._heartbeats(heartbeat_factory)
+        self._services = self._scheduler_service() + [factory(self.parts) for factory in services]
+        self.gateway = Gateway(self.parts, on_new_workspace=self._new_workspace)
+        self.health: HealthServer | None = None
         self.panel: Any = None
         self.services: list[Service] = []
-        self._service_factories = list(services)
-        self._heartbeat_factory = heartbeat_factory
         self._stack: contextlib.AsyncExitStack | None = None
         self._grace = settings.stop_grace_seconds
 
@@ -223,21 +279,19 @@ class GatewayApp:
                 self._lock(stack)
             if self.plan.health and self.settings.health.enabled:
                 self.health = self._bind_health(stack)
-            services = [factory(self.gateway) for factory in self._service_factories]
             stack.push_async_callback(self._stop_gateway)
             await self._start_gateway()
             warming = self._warm_provider(stack)
             # The timers next, light (their modules are loaded): a reminder due now is on time.
-            if self.plan.heartbeats:
-                self.heartbeats = await self._start_service(stack, self._heartbeats())
-                self._watch_new_workspaces(self.heartbeats)
-            for service in services:
+            if self.heartbeats is not None:
+                await self._start_service(stack, self.heartbeats)
+            for service in self._services:
                 self.services.append(await self._start_service(stack, service))
             await self._let_first_answers_out(warming)
             if self.health is not None:
                 await self._start_health(self.health)  # readiness reflects the channels
             if self.plan.panel:
-                self.panel = await start_panel(self.gateway, self.settings, say=self._say,
+                self.panel = await start_panel(self.parts, self.settings, say=self._say,
                                                beside=not self.plan.exclusive)
                 if self.panel is not None:
                     stack.push_async_callback(self.panel.stop)
@@ -273,7 +327,7 @@ class GatewayApp:
         there is one (a plain print would land inside the line being typed), else stderr."""
         from channels.terminal import TerminalChannel
 
-        terminal = self.gateway.channel("terminal")
+        terminal = self.parts.channels.get("terminal")
         if isinstance(terminal, TerminalChannel):
             await terminal.notice(text)
         else:
@@ -297,7 +351,7 @@ class GatewayApp:
         """Reserve the health port (standard library only); served by `_start_health`."""
         from gateway.pipeline.health import HealthServer
 
-        health = HealthServer(self.gateway, self.settings.health.host, self.settings.health.port)
+        health = HealthServer(self.parts, self.settings.health.host, self.settings.health.port)
         try:
             health.bind()
         except OSError as exc:
@@ -333,7 +387,7 @@ class GatewayApp:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + FIRST_ANSWERS_WAIT_SECONDS
         await asyncio.wait({warming}, timeout=FIRST_ANSWERS_WAIT_SECONDS)
-        while self.gateway.queue_depth() and loop.time() < deadline:
+        while self.parts.lanes.depth() and loop.time() < deadline:
             await asyncio.sleep(IDLE_CHECK_SECONDS)
 
     def _warm_provider(self, stack: contextlib.AsyncExitStack) -> asyncio.Task[None]:
@@ -342,7 +396,7 @@ class GatewayApp:
 
         async def warm() -> None:
             try:
-                await warm_up(self.gateway.provider)
+                await warm_up(self.parts.provider)
             except Exception:  # the first model call builds it again and reports the error
                 log.exception("could not prepare the %s provider",
                               self.settings.llm.provider)
@@ -356,19 +410,28 @@ class GatewayApp:
         stack.push_async_callback(cancel)
         return task
 
-    def _watch_new_workspaces(self, heartbeats: Service) -> None:
-        """A new person's heartbeat timer starts when their workspace is created."""
+    def _new_workspace(self, person_id: str) -> None:
+        """A new person's heartbeat timer starts when their workspace is created (while the
+        heartbeats run; before they start, their start finds the workspace)."""
         from heartbeat import HeartbeatService
 
-        if isinstance(heartbeats, HeartbeatService):
-            self.gateway.on_new_workspace(lambda _person: heartbeats.refresh())
+        heartbeats = self.heartbeats
+        if isinstance(heartbeats, HeartbeatService) and heartbeats.running:
+            heartbeats.refresh()
 
-    def _heartbeats(self) -> Service:
-        if self._heartbeat_factory is not None:
-            return self._heartbeat_factory(self.gateway)
+    def _heartbeats(self, factory: ServiceFactory | None) -> Service:
+        if factory is not None:
+            return factory(self.parts)
         from gateway.features.heartbeat_host import build_heartbeat_service
 
-        return build_heartbeat_service(self.gateway)
+        return build_heartbeat_service(self.parts)
+
+    def _scheduler_service(self) -> list[Service]:
+        """The scheduler of the schedule desk, when the parts have one."""
+        from gateway.features.scheduling import GatewayScheduleDesk, SchedulerService
+
+        desk = self.parts.schedule_desk
+        return [SchedulerService(self.parts, desk)] if isinstance(desk, GatewayScheduleDesk) else []
 
     @staticmethod
     async def _start_service(stack: contextlib.AsyncExitStack, service: Service) -> Service:

@@ -1,5 +1,5 @@
-"""Wiring for `clawgate run`: the configured platform channels, their access policies, one
-state database, one Gateway.
+"""The configured platform channels and their access policies (and, for tests and benches,
+a Gateway with them and nothing else).
 """
 
 from __future__ import annotations
@@ -77,6 +77,12 @@ def build_channels(
     return channels
 
 
+def access_policy(settings: Settings, state: StateDB, clock: Clock | None) -> ChannelAccess:
+    """Who may talk to the assistant on each platform (pairing, allowlists, groups)."""
+    policies = {p: policy_for(channel_settings(settings, p)) for p in PLATFORMS}
+    return ChannelAccess(state, policies, clock)
+
+
 def build_gateway(
     settings: Settings,
     provider: Provider,
@@ -87,11 +93,10 @@ def build_gateway(
     with_platforms: bool = True,
 ) -> Gateway:
     """A Gateway with the configured platform channels (unless `with_platforms` is False),
-    their access policies and one state database; gateway/assembly/builder.py adds the rest."""
+    their access policies and one state database, and nothing else (no memory, web tools or
+    reminders: gateway/assembly/builder.py `assemble_parts` builds those for a real run)."""
     state = StateDB.for_root(settings.workspaces_dir, inbox_retention=settings.inbox_retention)
     platform_channels = build_channels(settings, state, options) if with_platforms else []
     channels = [*platform_channels, *(extra_channels or [])]
-    policies = {p: policy_for(channel_settings(settings, p)) for p in PLATFORMS}
-    access = ChannelAccess(state, policies, clock)
-    return Gateway.build(settings, provider, channels=channels, clock=clock, access=access,
-                         state=state)
+    return Gateway.build(settings, provider, channels=channels, clock=clock,
+                         access=access_policy(settings, state, clock), state=state)

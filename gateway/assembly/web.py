@@ -1,4 +1,5 @@
-"""Gives a gateway the web tools its `[web]` settings ask for (before start).
+"""The web tools the `[web]` settings ask for, made before the gateway's parts and given to
+them at construction.
 
 Private contexts get `web_fetch` and `web_search` when `[web] enabled`; groups only when the
 owner also set `[web] groups = true`. One fetcher, one search backend with its cache and one
@@ -27,7 +28,7 @@ from gateway.agent.web.search import (
 from gateway.config.web import WebSettings
 
 if TYPE_CHECKING:
-    from gateway.pipeline.ports import ToolHost
+    from gateway.agent.sessions import SessionStore
 
 log = logging.getLogger(__name__)
 
@@ -49,14 +50,17 @@ def search_backend(web: WebSettings) -> SearchBackend | None:
     return CachedSearch(backend, TtlCache(web.search_cache_seconds))
 
 
-def attach_web(gateway: ToolHost, *, resolver: Resolver | None = None,
-               ssl_context: ssl.SSLContext | None = None) -> list[WebFetchTool | WebSearchTool]:
-    """Register the web tools on `gateway` as `[web]` says; returns them ([] when off).
-    `resolver` and `ssl_context` are for tests (a fixed host table, a test CA)."""
-    web = gateway.settings.web
+WebTool = WebFetchTool | WebSearchTool
+
+
+def web_tools(web: WebSettings, sessions: SessionStore, *, resolver: Resolver | None = None,
+              ssl_context: ssl.SSLContext | None = None) -> list[WebTool]:
+    """`web_fetch` and `web_search` as `[web]` says ([] when off): for the owner's private
+    contexts, and for groups too when `web.groups`. `sessions` are read for the links a
+    session was given; `resolver` and `ssl_context` are for tests (a fixed host table, a test
+    CA). The search key is masked through the settings' secrets (gateway/ops/redaction.py)."""
     if not web.enabled:
         return []
-    gateway.add_secret(web.search_key())  # a key from BRAVE_API_KEY/TAVILY_API_KEY too
     problem = web.search_problem()
     if problem:
         log.warning("web_search will not work: %s", problem)
@@ -66,15 +70,11 @@ def attach_web(gateway: ToolHost, *, resolver: Resolver | None = None,
         AddressPolicy(parse_networks(web.allow_networks)),
         resolver=resolver, ssl_context=ssl_context,
     )
-    policy = FetchPolicy(web.fetch, SessionLinks(gateway.sessions), ledger,
+    policy = FetchPolicy(web.fetch, SessionLinks(sessions), ledger,
                          HostAllowlist(web.allow_hosts))
-    tools: list[WebFetchTool | WebSearchTool] = [
+    return [
         WebFetchTool(fetcher, policy, max_chars=web.fetch_max_chars, groups=web.groups,
                      cache=TtlCache(web.search_cache_seconds, max_entries=32)),
         WebSearchTool(search_backend(web), ledger, default_count=web.search_results,
                       problem=problem, groups=web.groups),
     ]
-    gateway.add_private_tools(tools)
-    if web.groups:
-        gateway.add_shared_tools(tools)
-    return tools

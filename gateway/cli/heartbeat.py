@@ -72,9 +72,9 @@ async def _run_once(
         policy = dataclasses.replace(policy, active_hours=ActiveHours(zone=zone))
     try:
         async with GatewayApp(config, ONE_BEAT) as running:  # no channel starts
-            gateway = running.gateway
-            host = GatewayHeartbeatHost(gateway, require_running_channel=False)
-            beat = Heartbeat(workspace, person_id, host, policy, gateway.clock, deliver=False)
+            host = GatewayHeartbeatHost(running.parts, require_running_channel=False)
+            beat = Heartbeat(workspace, person_id, host, policy, running.parts.clock,
+                             deliver=False)
             return await beat.beat(), policy
     except StartupError as exc:
         raise CliError(str(exc)) from exc

@@ -165,11 +165,11 @@ def _grace(config: Settings, stopper: _Stopper) -> float:
 async def _input_done(app: GatewayApp) -> None:
     """The terminal's input ended (Ctrl-D, or the end of piped input) and every line was
     answered: the chat is over."""
-    terminal = app.gateway.channel("terminal")
+    terminal = app.parts.channels.get("terminal")
     if terminal is None:
         await asyncio.Event().wait()
     await terminal.input_closed.wait()  # type: ignore[union-attr]
-    await app.gateway.lanes.drain()
+    await app.parts.lanes.drain()
 
 
 def _exit_if_threads_linger(code: int) -> None:

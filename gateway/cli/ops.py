@@ -255,11 +255,11 @@ def status_command(as_json: JsonOption = False) -> None:
     channels = ", ".join(f"{n} ({'configured' if on else 'not configured'})"
                          for n, on in report["channels"].items())
     print(f"channels: {channels}")
-    gateway = report["gateway"]
-    if gateway["running"]:
-        state = "ready" if gateway.get("ready") else "NOT ready"
-        print(f"gateway: running, {state}; queue depth {gateway.get('queue_depth', '?')}")
-        for name, detail in (gateway.get("channels") or {}).items():
+    probed = report["gateway"]  # what its /readyz said
+    if probed["running"]:
+        state = "ready" if probed.get("ready") else "NOT ready"
+        print(f"gateway: running, {state}; queue depth {probed.get('queue_depth', '?')}")
+        for name, detail in (probed.get("channels") or {}).items():
             print(f"  {name}: {'ready' if detail['ready'] else 'down'} ({detail['detail']})")
     else:
         print("gateway: not reachable on its health port (not running, or [health] disabled)")

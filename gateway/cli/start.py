@@ -121,12 +121,11 @@ def serve(config: Settings) -> int:
     from gateway.assembly.builder import RUN, GatewayApp
     from gateway.cli.lifecycle import run_until_stopped
     from gateway.features.consolidation import consolidation
-    from gateway.features.scheduling import reminders
     from gateway.features.tidying import tidying
 
     logging.getLogger().setLevel(logging.getLevelName(config.log_level))
-    # The one scheduler; the daily MEMORY.md tidying; the nightly consolidation.
-    app = GatewayApp(config, RUN, services=[reminders(run=True), tidying(), consolidation()])
+    # The daily MEMORY.md tidying; the nightly consolidation (the plan brings the scheduler).
+    app = GatewayApp(config, RUN, services=[tidying(), consolidation()])
     return run_until_stopped(config, RUN, banner=(
         "clawgate is running; Ctrl-C to stop. Approve new people with "
         "`clawgate pairing list` / `clawgate pairing approve CHANNEL CODE`."),
@@ -137,7 +136,7 @@ async def owner_hint(app: GatewayApp) -> None:
     """Say so while no platform account is the owner's: their own first DM would otherwise
     reach a different assistant (a new person) than the terminal chat's."""
     owner = app.settings.owner
-    links = await app.gateway.state.links.all()
+    links = await app.parts.state.links.all()
     if any(person == owner for person, _, _ in links):
         return
     print(f"No Telegram/Discord account is yours ({owner}) yet: DM your bot, then run "
@@ -150,7 +149,6 @@ def chat(config: Settings, person: str) -> int:
     from gateway.assembly.builder import CHAT, CHAT_AT_A_TERMINAL, GatewayApp
     from gateway.assembly.terminal_chat import continuing_line, log_to_file
     from gateway.cli.lifecycle import run_until_stopped
-    from gateway.features.scheduling import reminders
     from gateway.workspace.seed import workspace_path
 
     workspace = workspace_path(config.workspaces_dir, person)
@@ -165,5 +163,5 @@ def chat(config: Settings, person: str) -> int:
     # The chat runs its person's reminders: they appear here (gateway/features/scheduling.py).
     # A person at a terminal also gets the web panel (a script piping lines in does not).
     plan = CHAT_AT_A_TERMINAL if at_a_terminal else CHAT
-    app = GatewayApp(config, plan, services=[reminders(run=True)])
+    app = GatewayApp(config, plan)
     return run_until_stopped(config, plan, until_input_closed=True, app=app)

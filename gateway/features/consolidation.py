@@ -70,7 +70,7 @@ from gateway.features.tidying import (
     write_state,
 )
 from gateway.features.tidying import _read as read_text
-from gateway.pipeline.ports import TidyGateway
+from gateway.pipeline.ports import TidyParts
 from memory.atomic import atomic_write_text
 from memory.chunking import transcript_key
 from memory.corrections import CorrectionError, correct_text, is_struck
@@ -86,8 +86,8 @@ from memory.sources import daily_note_date
 
 if TYPE_CHECKING:
     from gateway.agent.metrics import Counter, Registry
-    from gateway.pipeline.delivery import Outcome
-    from gateway.stores.links import DmRoute
+    from gateway.pipeline.delivery import Delivery
+    from gateway.pipeline.dm_routes import DmRoutes
 
 log = logging.getLogger(__name__)
 
@@ -128,14 +128,15 @@ _STRIKE = re.compile(r"^\s*[-*]?\s*strike\s+([MU])(\d+)\s*\[([^\]\n]+)\]\s*:?\s*
                      re.IGNORECASE)
 
 
-class ConsolidateGateway(TidyGateway, Protocol):
-    """What the pass needs: tidying's (one model call, a commit, the DM lane), and the
-    owner's DM and the outbox for the report (`consolidate_report`)."""
+class ConsolidateParts(TidyParts, Protocol):
+    """The parts the pass uses: tidying's (one model call, a commit, the DM lane), and the
+    person's DM route and the outbox for the report (`consolidate_report`)."""
 
-    async def last_dm_route(self, person_id: str) -> DmRoute | None: ...
+    @property
+    def routes(self) -> DmRoutes: ...
 
-    async def deliver(self, channel: str, chat_id: str, text: str, *,
-                      key: str | None = None) -> asyncio.Future[Outcome]: ...
+    @property
+    def delivery(self) -> Delivery: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -389,11 +390,11 @@ class Consolidator(DailyPass[ConsolidationOutcome]):
 
     name = "memory-consolidation"
 
-    def __init__(self, gateway: ConsolidateGateway, *, check_seconds: float = 3600.0
+    def __init__(self, parts: ConsolidateParts, *, check_seconds: float = 3600.0
                  ) -> None:
-        super().__init__(gateway, check_seconds=check_seconds)
-        self.reporter = gateway
-        self.passes = _passes(gateway.registry)
+        super().__init__(parts, check_seconds=check_seconds)
+        self.reporter = parts
+        self.passes = _passes(parts.metrics.registry)
 
     def failed(self) -> ConsolidationOutcome:
         return ConsolidationOutcome("failed")
@@ -506,7 +507,7 @@ class Consolidator(DailyPass[ConsolidationOutcome]):
                 atomic_write_text(workspace / name, text)
 
         note = f"{len(promoted)} promoted, {len(struck)} struck, {len(deferred)} deferred"
-        if not await write_in_lane(self.gateway, person, workspace, dict(files.items()), write,
+        if not await write_in_lane(self.parts, person, workspace, dict(files.items()), write,
                                    reason="consolidate", what="memory consolidation",
                                    note=f"memory consolidated: {note}"):
             return replace(spent, status="raced",
@@ -539,12 +540,12 @@ class Consolidator(DailyPass[ConsolidationOutcome]):
             await self._send(person, report, day)
 
     async def _send(self, person: str, report: str, day: str) -> None:
-        gateway = self.reporter
-        route = await gateway.last_dm_route(person)
+        parts = self.reporter
+        route = await parts.routes.last_dm_route(person)
         if route is None:
             log.info("no DM route for %s: the consolidation report is only kept", person)
             return
-        await gateway.deliver(route.channel, route.chat_id, report,
+        await parts.delivery.deliver(route.channel, route.chat_id, report,
                               key=f"consolidate:{person}:{day}")
 
 
@@ -568,10 +569,10 @@ def _passes(registry: Registry) -> Counter:
     return counter
 
 
-def consolidation() -> Callable[[ConsolidateGateway], Consolidator | Off]:
+def consolidation() -> Callable[[ConsolidateParts], Consolidator | Off]:
     """The service factory for GatewayApp (`services=`), or a no-op when turned off."""
-    def make(gateway: ConsolidateGateway) -> Consolidator | Off:
-        return Consolidator(gateway) if gateway.settings.memory.consolidate else Off()
+    def make(parts: ConsolidateParts) -> Consolidator | Off:
+        return Consolidator(parts) if parts.settings.memory.consolidate else Off()
 
     return make
 

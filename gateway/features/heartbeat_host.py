@@ -1,5 +1,5 @@
-"""The gateway side of heartbeats: `heartbeat.HeartbeatHost` over the gateway's narrow port
-(`HeartbeatGateway`, gateway/pipeline/ports.py).
+"""The gateway side of heartbeats: `heartbeat.HeartbeatHost` over the gateway's parts, as
+`BackgroundParts` (gateway/pipeline/ports.py) shows them.
 
 - Busy: the person's DM lane (`<person>:dm`) has a turn running or queued.
 - Route: the last DM route from the gateway state database, only on a channel that is running;
@@ -36,7 +36,7 @@ from gateway.agent.tools import ToolContext
 from gateway.agent.transcript import Transcript, message_to_entry
 from gateway.config.heartbeat import HeartbeatOverride
 from gateway.config.settings import Settings
-from gateway.pipeline.ports import HeartbeatGateway
+from gateway.pipeline.ports import BackgroundParts
 from gateway.workspace.seed import SEEDED_MARKER
 from heartbeat import (
     ActiveHours,
@@ -61,7 +61,6 @@ __all__ = [
     "discover_workspaces",
     "light_context_files",
     "policy_for",
-    "start_heartbeats",
 ]
 
 
@@ -102,36 +101,35 @@ def discover_workspaces(root: Path) -> Iterator[tuple[str, Path]]:
 
 
 class GatewayHeartbeatHost:
-    """`heartbeat.HeartbeatHost` over the gateway's `HeartbeatGateway` port."""
+    """`heartbeat.HeartbeatHost` over the gateway's parts (`BackgroundParts`)."""
 
-    def __init__(self, gateway: HeartbeatGateway, *, require_running_channel: bool = True) -> None:
-        self.gateway = gateway
-        self.settings, self.clock = gateway.settings, gateway.clock
+    def __init__(self, parts: BackgroundParts, *, require_running_channel: bool = True) -> None:
+        self.parts = parts
+        self.settings, self.clock = parts.settings, parts.clock
         # The CLI's one-off beat prints instead of sending, so any recorded route will do.
         self.require_running_channel = require_running_channel
         # The metered provider: heartbeats are counted as the person's, kind "heartbeat"
         # (and answered by the background model when one is set).
-        self.agent = AgentLoop(gateway.metered, self.settings.heartbeat.max_tool_rounds)
+        self.agent = AgentLoop(parts.metered, self.settings.heartbeat.max_tool_rounds)
 
     def dm_busy(self, person_id: str) -> bool:
-        return self.gateway.lane_busy(dm_session_key(person_id))
+        return self.parts.lanes.is_busy(dm_session_key(person_id))
 
     async def dm_target(self, person_id: str) -> DmTarget | None:
         try:
-            route = await self.gateway.last_dm_route(person_id)
+            route = await self.parts.routes.last_dm_route(person_id)
         except Exception as exc:  # no state database (not open, broken): no route
             log.warning("heartbeat: cannot look up the DM route of %s: %s", person_id, exc)
             return None
         if route is None:
             return None
-        if self.require_running_channel and not self.gateway.runs_channel(route.channel):
+        if self.require_running_channel and not self.parts.routes.runs_channel(route.channel):
             return None
         return DmTarget(route.channel, route.chat_id)
 
     def system_prompt(self, workspace: Path, person_id: str, checklist: str) -> SystemPrompt:
-        gateway = self.gateway
-        files = light_context_files(gateway, workspace, checklist)
-        model = gateway.model_for(UsageScope(person_id, "heartbeat"))
+        files = light_context_files(self.parts, workspace, checklist)
+        model = self.parts.models.for_scope(UsageScope(person_id, "heartbeat"))
         run_info = (
             f"Heartbeat check for {person_id} (session {heartbeat_session_key(person_id)}); "
             f"no one is chatting right now. Model: {model.name}/{model.model}."
@@ -145,7 +143,7 @@ class GatewayHeartbeatHost:
         key = heartbeat_session_key(person_id)
         system = self.system_prompt(workspace, person_id, checklist)
         ctx = ToolContext(workspace, key, True, self.settings.tools.max_file_bytes,
-                          budget=self.gateway.turn_budget())
+                          budget=self.parts.setup.turn_budget())
         transcript = Transcript(transcript_path(workspace, key))
         history: list[Message] = []
 
@@ -157,7 +155,7 @@ class GatewayHeartbeatHost:
             transcript.append(entry)
 
         record(Message("user", prompt), None)
-        tools = self.gateway.heartbeat_tools(person_id, workspace)  # MCP servers allowing it
+        tools = self.parts.setup.heartbeat_tools(person_id, workspace)  # MCP allowing it
         with usage_scope(person_id, "heartbeat"):
             result = await self.agent.run(system, history, ctx, tools, record)
         usage = result.usage
@@ -167,18 +165,18 @@ class GatewayHeartbeatHost:
     async def deliver(
         self, workspace: Path, person_id: str, target: DmTarget, text: str, *, alert: bool
     ) -> None:
-        gateway = self.gateway
+        parts = self.parts
         key = dm_session_key(person_id)
         failures: list[Exception] = []
 
         async def job() -> None:
-            session = await gateway.session(workspace, key)
+            session = await parts.sessions.get(workspace, key)
             if alert:
                 session.record(Message("assistant", text), heartbeat=True,
                                channel=target.channel, chat_id=target.chat_id)
             else:
                 session.record_event("heartbeat_notice", text=text)
-            sent = await gateway.deliver(target.channel, target.chat_id, text)
+            sent = await parts.delivery.deliver(target.channel, target.chat_id, text)
             outcome = await sent
             session.record_event("delivery", ok=outcome == "sent", channel=target.channel,
                                  heartbeat=True,
@@ -189,23 +187,23 @@ class GatewayHeartbeatHost:
             elif outcome in ("refused", "no_channel"):
                 failures.append(RuntimeError(f"delivery to {target.channel} {outcome}"))
 
-        await gateway.run_in_lane(key, job)
+        await parts.lanes.submit(key, job)
         if failures:
             raise failures[0]
 
 
-def light_context_files(gateway: HeartbeatGateway, workspace: Path,
+def light_context_files(parts: BackgroundParts, workspace: Path,
                         checklist: str) -> list[ContextFile]:
     """AGENTS, SOUL, IDENTITY, the checklist as HEARTBEAT.md, today's note: nothing else.
 
     The file list is `memory.layout.heartbeat_files`; the checklist slot is filled with the
     text the beat already read (and judged due), not read a second time.
     """
-    settings = gateway.settings
-    today = gateway.clock.now().astimezone(settings.zone()).date()
+    settings = parts.settings
+    today = parts.clock.now().astimezone(settings.zone()).date()
     names = [name for name in heartbeat_files(today) if name != CHECKLIST_FILE]
     slot = heartbeat_files(today).index(CHECKLIST_FILE)
-    files = gateway.light_files(workspace, today=today, names=names)
+    files = parts.setup.light_files(workspace, today=today, names=names)
     limit = settings.prompt.file_max_chars
     text = checklist
     if len(text) > limit:
@@ -217,52 +215,46 @@ def light_context_files(gateway: HeartbeatGateway, workspace: Path,
 
 
 def outcome_recorder(
-    gateway: HeartbeatGateway, person_id: str, workspace: Path
+    parts: BackgroundParts, person_id: str, workspace: Path
 ) -> Callable[[BeatOutcome], Awaitable[None]]:
     """What the gateway does with every outcome: count it, version what the beat wrote."""
 
     async def record(outcome: BeatOutcome) -> None:
-        gateway.count_heartbeat(outcome.status)
+        parts.metrics.heartbeat(outcome.status)
         if outcome.model_called:  # the light turn may have written files: version them
-            await gateway.commit(workspace, "heartbeat", session=heartbeat_session_key(person_id))
+            await parts.versioning.commit(workspace, "heartbeat",
+                                          session=heartbeat_session_key(person_id))
 
     return record
 
 
-async def beat_now(gateway: HeartbeatGateway, person_id: str, workspace: Path) -> BeatOutcome:
+async def beat_now(parts: BackgroundParts, person_id: str, workspace: Path) -> BeatOutcome:
     """One beat right away inside the running gateway (the panel's "run now"): same policy,
     host and bookkeeping as the timer's beats, so an alert is delivered and counted."""
-    beat = Heartbeat(workspace, person_id, GatewayHeartbeatHost(gateway),
-                     policy_for(gateway.settings, person_id), gateway.clock,
-                     on_outcome=outcome_recorder(gateway, person_id, workspace))
+    beat = Heartbeat(workspace, person_id, GatewayHeartbeatHost(parts),
+                     policy_for(parts.settings, person_id), parts.clock,
+                     on_outcome=outcome_recorder(parts, person_id, workspace))
     return await beat.beat()
 
 
 def build_heartbeat_service(
-    gateway: HeartbeatGateway,
+    parts: BackgroundParts,
     *,
     sleep: Sleep = asyncio.sleep,
     rng: random.Random | None = None,
     rescan_sleep: Sleep | None = None,
 ) -> HeartbeatService:
-    host = GatewayHeartbeatHost(gateway)
+    host = GatewayHeartbeatHost(parts)
 
     def make_timer(person_id: str, workspace: Path) -> HeartbeatTimer | None:
-        policy = policy_for(gateway.settings, person_id)
+        policy = policy_for(parts.settings, person_id)
         if policy.every is None:
             return None
-        beat = Heartbeat(workspace, person_id, host, policy, gateway.clock,
-                         on_outcome=outcome_recorder(gateway, person_id, workspace))
-        return HeartbeatTimer(beat, gateway.clock, sleep=sleep, rng=rng)
+        beat = Heartbeat(workspace, person_id, host, policy, parts.clock,
+                         on_outcome=outcome_recorder(parts, person_id, workspace))
+        return HeartbeatTimer(beat, parts.clock, sleep=sleep, rng=rng)
 
     return HeartbeatService(
-        lambda: discover_workspaces(gateway.settings.workspaces_dir), make_timer,
+        lambda: discover_workspaces(parts.settings.workspaces_dir), make_timer,
         sleep=rescan_sleep or sleep,
     )
-
-
-async def start_heartbeats(gateway: HeartbeatGateway) -> HeartbeatService:
-    """Start a heartbeat timer for every workspace (and for new ones as they appear)."""
-    service = build_heartbeat_service(gateway)
-    await service.start()
-    return service

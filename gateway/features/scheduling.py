@@ -9,7 +9,7 @@ and starting one `scheduler.Scheduler` for every workspace.
   no channel there). A reminder made where it cannot be delivered says where it will go
   (`delivery_note`).
 - Deliver: to the person's last DM route on a running channel (none yet: the run is retried
-  later), through the outbox (`ScheduleGateway.deliver`) with the run's key, so a repeated delivery
+  later), through the outbox (the `delivery` part) with the run's key, so a repeated delivery
   of the same run is a no-op. It is sent at once, not queued behind a running DM turn, so it
   is on time; it is then appended to the DM transcript through the DM lane (after any running
   turn, never in the middle of one), so the assistant knows what it said; a duplicate is not
@@ -19,6 +19,10 @@ and starting one `scheduler.Scheduler` for every workspace.
   `sessions/<id>_schedule-*.jsonl`. Files it changed are committed ("heartbeat" reason).
 - Desk: create, list and cancel for the tools, `/reminders` and the CLI; after a change the
   running scheduler reloads that workspace at once.
+- Wiring: the scheduler and the desk are made before the gateway's parts (the schedule tools
+  are among the owner's private tools from the start); the scheduler's host is made from the
+  parts and given to the scheduler when it starts (`SchedulerService`), which breaks the one
+  cycle (host -> private tools -> desk -> scheduler -> host).
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from gateway.agent.conversation import Message, Usage
 from gateway.agent.loop import AgentLoop
+from gateway.agent.metrics import Registry
 from gateway.agent.prompt import build_system_prompt
 from gateway.agent.scope import UsageScope, usage_scope
 from gateway.agent.sessions import transcript_path
@@ -42,7 +47,7 @@ from gateway.agent.transcript import Transcript, message_to_entry
 from gateway.clock import Clock
 from gateway.config.settings import Settings
 from gateway.features.heartbeat_host import discover_workspaces
-from gateway.pipeline.ports import ScheduleGateway
+from gateway.pipeline.ports import BackgroundParts
 from gateway.pipeline.routing import TERMINAL_CHANNEL
 from gateway.stores.links import DmRoute
 from memory.layout import PERSONA_FILES, daily_note, dm_session_key, schedule_session_key
@@ -61,16 +66,14 @@ from scheduler.jobs import Kind
 log = logging.getLogger(__name__)
 
 __all__ = [
-    "GatewayScheduleHost",
+    "GatewayScheduleDesk",
+    "GatewaySchedulerHost",
     "NoDmRoute",
-    "RemindersService",
-    "ScheduleDesk",
-    "attach_schedules",
+    "SchedulerService",
+    "build_schedule_desk",
     "build_scheduler",
     "delivery_note",
     "person_zone",
-    "reminders",
-    "start_scheduler",
 ]
 
 
@@ -148,18 +151,20 @@ def delivery_note(person_id: str, owner: str, stored: DmRoute | None,
             "given up.")
 
 
-class ScheduleDesk:
+class GatewayScheduleDesk:
     """Add, list and cancel a person's jobs (files only; tells the scheduler when running).
 
     `where(person_id)`: a sentence saying where a new reminder will arrive (the gateway's own
-    desk knows its channels; the command line reads the state database)."""
+    desk knows its channels; the command line reads the state database). `scheduler`: the
+    gateway's, reloaded after a change while it runs (none on the command line)."""
 
     def __init__(self, settings: Settings, clock: Clock,
-                 where: Callable[[str], Awaitable[str]] | None = None) -> None:
+                 where: Callable[[str], Awaitable[str]] | None = None,
+                 scheduler: Scheduler | None = None) -> None:
         self.settings = settings
         self.clock = clock
         self.where = where
-        self.scheduler: Scheduler | None = None  # set while the gateway runs one
+        self.scheduler = scheduler
 
     def zone(self, workspace: Path) -> ZoneInfo:
         return person_zone(self.settings, workspace.name)
@@ -188,34 +193,34 @@ class ScheduleDesk:
         return f"Cancelled #{job.id}: {job.text}"
 
     async def _changed(self, workspace: Path) -> None:
-        if self.scheduler is not None:
+        if self.scheduler is not None and self.scheduler.running:
             await self.scheduler.reload(workspace.name)
 
 
-class GatewayScheduleHost:
-    """`scheduler.SchedulerHost` over the gateway's `ScheduleGateway` port (see the module doc)."""
+class GatewaySchedulerHost:
+    """`scheduler.SchedulerHost` over the gateway's parts (`BackgroundParts`; module doc)."""
 
-    def __init__(self, gateway: ScheduleGateway) -> None:
-        self.gateway = gateway
-        self.settings, self.clock = gateway.settings, gateway.clock
+    def __init__(self, parts: BackgroundParts) -> None:
+        self.parts = parts
+        self.settings, self.clock = parts.settings, parts.clock
         # Metered: an agent task is counted as the person's, kind "reminders".
-        self.agent = AgentLoop(gateway.metered, self.settings.scheduler.max_tool_rounds)
+        self.agent = AgentLoop(parts.metered, self.settings.scheduler.max_tool_rounds)
 
     async def deliver(self, person_id: str, workspace: Path, text: str, *, key: str) -> None:
-        gateway = self.gateway
-        route = await gateway.last_dm_route(person_id)
-        if route is None or not gateway.runs_channel(route.channel):
+        parts = self.parts
+        route = await parts.routes.last_dm_route(person_id)
+        if route is None or not parts.routes.runs_channel(route.channel):
             raise NoDmRoute(f"{person_id} has no DM route on a running channel yet")
         if not await self._send(route.channel, route.chat_id, text, key):
             return  # delivered before (the same run after a restart): nothing more to do
         session_key = dm_session_key(person_id)
 
         async def record() -> None:
-            session = await gateway.session(workspace, session_key)
+            session = await parts.sessions.get(workspace, session_key)
             session.record(Message("assistant", text), reminder=key, channel=route.channel,
                            chat_id=route.chat_id)
 
-        gateway.run_in_lane(session_key, record)
+        parts.lanes.submit(session_key, record)
 
     async def _send(self, channel: str, chat_id: str, text: str, key: str) -> bool:
         """Through the outbox with the run's key; False when the outbox had the key already.
@@ -223,7 +228,7 @@ class GatewayScheduleHost:
         Accepted (sent, or queued: the outbox retries it, after a restart too) is delivered as
         far as the scheduler is concerned; refused for good raises, so the run is retried and
         finally counted failed."""
-        first = await self.gateway.deliver(channel, chat_id, text, key=key)
+        first = await self.parts.delivery.deliver(channel, chat_id, text, key=key)
         outcome = await first
         if outcome == "duplicate":
             return False
@@ -232,19 +237,19 @@ class GatewayScheduleHost:
         return True
 
     async def agent_turn(self, person_id: str, workspace: Path, prompt: str) -> str:
-        gateway = self.gateway
+        parts = self.parts
         key = schedule_session_key(person_id)
-        model = gateway.model_for(UsageScope(person_id, "conversation"))
+        model = parts.models.for_scope(UsageScope(person_id, "conversation"))
         zone = person_zone(self.settings, person_id)
         now = self.clock.now().astimezone(zone)
         names = [*PERSONA_FILES, daily_note(now.date())]
-        files = gateway.light_files(workspace, today=now.date(), names=names)
+        files = parts.setup.light_files(workspace, today=now.date(), names=names)
         run_info = (f"A scheduled task for {person_id} (session {key}); no one is chatting "
                     f"right now. Your reply is sent to them as a message; reply HEARTBEAT_OK "
                     f"if there is nothing worth sending. Model: {model.name}/{model.model}.")
         system = build_system_prompt(files, private=True, now=now, run_info=run_info)
         ctx = ToolContext(workspace, key, True, self.settings.tools.max_file_bytes,
-                          budget=gateway.turn_budget())
+                          budget=parts.setup.turn_budget())
         transcript = Transcript(transcript_path(workspace, key))
         history: list[Message] = []
 
@@ -257,10 +262,10 @@ class GatewayScheduleHost:
             transcript.append(entry)
 
         record(Message("user", prompt), None)
-        tools = gateway.heartbeat_tools(person_id, workspace)  # private, + MCP allowing it
+        tools = parts.setup.heartbeat_tools(person_id, workspace)  # private, + MCP allowing it
         with usage_scope(person_id, "reminders"):
             result = await self.agent.run(system, history, ctx, tools, record)
-        await gateway.commit(workspace, "heartbeat", session=key)
+        await parts.versioning.commit(workspace, "heartbeat", session=key)
         return result.reply
 
 
@@ -270,15 +275,15 @@ def workspace_refs(settings: Settings, only: str | None = None) -> Iterator[Work
             yield WorkspaceRef(person_id, path, person_zone(settings, person_id))
 
 
-def serves_only_the_owner(gateway: ScheduleGateway) -> bool:
+def serves_only_the_owner(channel_names: Collection[str]) -> bool:
     """A gateway without a platform channel (the terminal chat) can reach its owner only: it
     runs their jobs and leaves everyone else's to the `clawgate run` that can send them."""
-    return not any(name != TERMINAL_CHANNEL for name in gateway.channel_names())
+    return not any(name != TERMINAL_CHANNEL for name in channel_names)
 
 
-def build_scheduler(gateway: ScheduleGateway, *, clock: Clock | None = None,
+def build_scheduler(settings: Settings, clock: Clock, channel_names: Collection[str], *,
                     sleep: Any = asyncio.sleep) -> Scheduler:
-    settings = gateway.settings
+    """The one scheduler of a gateway running `channel_names`, not started."""
     section = settings.scheduler
     policy = SchedulerPolicy(
         grace=timedelta(hours=section.grace_hours),
@@ -286,19 +291,37 @@ def build_scheduler(gateway: ScheduleGateway, *, clock: Clock | None = None,
         agent_timeout=section.agent_timeout_seconds,
         rescan_seconds=section.rescan_seconds,
     )
-    only = settings.owner if serves_only_the_owner(gateway) else None
-    return Scheduler(GatewayScheduleHost(gateway),
-                     lambda: list(workspace_refs(settings, only)),
-                     clock or gateway.clock, policy=policy, sleep=sleep)
+    only = settings.owner if serves_only_the_owner(channel_names) else None
+    return Scheduler(lambda: list(workspace_refs(settings, only)), clock, policy=policy,
+                     sleep=sleep)
 
 
-def _export_metrics(gateway: ScheduleGateway, desk: ScheduleDesk) -> None:
-    """/metrics: jobs and runs by outcome, read from whichever scheduler the desk has."""
+StoredRoute = Callable[[str], Awaitable[DmRoute | None]]
+
+
+def build_schedule_desk(settings: Settings, clock: Clock, stored_route: StoredRoute,
+                  channel_names: Collection[str], *,
+                  sleep: Any = asyncio.sleep) -> GatewayScheduleDesk | None:
+    """The gateway's desk and its scheduler (not started), made before the gateway's parts:
+    the schedule tools and `/reminders` use the desk. None when `[scheduler] enabled =
+    false`. `stored_route(person_id)`: their last DM route in the state database."""
+    if not settings.scheduler.enabled:
+        return None
+    names = frozenset(channel_names)
+
+    async def where(person_id: str) -> str:
+        return await gateway_delivery_note(settings, stored_route, names, person_id)
+
+    return GatewayScheduleDesk(settings, clock, where=where,
+                        scheduler=build_scheduler(settings, clock, names, sleep=sleep))
+
+
+def _export_metrics(registry: Registry, scheduler: Scheduler) -> None:
+    """/metrics: jobs and runs by outcome, while the scheduler runs."""
 
     def counts() -> dict[str, int]:
-        return desk.scheduler.metrics.as_dict() if desk.scheduler is not None else {}
+        return scheduler.metrics.as_dict() if scheduler.running else {}
 
-    registry = gateway.registry
     jobs = registry.gauge("clawgate_schedule_jobs", "Scheduled jobs with a run ahead.")
     jobs.collect_with(lambda: {(): float(counts().get("jobs", 0))})
     runs = registry.counter("clawgate_schedule_runs_total",
@@ -307,66 +330,33 @@ def _export_metrics(gateway: ScheduleGateway, desk: ScheduleDesk) -> None:
         (name,): float(value) for name, value in counts().items() if name != "jobs"})
 
 
-class RemindersService:
-    """The assembly's service (gateway/assembly/builder.py `services`): the schedule tools and
-    `/reminders` (given to the gateway when built, before it starts: the first turn has them),
-    and with `run` the scheduler (started after the channels): every workspace with a platform
-    channel; in the terminal chat, its person's."""
+class SchedulerService:
+    """The assembly's service for the desk's scheduler (gateway/assembly/builder.py): its host
+    is made from the gateway's parts, and it is started after the channels (every workspace
+    with a platform channel; in the terminal chat, its person's)."""
 
-    def __init__(self, gateway: ScheduleGateway, *, run: bool) -> None:
-        self.gateway = gateway
-        self.run = run
-        self.scheduler: Scheduler | None = None
-        self._desk = attach_schedules(gateway)
+    def __init__(self, parts: BackgroundParts, desk: GatewayScheduleDesk) -> None:
+        self.scheduler = desk.scheduler
+        self.host = GatewaySchedulerHost(parts)
+        if self.scheduler is not None:
+            _export_metrics(parts.metrics.registry, self.scheduler)
 
     async def start(self) -> None:
-        if self.run:
-            self.scheduler = await start_scheduler(self.gateway, self._desk)
+        if self.scheduler is not None:
+            await self.scheduler.start(self.host)
+            log.info("scheduler running: %d job(s)", self.scheduler.metrics.jobs)
 
     async def stop(self) -> None:
-        if self.scheduler is not None:
+        if self.scheduler is not None and self.scheduler.running:
             await self.scheduler.stop()
-            self.scheduler = None
 
 
-def reminders(*, run: bool) -> Callable[[ScheduleGateway], RemindersService]:
-    return lambda gateway: RemindersService(gateway, run=run)
-
-
-def attach_schedules(gateway: ScheduleGateway) -> ScheduleDesk | None:
-    """Give the owner's private contexts the schedule tools and `/reminders` (before start).
-    None when `[scheduler] enabled = false`."""
-    if not gateway.settings.scheduler.enabled:
-        return None
-    from gateway.agent.tools.schedule_tools import schedule_tools
-
-    desk = ScheduleDesk(gateway.settings, gateway.clock,
-                        where=lambda person_id: gateway_delivery_note(gateway, person_id))
-    gateway.use_schedules(desk)
-    gateway.add_private_tools(schedule_tools(desk))
-    _export_metrics(gateway, desk)
-    return desk
-
-
-async def gateway_delivery_note(gateway: ScheduleGateway, person_id: str) -> str:
+async def gateway_delivery_note(settings: Settings, stored_route: StoredRoute,
+                                channel_names: Collection[str], person_id: str) -> str:
     try:
-        stored = await gateway.stored_dm_route(person_id)
+        stored = await stored_route(person_id)
     except Exception as exc:  # the note is a courtesy: never fail a reminder over it
         log.warning("cannot look up the DM route of %s: %s", person_id, exc)
         stored = None
-    settings = gateway.settings
-    return delivery_note(person_id, settings.owner, stored, gateway.channel_names(),
+    return delivery_note(person_id, settings.owner, stored, channel_names,
                          settings.scheduler.grace_hours)
-
-
-async def start_scheduler(gateway: ScheduleGateway,
-                          desk: ScheduleDesk | None) -> Scheduler | None:
-    """Start the one scheduler for every workspace (None when reminders are off)."""
-    if desk is None:
-        return None
-    scheduler = build_scheduler(gateway)
-    await scheduler.start()
-    desk.scheduler = scheduler
-    log.info("scheduler running: %d job(s)", scheduler.metrics.jobs)
-    return scheduler
-

@@ -53,7 +53,7 @@ from memory.layout import MEMORY_FILE, TIDY_STATE_FILE, daily_note, dm_session_k
 
 if TYPE_CHECKING:
     from gateway.agent.metrics import Counter, Registry
-    from gateway.pipeline.ports import TidyGateway
+    from gateway.pipeline.ports import TidyParts
 
 log = logging.getLogger(__name__)
 
@@ -193,11 +193,11 @@ class DailyPass(Generic[OutcomeT]):
 
     name = "memory-pass"
 
-    def __init__(self, gateway: TidyGateway, *, check_seconds: float = CHECK_SECONDS) -> None:
-        self.gateway = gateway
-        self.clock, self.all_settings = gateway.clock, gateway.settings
+    def __init__(self, parts: TidyParts, *, check_seconds: float = CHECK_SECONDS) -> None:
+        self.parts = parts
+        self.clock, self.all_settings = parts.clock, parts.settings
         self.settings = self.all_settings.memory
-        self.model = gateway.metered  # counted as the person's
+        self.model = parts.metered  # counted as the person's
         self.check_seconds = check_seconds
         self._task: asyncio.Task[None] | None = None
 
@@ -245,9 +245,9 @@ class Tidier(DailyPass[TidyOutcome]):
 
     name = "memory-tidying"
 
-    def __init__(self, gateway: TidyGateway, *, check_seconds: float = CHECK_SECONDS) -> None:
-        super().__init__(gateway, check_seconds=check_seconds)
-        self.passes = _passes(gateway.registry)
+    def __init__(self, parts: TidyParts, *, check_seconds: float = CHECK_SECONDS) -> None:
+        super().__init__(parts, check_seconds=check_seconds)
+        self.passes = _passes(parts.metrics.registry)
 
     async def visit(self, person: str, workspace: Path) -> TidyOutcome:
         return await self.tidy(person, workspace)
@@ -347,12 +347,12 @@ class Tidier(DailyPass[TidyOutcome]):
                      moved: list[str], note: str) -> bool:
         """Write in the DM lane (never beside a turn), if MEMORY.md is still `old`."""
         return await write_in_lane(
-            self.gateway, person, workspace, {MEMORY_FILE: old},
+            self.parts, person, workspace, {MEMORY_FILE: old},
             lambda: _write(workspace, new, moved, note), reason="tidy", what="memory tidying",
             note=f"MEMORY.md tidied; {len(moved)} line(s) moved to {note}")
 
 
-async def write_in_lane(gateway: TidyGateway, person: str, workspace: Path,
+async def write_in_lane(parts: TidyParts, person: str, workspace: Path,
                         expected: dict[str, str | None], write: Callable[[], None], *,
                         reason: str, what: str, note: str) -> bool:
     """Run `write` in the person's DM lane (never beside a turn) if every file of `expected`
@@ -362,16 +362,17 @@ async def write_in_lane(gateway: TidyGateway, person: str, workspace: Path,
     written: list[bool] = []
 
     async def job() -> None:
-        await gateway.commit(workspace, "hand edit", note=f"before {what}")
+        await parts.versioning.commit(workspace, "hand edit", note=f"before {what}")
         for name, old in expected.items():
             if await asyncio.to_thread(_read, workspace / name) != old:
                 written.append(False)
                 return
         await asyncio.to_thread(write)
-        await gateway.commit(workspace, reason, session=dm_session_key(person), note=note)
+        await parts.versioning.commit(workspace, reason, session=dm_session_key(person),
+                                      note=note)
         written.append(True)
 
-    await gateway.run_in_lane(dm_session_key(person), job)
+    await parts.lanes.submit(dm_session_key(person), job)
     return bool(written and written[0])
 
 
@@ -425,10 +426,10 @@ def write_state(workspace: Path, state: dict[str, object], name: str = TIDY_STAT
         log.warning("could not save %s of %s: %s", name, workspace, exc)
 
 
-def tidying() -> Callable[[TidyGateway], Tidier | Off]:
+def tidying() -> Callable[[TidyParts], Tidier | Off]:
     """The service factory for GatewayApp (`services=`), or a no-op when turned off."""
-    def make(gateway: TidyGateway) -> Tidier | Off:
-        return Tidier(gateway) if gateway.settings.memory.tidy else Off()
+    def make(parts: TidyParts) -> Tidier | Off:
+        return Tidier(parts) if parts.settings.memory.tidy else Off()
 
     return make
 

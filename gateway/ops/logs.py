@@ -116,8 +116,8 @@ def configured_secrets(settings: Any) -> list[str]:
 
 
 def share_redactor(redactor: Redactor) -> None:
-    """Make the installed log handler mask with `redactor` (the gateway's), so a secret
-    registered later (`redactor.add`, e.g. an MCP server's env) is masked in logs too."""
+    """Make the installed log handler mask with `redactor` (the gateway's), so logs and tool
+    results mask the same secrets (also one added with `redactor.add`)."""
     for handler in logging.getLogger().handlers:
         if getattr(handler, "_clawgate", False) and isinstance(handler.formatter,
                                                                 RedactingFormatter):

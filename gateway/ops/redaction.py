@@ -94,14 +94,17 @@ def redact(text: str, secrets: Iterable[str]) -> str:
 
 def settings_secrets(settings: Any) -> list[str]:
     """Every secret the settings know: each `SecretStr` field at any depth, the standard key
-    variables (providers and the openai embedder fall back to them), `log_redact`, and the env
-    and header values of every MCP server."""
+    variables (providers and the openai embedder fall back to them), `log_redact`, the env
+    and header values of every MCP server, and the web search key."""
     found = [os.environ.get(name, "") for name in KEY_ENV_VARS]
     found.extend(_secret_fields(settings))
     found.extend(getattr(settings, "log_redact", None) or [])
     mcp = getattr(settings, "mcp", None)  # every MCP server's env and header values
     if mcp is not None and hasattr(mcp, "secrets"):
         found.extend(mcp.secrets())
+    web = getattr(settings, "web", None)  # a search key from BRAVE_API_KEY/TAVILY_API_KEY too
+    if web is not None and hasattr(web, "search_key"):
+        found.append(web.search_key())
     return [value for value in found if value]
 
 

@@ -30,9 +30,9 @@ from memory.layout import (
 )
 
 if TYPE_CHECKING:
-    from gateway.agent.tools.schedule_tools import ScheduleBook
+    from gateway.agent.tools.schedule_tools import ScheduleDesk
     from gateway.pipeline.budgets import CapStatus
-    from gateway.pipeline.ports import PanelGateway
+    from gateway.pipeline.ports import PanelParts
     from gateway.stores.usage import UsageLedger
     from heartbeat import BeatOutcome
     from memory.search import SearchResponse
@@ -62,15 +62,15 @@ NAMES_FRESH_SECONDS = 5.0  # the approved accounts' names are read again after t
 
 
 class PanelHost:
-    """The panel's view of the running gateway, through its `PanelGateway` port."""
+    """The panel's view of the running gateway: its parts, as `PanelParts` shows them."""
 
-    def __init__(self, gateway: PanelGateway, *, started: bool = True) -> None:
-        self._gateway = gateway
-        self.settings, self.clock = gateway.settings, gateway.clock
+    def __init__(self, parts: PanelParts, *, started: bool = True) -> None:
+        self.parts = parts
+        self.settings, self.clock = parts.settings, parts.clock
         self.root = Path(self.settings.workspaces_dir)
         self.started = started
         # The parts the CLI's commands use too: the same calls on the same objects.
-        self.state, self.versioning = gateway.state, gateway.versioning
+        self.state, self.versioning = parts.state, parts.versioning
         self.pairing = Pairing(self.state, self.clock)
         self._account_names: dict[str, str] = {}  # person id -> platform display name
         self.sender_names: dict[tuple[str, str], str] = {}  # (channel, sender id) -> name
@@ -81,15 +81,15 @@ class PanelHost:
 
     def channel_names(self) -> frozenset[str]:
         """The channels this gateway runs (the terminal chat alone: `clawgate chat`)."""
-        return self._gateway.channel_names()
+        return self.parts.routes.channel_names()
 
     @property
     def usage(self) -> UsageLedger:
         """The usage ledger (gateway/stores/usage.py) the usage page reads."""
-        return self._gateway.usage
+        return self.parts.usage
 
     async def budget_status(self, person: str) -> list[CapStatus]:
-        return await self._gateway.budget_status(person)
+        return await self.parts.budgets.status(person)
 
     # --- people --------------------------------------------------------------------------
 
@@ -167,11 +167,13 @@ class PanelHost:
     # --- readiness, metrics ----------------------------------------------------------------
 
     async def readiness(self) -> dict[str, Any]:
-        return await self._gateway.readiness(self.started)
+        from gateway.pipeline.health import readiness
+
+        return await readiness(self.parts, self.started)
 
     def counters(self) -> dict[str, dict[str, float]]:
         """The gateway's counters since start (metric -> label values -> value)."""
-        m = self._gateway.metrics
+        m = self.parts.metrics
         picked = {"turns": m.turns, "tokens": m.tokens, "heartbeats": m.heartbeats,
                   "deliveries": m.deliveries, "commits": m.commits,
                   "provider errors": m.provider_errors, "tool calls": m.tool_calls}
@@ -266,21 +268,21 @@ class PanelHost:
         async def job() -> None:
             from gateway.agent.scope import usage_scope
 
-            ctx = self._gateway.command_context(route, command.args)
+            ctx = self.parts.commands.for_route(route, command.args)
             with usage_scope(person_id, "conversation"):  # a compaction's model calls
                 answer.append(await run_command(ctx, command))
 
-        await self._gateway.run_in_lane(key, job)
+        await self.parts.lanes.submit(key, job)
         return answer[0] if answer else ""
 
     # --- memory search, heartbeat ----------------------------------------------------------
 
     @property
     def memory_on(self) -> bool:
-        return self._gateway.memory is not None
+        return self.parts.memory is not None
 
     async def search(self, person_id: str, query: str, limit: int = 10) -> SearchResponse:
-        memory = self._gateway.memory
+        memory = self.parts.memory
         if memory is None:
             raise PanelError("memory search is off ([memory] enabled = false)")
         return await memory.search(self.workspace(person_id), query, max_results=limit)
@@ -288,7 +290,7 @@ class PanelHost:
     async def beat_now(self, person_id: str) -> BeatOutcome:
         from gateway.features.heartbeat_host import beat_now
 
-        return await beat_now(self._gateway, person_id, self.workspace(person_id))
+        return await beat_now(self.parts, person_id, self.workspace(person_id))
 
     def heartbeat_policy(self, person_id: str) -> Any:
         from gateway.features.heartbeat_host import policy_for
@@ -299,7 +301,7 @@ class PanelHost:
 
     @property
     def reminders_on(self) -> bool:
-        return self._gateway.schedules is not None
+        return self.parts.schedule_desk is not None
 
     def zone(self, person_id: str) -> ZoneInfo:
         from gateway.features.scheduling import person_zone
@@ -333,8 +335,8 @@ class PanelHost:
                                      note=f"cancelled in the web panel: #{job_id}")
         return said
 
-    def _desk(self) -> ScheduleBook:
-        desk = self._gateway.schedules
+    def _desk(self) -> ScheduleDesk:
+        desk = self.parts.schedule_desk
         if desk is None:
             raise PanelError("reminders are off ([scheduler] enabled = false)")
         return desk

@@ -26,7 +26,8 @@ from gateway.pipeline.routing import Route
 from gateway.pipeline.usage_report import usage_command
 
 if TYPE_CHECKING:
-    from gateway.agent.tools.schedule_tools import ScheduleBook
+    from gateway.agent.providers import ModelRouter
+    from gateway.agent.tools.schedule_tools import ScheduleDesk
     from gateway.pipeline.budgets import Budgets
     from gateway.pipeline.voice_choice import VoiceChoices
     from gateway.stores.usage import UsageLedger
@@ -84,10 +85,32 @@ class CommandContext:
     compactor: Compactor
     provider: ModelInfo  # names the model (/status); calls go through the metered one
     prompt: PromptParts
-    schedules: ScheduleBook | None = None  # reminders (gateway/features/scheduling.py)
+    schedule_desk: ScheduleDesk | None = None  # reminders (gateway/features/scheduling.py)
     usage: UsageLedger | None = None  # /usage (gateway/stores/usage.py)
     budgets: Budgets | None = None
     voice: VoiceChoices | None = None  # /voice (gateway/pipeline/voice_choice.py)
+
+
+@dataclass(frozen=True, slots=True)
+class CommandContexts:
+    """Makes the `CommandContext` of a route: for the gateway's slash commands and the panel's
+    session actions (the same parts, so the panel's /compact is the chat's)."""
+
+    settings: Settings
+    sessions: SessionStore
+    compactor: Compactor
+    models: ModelRouter
+    prompt: PromptParts
+    schedule_desk: ScheduleDesk | None = None
+    usage: UsageLedger | None = None
+    budgets: Budgets | None = None
+    voice: VoiceChoices | None = None
+
+    def for_route(self, route: Route, args: str = "") -> CommandContext:
+        return CommandContext(route, args, self.settings, self.sessions, self.compactor,
+                              self.models.for_person(route.person_id), self.prompt,
+                              self.schedule_desk, usage=self.usage, budgets=self.budgets,
+                              voice=self.voice)
 
 
 Handler = Callable[[CommandContext], Awaitable[str]]
@@ -228,7 +251,7 @@ def standing_lines(files: list[ContextFile]) -> list[str]:
 
 
 async def _reminders(ctx: CommandContext) -> str:
-    return await reminders_command(ctx.schedules, ctx.route, ctx.args)
+    return await reminders_command(ctx.schedule_desk, ctx.route, ctx.args)
 
 
 async def _usage(ctx: CommandContext) -> str:

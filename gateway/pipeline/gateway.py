@@ -5,9 +5,10 @@ runner) → delivery. The channel's handler (`handle`) only records and hands ov
 it waits for a platform, so one slow or rate-limited chat never stalls another person. Every
 outbound message goes through `self.delivery` (gateway/pipeline/delivery.py); turns are run
 by `self.turns` (gateway/pipeline/turns.py). The parts are built by gateway/pipeline/parts.py
-and handed over ready; the assembly and the panel see the Gateway through the protocols of
-gateway/pipeline/ports.py. No global state: tests build a Gateway (`Gateway.build`) with
-fakes in place of the provider, channels and clock.
+and handed over ready; the parts around the gateway (the assembly, the panel, health, the CLI)
+are given those parts themselves, through the protocols of gateway/pipeline/ports.py, never
+the Gateway. No global state: tests build a Gateway (`Gateway.build`) with fakes in place of
+the provider, channels and clock.
 """
 
 from __future__ import annotations
@@ -15,43 +16,31 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Sequence
-from datetime import date
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from channels.base import Channel, InboundMessage
-from channels.terminal import LOCAL_CHAT as TERMINAL_CHAT
-from gateway.agent.providers.base import ModelInfo, Provider
+from gateway.agent.providers.base import Provider
 from gateway.agent.scope import usage_scope
 from gateway.agent.tools import Tool
 from gateway.clock import Clock
 from gateway.config.settings import Settings
 from gateway.ops.redaction import Redactor
 from gateway.pipeline.access import AccessPolicy
-from gateway.pipeline.commands import Command, CommandContext, lookup, parse_command
+from gateway.pipeline.commands import Command, lookup, parse_command
 from gateway.pipeline.lanes import Job
 from gateway.pipeline.limits import Account
 from gateway.pipeline.parts import GatewayParts, build_parts
 from gateway.pipeline.recovery import answer_key
 from gateway.pipeline.routing import TERMINAL_CHANNEL, Route
 from gateway.pipeline.turns import INTERNAL_ERROR_REPLY, TranscriptWriteError
-from gateway.pipeline.voice_choice import VoiceChoices
 from gateway.pipeline.welcome import ApprovalFollowUp
-from gateway.stores.links import DmRoute
 from gateway.stores.state import StateDB
 from gateway.workspace.seed import ensure_workspace
 from retrypolicy import Backoff
 
 if TYPE_CHECKING:
-    from gateway.agent.context_files import ContextFile
-    from gateway.agent.metrics import Registry
-    from gateway.agent.scope import UsageScope
-    from gateway.agent.sessions import Session
-    from gateway.agent.tools import ToolRegistry
-    from gateway.agent.tools.quota import TurnBudget
-    from gateway.agent.tools.schedule_tools import ScheduleBook
-    from gateway.pipeline.budgets import CapStatus
-    from gateway.pipeline.delivery import Outcome
+    from gateway.agent.sessions import SessionStore
+    from gateway.agent.tools.schedule_tools import ScheduleDesk
     from gateway.pipeline.voice_reply import VoiceReplies
     from memory.service import MemoryService
 
@@ -74,36 +63,33 @@ class Gateway:
     """Takes in one message and moves it along; owns the parts' start and stop.
 
     Built from ready parts (gateway/pipeline/parts.py): `Gateway.build(settings, provider,
-    ...)` wires them from settings. The parts around it (gateway/assembly/, the panel) see it
-    through the narrow protocols of gateway/pipeline/ports.py, which it implements.
+    ...)` wires them from settings. `on_new_workspace(person_id)` is called when a workspace
+    is first used in this run (the assembly starts that person's heartbeat timer at once, not
+    at its rescan).
     """
 
-    def __init__(self, parts: GatewayParts) -> None:
+    def __init__(self, parts: GatewayParts, *,
+                 on_new_workspace: Callable[[str], object] | None = None) -> None:
         p = self.parts = parts  # each part's job: gateway/pipeline/parts.py
-        self.settings, self.provider, self.clock, self.redactor = (
-            p.settings, p.provider, p.clock, p.redactor)
+        # The parts the message path uses; the others are in `parts` only.
+        self.settings, self.clock, self.redactor = p.settings, p.clock, p.redactor
         self.access, self.channels, self.state, self.router = (
             p.access, p.channels, p.state, p.router)
-        self.sessions, self.lanes, self.limits, self.turns = (
-            p.sessions, p.lanes, p.limits, p.turns)
+        self.lanes, self.limits, self.turns = p.lanes, p.limits, p.turns
         self.metrics, self.versioning, self.capabilities, self.delivery = (
             p.metrics, p.versioning, p.capabilities, p.delivery)
-        self.models, self.usage, self.budgets, self.metered = (
-            p.models, p.usage, p.budgets, p.metered)
-        self.setup, self.media = p.setup, p.media
-        p.budgets.notify = self._budget_note  # notes for the owner go to their DM
+        self.models, self.budgets, self.media, self.memory = (
+            p.models, p.budgets, p.media, p.memory)
         self._resumed = asyncio.Event()  # cleared while start() re-queues: new messages wait
         self._resumed.set()
         self.accepting = True  # False once stopping: new messages wait for the next start
-        self._workspace_listeners: list[Callable[[str], object]] = []  # on_new_workspace
+        self._on_new_workspace = on_new_workspace
         self._seeded: set[str] = set()
         self.persist_backoff = Backoff(1.0, 60.0)  # between tries to save a refused message
         # Welcomes the newly approved, and answers what they wrote while waiting (as resumed).
         self.approvals = ApprovalFollowUp(self.state.access, self.state.inbox, self.channels,
                                           self._announce,
                                           lambda msg: self._process(msg, resumed=True))
-        self.memory: MemoryService | None = None  # use_memory: recall and the memory tools
-        self.schedules: ScheduleBook | None = None  # use_schedules: /reminders, the panel
 
     @classmethod
     def build(
@@ -115,14 +101,21 @@ class Gateway:
         clock: Clock | None = None,
         access: AccessPolicy | None = None,
         private_tools: Sequence[Tool] = (),
+        shared_tools: Sequence[Tool] = (),
         state: StateDB | None = None,
         redactor: Redactor | None = None,
+        sessions: SessionStore | None = None,
+        memory: MemoryService | None = None,
+        schedule_desk: ScheduleDesk | None = None,
+        on_new_workspace: Callable[[str], object] | None = None,
     ) -> Gateway:
         """A Gateway wired from `settings` (tests give fakes for the provider, channels and
-        clock; gateway/assembly/ builds the real ones)."""
+        clock; gateway/assembly/ builds the real ones). The keywords are `build_parts`'."""
         return cls(build_parts(settings, provider, channels=channels, clock=clock,
-                               access=access, private_tools=private_tools, state=state,
-                               redactor=redactor))
+                               access=access, private_tools=private_tools,
+                               shared_tools=shared_tools, state=state, redactor=redactor,
+                               sessions=sessions, memory=memory, schedule_desk=schedule_desk),
+                   on_new_workspace=on_new_workspace)
 
     async def start(self) -> None:
         """Open the state database, start every channel, then resume what was left undone:
@@ -163,25 +156,6 @@ class Gateway:
             return
         if removed:
             log.info("removed %d voice note(s) left behind by an earlier run", removed)
-
-    def use_memory(self, memory: MemoryService) -> None:
-        """Give the owner's DM sessions recall: the memory tools, backed by `memory`."""
-        self.memory = memory
-        if self.turns.recall is None and self.settings.memory.auto_recall:
-            from gateway.pipeline.auto_recall import AutoRecall, RecallOptions
-
-            self.turns.recall = AutoRecall(memory, RecallOptions.from_settings(
-                self.settings.memory), self.metrics.registry)
-        self.setup.use_memory(memory)
-
-    def add_private_tools(self, tools: Sequence[Tool]) -> None:
-        """More tools for the owner's private contexts only (the schedule tools)."""
-        self.setup.add_private_tools(tools)
-
-    def add_shared_tools(self, tools: Sequence[Tool]) -> None:
-        """More tools for group chats too (the web tools when `[web] groups` is on); private
-        contexts get them through add_private_tools."""
-        self.setup.add_shared_tools(tools)
 
     def stop_intake(self) -> None:
         """From now on a new message is recorded (platforms) but not answered in this run:
@@ -347,56 +321,20 @@ class Gateway:
         await self._answer_now(msg, refusal, "over_budget")
         return True
 
-    async def _budget_note(self, text: str, key: str) -> None:
-        """A budget note for the owner (gateway/pipeline/budgets.py), once per `key`."""
-        if not await self.send_to_person(self.settings.owner, text, key=key):
-            log.warning("budget note not sent: the owner has no DM route yet")
-
     async def _announce(self, channel: str, chat_id: str, text: str, key: str) -> None:
         """A message no one asked for right now (a welcome); `key` names it once."""
         await self.delivery.deliver(channel, chat_id, text, key=key)
-
-    async def last_dm_route(self, person_id: str) -> DmRoute | None:
-        """Where `person_id` last wrote to us in a DM (channel and chat), for proactive sends.
-
-        While a terminal chat runs, it is the owner's DM unless they wrote from a platform
-        channel that is running too (heartbeat alerts appear in `clawgate chat`).
-        """
-        route = await self.state.links.last_dm_route(person_id)
-        if ((route is None or route.channel not in self.channels)
-                and TERMINAL_CHANNEL in self.channels and person_id == self.settings.owner):
-            return DmRoute(person_id, TERMINAL_CHANNEL, TERMINAL_CHAT, TERMINAL_CHAT,
-                           self.clock.now())
-        return route
-
-    async def send_to_person(self, person_id: str, text: str, *, key: str | None = None) -> bool:
-        """Deliver `text` to the person's last DM route; False if they never wrote in a DM.
-
-        `key` makes it exactly-once (a scheduler's fire id): a second call with it sends nothing.
-        """
-        route = await self.last_dm_route(person_id)
-        if route is None or route.channel not in self.channels:
-            return False
-        await self.delivery.deliver(route.channel, route.chat_id, text, key=key)
-        return True
 
     def _durable(self, msg: InboundMessage) -> bool:
         """Platform messages go through the inbox; a channel that is not durable does not."""
         channel = self.channels.get(msg.channel)
         return channel is not None and channel.durable and bool(msg.message_id)
 
-    def command_context(self, route: Route, args: str = "") -> CommandContext:
-        """What a slash command may use (also the panel's session actions)."""
-        return CommandContext(route, args, self.settings, self.sessions, self.parts.compactor,
-                              self.models.for_person(route.person_id), self.setup, self.schedules,
-                              usage=self.usage, budgets=self.budgets,
-                              voice=VoiceChoices(self.settings.media.speech))
-
     def _command_job(self, route: Route, command: Command, msg: InboundMessage) -> Job:
         async def job() -> None:
             with usage_scope(route.person_id, "conversation", route.group):  # /compact
                 answer = await lookup(command.name).handler(
-                    self.command_context(route, command.args))
+                    self.parts.commands.for_route(route, command.args))
             await self._answer_now(msg, answer)
 
         return job
@@ -446,89 +384,8 @@ class Gateway:
             await asyncio.to_thread(ensure_workspace, self.settings.workspaces_dir, route.person_id)
             await self.versioning.ensure_repo(route.workspace)
             self._seeded.add(route.person_id)
-            for listener in self._workspace_listeners:
+            if self._on_new_workspace is not None:
                 try:
-                    listener(route.person_id)
+                    self._on_new_workspace(route.person_id)
                 except Exception:
-                    log.exception("workspace listener failed for %s", route.person_id)
-
-
-    def on_new_workspace(self, listener: Callable[[str], object]) -> None:
-        """Call `listener(person_id)` when a workspace is first used in this run (the
-        assembly starts that person's heartbeat timer at once, not at its rescan)."""
-        self._workspace_listeners.append(listener)
-
-    # -- the ports (gateway/pipeline/ports.py): what the parts around the gateway may do ----
-
-    def run_in_lane(self, key: str, job: Job) -> asyncio.Future[None]:
-        return self.lanes.submit(key, job)
-
-    def lane_busy(self, key: str) -> bool:
-        return self.lanes.is_busy(key)
-
-    def queue_depth(self) -> int:
-        """Turns running or queued, in every lane."""
-        return self.lanes.depth()
-
-    async def session(self, workspace: Path, key: str) -> Session:
-        return await self.sessions.get(workspace, key)
-
-    def channel(self, name: str) -> Channel | None:
-        return self.channels.get(name)
-
-    def runs_channel(self, name: str) -> bool:
-        return name in self.channels
-
-    def channel_names(self) -> frozenset[str]:
-        return frozenset(self.channels)
-
-    async def deliver(self, channel: str, chat_id: str, text: str, *,
-                      key: str | None = None) -> asyncio.Future[Outcome]:
-        """Through the outbox (gateway/pipeline/delivery.py); the future says how the first
-        try went."""
-        return await self.delivery.deliver(channel, chat_id, text, key=key)
-
-    async def stored_dm_route(self, person_id: str) -> DmRoute | None:
-        """The last DM route the state database recorded (a platform's, never the terminal)."""
-        return await self.state.links.last_dm_route(person_id)
-
-    async def commit(self, workspace: Path, reason: str, *, session: str = "",
-                     note: str = "") -> str | None:
-        return await self.versioning.commit(workspace, reason, session=session, note=note)
-
-    def model_for(self, scope: UsageScope) -> ModelInfo:
-        return self.models.for_scope(scope)
-
-    def light_files(self, workspace: Path, *, today: date,
-                    names: Sequence[str]) -> list[ContextFile]:
-        return self.setup.light_files(workspace, today=today, names=names)
-
-    def heartbeat_tools(self, person_id: str, workspace: Path) -> ToolRegistry:
-        return self.setup.heartbeat_tools(person_id, workspace)
-
-    def turn_budget(self) -> TurnBudget:
-        return self.setup.turn_budget()
-
-    def count_heartbeat(self, status: str) -> None:
-        self.metrics.heartbeat(status)
-
-    @property
-    def registry(self) -> Registry:
-        """The /metrics registry, for parts that export their own series."""
-        return self.metrics.registry
-
-    def use_schedules(self, desk: ScheduleBook) -> None:
-        """/reminders and the panel's reminders page use `desk`."""
-        self.schedules = desk
-
-    def add_secret(self, secret: str | None) -> None:
-        """One more secret masked in tool results and logs."""
-        self.redactor.add(secret)
-
-    async def budget_status(self, person: str) -> list[CapStatus]:
-        return await self.budgets.status(person)
-
-    async def readiness(self, started: bool = True) -> dict[str, Any]:
-        from gateway.pipeline.health import readiness
-
-        return await readiness(self, started)
+                    log.exception("new-workspace callback failed for %s", route.person_id)

@@ -30,7 +30,8 @@ from channels.base import Channel
 if TYPE_CHECKING:
     from aiohttp import web
 
-    from gateway.pipeline.gateway import Gateway
+    from gateway.pipeline.ports import HealthParts, ReadinessParts
+    from gateway.stores.state import StateDB
 
 log = logging.getLogger(__name__)
 
@@ -45,8 +46,7 @@ def channel_readiness(channel: Channel, started: bool) -> dict[str, Any]:
     return {"ready": ready, "detail": channel.ready_detail or ("connected" if ready else "down")}
 
 
-async def state_readiness(gateway: Gateway) -> dict[str, Any]:
-    state = gateway.state
+async def state_readiness(state: StateDB) -> dict[str, Any]:
     if not state.is_open:
         return {"ready": False, "detail": "not open"}
     try:
@@ -56,15 +56,16 @@ async def state_readiness(gateway: Gateway) -> dict[str, Any]:
     return {"ready": True, "detail": "ok"}
 
 
-async def readiness(gateway: Gateway, started: bool = True) -> dict[str, Any]:
+async def readiness(parts: ReadinessParts, started: bool = True) -> dict[str, Any]:
+    """/readyz's report on the gateway's parts (`started`: its channels are)."""
     channels = {name: channel_readiness(channel, started)
-                for name, channel in gateway.channels.items()}
-    state = await state_readiness(gateway)
+                for name, channel in parts.channels.items()}
+    state = await state_readiness(parts.state)
     ready = started and state["ready"] and all(c["ready"] for c in channels.values())
     return {"ready": ready, "channels": channels, "state_db": state,
-            "queue_depth": gateway.lanes.depth(),
+            "queue_depth": parts.lanes.depth(),
             # Reported, never gating: an optional tool server down is not the gateway down.
-            "mcp": gateway.capabilities.readiness()}
+            "mcp": parts.capabilities.readiness()}
 
 
 def instance_id(workspaces_dir: Path) -> str:
@@ -75,20 +76,20 @@ def instance_id(workspaces_dir: Path) -> str:
 
 
 class HealthServer:
-    """Serves the three endpoints for one Gateway. `start()` after `gateway.start()`."""
+    """Serves the three endpoints for one gateway's parts. `start()` after the gateway's."""
 
-    def __init__(self, gateway: Gateway, host: str = "127.0.0.1", port: int = 8787) -> None:
-        self.gateway = gateway
+    def __init__(self, parts: HealthParts, host: str = "127.0.0.1", port: int = 8787) -> None:
+        self.parts = parts
         self.host = host
         self.port = port
         self.started = False  # the gateway's channels are started
         self._runner: web.AppRunner | None = None
         self._sockets: list[socket.socket] = []  # bound by bind(), served by start()
-        gateway.metrics.channel_ready.collect_with(self._channel_gauge)
+        parts.metrics.channel_ready.collect_with(self._channel_gauge)
 
     def _channel_gauge(self) -> dict[tuple[str, ...], float]:
         return {(name,): float(channel_readiness(channel, self.started)["ready"])
-                for name, channel in self.gateway.channels.items()}
+                for name, channel in self.parts.channels.items()}
 
     def _app(self) -> web.Application:
         from aiohttp import web
@@ -163,19 +164,19 @@ class HealthServer:
 
         return web.json_response({
             "status": "ok", "service": "clawgate", "pid": os.getpid(),
-            "instance": instance_id(self.gateway.settings.workspaces_dir),
+            "instance": instance_id(self.parts.settings.workspaces_dir),
         })
 
     async def _readyz(self, request: web.Request) -> web.Response:
         from aiohttp import web
 
-        report = await readiness(self.gateway, self.started)
+        report = await readiness(self.parts, self.started)
         return web.Response(text=json.dumps(report, indent=1), content_type="application/json",
                             status=200 if report["ready"] else 503)
 
     async def _metrics(self, request: web.Request) -> web.Response:
         from aiohttp import web
 
-        body = self.gateway.metrics.render()
+        body = self.parts.metrics.render()
         return web.Response(body=body.encode("utf-8"),
                             headers={"Content-Type": PROMETHEUS_CONTENT_TYPE})

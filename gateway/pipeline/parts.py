@@ -1,16 +1,20 @@
 """The Gateway's parts, built from settings in one place and handed over ready.
 
-`build_parts` is the wiring that used to fill the Gateway's constructor: state database,
-router, lanes and sessions, metrics and versioning, model routing and accounting (every model
-call of every kind of turn goes through `metered`), media, the agent loop and compactor, the
-capabilities, the delivery path and the turn runner. The Gateway (gateway/pipeline/gateway.py)
-takes the result and only moves messages; tests and benchmarks get the same wiring through
+`build_parts` builds them in dependency order, each given what it needs in its constructor
+(nothing is attached afterwards): state database, router, lanes and sessions, metrics and
+versioning, model routing and accounting (every model call of every kind of turn goes through
+`metered`), the delivery path and the DM routes, budgets (their notes go to the owner's DM),
+media, the agent loop and compactor, the capabilities, the turn setup (with the memory, web and
+schedule tools the assembly made), recall and claim capture, and the turn runner. The Gateway
+(gateway/pipeline/gateway.py) takes the result and only moves messages; the parts around it
+(gateway/assembly/, the panel, health, the CLI) are given these parts through the protocols
+of gateway/pipeline/ports.py. Tests and benchmarks get the same wiring through
 `Gateway.build`, with fakes in place of the provider, channels and clock.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -29,7 +33,9 @@ from gateway.ops.redaction import Redactor
 from gateway.ops.versioning import Versioning
 from gateway.pipeline.access import AccessPolicy, LocalOnlyAccess
 from gateway.pipeline.budgets import Accounting, Budgets
+from gateway.pipeline.commands import CommandContexts
 from gateway.pipeline.delivery import Delivery
+from gateway.pipeline.dm_routes import DmRoutes
 from gateway.pipeline.lanes import Lanes
 from gateway.pipeline.limits import PersonLimits
 from gateway.pipeline.recovery import Retries
@@ -37,6 +43,7 @@ from gateway.pipeline.replies import endpoint_host
 from gateway.pipeline.routing import Route, Router
 from gateway.pipeline.turn_setup import TurnSetup
 from gateway.pipeline.turns import TurnRunner
+from gateway.pipeline.voice_choice import VoiceChoices
 from gateway.stores.prices import PriceTable
 from gateway.stores.state import StateDB
 from gateway.stores.usage import UsageLedger
@@ -48,7 +55,11 @@ if TYPE_CHECKING:
     from gateway.agent.media.intake import MediaIntake, UserContent
     from gateway.agent.media.speech import Speaker
     from gateway.agent.media.window import ImageWindow
+    from gateway.agent.tools.schedule_tools import ScheduleDesk
+    from gateway.pipeline.auto_recall import AutoRecall
+    from gateway.pipeline.capture import Capture
     from gateway.pipeline.voice_reply import VoiceReplies
+    from memory.service import MemoryService
 
 
 @dataclass(slots=True)
@@ -78,12 +89,12 @@ class GatewayParts:
     setup: TurnSetup  # tools, context files, system prompt, tool context of every turn
     compactor: Compactor
     delivery: Delivery  # the one way out: outbox, per-chat ordered senders, retries
+    routes: DmRoutes  # each person's last DM route: heartbeats, reminders, budget notes
     turns: TurnRunner
     voice: VoiceReplies | None  # replies read aloud; None when `[media.speech] backend = none`
-
-
-async def _no_note(text: str, key: str) -> None:
-    """Budgets' notes before the Gateway gives them a way to the owner."""
+    commands: CommandContexts  # what a slash command (and the panel's session action) uses
+    memory: MemoryService | None  # recall and the memory tools; None without an index
+    schedule_desk: ScheduleDesk | None  # reminders: the tools, /reminders, the panel's page
 
 
 def build_parts(
@@ -94,13 +105,22 @@ def build_parts(
     clock: Clock | None = None,
     access: AccessPolicy | None = None,
     private_tools: Sequence[Tool] = (),
+    shared_tools: Sequence[Tool] = (),
     state: StateDB | None = None,
     redactor: Redactor | None = None,
+    sessions: SessionStore | None = None,
+    memory: MemoryService | None = None,
+    schedule_desk: ScheduleDesk | None = None,
 ) -> GatewayParts:
-    """The parts for `settings`, not started (no I/O happens here)."""
+    """The parts for `settings`, not started (no I/O happens here).
+
+    `private_tools`: more tools for the owner's private contexts (web, schedule tools);
+    `shared_tools`: more for group chats too. `sessions`: given when a tool made before the
+    parts reads them (the web tools' session links). `memory`: recall and the memory tools.
+    `schedule_desk`: the reminders desk (/reminders, the panel)."""
     clock = clock or SystemClock()
     # Masks every configured secret in tool results (gateway/ops/redaction.py); shared with the
-    # log formatter so secrets added later (`redactor.add`) are masked there too.
+    # log formatter.
     redactor = redactor or Redactor.from_settings(settings)
     by_name = {channel.name: channel for channel in channels}
     state = state or StateDB.for_root(  # opened by Gateway.start
@@ -113,32 +133,47 @@ def build_parts(
         settings, provider, on_fallback=lambda p, e: metrics.fallback(p.model, e.kind))
     metrics.register_models(ref.model for _, ref in models_in_use(settings))
     usage = UsageLedger(state.usage, PriceTable(settings.prices), clock, settings.zone())
-    budgets = Budgets(settings, usage, _no_note)
+    delivery = Delivery(by_name, state.outbox, state.inbox, metrics)
+    routes = DmRoutes(state, by_name, delivery, owner=settings.owner, clock=clock)
+    budgets = Budgets(settings, usage, routes.note_to_owner)  # notes go to the owner's DM
     accounting = Accounting(usage, budgets, metrics)
     metered = MeteredProvider(models, metrics, accounting)
     capabilities = Capabilities(settings)
     capabilities.register_metrics(metrics.registry)
-    delivery = Delivery(by_name, state.outbox, state.inbox, metrics)
     setup = TurnSetup(settings, clock, channels=by_name, delivery=delivery, metrics=metrics,
                       models=models, capabilities=capabilities, redactor=redactor,
-                      private_tools=private_tools)
+                      private_tools=private_tools, shared_tools=shared_tools, memory=memory)
     media = _media_intake(settings, provider, clock, setup)
     agent = AgentLoop(metered, settings.llm.max_tool_rounds, images=_image_window(settings, media))
-    sessions = SessionStore(clock)
+    sessions = sessions or SessionStore(clock)
     compactor = Compactor(metered, agent, settings.llm, settings.compaction, clock,
                           settings.zone(), metrics=metrics, versioning=versioning,
                           instructions=_instructions(settings, metered, clock, metrics))
-    turns = _turn_runner(settings, provider, sessions, agent, compactor, setup, delivery,
-                         metrics, versioning, state, media, by_name)
     router = Router(settings.workspaces_dir, settings.owner, state.links)
-    turns.voice = voice = _voice_replies(settings, state, accounting, router)
+    voice = _voice_replies(settings, state, accounting, router)
+    turns = TurnRunner(
+        sessions, agent, compactor, setup, delivery, metrics, versioning,
+        Retries(state.inbox, delivery, metrics), state.previews,
+        deadline_seconds=settings.limits.turn_deadline_seconds,
+        model=provider.model,
+        host=endpoint_host(settings.llm.provider, settings.llm.base_url),
+        media=_media_step(media, by_name),
+        recall=_recall(settings, memory, metrics),
+        capture=_capture(settings, agent, metrics),
+        instructions=compactor.instructions,  # the compactor's keeper: one for both
+        voice=voice,
+    )
+    commands = CommandContexts(
+        settings, sessions, compactor, models, setup, schedule_desk, usage=usage,
+        budgets=budgets,
+        voice=voice.choices if voice is not None else VoiceChoices(settings.media.speech))
     limits = PersonLimits(clock, settings.limits.queue_per_person,
                           settings.limits.messages_per_minute)
     return GatewayParts(
         settings, provider, clock, redactor, access or LocalOnlyAccess(), by_name, state,
         router, sessions, lanes, limits,
         metrics, versioning, models, usage, budgets, accounting, metered, media, capabilities,
-        setup, compactor, delivery, turns, voice,
+        setup, compactor, delivery, routes, turns, voice, commands, memory, schedule_desk,
     )
 
 
@@ -169,35 +204,6 @@ def _voice_replies(settings: Settings, state: StateDB, accounting: Accounting,
                         person_workspace=person_workspace)
 
 
-def _turn_runner(settings: Settings, provider: Provider, sessions: SessionStore,
-                 agent: AgentLoop, compactor: Compactor, setup: TurnSetup, delivery: Delivery,
-                 metrics: GatewayMetrics, versioning: Versioning, state: StateDB,
-                 media: MediaIntake | None, channels: dict[str, Channel]) -> TurnRunner:
-    """The turn runner, with the media step and claim capture when they are on."""
-    turns = TurnRunner(
-        sessions, agent, compactor, setup, delivery, metrics, versioning,
-        Retries(state.inbox, delivery, metrics), state.previews,
-        deadline_seconds=settings.limits.turn_deadline_seconds,
-        model=provider.model,
-        host=endpoint_host(settings.llm.provider, settings.llm.base_url),
-    )
-    if media is not None:
-        intake = media
-
-        async def take(route: Route, msg: InboundMessage) -> UserContent:
-            """The turn's user message from `msg`'s attachments, fetched through its channel."""
-            return await intake.take(msg, channels[route.channel], route.workspace,
-                                     route.access)
-
-        turns.media = take
-    if settings.memory.capture_claims:
-        from gateway.pipeline.capture import Capture
-
-        turns.capture = Capture(agent, metrics.registry)
-    turns.instructions = compactor.instructions
-    return turns
-
-
 def _instructions(settings: Settings, metered: Provider, clock: Clock,
                   metrics: GatewayMetrics) -> InstructionKeeper | None:
     """Standing instructions (gateway/agent/instructions.py), unless turned off."""
@@ -206,6 +212,39 @@ def _instructions(settings: Settings, metered: Provider, clock: Clock,
     from gateway.agent.instructions import InstructionKeeper
 
     return InstructionKeeper(metered, clock, settings.zone(), metrics.registry)
+
+
+def _media_step(media: MediaIntake | None, channels: dict[str, Channel]
+                ) -> Callable[[Route, InboundMessage], Awaitable[UserContent]] | None:
+    """The turn's media step: its user message from the attachments (None: media off)."""
+    if media is None:
+        return None
+    intake = media
+
+    async def take(route: Route, msg: InboundMessage) -> UserContent:
+        """The turn's user message from `msg`'s attachments, fetched through its channel."""
+        return await intake.take(msg, channels[route.channel], route.workspace, route.access)
+
+    return take
+
+
+def _recall(settings: Settings, memory: MemoryService | None,
+            metrics: GatewayMetrics) -> AutoRecall | None:
+    """Memory hits before each private turn, when there is an index and `auto_recall` is on."""
+    if memory is None or not settings.memory.auto_recall:
+        return None
+    from gateway.pipeline.auto_recall import AutoRecall, RecallOptions
+
+    return AutoRecall(memory, RecallOptions.from_settings(settings.memory), metrics.registry)
+
+
+def _capture(settings: Settings, agent: AgentLoop, metrics: GatewayMetrics) -> Capture | None:
+    """The silent claim-capture step after a reply, when `capture_claims` is on."""
+    if not settings.memory.capture_claims:
+        return None
+    from gateway.pipeline.capture import Capture
+
+    return Capture(agent, metrics.registry)
 
 
 def _media_intake(settings: Settings, provider: Provider, clock: Clock,

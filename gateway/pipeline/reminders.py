@@ -10,13 +10,13 @@ from typing import TYPE_CHECKING
 from scheduler import ScheduleFileError
 
 if TYPE_CHECKING:
-    from gateway.agent.tools.schedule_tools import ScheduleBook
+    from gateway.agent.tools.schedule_tools import ScheduleDesk
     from gateway.pipeline.routing import Route
 
 USAGE = "Usage: /reminders (the list) or /reminders cancel N (N: a number from the list)."
 
 
-async def reminders_command(desk: ScheduleBook | None, route: Route, args: str) -> str:
+async def reminders_command(desk: ScheduleDesk | None, route: Route, args: str) -> str:
     if not route.private:
         return "Reminders are only available in a direct message with the assistant."
     if desk is None:

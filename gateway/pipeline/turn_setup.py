@@ -57,6 +57,8 @@ class TurnSetup:
         capabilities: Capabilities,
         redactor: Redactor,
         private_tools: Sequence[Tool] = (),
+        shared_tools: Sequence[Tool] = (),
+        memory: MemoryService | None = None,
     ) -> None:
         self.settings, self.clock, self._zone = settings, clock, settings.zone()
         self.channels, self.delivery, self.metrics = channels, delivery, metrics
@@ -68,39 +70,16 @@ class TurnSetup:
                              tools.turn_write_max_bytes, tools.step_max_tool_calls,
                              tools.turn_max_tool_calls)
         self.disk_usage = DiskUsage()  # one per gateway: every turn's view of disk use
-        # Corrections (memory_find, memory_correct) need no index: every private context has them.
-        self._extra_private = [*correction_tools(self.today), *private_tools]
-        self._extra_shared: list[Tool] = []
-        self._memory_tools: list[Tool] = []
-        self.shared_tools = ToolRegistry(base_tools(), redact=redactor)
-        self.private_tools = ToolRegistry([*base_tools(), *self._extra_private], redact=redactor)
+        # Corrections (memory_find, memory_correct) need no index: every private context has
+        # them; the memory tools (recall, say) when there is a memory service.
+        private = [*base_tools(), *correction_tools(self.today), *private_tools]
+        if memory is not None:
+            from gateway.agent.tools.memory_tools import memory_tools
+
+            private.extend(memory_tools(memory, on_search=metrics.observe_search))
+        self.shared_tools = ToolRegistry([*base_tools(), *shared_tools], redact=redactor)
+        self.private_tools = ToolRegistry(private, redact=redactor)
         metrics.register_tools([*self.shared_tools.names(), *self.private_tools.names()])
-
-    # -- the registries --------------------------------------------------------------------
-
-    def use_memory(self, memory: MemoryService) -> None:
-        """The memory tools (recall, say) for the owner's private contexts, backed by `memory`."""
-        from gateway.agent.tools.memory_tools import memory_tools
-
-        self._memory_tools = list(memory_tools(memory, on_search=self.metrics.observe_search))
-        self._rebuild_private()
-        self.metrics.register_tools(self.private_tools.names())
-
-    def add_private_tools(self, tools: Sequence[Tool]) -> None:
-        """More tools for the owner's private contexts only (the schedule tools)."""
-        self._extra_private.extend(tools)
-        self._rebuild_private()
-
-    def add_shared_tools(self, tools: Sequence[Tool]) -> None:
-        """More tools for group chats too (the web tools when `[web] groups` is on); private
-        contexts get them through add_private_tools."""
-        self._extra_shared.extend(tools)
-        self.shared_tools = ToolRegistry([*base_tools(), *self._extra_shared],
-                                         redact=self.redactor)
-
-    def _rebuild_private(self) -> None:
-        self.private_tools = ToolRegistry(
-            [*base_tools(), *self._extra_private, *self._memory_tools], redact=self.redactor)
 
     def tools_for(self, route: Route) -> ToolRegistry:
         base = self.private_tools if route.private else self.shared_tools

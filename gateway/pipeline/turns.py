@@ -117,6 +117,11 @@ class TurnRunner:
         deadline_seconds: float,
         model: str = "",
         host: str = "",
+        media: MediaStep | None = None,
+        recall: AutoRecall | None = None,
+        capture: Capture | None = None,
+        instructions: InstructionKeeper | None = None,
+        voice: VoiceReplies | None = None,
     ) -> None:
         self.sessions = sessions
         self.agent = agent
@@ -136,21 +141,21 @@ class TurnRunner:
         # of the turn goes on in the same preview message.
         self._previewing: set[str] = set()
         self.pace = ChatPace()  # live previews: each chat's update pace, across its replies
-        # Voice notes, photos, documents: set by the gateway when media are enabled.
-        self.media: MediaStep | None = None
+        # Voice notes, photos, documents: None when media are off.
+        self.media = media
         # What the media step made of a message the transcript then refused: the gateway
         # tries the message again (gateway.py, PERSIST_ATTEMPTS), and a retry must not fetch
         # and transcribe its files again. Emptied as each message is recorded.
         self._taken: dict[tuple[str, str, str], UserContent] = {}
-        # Replies read aloud (gateway/pipeline/voice_reply.py): set when speech is on.
-        self.voice: VoiceReplies | None = None
-        # Memory hits for the message, given before private turns (set with recall).
-        self.recall: AutoRecall | None = None
+        # Replies read aloud (gateway/pipeline/voice_reply.py); None when speech is off.
+        self.voice = voice
+        # Memory hits for the message, given before private turns (None: no recall).
+        self.recall = recall
         # "I'll remember that" with nothing written: a silent capture step after the reply.
-        self.capture: Capture | None = None
+        self.capture = capture
         self._captures: dict[str, Due] = {}  # session key -> the capture its turn owes
         # "Never delete anything without asking me": kept in INSTRUCTIONS.md after the reply.
-        self.instructions: InstructionKeeper | None = None
+        self.instructions = instructions
 
     async def run(self, route: Route, msg: InboundMessage, *, durable: bool) -> str:
         """One turn. Hand edits since the last turn are committed first, the turn's after.

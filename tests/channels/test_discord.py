@@ -119,7 +119,7 @@ async def test_linked_identities_share_one_session(dc, gateway_with, anthropic_s
         sessions = list((tmp_path / "workspaces" / "telegram-42" / "sessions").glob("*.jsonl"))
         assert len(sessions) == 1
         assert not (tmp_path / "workspaces" / "discord-301").exists()
-        route = await gateway.last_dm_route("telegram-42")
+        route = await gateway.parts.routes.last_dm_route("telegram-42")
         assert route is not None and (route.channel, route.chat_id) == ("discord", "302")
         assert tg.texts() == ["echo: my locker code is 4711"]  # replies went back where asked
 

@@ -35,12 +35,12 @@ async def test_readiness_follows_the_bot_api(make_settings, anthropic_server):
     channel = gateway.channels["telegram"]
     try:
         await _until(lambda: channel.ready)
-        report = await readiness(gateway, started=True)
+        report = await readiness(gateway.parts, started=True)
         assert report["ready"] and report["channels"]["telegram"]["ready"]
 
         await tg.stop()
         await _until(lambda: not channel.ready)
-        report = await readiness(gateway, started=True)
+        report = await readiness(gateway.parts, started=True)
         assert not report["ready"]
         assert "polling failed" in report["channels"]["telegram"]["detail"]
     finally:

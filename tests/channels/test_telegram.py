@@ -107,7 +107,7 @@ async def test_unknown_sender_pairs_then_talks(tg, tg_gateway, anthropic_server,
     await tg.send_text(55, "now can we talk?")
     assert (await tg.wait_sent(7))[6].text == "echo: now can we talk?"
     assert await gateway.state.access.is_approved("telegram", "55")
-    route = await gateway.last_dm_route("telegram-55")
+    route = await gateway.parts.routes.last_dm_route("telegram-55")
     assert route is not None and (route.channel, route.chat_id) == ("telegram", "55")
     assert await gateway.state.access.pending_welcomes() == []
 
@@ -130,7 +130,7 @@ async def test_owner_approves_their_own_account_in_one_step(tg, tg_gateway, anth
     assert not (workspaces / "telegram-77").exists()  # no second assistant
     transcripts = list((workspaces / "owner" / "sessions").glob("*.jsonl"))
     assert any("green tea" in path.read_text() for path in transcripts)
-    route = await gateway.last_dm_route("owner")
+    route = await gateway.parts.routes.last_dm_route("owner")
     assert route is not None and (route.channel, route.chat_id) == ("telegram", "77")
 
 

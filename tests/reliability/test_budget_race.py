@@ -72,7 +72,7 @@ async def start(make_settings: Any, anthropic_server: FakeAnthropicServer,
 
 
 async def _spent(gateway: Gateway, person: str) -> int:
-    return (await gateway.usage.total(person, gateway.usage.periods().today)).tokens
+    return (await gateway.parts.usage.total(person, gateway.parts.usage.periods().today)).tokens
 
 
 async def _quiet(gateway: Gateway) -> None:
@@ -187,7 +187,7 @@ async def test_a_compaction_refused_by_the_cap_drops_nothing(anthropic_server, m
     await channel.wait_for(2)
     assert channel.texts("ann") == ["echo: a short first message", REFUSAL["daily"]]
     assert len(anthropic_server.requests) == 2  # the answer, the flush; no summary
-    session = await gateway.session(gateway.settings.workspaces_dir / "fakechat-ann",
+    session = await gateway.parts.sessions.get(gateway.settings.workspaces_dir / "fakechat-ann",
                                     "fakechat-ann:dm")
     assert session.compactions == 0
     assert next(m.text for m in session.history if m.role == "user").endswith(

@@ -24,8 +24,7 @@ import pytest
 
 from gateway.agent.providers import build_provider
 from gateway.agent.sessions import transcript_path
-from gateway.assembly.platforms import build_gateway
-from gateway.assembly.web import attach_web
+from gateway.assembly.builder import Plan, assemble_parts
 from gateway.clock import FixedClock
 from gateway.features.heartbeat_host import GatewayHeartbeatHost, policy_for
 from gateway.pipeline.gateway import Gateway
@@ -253,7 +252,8 @@ async def test_heartbeat_never_runs_an_instruction_written_from_a_group(
     await channel.wait_for(2)
     await gateway.lanes.drain()
 
-    beat = Heartbeat(ws, OWNER, GatewayHeartbeatHost(gateway), policy_for(gateway.settings, OWNER),
+    beat = Heartbeat(ws, OWNER, GatewayHeartbeatHost(gateway.parts),
+                     policy_for(gateway.settings, OWNER),
                      clock)
     await beat.beat()
     beats = [r for r in anthropic_server.requests if "Heartbeat check" in json.dumps(r)]
@@ -403,8 +403,10 @@ async def telegram_gateway(make_settings, anthropic_server, tg
         settings = make_settings(**llm_overrides(anthropic_server), owner=TG_OWNER,
                                  telegram=section,
                                  web={"allow_networks": ["127.0.0.1/32"], "backend": "none"})
-        gateway = build_gateway(settings, build_provider(settings), options={"telegram": FAST})
-        attach_web(gateway)  # web_fetch in private contexts, as `clawgate run` has it
+        # web_fetch in private contexts, as `clawgate run` has it (no memory, no scheduler).
+        gateway = Gateway(assemble_parts(settings, Plan(memory=False, scheduler=False),
+                                         provider=build_provider(settings),
+                                         options={"telegram": FAST}))
         await gateway.start()
         running.append(gateway)
         return gateway
@@ -566,7 +568,8 @@ async def test_no_unattended_context_writes_what_a_group_reads(anthropic_server,
         ("append_file", {"path": "memory/2026-03-02.md", "content": "checked"}, "h3"),
     ])
     anthropic_server.reply_text("HEARTBEAT_OK")
-    beat = Heartbeat(ws, OWNER, GatewayHeartbeatHost(gateway), policy_for(gateway.settings, OWNER),
+    beat = Heartbeat(ws, OWNER, GatewayHeartbeatHost(gateway.parts),
+                     policy_for(gateway.settings, OWNER),
                      clock)
     await beat.beat()
     results = _tool_results(anthropic_server.requests[-1])

@@ -92,9 +92,9 @@ async def test_everything_under_the_workspaces_root_is_private_with_umask_022(
 
     old = os.umask(0o022)
     try:
-        gateway, channel = await make_gateway(anthropic_server, owner="fakechat-alice",
-                                              memory={"embedder": "none", "watch": False})
-        gateway.use_memory(build_memory_service(gateway.settings.memory))
+        gateway, channel = await make_gateway(
+            anthropic_server, owner="fakechat-alice", memory={"embedder": "none", "watch": False},
+            memory_service=lambda settings: build_memory_service(settings.memory))
         anthropic_server.reply_tool_call("write_file", {"path": "memory/2026-11-30.md",
                                                         "content": "- bought a boat\n"})
         anthropic_server.reply_tool_call("write_file", {"path": "notes/deep/idea.md",

@@ -75,7 +75,7 @@ async def _leave_as_killed(gateway: Gateway, msg: InboundMessage, *after: Messag
         assert await gateway.state.inbox.record_inbound(msg)
         route = await gateway.router.resolve(msg)
         ensure_workspace(gateway.settings.workspaces_dir, route.person_id)
-        session = await gateway.sessions.get(route.workspace, route.session_key)
+        session = await gateway.parts.sessions.get(route.workspace, route.session_key)
         session.record(Message("user", msg.text), channel=msg.channel, chat_id=msg.chat_id,
                        sender_id=msg.sender_id, message_id=msg.message_id)
         for message in after:
@@ -258,7 +258,7 @@ async def test_a_turn_that_cannot_be_assembled_still_gets_an_answer(
     """Before: no reply at all; the message stayed pending and was tried at every start."""
     channel = RecordingChannel()
     gateway = _gateway(make_settings, anthropic_server, channel)
-    setup = gateway.turns.prompt = _BrokenSetup(gateway.setup)
+    setup = gateway.turns.prompt = _BrokenSetup(gateway.parts.setup)
     setup.broken = part
     await gateway.start()
     try:

@@ -19,7 +19,7 @@ from tests.settle import settled
 USER = 5150
 # Seconds from the request to the reminder once the gateway polls: a turn, a kill -9 and a
 # restart fit in it on a quiet machine; on a loaded one the reminder comes at the restart,
-# still once (its punctuality is bench/scheduler.py's subject, not this test's).
+# still once (its punctuality is bench/scheduler_heap.py's subject, not this test's).
 LEAD = 15.0
 
 

@@ -38,10 +38,11 @@ async def test_embeddings_error_echoing_the_key_reaches_no_model_file_or_log(
         embeddings.fail_with, embeddings.echo_key = 401, True
         memory = {"embedder": "openai", "base_url": embeddings.base_url, "api_key": MEMORY_KEY,
                   "watch": False}
-        gateway, channel = await make_gateway(anthropic_server, owner="fakechat-alice",
-                                              memory=memory)
-        service = build_memory_service(gateway.settings.memory)
-        gateway.use_memory(service)
+        gateway, channel = await make_gateway(
+            anthropic_server, owner="fakechat-alice", memory=memory,
+            memory_service=lambda settings: build_memory_service(settings.memory))
+        service = gateway.memory
+        assert service is not None
         handler = setup_logging(gateway.settings.model_copy(update={"log_level": "DEBUG"}),
                                 stream=log, redactor=gateway.redactor)
         ws = ensure_workspace(tmp_path / "workspaces", "fakechat-alice")

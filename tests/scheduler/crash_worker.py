@@ -85,9 +85,8 @@ async def main(root: Path, clock: FastClock, seed: int) -> None:
 
     policy = SchedulerPolicy(grace=timedelta(days=1), late_after=timedelta(seconds=5),
                              rescan_seconds=20.0, max_wait=30.0, retry_delays=(5.0,) * 20)
-    scheduler = Scheduler(FileOutbox(root, clock, random.Random(seed)), discover, clock,
-                          policy=policy, sleep=clock.sleep)
-    await scheduler.start()
+    scheduler = Scheduler(discover, clock, policy=policy, sleep=clock.sleep)
+    await scheduler.start(FileOutbox(root, clock, random.Random(seed)))
     print("started", flush=True)
     await asyncio.Event().wait()
 

@@ -52,9 +52,9 @@ class Rig:
         if policy:
             self.policy = SchedulerPolicy(**{"rescan_seconds": 10**9, "max_wait": 10**6,
                                              **policy})
-        self.scheduler = Scheduler(self.host, self.refs, self.time, policy=self.policy,
+        self.scheduler = Scheduler(self.refs, self.time, policy=self.policy,
                                    sleep=self.time.sleep)
-        await self.scheduler.start()
+        await self.scheduler.start(self.host)
         await self.settle()
         return self.scheduler
 

@@ -3,8 +3,8 @@
 Private contexts only (the owner's DM, heartbeats, scheduled tasks): the gateway registers them
 with the private tools, so a group session does not have them at all, and as a second lock they
 refuse to run in a context that is not private. A group can therefore never create a job that
-runs later with the owner's context. The work is done by a `ScheduleBook` (the gateway's
-`ScheduleDesk`), which writes the workspace's job list and tells the running scheduler.
+runs later with the owner's context. The work is done by a `ScheduleDesk` (the gateway's
+`GatewayScheduleDesk`), which writes the workspace's job list and tells the running scheduler.
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ from gateway.agent.tools.args import require_private
 from gateway.agent.tools.base import Tool, ToolContext, ToolError
 from scheduler import FORMS, ScheduleError, ScheduleFileError
 
-__all__ = ["ScheduleBook", "schedule_tools"]
+__all__ = ["ScheduleDesk", "schedule_tools"]
 
 
-class ScheduleBook(Protocol):
+class ScheduleDesk(Protocol):
     async def create(self, workspace: Path, when: str, text: str, kind: Any) -> str: ...
     async def listing(self, workspace: Path) -> str: ...
     async def cancel(self, workspace: Path, job_id: int) -> str: ...
@@ -50,14 +50,14 @@ class ScheduleCreateTool:
         },
     )
 
-    def __init__(self, book: ScheduleBook) -> None:
-        self.book = book
+    def __init__(self, desk: ScheduleDesk) -> None:
+        self.desk = desk
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> str:
         name = self.spec.name
         require_private(ctx, name, "reminders are")
         try:
-            return await self.book.create(ctx.workspace, args["when"], args["text"],
+            return await self.desk.create(ctx.workspace, args["when"], args["text"],
                                           args["kind"])
         except (ScheduleError, ScheduleFileError) as exc:
             raise ToolError(f"{name}: {exc}") from None
@@ -71,13 +71,13 @@ class ScheduleListTool:
         parameters={"type": "object", "properties": {}, "additionalProperties": False},
     )
 
-    def __init__(self, book: ScheduleBook) -> None:
-        self.book = book
+    def __init__(self, desk: ScheduleDesk) -> None:
+        self.desk = desk
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> str:
         require_private(ctx, self.spec.name, "reminders are")
         try:
-            return await self.book.listing(ctx.workspace)
+            return await self.desk.listing(ctx.workspace)
         except ScheduleFileError as exc:
             raise ToolError(f"{self.spec.name}: {exc}") from None
 
@@ -94,17 +94,17 @@ class ScheduleCancelTool:
         },
     )
 
-    def __init__(self, book: ScheduleBook) -> None:
-        self.book = book
+    def __init__(self, desk: ScheduleDesk) -> None:
+        self.desk = desk
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> str:
         name = self.spec.name
         require_private(ctx, name, "reminders are")
         try:
-            return await self.book.cancel(ctx.workspace, args["id"])
+            return await self.desk.cancel(ctx.workspace, args["id"])
         except ScheduleFileError as exc:
             raise ToolError(f"{name}: {exc}") from None
 
 
-def schedule_tools(book: ScheduleBook) -> list[Tool]:
-    return [ScheduleCreateTool(book), ScheduleListTool(book), ScheduleCancelTool(book)]
+def schedule_tools(desk: ScheduleDesk) -> list[Tool]:
+    return [ScheduleCreateTool(desk), ScheduleListTool(desk), ScheduleCancelTool(desk)]

@@ -1,4 +1,4 @@
-"""Acting, contained: shell commands in a per-person bubblewrap sandbox (issue 34).
+"""Acting, contained: shell commands in a per-person bubblewrap sandbox.
 
 Leaf modules, not yet wired into the message path (docs/exec.md says what a command can
 reach):

@@ -303,9 +303,9 @@ async def test_a_compacted_detail_is_found_again_through_memory_search(
     from memory.service import MemoryOptions, MemoryService
     from tests.fakes.embedder import FakeEmbedder
 
-    gateway, channel, model = await _gateway(anthropic_server, make_gateway)
     service = MemoryService(lambda: FakeEmbedder(), MemoryOptions(watch=False))
-    gateway.use_memory(service)
+    _, channel, model = await _gateway(anthropic_server, make_gateway,
+                                             memory_service=service)
     await _say(channel, "my locker code at the gym is 8812, remember it " + "p" * 2_000, 1)
     for n in range(3):
         await _say(channel, f"other topic {n} " + "q" * 2_000, n + 2)

@@ -107,9 +107,9 @@ def _tool_names(request: dict) -> list[str]:
 
 
 async def test_dm_has_memory_tools_and_group_does_not(anthropic_server, make_gateway, tmp_path):
-    gateway, channel = await make_gateway(anthropic_server, owner="fakechat-alice")
     service = _service()
-    gateway.use_memory(service)
+    _, channel = await make_gateway(anthropic_server, owner="fakechat-alice",
+                                          memory_service=service)
     _plant(ensure_workspace(tmp_path / "workspaces", "fakechat-alice"))
     anthropic_server.reply_tool_call("memory_search", {"query": "name of the boat"})
     anthropic_server.reply_text("It is Saudade.")
@@ -133,7 +133,8 @@ def test_cli_index_search_status(tmp_path, monkeypatch, capsys):
     _plant(ws)
     assert main(["memory", "index", "--workspace", str(ws)]) == 0
     out = capsys.readouterr().out
-    assert "indexed 4 files" in out  # USER, MEMORY, INSTRUCTIONS and the note and "keyword-only" in out
+    # USER.md, MEMORY.md, INSTRUCTIONS.md and the note
+    assert "indexed 4 files" in out and "keyword-only" in out
     assert main(["memory", "search", "passport X9981", "--workspace", str(ws), "--json",
                  "--limit", "1"]) == 0
     captured = capsys.readouterr()

@@ -66,8 +66,8 @@ async def test_a_failing_primary_hands_over_to_the_fallback_at_once(
         assert backup.requests[0]["model"] == "gpt-backup"
         kind = {"529 overloaded": "overloaded", "timeout": "timeout"}.get(failure, "server")
         assert gateway.metrics.fallbacks.value(model="claude-main", kind=kind) == 1
-        by_model = await gateway.usage.grouped("model", "fakechat-ann",
-                                               gateway.usage.periods().today)
+        by_model = await gateway.parts.usage.grouped("model", "fakechat-ann",
+                                               gateway.parts.usage.periods().today)
         assert list(by_model) == ["gpt-backup"]  # the answering model is billed
     finally:
         await gateway.stop()
@@ -161,10 +161,10 @@ async def test_background_model_for_flush_and_compaction_and_own_model_per_perso
         await channel.inject("bea", "hi")
         await channel.wait_for(5)
         assert anthropic_server.requests[-1]["model"] == "claude-own"
-        today = gateway.usage.periods().today
-        kinds = await gateway.usage.grouped("kind", "fakechat-ann", today)
+        today = gateway.parts.usage.periods().today
+        kinds = await gateway.parts.usage.grouped("kind", "fakechat-ann", today)
         assert set(kinds) == {"conversation", "flush", "compaction"}
-        by_model = await gateway.usage.grouped("model", None, today)
+        by_model = await gateway.parts.usage.grouped("model", None, today)
         assert set(by_model) == {"claude-main", "claude-cheap", "claude-own"}
         assert "claude-own" in anthropic_server.requests[-1]["system"][-1]["text"]  # run info
     finally:

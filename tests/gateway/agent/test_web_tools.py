@@ -13,7 +13,6 @@ from gateway.agent.conversation import Message
 from gateway.agent.sessions import compacted_marker
 from gateway.agent.tools import ToolContext
 from gateway.agent.web.links import link_key, urls_in_messages, urls_in_text
-from gateway.assembly.web import attach_web
 from gateway.workspace.seed import ensure_workspace
 from memory.layout import dm_session_key, group_session_key, heartbeat_session_key
 from tests.fakes.search_server import FakeSearchServer
@@ -39,9 +38,9 @@ async def api() -> AsyncIterator[FakeSearchServer]:
 async def web_gateway(make_gateway, llm, site, api, **web):
     settings = {"allow_networks": ["127.0.0.1/32"], "backend": "searxng",
                 "search_url": api.base_url, **web}
-    gateway, channel = await make_gateway(llm, owner=OWNER, web=settings)
-    attach_web(gateway, resolver=TableResolver({"pages.test": ["127.0.0.1"],
-                                                "news.test": ["127.0.0.1"]}))
+    resolver = TableResolver({"pages.test": ["127.0.0.1"], "news.test": ["127.0.0.1"]})
+    gateway, channel = await make_gateway(llm, owner=OWNER, web=settings,
+                                          web_tools={"resolver": resolver})
     return gateway, channel
 
 
@@ -94,8 +93,8 @@ async def test_private_chats_have_the_web_tools_and_groups_only_when_enabled(
     assert not names[2] & {"web_fetch", "web_search"}
     # The second lock: the tool itself refuses a group context.
     group = ToolContext(tmp_path, group_session_key("fakechat", "g1"), False)
-    outcome = await gateway.setup.private_tools.run("web_fetch", {"url": site.url("/article")},
-                                                    group)
+    outcome = await gateway.parts.setup.private_tools.run(
+        "web_fetch", {"url": site.url("/article")}, group)
     assert outcome.is_error and "not enabled in group chats" in outcome.text
     assert "[web] groups = true" in outcome.text
 
@@ -116,7 +115,7 @@ async def test_groups_get_the_tools_when_the_owner_enables_them(
 async def test_web_enabled_false_means_no_web_tools(anthropic_server, make_gateway, site,
                                                     api) -> None:
     gateway, _ = await web_gateway(make_gateway, anthropic_server, site, api, enabled=False)
-    assert "web_fetch" not in gateway.setup.private_tools
+    assert "web_fetch" not in gateway.parts.setup.private_tools
 
 
 # -- fetching what the person linked, and nothing else ---------------------------------------
@@ -158,7 +157,7 @@ async def test_a_url_the_person_never_sent_is_refused_and_nothing_leaves(
     assert "was not sent by the person" in refusal and "[web] allow_hosts" in refusal
     assert all(CANARY not in seen.path for seen in site.requests)
     assert site.paths() == ["/injection"]
-    assert "web_fetch" in gateway.setup.private_tools
+    assert "web_fetch" in gateway.parts.setup.private_tools
 
 
 async def test_search_results_may_be_fetched_and_are_remembered_per_conversation(
@@ -189,14 +188,16 @@ async def test_allow_hosts_and_fetch_any_open_the_policy(anthropic_server, make_
                                    allow_hosts=["*.test"])
     workspace = ensure_workspace(gateway.settings.workspaces_dir, OWNER)
     ctx = ToolContext(workspace, dm_session_key(OWNER), True)
-    result = await gateway.setup.private_tools.run(
+    result = await gateway.parts.setup.private_tools.run(
         "web_fetch", {"url": site.url("/plain", host="news.test")}, ctx)
     assert not result.is_error and "just some plain text" in result.text
-    refused = await gateway.setup.private_tools.run("web_fetch", {"url": site.url("/plain")}, ctx)
+    refused = await gateway.parts.setup.private_tools.run(
+        "web_fetch", {"url": site.url("/plain")}, ctx)
     assert refused.is_error  # 127.0.0.1 is not on the allow list
 
     gateway, _ = await web_gateway(make_gateway, anthropic_server, site, api, fetch="any")
-    result = await gateway.setup.private_tools.run("web_fetch", {"url": site.url("/plain")}, ctx)
+    result = await gateway.parts.setup.private_tools.run(
+        "web_fetch", {"url": site.url("/plain")}, ctx)
     assert not result.is_error
 
 
@@ -206,15 +207,15 @@ async def test_heartbeat_prompts_do_not_count_as_the_persons_links(
     gateway, _ = await web_gateway(make_gateway, anthropic_server, site, api)
     workspace = ensure_workspace(gateway.settings.workspaces_dir, OWNER)
     key = heartbeat_session_key(OWNER)
-    session = await gateway.sessions.get(workspace, key)
+    session = await gateway.parts.sessions.get(workspace, key)
     link = site.url("/article")
     session.record(Message("user", f"check {link}"))
-    result = await gateway.setup.private_tools.run("web_fetch", {"url": link},
+    result = await gateway.parts.setup.private_tools.run("web_fetch", {"url": link},
                                              ToolContext(workspace, key, True))
     assert result.is_error and "not sent by the person" in result.text
     dm = dm_session_key(OWNER)
-    (await gateway.sessions.get(workspace, dm)).record(Message("user", f"check {link}"))
-    result = await gateway.setup.private_tools.run("web_fetch", {"url": link},
+    (await gateway.parts.sessions.get(workspace, dm)).record(Message("user", f"check {link}"))
+    result = await gateway.parts.setup.private_tools.run("web_fetch", {"url": link},
                                              ToolContext(workspace, dm, True))
     assert not result.is_error
 
@@ -225,17 +226,18 @@ async def test_long_pages_are_read_in_parts_from_the_cache(anthropic_server, mak
                                    fetch_max_chars=5_000)
     ctx = ToolContext(ensure_workspace(gateway.settings.workspaces_dir, OWNER),
                       dm_session_key(OWNER), True)
-    first = await gateway.setup.private_tools.run("web_fetch", {"url": site.url("/long")}, ctx)
+    first = await gateway.parts.setup.private_tools.run(
+        "web_fetch", {"url": site.url("/long")}, ctx)
     assert "Showed characters 0-5,000 of" in first.text and "offset=5000" in first.text
-    second = await gateway.setup.private_tools.run(
+    second = await gateway.parts.setup.private_tools.run(
         "web_fetch", {"url": site.url("/long"), "offset": 5000, "max_chars": 1000}, ctx)
     assert "Showed characters 5,000-6,000 of" in second.text
     assert site.paths().count("/long") == 1  # the second part came from the cache
-    past = await gateway.setup.private_tools.run(
+    past = await gateway.parts.setup.private_tools.run(
         "web_fetch", {"url": site.url("/long"), "offset": 10_000_000}, ctx)
     assert past.is_error and "past the end" in past.text
     for bad in ({"url": 5}, {"url": site.url("/long"), "max_chars": 10}, {"link": "x"}):
-        outcome = await gateway.setup.private_tools.run("web_fetch", bad, ctx)
+        outcome = await gateway.parts.setup.private_tools.run("web_fetch", bad, ctx)
         assert outcome.is_error and outcome.text.startswith("web_fetch:")
 
 
@@ -247,9 +249,10 @@ async def test_refusals_reach_the_model_as_one_line(anthropic_server, make_gatew
     for path, why in (("/binary", "image/png, not a web page"),
                       ("/to-private", "which is refused: 10.0.0.1 is a private address"),
                       ("/missing", "HTTP 404")):
-        outcome = await gateway.setup.private_tools.run("web_fetch", {"url": site.url(path)}, ctx)
+        outcome = await gateway.parts.setup.private_tools.run(
+            "web_fetch", {"url": site.url(path)}, ctx)
         assert outcome.is_error and why in outcome.text and "\n" not in outcome.text
-    search = await gateway.setup.private_tools.run("web_search", {"query": "  "}, ctx)
+    search = await gateway.parts.setup.private_tools.run("web_search", {"query": "  "}, ctx)
     assert search.is_error and "empty" in search.text
 
 
@@ -259,7 +262,7 @@ async def test_search_without_a_usable_backend_names_the_setting(
     gateway, _ = await web_gateway(make_gateway, anthropic_server, site, api, backend="tavily")
     ctx = ToolContext(ensure_workspace(gateway.settings.workspaces_dir, OWNER),
                       dm_session_key(OWNER), True)
-    outcome = await gateway.setup.private_tools.run("web_search", {"query": "x"}, ctx)
+    outcome = await gateway.parts.setup.private_tools.run("web_search", {"query": "x"}, ctx)
     assert outcome.is_error and "TAVILY_API_KEY" in outcome.text
 
 
@@ -272,6 +275,6 @@ async def test_a_search_key_from_the_environment_is_masked_in_results(
                                    search_url=f"{api.base_url}/res/v1/web/search")
     ctx = ToolContext(ensure_workspace(gateway.settings.workspaces_dir, OWNER),
                       dm_session_key(OWNER), True)
-    outcome = await gateway.setup.private_tools.run("web_search",
+    outcome = await gateway.parts.setup.private_tools.run("web_search",
                                                     {"query": f"echo {BRAVE_KEY}"}, ctx)
     assert not outcome.is_error and BRAVE_KEY not in outcome.text and "[redacted]" in outcome.text

@@ -12,7 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from gateway.assembly.builder import RUN, GatewayApp, Plan, StartupError, build_gateway
+from gateway.assembly.builder import (
+    RUN,
+    GatewayApp,
+    Plan,
+    StartupError,
+    assemble_parts,
+)
 from tests.conftest import TEST_KEY
 
 PROBE = """
@@ -45,11 +51,11 @@ async def test_the_provider_sdk_is_built_at_the_first_call(make_settings, anthro
     from gateway.agent.providers.deferred import DeferredProvider
 
     settings = make_settings(llm={"base_url": anthropic_server.base_url, "api_key": TEST_KEY})
-    gateway = build_gateway(settings, Plan(channels="none", health=False, heartbeats=False))
-    deferred = gateway.provider.inner  # type: ignore[attr-defined]
+    plan = Plan(channels="none", health=False, heartbeats=False)
+    parts = assemble_parts(settings, plan)
+    deferred = parts.provider.inner  # type: ignore[attr-defined]
     assert isinstance(deferred, DeferredProvider) and not deferred.built
-    async with GatewayApp(settings, Plan(channels="none", health=False, heartbeats=False),
-                          gateway=gateway):
+    async with GatewayApp(settings, plan, parts=parts):
         for _ in range(200):
             if deferred.built:
                 break
@@ -101,16 +107,16 @@ async def test_a_new_persons_heartbeat_timer_starts_with_their_workspace(
     make_settings, anthropic_server
 ):
     from gateway.agent.providers import build_provider
-    from gateway.pipeline.gateway import Gateway
+    from gateway.pipeline.parts import build_parts
     from tests.conftest import AllowAll
     from tests.fakes.channel import RecordingChannel
 
     settings = make_settings(llm={"base_url": anthropic_server.base_url, "api_key": TEST_KEY})
     channel = RecordingChannel()
-    gateway = Gateway.build(settings, build_provider(settings), channels=[channel],
-                            access=AllowAll())
+    parts = build_parts(settings, build_provider(settings), channels=[channel],
+                        access=AllowAll())
     plan = Plan(channels="none", health=False, heartbeats=True, panel=False)
-    async with GatewayApp(settings, plan, gateway=gateway) as app:
+    async with GatewayApp(settings, plan, parts=parts) as app:
         assert app.heartbeats.persons == []  # type: ignore[union-attr]
         await channel.inject("newcomer", "hello")
         await channel.wait_for(1)

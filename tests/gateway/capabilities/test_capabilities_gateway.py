@@ -114,8 +114,9 @@ async def test_another_persons_dm_gets_their_skills_but_not_the_owners_servers(
     request = anthropic_server.requests[0]
     assert not any(name.startswith("fake__") for name in _tool_names(request))
     assert "pdf-forms" not in json.dumps(request["system"])  # the owner's skill is not theirs
-    assert "fake__echo" in gateway.heartbeat_tools(OWNER, tmp_path).names()
-    assert "fake__echo" not in gateway.heartbeat_tools("fakechat-erin", tmp_path).names()
+    assert "fake__echo" in gateway.parts.setup.heartbeat_tools(OWNER, tmp_path).names()
+    erin = gateway.parts.setup.heartbeat_tools("fakechat-erin", tmp_path)
+    assert "fake__echo" not in erin.names()
 
 
 async def test_a_crashing_server_only_produces_a_tool_error(anthropic_server, make_gateway,
@@ -196,7 +197,7 @@ async def test_a_server_that_cannot_start_is_reported_but_the_gateway_is_ready(
     settings = {"owner": OWNER, "mcp": {"servers": {"broken": {
         "command": "/nonexistent/mcp-server", "restart_initial_seconds": 60}}}}
     gateway, channel = await make_gateway(anthropic_server, **settings)
-    report = await readiness(gateway)
+    report = await readiness(gateway.parts)
     assert report["ready"] is True  # an optional tool server never makes the gateway unready
     assert report["mcp"]["broken"]["ready"] is False
     assert "cannot run '/nonexistent/mcp-server'" in report["mcp"]["broken"]["detail"]

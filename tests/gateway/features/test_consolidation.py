@@ -110,7 +110,7 @@ async def test_a_pass_promotes_with_provenance_strikes_and_is_undone(openai_serv
     gateway, _, ws, clock = await _setup(make_gateway, openai_server, tmp_path)
     user_before = (ws / "USER.md").read_text()
     openai_server.reply_text(ANSWER)
-    done = await Consolidator(gateway).run_due()
+    done = await Consolidator(gateway.parts).run_due()
     outcome = done[OWNER]
     assert outcome.status == "consolidated", outcome
     memory = (ws / "MEMORY.md").read_text()
@@ -134,9 +134,9 @@ async def test_a_pass_promotes_with_provenance_strikes_and_is_undone(openai_serv
     assert "3 promoted, 1 struck" in state["reports"][-1]["report"]
     # Once a day; the next night with nothing new costs no model call.
     calls = len(openai_server.requests)
-    assert await Consolidator(gateway).run_due() == {}
+    assert await Consolidator(gateway.parts).run_due() == {}
     clock.advance(timedelta(days=1))
-    assert (await Consolidator(gateway).run_due())[OWNER].status == "nothing_new"
+    assert (await Consolidator(gateway.parts).run_due())[OWNER].status == "nothing_new"
     assert len(openai_server.requests) == calls
     # `clawgate memory undo` takes the whole pass back.
     await Versioning().undo(ws)
@@ -154,7 +154,7 @@ async def test_a_destructive_pass_is_refused_and_reported(openai_server, make_ga
                              "strike M3 [memory/2026-11-28.md]: old\n"
                              "strike M4 [memory/2026-11-28.md]: old\n"
                              "add MEMORY.md [memory/2026-11-28.md]: Nothing is true.\n")
-    outcome = (await Consolidator(gateway).run_due())[OWNER]
+    outcome = (await Consolidator(gateway.parts).run_due())[OWNER]
     assert outcome.status == "refused" and "nothing was written" in outcome.note
     assert (ws / "MEMORY.md").read_text() == MEMORY
     assert not any(s.startswith("consolidate:") for s in _subjects(ws))
@@ -168,10 +168,10 @@ async def test_not_before_the_hour_and_not_when_turned_off(openai_server, make_g
                                                           tmp_path):
     gateway, _, _, clock = await _setup(make_gateway, openai_server, tmp_path,
                                          memory={"consolidate_hour": 4})
-    assert await Consolidator(gateway).run_due() == {}
+    assert await Consolidator(gateway.parts).run_due() == {}
     clock.advance(timedelta(hours=1))
     openai_server.reply_text("NONE")
-    assert (await Consolidator(gateway).run_due())[OWNER].status == "unchanged"
+    assert (await Consolidator(gateway.parts).run_due())[OWNER].status == "unchanged"
     from gateway.features.consolidation import consolidation
     from gateway.features.tidying import Off
 
@@ -218,7 +218,7 @@ async def test_a_person_over_budget_is_skipped_and_read_again(openai_server, mak
     gateway, _, ws, _ = await _setup(make_gateway, openai_server, tmp_path,
                                          budget={"workspaces": {OWNER: {"daily_tokens": 10}}})
     calls = len(openai_server.requests)
-    outcome = (await Consolidator(gateway).run_due())[OWNER]
+    outcome = (await Consolidator(gateway.parts).run_due())[OWNER]
     assert outcome.status == "skipped" and "budget" in outcome.note
     assert len(openai_server.requests) == calls and (ws / "MEMORY.md").read_text() == MEMORY
     assert "since" not in json.loads((ws / ".clawgate-consolidate.json").read_text())

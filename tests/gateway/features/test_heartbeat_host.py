@@ -41,7 +41,7 @@ async def _setup(server, make_gateway, tmp_path, heartbeat: dict[str, Any] | Non
     await gateway.lanes.drain()  # the turn is over (its bookkeeping too)
     workspace = workspace_path(tmp_path / "workspaces", PERSON)
     (workspace / "HEARTBEAT.md").write_text(CHECKLIST)
-    beat = Heartbeat(workspace, PERSON, GatewayHeartbeatHost(gateway),
+    beat = Heartbeat(workspace, PERSON, GatewayHeartbeatHost(gateway.parts),
                      policy_for(gateway.settings, PERSON), clock)
     return gateway, channel, clock, workspace, beat
 
@@ -187,7 +187,7 @@ async def test_no_dm_route_skips(anthropic_server, make_gateway, tmp_path):
     gateway, _, clock, _, _ = await _setup(anthropic_server, make_gateway, tmp_path)
     workspace = ensure_workspace(tmp_path / "workspaces", "quiet-person")
     (workspace / "HEARTBEAT.md").write_text(CHECKLIST)
-    beat = Heartbeat(workspace, "quiet-person", GatewayHeartbeatHost(gateway),
+    beat = Heartbeat(workspace, "quiet-person", GatewayHeartbeatHost(gateway.parts),
                      policy_for(gateway.settings, "quiet-person"), clock)
     calls = len(anthropic_server.requests)
     outcome = await beat.beat()
@@ -195,7 +195,8 @@ async def test_no_dm_route_skips(anthropic_server, make_gateway, tmp_path):
     # Without the state database the adapter degrades the same way.
     await gateway.state.close()
     ana = Heartbeat(workspace_path(tmp_path / "workspaces", PERSON),
-                    PERSON, GatewayHeartbeatHost(gateway), policy_for(gateway.settings, PERSON),
+                    PERSON, GatewayHeartbeatHost(gateway.parts),
+                    policy_for(gateway.settings, PERSON),
                     clock)
     assert (await ana.beat()).reason.startswith("no DM route")
     assert len(anthropic_server.requests) == calls
@@ -259,7 +260,7 @@ async def test_service_beats_every_workspace(anthropic_server, make_gateway, tmp
     async def never(seconds: float) -> None:
         await asyncio.Event().wait()
 
-    service = build_heartbeat_service(gateway, sleep=sleep, rescan_sleep=never)
+    service = build_heartbeat_service(gateway.parts, sleep=sleep, rescan_sleep=never)
     await service.start()
     assert service.persons == ["bo", PERSON]
     for _ in range(300):
@@ -274,7 +275,7 @@ async def test_service_beats_every_workspace(anthropic_server, make_gateway, tmp
 async def test_disabled_heartbeats_start_no_timer(anthropic_server, make_gateway, tmp_path):
     gateway, _, _, _, _ = await _setup(anthropic_server, make_gateway, tmp_path,
                                        heartbeat={"every": "0"})
-    service = build_heartbeat_service(gateway, sleep=FakeSleep(gateway.clock, limit=0))
+    service = build_heartbeat_service(gateway.parts, sleep=FakeSleep(gateway.clock, limit=0))
     await service.start()
     assert service.persons == []
     await service.stop()
@@ -323,7 +324,7 @@ async def test_alerts_appear_in_the_terminal_chat(anthropic_server, make_setting
         workspace = ensure_workspace(settings.workspaces_dir, settings.owner)
         (workspace / "HEARTBEAT.md").write_text(CHECKLIST)
         anthropic_server.reply_text("Reminder: the dentist is at 3 pm.")
-        beat = Heartbeat(workspace, settings.owner, GatewayHeartbeatHost(gateway),
+        beat = Heartbeat(workspace, settings.owner, GatewayHeartbeatHost(gateway.parts),
                          policy_for(settings, settings.owner), clock)
         outcome = await beat.beat()
         assert outcome.status == "alert", outcome

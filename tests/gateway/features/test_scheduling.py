@@ -10,7 +10,7 @@ from typing import Any
 
 from gateway.agent.sessions import transcript_path
 from gateway.agent.tools import ToolContext
-from gateway.features.scheduling import attach_schedules, build_scheduler
+from gateway.features.scheduling import GatewayScheduleDesk, SchedulerService
 from gateway.workspace.seed import workspace_path
 from memory.layout import dm_session_key
 from scheduler import Scheduler
@@ -29,10 +29,20 @@ async def settle(scheduler: Scheduler, time: FakeTime) -> None:
 
 
 async def _gateway(server: Any, make_gateway: Any, time: FakeTime, **extra: Any):
+    """A gateway with the reminders desk, as the assembly builds it (its scheduler on the
+    fake time, not started: `_start` starts it as `clawgate run` does)."""
     gateway, channel = await make_gateway(server, clock=time, timezone="Europe/Berlin",
-                                          **extra)
-    desk = attach_schedules(gateway)
+                                          scheduler=True, scheduler_sleep=time.sleep, **extra)
+    desk = gateway.parts.schedule_desk
+    assert isinstance(desk, GatewayScheduleDesk)
     return gateway, channel, desk
+
+
+async def _start(service: SchedulerService, time: FakeTime) -> Scheduler:
+    await service.start()
+    assert service.scheduler is not None
+    await settle(service.scheduler, time)
+    return service.scheduler
 
 
 def _tool_results(server: Any) -> list[str]:
@@ -63,16 +73,11 @@ async def test_remind_me_tomorrow_at_9_arrives_once_at_9_across_a_restart(
     assert "Tue 1 Dec 2026 at 09:00 (Europe/Berlin), in 23 hours" in result
     assert "2026-12-01T09:00:00+01:00" in result
 
-    first = build_scheduler(gateway, clock=time, sleep=time.sleep)
-    await first.start()
-    await settle(first, time)
-    desk.scheduler = first
+    service = SchedulerService(gateway.parts, desk)
+    first = await _start(service, time)
     await time.advance(timedelta(hours=10), lambda: settle(first, time))
-    await first.stop()  # the gateway restarts overnight
-    second = build_scheduler(gateway, clock=time, sleep=time.sleep)
-    await second.start()
-    await settle(second, time)
-    desk.scheduler = second
+    await service.stop()  # the gateway restarts overnight
+    second = await _start(service, time)
     await time.advance(timedelta(hours=12, minutes=59, seconds=59),
                        lambda: settle(second, time))
     assert len(channel.sent) == 1  # 08:59:59 in Berlin: not yet
@@ -89,7 +94,7 @@ async def test_remind_me_tomorrow_at_9_arrives_once_at_9_across_a_restart(
     reminders = [e for e in entries if e.get("reminder")]
     assert [(e["type"], e["text"]) for e in reminders] == [("assistant", "Send the invoice")]
     assert "clawgate_schedule_runs_total{outcome=\"fired\"} 1" in gateway.metrics.render()
-    await second.stop()
+    await service.stop()
 
 
 async def test_reminders_command_lists_and_cancels(anthropic_server, make_gateway,
@@ -124,13 +129,13 @@ async def test_groups_have_no_schedule_tools_and_the_tools_refuse_them(
     gateway, channel, _ = await _gateway(anthropic_server, make_gateway, time,
                                          owner=PERSON)
     assert {"schedule_create", "schedule_list", "schedule_cancel"} <= set(
-        gateway.setup.private_tools.names())
+        gateway.parts.setup.private_tools.names())
     assert not {"schedule_create", "schedule_list", "schedule_cancel"} & set(
-        gateway.setup.shared_tools.names())
+        gateway.parts.setup.shared_tools.names())
     workspace = workspace_path(tmp_path / "workspaces", PERSON)
     workspace.mkdir(parents=True, exist_ok=True)
     group = ToolContext(workspace, "fakechat:group:g1", False)
-    outcome = await gateway.setup.private_tools.run(
+    outcome = await gateway.parts.setup.private_tools.run(
         "schedule_create", {"when": "in 1 hour", "text": "x"}, group)
     assert outcome.is_error and "only available in the owner's direct messages" in outcome.text
     assert not (workspace / ".clawgate-schedule.json").exists()
@@ -164,10 +169,8 @@ async def test_without_a_dm_route_the_run_waits_for_one(anthropic_server, make_g
     ensure_workspace(tmp_path / "workspaces", PERSON)
     workspace = workspace_path(tmp_path / "workspaces", PERSON)
     await desk.create(workspace, "in 5 minutes", "Water the plants", "message")
-    scheduler = build_scheduler(gateway, clock=time, sleep=time.sleep)
-    await scheduler.start()
-    await settle(scheduler, time)
-    desk.scheduler = scheduler
+    service = SchedulerService(gateway.parts, desk)
+    scheduler = await _start(service, time)
     await time.advance(timedelta(minutes=5), lambda: settle(scheduler, time))
     assert channel.sent == []  # ana never wrote in a DM: nowhere to send yet
     await channel.inject("ana", "hi")  # now there is a route
@@ -189,9 +192,8 @@ async def test_an_agent_task_runs_a_light_turn_and_sends_its_answer(
     (workspace / "MEMORY.md").write_text("Ana's secret: the cat is called Miso.\n")
     await desk.create(workspace, "in 10 minutes", "What is still open today?", "agent")
     await desk.create(workspace, "in 20 minutes", "Anything urgent?", "agent")
-    scheduler = build_scheduler(gateway, clock=time, sleep=time.sleep)
-    await scheduler.start()
-    await settle(scheduler, time)
+    service = SchedulerService(gateway.parts, desk)
+    scheduler = await _start(service, time)
     anthropic_server.reply_text("Two things: the invoice and the dentist.")
     anthropic_server.reply_text("HEARTBEAT_OK")
     await time.advance(timedelta(minutes=30), lambda: settle(scheduler, time))
@@ -208,14 +210,14 @@ async def test_an_agent_task_runs_a_light_turn_and_sends_its_answer(
 
 async def test_the_same_run_delivered_twice_reaches_the_person_once(
         anthropic_server, make_gateway, tmp_path) -> None:
-    from gateway.features.scheduling import GatewayScheduleHost
+    from gateway.features.scheduling import GatewaySchedulerHost
 
     time = FakeTime(NOW)
     gateway, channel, _ = await _gateway(anthropic_server, make_gateway, time)
     await channel.inject("ana", "hello")
     await channel.wait_for(1)
     workspace = workspace_path(tmp_path / "workspaces", PERSON)
-    host = GatewayScheduleHost(gateway)
+    host = GatewaySchedulerHost(gateway.parts)
     for _ in range(2):  # e.g. a restart after the outbox took it, before the claim was done
         await host.deliver(PERSON, workspace, "Call the dentist", key="schedule/x/1.0/20261130")
     await gateway.delivery.drain()

@@ -80,7 +80,7 @@ def test_the_cheap_checks() -> None:
 
 async def test_a_pass_tidies_commits_and_is_undone(openai_server, make_gateway, tmp_path):
     gateway, ws, clock = await _setup(make_gateway, openai_server, tmp_path)
-    tidier = Tidier(gateway)
+    tidier = Tidier(gateway.parts)
     openai_server.reply_text(OPS)
     done = await tidier.run_due()
     assert done[OWNER].status == "tidied", done
@@ -116,7 +116,7 @@ async def test_a_pass_tidies_commits_and_is_undone(openai_server, make_gateway, 
 async def test_a_rewrite_dropping_too_much_is_refused(openai_server, make_gateway, tmp_path):
     gateway, ws, _ = await _setup(make_gateway, openai_server, tmp_path)
     openai_server.reply_text("delete 2\ndelete 4\ndelete 6\ndelete 7\n")
-    outcome = (await Tidier(gateway).run_due())[OWNER]
+    outcome = (await Tidier(gateway.parts).run_due())[OWNER]
     assert outcome.status == "refused" and "nothing was written" in outcome.note
     assert (ws / "MEMORY.md").read_text() == MEMORY
     assert not any(s.startswith("tidy:") for s in _git_subjects(ws))
@@ -131,7 +131,7 @@ async def test_replacing_every_line_with_a_dot_is_a_pass_that_drops_them(openai_
     gateway, ws, _ = await _setup(make_gateway, openai_server, tmp_path)
     lines = MEMORY.split("\n")
     openai_server.reply_text("\n".join(f"replace {n}: ." for n in range(2, len(lines))))
-    outcome = (await Tidier(gateway).run_due())[OWNER]
+    outcome = (await Tidier(gateway.parts).run_due())[OWNER]
     assert outcome.status == "refused" and outcome.dropped == 9, outcome
     assert (ws / "MEMORY.md").read_text() == MEMORY
     # A merge or a correction keeps the line's content: still counted as kept.
@@ -143,7 +143,7 @@ async def test_replacing_every_line_with_a_dot_is_a_pass_that_drops_them(openai_
 async def test_garbage_over_budget_and_a_race_write_nothing(openai_server, make_gateway,
                                                             tmp_path):
     gateway, ws, clock = await _setup(make_gateway, openai_server, tmp_path)
-    tidier = Tidier(gateway)
+    tidier = Tidier(gateway.parts)
     openai_server.reply_text("Sure! Here is a tidier version: ...")
     assert (await tidier.tidy(OWNER, ws)).status == "unparsed"
     assert json.loads((ws / ".clawgate-tidy.json").read_text())["status"] == "unparsed"
@@ -162,10 +162,10 @@ async def test_garbage_over_budget_and_a_race_write_nothing(openai_server, make_
 
     settings = gateway.settings.model_copy(update={
         "memory": gateway.settings.memory.model_copy(update={"tidy_max_tokens": 500})})
-    gateway.settings = settings
+    gateway.parts.settings = settings  # what the tidier reads
     clock.advance(timedelta(days=1))
     asked = len(openai_server.requests)
-    outcome = await Tidier(gateway).tidy(OWNER, ws, force=True)
+    outcome = await Tidier(gateway.parts).tidy(OWNER, ws, force=True)
     assert outcome.status == "over_budget" and len(openai_server.requests) == asked
 
 
@@ -174,8 +174,8 @@ async def test_a_failing_model_is_a_failed_pass_tried_again_another_day(openai_s
     gateway, ws, clock = await _setup(make_gateway, openai_server, tmp_path)
     openai_server.reply_error(500)  # the background model,
     openai_server.reply_error(500)  # then the main one it falls back to
-    outcome = await Tidier(gateway).tidy(OWNER, ws)
+    outcome = await Tidier(gateway.parts).tidy(OWNER, ws)
     assert outcome.status == "failed" and (ws / "MEMORY.md").read_text() == MEMORY
     clock.advance(timedelta(days=1))
     openai_server.reply_text(OPS)
-    assert (await Tidier(gateway).tidy(OWNER, ws)).status == "tidied"
+    assert (await Tidier(gateway.parts).tidy(OWNER, ws)).status == "tidied"

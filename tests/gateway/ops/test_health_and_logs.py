@@ -80,7 +80,7 @@ async def running(anthropic_server, make_settings) -> Iterator[tuple[Gateway, He
     gateway = Gateway.build(settings, build_provider(settings), channels=[channel],
                             access=AllowAll())
     await gateway.start()
-    health = HealthServer(gateway, "127.0.0.1", 0)
+    health = HealthServer(gateway.parts, "127.0.0.1", 0)
     await health.start()
     yield gateway, health, channel
     await health.stop()

@@ -50,16 +50,20 @@ class PanelRig:
 
 @pytest.fixture
 async def rig(
-    make_gateway: Callable[..., Any], anthropic_server: Any
+    request: pytest.FixtureRequest, make_gateway: Callable[..., Any], anthropic_server: Any
 ) -> AsyncIterator[PanelRig]:
+    """With memory search and the schedule desk, as `clawgate run` and `clawgate chat` have
+    them (`indirect` parametrization with {"scheduler": False}: a gateway without the desk)."""
+    scheduler = getattr(request, "param", {}).get("scheduler", True)
     # Heartbeats active all day: what the pages say must not depend on the hour of the run.
-    gateway, _ = await make_gateway(anthropic_server,
-                                    heartbeat={"active_start": "00:00", "active_end": "00:00"})
-    gateway.use_memory(MemoryService(lambda: None, MemoryOptions(watch=False)))
+    gateway, _ = await make_gateway(
+        anthropic_server, heartbeat={"active_start": "00:00", "active_end": "00:00"},
+        memory_service=MemoryService(lambda: None, MemoryOptions(watch=False)),
+        scheduler=scheduler)
     for person in ("owner", "telegram-42"):
         ensure_workspace(gateway.settings.workspaces_dir, person)
         await gateway.versioning.ensure_repo(gateway.settings.workspaces_dir / person)
-    server = PanelServer(PanelHost(gateway), PanelSettings(port=0))
+    server = PanelServer(PanelHost(gateway.parts), PanelSettings(port=0))
     client = TestClient(TestServer(build_app(server.panel)))
     await client.start_server()
     server.panel.recent.attach()

@@ -24,15 +24,13 @@ from typing import Any
 import pytest
 
 from gateway.agent.providers import build_provider
-from gateway.assembly.platforms import build_gateway
+from gateway.assembly.builder import Plan, assemble_parts
 from gateway.config.panel import PanelSettings
-from gateway.features.scheduling import attach_schedules
 from gateway.panel.auth import issue_link_code
 from gateway.panel.host import PanelHost
 from gateway.panel.server import PanelServer
 from gateway.pipeline.gateway import Gateway
 from gateway.workspace.seed import ensure_workspace
-from memory.service import MemoryOptions, MemoryService
 from retrypolicy import Backoff
 from tests.conftest import llm_overrides
 from tests.fakes.telegram_server import FakeTelegramServer
@@ -79,19 +77,20 @@ NOT_FITTING = """() => {
 async def running(make_settings: Any, anthropic_server: Any) -> AsyncIterator[Any]:
     async with FakeTelegramServer() as tg:
         section = {"token": tg.token, "base_url": tg.base_url, "poll_timeout_seconds": 1}
-        settings = make_settings(**llm_overrides(anthropic_server), telegram=section)
-        gateway: Gateway = build_gateway(
-            settings, build_provider(settings),
+        settings = make_settings(**llm_overrides(anthropic_server), telegram=section,
+                                 memory={"embedder": "none", "watch": False})
+        # As `clawgate run` builds it, with memory search and the reminders page.
+        parts = assemble_parts(
+            settings, Plan(), provider=build_provider(settings),
             options={"telegram": {"backoff": Backoff(0.05, 0.2), "stall_grace": 0.5}})
-        gateway.use_memory(MemoryService(lambda: None, MemoryOptions(watch=False)))
+        gateway = Gateway(parts)
         owner = ensure_workspace(settings.workspaces_dir, "owner")
         (owner / "memory" / "2026-11-02.md").write_text(
             "# 2026-11-02\n- Adopted a grey cat called Miso from the shelter.\n"
             "- Booked the dentist for Thursday.\n", encoding="utf-8")
         await gateway.versioning.ensure_repo(owner)
-        attach_schedules(gateway)  # as `clawgate run` does: the reminders page works
         await gateway.start()
-        panel = PanelServer(PanelHost(gateway), PanelSettings(port=0))
+        panel = PanelServer(PanelHost(gateway.parts), PanelSettings(port=0))
         await panel.start()
         try:
             yield gateway, panel, tg, anthropic_server

@@ -15,7 +15,6 @@ from pathlib import Path
 
 from channels.base import InboundMessage
 from gateway.agent.sessions import transcript_path
-from gateway.features.scheduling import attach_schedules
 from gateway.panel import render
 from gateway.pipeline.pairing import Pairing
 
@@ -34,7 +33,6 @@ async def test_hostile_text_is_escaped_on_every_page(rig):
     csrf = await rig.login()
     gateway = rig.gateway
     workspace = gateway.settings.workspaces_dir / "owner"
-    attach_schedules(gateway)
     # A stranger's display name (Telegram's first_name is anyone's to choose).
     await Pairing(gateway.state).request(
         InboundMessage("telegram", "31337", "31337", "hi", sender_name=EVIL))

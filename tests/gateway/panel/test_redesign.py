@@ -10,8 +10,10 @@ import re
 import subprocess
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
 from gateway.agent.sessions import transcript_path
-from gateway.features.scheduling import attach_schedules, person_zone
+from gateway.features.scheduling import person_zone
 from gateway.panel.html import CHAR_PX, FONT_PX, bar_chart
 from scheduler import list_jobs
 
@@ -28,7 +30,6 @@ def _log(workspace) -> str:
 async def test_reminders_page_lists_adds_and_cancels_through_the_schedule_desk(rig):
     csrf = await rig.login()
     gateway = rig.gateway
-    attach_schedules(gateway)  # what `clawgate run` and `clawgate chat` give the gateway
     page = await (await rig.client.get("/p/owner/reminders")).text()
     assert "No reminders or scheduled tasks." in page and 'href="/p/owner/reminders"' in page
 
@@ -69,9 +70,10 @@ async def test_reminders_page_lists_adds_and_cancels_through_the_schedule_desk(r
     assert "Stand-up" not in other
 
 
+@pytest.mark.parametrize("rig", [{"scheduler": False}], indirect=True)
 async def test_reminders_page_says_when_reminders_are_off(rig):
     await rig.login()
-    page = await (await rig.client.get("/p/owner/reminders")).text()  # no desk attached
+    page = await (await rig.client.get("/p/owner/reminders")).text()  # no schedule desk
     assert "Reminders are off" in page
 
 

@@ -7,7 +7,7 @@ from gateway.agent.conversation import Usage
 
 async def test_usage_page_shows_totals_kinds_models_and_caps(rig):
     await rig.login()
-    ledger = rig.gateway.usage
+    ledger = rig.gateway.parts.usage
     await ledger.record("owner", "conversation", "claude-sonnet-5-5", Usage(1_234, 56, 7_000))
     await ledger.record("owner", "heartbeat", "home-llama", Usage(400, 20))
     page = await (await rig.client.get("/p/owner/usage")).text()

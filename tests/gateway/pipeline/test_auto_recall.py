@@ -35,9 +35,9 @@ def _last_user_text(request: dict) -> str:
 async def _gateway(make_gateway, server, tmp_path, **settings):
     # The fake embedder's cosines (hashed bags of words) are not the local model's.
     settings.setdefault("memory", {"auto_recall_min_similarity": 0.3})
-    gateway, channel = await make_gateway(server, owner=OWNER, **settings)
     service = _service()
-    gateway.use_memory(service)
+    gateway, channel = await make_gateway(server, owner=OWNER, memory_service=service,
+                                          **settings)
     ws = ensure_workspace(tmp_path / "workspaces", OWNER)
     _plant(ws)
     await service.sync(ws)
@@ -97,10 +97,9 @@ async def test_unrelated_message_gets_no_block(openai_server, make_gateway, tmp_
 
 async def test_a_new_person_opens_no_index(openai_server, make_gateway, tmp_path):
     """Nothing outside the prompt to recall: no search, so no index and no model to load."""
-    gateway, channel = await make_gateway(openai_server, owner=OWNER,
-                                          memory={"auto_recall_min_similarity": 0.3})
     service = _service()
-    gateway.use_memory(service)
+    gateway, channel = await make_gateway(openai_server, owner=OWNER, memory_service=service,
+                                          memory={"auto_recall_min_similarity": 0.3})
     openai_server.reply_text("hello!")
     await channel.inject("carol", "hi, what can you do?")
     await channel.wait_for(1)
@@ -118,10 +117,9 @@ async def test_a_new_person_opens_no_index(openai_server, make_gateway, tmp_path
 
 
 async def test_an_old_note_makes_a_new_person_search(openai_server, make_gateway, tmp_path):
-    gateway, channel = await make_gateway(openai_server, owner=OWNER,
-                                          memory={"auto_recall_min_similarity": 0.3})
     service = _service()
-    gateway.use_memory(service)
+    _, channel = await make_gateway(openai_server, owner=OWNER, memory_service=service,
+                                          memory={"auto_recall_min_similarity": 0.3})
     openai_server.reply_text("hello!")
     await channel.inject("carol", "hi, what can you do?")
     await channel.wait_for(1)

@@ -19,8 +19,8 @@ GATEWAY = Path(__file__).resolve().parents[3] / "gateway"
 CALLERS = {
     "agent/loop.py": "self.provider",  # AgentLoop(metered): conversations, flush, capture,
     "agent/compaction.py": "self.provider",  # heartbeats, reminders; the summary
-    "features/tidying.py": "self.model",  # gateway.metered
-    "features/consolidation.py": "self.model",  # gateway.metered (tidying's DailyPass)
+    "features/tidying.py": "self.model",  # parts.metered
+    "features/consolidation.py": "self.model",  # parts.metered (tidying's DailyPass)
     "agent/instructions.py": "self.provider",  # the compactor's: metered
     "cli/doctor.py": "provider",
     "agent/metrics.py": "self.inner",  # MeteredProvider itself
@@ -37,7 +37,7 @@ def test_every_model_call_is_made_through_the_metered_provider():
         if calls:
             found[rel] = calls
     assert found == {rel: {target} for rel, target in CALLERS.items()}, (
-        "a new model caller: give it the metered provider (gateway.metered) and list it here")
+        "a new model caller: give it the metered provider (gateway.parts.metered) and list it here")
 
 
 async def test_the_parts_that_call_models_hold_the_metered_provider(anthropic_server,

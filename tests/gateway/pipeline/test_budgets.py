@@ -65,9 +65,9 @@ async def test_a_monthly_money_cap_and_the_owners_own_cap(anthropic_server, make
     assert [(c.period, c.unit) for c in caps_for(settings, OWNER)] == [("daily", "tokens")]
     assert caps_for(settings, "fakechat-vip") == []  # 0: no cap for this person
     model = settings.llm.resolved_model
-    await gateway.usage.record("fakechat-ann", "conversation", model, Usage(2_500_000, 0))
+    await gateway.parts.usage.record("fakechat-ann", "conversation", model, Usage(2_500_000, 0))
     await channel.inject("ann", "hello")
-    await gateway.usage.record(OWNER, "conversation", model, Usage(100, 0))
+    await gateway.parts.usage.record(OWNER, "conversation", model, Usage(100, 0))
     await channel.inject("boss", "hello")
     await channel.wait_for(2)
     assert channel.texts("ann") == [REFUSAL["monthly"].format(reset="December 1")]
@@ -85,7 +85,7 @@ async def test_a_heartbeat_is_not_started_for_a_person_at_a_cap(anthropic_server
     workspace = tmp_path / "workspaces" / "fakechat-ann"
     (workspace / "HEARTBEAT.md").write_text("# Checks\n- Anything due?\n")
     calls = len(anthropic_server.requests)
-    outcome = await beat_now(gateway, "fakechat-ann", workspace)
+    outcome = await beat_now(gateway.parts, "fakechat-ann", workspace)
     assert (outcome.status, outcome.reason) == ("error", "model call failed (budget)")
     assert len(anthropic_server.requests) == calls
     assert gateway.metrics.budget_refusals.value(kind="heartbeat") == 1

@@ -42,9 +42,9 @@ async def test_totals_equal_the_providers_reports_for_every_kind(llm_server, mak
     await channel.wait_for(3)
     workspace = tmp_path / "workspaces" / "fakechat-ann"
     (workspace / "HEARTBEAT.md").write_text("# Checks\n- Is anything due today?\n")
-    outcome = await beat_now(gateway, "fakechat-ann", workspace)
+    outcome = await beat_now(gateway.parts, "fakechat-ann", workspace)
     assert outcome.model_called
-    ledger = gateway.usage
+    ledger = gateway.parts.usage
     today = ledger.periods().today
     _equal(await ledger.total(None, today), llm_server.reported_totals())
     kinds = await ledger.grouped("kind", "fakechat-ann", today)
@@ -75,7 +75,8 @@ async def test_usage_survives_a_restart_and_costs_follow_the_price_table(anthrop
         try:
             await channel.inject("cy", f"message {run} " + "words " * 400)
             await channel.wait_for(1)
-            totals = await gateway.usage.total("fakechat-cy", gateway.usage.periods().today)
+            usage = gateway.parts.usage
+            totals = await usage.total("fakechat-cy", usage.periods().today)
         finally:
             await gateway.stop()
     assert totals.calls == 2  # the first run's call was kept on disk
@@ -107,7 +108,7 @@ def test_price_lookup_dated_names_prefixes_overrides_and_unknown(caplog):
 async def test_usage_command_today_week_month_by_kind(anthropic_server, make_gateway):
     clock = FixedClock(NOW)
     gateway, channel = await make_gateway(anthropic_server, clock=clock, owner="fakechat-dee")
-    ledger = gateway.usage
+    ledger = gateway.parts.usage
     await ledger.record("fakechat-dee", "heartbeat", "claude-sonnet-5-5", Usage(1_000, 50))
     clock.advance(timedelta(days=-3))  # Monday: this week, not today
     await ledger.record("fakechat-dee", "flush", "claude-sonnet-5-5", Usage(2_000, 100))
@@ -144,7 +145,7 @@ async def test_running_totals_match_the_table_and_turn_with_the_day(anthropic_se
     (the month goes on)."""
     clock = FixedClock(NOW)
     gateway, _ = await make_gateway(anthropic_server, clock=clock)
-    ledger = gateway.usage
+    ledger = gateway.parts.usage
     model = gateway.settings.llm.resolved_model
     await ledger.record("ann", "conversation", model, Usage(1_000, 100), "telegram:group:-1")
     today = ledger.periods().today

@@ -1,5 +1,8 @@
 """Scheduler at scale: 100,000 jobs across 1,000 workspaces.
 
+(Not named scheduler.py: a bench runs as a script, with bench/ first on the path, and would
+shadow the `scheduler` package for every other bench.)
+
 Measures, with the real clock and real files (fsync included):
 - the time to load every job list and state file and build the heap at start;
 - the memory that takes (RSS growth of this process);
@@ -10,7 +13,7 @@ Measures, with the real clock and real files (fsync included):
 The jobs are a mix like a real population: 40% one-shot times in the next 30 days, 30% daily
 or weekday wall-clock rules, 20% intervals, 10% raw cron lines, in eight time zones.
 
-    python bench/scheduler.py [--workspaces 1000] [--jobs-per-workspace 100] [--due 1000]
+    python bench/scheduler_heap.py [--workspaces 1000] [--jobs-per-workspace 100] [--due 1000]
 """
 
 from __future__ import annotations
@@ -112,7 +115,7 @@ async def main(args: argparse.Namespace) -> None:
 
         host = TimingHost()
         policy = SchedulerPolicy(rescan_seconds=10**6)
-        first = Scheduler(host, lambda: refs, WallClock(), policy=policy)
+        first = Scheduler(lambda: refs, WallClock(), policy=policy)
         gc.collect()
         before = rss_mib()
         t = time.perf_counter()
@@ -148,9 +151,9 @@ async def main(args: argparse.Namespace) -> None:
             data["next_id"] += 1
             path.write_text(json.dumps(data))
         host.expected = args.due
-        scheduler = Scheduler(host, lambda: refs, WallClock(), policy=policy)
+        scheduler = Scheduler(lambda: refs, WallClock(), policy=policy)
         t = time.perf_counter()
-        await scheduler.start()
+        await scheduler.start(host)
         print(f"restart (next runs from the state files): {time.perf_counter() - t:.2f} s "
               f"for {scheduler.metrics.jobs:,} jobs")
         if datetime.now(UTC) >= due:
