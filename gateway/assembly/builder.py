@@ -138,6 +138,9 @@ def build_gateway(
     from gateway.assembly.web import attach_web
 
     attach_web(gateway)  # web_fetch, web_search as [web] says
+    from gateway.assembly.exec import attach_exec
+
+    attach_exec(gateway)  # the exec tool and its approvals, where the sandbox runs
     return gateway
 
 

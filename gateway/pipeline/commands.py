@@ -39,7 +39,8 @@ Commands:
 /status - model, session size in tokens, context window, compactions, workspace
 /context - which workspace files are in the prompt, and how big it is
 /reminders [cancel N] - your reminders and scheduled tasks, or cancel number N
-/usage [all] - tokens and cost today, this week and this month, by kind (all: everyone)"""
+/usage [all] - tokens and cost today, this week and this month, by kind (all: everyone)
+/approve CODE [always], /deny CODE - answer a request to run a command (the owner)"""
 
 UNKNOWN = "Unknown command /{name}. Send /help for the list."
 

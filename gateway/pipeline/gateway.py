@@ -33,6 +33,7 @@ from gateway.pipeline.commands import Command, CommandContext, lookup, parse_com
 from gateway.pipeline.lanes import Job
 from gateway.pipeline.limits import Account
 from gateway.pipeline.parts import GatewayParts, build_parts
+from gateway.pipeline.presses import ANSWERS, Presses
 from gateway.pipeline.recovery import answer_key
 from gateway.pipeline.routing import TERMINAL_CHANNEL, Route
 from gateway.pipeline.turns import INTERNAL_ERROR_REPLY, TranscriptWriteError
@@ -100,6 +101,7 @@ class Gateway:
                                           lambda msg: self._process(msg, resumed=True))
         self.memory: MemoryService | None = None  # use_memory: recall and the memory tools
         self.schedules: ScheduleBook | None = None  # use_schedules: /reminders, the panel
+        self.presses: Presses | None = None  # use_presses: exec approvals (buttons, /approve)
 
     @classmethod
     def build(
@@ -136,6 +138,8 @@ class Gateway:
             for channel in self.channels.values():
                 await channel.start(self.handle)
             await self.delivery.resume()
+            if self.presses is not None:
+                await self.presses.start()  # questions not shown yet, approvals not run yet
             if pending:
                 log.info("resuming %d message(s) recorded but not answered before", len(pending))
             for msg in pending:
@@ -190,6 +194,11 @@ class Gateway:
             await self.lanes.cancel()
             draining.cancel()
             await asyncio.gather(draining, return_exceptions=True)
+        if self.presses is not None:
+            try:
+                await self.presses.stop()
+            except Exception:
+                log.exception("error while stopping the approvals; carrying on")
         await self.delivery.close(min(drain_timeout, 5.0))
         closers = [*(channel.stop for channel in self.channels.values()),
                    self.capabilities.stop,  # MCP servers
@@ -215,6 +224,9 @@ class Gateway:
         A message recorded before (same channel, chat and message id) is a redelivery and is
         ignored, so a restart never answers twice. Nothing here waits for a send.
         """
+        if msg.press:
+            await self._press(msg)
+            return
         if self._durable(msg) and not await self.state.record_inbound(msg):
             log.info("ignored redelivered %s message %s", msg.channel, msg.message_id)
             return
@@ -224,6 +236,36 @@ class Gateway:
             return
         await self._resumed.wait()
         await self._process_or_answer(msg)
+
+    async def _press(self, msg: InboundMessage) -> None:
+        """A button press: decided at once, outside every lane (the turn that asked may be
+        waiting for it), by whoever registered for presses; never a message, never the
+        model's. A press while stopping is left to the platform to deliver again."""
+        if not self.accepting:
+            return
+        await self._resumed.wait()
+        if self.presses is None:
+            log.info("ignored a button press on %s: nothing takes presses", msg.channel)
+            return
+        try:
+            await self.presses.pressed(msg)
+        except Exception:
+            log.exception("could not handle a button press on %s", msg.channel)
+
+    def use_presses(self, presses: Presses) -> None:
+        """Who answers button presses and /approve, /deny (gateway/assembly/exec.py)."""
+        self.presses = presses
+
+    async def person_for(self, channel: str, sender_id: str) -> str:
+        """The person behind an account (identity links; the terminal is the owner)."""
+        return await self.router.person_for(channel, sender_id)
+
+    async def owner_dm(self) -> tuple[str, str] | None:
+        """The owner's DM to ask in: (channel, chat id), or None before they ever wrote."""
+        route = await self.last_dm_route(self.settings.owner)
+        if route is None or route.channel not in self.channels:
+            return None
+        return route.channel, route.chat_id
 
     async def _process_or_answer(self, msg: InboundMessage, *, resumed: bool = False) -> None:
         """`_process`, and a short error reply when it fails before a turn is queued (access,
@@ -281,6 +323,8 @@ class Gateway:
                 return
             if command is None:
                 key, job = route.session_key, self._turn_job(route, msg)
+            elif command.name in ANSWERS and self.presses is not None:
+                key, job = f"{route.session_key}#now", self._answer_job(msg, command)
             else:
                 # A command that changes the session waits for the running turn; the others
                 # answer at once, in a lane of their own (in order among themselves).
@@ -376,6 +420,18 @@ class Gateway:
             with usage_scope(route.person_id, "conversation", route.group):  # /compact
                 answer = await lookup(command.name).handler(
                     self.command_context(route, command.args))
+            await self._answer_now(msg, answer)
+
+        return job
+
+    def _answer_job(self, msg: InboundMessage, command: Command) -> Job:
+        """/approve or /deny: answered at once, beside a turn that may wait for it."""
+        presses = self.presses
+
+        async def job() -> None:
+            assert presses is not None
+            answer = await presses.typed(msg.channel, msg.sender_id, command.name,
+                                         command.args)
             await self._answer_now(msg, answer)
 
         return job
