@@ -120,6 +120,7 @@ class FakeTelegramServer:
         self.queries: dict[str, dict[str, Any]] = {}  # callback query id -> the query
         self.query_answers: dict[str, str] = {}  # callback query id -> answerCallbackQuery text
         self.allowed_updates: list[str] | None = None  # as the last getUpdates asked
+        self.keyboards: list[Sent] = []  # messages sent with an inline keyboard, in order
         self._message_ids = itertools.count(1)
         self._changed = asyncio.Condition()
         self._runner: web.AppRunner | None = None
@@ -215,8 +216,8 @@ class FakeTelegramServer:
         return self.query_answers[query_id]
 
     def with_buttons(self, chat_id: int | str | None = None) -> list[Sent]:
-        return [s for s in self.sent if s.reply_markup
-                and (chat_id is None or s.chat_id == str(chat_id))]
+        """Messages sent with an inline keyboard (which an edit may since have removed)."""
+        return [s for s in self.keyboards if chat_id is None or s.chat_id == str(chat_id)]
 
     def message(
         self, user_id: int, text: str | None = None, *, chat_id: int | None = None,
@@ -366,6 +367,8 @@ class FakeTelegramServer:
         message_id = next(self._message_ids)
         async with self._changed:
             sent = Sent(chat_id, text, parse_mode, message_id=message_id, reply_markup=markup)
+            if markup:
+                self.keyboards.append(sent)
             self.sent.append(sent)
             self.by_chat.setdefault(chat_id, []).append(sent)
             self.messages[(chat_id, message_id)] = sent

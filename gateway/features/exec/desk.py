@@ -40,7 +40,7 @@ from gateway.features.exec.approvals_store import (
 )
 from gateway.features.exec.binding import approval_binding
 from gateway.features.exec.runner import Job, Runner
-from gateway.features.exec.sandbox import SandboxRefused
+from gateway.features.exec.sandbox import RunResult, SandboxRefused
 
 if TYPE_CHECKING:
     from gateway.agent.tools.quota import TurnBudget
@@ -318,7 +318,7 @@ class ApprovalDesk:
         """An approval no turn waits for: run it (if still what was approved), post the
         result in the chat that asked, commit what it wrote."""
         try:
-            text = await self.run_approved(approval, budget=None)
+            text = await self.run_approved(approval, budget=None, for_person=True)
         except Exception:
             log.exception("exec approval %s: the late run failed", approval.code)
             text = (f"The approved command `{_short(approval.command)}` (code "
@@ -329,9 +329,11 @@ class ApprovalDesk:
                                    session=approval.session_key,
                                    note=f"command {approval.code}")
 
-    async def run_approved(self, approval: Approval, budget: TurnBudget | None) -> str:
-        """Claim and run an approved request; the text for the model or the chat. Asks again
-        (and says so) when what it is bound to changed since the owner saw it."""
+    async def run_approved(self, approval: Approval, budget: TurnBudget | None, *,
+                           for_person: bool = False) -> str:
+        """Claim and run an approved request; the text for the model (`for_person`: for the
+        chat, no model in between). Asks again (and says so) when what it is bound to
+        changed since the owner saw it."""
         if not await self.store.claim(approval.code):
             return f"The command with the code {approval.code} was already run."
         workspace = Path(approval.workspace)
@@ -354,6 +356,8 @@ class ApprovalDesk:
             await self.store.finish(approval.code, "refused")
             return f"Not run: {exc}"
         await self.store.finish(approval.code)
+        if for_person:
+            return _for_person(approval, result)
         return (f"command (code {approval.code}, approved by the owner): "
                 f"{_short(approval.command)}\n" + result.for_model())
 
@@ -395,6 +399,24 @@ async def _settle(channel: Channel, msg: InboundMessage, answer: str, shown: str
         await channel.answer_press(msg, answer, shown)
     except Exception as exc:
         log.warning("could not answer a press on %s: %s", msg.channel, exc)
+
+
+def _for_person(approval: Approval, result: RunResult) -> str:
+    """A late result as the person reads it in the chat: what ran, how it ended, the output
+    (as kept: head and tail, binary summarised) in a code block."""
+    status = "none" if result.exit_code is None else str(result.exit_code)
+    lines = [f"The command approved with code {approval.code} ran: "
+             f"{_short(approval.command)}",
+             f"exit status {status}, {result.duration:.2f} s"
+             + (f", stopped: {result.ended}" if result.ended not in ("exited", "signal")
+                else "")]
+    output = result.output
+    if output.saved_as:
+        lines.append(f"The whole output ({output.total_bytes} bytes) is in {output.saved_as}.")
+    fence = "`" * 3
+    shown = output.shown.replace(fence, "'" * 3)
+    lines.append(f"{fence}\n{shown}\n{fence}" if shown.strip() else "(no output)")
+    return "\n".join(lines)
 
 
 def _short(command: str, limit: int = 200) -> str:
