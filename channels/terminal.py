@@ -251,6 +251,8 @@ class TerminalChannel(ChannelBase):
 
     async def answer_press(self, press: InboundMessage, answer: str, shown: str) -> None:
         await self._print(f"{REPLY_PREFIX}{answer}\n")
+        if self._turns == 0:  # no turn waited for it: the answer is all there is
+            self._mark_answered()
 
     async def settle_choices(self, chat_id: str, message_id: str, shown: str) -> None:
         if self._question is not None and self._question[0] == message_id:
@@ -309,8 +311,11 @@ class TerminalChannel(ChannelBase):
                 if not line.strip():
                     continue
                 press = self._as_press(line)
-                if press is not None:
-                    await handler(press)  # decided at once; the waiting turn goes on
+                if press is not None:  # decided at once; the turn waiting for it goes on
+                    self._answered = asyncio.Event()
+                    await handler(press)
+                    with self._no_echo():
+                        await self._wait_answered(self._answered)
                     continue
                 self._counter += 1
                 self._answered = asyncio.Event()
