@@ -40,10 +40,15 @@ RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("scheduler", ("scheduler", "memory.atomic", "memory.layout", "heartbeat.ack",
                    "heartbeat.timeofday", "retrypolicy")),
     ("memory", ("memory", "retrypolicy")),
-    # The exec sandbox's leaf modules (issue 34, first phase): the layout's names and the
-    # public-address rule, nothing else of the gateway until the wiring phase.
+    # Commands (issue 34): the sandbox, the tool and its approvals. Below it only: the
+    # layout, the public-address rule, the tool interface and quotas, its settings section,
+    # the clock, the state database (its own tables) and the channel interface (buttons);
+    # never the pipeline or the assembly, which hand it what it needs (assembly/exec.py).
     ("gateway.features.exec", ("gateway.features", "memory.atomic", "memory.layout",
-                               "gateway.agent.web.addresses")),
+                               "gateway.agent.web.addresses", "gateway.agent.conversation",
+                               "gateway.agent.tools.base", "gateway.agent.tools.quota",
+                               "gateway.config.exec", "gateway.clock", "gateway.ops.state",
+                               "channels.base")),
 )
 
 # The boxes of the diagram: a standalone package, or a room of gateway/.
@@ -65,7 +70,7 @@ LABELS = {
     "gateway.ops": "ops/<br/>state db, versioning, backup,<br/>health, metrics, logs, redaction",
     "gateway.config": "config/<br/>settings sections",
     "gateway.panel": "panel/<br/>web control panel",
-    "gateway.features": "features/<br/>exec: sandbox, allowlist,<br/>approval binding",
+    "gateway.features": "features/<br/>exec: sandbox, allowlist, tool,<br/>approvals (desk, store)",
     "gateway": "gateway/ (top level)<br/>clock",
 }
 STANDALONE = ("channels", "memory", "heartbeat", "scheduler", "retrypolicy")
