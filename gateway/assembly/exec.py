@@ -72,5 +72,5 @@ def attach_exec(gateway: Gateway) -> ExecParts | None:
     tool = ExecTool(config, runner, desk, owner=settings.owner,
                     network_available=sandbox.network_available)
     gateway.use_presses(desk)
-    gateway.add_private_tools([tool])
+    gateway.add_private_tools([tool], offered=tool.may_run)
     return ExecParts(sandbox, desk, tool)

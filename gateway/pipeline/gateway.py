@@ -160,9 +160,11 @@ class Gateway:
                 self.settings.memory), self.metrics.registry)
         self.setup.use_memory(memory)
 
-    def add_private_tools(self, tools: Sequence[Tool]) -> None:
-        """More tools for the owner's private contexts only (the schedule tools)."""
-        self.setup.add_private_tools(tools)
+    def add_private_tools(self, tools: Sequence[Tool], *,
+                          offered: Callable[[str], bool] | None = None) -> None:
+        """More tools for the owner's private contexts only (the schedule tools);
+        `offered(person_id)`: whose private contexts get them (default: everyone's)."""
+        self.setup.add_private_tools(tools, offered=offered)
 
     def add_shared_tools(self, tools: Sequence[Tool]) -> None:
         """More tools for group chats too (the web tools when `[web] groups` is on); private

@@ -9,7 +9,7 @@ private registry, and a session that is not the owner's DM never gets it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import date
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -71,6 +71,7 @@ class TurnSetup:
         # Corrections (memory_find, memory_correct) need no index: every private context has them.
         self._extra_private = [*correction_tools(self.today), *private_tools]
         self._extra_shared: list[Tool] = []
+        self._offered: dict[str, Callable[[str], bool]] = {}  # tool name -> who gets it
         self._memory_tools: list[Tool] = []
         self.shared_tools = ToolRegistry(base_tools(), redact=redactor)
         self.private_tools = ToolRegistry([*base_tools(), *self._extra_private], redact=redactor)
@@ -86,9 +87,15 @@ class TurnSetup:
         self._rebuild_private()
         self.metrics.register_tools(self.private_tools.names())
 
-    def add_private_tools(self, tools: Sequence[Tool]) -> None:
-        """More tools for the owner's private contexts only (the schedule tools)."""
+    def add_private_tools(self, tools: Sequence[Tool], *,
+                          offered: Callable[[str], bool] | None = None) -> None:
+        """More tools for the owner's private contexts only (the schedule tools).
+        `offered(person_id)`: the people whose private contexts get them (exec: the owner
+        and `[exec] people`); the others' registries leave them out."""
         self._extra_private.extend(tools)
+        if offered is not None:
+            for tool in tools:
+                self._offered[tool.spec.name] = offered
         self._rebuild_private()
 
     def add_shared_tools(self, tools: Sequence[Tool]) -> None:
@@ -104,6 +111,7 @@ class TurnSetup:
 
     def tools_for(self, route: Route) -> ToolRegistry:
         base = self.private_tools if route.private else self.shared_tools
+        base = self._for_person(base, route.person_id)
         # capabilities: read_skill and MCP tools where the context allows them
         return self._guarded(self.capabilities.registry(
             base, self._capability_kind(route), route.workspace, route.access.area))
@@ -111,7 +119,17 @@ class TurnSetup:
     def heartbeat_tools(self, person_id: str, workspace: Path) -> ToolRegistry:
         """A heartbeat turn's tools: the person's private ones, plus MCP servers allowing it."""
         kind = self.capabilities.kind(private=True, person_id=person_id, heartbeat=True)
-        return self._guarded(self.capabilities.registry(self.private_tools, kind, workspace))
+        base = self._for_person(self.private_tools, person_id)
+        return self._guarded(self.capabilities.registry(base, kind, workspace))
+
+    def _for_person(self, registry: ToolRegistry, person_id: str) -> ToolRegistry:
+        """`registry` less the tools not offered to `person_id` (add_private_tools)."""
+        hidden = {name for name, offered in self._offered.items()
+                  if name in registry and not offered(person_id)}
+        if not hidden:
+            return registry
+        return ToolRegistry([t for t in registry.tools() if t.spec.name not in hidden],
+                            redact=self.redactor)
 
     def _guarded(self, registry: ToolRegistry) -> ToolRegistry:
         """Every registry a turn uses masks secrets in results, and its tools are the known

@@ -268,12 +268,15 @@ async def test_a_script_changed_after_approval_asks_again(exec_gateway, tg, anth
 
 async def test_another_persons_commands_need_the_owner_to_list_them(exec_gateway, tg,
                                                                     anthropic_server):
-    await exec_gateway(mode="off")
+    gateway = await exec_gateway(mode="off")
     anthropic_server.reply_tool_call("exec", {"command": "id -u"})
     anthropic_server.reply_text("not for you")
     await tg.send_text(OTHER, "who am i")
     await wait_until(lambda: "not for you" in tg.texts(OTHER), what="the reply")
-    assert "has not allowed commands for this person" in tool_results(anthropic_server)[-1]
+    offered = {tool["name"] for tool in anthropic_server.requests[0]["tools"]}
+    assert "exec" not in offered and "read_file" in offered  # not offered to them at all
+    assert "unknown tool 'exec'" in tool_results(anthropic_server)[-1]  # called anyway
+    assert await runs(gateway) == []
 
 
 async def test_a_listed_persons_command_is_approved_by_the_owner(exec_gateway, tg,
