@@ -297,5 +297,20 @@ class PanelHost:
             raise PanelError("reminders are off ([scheduler] enabled = false)")
         return desk
 
+    async def command_runs(self, person_id: str, limit: int = 100) -> tuple[list[Any], list[Any]]:
+        """The person's recorded command runs (newest first) and their pending approvals;
+        both empty where commands never ran (the exec tables are made when it is wired)."""
+        import sqlite3
+
+        from gateway.features.exec.approvals_store import ApprovalStore
+
+        store = ApprovalStore(self.state)
+        try:
+            runs = await store.runs(person_id, limit)
+            pending = [a for a in await store.pending() if a.person_id == person_id]
+        except sqlite3.OperationalError:  # no such table: commands are not wired here
+            return [], []
+        return runs, pending
+
     async def to_thread(self, fn: Any, *args: Any) -> Any:
         return await asyncio.to_thread(fn, *args)

@@ -21,7 +21,7 @@ from gateway.ops.versioning import VersioningError
 from gateway.panel.context import panel_of, session_of
 from gateway.panel.files import FileRefused, list_files, read_text, text_hash
 from gateway.panel.host import PanelError, UnknownPerson
-from gateway.panel.html import bar_chart, diff_lines, markdown, person_url
+from gateway.panel.html import bar_chart, diff_lines, markdown, person_url, when
 from gateway.panel.render import render
 from gateway.panel.transcripts import daily_figures, list_sessions, read_items, session_path
 from memory.layout import INBOX_DIR, SEEN_DIR
@@ -41,6 +41,7 @@ def add_routes(router: web.UrlDispatcher) -> None:
     router.add_get("/p/{person}/reminders", reminders)
     router.add_get("/p/{person}/heartbeat", heartbeat)
     router.add_get("/p/{person}/usage", usage)
+    router.add_get("/p/{person}/commands", commands)
     router.add_get("/p/{person}/metrics", metrics)
 
 
@@ -473,6 +474,25 @@ async def usage(request: web.Request) -> web.Response:
                 heads=["", "Calls", "In", "Out", "Cache read", "Cache write", "From cache",
                        "Cost"], spans=totals, kinds=kinds, models=models, chart=chart,
                 caps=caps)
+
+
+# --- commands ------------------------------------------------------------------------------------
+
+
+async def commands(request: web.Request) -> web.Response:
+    """The person's commands (the exec tool): each run with who let it run, its exit status,
+    duration and output size; and the requests still waiting for the owner."""
+    person, _ = person_of(request)
+    host = panel_of(request).host
+    runs, pending = await host.command_runs(person)
+    rows = [(when(r.at), r.command, r.cwd,
+             "yes" if r.network else "no", r.approved_by,
+             "none" if r.exit_code is None else str(r.exit_code),
+             r.ended, f"{r.duration:.2f} s", f"{r.bytes_out:,}") for r in runs]
+    waiting = [(a.code, a.command, a.cwd, when(a.expires_at))
+               for a in pending]
+    return page(request, "commands.html", "Commands", person=person, tab="commands",
+                rows=rows, waiting=waiting)
 
 
 # --- metrics -------------------------------------------------------------------------------------
