@@ -99,3 +99,42 @@ async def test_a_press_with_data_that_is_not_ours_is_ignored(built):
     # A press whose data is not ours changes nothing and raises nothing.
     await gateway.handle(InboundMessage("terminal", "local", "local", "", press="other:x",
                                         press_id="1"))
+
+
+_CONNECT = ("python3 -c \"import socket; s = socket.socket(); s.settimeout(3); "
+            "print('connect', s.connect_ex(('127.0.0.1', {port})))\"")
+_FETCH = ("python3 -c \"import urllib.request as u, urllib.error as e\n"
+          "try:\n    print('fetched', u.urlopen('http://127.0.0.1:{port}/healthz', timeout=5)"
+          ".status)\nexcept e.HTTPError as x:\n    print('refused', x.code)\n"
+          "except Exception as x:\n    print('failed', type(x).__name__)\"")
+
+
+async def test_a_command_reaches_no_loopback_port_of_the_host(built, anthropic_server):
+    """The fake model, the health endpoint and the panel listen on the host's 127.0.0.1: a
+    command reaches none of them, without network and with it (through the proxy, which
+    refuses loopback addresses)."""
+    from gateway.config.panel import PanelSettings
+    from gateway.ops.health import HealthServer
+    from gateway.panel.host import PanelHost
+    from gateway.panel.server import PanelServer
+
+    gateway = await built(mode="off", network=[gateway_owner := "owner"])
+    assert gateway.settings.owner == gateway_owner
+    health = HealthServer(gateway, "127.0.0.1", 0)
+    health.bind()
+    await health.start()
+    panel = PanelServer(PanelHost(gateway), PanelSettings(port=0))
+    await panel.start()
+    try:
+        panel_port = int(panel.url.rsplit(":", 1)[1].split("/")[0])
+        llm_port = int(anthropic_server.base_url.rsplit(":", 1)[1].split("/")[0])
+        tools, ctx = gateway.setup.private_tools, _context(gateway)
+        for port in (llm_port, health.port, panel_port):
+            direct = await tools.run("exec", {"command": _CONNECT.format(port=port)}, ctx)
+            assert "connect 0" not in direct.text and "connect " in direct.text, direct.text
+            fetched = await tools.run("exec", {"command": _FETCH.format(port=port)}, ctx)
+            assert "refused 403" in fetched.text, fetched.text
+            assert "network refused" in fetched.text  # the tool result says so
+    finally:
+        await panel.stop()
+        await health.stop()
