@@ -242,7 +242,8 @@ class Gateway:
     async def _press(self, msg: InboundMessage) -> None:
         """A button press: decided at once, outside every lane (the turn that asked may be
         waiting for it), by whoever registered for presses; never a message, never the
-        model's. A press while stopping is left to the platform to deliver again."""
+        model's. A press while stopping is dropped: the question stays pending (a durable
+        row), and its button can be pressed again after the restart."""
         if not self.accepting:
             return
         await self._resumed.wait()

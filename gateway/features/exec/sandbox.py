@@ -78,7 +78,7 @@ PROXY_PORT = 3128
 _POLL_SECONDS = 0.1
 _DRAIN_SECONDS = 5.0
 _SIGXCPU, _SIGXFSZ = 24, 25  # as bash reports them: 128 + the signal
-NICENESS = 10  # added to every command's CPU niceness (its processes', inherited)
+NICENESS = 19  # every command at the lowest CPU priority (its processes inherit it)
 # The wrapper that runs first inside the sandbox. It closes every descriptor bwrap was given
 # (a bind source is an O_PATH descriptor of a host directory: inherited, `/proc/self/fd/N/..`
 # would reach the workspaces root), writes the marker byte (a run without it failed inside
@@ -87,11 +87,20 @@ NICENESS = 10  # added to every command's CPU niceness (its processes', inherite
 _WRAPPER = (
     "{mark}exec {closes}; umask 077; "
     "echo 1000 >/proc/self/oom_score_adj 2>/dev/null; "
+    # The sandbox is a session of its own, so where the kernel groups sessions for the
+    # scheduler (autogroup), its CPU share is the group's, whatever its processes' niceness:
+    # the group's is lowered too. The kernel takes that from an unprivileged process at most
+    # ten times a second (machine-wide), so when many sandboxes start together each tries
+    # again for up to three seconds before its command runs.
+    "if [ \"$(cat /proc/sys/kernel/sched_autogroup_enabled 2>/dev/null)\" = 1 ]; then "
+    f"for _ in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28 "
+    f"29 30; do echo {NICENESS} 2>/dev/null >/proc/self/autogroup && break; "
+    "/usr/bin/sleep 0.1 2>/dev/null || break; done; fi; "
     "ulimit -c 0 -v {memory_kb} -u {nproc} -f {file_kb} && ulimit -S -t {cpu} "
     "&& ulimit -H -t {cpu_hard} "
     "|| {{ echo 'clawgate: the limits could not be set' >&2; exit 126; }}; "
-    # A lower CPU priority: 20 busy commands on two cores must not starve the gateway's own
-    # event loop, which answers everyone's DMs (bench/exec_gateway.py measures it).
+    # The lowest CPU priority: 20 busy commands on two cores must not starve the gateway's
+    # own event loop, which answers everyone's DMs (bench/exec_gateway.py measures it).
     f'[ -x /usr/bin/nice ] && exec /usr/bin/nice -n {NICENESS} /bin/bash -c "$1"; '
     'exec /bin/bash -c "$1"'
 )

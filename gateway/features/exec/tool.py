@@ -135,6 +135,11 @@ class ExecTool:
                 person_id=person, workspace=ctx.workspace, session_key=ctx.session_key,
                 channel=channel, chat_id=chat, command=command, cwd=cwd, network=network,
                 timeout=timeout, digest=digest)
+            if not approval.request_channel:
+                return (f"Could not ask the owner to approve this command (code "
+                        f"{approval.code}): they have no direct message with the assistant "
+                        "yet. It runs if they answer /approve " + approval.code + " from "
+                        "their account; tell the person it is waiting for the owner.")
             status = await self.desk.wait(approval.code, self.settings.wait_seconds)
             if status == "pending":
                 return (f"Asked the owner to approve this command (code {approval.code}); "
