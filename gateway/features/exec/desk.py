@@ -91,8 +91,8 @@ def question_text(approval: Approval, person_name: str) -> str:
     return (f"Run this command for {who}? (code {approval.code})\n\n{command}\n\n"
             f"directory: /workspace/{'' if approval.cwd == '.' else approval.cwd}\n"
             f"network: {network}\n\n"
-            f"Answer with the buttons, or /approve {approval.code} (once), "
-            f"/approve {approval.code} always (this exact command from now on), "
+            f"Answer with the choices below, or type /approve {approval.code} (once), "
+            f"/approve {approval.code} always (this exact command from now on) or "
             f"/deny {approval.code}.")
 
 
