@@ -35,6 +35,7 @@ class ChatOutbox:
         self.route = route
         self.channel = route.channel
         self.chat_id = route.chat_id
+        self.message_id = route.message_id
         self.max_bytes = max_bytes
         self.durable = durable and bool(route.message_id)
 

@@ -34,7 +34,7 @@ _SCHEMA = (
     " always INTEGER NOT NULL DEFAULT 0, created_at REAL NOT NULL, expires_at REAL NOT NULL,"
     " decided_by TEXT NOT NULL DEFAULT '', decided_at REAL,"
     " request_channel TEXT NOT NULL DEFAULT '', request_chat TEXT NOT NULL DEFAULT '',"
-    " request_message TEXT NOT NULL DEFAULT '')",
+    " request_message TEXT NOT NULL DEFAULT '', message_id TEXT NOT NULL DEFAULT '')",
     "CREATE INDEX IF NOT EXISTS exec_approvals_status ON exec_approvals (status, expires_at)",
     "CREATE TABLE IF NOT EXISTS exec_always ("
     " person_id TEXT NOT NULL, digest TEXT NOT NULL, command TEXT NOT NULL,"
@@ -49,7 +49,7 @@ _SCHEMA = (
 )
 _COLUMNS = ("code, person_id, workspace, session_key, channel, chat_id, command, cwd, network,"
             " timeout, digest, status, always, created_at, expires_at, decided_by,"
-            " request_channel, request_chat, request_message")
+            " request_channel, request_chat, request_message, message_id")
 
 
 def new_code() -> str:
@@ -83,15 +83,16 @@ class Approval:
     request_channel: str = ""  # where the question was shown (the owner's DM)
     request_chat: str = ""
     request_message: str = ""  # its platform message (buttons), "" for none
+    message_id: str = ""  # the message whose turn asked ("" for none)
 
     @classmethod
     def from_row(cls, row: Any) -> Approval:
         (code, person, workspace, session, channel, chat, command, cwd, network, timeout,
          digest, status, always, created, expires, decided_by, req_channel, req_chat,
-         req_message) = tuple(row)
+         req_message, message_id) = tuple(row)
         return cls(code, person, workspace, session, channel, chat, command, cwd,
                    bool(network), timeout, digest, status, bool(always), created, expires,
-                   decided_by, req_channel, req_chat, req_message)
+                   decided_by, req_channel, req_chat, req_message, message_id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,13 +123,13 @@ class ApprovalStore:
     async def add(self, approval: Approval) -> None:
         await self.state.execute(
             f"INSERT INTO exec_approvals ({_COLUMNS}) VALUES"
-            " (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            " (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (approval.code, approval.person_id, approval.workspace, approval.session_key,
              approval.channel, approval.chat_id, approval.command, approval.cwd,
              int(approval.network), approval.timeout, approval.digest, approval.status,
              int(approval.always), approval.created_at, approval.expires_at,
              approval.decided_by, approval.request_channel, approval.request_chat,
-             approval.request_message), durable=True)
+             approval.request_message, approval.message_id), durable=True)
 
     async def get(self, code: str) -> Approval | None:
         rows = await self.state.query(
@@ -142,6 +143,19 @@ class ApprovalStore:
             f"SELECT {_COLUMNS} FROM exec_approvals WHERE session_key = ? AND digest = ?"
             " AND status = 'pending' AND expires_at > ? ORDER BY created_at DESC LIMIT 1",
             (session_key, digest, now))
+        return Approval.from_row(rows[0]) if rows else None
+
+    async def for_message(self, session_key: str, message_id: str, command: str, cwd: str,
+                          network: bool) -> Approval | None:
+        """The newest request for this command made by the turn answering `message_id` (a
+        turn run again after a restart answers the same message: it finds its own, even if
+        what the command wrote since changed the files it is bound to)."""
+        if not message_id:
+            return None
+        rows = await self.state.query(
+            f"SELECT {_COLUMNS} FROM exec_approvals WHERE session_key = ? AND message_id = ?"
+            " AND command = ? AND cwd = ? AND network = ? ORDER BY created_at DESC LIMIT 1",
+            (session_key, message_id, command, cwd, int(network)))
         return Approval.from_row(rows[0]) if rows else None
 
     async def pending(self) -> list[Approval]:

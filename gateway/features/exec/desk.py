@@ -170,7 +170,7 @@ class ApprovalDesk:
 
     async def ask(self, *, person_id: str, workspace: Path, session_key: str, channel: str,
                   chat_id: str, command: str, cwd: str, network: bool, timeout: float | None,
-                  digest: str) -> Approval:
+                  digest: str, message_id: str = "") -> Approval:
         """The pending request for this binding from this session (a turn run again after a
         restart finds the one it made), or a new one, shown to the owner."""
         now = self._now()
@@ -179,7 +179,7 @@ class ApprovalDesk:
             return existing
         approval = Approval(new_code(), person_id, str(workspace), session_key, channel,
                             chat_id, command, cwd, network, timeout, digest, "pending", False,
-                            now, now + self.expiry_seconds)
+                            now, now + self.expiry_seconds, message_id=message_id)
         await self.store.add(approval)
         return await self._show(approval)
 
@@ -272,6 +272,7 @@ class ApprovalDesk:
         if not self._wake(code, status) and status == "approved":
             self._spawn(self._run_late(decided))
         if status == "denied" and code not in self._waiting:
+            await self.store.finish(code, "denied-late")  # no turn was told: a resumed one is
             await self._post(decided, f"The owner denied the command `{_short(decided.command)}`"
                              f" (code {code}); it did not run.", "denied")
         answer = {"once": "Approved: it runs once.",
@@ -319,6 +320,8 @@ class ApprovalDesk:
         result in the chat that asked, commit what it wrote."""
         try:
             text = await self.run_approved(approval, budget=None, for_person=True)
+            if text.startswith("The command approved"):
+                await self.store.finish(approval.code, "posted")  # ran with no turn waiting
         except Exception:
             log.exception("exec approval %s: the late run failed", approval.code)
             text = (f"The approved command `{_short(approval.command)}` (code "
@@ -345,7 +348,8 @@ class ApprovalDesk:
                 person_id=approval.person_id, workspace=workspace,
                 session_key=approval.session_key, channel=approval.channel,
                 chat_id=approval.chat_id, command=approval.command, cwd=approval.cwd,
-                network=approval.network, timeout=approval.timeout, digest=now_bound.digest)
+                network=approval.network, timeout=approval.timeout, digest=now_bound.digest,
+                message_id=approval.message_id)
             return (f"{CHANGED} (or its directory) changed after the "
                     f"owner approved it, so the owner was asked again (code {again.code}).")
         job = Job(approval.person_id, workspace, approval.command, approval.cwd,
@@ -427,6 +431,7 @@ def _short(command: str, limit: int = 200) -> str:
 def _said(status: str) -> str:
     return {"approved": "approved", "denied": "denied", "expired": "expired (ask again)",
             "running": "approved and is running", "done": "approved and run",
+            "posted": "approved and run", "denied-late": "denied",
             "changed": "approved, but changed before it ran",
             "interrupted": "cut off by a restart"}.get(status, status)
 

@@ -39,6 +39,18 @@ __all__ = ["MAX_COMMAND_CHARS", "ExecTool"]
 
 MAX_COMMAND_CHARS = 8000
 _MAX_ASKS = 3  # a script changing under every approval: ask at most this often in a turn
+# What a turn run again after a restart is told about the request its first run made.
+_SETTLED = {  # statuses only a decision no turn waited for leaves behind
+    "posted": "This command was approved (code {code}) and already ran after a restart of "
+              "the gateway; its result was posted in this chat. Do not run it again.",
+    "running": "This command was approved (code {code}) and is running; its result will be "
+               "posted in this chat.",
+    "approved": "This command was approved (code {code}) and runs now; its result will be "
+                "posted in this chat.",
+    "denied-late": "The owner denied this command (code {code}); it did not run.",
+    "interrupted": "This command (code {code}) was cut off by a restart of the gateway while "
+                   "it ran; it was not run again.",
+}
 
 
 class ExecTool:
@@ -129,12 +141,21 @@ class ExecTool:
 
     async def _ask_and_run(self, ctx: ToolContext, person: str, command: str, cwd: str,
                            network: bool, timeout: float, digest: str) -> str:
-        channel, chat = (ctx.outbox.channel, ctx.outbox.chat_id) if ctx.outbox else ("", "")
+        outbox = ctx.outbox
+        channel, chat, message = ((outbox.channel, outbox.chat_id, outbox.message_id)
+                                  if outbox else ("", "", ""))
+        # A turn run again after a restart (the same message) asks nothing twice: what its
+        # first run asked was answered meanwhile, and a command it ran is not run again. (In
+        # a turn that waited for its answer, the same command may be asked for again.)
+        earlier = await self.desk.store.for_message(ctx.session_key, message, command, cwd,
+                                                    network)
+        if earlier is not None and earlier.status in _SETTLED:
+            return _SETTLED[earlier.status].format(code=earlier.code)
         for _ in range(_MAX_ASKS):
             approval = await self.desk.ask(
                 person_id=person, workspace=ctx.workspace, session_key=ctx.session_key,
                 channel=channel, chat_id=chat, command=command, cwd=cwd, network=network,
-                timeout=timeout, digest=digest)
+                timeout=timeout, digest=digest, message_id=message)
             if not approval.request_channel:
                 return (f"Could not ask the owner to approve this command (code "
                         f"{approval.code}): they have no direct message with the assistant "

@@ -48,6 +48,10 @@ async def test_the_button_still_answers_after_a_kill_9(tmp_path, anthropic_serve
             await wait_until(lambda: any("survived-42" in t or "noted after" in t
                                          for t in tg.texts(OWNER)), timeout=30,
                              what="the result in the chat")
+            # The turn that died is run again and answers: it neither asks again nor runs
+            # the command a second time, whichever came first, its model call or the press.
+            await wait_until(lambda: "noted after the restart" in tg.texts(OWNER), timeout=60,
+                             what="the resumed turn's reply")
             seen = json.dumps(anthropic_server.requests[-1]) + "\n".join(tg.texts(OWNER))
             assert "survived-42" in seen
             assert ran.read_text() == "survived-42\n"  # once
