@@ -37,9 +37,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from gateway.agent.providers import anthropic_provider, build_provider
-from gateway.assembly.scheduling import attach_schedules
 from gateway.clock import FixedClock
 from gateway.config.settings import load_settings
+from gateway.features.scheduling import attach_schedules
 from gateway.ops.usage import Totals
 from gateway.pipeline.gateway import Gateway
 from memory.service import MemoryOptions, MemoryService

@@ -28,9 +28,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from channels.base import InboundMessage
 from gateway.agent.providers import build_provider
-from gateway.assembly.heartbeat_host import GatewayHeartbeatHost, policy_for
 from gateway.clock import FixedClock
 from gateway.config.settings import load_settings
+from gateway.features.heartbeat_host import GatewayHeartbeatHost, policy_for
 from gateway.pipeline.access import AccessDecision
 from gateway.pipeline.gateway import Gateway
 from gateway.workspace.seed import ensure_workspace

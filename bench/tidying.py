@@ -1,6 +1,6 @@
 """Daily MEMORY.md tidying: tokens per pass and per day per person, against a normal day.
 
-Through the real gateway (gateway/assembly/tidying.py's `Tidier`, the OpenAI SDK) and the
+Through the real gateway (gateway/features/tidying.py's `Tidier`, the OpenAI SDK) and the
 loopback fake model, whose usage is computed from each request (characters / 4 of its JSON,
 tests/fakes/llm_server.py). For MEMORY.md files of several sizes (one line in ten a
 duplicate), a pass is forced and the fake model answers with `delete N` for each duplicate:
@@ -29,9 +29,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from gateway.agent.providers import build_provider  # noqa: E402
-from gateway.assembly.tidying import Tidier  # noqa: E402
 from gateway.clock import FixedClock  # noqa: E402
 from gateway.config.settings import load_settings  # noqa: E402
+from gateway.features.tidying import Tidier  # noqa: E402
 from gateway.pipeline.gateway import Gateway  # noqa: E402
 from gateway.workspace.seed import ensure_workspace  # noqa: E402
 from tests.conftest import AllowAll  # noqa: E402

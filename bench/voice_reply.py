@@ -4,7 +4,12 @@ Figures, each from a fresh child process so resident memory is the voice's alone
 - real-time factor: the time to speak (synthesis and Ogg Opus encoding) over the length of
   the speech (target: at most 0.3);
 - text to voice note: from a 20-second reply's Markdown to the encoded Ogg Opus in memory
-  (`readout`, synthesis, encoding; target: at most 3 s; sending it is the wiring's to measure);
+  (`readout`, synthesis, encoding; target: at most 3 s);
+- reply to voice note sent, end to end: a gateway in its own process, a voice note in through
+  the fake Telegram (fake transcription and model), the model answering the 20-second reply,
+  until the fake Telegram has received the sendVoice upload (the turn's bookkeeping, reading
+  aloud, encoding, the files and the outbox row, the upload); and the gateway's resident
+  memory before its first voice reply and after the last;
 - resident memory added: importing piper/onnxruntime, then loading the voice and speaking
   the first reply, then the steady level after all replies, and the peak (target: at most
   150 MiB for the voice);
@@ -233,6 +238,72 @@ def _edits(a: list[str], b: list[str]) -> int:
 # --- the parent ------------------------------------------------------------------------------
 
 
+async def end_to_end(runs: int, backend: str = "local") -> dict[str, Any]:
+    """A voice note in, the 20-second reply out as a voice note, through the fake Telegram
+    (`backend = "none"`: the same turns answered in text, for the memory they take alone)."""
+    import tempfile
+
+    from gateway.agent.providers import build_provider
+    from gateway.assembly.platforms import build_gateway
+    from gateway.config.settings import load_settings
+    from retrypolicy import Backoff
+    from tests.fakes.llm_server import FakeAnthropicServer
+    from tests.fakes.media_files import VOICE_NOTE
+    from tests.fakes.telegram_server import FakeTelegramServer
+    from tests.fakes.transcription_server import FakeTranscriptionServer
+
+    answered: list[float] = []
+    answered_cpu: list[float] = []
+    async with FakeAnthropicServer() as llm, FakeTelegramServer() as tg, \
+            FakeTranscriptionServer() as stt:
+        def respond(body: dict[str, Any]) -> Any:
+            answered.append(time.monotonic())
+            answered_cpu.append(time.process_time())
+            return llm.make_text(TWENTY_SECONDS)
+
+        llm.responder = respond
+        with tempfile.TemporaryDirectory() as root:
+            settings = load_settings(
+                Path(root) / "none.toml", workspaces_dir=Path(root) / "workspaces",
+                llm={"provider": "anthropic", "base_url": llm.base_url, "api_key": "sk-bench"},
+                telegram={"token": tg.token, "base_url": tg.base_url, "allow_from": ["42"],
+                          "poll_timeout_seconds": 1},
+                media={"transcription": {"backend": "openai", "base_url": stt.base_url,
+                                         "api_key": stt.key},
+                       "speech": {"backend": backend}},
+                health={"enabled": False}, panel={"enabled": False})
+            gateway = build_gateway(settings, build_provider(settings), options={
+                "telegram": {"backoff": Backoff(0.05, 0.2), "stall_grace": 0.5}})
+            await gateway.start()
+            try:
+                before = _status("VmRSS")
+                waits: list[float] = []
+                cpus: list[float] = []
+                for run in range(runs + 1):  # the first loads the voice: reported apart
+                    voice = {**tg.add_file(VOICE_NOTE.read_bytes()), "duration": 4}
+                    await tg.add_update(tg.message(42, voice=voice))
+                    if backend == "none":
+                        await tg.wait_sent(run + 1, timeout=120)
+                        sent = [at for method, _, at in tg.call_times
+                                if method == "sendMessage"]
+                    else:
+                        await tg.wait_files(run + 1, timeout=120)
+                        sent = [at for method, _, at in tg.call_times if method == "sendVoice"]
+                    waits.append(sent[-1] - answered[-1])
+                    cpus.append(time.process_time() - answered_cpu[-1])
+                after = _status("VmRSS")
+            finally:
+                await gateway.stop(drain_timeout=10)
+    from tests.fakes.speech import listen
+
+    if backend == "none":
+        return {"rss_before": before, "rss_added": after - before}
+    return {"first": waits[0], "p50": statistics.median(waits[1:]), "max": max(waits[1:]),
+            "cpu_p50": statistics.median(cpus[1:]), "cpu_first": cpus[0],
+            "seconds": listen(tg.files[-1].data).seconds, "rss_before": before,
+            "rss_added": after - before, "caption": bool(tg.files[-1].caption)}
+
+
 def api_answer_cost() -> tuple[float, float]:
     """(seconds to decode 20 s of 24 kHz WAV and encode it as a voice note, its audio)."""
     import numpy as np
@@ -275,6 +346,10 @@ def main() -> None:
     parser.add_argument("--listen", action="store_true")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.child in ("e2e", "e2e-none"):
+        backend = "none" if args.child == "e2e-none" else "local"
+        print(json.dumps(asyncio.run(end_to_end(args.runs, backend))))
+        return
     if args.child:
         threads, arena = args.child.split(",")
         result = asyncio.run(child(int(threads), arena == "1", args.runs, args.listen))
@@ -289,6 +364,12 @@ def main() -> None:
              *(["--listen"] if args.listen and config == "1,0" else [])],
             capture_output=True, text=True, check=True)
         results.append(json.loads(run.stdout.strip().splitlines()[-1]))
+    run = subprocess.run([sys.executable, __file__, "--child", "e2e", "--runs", str(args.runs)],
+                         capture_output=True, text=True, check=True)
+    e2e = json.loads(run.stdout.strip().splitlines()[-1])
+    run = subprocess.run([sys.executable, __file__, "--child", "e2e-none", "--runs",
+                          str(args.runs)], capture_output=True, text=True, check=True)
+    text_only = json.loads(run.stdout.strip().splitlines()[-1])
     api_seconds, api_audio = api_answer_cost()
     apparent, disk = installed_size()
     load_after = os.getloadavg()
@@ -323,6 +404,14 @@ def main() -> None:
         print(line)
     else:
         print("speaking rate held out: LoCoMo data not found (../shared/data/locomo-dev.json)")
+    print(f"through the fake Telegram (`clawgate` in process, default settings, local voice): "
+          f"model's answer to the sendVoice upload received, a {e2e['seconds']:.1f} s voice "
+          f"note: p50 {e2e['p50']:.2f} s, max {e2e['max']:.2f} s over {args.runs} runs (CPU "
+          f"p50 {e2e['cpu_p50']:.2f} s, the fakes' included); the first (voice loaded) "
+          f"{e2e['first']:.2f} s (CPU {e2e['cpu_first']:.2f} s); gateway RSS "
+          f"{e2e['rss_before']:.0f} MiB before the first voice reply, "
+          f"+{e2e['rss_added']:.0f} MiB after the last (the same turns in text only: "
+          f"+{text_only['rss_added']:.0f} MiB)")
     print(f"an API backend's answer: {api_audio:.0f} s of WAV decoded and encoded in "
           f"{api_seconds * 1000:.0f} ms")
     print(f"installed: {', '.join(PACKAGES)}: {apparent:.0f} MiB ({disk:.0f} MiB on disk)")

@@ -123,7 +123,8 @@ class OutboundMessage:
     text: str
     key: str = ""
     first_part: int = 0
-    # A file to send (an absolute path), with `text` as its caption.
+    # A file to send (an absolute path), with `text` as its caption; a voice note when its
+    # name says so (channels/voice.py).
     file: str = ""
     on_part: PartAccepted | None = field(default=None, compare=False, repr=False)
     replaces: str = ""
@@ -175,6 +176,8 @@ class Channel(Protocol):
     `download(attachment, dest, max_bytes)`: stream an attachment to `dest`, at most
     `max_bytes` (DownloadError otherwise); returns the bytes written.
     `max_upload_bytes`: the largest file `send` can deliver (0: this channel sends no files).
+    `voice_notes`: `send` delivers a voice note (`OutboundMessage.file` named by
+    channels/voice.py) as the platform's own voice message, with the text beside it.
     `buttons`: the channel can put choices under a message (`send_choices`, returning the
     message's id) and hands a press to the handler as an `InboundMessage` with `press` set;
     `answer_press` acknowledges it (a short note to the presser) and rewrites the message to
@@ -209,6 +212,9 @@ class Channel(Protocol):
     @property
     def max_upload_bytes(self) -> int: ...
 
+    @property
+    def voice_notes(self) -> bool: ...
+
     async def download(self, attachment: Attachment, dest: Path, max_bytes: int) -> int: ...
 
     @property
@@ -241,6 +247,7 @@ class ChannelBase:
         """Report readiness for /readyz (adapters that can compute it override the properties)."""
         self._ready, self._ready_detail = ready, detail
     max_upload_bytes: int = 0
+    voice_notes: bool = False
 
     def typing(self, chat_id: str) -> AbstractAsyncContextManager[None]:
         return nullcontext()

@@ -53,8 +53,10 @@ from channels.base import (
 )
 from channels.chunking import DISCORD_LIMIT, split_text
 from channels.discord_preview import DiscordEditPreview
+from channels.discord_voice import send_voice_message
 from channels.files import CHUNK_BYTES, check_declared, save_stream
 from channels.preview import Preview
+from channels.voice import is_voice, read_clip
 from retrypolicy import Backoff
 
 log = logging.getLogger(__name__)
@@ -397,6 +399,7 @@ class DiscordChannel(ChannelBase):
     # -- files -------------------------------------------------------------------------------
 
     max_upload_bytes = UPLOAD_LIMIT
+    voice_notes = True
 
     async def download(self, attachment: Attachment, dest: Path, max_bytes: int) -> int:
         """Stream the attachment's CDN URL to `dest` (the URL is signed and expires after a
@@ -435,7 +438,10 @@ class DiscordChannel(ChannelBase):
         target = self.client.get_partial_messageable(int(message.chat_id))
         chunks = split_text(message.text, DISCORD_LIMIT)
         parts: list[tuple[str, Path | None]] = [(chunk, None) for chunk in chunks]
-        if message.file:  # the file with the first part as its message, the rest after it
+        voice = read_clip(Path(message.file)) if is_voice(message.file) else None
+        if voice is not None:  # the voice message, then the text in its own messages
+            parts = [("", voice.path), *((chunk, None) for chunk in chunks if chunk.strip())]
+        elif message.file:  # the file with the first part as its message, the rest after it
             texts = [chunk for chunk in chunks if chunk.strip()]
             parts = [(texts[0] if texts else "", Path(message.file))]
             parts += [(chunk, None) for chunk in texts[1:]]
@@ -455,6 +461,9 @@ class DiscordChannel(ChannelBase):
                     return
                 if not path.is_file():
                     raise DeliveryRefused(f"the file to send is gone: {path.name}")
+                if voice is not None:  # a voice message carries no text: it follows
+                    await send_voice_message(self.client, int(message.chat_id), voice, nonce)
+                    return
                 file = discord.File(path, filename=path.name)
                 await (target.send(chunk or None, file=file) if nonce is None
                        else target.send(chunk or None, file=file, nonce=nonce))

@@ -83,6 +83,7 @@ from channels.telegram_preview import (
     not_modified,
     retry_after,
 )
+from channels.voice import VoiceClip, is_voice, read_clip
 from retrypolicy import Backoff
 
 log = logging.getLogger(__name__)
@@ -454,6 +455,7 @@ class TelegramChannel(ChannelBase):
     # -- files -------------------------------------------------------------------------------
 
     max_upload_bytes = UPLOAD_LIMIT
+    voice_notes = True
 
     async def download(self, attachment: Attachment, dest: Path, max_bytes: int) -> int:
         """getFile, then stream the file to `dest`. The file URL carries the bot token, so
@@ -503,6 +505,9 @@ class TelegramChannel(ChannelBase):
         A file is the first part (with the text as its caption), or, when the text is
         longer than a caption may be, the file followed by the text's own parts."""
         chat_id = _chat(message.chat_id)
+        if message.file and is_voice(message.file):
+            await self._send_voice_reply(chat_id, message)
+            return
         if not message.file:
             async def send_text(index: int, part: tuple[str, str]) -> None:
                 if index == 0 and message.replaces and part[1].strip() and \
@@ -524,6 +529,55 @@ class TelegramChannel(ChannelBase):
                 await self._send_text(chat_id, part)
 
         await send_parts(message, parts, send_part)
+
+    async def _send_voice_reply(self, chat_id: int | str, message: OutboundMessage) -> None:
+        """A voice note (sendVoice, Ogg Opus) with the reply's text as its caption where the
+        text fits in one (1024 characters), else followed by the text's own parts."""
+        path = Path(message.file)
+        rendered = render(message.text) if message.text.strip() else []
+        caption = rendered[0] if len(rendered) == 1 and \
+            utf16_len(rendered[0][1]) <= CAPTION_LIMIT else None
+        parts: list[tuple[str, str] | None] = [None]
+        if caption is None:
+            parts += rendered
+
+        async def send_part(_index: int, part: tuple[str, str] | None) -> None:
+            if part is not None:
+                await self._send_text(chat_id, part)
+            elif not await self._send_voice(chat_id, path, read_clip(path), caption) and \
+                    caption is not None:
+                await self._send_text(chat_id, caption)  # the person takes no voice notes
+
+        await send_parts(message, parts, send_part)
+
+    async def _send_voice(self, chat_id: int | str, path: Path, clip: VoiceClip | None,
+                          caption: tuple[str, str] | None) -> bool:
+        """One sendVoice; the caption as HTML, or as plain text when Telegram rejects it.
+        False when the person does not take voice notes (a privacy setting of theirs)."""
+        if not path.is_file():
+            raise DeliveryRefused(f"the voice note to send is gone: {path.name}")
+        duration = clip.whole_seconds if clip is not None else None
+        html, plain = caption if caption is not None else ("", "")
+        try:
+            try:  # a Path, not an open file: a retried send reads the file again
+                await self._call(self.bot.send_voice, chat_id, path, duration=duration,
+                                 caption=html or None, parse_mode="HTML" if html else None,
+                                 filename=path.name)
+            except BadRequest as exc:
+                if not html or "entit" not in str(exc).lower():  # "can't parse entities"
+                    raise
+                log.info("telegram: caption HTML rejected (%s); sending it as plain text", exc)
+                await self._call(self.bot.send_voice, chat_id, path, duration=duration,
+                                 caption=plain or None, filename=path.name)
+        except BadRequest as exc:
+            if "voice_messages_forbidden" in str(exc).lower():
+                log.info("telegram: chat %s takes no voice notes; sending the text alone",
+                         chat_id)
+                return False
+            raise DeliveryRefused(f"telegram refused the voice note: {exc}") from exc
+        except (Forbidden, InvalidToken) as exc:
+            raise DeliveryRefused(f"telegram refused the voice note: {exc}") from exc
+        return True
 
     async def _send_text(self, chat_id: int | str, part: tuple[str, str]) -> None:
         """One part as HTML, or as plain text when Telegram rejects the HTML."""

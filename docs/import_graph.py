@@ -7,11 +7,15 @@ wherever it sits, and:
 
 - finds import cycles between modules (imports under `if TYPE_CHECKING:` are left out: they
   never run, so they cannot form a cycle at run time; they still count for the rules);
-- checks the import rules stated in docs/architecture.md (RULES below);
-- writes the package diagram into docs/architecture.md between the markers.
+- checks the import rules between packages (RULES below);
+- checks that gateway/'s rooms form layers (LAYERS below): a room imports only rooms below it,
+  and no two rooms import each other, imports inside functions included;
+- writes the room diagram and the package diagram into docs/architecture.md between the
+  markers.
 
-    python docs/import_graph.py           # rewrite the diagram; print cycles and violations
+    python docs/import_graph.py           # rewrite the diagrams; print cycles and violations
     python docs/import_graph.py --check   # exit 1 on a cycle, a violation or a stale diagram
+    python docs/import_graph.py --stats   # also print counts: imports, inside functions, rooms
 
 tests/test_import_graph.py runs the check.
 """
@@ -20,7 +24,8 @@ from __future__ import annotations
 
 import ast
 import sys
-from collections.abc import Iterable, Iterator
+from collections import Counter
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -51,27 +56,66 @@ RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
                                "channels.base")),
 )
 
-# The boxes of the diagram: a standalone package, or a room of gateway/.
+# gateway/'s rooms in layers, the lowest first; within a layer, rooms are listed in their order
+# too. A room is a module prefix; a module belongs to the room with the longest prefix that
+# matches it. The rule, checked with imports inside functions counted:
+# - an import that runs (module level or inside a function) goes to a room listed earlier:
+#   down a layer, or to an earlier room of its own layer;
+# - an import under `if TYPE_CHECKING:` (it never runs) may also go sideways, to any room of
+#   its own layer, so two rooms of a layer can name each other's types; never up a layer;
+# - no two rooms import each other (checked on its own, so a cycle is named as such);
+# - every module of gateway/ belongs to a room (a new folder is placed in a layer on purpose).
+# The standalone packages (channels, memory, heartbeat, scheduler, retrypolicy) sit below
+# every room: any room may use them, RULES keeps them from importing gateway/.
+LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("core", ("gateway", "gateway.config", "gateway.workspace", "gateway.ops")),
+    ("agent", ("gateway.agent", "gateway.capabilities")),
+    ("stores", ("gateway.stores",)),
+    ("pipeline", ("gateway.pipeline",)),
+    ("features", ("gateway.features",)),
+    ("app", ("gateway.panel", "gateway.assembly", "gateway.cli", "gateway.__main__")),
+)
+# Modules that belong to another room than their folder's: the state database's modules still
+# in gateway/ops/ are the stores room's, moving to gateway/stores/ (issue 33's store split);
+# once moved they are its by prefix and these lines go.
+ROOM_OF_MODULE: dict[str, str] = {
+    "gateway.ops.state": "gateway.stores",
+    "gateway.ops.group_commit": "gateway.stores",
+    "gateway.ops.usage": "gateway.stores",
+    "gateway.ops.usage_totals": "gateway.stores",
+    "gateway.ops.prices": "gateway.stores",  # the usage ledger's price table
+}
+ROOM_ORDER = tuple(room for _, rooms in LAYERS for room in rooms)
+LAYER_OF = {room: layer for layer, rooms in LAYERS for room in rooms}
+LAYER_NAMES = tuple(layer for layer, _ in LAYERS)
+
+# The boxes of the diagrams: a standalone package, a room of gateway/ (its label, one line per
+# `<br/>`), or gateway/ as a whole in the package diagram.
 LABELS = {
     "channels": "channels/<br/>Channel + ChannelBase,<br/>telegram, discord, terminal",
     "memory": "memory/<br/>layout (paths + access rule),<br/>atomic writes, recall index",
     "heartbeat": "heartbeat/<br/>checklist, timer, beat",
     "scheduler": "scheduler/<br/>recurrence, job file,<br/>journal, one heap",
     "retrypolicy": "retrypolicy/<br/>Backoff (the one retry delay)",
-    "gateway.cli": "cli/<br/>one module per command group",
-    "gateway.assembly": "assembly/<br/>builder (exit stack), platforms,<br/>heartbeat host, "
-                        "scheduling",
-    "gateway.pipeline": "pipeline/<br/>Gateway, access, pairing, routing,<br/>limits, lanes, "
-                        "commands, turns,<br/>delivery (outbox), welcome",
-    "gateway.agent": "agent/<br/>loop, providers, tools,<br/>prompt, context files,<br/>"
+    "gateway": "gateway/*.py<br/>clock, ToolError",
+    "gateway.config": "config/<br/>settings sections",
+    "gateway.workspace": "workspace/<br/>paths (confinement), seed",
+    "gateway.ops": "ops/<br/>logs, redaction, output,<br/>versioning (git)",
+    "gateway.agent": "agent/<br/>loop, providers, metrics,<br/>tools, media, web, prompt,<br/>"
                      "sessions, compaction",
     "gateway.capabilities": "capabilities/<br/>skills, MCP servers",
-    "gateway.workspace": "workspace/<br/>paths (confinement), seed",
-    "gateway.ops": "ops/<br/>state db, versioning, backup,<br/>health, metrics, logs, redaction",
-    "gateway.config": "config/<br/>settings sections",
+    "gateway.stores": "stores/<br/>state database: inbox, outbox,<br/>access, routes, usage,<br/>"
+                      "one group-commit writer<br/>(today ops/state, group_commit,<br/>"
+                      "usage, usage_totals, prices)",
+    "gateway.pipeline": "pipeline/<br/>Gateway, access, pairing, routing,<br/>limits, lanes, "
+                        "commands, turns,<br/>delivery (outbox), health",
+    "gateway.features": "features/<br/>heartbeat host, scheduling,<br/>tidying, exec (sandbox,"
+                        "<br/>tool, approvals)",
     "gateway.panel": "panel/<br/>web control panel",
-    "gateway.features": "features/<br/>exec: sandbox, allowlist, tool,<br/>approvals (desk, store)",
-    "gateway": "gateway/ (top level)<br/>clock",
+    "gateway.assembly": "assembly/<br/>builder (exit stack), platforms,<br/>instance lock, "
+                        "backup",
+    "gateway.cli": "cli/<br/>one module per command group",
+    "gateway.__main__": "__main__<br/>python -m gateway",
 }
 STANDALONE = ("channels", "memory", "heartbeat", "scheduler", "retrypolicy")
 
@@ -83,18 +127,19 @@ class Import:
     line: int
     typing_only: bool  # under `if TYPE_CHECKING:`
     package_init: bool = False  # a parent package's __init__, run on the way to `imported`
+    in_function: bool = False  # inside a function body: runs when the function is called
 
 
-def module_name(path: Path) -> str:
-    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+def module_name(path: Path, root: Path = ROOT) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts.pop()
     return ".".join(parts)
 
 
-def source_files() -> Iterator[Path]:
-    for package in PACKAGES:
-        yield from sorted((ROOT / package).rglob("*.py"))
+def source_files(root: Path = ROOT, packages: Sequence[str] = PACKAGES) -> Iterator[Path]:
+    for package in packages:
+        yield from sorted((root / package).rglob("*.py"))
 
 
 def _is_type_checking(test: ast.expr) -> bool:
@@ -102,26 +147,30 @@ def _is_type_checking(test: ast.expr) -> bool:
         isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
 
 
-def _walk(node: ast.AST, typing_only: bool = False) -> Iterator[tuple[ast.AST, bool]]:
-    """Every node, with whether it sits under `if TYPE_CHECKING:` (its body, not its else)."""
-    yield node, typing_only
+def _walk(node: ast.AST, typing_only: bool = False,
+          in_function: bool = False) -> Iterator[tuple[ast.AST, bool, bool]]:
+    """Every node, with whether it sits under `if TYPE_CHECKING:` (its body, not its else) and
+    whether it sits inside a function."""
+    yield node, typing_only, in_function
     if isinstance(node, ast.If) and _is_type_checking(node.test):
         for child in node.body:
-            yield from _walk(child, True)
+            yield from _walk(child, True, in_function)
         for child in node.orelse:
-            yield from _walk(child, typing_only)
+            yield from _walk(child, typing_only, in_function)
         return
+    inside = in_function or isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda)
     for child in ast.iter_child_nodes(node):
-        yield from _walk(child, typing_only)
+        yield from _walk(child, typing_only, inside)
 
 
-def imports_of(path: Path, modules: set[str]) -> list[Import]:
+def imports_of(path: Path, modules: set[str], root: Path = ROOT) -> list[Import]:
     """The imports of our modules in one file, resolved to the module actually loaded."""
-    name = module_name(path)
+    name = module_name(path, root)
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found: list[Import] = []
-    seen: set[tuple[str, bool]] = set()
-    for node, typing_only in _walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+    seen: set[tuple[str, bool, bool, int]] = set()  # each import inside a function counts
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    for node, typing_only, in_function in _walk(tree):
         targets: list[str] = []
         if isinstance(node, ast.Import):
             targets = [alias.name for alias in node.names]
@@ -143,26 +192,22 @@ def imports_of(path: Path, modules: set[str]) -> list[Import]:
             parts = target.split(".")
             for depth in range(1, len(parts) + 1):
                 loaded = ".".join(parts[:depth])
-                key = (loaded, typing_only)
+                key = (loaded, typing_only, in_function, line if in_function else 0)
                 if loaded in modules and not _matches(name, loaded) and key not in seen:
                     seen.add(key)
-                    found.append(Import(name, loaded, line, typing_only, depth < len(parts)))
+                    found.append(Import(name, loaded, line, typing_only, depth < len(parts),
+                                        in_function))
     return found
 
 
-def all_imports() -> list[Import]:
-    files = list(source_files())
-    modules = {module_name(path) for path in files}
-    return [imp for path in files for imp in imports_of(path, modules)]
+def all_imports(root: Path = ROOT, packages: Sequence[str] = PACKAGES) -> list[Import]:
+    files = list(source_files(root, packages))
+    modules = {module_name(path, root) for path in files}
+    return [imp for path in files for imp in imports_of(path, modules, root)]
 
 
-def cycles(imports: Iterable[Import]) -> list[list[str]]:
-    """The strongly connected groups of modules (Tarjan) over run-time imports, sorted."""
-    graph: dict[str, set[str]] = {}
-    for imp in imports:
-        if not imp.typing_only:
-            graph.setdefault(imp.importer, set()).add(imp.imported)
-            graph.setdefault(imp.imported, set())
+def _strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The groups of more than one node that reach each other (Tarjan), sorted."""
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
@@ -197,6 +242,16 @@ def cycles(imports: Iterable[Import]) -> list[list[str]]:
     return sorted(groups)
 
 
+def cycles(imports: Iterable[Import]) -> list[list[str]]:
+    """The strongly connected groups of modules over run-time imports, sorted."""
+    graph: dict[str, set[str]] = {}
+    for imp in imports:
+        if not imp.typing_only:
+            graph.setdefault(imp.importer, set()).add(imp.imported)
+            graph.setdefault(imp.imported, set())
+    return _strongly_connected(graph)
+
+
 def _matches(module: str, prefix: str) -> bool:
     return module == prefix or module.startswith(prefix + ".")
 
@@ -217,36 +272,150 @@ def violations(imports: Iterable[Import]) -> list[str]:
     return sorted(found)
 
 
+def room(module: str) -> str | None:
+    """The room of gateway/ a module belongs to (the longest matching prefix), or None."""
+    moved = [m for m in ROOM_OF_MODULE if _matches(module, m)]
+    if moved:
+        return ROOM_OF_MODULE[max(moved, key=len)]
+    matching = [r for r in ROOM_ORDER if _matches(module, r)
+                and (r != "gateway" or module.count(".") <= 1)]  # top-level files only
+    return max(matching, key=len) if matching else None
+
+
+def _gateway_modules(imports: Iterable[Import]) -> set[str]:
+    return {m for imp in imports for m in (imp.importer, imp.imported) if _matches(m, "gateway")}
+
+
+def layer_violations(imports: Iterable[Import]) -> list[str]:
+    """Each import between rooms of gateway/ that does not go down, and each module of
+    gateway/ in no room, as one line each.
+
+    Like RULES, about what a module names in its imports: the parent packages whose __init__
+    runs on the way count for cycles (between modules and between rooms) only."""
+    imports = list(imports)
+    found = [f"{module}: in no room of gateway/ (place it in LAYERS)"
+             for module in sorted(_gateway_modules(imports)) if room(module) is None]
+    for imp in imports:
+        if imp.package_init:
+            continue
+        source, target = room(imp.importer), room(imp.imported)
+        if source is None or target is None or source == target:
+            continue
+        source_rank, target_rank = ROOM_ORDER.index(source), ROOM_ORDER.index(target)
+        source_layer = LAYER_NAMES.index(LAYER_OF[source])
+        target_layer = LAYER_NAMES.index(LAYER_OF[target])
+        if target_rank < source_rank:
+            continue  # down
+        if imp.typing_only and target_layer == source_layer:
+            continue  # sideways, for a type's name only
+        where = "inside a function, " if imp.in_function else ""
+        kind = "for typing, " if imp.typing_only else ""
+        found.append(f"{imp.importer}:{imp.line} imports {imp.imported} ({where}{kind}"
+                     f"{source} [{LAYER_OF[source]}] may not import {target} "
+                     f"[{LAYER_OF[target]}])")
+    return sorted(found)
+
+
+def room_graph(imports: Iterable[Import], typing_too: bool = False) -> dict[str, set[str]]:
+    """Room -> rooms it imports (run-time imports, or all of them with `typing_too`)."""
+    graph: dict[str, set[str]] = {}
+    for imp in imports:
+        if imp.typing_only and not typing_too:
+            continue
+        source, target = room(imp.importer), room(imp.imported)
+        if source is None or target is None:
+            continue
+        graph.setdefault(source, set())
+        graph.setdefault(target, set())
+        if source != target:
+            graph[source].add(target)
+    return graph
+
+
+def room_cycles(imports: Iterable[Import]) -> list[list[str]]:
+    """Groups of rooms that import each other at run time (imports inside functions too)."""
+    return _strongly_connected(room_graph(imports))
+
+
+def problems(imports: list[Import]) -> list[str]:
+    """Everything --check fails on, except a stale diagram."""
+    found = [f"import cycle: {' -> '.join(group)}" for group in cycles(imports)]
+    found += [f"import cycle between rooms: {' -> '.join(group)}"
+              for group in room_cycles(imports)]
+    found += [f"import rule broken: {v}" for v in violations(imports)]
+    found += [f"layer rule broken: {v}" for v in layer_violations(imports)]
+    return found
+
+
+def _mutual_pairs(imports: Iterable[Import]) -> list[tuple[str, str]]:
+    graph = room_graph(imports)
+    return sorted((a, b) for a in graph for b in graph[a] if a < b and a in graph[b])
+
+
+def stats(imports: list[Import]) -> list[str]:
+    """The figures the layering is judged by (printed by --stats)."""
+    runtime = [i for i in imports if not i.package_init]
+    inside = [i for i in runtime if i.in_function]
+    per_room = Counter(room(i.importer) or i.importer.split(".")[0] for i in inside)
+    lines = [f"imports of our modules: {len(runtime)}",
+             f"of them inside functions: {len(inside)} "
+             f"({', '.join(f'{r} {n}' for r, n in per_room.most_common())})",
+             f"module cycles: {len(cycles(imports))}",
+             f"room cycles: {len(room_cycles(imports))} "
+             f"(pairs of rooms importing each other: {len(_mutual_pairs(imports))})",
+             f"layer violations: {len(layer_violations(imports))}"]
+    return lines
+
+
 def box(module: str) -> str:
-    """The diagram box a module belongs to."""
+    """The package diagram's box a module belongs to: a standalone package or gateway."""
     top = module.split(".")[0]
-    if top in STANDALONE:
-        return top
-    room = ".".join(module.split(".")[:2])
-    return room if room in LABELS else "gateway"
+    return top if top in STANDALONE else "gateway"
 
 
 def _node_id(box_name: str) -> str:
-    return box_name.replace("gateway.", "").replace("gateway", "gateway_top")
+    return box_name.replace("gateway.", "").replace(".", "_").replace("gateway", "gateway_top")
 
 
-def diagram(imports: Iterable[Import]) -> str:
-    """The mermaid flowchart: one arrow per pair of boxes with at least one import."""
+def room_diagram(imports: Iterable[Import]) -> str:
+    """The rooms of gateway/ in their layers, the highest on top, one arrow per pair of rooms
+    with at least one import that runs (typing-only imports are left out)."""
+    graph = room_graph(imports)
+    lines = ["```mermaid", "flowchart TB"]
+    for layer, rooms in reversed(LAYERS):
+        present = [r for r in rooms if r in graph]
+        if not present:
+            continue
+        lines.append(f'  subgraph layer_{layer}["{layer}"]')
+        lines += [f'    {_node_id(r)}["{LABELS.get(r, r)}"]' for r in present]
+        lines.append("  end")
+    arrows = sorted((a, b) for a, targets in graph.items() for b in targets)
+    arrows.sort(key=lambda ab: (-ROOM_ORDER.index(ab[0]), -ROOM_ORDER.index(ab[1])))
+    lines += [f"  {_node_id(a)} --> {_node_id(b)}" for a, b in arrows]
+    lines += ["```"]
+    return "\n".join(lines)
+
+
+def package_diagram(imports: Iterable[Import]) -> str:
+    """gateway/ as one box over the standalone packages, one arrow per pair with an import."""
     arrows = sorted({(box(i.importer), box(i.imported)) for i in imports
                      if box(i.importer) != box(i.imported)})
-    lines = ["```mermaid", "flowchart LR",
+    lines = ["```mermaid", "flowchart TB", '  gateway_top["gateway/<br/>the rooms above"]',
              '  subgraph outside["standalone packages (never import gateway)"]']
     lines += [f'    {_node_id(b)}["{LABELS[b]}"]' for b in STANDALONE]
-    lines += ["  end", '  subgraph gw["gateway/"]']
-    lines += [f'    {_node_id(b)}["{LABELS[b]}"]' for b in LABELS if b not in STANDALONE]
     lines += ["  end"]
     lines += [f"  {_node_id(a)} --> {_node_id(b)}" for a, b in arrows]
     lines += ["```"]
     return "\n".join(lines)
 
 
+def diagram(imports: Iterable[Import]) -> str:
+    imports = list(imports)
+    return f"{room_diagram(imports)}\n\n{package_diagram(imports)}"
+
+
 def render_doc(text: str, imports: list[Import]) -> str:
-    """`text` with the part between the markers replaced by the generated diagram."""
+    """`text` with the part between the markers replaced by the generated diagrams."""
     head, start, rest = text.partition(START)
     _, end, tail = rest.partition(END)
     if not start or not end:
@@ -256,20 +425,22 @@ def render_doc(text: str, imports: list[Import]) -> str:
 
 def main(argv: list[str]) -> int:
     imports = all_imports()
-    problems = [f"import cycle: {' -> '.join(group)}" for group in cycles(imports)]
-    problems += [f"import rule broken: {v}" for v in violations(imports)]
+    found = problems(imports)
     current = DOC.read_text(encoding="utf-8")
     wanted = render_doc(current, imports)
     if "--check" in argv:
         if wanted != current:
-            problems.append(f"{DOC.relative_to(ROOT)}: the diagram is stale; run "
-                            "python docs/import_graph.py")
+            found.append(f"{DOC.relative_to(ROOT)}: the diagram is stale; run "
+                         "python docs/import_graph.py")
     elif wanted != current:
         DOC.write_text(wanted, encoding="utf-8")
         print(f"wrote the diagram in {DOC.relative_to(ROOT)}")
-    for problem in problems:
+    if "--stats" in argv:
+        for line in stats(imports):
+            print(line)
+    for problem in found:
         print(problem)
-    return 1 if problems else 0
+    return 1 if found else 0
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Heartbeats: the person's HEARTBEAT.md checklist on a timer, cheap when idle, never spammy.
 
 Pure logic only: this package does not import `channels` or the gateway. The gateway side
-(gateway/assembly/heartbeat_host.py) implements `HeartbeatHost` with the Gateway's parts.
+(gateway/features/heartbeat_host.py) implements `HeartbeatHost` with the Gateway's parts.
 """
 
 from heartbeat.ack import TOKEN, AckCheck, check_reply, scrub_token

@@ -67,7 +67,7 @@ class LightTurn:
 
 
 class HeartbeatHost(Protocol):
-    """What a beat needs from the gateway (gateway/assembly/heartbeat_host.py implements it)."""
+    """What a beat needs from the gateway (gateway/features/heartbeat_host.py implements it)."""
 
     def dm_busy(self, person_id: str) -> bool:
         """Is a turn running or queued in the person's DM session?"""

@@ -24,8 +24,8 @@ from typing import Literal
 
 from memory.layout import MEMORY_DIR, MEMORY_FILE, USER_FILE
 
-__all__ = ["Action", "CorrectionError", "Found", "correct_text", "find_in_files",
-           "is_struck", "memory_file_paths", "strike"]
+__all__ = ["Action", "CorrectionError", "Found", "correct_text", "corrected_line",
+           "find_in_files", "is_struck", "memory_file_paths", "strike", "written_lines"]
 
 Action = Literal["replace", "strike", "delete"]
 ACTIONS: tuple[Action, ...] = ("replace", "strike", "delete")
@@ -152,18 +152,43 @@ def correct_text(text: str, old_text: str, action: Action, *, new_text: str = ""
     target = lines[index]
     if action == "strike" and is_struck(target):
         raise CorrectionError("that line is already struck")
+    corrected = corrected_line(target, needle, replacement) if replacement.strip() else ""
     if action == "replace":
-        marker = _MARKER.match(target).group(1)  # type: ignore[union-attr]
-        keep_marker = marker and not _MARKER.match(replacement).group(1)  # type: ignore[union-attr]
-        new_lines = [f"{marker}{replacement.strip()}" if keep_marker else replacement]
+        new_lines = [corrected]
     elif action == "strike":
         new_lines = [strike(target, when, reason)]
-        if replacement.strip():
-            marker = _MARKER.match(target).group(1)  # type: ignore[union-attr]
-            new_lines.append(f"{marker}{replacement.strip()}")
+        if corrected:
+            new_lines.append(corrected)
     else:
         new_lines = []
     return "\n".join([*lines[:index], *new_lines, *lines[index + 1:]]), index + 1
+
+
+def written_lines(text: str, changed: int, action: Action, new_text: str = "") -> list[str]:
+    """The lines a correction left at line `changed` of its result `text` (none for a
+    delete): what the person is shown, so they see the fact as it now reads."""
+    count = {"delete": 0, "replace": 1}.get(action, 1 + bool(new_text.strip()))
+    return text.split("\n")[changed - 1:changed - 1 + count]
+
+
+def corrected_line(line: str, needle: str, replacement: str) -> str:
+    """`line` with the quoted `needle` replaced by `replacement`, the rest kept:
+    "- Alex takes genmaicha tea, no sugar" with "genmaicha tea, no sugar" -> "sencha tea,
+    one sugar" is "- Alex takes sencha tea, one sugar" (the subject is not lost).
+
+    A replacement that already holds the line's other words (the whole corrected line, as
+    a model often writes it) takes the line's place, keeping its list marker."""
+    marker, body = _MARKER.match(line).groups()  # type: ignore[union-attr]
+    new = replacement.strip()
+    new_marker, new_body = _MARKER.match(new).groups()  # type: ignore[union-attr]
+    at = body.find(needle)
+    if at < 0:  # the quote spans the list marker: the whole line is what was quoted
+        return new if new_marker else f"{marker}{new}"
+    before, after = body[:at].strip(), body[at + len(needle):].strip()
+    whole = (before or after) and new_body.startswith(before) and new_body.endswith(after)
+    if whole or not (before or after):
+        return new if new_marker else f"{marker}{new}"
+    return f"{marker}{body[:at]}{new}{body[at + len(needle):]}"
 
 
 def _numbers(indexes: list[int]) -> str:

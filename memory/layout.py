@@ -50,10 +50,12 @@ from pathlib import PurePath
 
 __all__ = [
     "BOOTSTRAP_FILES",
+    "CONSOLIDATE_STATE_FILE",
     "GROUPS_DIR",
     "HEARTBEAT_FILE",
     "HEARTBEAT_STATE_FILE",
     "INBOX_DIR",
+    "INSTRUCTIONS_FILE",
     "MEMORY_DIR",
     "PERSONA_FILES",
     "PRIVATE",
@@ -100,8 +102,13 @@ BOOTSTRAP_FILE = "BOOTSTRAP.md"
 HEARTBEAT_FILE = "HEARTBEAT.md"  # the heartbeat's checklist, followed unattended
 USER_FILE = "USER.md"
 MEMORY_FILE = "MEMORY.md"
+# Standing instructions the owner said in chat ("never delete anything without asking me"),
+# with where and when: followed in every private context, heartbeats included
+# (memory/instructions.py). Its own file, not a section of USER.md: a heartbeat loads it
+# without USER.md's bulk, and no rewrite of USER.md or MEMORY.md can touch it.
+INSTRUCTIONS_FILE = "INSTRUCTIONS.md"
 # Private memory: readable only in the owner's private contexts.
-PRIVATE_FILES: tuple[str, ...] = (USER_FILE, MEMORY_FILE)
+PRIVATE_FILES: tuple[str, ...] = (USER_FILE, MEMORY_FILE, INSTRUCTIONS_FILE)
 MEMORY_DIR = "memory"  # daily notes memory/YYYY-MM-DD.md
 PRIVATE_DIRS: tuple[str, ...] = (MEMORY_DIR,)
 SESSIONS_DIR = "sessions"  # transcripts, append-only, written by the gateway only
@@ -118,6 +125,8 @@ TRASH_DIR = ".trash"  # delete_file moves files here
 GIT_DIR = ".git"
 HEARTBEAT_STATE_FILE = ".clawgate-heartbeat.json"
 TIDY_STATE_FILE = ".clawgate-tidy.json"  # the daily MEMORY.md tidying's last pass
+VOICE_FILE = ".clawgate-voice.json"  # the person's /voice choice (gateway/pipeline/voice_choice.py)
+CONSOLIDATE_STATE_FILE = ".clawgate-consolidate.json"  # the nightly consolidation's passes
 # Reminders (scheduler/): the person's job list (versioned, hand-editable) and what ran.
 SCHEDULE_FILE = ".clawgate-schedule.json"
 SCHEDULE_STATE_FILE = ".clawgate-schedule-state.jsonl"
@@ -126,6 +135,7 @@ SEEDED_MARKER = ".clawgate-workspace"
 # Seeded from templates and injected into private prompts, in this order.
 BOOTSTRAP_FILES: tuple[str, ...] = (
     *PERSONA_FILES,
+    INSTRUCTIONS_FILE,
     USER_FILE,
     TOOLS_FILE,
     BOOTSTRAP_FILE,
@@ -137,7 +147,7 @@ DERIVED_DIRS: tuple[str, ...] = (RECALL_DIR,)
 # Not versioned: derived data, append-only history, the trash and the timer's bookkeeping.
 UNVERSIONED_DIRS: tuple[str, ...] = (GIT_DIR, RECALL_DIR, SESSIONS_DIR, TRASH_DIR, INBOX_DIR)
 UNVERSIONED_FILES: tuple[str, ...] = (HEARTBEAT_STATE_FILE, SCHEDULE_STATE_FILE,
-                                      TIDY_STATE_FILE)
+                                      TIDY_STATE_FILE, CONSOLIDATE_STATE_FILE)
 
 
 def daily_note(day: date) -> str:
@@ -261,6 +271,7 @@ def _fold(name: str) -> str:
 
 _PRIVATE_FILES_FOLDED = frozenset(_fold(n) for n in PRIVATE_FILES)
 _PERSONA_FOLDED = frozenset(_fold(n) for n in PERSONA_FILES)
+_INSTRUCTIONS_FOLDED = _fold(INSTRUCTIONS_FILE)
 _GROUPS_FOLDED = _fold(GROUPS_DIR)
 _INBOX_FOLDED = _fold(INBOX_DIR)
 _PRIVATE_DIRS_FOLDED = frozenset(_fold(n) for n in (*PRIVATE_DIRS, SESSIONS_DIR))
@@ -332,6 +343,24 @@ def shared_write_refusal(access: Access, rel: PurePath | str | Sequence[str]) ->
     return None
 
 
+def _instructions_refusal(access: Access, parts: tuple[str, ...]) -> str | None:
+    """INSTRUCTIONS.md is followed in every private context, heartbeats included: like a
+    group-readable file, only the owner's own turn with nothing from outside in it changes it
+    (so a web page read in the DM, or an email a heartbeat reads, cannot plant a rule)."""
+    if len(parts) != 1 or _fold(parts[0]) != _INSTRUCTIONS_FOLDED:
+        return None
+    if not access.attended:
+        return (f"{INSTRUCTIONS_FILE} holds the owner's standing instructions and no one is "
+                "present in this context, so it may not change them. The owner can say the "
+                "rule in their DM or edit the file by hand")
+    if access.outside:
+        return (f"{INSTRUCTIONS_FILE} holds the owner's standing instructions and this "
+                f"conversation holds text from outside ({access.outside}), so it may not "
+                "change them now. The owner can say the rule in their DM in a fresh session "
+                "(/new) or edit the file by hand")
+    return None
+
+
 def _inside(parts: tuple[str, ...], area: str) -> bool:
     """Strictly below `area`, compared exactly (an allow decision)."""
     base = tuple(area.split("/"))
@@ -372,7 +401,7 @@ def write_refusal(access: Access, rel: PurePath | str | Sequence[str]) -> str | 
     if parts and _fold(parts[0]) in _READ_ONLY_FOLDED:
         return "sessions/ holds transcripts and is read-only"
     if access.private:
-        return shared_write_refusal(access, parts)
+        return shared_write_refusal(access, parts) or _instructions_refusal(access, parts)
     if is_private_relpath(parts):
         return "private memory and transcripts are only available in the owner's DMs"
     if _inside(parts, access.area):
@@ -421,5 +450,6 @@ def prompt_files(access: Access, today: date) -> list[str]:
 
 
 def heartbeat_files(today: date) -> list[str]:
-    """A heartbeat's light prompt: the persona, the checklist, today's note (in this order)."""
-    return [*PERSONA_FILES, HEARTBEAT_FILE, daily_note(today)]
+    """A heartbeat's light prompt: the persona, the owner's standing instructions, the
+    checklist, today's note (in this order)."""
+    return [*PERSONA_FILES, INSTRUCTIONS_FILE, HEARTBEAT_FILE, daily_note(today)]

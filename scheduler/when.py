@@ -12,6 +12,8 @@ One-shot (relative forms are resolved against `now` in the workspace zone):
                                                   is pm
     friday 17:00 | on friday at 17:00             the next such day (today if still ahead)
     next monday at 10                             the next such day after today
+    in 3 days at 18:00 | 18:00 in 3 days | in a week at 9   whole days from today, at a time
+    day after tomorrow at 9 | next week at 10     two days from today; a week from today
     on dec 24 at 18:00 | 24 december 18:00 | 24/12 at 18:00 | the 24th at 9   a date (this
                                                   year, or next if it has passed); numeric
                                                   dates are day/month, month/day in US zones
@@ -56,7 +58,8 @@ MAX_WHEN_CHARS = 200
 
 FORMS = (
     "'tomorrow 9am', 'friday 17:00', 'tonight at 8', 'on dec 24 at 18:00', "
-    "'next monday at 10', 'at 15:00', 'in 90 minutes', '2026-12-01 15:00', "
+    "'next monday at 10', 'in 3 days at 18:00', 'at 15:00', 'in 90 minutes', "
+    "'2026-12-01 15:00', "
     "'every day at 08:30', 'every weekday at 8:30', 'every mon and thu at 9', "
     "'every 2 hours', 'cron 30 8 * * 1-5'"
 )
@@ -124,8 +127,16 @@ def _clock(text: str, *, afternoon: bool = False) -> time:
         raise ScheduleError(str(exc)) from None
 
 
+_NUMBER_WORDS = {word: str(n) for n, word in enumerate(
+    ("two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven",
+     "twelve"), start=2)}
+
+
 def _count_and_unit(text: str) -> tuple[float, timedelta]:
-    """(2.0, one hour) for '2 hours'; (1.0, one minute) for 'a minute'."""
+    """(2.0, one hour) for '2 hours' or 'two hours'; (1.0, one minute) for 'a minute'."""
+    first, _, rest = text.strip().partition(" ")
+    if first in _NUMBER_WORDS and rest:
+        text = f"{_NUMBER_WORDS[first]} {rest}"
     match = _AMOUNT.fullmatch(text.strip())
     unit = _UNITS.get(match.group(2)) if match else None
     if match is None or unit is None:
@@ -283,8 +294,14 @@ def _day(text: str, zone: ZoneInfo, today: date) -> _Day:
         return _Day(strict_today=text == "today", period=period)
     if text == "tomorrow":
         return _Day(fixed=today + timedelta(days=1), period=period)
-    if text in ("the day after tomorrow", "day after tomorrow"):
+    if text in ("the day after tomorrow", "day after tomorrow", "after tomorrow",
+                "overmorrow"):
         return _Day(fixed=today + timedelta(days=2), period=period)
+    if text in ("next week", "a week from today", "a week from now", "in a week",
+                "this time next week"):
+        return _Day(fixed=today + timedelta(weeks=1), period=period)
+    if text.startswith("in "):  # "in 3 days" (at a time): whole days from today
+        return _Day(fixed=today + timedelta(days=_whole_days(text)), period=period)
     if re.fullmatch(r"\d{4}-\d{2}-\d{2}", text):
         try:
             return _Day(fixed=date.fromisoformat(text), period=period)
@@ -305,6 +322,16 @@ def _day(text: str, zone: ZoneInfo, today: date) -> _Day:
         raise ScheduleError(f"not a day: {text!r} (today, tomorrow, a weekday, a date such as "
                             "dec 24 or 2026-12-24)")
     return _Day(weekday=index, after_today=after_today, period=period)
+
+
+def _whole_days(text: str) -> int:
+    """3 for "in 3 days", 14 for "in 2 weeks"; a ScheduleError for an amount that is not
+    whole days ("in 2 hours at 9" names two different moments)."""
+    amount = _amount(text.removeprefix("in "))
+    if amount % timedelta(days=1) or amount < timedelta(days=1):
+        raise ScheduleError(f"{text!r} with a time of day: say whole days ('in 3 days at "
+                            "18:00'), or leave the time out ('in 2 hours')")
+    return amount // timedelta(days=1)
 
 
 def _resolve(day: _Day, at: time, zone: ZoneInfo, now: datetime, shift: int) -> datetime:
@@ -391,9 +418,9 @@ def _one_shot(text: str, zone: ZoneInfo, now: datetime) -> Once:
     stamp = _iso(text)
     if stamp is not None:
         return Once(stamp)
-    if text.startswith("in "):
-        return Once(now + _amount(text[3:]))
     day_part, time_part = _split_time(text)
+    if text.startswith("in ") and not (time_part and day_part.startswith("in ")):
+        return Once(now + _amount(text[3:]))  # elapsed time: "in 90 minutes", "in 3 days"
     offset = None
     found = re.search(r"\s*([+-]\d{2}):(\d{2})$", time_part)
     if found:

@@ -4,6 +4,7 @@ docs/architecture.md hold, and its package diagram is the one generated from the
 from __future__ import annotations
 
 import importlib.util
+import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -67,3 +68,96 @@ def test_a_cycle_and_a_broken_rule_are_reported() -> None:
         "memory.layout:6 imports gateway.clock",
         "scheduler.jobs:5 imports heartbeat.beat",
     ]
+
+
+def test_gateways_rooms_form_layers() -> None:
+    imports = graph.all_imports()
+    assert graph.layer_violations(imports) == []
+    assert graph.room_cycles(imports) == []
+    # Every room of the layers exists, but for gateway.stores while it is being created.
+    rooms = {graph.room(m) for i in imports for m in (i.importer, i.imported)}
+    assert set(graph.ROOM_ORDER) - rooms <= {"gateway.stores"}
+
+
+def _plant(root: Path, files: dict[str, str]) -> list[Import]:
+    """A tiny tree of our packages under `root`, read the way the repository is."""
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    for package in {p.parent for p in root.rglob("*.py")}:
+        (package / "__init__.py").touch()
+    return graph.all_imports(root, ("gateway",))
+
+
+def test_a_planted_upward_import_is_caught_also_inside_a_function(tmp_path: Path) -> None:
+    imports = _plant(tmp_path, {
+        "gateway/clock.py": "",
+        "gateway/cli/main.py": "import gateway.pipeline.turns\n",
+        "gateway/pipeline/turns.py": (
+            "import gateway.clock\n\n\ndef run():\n    from gateway.cli import main\n"),
+    })
+    assert graph.layer_violations(imports) == [
+        "gateway.pipeline.turns:5 imports gateway.cli.main (inside a function, gateway.pipeline "
+        "[pipeline] may not import gateway.cli [app])"]
+    assert any(p.startswith("layer rule broken: gateway.pipeline.turns:5")
+               for p in graph.problems(imports))
+
+
+def test_typing_only_imports_may_go_sideways_but_never_up(tmp_path: Path) -> None:
+    imports = _plant(tmp_path, {
+        "gateway/panel/host.py": (
+            "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+            "    from gateway.assembly.builder import App\n"),  # sideways in app: allowed
+        "gateway/assembly/builder.py": "App = 1\n",
+        "gateway/agent/loop.py": (
+            "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+            "    from gateway.pipeline.gateway import Gateway\n"),  # up: refused
+        "gateway/pipeline/gateway.py": "Gateway = 1\n",
+    })
+    assert graph.layer_violations(imports) == [
+        "gateway.agent.loop:3 imports gateway.pipeline.gateway (for typing, gateway.agent "
+        "[agent] may not import gateway.pipeline [pipeline])"]
+
+
+def test_a_planted_cycle_between_rooms_is_caught_without_a_module_cycle(tmp_path: Path) -> None:
+    # config.a -> workspace.b and workspace.c -> config.d: no module imports itself back, but
+    # the two rooms import each other (one of the two imports sits inside a function).
+    imports = _plant(tmp_path, {
+        "gateway/config/a.py": "import gateway.workspace.b\n",
+        "gateway/config/d.py": "",
+        "gateway/workspace/b.py": "",
+        "gateway/workspace/c.py": "def f():\n    import gateway.config.d\n",
+    })
+    assert graph.cycles(imports) == []
+    assert graph.room_cycles(imports) == [["gateway.config", "gateway.workspace"]]
+    assert "import cycle between rooms: gateway.config -> gateway.workspace" in (
+        graph.problems(imports))
+
+
+def test_a_module_outside_every_room_is_reported(tmp_path: Path) -> None:
+    imports = _plant(tmp_path, {"gateway/newroom/x.py": "import gateway.clock\n",
+                                "gateway/clock.py": ""})
+    assert graph.layer_violations(imports) == [
+        "gateway.newroom.x: in no room of gateway/ (place it in LAYERS)"]
+
+
+def test_the_check_command_fails_on_a_planted_upward_import(tmp_path: Path) -> None:
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "import_graph.py").write_text(SCRIPT.read_text(encoding="utf-8"))
+    for package in graph.PACKAGES:
+        (tmp_path / package).mkdir()
+        (tmp_path / package / "__init__.py").touch()
+    _plant(tmp_path, {"gateway/clock.py": "",
+                      "gateway/workspace/paths.py": "import gateway.clock\n"})
+    (tmp_path / "docs" / "architecture.md").write_text(f"{graph.START}\n{graph.END}\n")
+    script = [sys.executable, str(tmp_path / "docs" / "import_graph.py")]
+    assert subprocess.run(script, capture_output=True, text=True).returncode == 0  # writes it
+    assert subprocess.run([*script, "--check"], capture_output=True).returncode == 0
+    (tmp_path / "gateway" / "clock.py").write_text("from gateway.agent import loop\n")
+    (tmp_path / "gateway" / "agent").mkdir()
+    (tmp_path / "gateway" / "agent" / "__init__.py").touch()
+    (tmp_path / "gateway" / "agent" / "loop.py").touch()
+    done = subprocess.run([*script, "--check"], capture_output=True, text=True)
+    assert done.returncode == 1
+    assert "layer rule broken: gateway.clock:1 imports gateway.agent.loop" in done.stdout

@@ -3,7 +3,10 @@
 What is not written to a file does not survive a compaction. So before the older part of a
 session is summarized, the assistant gets one silent turn, once per compaction cycle, to
 append what matters to today's daily note. The summary keeps decisions, rules and exact
-identifiers under fixed headings; if summarizing fails, the oldest turns are dropped with a
+identifiers under fixed headings, and the standing instructions said in the summarized span
+word for word (gateway/agent/instructions.py writes any not yet in INSTRUCTIONS.md first, and
+the summary is checked for them: a rule the summarizer dropped is added back under
+"Constraints and rules"); if summarizing fails, the oldest turns are dropped with a
 one-line notice instead of stalling the session (not when a budget cap refused the call:
 then nothing is dropped, and the turn ends with the refusal). The transcript on disk keeps
 every original line either way.
@@ -17,9 +20,11 @@ import logging
 import re
 from dataclasses import dataclass, field, replace
 from datetime import tzinfo
+from typing import TYPE_CHECKING
 
 from gateway.agent.conversation import Message, SystemPrompt, Usage
 from gateway.agent.loop import AgentLoop
+from gateway.agent.metrics import GatewayMetrics
 from gateway.agent.providers.base import BudgetExceeded, Provider, ProviderError
 from gateway.agent.scope import usage_kind
 from gateway.agent.sessions import Session, estimate_tokens, is_compaction_marker
@@ -28,8 +33,11 @@ from gateway.agent.tools.flush import flush_tools
 from gateway.clock import Clock
 from gateway.config.settings import CompactionSettings, LLMSettings
 from gateway.ops.logs import current_turn
-from gateway.ops.metrics import GatewayMetrics
 from gateway.ops.versioning import Versioning
+from memory.instructions import said_in
+
+if TYPE_CHECKING:
+    from gateway.agent.instructions import InstructionKeeper
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +76,10 @@ Rules:
 - Put every rule or limit the person set (for example "do not act until I confirm") under
   Constraints and rules, in their words.
 - Pending requests are things the person asked for that are not done yet."""
+
+CARRY_INSTRUCTIONS = """\
+- The person set these standing instructions in this part of the conversation; copy each one
+  verbatim, as its own line, under Constraints and rules:"""
 
 FALLBACK_NOTICE = (
     "(This conversation got too long and I could not summarize it, so I set its oldest "
@@ -108,8 +120,11 @@ class Compactor:
         *,
         metrics: GatewayMetrics | None = None,
         versioning: Versioning | None = None,
+        instructions: InstructionKeeper | None = None,
     ) -> None:
         self.metrics = metrics
+        # Standing instructions: kept in INSTRUCTIONS.md and carried verbatim by summaries.
+        self.instructions = instructions
         # A flush that wrote today's note is committed on its own, as "flush".
         self.versioning = versioning
         self.provider = provider
@@ -191,17 +206,34 @@ class Compactor:
         both in this order (threshold, the /compact command and overflow recovery use it)."""
         if flush:
             await self.flush(session, system, ctx)
-        return await self.compact(session, overhead_chars, reason=reason, focus=focus)
+        carry = await self._standing_rules(session, ctx) if ctx.private else []
+        return await self.compact(session, overhead_chars, reason=reason, focus=focus,
+                                  carry=carry)
+
+    async def _standing_rules(self, session: Session, ctx: ToolContext) -> list[str]:
+        """The standing instructions said in the span about to be summarized, each written
+        to INSTRUCTIONS.md first if it is not there yet (never only in the conversation)."""
+        if self.instructions is None:
+            return []
+        older = session.history[:choose_cut(session.history, self.thresholds().keep_recent)]
+        try:
+            return await self.instructions.before_compaction(ctx.workspace, older, "DM")
+        except BudgetExceeded:
+            raise  # as the flush: the turn ends with the refusal, nothing is summarized
+        except Exception:  # a broken file must not stall the session
+            log.exception("standing instructions before compaction failed in %s", session.key)
+            return []
 
     async def compact(
-        self, session: Session, overhead_chars: int, *, reason: str, focus: str = ""
+        self, session: Session, overhead_chars: int, *, reason: str, focus: str = "",
+        carry: list[str] | None = None,
     ) -> CompactionResult:
         cut = choose_cut(session.history, self.thresholds().keep_recent)
         older = session.history[:cut]
         if not older or (len(older) == 1 and _is_summary(older[0])):
             return CompactionResult(False)
         before = session.context_tokens()
-        summary, usage = await self._summarize(older, focus)
+        summary, usage = await self._summarize(older, focus, carry or [])
         session.compact(
             cut, summary, overhead_chars, reason=reason, messages=cut,
             tokens_before=before, fallback=summary is None, usage=usage.as_dict(),
@@ -218,9 +250,12 @@ class Compactor:
             notice = COMPACTED_NOTICE.format(count=cut) if self.settings.notify else ""
         return CompactionResult(True, summary is None, cut, before, after, notice, usage)
 
-    async def _summarize(self, older: list[Message], focus: str) -> tuple[str | None, Usage]:
+    async def _summarize(self, older: list[Message], focus: str,
+                         carry: list[str]) -> tuple[str | None, Usage]:
         prompt = render_for_summary(older, self._render_budget())
         prompt += "\n\n" + SUMMARY_INSTRUCTIONS
+        if carry:
+            prompt += "\n" + CARRY_INSTRUCTIONS + "".join(f"\n- {rule}" for rule in carry)
         if focus:
             prompt += f"\nThe person asked to focus on: {focus}"
         total = Usage()
@@ -240,7 +275,7 @@ class Compactor:
                 continue
             total = total + completion.usage
             if summary_is_valid(completion.text):
-                return completion.text.strip(), total
+                return carry_rules(completion.text.strip(), carry), total
             log.warning("summary attempt %d was missing required headings", attempt)
         return None, total
 
@@ -274,6 +309,25 @@ def choose_cut(history: list[Message], keep_tokens: int) -> int:
         if history[index].role != "tool":
             return index
     return 0
+
+
+def carry_rules(summary: str, rules: list[str]) -> str:
+    """The summary with every standing instruction in `rules` in it word for word: one the
+    summarizer dropped or reworded is added under the Constraints and rules heading (a
+    "None" there is replaced). Compared by normalized text (case and spacing)."""
+    missing = [rule for rule in rules if not said_in(rule, summary)]
+    if not missing:
+        return summary
+    lines = summary.split("\n")
+    added = [f"- {rule}" for rule in missing]
+    for index, line in enumerate(lines):
+        if re.match(r"^#{1,6}\s*constraints and rules\s*:?\s*$", line.strip(), re.IGNORECASE):
+            rest = index + 1
+            if rest < len(lines) and lines[rest].strip().lower() in ("none", "none.", "- none"):
+                del lines[rest]
+            lines[rest:rest] = added
+            return "\n".join(lines)
+    return "\n".join([*lines, "## Constraints and rules", *added])
 
 
 def summary_is_valid(text: str) -> bool:

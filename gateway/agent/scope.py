@@ -17,13 +17,15 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from typing import Literal, get_args
 
+# `speech`: a reply read aloud by a paid speech API (its characters counted as input tokens).
 TurnKind = Literal[
-    "conversation", "heartbeat", "flush", "compaction", "reminders", "tidying", "other",
+    "conversation", "heartbeat", "flush", "compaction", "reminders", "tidying",
+    "consolidation", "speech", "other",
 ]
 TURN_KINDS: tuple[TurnKind, ...] = get_args(TurnKind)
 # Turns nobody is waiting for: the cheaper background model answers them when one is set.
 BACKGROUND_KINDS: frozenset[TurnKind] = frozenset({"heartbeat", "flush", "compaction",
-                                                   "tidying"})
+                                                   "tidying", "consolidation"})
 NO_PERSON = ""
 
 

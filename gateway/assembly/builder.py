@@ -8,7 +8,7 @@ failure half-way unwinds exactly what had started (no half-open database keeping
 alive, no health port left bound).
 
 Order up: the workspaces root's gateway lock (`clawgate run` only: a second gateway on the
-same data would answer every message twice; gateway/ops/instance_lock.py) -> the health port
+same data would answer every message twice; gateway/assembly/instance_lock.py) -> the health port
 is reserved (a busy port fails before anything connects) -> the
 further services are built (the `services` slot: the scheduler; what they add to the gateway,
 such as the schedule tools, is there for the first turn) -> gateway (state database, memory,
@@ -40,8 +40,8 @@ if TYPE_CHECKING:
     from channels.base import Channel
     from gateway.agent.providers.base import Provider
     from gateway.clock import Clock
-    from gateway.ops.health import HealthServer
     from gateway.pipeline.gateway import Gateway
+    from gateway.pipeline.health import HealthServer
 
 log = logging.getLogger(__name__)
 
@@ -285,7 +285,7 @@ class GatewayApp:
     # --- the parts ------------------------------------------------------------------------
 
     def _lock(self, stack: contextlib.AsyncExitStack) -> None:
-        from gateway.ops.instance_lock import AlreadyRunning, GatewayLock
+        from gateway.assembly.instance_lock import AlreadyRunning, GatewayLock
 
         lock = GatewayLock(self.settings.workspaces_dir)
         try:
@@ -298,7 +298,7 @@ class GatewayApp:
 
     def _bind_health(self, stack: contextlib.AsyncExitStack) -> HealthServer:
         """Reserve the health port (standard library only); served by `_start_health`."""
-        from gateway.ops.health import HealthServer
+        from gateway.pipeline.health import HealthServer
 
         health = HealthServer(self.gateway, self.settings.health.host, self.settings.health.port)
         try:
@@ -320,11 +320,12 @@ class GatewayApp:
 
     async def _start_gateway(self) -> None:
         from channels.base import ChannelError
+        from gateway.config.sources import with_sources
 
         try:
             await self.gateway.start()
-        except ChannelError as exc:
-            raise StartupError(str(exc)) from exc
+        except ChannelError as exc:  # "check CLAWGATE_TELEGRAM__TOKEN": or where it was set
+            raise StartupError(with_sources(str(exc))) from exc
 
     async def _stop_gateway(self) -> None:
         await self.gateway.stop(drain_timeout=self._grace)
@@ -368,7 +369,7 @@ class GatewayApp:
     def _heartbeats(self) -> Service:
         if self._heartbeat_factory is not None:
             return self._heartbeat_factory(self.gateway)
-        from gateway.assembly.heartbeat_host import build_heartbeat_service
+        from gateway.features.heartbeat_host import build_heartbeat_service
 
         return build_heartbeat_service(self.gateway)
 

@@ -88,7 +88,7 @@ def build_gateway(
 ) -> Gateway:
     """A Gateway with the configured platform channels (unless `with_platforms` is False),
     their access policies and one state database; gateway/assembly/builder.py adds the rest."""
-    state = settings.state_db()
+    state = StateDB.for_root(settings.workspaces_dir, inbox_retention=settings.inbox_retention)
     platform_channels = build_channels(settings, state, options) if with_platforms else []
     channels = [*platform_channels, *(extra_channels or [])]
     policies = {p: policy_for(channel_settings(settings, p)) for p in PLATFORMS}

@@ -11,11 +11,13 @@ import json
 import logging
 import os
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from gateway.agent.sessions import transcript_path
+from gateway.agent.sessions import DROPPED_EVENT, transcript_path
 from gateway.config.settings import Settings
+from gateway.ops.logs import setup_logging
 from gateway.ops.state import STATE_DIR
 from gateway.pipeline.routing import TERMINAL_CHANNEL
 from memory.layout import dm_session_key
@@ -34,8 +36,6 @@ def history_path(settings: Settings) -> Path:
 
 def log_to_file(settings: Settings) -> Path:
     """Send every log line of this process to the chat log (and none to the terminal)."""
-    from gateway.ops.logs import setup_logging
-
     path = chat_log_path(settings)
     path.parent.mkdir(parents=True, exist_ok=True)
     os.close(os.open(path, os.O_CREAT | os.O_APPEND | os.O_WRONLY, 0o600))
@@ -45,20 +45,27 @@ def log_to_file(settings: Settings) -> Path:
     return path
 
 
-def _exchanges(workspace: Path, person: str) -> Iterator[dict[str, object]]:
+# Bookkeeping lines that end a turn without an answer: an error reply, a message given up on.
+_ENDED_UNANSWERED = ("error", DROPPED_EVENT)
+
+
+def _exchanges(workspace: Path, person: str, *, endings: bool = False
+               ) -> Iterator[dict[str, object]]:
     """The person's DM conversation, newest first: user messages and the assistant's final
-    answers (tool-calling steps of a turn are left out)."""
+    answers (tool-calling steps of a turn are left out); with `endings`, also the lines that
+    ended a turn without an answer (an error, a message given up on)."""
     path = transcript_path(workspace, dm_session_key(person))
     try:
         lines = path.read_bytes().splitlines()
     except OSError:
         return
+    kinds = ("user", "assistant", *(_ENDED_UNANSWERED if endings else ()))
     for raw in reversed(lines):
         try:
             entry = json.loads(raw)
         except (ValueError, RecursionError):  # torn, hand-edited or hostile: skipped
             continue
-        if not isinstance(entry, dict) or entry.get("type") not in ("user", "assistant"):
+        if not isinstance(entry, dict) or entry.get("type") not in kinds:
             continue
         if entry.get("type") == "assistant" and entry.get("tool_calls"):
             continue
@@ -75,13 +82,27 @@ def last_exchange(workspace: Path, person: str) -> datetime | None:
     return None
 
 
-def unanswered_line(workspace: Path, person: str) -> str | None:
-    """The last line typed in the chat, when no answer followed it (the chat was stopped
-    while it was thinking): the gateway's inbox still holds it, and the next start answers
-    it (channels/terminal.py)."""
-    for entry in _exchanges(workspace, person):
-        if entry.get("type") == "user" and entry.get("channel") == TERMINAL_CHANNEL:
-            return str(entry.get("text", ""))
+@dataclass(frozen=True, slots=True)
+class Unanswered:
+    """The last line typed in the chat, with no answer after it."""
+
+    text: str
+    failed: str  # "": the chat stopped while it was thinking; else what the person was told
+
+
+def unanswered_line(workspace: Path, person: str) -> Unanswered | None:
+    """The last line typed in the chat when no answer followed it: either the chat was
+    stopped while it was thinking (the gateway's inbox still holds it, and the next start
+    answers it: channels/terminal.py), or its turn ended in an error (nothing will answer it;
+    it must be sent again)."""
+    failed = ""
+    for entry in _exchanges(workspace, person, endings=True):
+        kind = entry.get("type")
+        if kind in _ENDED_UNANSWERED:
+            failed = failed or " ".join(str(entry.get("text") or "it failed").split())
+            continue
+        if kind == "user" and entry.get("channel") == TERMINAL_CHANNEL:
+            return Unanswered(str(entry.get("text", "")), failed)
         return None
     return None
 
@@ -95,7 +116,12 @@ def continuing_line(settings: Settings, workspace: Path, person: str) -> str | N
             "(/new starts a fresh one).")
     waiting = unanswered_line(workspace, person)
     if waiting is not None:
-        shown = waiting if len(waiting) <= 60 else waiting[:59] + "…"
-        line += (f"\nYour last message was not answered before the chat stopped: "
-                 f"answering it now ({shown!r}).")
+        shown = waiting.text if len(waiting.text) <= 60 else waiting.text[:59] + "…"
+        if waiting.failed:
+            told = waiting.failed if len(waiting.failed) <= 160 else waiting.failed[:159] + "…"
+            line += (f"\nYour last message ({shown!r}) was not answered: {told}\n"
+                     "To send it again, press Up and then Enter.")
+        else:
+            line += (f"\nYour last message was not answered before the chat stopped: "
+                     f"answering it now ({shown!r}).")
     return line

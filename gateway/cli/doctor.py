@@ -5,7 +5,8 @@ every model in use (the main one, each fallback, the background model, the per-p
 each on its own endpoint without the others behind it. It tells apart "nothing listens
 there", "the key is refused", "no such model or endpoint" and "the model does not take
 tools", the four ways a first start goes wrong with a correct-looking configuration, and
-says when a model has no price (its cost would count as $0 against money caps).
+says when a model has no price (its cost would count as $0 against money caps). Each
+configured bot token is tried against its platform (gateway/cli/doctor_channels.py).
 """
 
 import asyncio
@@ -30,7 +31,8 @@ PROBE_TOOL_NAME = "clawgate_doctor_probe"
 
 def register(app: typer.Typer) -> None:
     app.command("doctor", help="check the configuration, the provider (one real request), "
-                               "sqlite-vec and the workspaces directory")(doctor_command)
+                               "each bot token (Telegram getMe, Discord login), sqlite-vec "
+                               "and the workspaces directory")(doctor_command)
 
 
 def doctor_command() -> None:
@@ -42,6 +44,10 @@ def doctor_command() -> None:
         source = (f"{config_path()} + environment" if config_path().exists()
                   else f"environment; no {config_path()}")
         checks.append((True, f"configuration ({source}) is valid", ""))
+        if config.llm.provider_inferred:
+            checks.append((True, f"provider openai, inferred from [llm] base_url "
+                                 f"{config.llm.base_url} (it ends in /v1)",
+                           ""))
     except ConfigError as exc:
         checks.append((False, "configuration is invalid", str(exc)))
         raise typer.Exit(_report(checks)) from None
@@ -58,6 +64,9 @@ def doctor_command() -> None:
         else:
             checks.append((True, f"API key for {config.llm.provider} is set", ""))
         checks.extend(asyncio.run(_check_models(config)))
+    from gateway.cli.doctor_channels import check_channels
+
+    checks.extend(asyncio.run(check_channels(config)))
     try:
         from memory.sqlite import vec_version
 
@@ -116,6 +125,7 @@ async def _check_provider(config: Settings, ref: Any = None) -> Check:
     from gateway.agent.providers import build_endpoint
     from gateway.agent.providers.base import ProviderError
     from gateway.config.models import MAIN_ENDPOINT, PROVIDERS
+    from gateway.config.settings import provider_hint
     from gateway.pipeline.replies import endpoint_host
 
     llm = config.llm.model_copy(update={"max_output_tokens": 16, "max_attempts": 1,
@@ -153,12 +163,15 @@ async def _check_provider(config: Settings, ref: Any = None) -> Check:
                 return (False, f"provider answers ({where}) but the model does not take tools",
                         "clawgate needs tool calling: pick a model that supports it (for "
                         "Ollama: `ollama pull qwen3` or `llama3.1`)")
-        return _explain(first, where, host, base_url)
+        hint = provider_hint(kind, base_url, llm.provider_inferred
+                             and ref.endpoint == MAIN_ENDPOINT)
+        return _explain(first, where, host, base_url, hint)
     finally:
         await provider.close()
 
 
-def _explain(exc: Exception, where: str, host: str, base_url: str | None) -> Check:
+def _explain(exc: Exception, where: str, host: str, base_url: str | None,
+             hint: str = "") -> Check:
     kind = getattr(exc, "kind", "")
     status = getattr(exc, "status", None)
     if kind in ("connection", "timeout"):
@@ -173,12 +186,14 @@ def _explain(exc: Exception, where: str, host: str, base_url: str | None) -> Che
                "server usually ends in /v1)")
         if base_url and "11434" in base_url:
             fix += "; for Ollama: `ollama pull MODEL` and use that name"
+        if hint:
+            fix = f"{hint}; else {fix}"
         return (False, f"no such model or endpoint (HTTP 404): {where}", fix)
     if kind == "context_overflow":
         return (False, f"provider says the prompt is too long: {where}",
                 "match [llm] context_window to the server's context length")
-    return (False, f"provider request failed: {where}: {exc}",
-            "see the message; `clawgate chat --debug` shows more")
+    fix = "see the message; `clawgate chat --debug` shows more"
+    return (False, f"provider request failed: {where}: {exc}", f"{hint}; {fix}" if hint else fix)
 
 
 def _check_writable(root: Path) -> Check:

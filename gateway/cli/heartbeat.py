@@ -2,6 +2,7 @@
 
 import asyncio
 import dataclasses
+import shlex
 import textwrap
 from datetime import UTC, datetime, tzinfo
 from pathlib import Path
@@ -49,6 +50,9 @@ def run_command(
     print(f"heartbeat for {person_id} ({path})")
     print(f"  policy: {policy.describe()}")
     print(f"  outcome: {outcome.describe()}")
+    if outcome.status == "skipped" and outcome.reason.startswith("outside active hours"):
+        print("  to run it now anyway: clawgate heartbeat run --ignore-hours"
+              + (f" --workspace {shlex.quote(workspace)}" if workspace else ""))
     if outcome.text:
         print("  message:")
         print(textwrap.indent(outcome.text, "    "))
@@ -60,7 +64,7 @@ async def _run_once(
     config: Settings, workspace: Path, person_id: str, ignore_hours: bool
 ) -> tuple[BeatOutcome, HeartbeatPolicy]:
     from gateway.assembly.builder import ONE_BEAT, GatewayApp, StartupError
-    from gateway.assembly.heartbeat_host import GatewayHeartbeatHost, policy_for
+    from gateway.features.heartbeat_host import GatewayHeartbeatHost, policy_for
 
     policy = policy_for(config, person_id)
     if ignore_hours:
@@ -78,7 +82,7 @@ async def _run_once(
 
 @app.command("status", help="per workspace: next beat, last outcome, tokens today")
 def status_command(as_json: JsonOption = False) -> None:
-    from gateway.assembly.heartbeat_host import discover_workspaces, policy_for
+    from gateway.features.heartbeat_host import discover_workspaces, policy_for
 
     config = settings()
     root = config.workspaces_dir

@@ -58,12 +58,12 @@ class _Stopper:
         stopping."""
         if self.event.is_set():
             _hard_exit(EXIT_INTERRUPTED, "clawgate: stopped at once (unanswered messages are "
-                                         "answered after the next start)")
+                                         "answered after the next start)", fresh_line=True)
         self.signal_name = signal.Signals(sig).name
         self.event.set()
         with contextlib.suppress(Exception):
             log.warning("stopping (%s): no new turns", self.signal_name)
-            _say(f"clawgate: stopping ({self.signal_name}); again to stop at once")
+            _say(_stopping_line(self.signal_name), fresh_line=True)
 
     @property
     def exit_code(self) -> int:
@@ -186,18 +186,30 @@ def _exit_if_threads_linger(code: int) -> None:
         _hard_exit(code, settle=DRAIN_SECONDS)
 
 
-def _say(text: str) -> None:
-    """A line on stderr that can never raise (whatever stderr is, or has become)."""
+def _stopping_line(signal_name: str) -> str:
+    """What the first signal does, said as it is (the README's "Stopping" says the same)."""
+    if signal_name == "SIGINT":  # no grace: a running turn is left for the next start
+        return ("clawgate: stopping now (Ctrl-C); a message being answered is answered after "
+                "the next start; Ctrl-C again exits without closing cleanly")
+    return (f"clawgate: stopping ({signal_name}); running turns get stop_grace_seconds to "
+            "finish; a second signal stops at once")
+
+
+def _say(text: str, *, fresh_line: bool = False) -> None:
+    """A line on stderr that can never raise (whatever stderr is, or has become). With
+    `fresh_line` at a terminal, it starts at the line's beginning, over whatever was there:
+    a signal can come while the chat's "thinking... 2 s" line waits without its newline."""
     with contextlib.suppress(Exception):
-        print(text, file=sys.stderr, flush=True)
+        start = "\r\x1b[K" if fresh_line and sys.stderr.isatty() else ""
+        print(start + text, file=sys.stderr, flush=True)
 
 
 def _hard_exit(code: int, last_words: str = "", *,
-               settle: float = HARD_EXIT_DRAIN_SECONDS) -> None:
+               settle: float = HARD_EXIT_DRAIN_SECONDS, fresh_line: bool = False) -> None:
     """Exit now; `last_words` and queued output get at most `settle` seconds to go out first
     (a full pipe nobody reads must not hold the exit)."""
     if last_words:
-        _say(last_words)
+        _say(last_words, fresh_line=fresh_line)
     with contextlib.suppress(Exception):
         sys.stdout.flush()
         sys.stderr.flush()

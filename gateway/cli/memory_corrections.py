@@ -17,7 +17,13 @@ from gateway.cli.common import CliError, print_json, resolve_workspace, settings
 from gateway.cli.options import JsonOption, WorkspaceOption
 from gateway.ops.versioning import Versioning, VersioningError
 from memory.atomic import atomic_write_text
-from memory.corrections import ACTIONS, CorrectionError, correct_text, find_in_files
+from memory.corrections import (
+    ACTIONS,
+    CorrectionError,
+    correct_text,
+    find_in_files,
+    written_lines,
+)
 from memory.sources import is_memory_path
 
 
@@ -104,5 +110,16 @@ def correct_command(
     except (OSError, UnicodeDecodeError, VersioningError) as exc:
         raise CliError(f"could not correct {rel}: {exc}") from exc
     done = {"replace": "replaced", "strike": "struck", "delete": "deleted"}[action]
-    print(f"{done} line {changed} of {rel}"
-          + ("; `clawgate memory undo` takes it back" if versioned else ""))
+    was = text.split("\n")[changed - 1]
+    now = written_lines(result, changed, action, new_text)
+    if action == "strike":
+        print(f"struck line {changed} of {rel}; it now reads:")
+        for shown in now:
+            print(f"  {shown}")
+    else:
+        print(f"{done} line {changed} of {rel}:")
+        print(f"  was: {was}")
+        for shown in now:
+            print(f"  now: {shown}")
+    if versioned:
+        print("`clawgate memory undo` takes it back")

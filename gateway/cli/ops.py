@@ -11,6 +11,14 @@ from typing import Annotated, Any
 
 import typer
 
+from gateway.assembly.backup import (
+    BackupError,
+    BackupMistake,
+    backup,
+    clone,
+    list_workspaces,
+    restore,
+)
 from gateway.cli.common import (
     EXIT_FAILED,
     EXIT_USAGE,
@@ -23,7 +31,6 @@ from gateway.cli.common import (
 )
 from gateway.cli.options import JsonOption
 from gateway.config.settings import Settings
-from gateway.ops.backup import BackupError, BackupMistake, backup, clone, list_workspaces, restore
 from gateway.ops.state import state_path
 from gateway.ops.versioning import Versioning
 from gateway.workspace.seed import SESSIONS_DIR, WorkspaceError
@@ -301,7 +308,7 @@ def healthcheck_command(
     except ValueError:
         answer = None
     if not url:
-        from gateway.ops.health import instance_id
+        from gateway.pipeline.health import instance_id
 
         mine = instance_id(config.workspaces_dir)
         theirs = answer.get("instance") if isinstance(answer, dict) else None

@@ -23,9 +23,9 @@ from gateway.cli.common import (
     settings,
 )
 from gateway.cli.options import JsonOption
-from gateway.ops.state import StateDB
+from gateway.ops.state import StateDB, state_path
 from gateway.pipeline.links import PLATFORMS
-from gateway.pipeline.pairing import Pairing, PairingError, UnknownCode
+from gateway.pipeline.pairing import AlreadyDecided, Pairing, PairingError, UnknownCode
 
 Platform = Enum("Platform", {name: name for name in PLATFORMS}, type=str)  # type: ignore[misc]
 T = TypeVar("T")
@@ -39,8 +39,6 @@ def register(root: typer.Typer) -> None:
 
 def state_exists() -> bool:
     """Read-only commands report "nothing" rather than create the state database."""
-    from gateway.ops.state import state_path
-
     return state_path(settings().workspaces_dir).exists()
 
 
@@ -49,7 +47,8 @@ def with_state(command: Callable[[StateDB], Awaitable[T]]) -> T:
     config = settings()
 
     async def go() -> T:
-        async with config.state_db() as state:
+        async with StateDB.for_root(config.workspaces_dir,
+                                     inbox_retention=config.inbox_retention) as state:
             return await command(state)
 
     return asyncio.run(go())
@@ -90,6 +89,13 @@ def _decide(channel: Platform, code: str, decision: str, *, owner: str | None = 
             return exc
 
     outcome = with_state(go)
+    if isinstance(outcome, AlreadyDecided) and outcome.status == "approved" and \
+            decision == "approve":
+        print(str(outcome))  # approving twice is done, not a mistake
+        if owner is not None:
+            print("to make that account yours: clawgate users link <owner> CHANNEL:ID "
+                  "(`clawgate users list` shows the ids)".replace("<owner>", owner))
+        return
     if isinstance(outcome, PairingError):
         status = EXIT_USAGE if isinstance(outcome, UnknownCode) else EXIT_FAILED
         raise typer.Exit(fail(str(outcome), status))

@@ -39,7 +39,7 @@ def register(root: typer.Typer) -> None:
 
 
 def _target(workspace: str | None) -> tuple[Settings, Path, ZoneInfo]:
-    from gateway.assembly.scheduling import person_zone
+    from gateway.features.scheduling import person_zone
 
     config = settings()
     path = resolve_workspace(workspace, config)
@@ -104,14 +104,15 @@ def add_command(
 
 def _where(config: Settings, person_id: str) -> str:
     """Where the reminder will arrive, from the person's last DM route (if any is stored)."""
-    from gateway.assembly.scheduling import delivery_note
-    from gateway.ops.state import state_path
+    from gateway.features.scheduling import delivery_note
+    from gateway.ops.state import StateDB, state_path
 
     stored = None
     if state_path(config.workspaces_dir).exists():  # a listing never creates the database
 
         async def read() -> DmRoute | None:
-            async with config.state_db() as state:
+            async with StateDB.for_root(config.workspaces_dir,
+                                         inbox_retention=config.inbox_retention) as state:
                 return await state.last_dm_route(person_id)
 
         try:

@@ -28,8 +28,11 @@ log = logging.getLogger("clawgate")
 def use_config_file(config: Path | None) -> None:
     """`--config FILE`: the settings of this command come from FILE."""
     if config is not None:
-        if not config.is_file():
+        if not config.exists():
             raise CliError(f"config file {config} does not exist (given with --config)")
+        if config.is_dir():
+            raise CliError(f"{config} is a directory, not a config file (given with --config)")
+        # Anything else that can be read is: /dev/null (no settings from a file), a pipe.
         os.environ[CONFIG_FILE_ENV] = str(config)
 
 
@@ -55,8 +58,9 @@ def run_gateway() -> int:
     config.api_key()  # fail now, in one line, rather than at the first message
     setup_logging(config, quiet=True)
     print(
-        f"clawgate {__version__}: provider {config.llm.provider}/{config.llm.resolved_model}, "
-        f"workspaces in {describe_workspaces_dir(config)}",
+        f"clawgate {__version__}: provider {config.llm.provider}/{config.llm.resolved_model}"
+        f"{' (openai: inferred from the /v1 base_url)' if config.llm.provider_inferred else ''}"
+        f", workspaces in {describe_workspaces_dir(config)}",
         file=sys.stderr,
     )
     from gateway.assembly.platforms import TOKEN_HINTS, configured_platforms
@@ -89,13 +93,14 @@ def check_state_database(config: Settings) -> None:
     """Open and close an existing state database: a StateError says in one line what to do."""
     import asyncio
 
-    from gateway.ops.state import state_path
+    from gateway.ops.state import StateDB, state_path
 
     if not state_path(config.workspaces_dir).exists():
         return
 
     async def check() -> None:
-        async with config.state_db():
+        async with StateDB.for_root(config.workspaces_dir,
+                                     inbox_retention=config.inbox_retention):
             pass
 
     asyncio.run(check())
@@ -114,13 +119,14 @@ def has_terminal_input() -> bool:
 def serve(config: Settings) -> int:
     """Run every configured platform channel until Ctrl-C or SIGTERM."""
     from gateway.assembly.builder import RUN, GatewayApp
-    from gateway.assembly.scheduling import reminders
-    from gateway.assembly.tidying import tidying
     from gateway.cli.lifecycle import run_until_stopped
+    from gateway.features.consolidation import consolidation
+    from gateway.features.scheduling import reminders
+    from gateway.features.tidying import tidying
 
     logging.getLogger().setLevel(logging.getLevelName(config.log_level))
-    # The one scheduler; the daily MEMORY.md tidying.
-    app = GatewayApp(config, RUN, services=[reminders(run=True), tidying()])
+    # The one scheduler; the daily MEMORY.md tidying; the nightly consolidation.
+    app = GatewayApp(config, RUN, services=[reminders(run=True), tidying(), consolidation()])
     return run_until_stopped(config, RUN, banner=(
         "clawgate is running; Ctrl-C to stop. Approve new people with "
         "`clawgate pairing list` / `clawgate pairing approve CHANNEL CODE`."),
@@ -142,9 +148,9 @@ async def owner_hint(app: GatewayApp) -> None:
 def chat(config: Settings, person: str) -> int:
     """The terminal chat with `person`'s assistant until the input ends or Ctrl-C."""
     from gateway.assembly.builder import CHAT, CHAT_AT_A_TERMINAL, GatewayApp
-    from gateway.assembly.scheduling import reminders
     from gateway.assembly.terminal_chat import continuing_line, log_to_file
     from gateway.cli.lifecycle import run_until_stopped
+    from gateway.features.scheduling import reminders
     from gateway.workspace.seed import workspace_path
 
     workspace = workspace_path(config.workspaces_dir, person)
@@ -156,7 +162,7 @@ def chat(config: Settings, person: str) -> int:
               f"/help for commands; logs in {log_file})", file=sys.stderr)
         if (line := continuing_line(config, workspace, person)) is not None:
             print(line, file=sys.stderr)
-    # The chat runs its person's reminders: they appear here (gateway/assembly/scheduling.py).
+    # The chat runs its person's reminders: they appear here (gateway/features/scheduling.py).
     # A person at a terminal also gets the web panel (a script piping lines in does not).
     plan = CHAT_AT_A_TERMINAL if at_a_terminal else CHAT
     app = GatewayApp(config, plan, services=[reminders(run=True)])

@@ -152,6 +152,30 @@ def _line_of(text: str, loc: Sequence[Any], *, section: bool) -> int | None:
     return None
 
 
+_COMMENTED_HEADER = re.compile(r"#+\s*\[\s*([A-Za-z0-9_.\-]+)\s*\]\s*(#.*)?")
+
+
+def _commented_header(model: type[BaseModel], text: str, loc: Sequence[Any],
+                      line: int | None) -> tuple[str, int] | None:
+    """(section, its line) when `loc` is a key written under a commented-out header that
+    has such a key: clawgate.example.toml's `# [llm]` left commented above an uncommented
+    `model = ...`. The nearest header above the key decides; a real one means no."""
+    if line is None or len(loc) != 1:
+        return None
+    lines = text.splitlines()
+    for number in range(min(line, len(lines)) - 1, 0, -1):
+        stripped = lines[number - 1].strip()
+        if re.fullmatch(r"\[[^\]]+\]\s*(#.*)?", stripped):
+            return None  # a real section: this key is in it, or at the top level
+        found = _COMMENTED_HEADER.fullmatch(stripped)
+        if found:
+            section = _model_at(model, found.group(1).split("."))
+            if section is not None and str(loc[-1]) in section.model_fields:
+                return found.group(1), number
+            return None
+    return None
+
+
 def _shown(value: Any, loc: Sequence[Any]) -> str:
     """The value as written, unless it may be a secret or is long."""
     name = str(loc[-1]).lower() if loc else ""
@@ -215,5 +239,10 @@ def _file_problem(error: Mapping[str, Any], loc: list[Any], value: Any, model: t
         return line or 0, f"{where}: {key} is not a section{hint}"
     if extra:
         hint = f" (did you mean {suggestion}?)" if suggestion else ""
+        commented = _commented_header(model, file_text, loc, line)
+        if commented is not None:
+            section, header_line = commented
+            hint = (f" (did you mean [{section}] {loc[-1]}? Its section header on line "
+                    f"{header_line} is commented out: remove the '#' before [{section}])")
         return line or 0, f"{where}: {key} is not a setting{hint}"
     return line or 0, f"{where}: {key}{_shown(value, loc)}: {explain(error)}"

@@ -31,8 +31,25 @@ def check_zone(value: str | None) -> str | None:
         try:
             ZoneInfo(value)
         except (ZoneInfoNotFoundError, ValueError) as exc:
-            raise ValueError(f"unknown time zone {value!r}, use an IANA name") from exc
+            close = closest_zone(value)
+            hint = f" (did you mean {close}?)" if close else " (e.g. Europe/Berlin)"
+            raise ValueError(f"unknown time zone {value!r}, use an IANA name{hint}") from exc
     return value
+
+
+def closest_zone(value: str) -> str:
+    """The IANA zone nearest to a misspelt one ("Europe/Berlim" -> "Europe/Berlin"), or "".
+    Read only when a zone was refused: listing every zone reads the zone database."""
+    import difflib
+    from zoneinfo import available_timezones
+
+    if len(value) > 64:
+        return ""
+    zones = {zone.lower(): zone for zone in available_timezones()}
+    if value.strip().lower() in zones:
+        return zones[value.strip().lower()]  # "europe/berlin": the case is what is wrong
+    close = difflib.get_close_matches(value.strip().lower(), list(zones), n=1, cutoff=0.75)
+    return zones[close[0]] if close else ""
 
 
 class HeartbeatOverride(BaseModel):

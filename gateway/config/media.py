@@ -93,6 +93,7 @@ class MediaSettings(BaseModel):
     # their own: what the rest of the gateway waits on is never used up by media.
     workers: int = Field(2, ge=1, le=32)
     transcription: TranscriptionSettings = Field(default_factory=TranscriptionSettings)
+    speech: SpeechSettings = Field(default_factory=SpeechSettings)
 
     @property
     def max_download_bytes(self) -> int:

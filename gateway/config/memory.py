@@ -45,12 +45,27 @@ class MemorySettings(BaseModel):
     # A private reply claiming "I'll remember that" while the turn wrote no file gets a silent
     # capture step that writes it (gateway/pipeline/capture.py).
     capture_claims: bool = True
-    # Daily MEMORY.md tidying (gateway/assembly/tidying.py): at most once a day per person,
+    # A standing rule the owner sets in their DM ("never delete anything without asking me")
+    # is written to INSTRUCTIONS.md with its day and place, and carried verbatim by
+    # compaction summaries (gateway/agent/instructions.py).
+    standing_instructions: bool = True
+    # Daily MEMORY.md tidying (gateway/features/tidying.py): at most once a day per person,
     # a pass costing at most tidy_max_tokens (estimated), refused when the rewrite would drop
     # more than tidy_max_drop_share of the lines.
     tidy: bool = True
     tidy_max_tokens: int = Field(12_000, ge=500, le=1_000_000)
     tidy_max_drop_share: float = Field(0.3, ge=0, le=1)
+    # Nightly consolidation (gateway/features/consolidation.py): once a day per person, at the
+    # first check from consolidate_hour (local time) on, the daily notes and DM transcripts
+    # since the last pass promote durable facts to MEMORY.md / USER.md with provenance; a
+    # request over consolidate_max_tokens waits (oldest sources first), a pass striking more
+    # than consolidate_max_change_share of the lines is refused; consolidate_report sends
+    # its short report to the owner's DM.
+    consolidate: bool = True
+    consolidate_hour: int = Field(3, ge=0, le=23)
+    consolidate_max_tokens: int = Field(16_000, ge=1_000, le=1_000_000)
+    consolidate_max_change_share: float = Field(0.3, ge=0, le=1)
+    consolidate_report: bool = False
 
     def resolved_api_key(self) -> str:
         if self.api_key is not None and self.api_key.get_secret_value():

@@ -15,7 +15,7 @@ import tomllib
 from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime, timedelta, tzinfo
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import Annotated, Any, Literal
 from zoneinfo import ZoneInfo
 
 from pydantic import (
@@ -26,6 +26,7 @@ from pydantic import (
     SecretStr,
     ValidationError,
     field_validator,
+    model_validator,
 )
 from pydantic_settings import (
     BaseSettings,
@@ -35,6 +36,7 @@ from pydantic_settings import (
     SettingsError,
 )
 
+from gateway.config.errors import describe
 from gateway.config.exec import ExecSettings
 from gateway.config.heartbeat import HeartbeatSettings, check_zone
 from gateway.config.mcp import McpSettings
@@ -55,15 +57,41 @@ from gateway.config.usage import BudgetSettings, ModelPrice
 from gateway.config.web import WebSettings
 from memory.atomic import BrokenFile, read_bounded
 
-if TYPE_CHECKING:
-    from gateway.ops.state import StateDB
-
 ENV_PREFIX = "CLAWGATE_"
 CONFIG_FILE_ENV = "CLAWGATE_CONFIG"
 DEFAULT_CONFIG_FILE = Path("clawgate.toml")
 MAX_CONFIG_BYTES = 1024 * 1024  # a config file is a few KiB; past this it is refused unread
 DEFAULT_MODELS = {"anthropic": "claude-sonnet-5-5", "openai": "gpt-5.5"}
 KEY_ENV = {"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
+
+
+def openai_style_url(url: str) -> bool:
+    """A base URL that only an OpenAI-compatible client can use: its path ends in /v1
+    (Ollama's http://127.0.0.1:11434/v1, vLLM's, LM Studio's, llama.cpp's, OpenRouter's
+    .../api/v1). Anthropic's SDK is given the host alone and adds /v1/messages itself."""
+    from urllib.parse import urlsplit
+
+    try:
+        path = urlsplit(url.strip()).path
+    except ValueError:
+        return False
+    return path.rstrip("/").endswith("/v1")
+
+
+def provider_hint(provider: str, base_url: str | None, inferred: bool = False) -> str:
+    """What to set when a custom endpoint is spoken to in the wrong API: "" when nothing is
+    to be said. Doctor's fix line; the chat's refusal (gateway/pipeline/replies.py) says the
+    same in the person's words."""
+    if not base_url:
+        return ""
+    if provider == "anthropic":
+        return (f"if {base_url} is an OpenAI-compatible server (Ollama, vLLM, LM Studio, "
+                "llama.cpp), set CLAWGATE_LLM__PROVIDER=openai ([llm] provider = \"openai\"), "
+                "and end the URL in /v1")
+    if inferred:
+        return ("provider openai was inferred from the /v1 URL; for an Anthropic-compatible "
+                "server set CLAWGATE_LLM__PROVIDER=anthropic and drop the /v1")
+    return ""
 
 
 class ConfigError(Exception):
@@ -108,6 +136,22 @@ class LLMSettings(_Section):
     endpoints: dict[str, EndpointSettings] = Field(default_factory=dict)
 
     _fallbacks = field_validator("fallbacks", mode="before")(comma_list)
+
+    @model_validator(mode="after")
+    def _provider_from_url(self) -> LLMSettings:
+        """Only `base_url` given, ending in /v1: the server speaks the OpenAI API (the
+        Anthropic SDK adds /v1 itself, so such a URL could never work for it). A person who
+        points clawgate at Ollama or vLLM should not also have to know the provider switch."""
+        if "provider" not in self.model_fields_set and self.base_url and \
+                openai_style_url(self.base_url):
+            self.provider = "openai"
+            self.model_fields_set.discard("provider")  # still not the person's choice
+        return self
+
+    @property
+    def provider_inferred(self) -> bool:
+        """The provider was read from the base URL, not set (doctor and the banner say so)."""
+        return "provider" not in self.model_fields_set and self.provider == "openai"
 
     @field_validator("endpoints")
     @classmethod
@@ -184,7 +228,7 @@ class VersioningSettings(_Section):
 
 
 class HealthSettings(_Section):
-    """The HTTP server of `clawgate run`: /healthz, /readyz, /metrics (gateway/ops/health.py)."""
+    """The HTTP server of `clawgate run`: /healthz, /readyz, /metrics (pipeline/health.py)."""
 
     enabled: bool = True
     host: str = "127.0.0.1"  # 0.0.0.0 to let a Prometheus outside a container scrape it
@@ -322,13 +366,12 @@ class Settings(BaseSettings):
     web: WebSettings = Field(default_factory=WebSettings)  # web_fetch, web_search
     exec: ExecSettings = Field(default_factory=ExecSettings)  # the exec tool (docs/exec.md)
 
-    def state_db(self) -> StateDB:
-        """The gateway state database these settings describe (not opened)."""
-        from gateway.ops.state import StateDB
-
-        return StateDB.for_root(
-            self.workspaces_dir, inbox_retention=timedelta(days=self.inbox_retention_days)
-        )
+    @property
+    def inbox_retention(self) -> timedelta:
+        """How long a handled inbox entry is kept: what the state database is opened with
+        (`StateDB.for_root(settings.workspaces_dir, inbox_retention=...)`; the settings stay
+        below the stores, so they do not open it themselves)."""
+        return timedelta(days=self.inbox_retention_days)
 
     @field_validator("log_redact", mode="before")
     @classmethod
@@ -484,8 +527,6 @@ def load_settings(path: Path | None = None, **overrides: Any) -> Settings:
     try:
         return Settings(**given)
     except ValidationError as exc:
-        from gateway.config.errors import describe
-
         problems = describe(exc, model=Settings, prefix=ENV_PREFIX, file_values=file_values,
                             file_text=text, path=path, environ=os.environ)
         named = {problem.split(" ", 1)[0].split("=", 1)[0] for problem in problems}

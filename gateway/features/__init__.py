@@ -1,1 +1,2 @@
-"""Features built on the message path: acting (exec) first, heartbeats, reminders, tasks later."""
+"""Features built on the message path (through pipeline/ports.py): the heartbeat host,
+scheduling, tidying and consolidation of memory, exec; tasks later."""

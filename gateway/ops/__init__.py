@@ -1,1 +1,1 @@
-"""Operations: state database, versioning, backup/restore, health, metrics, logs."""
+"""Plumbing every room uses (the core layer): logs, redaction, output, versioning (git)."""

@@ -88,6 +88,13 @@ DEFAULT_PRICES: dict[str, Price] = {
     "gpt-4o-mini": _p(0.15, 0.60, 0.075, 0.0),
     "o3": _p(2.0, 8.0, 0.50, 0.0),
     "o4-mini": _p(1.10, 4.40, 0.275, 0.0),
+    # OpenAI speech (voice replies, gateway/pipeline/voice_reply.py): a reply's characters are
+    # its "input tokens", so these are USD per million characters. gpt-4o-mini-tts is billed
+    # by text and audio tokens; about $0.015 a minute of speech, near tts-1's price per
+    # character, which stands in for it here.
+    "tts-1": _p(15.0, 0.0, 0.0, 0.0),
+    "tts-1-hd": _p(30.0, 0.0, 0.0, 0.0),
+    "gpt-4o-mini-tts": _p(15.0, 0.0, 0.0, 0.0),
 }
 
 
@@ -125,7 +132,9 @@ class PriceTable:
         if price is None:
             if model not in self._unknown:
                 self._unknown.add(model)
-                log.warning("no price for model %s: its cost counts as 0 (add [prices.\"%s\"] "
-                            "to clawgate.toml)", model, model)
+                # Not a warning: a local or fake model often has no price, and a chat shows
+                # warnings; doctor fails on it when a money cap would be blind to the cost.
+                log.info("no price for model %s: its cost counts as 0 (add [prices.\"%s\"] "
+                         "to clawgate.toml)", model, model)
             return 0.0
         return price.cost(usage)

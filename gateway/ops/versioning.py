@@ -43,7 +43,8 @@ GITIGNORE = (
 _SKIP_DIRS = set(UNVERSIONED_DIRS)  # memory.layout
 _SKIP_FILES = set(UNVERSIONED_FILES)  # the heartbeat timer's own bookkeeping
 REASONS = ("init", "turn", "flush", "compaction", "heartbeat", "hand edit", "panel edit", "undo",
-           "restore", "clone", "schedule", "tidy")
+           "restore", "clone", "schedule", "tidy",
+           "consolidate")
 SUBJECT_FILES = 4
 # A workspace this small is fingerprinted on the event loop (about 0.1 ms, less than the hop to
 # a worker thread); a larger one in a thread, so a big workspace never stalls other sessions.

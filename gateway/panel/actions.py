@@ -20,6 +20,7 @@ from gateway.panel.pages import error_page, page, person_of, reminders
 from gateway.panel.transcripts import list_sessions
 from gateway.pipeline.links import LinkError
 from gateway.pipeline.pairing import PairingError
+from scheduler import ScheduleError, ScheduleFileError
 
 log = logging.getLogger(__name__)
 
@@ -156,8 +157,6 @@ async def heartbeat_run(request: web.Request) -> web.StreamResponse:
 async def reminder_add(request: web.Request) -> web.StreamResponse:
     """Add through the schedule tools' desk; a time or text it does not take shows the page
     again with the form as typed and the reason (nothing is lost)."""
-    from scheduler import ScheduleError, ScheduleFileError
-
     person, _ = person_of(request)
     form = await _form(request)
     kind = "agent" if form.get("agent") else "message"
@@ -172,8 +171,6 @@ async def reminder_add(request: web.Request) -> web.StreamResponse:
 
 
 async def reminder_cancel(request: web.Request) -> web.StreamResponse:
-    from scheduler import ScheduleFileError
-
     person, _ = person_of(request)
     form = await _form(request)
     session = session_of(request)

@@ -55,6 +55,10 @@ class Person:
     workspace: Path
     sessions: int
     last_activity: float | None  # newest transcript mtime
+    name: str = ""  # what the panel calls them ("" : their id; gateway/panel/names.py)
+
+
+NAMES_FRESH_SECONDS = 5.0  # the approved accounts' names are read again after this
 
 
 class PanelHost:
@@ -68,6 +72,9 @@ class PanelHost:
         # The parts the CLI's commands use too: the same calls on the same objects.
         self.state, self.versioning = gateway.state, gateway.versioning
         self.pairing = Pairing(self.state, self.clock)
+        self._account_names: dict[str, str] = {}  # person id -> platform display name
+        self.sender_names: dict[tuple[str, str], str] = {}  # (channel, sender id) -> name
+        self._names_read_at: float | None = None
 
     def now(self) -> datetime:
         return self.clock.now()
@@ -119,8 +126,45 @@ class PanelHost:
                             newest = mtime if newest is None else max(newest, mtime)
             except OSError:
                 pass
-            people.append(Person(person_id, workspace, count, newest))
+            people.append(Person(person_id, workspace, count, newest,
+                                 self.display_name(person_id)))
         return people
+
+    async def refresh_names(self) -> None:
+        """Read the names approved accounts came with (pairing requests; links say whose
+        account it is), at most every NAMES_FRESH_SECONDS."""
+        import time
+
+        from gateway.panel.names import clean_name
+        from gateway.pipeline.routing import person_id_for
+
+        now = time.monotonic()
+        if not self.state.is_open or (self._names_read_at is not None
+                                      and now - self._names_read_at < NAMES_FRESH_SECONDS):
+            return
+        self._names_read_at = now
+        rows = await self.state.query(
+            "SELECT channel, sender_id, sender_name FROM pairing WHERE status = 'approved'"
+            " ORDER BY created_at")
+        linked = {(channel, sender): person for person, channel, sender in await self.links()}
+        names: dict[str, str] = {}
+        senders: dict[tuple[str, str], str] = {}
+        for channel, sender, name in rows:
+            account = (str(channel), str(sender))
+            person = linked.get(account) or person_id_for(*account, self.settings.owner)
+            if clean_name(str(name or "")):
+                names[person] = senders[account] = clean_name(str(name))  # newest wins
+        self._account_names, self.sender_names = names, senders
+
+    def display_name(self, person_id: str) -> str:
+        """The person's name, or "" when none is known (their id is shown then)."""
+        from gateway.panel.names import name_in_user_file
+
+        try:
+            workspace = self.workspace(person_id)
+        except UnknownPerson:
+            return ""
+        return name_in_user_file(workspace) or self._account_names.get(person_id, "")
 
     # --- readiness, metrics ----------------------------------------------------------------
 
@@ -244,12 +288,12 @@ class PanelHost:
         return await memory.search(self.workspace(person_id), query, max_results=limit)
 
     async def beat_now(self, person_id: str) -> BeatOutcome:
-        from gateway.assembly.heartbeat_host import beat_now
+        from gateway.features.heartbeat_host import beat_now
 
         return await beat_now(self._gateway, person_id, self.workspace(person_id))
 
     def heartbeat_policy(self, person_id: str) -> Any:
-        from gateway.assembly.heartbeat_host import policy_for
+        from gateway.features.heartbeat_host import policy_for
 
         return policy_for(self.settings, person_id)
 
@@ -260,7 +304,7 @@ class PanelHost:
         return self._gateway.schedules is not None
 
     def zone(self, person_id: str) -> ZoneInfo:
-        from gateway.assembly.scheduling import person_zone
+        from gateway.features.scheduling import person_zone
 
         return person_zone(self.settings, person_id)
 

@@ -61,17 +61,6 @@ def markdown(text: str) -> Markup:
     return Markup(_MD.render(_COMMENT.sub("", text)))  # markdown-it, raw HTML off
 
 
-def diff_lines(text: str) -> list[tuple[str, str]]:
-    """A diff's lines with their CSS class (add, del, hunk or "")."""
-    lines = []
-    for line in text.splitlines():
-        css = ("add" if line.startswith("+") and not line.startswith("+++") else
-               "del" if line.startswith("-") and not line.startswith("---") else
-               "hunk" if line.startswith("@@") else "")
-        lines.append((css, line))
-    return lines
-
-
 # --- bar charts ----------------------------------------------------------------------------
 
 

@@ -17,14 +17,19 @@ from urllib.parse import quote
 
 from aiohttp import web
 
+from gateway.agent.sessions import transcript_path
 from gateway.ops.versioning import VersioningError
 from gateway.panel.context import panel_of, session_of
+from gateway.panel.diffs import read_diff
 from gateway.panel.files import FileRefused, list_files, read_text, text_hash
 from gateway.panel.host import PanelError, UnknownPerson
-from gateway.panel.html import bar_chart, diff_lines, markdown, person_url, when
+from gateway.panel.html import bar_chart, markdown, person_url, when
 from gateway.panel.render import render
 from gateway.panel.transcripts import daily_figures, list_sessions, read_items, session_path
-from memory.layout import INBOX_DIR, SEEN_DIR
+from heartbeat import load_state, parse_checklist
+from memory.layout import INBOX_DIR, SEEN_DIR, heartbeat_session_key
+from scheduler import FORMS, ScheduleFileError
+from scheduler.wording import from_now, when_words
 
 
 def add_routes(router: web.UrlDispatcher) -> None:
@@ -49,8 +54,9 @@ def page(request: web.Request, template: str, title: str, *, person: str = "", t
          status: int = 200, **context: Any) -> web.Response:
     """A whole page: `template` (which extends base.html) with the layout's values."""
     session = session_of(request)
-    text = render(template, title=title, person=person, tab=tab, csrf=session.csrf,
-                  flash=session.take_flash(), logged_in=True, **context)
+    person_name = panel_of(request).host.display_name(person) if person else ""
+    text = render(template, title=title, person=person, person_name=person_name, tab=tab,
+                  csrf=session.csrf, flash=session.take_flash(), logged_in=True, **context)
     return web.Response(text=text, content_type="text/html", status=status)
 
 
@@ -58,7 +64,8 @@ def error_page(request: web.Request, status: int, message: str, *, person: str =
                tab: str = "", hint: str = "") -> web.Response:
     """A refusal or a missing thing, in the panel's own layout (not aiohttp's bare text)."""
     titles = {400: "Not possible", 404: "Not found", 409: "Conflict"}
-    back, back_label = ((person_url(person, tab or "files"), f"Back to {person}") if person
+    shown = (panel_of(request).host.display_name(person) or person) if person else ""
+    back, back_label = ((person_url(person, tab or "files"), f"Back to {shown}") if person
                         else ("/", "Back to the overview"))
     return page(request, "error.html", titles.get(status, "Error"), person=person, tab=tab,
                 status=status, message=message, hint=hint, back=back, back_label=back_label)
@@ -108,12 +115,14 @@ async def overview(request: web.Request) -> web.Response:
     parts.append(Part("state database", bool(state["ready"]), str(state["detail"])))
     visible = session_of(request).principal.visible(host.person_ids())
     attention, routine = panel.recent.attention(10)
+    people = await asyncio.to_thread(host.people, visible)
+    names = {p.person_id: p.name for p in people if p.name}
     return page(
         request, "overview.html", "Overview", parts=parts, queue_depth=ready["queue_depth"],
         terminal_only=bool(host.channel_names()) and host.channel_names() <= {"terminal"},
         attention=attention, routine=routine, pending=await host.pending_pairing(),
-        people=await asyncio.to_thread(host.people, visible), approved=await host.approved(),
-        links=await host.links())
+        people=people, names=names, approved=await host.approved(), links=await host.links(),
+        sender_names=host.sender_names)
 
 
 # --- files ---------------------------------------------------------------------------------------
@@ -165,28 +174,47 @@ class CommitRow:
     files: str
     diff_url: str
     undo: bool
+    bookkeeping: bool
+
+
+SHOWN_COMMITS = 30
+# Bookkeeping: a commit that changed only dot-files (.clawgate-schedule.json when a reminder
+# is added or fires): most commits of a busy week, and nothing the owner reads as memory.
+SCANNED_COMMITS = 300
+
+
+def is_bookkeeping(files: tuple[str, ...]) -> bool:
+    return bool(files) and all(any(part.startswith(".") for part in name.split("/"))
+                               for name in files)
 
 
 async def history(request: web.Request) -> web.Response:
     person, _ = person_of(request)
     host = panel_of(request).host
+    show_all = request.query.get("all") == "1"
+    empty: dict[str, Any] = {"commits": [], "folded": 0, "show_all": show_all}
     if not host.versioning_on:
         return page(request, "history.html", "History", person=person, tab="history",
-                    note="Versioning is off (no git, or versioning.enabled = false).",
-                    commits=[])
+                    note="Versioning is off (no git, or versioning.enabled = false).", **empty)
     try:
-        commits = await host.history(person)
+        commits = await host.history(person, limit=SHOWN_COMMITS if show_all
+                                     else SCANNED_COMMITS)
     except VersioningError as exc:
         return page(request, "history.html", "History", person=person, tab="history",
-                    note=str(exc), commits=[])
+                    note=str(exc), **empty)
     rows = [CommitRow(
         c.rev, c.date, c.subject,
         ", ".join(c.files[:6]) + (" …" if len(c.files) > 6 else ""),
         f"/p/{quote(person, safe='')}/diff/{quote(c.rev, safe='')}",
-        not (index == len(commits) - 1 and c.subject.startswith("init")))
+        not (index == len(commits) - 1 and c.subject.startswith("init")),
+        is_bookkeeping(c.files))
         for index, c in enumerate(commits)]
+    folded = 0
+    if not show_all:
+        folded = sum(row.bookkeeping for row in rows)
+        rows = [row for row in rows if not row.bookkeeping][:SHOWN_COMMITS]
     return page(request, "history.html", "History", person=person, tab="history", note="",
-                commits=rows)
+                commits=rows, folded=folded, show_all=show_all)
 
 
 async def diff(request: web.Request) -> web.Response:
@@ -195,11 +223,14 @@ async def diff(request: web.Request) -> web.Response:
     try:
         text = await panel_of(request).host.diff(person, rev)
     except VersioningError as exc:
-        text = str(exc)
+        return (fragment(render("diff_fragment.html", files=[], error=str(exc)))
+                if is_htmx(request)
+                else error_page(request, 404, str(exc), person=person, tab="history"))
+    files = read_diff(text)
     if is_htmx(request):
-        return fragment(render("diff_fragment.html", lines=diff_lines(text)))
+        return fragment(render("diff_fragment.html", files=files, error=""))
     return page(request, "diff.html", f"Change {rev}", person=person, tab="history",
-                lines=diff_lines(text))
+                files=files)
 
 
 # --- sessions ------------------------------------------------------------------------------------
@@ -327,9 +358,6 @@ async def reminders(request: web.Request, *, form: dict[str, str] | None = None,
                     status: int = 200) -> web.Response:
     """The person's reminders and scheduled tasks, with Cancel, and a form to add one (the
     form keeps what was typed when the time was not understood)."""
-    from scheduler import FORMS, ScheduleFileError
-    from scheduler.wording import from_now, when_words
-
     person, _ = person_of(request)
     host = panel_of(request).host
     form = form or {}
@@ -376,8 +404,6 @@ class Task:
 
 
 async def heartbeat(request: web.Request) -> web.Response:
-    from heartbeat import load_state, parse_checklist
-
     person, workspace = person_of(request)
     host = panel_of(request).host
     policy = host.heartbeat_policy(person)
@@ -395,8 +421,6 @@ async def heartbeat(request: web.Request) -> web.Response:
     elif state.next_beat_at is None:
         next_beat = "not planned yet (the timer plans it once the gateway runs)"
     else:
-        from gateway.panel.html import when
-
         next_beat = when(state.next_beat_at)
     return page(
         request, "heartbeat.html", "Heartbeat", person=person, tab="heartbeat",
@@ -414,9 +438,6 @@ async def heartbeat(request: web.Request) -> web.Response:
 def _heartbeat_replies(workspace: Path, person: str, count: int = 5) -> list[tuple[str, str]]:
     """The model's last answers in the heartbeat's own transcript (HEARTBEAT_OK included:
     that is what "nothing to report" looks like)."""
-    from gateway.agent.sessions import transcript_path
-    from memory.layout import heartbeat_session_key
-
     try:
         path = session_path(workspace,
                             transcript_path(workspace, heartbeat_session_key(person)).name)

@@ -27,7 +27,7 @@ from aiohttp import web
 from gateway.config.panel import PanelSettings
 from gateway.panel import actions, pages
 from gateway.panel.address import forget, record_port
-from gateway.panel.auth import OWNER, PanelAuth
+from gateway.panel.auth import OWNER, PanelAuth, ensure_token
 from gateway.panel.context import PANEL, SESSION, Panel, panel_of, session_of
 from gateway.panel.host import PanelHost
 from gateway.panel.recent import RecentErrors
@@ -114,25 +114,18 @@ async def _guarded(request: web.Request, handler: Handler) -> web.StreamResponse
         if not panel.auth.csrf_ok(session, given):
             return web.Response(status=403, text="missing or wrong CSRF token: reload the page")
     request[SESSION] = session
+    await panel.host.refresh_names()  # people by name on every page (cheap; kept 5 s)
     try:
         return await handler(request)
     except (web.HTTPNotFound, web.HTTPBadRequest) as exc:
         if "HX-Request" in request.headers or exc.content_type != "text/plain":
             raise
-        from gateway.panel.pages import error_page
-
         person = request.match_info.get("person", "")
-        known = bool(person) and exc.text != _no_person()
+        known = bool(person) and exc.text != pages.NO_PERSON
         message = exc.text or ""
         if message.startswith(f"{exc.status}: "):  # aiohttp's own: "404: Not Found"
             message = "There is no such page in the panel."
-        return error_page(request, exc.status, message, person=person if known else "")
-
-
-def _no_person() -> str:
-    from gateway.panel.pages import NO_PERSON
-
-    return NO_PERSON
+        return pages.error_page(request, exc.status, message, person=person if known else "")
 
 
 # --- login --------------------------------------------------------------------------------
@@ -281,8 +274,6 @@ class PanelServer:
     def first_start_notice(self) -> str | None:
         """What to say the first time (when the token is created): where it is and how to
         log in, never the token itself."""
-        from gateway.panel.auth import ensure_token
-
         _, created = ensure_token(self.panel.auth.state_dir)
         if not created:
             return None

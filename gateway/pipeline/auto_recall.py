@@ -35,8 +35,8 @@ from gateway.agent.sessions import Session, transcript_path
 from memory.layout import MEMORY_DIR, PRIVATE_FILES, SESSIONS_DIR
 
 if TYPE_CHECKING:
+    from gateway.agent.metrics import Registry
     from gateway.config.memory import MemorySettings
-    from gateway.ops.metrics import Registry
     from gateway.pipeline.routing import Route
     from memory.search import SearchResult
     from memory.service import MemoryService

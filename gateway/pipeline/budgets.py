@@ -2,7 +2,7 @@
 
 - Every model call made for a person, whatever asked for it (a conversation turn and its tool
   rounds, a flush, a compaction, a heartbeat, a reminder's task, tidying, a capture), passes
-  `Accounting.admit` in the metered provider (gateway/ops/metrics.py): a call for a person or
+  `Accounting.admit` in the metered provider (gateway/agent/metrics.py): a call for a person or
   group at a cap is refused there (`BudgetExceeded`), so no caller can skip the check.
 - Checked against what is billed, one call at a time per capped person and per capped group
   (serialized, not reserved): a call's cost is known only when it returns, and a reservation
@@ -31,10 +31,10 @@ from dataclasses import dataclass
 from datetime import date
 
 from gateway.agent.conversation import Usage
+from gateway.agent.metrics import GatewayMetrics
 from gateway.agent.providers.base import BudgetExceeded
 from gateway.agent.scope import NO_PERSON, UsageScope
 from gateway.config.settings import Settings
-from gateway.ops.metrics import GatewayMetrics
 from gateway.ops.usage import Periods, Totals, UsageLedger
 from gateway.pipeline.keyed_locks import KeyedLocks
 from memory.layout import parse_group_session_key

@@ -38,7 +38,7 @@ from gateway.agent.tools.registry import ToolRegistry
 from memory.layout import MEMORY_DIR, PRIVATE_FILES
 
 if TYPE_CHECKING:
-    from gateway.ops.metrics import Registry
+    from gateway.agent.metrics import Registry
 
 log = logging.getLogger(__name__)
 

@@ -21,12 +21,15 @@ from gateway.agent.providers.base import BudgetExceeded, ModelInfo
 from gateway.agent.sessions import SessionStore, estimate_tokens
 from gateway.agent.tools import ToolContext, ToolRegistry
 from gateway.config.settings import Settings
+from gateway.pipeline.reminders import reminders_command
 from gateway.pipeline.routing import Route
+from gateway.pipeline.usage_report import usage_command
 
 if TYPE_CHECKING:
     from gateway.agent.tools.schedule_tools import ScheduleBook
     from gateway.ops.usage import UsageLedger
     from gateway.pipeline.budgets import Budgets
+    from gateway.pipeline.voice_choice import VoiceChoices
 
 # Telegram-style: "/name" or "/name@bot", then arguments. "/etc/passwd?" is not a command.
 _COMMAND = re.compile(r"^/([A-Za-z0-9_]{1,32})(?:@\S+)?(?:\s+(.*))?$", re.DOTALL)
@@ -40,6 +43,7 @@ Commands:
 /context - which workspace files are in the prompt, and how big it is
 /reminders [cancel N] - your reminders and scheduled tasks, or cancel number N
 /usage [all] - tokens and cost today, this week and this month, by kind (all: everyone)
+/voice [on|off|mirror] - voice replies: always, never, or to voice notes (alone: the setting)
 /approve CODE [always], /deny CODE - answer a request to run a command (the owner)"""
 
 UNKNOWN = "Unknown command /{name}. Send /help for the list."
@@ -81,9 +85,10 @@ class CommandContext:
     compactor: Compactor
     provider: ModelInfo  # names the model (/status); calls go through the metered one
     prompt: PromptParts
-    schedules: ScheduleBook | None = None  # reminders (gateway/assembly/scheduling.py)
+    schedules: ScheduleBook | None = None  # reminders (gateway/features/scheduling.py)
     usage: UsageLedger | None = None  # /usage (gateway/ops/usage.py)
     budgets: Budgets | None = None
+    voice: VoiceChoices | None = None  # /voice (gateway/pipeline/voice_choice.py)
 
 
 Handler = Callable[[CommandContext], Awaitable[str]]
@@ -204,19 +209,37 @@ async def _context(ctx: CommandContext) -> str:
         f"Budgets: {prompt.file_max_chars:,} chars per file, {prompt.total_max_chars:,} in total",
     ]
     lines += parts.capability_lines(route)  # skills and MCP tool servers
+    lines += standing_lines(files)
     return "\n".join(lines)
 
 
-async def _reminders(ctx: CommandContext) -> str:
-    from gateway.pipeline.reminders import reminders_command
+def standing_lines(files: list[ContextFile]) -> list[str]:
+    """The standing instructions in this prompt, each with where it was said (private
+    contexts only: a group never loads INSTRUCTIONS.md)."""
+    from memory.instructions import parse_instructions
+    from memory.layout import INSTRUCTIONS_FILE
 
+    text = next((item.text for item in files if item.name == INSTRUCTIONS_FILE), "")
+    rules = [rule for rule in parse_instructions(text) if not rule.struck]
+    if not rules:
+        return []
+    return [f"Standing instructions ({INSTRUCTIONS_FILE}, followed in every private context):",
+            *(f"  - {rule.text}" + (f" ({rule.provenance})" if rule.provenance else "")
+              for rule in rules)]
+
+
+async def _reminders(ctx: CommandContext) -> str:
     return await reminders_command(ctx.schedules, ctx.route, ctx.args)
 
 
 async def _usage(ctx: CommandContext) -> str:
-    from gateway.pipeline.usage_report import usage_command
-
     return await usage_command(ctx)
+
+
+async def _voice(ctx: CommandContext) -> str:
+    if ctx.voice is None:
+        return "Voice replies are not available here."
+    return await ctx.voice.command(ctx.route.workspace, ctx.args, private=ctx.route.private)
 
 
 COMMANDS: dict[str, CommandSpec] = {
@@ -228,4 +251,5 @@ COMMANDS: dict[str, CommandSpec] = {
     "context": CommandSpec(_context),
     "reminders": CommandSpec(_reminders),
     "usage": CommandSpec(_usage),
+    "voice": CommandSpec(_voice),
 }

@@ -42,10 +42,12 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
+from channels import voice
 from channels.base import Channel, DeliveryRefused, InboundMessage, OutboundMessage
-from gateway.ops.metrics import GatewayMetrics
+from gateway.agent.metrics import GatewayMetrics
 from gateway.ops.state import Outgoing, StateDB
 from heartbeat.ack import scrub_token
 from retrypolicy import Backoff
@@ -106,7 +108,8 @@ class Delivery:
 
         `done`: the inbound message this answers, marked done by the same statement that adds the
         outbox row (so a crash after this point repeats at most a send, never a turn).
-        `file`: a file to send (absolute path), `text` being its caption (send_file tool).
+        `file`: a file to send (absolute path), `text` being its caption (send_file tool), or
+        a voice note with the reply's text (gateway/pipeline/voice_reply.py).
         """
         target = self.channels.get(channel)
         text = scrub_token(text)  # HEARTBEAT_OK never reaches a person, whatever sent it
@@ -236,9 +239,12 @@ class Delivery:
         if status != "sent":
             await self._record(self.state.finish_outbound, message.row, status, error)
             _settle(item.first, "refused")
-            return
-        _settle(item.first, "sent")
-        await self._mark(self.state.mark_sent, message.row)  # handed to the writer at once
+        else:
+            _settle(item.first, "sent")
+            await self._mark(self.state.mark_sent, message.row)  # handed to the writer at once
+        if message.file and voice.is_voice(message.file):
+            # A spoken reply's file was made for this row only (gateway/pipeline/voice_reply.py).
+            await asyncio.to_thread(voice.discard, Path(message.file))
 
     async def _mark(self, write: Callable[..., Awaitable[None]], row: int | None,
                     *args: object) -> None:

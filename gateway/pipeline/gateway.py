@@ -37,20 +37,22 @@ from gateway.pipeline.presses import ANSWERS, Presses
 from gateway.pipeline.recovery import answer_key
 from gateway.pipeline.routing import TERMINAL_CHANNEL, Route
 from gateway.pipeline.turns import INTERNAL_ERROR_REPLY, TranscriptWriteError
+from gateway.pipeline.voice_choice import VoiceChoices
 from gateway.pipeline.welcome import ApprovalFollowUp
 from gateway.workspace.seed import ensure_workspace
 from retrypolicy import Backoff
 
 if TYPE_CHECKING:
     from gateway.agent.context_files import ContextFile
+    from gateway.agent.metrics import Registry
     from gateway.agent.scope import UsageScope
     from gateway.agent.sessions import Session
     from gateway.agent.tools import ToolRegistry
     from gateway.agent.tools.quota import TurnBudget
     from gateway.agent.tools.schedule_tools import ScheduleBook
-    from gateway.ops.metrics import Registry
     from gateway.pipeline.budgets import CapStatus
     from gateway.pipeline.delivery import Outcome
+    from gateway.pipeline.voice_reply import VoiceReplies
     from memory.service import MemoryService
 
 log = logging.getLogger(__name__)
@@ -138,6 +140,8 @@ class Gateway:
             for channel in self.channels.values():
                 await channel.start(self.handle)
             await self.delivery.resume()
+            if self.parts.voice is not None:
+                await self._sweep_voice_notes(self.parts.voice)
             if self.presses is not None:
                 await self.presses.start()  # questions not shown yet, approvals not run yet
             if pending:
@@ -149,6 +153,17 @@ class Gateway:
                 await self.approvals.start()
         finally:
             self._resumed.set()
+
+    async def _sweep_voice_notes(self, voice: VoiceReplies) -> None:
+        """Voice notes a crash left behind (their row finished, the file not yet removed)."""
+        try:
+            keep = {m.file for m in await self.state.pending_outbound() if m.file}
+            removed = await asyncio.to_thread(voice.sweep, keep)
+        except Exception:  # housekeeping: never a reason not to start
+            log.exception("could not tidy the voice notes folder")
+            return
+        if removed:
+            log.info("removed %d voice note(s) left behind by an earlier run", removed)
 
     def use_memory(self, memory: MemoryService) -> None:
         """Give the owner's DM sessions recall: the memory tools, backed by `memory`."""
@@ -209,6 +224,8 @@ class Gateway:
                    self.state.close]
         if self.media is not None:
             closers.append(self.media.close)
+        if self.parts.voice is not None:
+            closers.append(self.parts.voice.close)
         if self.memory is not None:
             closers.append(self.memory.close)
         for close in closers:
@@ -416,7 +433,8 @@ class Gateway:
         """What a slash command may use (also the panel's session actions)."""
         return CommandContext(route, args, self.settings, self.sessions, self.parts.compactor,
                               self.models.for_person(route.person_id), self.setup, self.schedules,
-                              usage=self.usage, budgets=self.budgets)
+                              usage=self.usage, budgets=self.budgets,
+                              voice=VoiceChoices(self.settings.media.speech))
 
     def _command_job(self, route: Route, command: Command, msg: InboundMessage) -> Job:
         async def job() -> None:
@@ -567,6 +585,6 @@ class Gateway:
         return await self.budgets.status(person)
 
     async def readiness(self, started: bool = True) -> dict[str, Any]:
-        from gateway.ops.health import readiness
+        from gateway.pipeline.health import readiness
 
         return await readiness(self, started)

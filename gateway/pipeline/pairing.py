@@ -67,6 +67,14 @@ class UnknownCode(PairingError):
     """No pending request has that code (mistyped, or expired): a mistake in the command."""
 
 
+class AlreadyDecided(PairingError):
+    """The code was approved or denied before (the command run twice, the panel first)."""
+
+    def __init__(self, message: str, status: str) -> None:
+        super().__init__(message)
+        self.status = status  # "approved" or "denied"
+
+
 @dataclass(frozen=True, slots=True)
 class PairingRequest:
     channel: str
@@ -233,6 +241,7 @@ class Pairing:
         )
         found = rows[0] if rows else None
         if found is None:
+            await self._decided_before(channel, code)
             await self.state.execute(
                 "INSERT INTO approve_failures (channel, at) VALUES (?, ?)", (channel, now)
             )
@@ -244,6 +253,24 @@ class Pairing:
             "UPDATE pairing SET status = ? WHERE channel = ? AND code = ?", (status, channel, code)
         )
         return _request(found, self.clock)
+
+
+    async def _decided_before(self, channel: str, code: str) -> None:
+        """AlreadyDecided when `code` was approved or denied already: saying "wrong or
+        expired" of a code that worked sends a person looking for a mistake they did not
+        make (and a repeat is not a guess: it does not count against the wrong-code limit)."""
+        rows = await self.state.query(
+            "SELECT status, sender_id, sender_name FROM pairing WHERE channel = ? AND code = ?"
+            " AND status IN ('approved', 'denied')", (channel, code))
+        if not rows:
+            return
+        status, sender, name = (str(value) for value in rows[0])
+        who = f"{channel} user {sender}" + (f" ({name})" if name else "")
+        if status == "approved":
+            raise AlreadyDecided(f"{code} on {channel} was already approved: {who} may talk to "
+                                 "the assistant; nothing to do", status)
+        raise AlreadyDecided(f"{code} on {channel} was already denied ({who}); when they write "
+                             "again they get a new code", status)
 
 
 def _request(row: Iterable[object], clock: Clock) -> PairingRequest:

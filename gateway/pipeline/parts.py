@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from channels.base import Channel, InboundMessage
 from gateway.agent.compaction import Compactor
 from gateway.agent.loop import AgentLoop
+from gateway.agent.metrics import GatewayMetrics, MeteredProvider
 from gateway.agent.providers import ModelRouter, build_router, models_in_use
 from gateway.agent.providers.base import Provider
 from gateway.agent.sessions import SessionStore
@@ -24,7 +25,6 @@ from gateway.agent.tools import Tool
 from gateway.capabilities.hub import Capabilities
 from gateway.clock import Clock, SystemClock
 from gateway.config.settings import Settings
-from gateway.ops.metrics import GatewayMetrics, MeteredProvider
 from gateway.ops.prices import PriceTable
 from gateway.ops.redaction import Redactor
 from gateway.ops.state import StateDB
@@ -42,8 +42,13 @@ from gateway.pipeline.turn_setup import TurnSetup
 from gateway.pipeline.turns import TurnRunner
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
+    from gateway.agent.instructions import InstructionKeeper
     from gateway.agent.media.intake import MediaIntake, UserContent
+    from gateway.agent.media.speech import Speaker
     from gateway.agent.media.window import ImageWindow
+    from gateway.pipeline.voice_reply import VoiceReplies
 
 
 @dataclass(slots=True)
@@ -74,6 +79,7 @@ class GatewayParts:
     compactor: Compactor
     delivery: Delivery  # the one way out: outbox, per-chat ordered senders, retries
     turns: TurnRunner
+    voice: VoiceReplies | None  # replies read aloud; None when `[media.speech] backend = none`
 
 
 async def _no_note(text: str, key: str) -> None:
@@ -97,7 +103,8 @@ def build_parts(
     # log formatter so secrets added later (`redactor.add`) are masked there too.
     redactor = redactor or Redactor.from_settings(settings)
     by_name = {channel.name: channel for channel in channels}
-    state = state or settings.state_db()  # opened by Gateway.start
+    state = state or StateDB.for_root(  # opened by Gateway.start
+        settings.workspaces_dir, inbox_retention=settings.inbox_retention)
     lanes, metrics = Lanes(), GatewayMetrics()
     metrics.queue_depth.collect_with(lambda: {(): lanes.depth()})
     versioning = Versioning(enabled=settings.versioning.enabled,
@@ -119,17 +126,47 @@ def build_parts(
     agent = AgentLoop(metered, settings.llm.max_tool_rounds, images=_image_window(settings, media))
     sessions = SessionStore(clock)
     compactor = Compactor(metered, agent, settings.llm, settings.compaction, clock,
-                          settings.zone(), metrics=metrics, versioning=versioning)
+                          settings.zone(), metrics=metrics, versioning=versioning,
+                          instructions=_instructions(settings, metered, clock, metrics))
     turns = _turn_runner(settings, provider, sessions, agent, compactor, setup, delivery,
                          metrics, versioning, state, media, by_name)
+    router = Router(settings.workspaces_dir, settings.owner, state)
+    turns.voice = voice = _voice_replies(settings, state, accounting, router)
     limits = PersonLimits(clock, settings.limits.queue_per_person,
                           settings.limits.messages_per_minute)
     return GatewayParts(
         settings, provider, clock, redactor, access or LocalOnlyAccess(), by_name, state,
-        Router(settings.workspaces_dir, settings.owner, state), sessions, lanes, limits,
+        router, sessions, lanes, limits,
         metrics, versioning, models, usage, budgets, accounting, metered, media, capabilities,
-        setup, compactor, delivery, turns,
+        setup, compactor, delivery, turns, voice,
     )
+
+
+def _voice_replies(settings: Settings, state: StateDB, accounting: Accounting,
+                   router: Router) -> VoiceReplies | None:
+    """Replies read aloud, or None when no speech backend is configured. Nothing loads here:
+    the backend is made with the first reply to be spoken, and the local voice loads on its
+    speech thread then."""
+    speech = settings.media.speech
+    if speech.backend == "none":
+        return None
+    from gateway.pipeline.voice_reply import VOICE_DIR, VoiceReplies
+    from gateway.workspace.seed import workspace_path
+
+    def make_speaker() -> Speaker:  # at the first reply spoken: numpy and PyAV load then
+        from gateway.agent.media.speech import build_speaker
+
+        return build_speaker(speech)
+
+    async def person_workspace(channel: str, sender_id: str) -> Path | None:
+        """A group speaker's own workspace (where their /voice choice is), if they have one."""
+        workspace = workspace_path(settings.workspaces_dir,
+                                   await router.person_for(channel, sender_id))
+        return workspace if workspace.is_dir() else None
+
+    return VoiceReplies(speech, make_speaker, state.path.parent / VOICE_DIR,
+                        accounting=accounting, billed=speech.backend == "openai",
+                        person_workspace=person_workspace)
 
 
 def _turn_runner(settings: Settings, provider: Provider, sessions: SessionStore,
@@ -157,7 +194,18 @@ def _turn_runner(settings: Settings, provider: Provider, sessions: SessionStore,
         from gateway.pipeline.capture import Capture
 
         turns.capture = Capture(agent, metrics.registry)
+    turns.instructions = compactor.instructions
     return turns
+
+
+def _instructions(settings: Settings, metered: Provider, clock: Clock,
+                  metrics: GatewayMetrics) -> InstructionKeeper | None:
+    """Standing instructions (gateway/agent/instructions.py), unless turned off."""
+    if not settings.memory.standing_instructions:
+        return None
+    from gateway.agent.instructions import InstructionKeeper
+
+    return InstructionKeeper(metered, clock, settings.zone(), metrics.registry)
 
 
 def _media_intake(settings: Settings, provider: Provider, clock: Clock,

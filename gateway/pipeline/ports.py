@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from gateway.agent.context_files import ContextFile
+    from gateway.agent.metrics import GatewayMetrics, Registry
     from gateway.agent.providers.base import ModelInfo, Provider
     from gateway.agent.scope import UsageScope
     from gateway.agent.sessions import Session, SessionStore
@@ -27,7 +28,6 @@ if TYPE_CHECKING:
     from gateway.agent.tools.schedule_tools import ScheduleBook
     from gateway.clock import Clock
     from gateway.config.settings import Settings
-    from gateway.ops.metrics import GatewayMetrics, Registry
     from gateway.ops.state import DmRoute, StateDB
     from gateway.ops.usage import UsageLedger
     from gateway.ops.versioning import Versioning
@@ -96,13 +96,13 @@ class BackgroundTurns(Configured, Committing, Protocol):
 
 
 class HeartbeatGateway(Conversations, BackgroundTurns, Protocol):
-    """What gateway/assembly/heartbeat_host.py needs."""
+    """What gateway/features/heartbeat_host.py needs."""
 
     def count_heartbeat(self, status: str) -> None: ...
 
 
 class ScheduleGateway(Conversations, BackgroundTurns, Protocol):
-    """What gateway/assembly/scheduling.py needs: a heartbeat's, plus the desk's place."""
+    """What gateway/features/scheduling.py needs: a heartbeat's, plus the desk's place."""
 
     @property
     def registry(self) -> Registry: ...
@@ -117,7 +117,7 @@ class ScheduleGateway(Conversations, BackgroundTurns, Protocol):
 
 
 class TidyGateway(Lanes, Committing, Protocol):
-    """What gateway/assembly/tidying.py needs: one model call, a commit, the DM lane."""
+    """What gateway/features/tidying.py needs: one model call, a commit, the DM lane."""
 
     @property
     def metered(self) -> Provider: ...

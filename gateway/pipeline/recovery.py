@@ -36,7 +36,7 @@ from typing import Any
 
 from channels.base import InboundMessage
 from gateway.agent.loop import EMPTY_ANSWER, Waiting
-from gateway.ops.metrics import GatewayMetrics
+from gateway.agent.metrics import GatewayMetrics
 from gateway.ops.state import StateDB
 from gateway.pipeline.delivery import Delivery
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from channels.base import Channel
 from gateway.agent.context_files import ContextFile, ContextFileLoader
 from gateway.agent.conversation import SystemPrompt
+from gateway.agent.metrics import GatewayMetrics
 from gateway.agent.prompt import build_system_prompt, speaker_line
 from gateway.agent.providers import ModelRouter
 from gateway.agent.tools import Tool, ToolContext, ToolRegistry, file_tools
@@ -26,7 +27,6 @@ from gateway.agent.tools.send_file import SendFileTool
 from gateway.capabilities.hub import Capabilities
 from gateway.clock import Clock
 from gateway.config.settings import Settings
-from gateway.ops.metrics import GatewayMetrics
 from gateway.ops.redaction import Redactor
 from gateway.pipeline.delivery import Delivery
 from gateway.pipeline.files_out import ChatOutbox

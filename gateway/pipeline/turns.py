@@ -5,10 +5,12 @@ transcript (its attachments fetched and turned into text and images first, gatew
 media/); the prompt is assembled; flush and compaction run if due; the agent loop answers
 (all of it within one overall deadline); the answer is appended to the transcript; the reply
 goes to the outbox and the inbox entry is marked done in one statement (gateway/pipeline/
-delivery.py); then it is sent. Everything the person must hear about (provider errors, our
-own bugs, a prompt or tool set that cannot be built, the deadline) ends in a reply, never in
-silence. A message re-queued by a restart continues from what the transcript says was done
-(gateway/pipeline/recovery.py): a reply recorded before the crash is delivered as it is.
+delivery.py); then it is sent (a reply to be heard is read aloud first and goes out as a
+voice note with its text, gateway/pipeline/voice_reply.py). Everything the person must hear
+about (provider errors, our own bugs, a prompt or tool set that cannot be built, the
+deadline) ends in a reply, never in silence. A message re-queued by a restart continues
+from what the transcript says was done (gateway/pipeline/recovery.py): a reply recorded
+before the crash is delivered as it is.
 
 Where the channel shows live previews, the turn streams into one (gateway/pipeline/
 streaming.py) and its reply replaces the preview (the preview stops before the reply is
@@ -29,13 +31,13 @@ from channels.base import InboundMessage
 from gateway.agent.compaction import Compactor
 from gateway.agent.conversation import Message, SystemPrompt, Usage
 from gateway.agent.loop import AgentLoop, Recorder, TurnStream, Waiting
+from gateway.agent.metrics import GatewayMetrics
 from gateway.agent.prompt import request_overhead_chars
 from gateway.agent.provenance import received_source
 from gateway.agent.providers.base import ProviderError
 from gateway.agent.sessions import Session, SessionStore
 from gateway.agent.tools import ToolContext, ToolRegistry
 from gateway.ops.logs import turn_scope
-from gateway.ops.metrics import GatewayMetrics
 from gateway.ops.versioning import Versioning
 from gateway.pipeline.commands import PromptParts
 from gateway.pipeline.delivery import Delivery, nothing_to_send
@@ -51,9 +53,11 @@ from gateway.pipeline.routing import Route
 from gateway.pipeline.streaming import ChatPace, LivePreview, open_preview
 
 if TYPE_CHECKING:
+    from gateway.agent.instructions import InstructionKeeper
     from gateway.agent.media.intake import UserContent
     from gateway.pipeline.auto_recall import AutoRecall
     from gateway.pipeline.capture import Capture, Due
+    from gateway.pipeline.voice_reply import VoiceReplies
 
 log = logging.getLogger(__name__)
 
@@ -135,11 +139,15 @@ class TurnRunner:
         # tries the message again (gateway.py, PERSIST_ATTEMPTS), and a retry must not fetch
         # and transcribe its files again. Emptied as each message is recorded.
         self._taken: dict[tuple[str, str, str], UserContent] = {}
+        # Replies read aloud (gateway/pipeline/voice_reply.py): set when speech is on.
+        self.voice: VoiceReplies | None = None
         # Memory hits for the message, given before private turns (set with recall).
         self.recall: AutoRecall | None = None
         # "I'll remember that" with nothing written: a silent capture step after the reply.
         self.capture: Capture | None = None
         self._captures: dict[str, Due] = {}  # session key -> the capture its turn owes
+        # "Never delete anything without asking me": kept in INSTRUCTIONS.md after the reply.
+        self.instructions: InstructionKeeper | None = None
 
     async def run(self, route: Route, msg: InboundMessage, *, durable: bool) -> str:
         """One turn. Hand edits since the last turn are committed first, the turn's after.
@@ -170,15 +178,25 @@ class TurnRunner:
                 replaces = ""
             if reply is None:
                 return ""  # given up on, and answered as such (recovery.py)
+            reply_key = answer_key(msg) if durable else None
+            voice = await self._voice_note(route, msg, reply, reply_key)
+            if voice and replaces:
+                # The text ends its preview as it always does; the voice note goes just
+                # before it, on its own (a restart before the text's row repeats this turn's
+                # delivery, and the voice's key makes that a no-op).
+                await self.delivery.deliver(route.channel, route.chat_id, "", file=voice,
+                                            key=f"{reply_key}:voice" if reply_key else None)
+                voice = ""
             sent = await self.delivery.deliver(
-                route.channel, route.chat_id, reply,
-                key=answer_key(msg) if durable else None, done=msg if durable else None,
-                replaces=replaces,
+                route.channel, route.chat_id, reply, key=reply_key,
+                done=msg if durable else None,
+                replaces=replaces, file=voice,
             )
             if replaces and durable:
                 await self._forget_preview(answer_key(msg))
             try:
                 captured = await self._capture_owed(session, route)
+                captured = await self._keep_instructions(route, msg) or captured
                 outcome = await sent
                 session.record_event("delivery", ok=outcome == "sent", channel=route.channel,
                                      **({} if outcome == "sent" else {"error": outcome}))
@@ -194,6 +212,19 @@ class TurnRunner:
             except Exception:  # the reply is queued: nothing here may cause a second one
                 log.exception("bookkeeping after the turn in %s failed", key)
             return reply
+
+    async def _voice_note(self, route: Route, msg: InboundMessage, reply: str,
+                          key: str | None) -> str:
+        """The reply read aloud, as a file for the outbox ("" for text only: never fails)."""
+        if self.voice is None or nothing_to_send(reply):
+            return ""
+        try:
+            return await self.voice.voice_note_for(
+                route, msg, reply, key=key or "",
+                channel=self.delivery.channels.get(route.channel))
+        except Exception:
+            log.exception("could not make the voice reply in %s", route.session_key)
+            return ""
 
     async def _live_preview(self, route: Route, msg: InboundMessage, *,
                             durable: bool) -> LivePreview | None:
@@ -374,6 +405,25 @@ class TurnRunner:
         except Exception:  # the reply is queued: a failure here is only logged
             log.exception("memory capture in %s failed", route.session_key)
         return True
+
+    async def _keep_instructions(self, route: Route, msg: InboundMessage) -> bool:
+        """A standing rule in the person's private message goes to INSTRUCTIONS.md in this
+        turn, after the reply is queued (gateway/agent/instructions.py); a model call only
+        when the cheap detector fires. Whether it wrote the file."""
+        keeper = self.instructions
+        if keeper is None or not keeper.due(route.private, msg.text):
+            return False
+        try:
+            kept = await keeper.keep(route.workspace, [msg.text],
+                                     f"said {keeper.today()}, {route.channel} DM")
+        except ProviderError as exc:  # a budget cap: compaction tries again later
+            log.warning("standing-instruction check in %s not made: %s", route.session_key,
+                        exc.kind)
+            return False
+        except Exception:  # the reply is queued: a failure here is only logged
+            log.exception("standing-instruction check in %s failed", route.session_key)
+            return False
+        return bool(kept.added)
 
     async def _answer(
         self, session: Session, route: Route, system: SystemPrompt, ctx: ToolContext,

@@ -60,7 +60,8 @@ async def usage_command(ctx: CommandContext) -> str:
     kinds = await ledger.grouped("kind", person, periods.week)
     if kinds:
         lines.append("This week by kind:")
-        lines += [f"  {kind}: {t.tokens:,} tokens, {money(t.cost)}" for kind, t in kinds.items()]
+        lines += [f"  {kind}: {t.tokens:,} {'characters' if kind == 'speech' else 'tokens'}, "
+                  f"{money(t.cost)}" for kind, t in kinds.items()]
     models = await ledger.grouped("model", person, periods.month)
     unpriced = [m for m in models if not ledger.prices.known(m)]
     if unpriced:

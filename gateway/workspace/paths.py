@@ -30,7 +30,7 @@ import re
 import unicodedata
 from pathlib import Path, PurePosixPath
 
-from gateway.agent.tool_errors import ToolError
+from gateway.tool_errors import ToolError
 from gateway.workspace.names import BAD_CATEGORIES, BIDI_CONTROLS
 from memory.layout import (
     PRIVATE_DIRS,

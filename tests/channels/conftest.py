@@ -14,6 +14,7 @@ from gateway.pipeline.gateway import Gateway
 from retrypolicy import Backoff
 from tests.conftest import llm_overrides
 from tests.fakes.llm_server import FakeLLMServer
+from tests.fakes.speech import FakeSpeechServer
 from tests.fakes.telegram_server import FakeTelegramServer
 from tests.fakes.transcription_server import FakeTranscriptionServer
 
@@ -33,6 +34,13 @@ async def stt() -> AsyncIterator[FakeTranscriptionServer]:
 
 
 @pytest.fixture
+async def tts() -> AsyncIterator[FakeSpeechServer]:
+    """A loopback OpenAI-compatible /audio/speech (babble, fast)."""
+    async with FakeSpeechServer() as server:
+        yield server
+
+
+@pytest.fixture
 async def media_gateway(make_settings, anthropic_server, tg, stt
                         ) -> AsyncIterator[Callable[..., Any]]:
     running: list[Gateway] = []
@@ -44,7 +52,9 @@ async def media_gateway(make_settings, anthropic_server, tg, stt
         section = {"token": tg.token, "base_url": tg.base_url, "poll_timeout_seconds": 1,
                    "allow_from": ["42"], **telegram}
         transcription = {"backend": "openai", "base_url": stt.base_url, "api_key": stt.key}
-        media_section = {"transcription": transcription, **(media or {})}
+        # Spoken replies only where a test asks for them (tests/channels/test_voice_replies.py).
+        media_section = {"transcription": transcription, "speech": {"backend": "none"},
+                         **(media or {})}
         built = make_settings(**llm_overrides(llm_server or anthropic_server, **(llm or {})),
                               telegram=section, media=media_section, tools=tools or {},
                               **(settings or {}))

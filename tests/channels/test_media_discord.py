@@ -5,6 +5,7 @@ speech-to-text endpoint and the fake model; and a file sent back with send_file.
 from __future__ import annotations
 
 import asyncio
+import base64
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -14,8 +15,9 @@ from gateway.agent.providers import build_provider
 from gateway.assembly.platforms import build_gateway
 from gateway.pipeline.gateway import Gateway
 from tests.conftest import llm_overrides
-from tests.fakes.discord_server import FakeDiscordServer, patch_discord
+from tests.fakes.discord_server import VOICE_MESSAGE, FakeDiscordServer, patch_discord
 from tests.fakes.media_files import VOICE_NOTE, jpeg, pdf
+from tests.fakes.speech import listen
 
 OPTIONS = {"discord": {"guild_ready_timeout": 0.05, "ready_timeout": 10}}
 
@@ -35,7 +37,8 @@ async def dc_gateway(make_settings, anthropic_server, dc, stt) -> AsyncIterator[
         transcription = {"backend": "openai", "base_url": stt.base_url, "api_key": stt.key}
         settings = make_settings(**llm_overrides(anthropic_server),
                                  discord={"token": dc.token, "allow_from": ["301"]},
-                                 media={"transcription": transcription, **media})
+                                 media={"transcription": transcription,
+                                        "speech": {"backend": "none"}, **media})
         gateway = build_gateway(settings, build_provider(settings), options=OPTIONS)
         await gateway.start()
         running.append(gateway)
@@ -114,3 +117,53 @@ async def test_send_file_uploads_to_discord(dc, dc_gateway, anthropic_server):
     # Discord keeps above the file; the order of the chat is not the order of writing.
     async with dc._changed:
         await asyncio.wait_for(dc._changed.wait_for(lambda: "There you go." in dc.texts()), 10)
+
+
+async def test_a_voice_message_is_answered_with_a_voice_message_and_its_text(
+        dc, stt, tts, dc_gateway, anthropic_server):
+    """Discord's voice message: one Ogg Opus attachment with its length and waveform, the
+    flag IS_VOICE_MESSAGE and no text; the reply's text follows in its own message."""
+    gateway = await dc_gateway(speech={"backend": "openai", "base_url": tts.base_url,
+                                       "api_key": tts.key})
+    anthropic_server.reply_text("Table for two at eight is booked.")
+    voice = dc.attachment("voice-message.ogg", VOICE_NOTE.read_bytes(), "audio/ogg",
+                          voice_seconds=4.2)
+    await dc.dm(301, "", attachments=[voice])
+    upload = (await dc.wait_files(1))[0]
+    sent = await dc.wait_sent(1)
+    assert upload.flags & VOICE_MESSAGE and upload.content == ""
+    assert upload.filename == "voice-message.ogg"
+    heard = listen(upload.data)
+    assert (heard.container, heard.codec) == ("ogg", "opus")
+    assert heard.seconds == pytest.approx(len(tts.spoken[-1].input) / tts.chars_per_second,
+                                          rel=0.15)
+    assert heard.loudness_variation > 0.4 and heard.rms > 0.02
+    assert upload.meta["duration_secs"] == pytest.approx(heard.seconds, abs=0.1)
+    waveform = base64.b64decode(upload.meta["waveform"])
+    assert 10 <= len(waveform) <= 256 and max(waveform) == 255 and min(waveform) < 128
+    assert [m.content for m in sent] == ["Table for two at eight is booked."]
+    await gateway.delivery.drain()
+    assert len(dc.files) == 1
+    assert not list((gateway.state.path.parent / "voice").glob("*"))
+
+
+async def test_a_text_message_on_discord_gets_text_only_by_default(
+        dc, stt, tts, dc_gateway, anthropic_server):
+    gateway = await dc_gateway(speech={"backend": "openai", "base_url": tts.base_url,
+                                       "api_key": tts.key})
+    await dc.dm(301, "hello")
+    await dc.wait_sent(1)
+    await gateway.delivery.drain()
+    assert dc.files == [] and tts.spoken == []
+
+
+async def test_where_voice_messages_are_refused_the_audio_goes_as_a_file(
+        dc, stt, tts, dc_gateway, anthropic_server):
+    dc.voice_messages = False
+    await dc_gateway(speech={"backend": "openai", "base_url": tts.base_url, "api_key": tts.key})
+    voice = dc.attachment("voice-message.ogg", VOICE_NOTE.read_bytes(), "audio/ogg",
+                          voice_seconds=4.2)
+    await dc.dm(301, "", attachments=[voice])
+    upload = (await dc.wait_files(1))[0]
+    assert not upload.flags & VOICE_MESSAGE and listen(upload.data).codec == "opus"
+    assert (await dc.wait_sent(1))[0].content.startswith("echo: [voice message")

@@ -7,7 +7,7 @@ import asyncio
 
 from gateway.agent.providers import build_provider
 from gateway.assembly.platforms import build_gateway
-from gateway.ops.health import readiness
+from gateway.pipeline.health import readiness
 from retrypolicy import Backoff
 from tests.conftest import llm_overrides
 from tests.fakes.telegram_server import FakeTelegramServer

@@ -42,6 +42,8 @@ BOT = {"id": "900000000000000001", "username": "clawbot", "discriminator": "0",
 _ids = itertools.count(1_100_000_000_000_000_000)
 
 
+VOICE_MESSAGE = 1 << 13  # the message flag IS_VOICE_MESSAGE
+
 # Shaped like a real token: the settings refuse one that cannot be.
 TEST_TOKEN = "MTIzNDU2Nzg5MDEyMzQ1Njc4.Gtest1.discord-test-token-0123456789abcdef"
 
@@ -68,6 +70,9 @@ class UploadedFile:
     filename: str
     data: bytes
     content: str
+    flags: int = 0  # the message's flags (1 << 13: a voice message)
+    # What the payload said about this attachment (`duration_secs`, `waveform`, ...).
+    meta: dict[str, Any] = field(default_factory=dict)
 
 
 def _user(user_id: int | str, name: str = "ann", bot: bool = False) -> dict[str, Any]:
@@ -89,6 +94,8 @@ class FakeDiscordServer:
         self.stored: dict[str, bytes] = {}  # attachment id -> bytes
         self.downloads: list[str] = []
         self.files: list[UploadedFile] = []
+        # False: voice messages are refused, as a server that disallows them does.
+        self.voice_messages = True
         self.identified = asyncio.Event()
         self.interactions: dict[str, str] = {}  # interaction id -> its token
         self.pressed_on: dict[str, str] = {}  # interaction id -> the message pressed
@@ -319,13 +326,25 @@ class FakeDiscordServer:
         components = body.get("components") or []
         if not _valid_components(components):
             return _json({"message": "Invalid Form Body", "code": 50035}, 400)
+        flags = int(body.get("flags") or 0)
+        metas = [dict(item) for item in body.get("attachments") or []]
+        if flags & VOICE_MESSAGE and (content or len(uploads) != 1 or len(metas) != 1
+                                      or "duration_secs" not in metas[0]
+                                      or "waveform" not in metas[0]):
+            # Discord's rule: one audio attachment with its length and waveform, no text.
+            return _json({"message": "Invalid Form Body", "code": 50035}, 400)
+        if flags & VOICE_MESSAGE and not self.voice_messages:
+            return _json({"message": "Cannot send voice messages in this channel",
+                          "code": 50173}, 400)
         nonce = str(body.get("nonce") or "")
         if nonce and body.get("enforce_nonce") and (channel, nonce) in self.nonces:
             return _json(self.nonces[(channel, nonce)])
-        return _json(await self.accept(channel, content, nonce, uploads, components))
+        return _json(await self.accept(channel, content, nonce, uploads, flags, metas,
+                                       components))
 
     async def accept(self, channel: str, content: str, nonce: str = "",
-                     uploads: Sequence[tuple[str, bytes]] = (),
+                     uploads: Sequence[tuple[str, bytes]] = (), flags: int = 0,
+                     metas: Sequence[dict[str, Any]] = (),
                      components: list[dict[str, Any]] | None = None) -> dict[str, Any]:
         """Create a message from the bot (what a send that reached Discord does)."""
         extra: dict[str, Any] = {"nonce": nonce} if nonce else {}
@@ -335,8 +354,9 @@ class FakeDiscordServer:
         if nonce:
             self.nonces[(channel, nonce)] = data
         async with self._changed:
-            for filename, body in uploads:
-                self.files.append(UploadedFile(channel, filename, body, content))
+            for index, (filename, body) in enumerate(uploads):
+                meta = metas[index] if index < len(metas) else {}
+                self.files.append(UploadedFile(channel, filename, body, content, flags, meta))
             if content or not uploads:
                 sent = SentMessage(channel, content, data["id"],
                                    components=list(components or []))

@@ -14,16 +14,18 @@ does; `deleteMessage` removes one. Every call is logged with its time (`call_tim
 benchmark can count updates per second per chat.
 Files: `add_file(data)` stores bytes under a new file id; getFile answers with its path (or,
 like Telegram, "file is too big" past 20 MB) and `GET /file/bot<token>/<path>` streams the
-bytes in chunks. sendPhoto and sendDocument take multipart uploads; what arrived is in
-`files`.
+bytes in chunks. sendPhoto, sendDocument and sendVoice take multipart uploads; what arrived
+is in `files` (a voice note with the `duration` the bot declared).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import html
 import itertools
 import json
+import re
 import time
 from collections import deque
 from collections.abc import Callable
@@ -77,10 +79,12 @@ class Draft:
 @dataclass
 class SentFile:
     chat_id: str
-    method: str  # sendPhoto | sendDocument
+    method: str  # sendPhoto | sendDocument | sendVoice
     filename: str
     data: bytes
     caption: str
+    duration: int | None = None  # sendVoice: what the bot declared
+    parse_mode: str = ""
 
 
 GETFILE_LIMIT = 20 * 1024 * 1024
@@ -504,6 +508,9 @@ class FakeTelegramServer:
     async def _m_sendDocument(self, params: dict[str, Any]) -> web.Response:
         return await self._upload("sendDocument", "document", params)
 
+    async def _m_sendVoice(self, params: dict[str, Any]) -> web.Response:
+        return await self._upload("sendVoice", "voice", params)
+
     async def _upload(self, method: str, field_name: str, params: dict[str, Any]
                       ) -> web.Response:
         upload = params.get(field_name)
@@ -516,15 +523,24 @@ class FakeTelegramServer:
             return _error(400, "Bad Request: file must be non-empty")
         chat_id = str(params["chat_id"])
         caption = str(params.get("caption") or "")
-        if len(caption) > 1024:
+        parse_mode = str(params.get("parse_mode") or "")
+        shown = html.unescape(re.sub(r"<[^>]+>", "", caption)) if parse_mode == "HTML" \
+            else caption
+        if len(shown.encode("utf-16-le")) // 2 > 1024:  # counted after entities parsing
             return _error(400, "Bad Request: message caption is too long")
+        duration = params.get("duration")
+        if method == "sendVoice" and duration is not None and not isinstance(duration, int):
+            return _error(400, "Bad Request: wrong duration specified")
         async with self._changed:
-            self.files.append(SentFile(chat_id, method, str(filename), data, caption))
+            self.files.append(SentFile(chat_id, method, str(filename), data, caption,
+                                       duration, parse_mode))
             self._changed.notify_all()
         return _ok({
             "message_id": next(self._message_ids), "date": int(time.time()),
             "chat": {"id": int(chat_id), "type": "private"}, "from": BOT_USER,
-            "document": {"file_id": "sent", "file_unique_id": "sent"},
+            **({"voice": {"file_id": "sent", "file_unique_id": "sent",
+                          "duration": duration or 0}} if method == "sendVoice"
+               else {"document": {"file_id": "sent", "file_unique_id": "sent"}}),
             **({"caption": caption} if caption else {}),
         })
 

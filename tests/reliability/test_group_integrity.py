@@ -24,10 +24,10 @@ import pytest
 
 from gateway.agent.providers import build_provider
 from gateway.agent.sessions import transcript_path
-from gateway.assembly.heartbeat_host import GatewayHeartbeatHost, policy_for
 from gateway.assembly.platforms import build_gateway
 from gateway.assembly.web import attach_web
 from gateway.clock import FixedClock
+from gateway.features.heartbeat_host import GatewayHeartbeatHost, policy_for
 from gateway.pipeline.gateway import Gateway
 from gateway.workspace.seed import ensure_workspace
 from heartbeat import Heartbeat

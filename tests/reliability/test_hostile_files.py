@@ -12,7 +12,7 @@ import stat
 import tarfile
 from pathlib import Path
 
-from gateway.ops.backup import backup, restore
+from gateway.assembly.backup import backup, restore
 from gateway.ops.versioning import Versioning
 from gateway.workspace.seed import ensure_workspace
 

@@ -78,6 +78,29 @@ def test_the_forms_people_type(text: str, expected: str) -> None:
     assert first_local(text) == expected
 
 
+@pytest.mark.parametrize(("text", "expected"), [
+    # Issue 38: a relative day with a time, refused ("not an amount of time") everywhere this
+    # reader is used (the reminder tool, `clawgate schedule add`, the panel's form).
+    ("in 3 days at 18:00", "Mon 2026-03-30 18:00"),  # across the change to summer time
+    ("18:00 in 3 days", "Mon 2026-03-30 18:00"),
+    ("in three days at 6pm", "Mon 2026-03-30 18:00"),
+    ("in a week at 9", "Fri 2026-04-03 09:00"),
+    ("in 2 weeks at 8:30", "Fri 2026-04-10 08:30"),
+    ("next week at 10", "Fri 2026-04-03 10:00"),
+    ("day after tomorrow at 9", "Sun 2026-03-29 09:00"),
+    ("the day after tomorrow 9am", "Sun 2026-03-29 09:00"),
+    ("after tomorrow at noon", "Sun 2026-03-29 12:00"),
+    ("in 3 days", "Mon 2026-03-30 12:00"),  # no time: elapsed, 72 hours (one of them skipped)
+])
+def test_a_relative_day_with_a_time(text: str, expected: str) -> None:
+    assert first_local(text) == expected
+
+
+def test_a_time_of_day_goes_with_whole_days_only() -> None:
+    with pytest.raises(ScheduleError, match="say whole days"):
+        parse_when("in 2 hours at 9", BERLIN, NOW)
+
+
 def test_numeric_dates_follow_the_zone_where_they_are_ambiguous() -> None:
     # March 4th (this year's has passed), where Berlin reads 3 April.
     assert first_local("3/4 at 9", NEW_YORK) == "Thu 2027-03-04 09:00"

@@ -59,7 +59,7 @@ class TextStream(Protocol):
 class ModelInfo(Protocol):
     """Which endpoint and model answer (for a prompt's run info, /status): what the parts
     that only name a model get, so that nothing outside the metered provider can call one
-    (gateway/ops/metrics.py `MeteredProvider`, where the budget guard sits)."""
+    (gateway/agent/metrics.py `MeteredProvider`, where the budget guard sits)."""
 
     @property
     def name(self) -> str: ...

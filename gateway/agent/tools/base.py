@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from gateway.agent.conversation import ToolSpec
-from gateway.agent.tool_errors import ToolError as ToolError  # where tools import it from
+from gateway.tool_errors import ToolError as ToolError  # where tools import it from
 
 if TYPE_CHECKING:
     from gateway.agent.tools.quota import TurnBudget

@@ -26,6 +26,7 @@ from memory.corrections import (
     CorrectionError,
     correct_text,
     find_in_files,
+    written_lines,
 )
 from memory.sources import is_memory_path
 
@@ -85,7 +86,7 @@ class MemoryCorrectTool:
                              "description": "The line's text."},
                 "action": {"type": "string", "enum": list(ACTIONS)},
                 "new_text": {"type": "string", "default": "",
-                             "description": "The corrected fact."},
+                             "description": "Replaces old_text within its line."},
                 "reason": {"type": "string", "default": "",
                            "description": "Why (strike)."},
                 "line": {"type": "integer", "minimum": 1,
@@ -111,7 +112,7 @@ class MemoryCorrectTool:
                             "MEMORY.md, USER.md and memory/*.md (transcripts are history)")
         when = self.today().isoformat()
 
-        def edit() -> int:
+        def edit() -> tuple[int, list[str]]:
             text = _read_text(path, ctx, name)
             try:
                 result, changed = correct_text(text, old, action,
@@ -120,12 +121,14 @@ class MemoryCorrectTool:
             except CorrectionError as exc:
                 raise ToolError(f"{name}: {exc}; nothing was written") from exc
             _write_text(path, result, ctx, name, authored=len(new.encode("utf-8")) + 80)
-            return changed
+            return changed, written_lines(result, changed, action, new)
 
-        changed = await _locked(path, edit)
+        changed, now = await _locked(path, edit)
         done = {"replace": "replaced", "strike": "struck", "delete": "deleted"}[action]
         extra = " and wrote the new fact under it" if action == "strike" and new.strip() else ""
-        return f"{done} line {changed} of {rel}{extra}"
+        shown = "".join(f"\n{line[:300]}" for line in now)
+        return f"{done} line {changed} of {rel}{extra}" + (f"; it now reads:{shown}" if now
+                                                          else "")
 
 
 def correction_tools(today: Callable[[], date] | None = None) -> list[Tool]:

@@ -74,15 +74,52 @@ def results_from(items: Any, url_key: str, snippet_key: str, count: int) -> list
     return results
 
 
+# Words of a failure to reach the network at all, as aiohttp, primp (under ddgs) and the
+# system resolver put them: with no internet connection, search cannot work, and the person
+# should hear that rather than a library's dump of its request.
+_OFFLINE_WORDS = ("dns", "name resolution", "lookup address", "resolve", "name or service",
+                  "connecterror", "connect error", "(connect)", "network is unreachable",
+                  "no route to host", "connection refused", "error sending request",
+                  "nodename nor servname")
+
+
+def looks_offline(text: str) -> bool:
+    """Whether an error's text says the network could not be reached (not a refusal)."""
+    lowered = text.lower()
+    return any(word in lowered for word in _OFFLINE_WORDS)
+
+
 class _HttpBackend:
     """What the three HTTP backends share: one request with a deadline, a JSON answer."""
 
     name = "http"
+    label = "the search service"
     refused_hint = "check the key ([web] api_key or its environment variable)"
+    default_url = ""
 
     def __init__(self, url: str, *, timeout_seconds: float = 10.0) -> None:
         self.url = url
         self.timeout_seconds = timeout_seconds
+
+    def _setting(self) -> str:
+        """The setting that points at this service, in the person's words."""
+        if self.url and self.url != self.default_url:
+            return "[web] search_url (CLAWGATE_WEB__SEARCH_URL)"
+        return f"[web] backend = \"{self.name}\" (CLAWGATE_WEB__BACKEND)"
+
+    def _unreachable(self, exc: Exception) -> SearchError:
+        """One sentence for a service that could not be reached: which, where, and why."""
+        from urllib.parse import urlsplit
+
+        host = urlsplit(self.url).netloc or self.url
+        dns = type(exc).__name__ == "ClientConnectorDNSError" or "resolv" in str(exc).lower()
+        if dns:
+            why = (f"the name {urlsplit(self.url).hostname} does not resolve (is this machine "
+                   "offline?)")
+        else:
+            why = f"nothing answered at {host} (is it running, and is the address right?)"
+        return SearchError(f"web search is not available: {self.label} could not be reached, "
+                           f"{why}; it is set by {self._setting()}")
 
     async def _json(self, method: str, url: str, **kwargs: Any) -> Any:
         import aiohttp
@@ -103,6 +140,8 @@ class _HttpBackend:
         except TimeoutError:
             raise SearchError(f"{self.name} did not answer within "
                               f"{self.timeout_seconds:g} s") from None
+        except aiohttp.ClientConnectionError as exc:
+            raise self._unreachable(exc) from None
         except aiohttp.ClientError as exc:
             raise SearchError(f"{self.name} could not be reached ({type(exc).__name__})") \
                 from None
@@ -128,6 +167,7 @@ class SearxngSearch(_HttpBackend):
     """A SearXNG instance (its settings.yml must list `json` under search.formats)."""
 
     name = "searxng"
+    label = "the SearXNG server"
     refused_hint = "its settings.yml must allow the json format (search: formats: [html, json])"
 
     async def search(self, query: str, count: int) -> list[SearchResult]:
@@ -143,6 +183,8 @@ class BraveSearch(_HttpBackend):
     """Brave Search API (`X-Subscription-Token`)."""
 
     name = "brave"
+    label = "Brave Search"
+    default_url = BRAVE_URL
 
     def __init__(self, key: str, url: str = "", *, timeout_seconds: float = 10.0) -> None:
         super().__init__(url or BRAVE_URL, timeout_seconds=timeout_seconds)
@@ -162,6 +204,8 @@ class TavilySearch(_HttpBackend):
     """Tavily search API (bearer key)."""
 
     name = "tavily"
+    label = "Tavily"
+    default_url = TAVILY_URL
 
     def __init__(self, key: str, url: str = "", *, timeout_seconds: float = 10.0) -> None:
         super().__init__(url or TAVILY_URL, timeout_seconds=timeout_seconds)
@@ -215,8 +259,24 @@ class DdgsSearch:
             message = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
             if "no results" in message.lower():
                 return []
-            raise SearchError(f"ddgs failed: {message}") from None
+            raise SearchError(ddgs_failure(self.engines, str(exc) or type(exc).__name__)) \
+                from None
         return results_from(items, "href", "body", count)
+
+
+def ddgs_failure(engines: str, text: str) -> str:
+    """One sentence for a failed ddgs search. ddgs wraps the HTTP library's error in its own
+    with the request's parameters ("DNSError ... Query {...}"): none of that is for a person."""
+    who = "DuckDuckGo" if engines == "duckduckgo" else f"the ddgs engines ({engines})"
+    if looks_offline(text):
+        return (f"web search is not available: {who} could not be reached from this machine "
+                "(no internet connection, or its name does not resolve); it is set by [web] "
+                "backend = \"ddgs\" (CLAWGATE_WEB__BACKEND): without internet, use a SearXNG "
+                "server on your network ([web] backend = \"searxng\" and search_url) or "
+                "\"none\"")
+    first = text.splitlines()[0] if text else ""
+    first = first.split(" Query {")[0].split("{")[0].strip()[:160]
+    return f"web search failed: {who} (the ddgs backend) answered with an error: {first}"
 
 
 class TtlCache:

@@ -29,8 +29,9 @@ def test_order_is_fixed_and_daily_notes_follow(workspace):
     loader = ContextFileLoader(20_000, 60_000)
     files = loader.load(workspace, private=True, today=TODAY)
     assert _names(files) == [
-        "AGENTS.md", "SOUL.md", "IDENTITY.md", "USER.md", "TOOLS.md", "BOOTSTRAP.md",
-        "MEMORY.md", "HEARTBEAT.md", "memory/2026-11-29.md", "memory/2026-11-28.md",
+        "AGENTS.md", "SOUL.md", "IDENTITY.md", "INSTRUCTIONS.md", "USER.md", "TOOLS.md",
+        "BOOTSTRAP.md", "MEMORY.md", "HEARTBEAT.md", "memory/2026-11-29.md",
+        "memory/2026-11-28.md",
     ]
     assert context_file_names(TODAY)[: len(BOOTSTRAP_FILES)] == list(BOOTSTRAP_FILES)
 

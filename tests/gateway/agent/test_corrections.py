@@ -18,7 +18,13 @@ from gateway.agent.tools.quota import Quotas, TurnBudget
 from gateway.cli.main import main
 from gateway.ops.versioning import Versioning
 from gateway.workspace.seed import ensure_workspace
-from memory.corrections import CorrectionError, correct_text, find_in_files, is_struck
+from memory.corrections import (
+    CorrectionError,
+    correct_text,
+    find_in_files,
+    is_struck,
+    written_lines,
+)
 from memory.service import MemoryOptions, MemoryService
 from tests.fakes.embedder import FakeEmbedder
 
@@ -54,6 +60,27 @@ def test_replace_strike_delete_keep_the_list_marker() -> None:
     assert is_struck(struck.splitlines()[1]) and not is_struck(struck.splitlines()[2])
     deleted, _ = correct_text(text, "likes tea", "delete", when=WHEN)
     assert deleted == "# M\n- Alice lives in Munich.\n"
+
+
+def test_the_quoted_part_is_replaced_within_its_line() -> None:
+    """Issue 38 item 7: quoting part of a line replaced only that part; the line's subject
+    ("Alex takes") was lost when the new text took the whole line's place."""
+    text = "# M\n- Alex takes genmaicha tea, no sugar\n"
+    struck, line = correct_text(text, "genmaicha tea, no sugar", "strike",
+                                new_text="sencha tea, one sugar", when=WHEN)
+    assert struck == ("# M\n- ~~Alex takes genmaicha tea, no sugar~~ (superseded 2026-11-29)\n"
+                      "- Alex takes sencha tea, one sugar\n") and line == 2
+    replaced, _ = correct_text(text, "genmaicha", "replace", new_text="sencha", when=WHEN)
+    assert replaced == "# M\n- Alex takes sencha tea, no sugar\n"
+    # The whole corrected line given (as a model often writes it) is not doubled.
+    whole, _ = correct_text(text, "genmaicha tea", "replace",
+                            new_text="Alex takes sencha tea, no sugar", when=WHEN)
+    assert whole == "# M\n- Alex takes sencha tea, no sugar\n"
+    assert written_lines(struck, 2, "strike", "sencha tea, one sugar") == [
+        "- ~~Alex takes genmaicha tea, no sugar~~ (superseded 2026-11-29)",
+        "- Alex takes sencha tea, one sugar"]
+    assert written_lines(replaced, 2, "replace", "sencha") == ["- Alex takes sencha tea, no sugar"]
+    assert written_lines("# M\n", 2, "delete") == []
 
 
 def test_ambiguous_stale_or_bad_requests_change_nothing() -> None:
@@ -97,7 +124,9 @@ async def test_tools_correct_every_copy_within_confinement_and_quotas(tmp_path) 
     out = await run_checked(correct, {"path": "MEMORY.md", "old_text": "Alice lives in Munich",
                              "action": "strike", "new_text": "Alice lives in Berlin.",
                              "reason": "moved to Berlin"}, _ctx(ws))
-    assert out == "struck line 2 of MEMORY.md and wrote the new fact under it"
+    assert out == ("struck line 2 of MEMORY.md and wrote the new fact under it; it now reads:\n"
+                   "- ~~Alice lives in Munich.~~ (superseded 2026-11-29: moved to Berlin)\n"
+                   "- Alice lives in Berlin.")
     assert "~~Alice lives in Munich.~~ (superseded 2026-11-29: moved to Berlin)" in \
         (ws / "MEMORY.md").read_text()
     assert "[struck]" in await run_checked(find, {"text": "Munich"}, _ctx(ws))
@@ -189,3 +218,29 @@ def test_cli_find_correct_and_undo(tmp_path, monkeypatch, capsys) -> None:
     assert main(["memory", "undo", "--workspace", str(ws)]) == 0
     assert "- Alice lives in Munich." in (ws / "MEMORY.md").read_text()
     assert "~~" not in (ws / "MEMORY.md").read_text()
+
+
+def test_cli_correct_keeps_the_subject_and_prints_the_result(tmp_path, monkeypatch,
+                                                            capsys) -> None:
+    """Issue 38 item 7, as the owner typed it."""
+    ws = ensure_workspace(tmp_path / "workspaces", OWNER)
+    (ws / "MEMORY.md").write_text("# Memory\n- Alex takes genmaicha tea, no sugar\n")
+    monkeypatch.setenv("CLAWGATE_CONFIG", str(tmp_path / "none.toml"))
+    monkeypatch.setenv("CLAWGATE_WORKSPACES_DIR", str(tmp_path / "workspaces"))
+    code = main(["memory", "correct", "MEMORY.md", "genmaicha tea, no sugar", "--to",
+                 "sencha tea, one sugar", "--workspace", str(ws)])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    today = date.today().isoformat()
+    assert out.out.splitlines()[:3] == [
+        "struck line 2 of MEMORY.md; it now reads:",
+        f"  - ~~Alex takes genmaicha tea, no sugar~~ (superseded {today})",
+        "  - Alex takes sencha tea, one sugar"]
+    assert (ws / "MEMORY.md").read_text().endswith("- Alex takes sencha tea, one sugar\n")
+    code = main(["memory", "correct", "MEMORY.md", "one sugar", "--action", "replace", "--to",
+                 "two sugars", "--workspace", str(ws)])
+    out = capsys.readouterr()
+    assert code == 0, out.err
+    assert out.out.splitlines()[:3] == ["replaced line 3 of MEMORY.md:",
+                                        "  was: - Alex takes sencha tea, one sugar",
+                                        "  now: - Alex takes sencha tea, two sugars"]

@@ -141,8 +141,63 @@ async def test_ddgs_errors_become_search_errors_and_no_results_is_empty() -> Non
     empty = DdgsSearch(factory=lambda t: FakeDdgs(t, error=DDGSException("No results found.")))
     assert await empty.search("zzz", 5) == []
     broken = DdgsSearch(factory=lambda t: FakeDdgs(t, error=DDGSException("ratelimit 202")))
-    with pytest.raises(SearchError, match="ddgs failed: ratelimit 202"):
+    with pytest.raises(SearchError, match="web search failed: DuckDuckGo \\(the ddgs backend\\) "
+                                          "answered with an error: ratelimit 202"):
         await broken.search("zzz", 5)
+
+
+# -- no internet, a dead server: one sentence naming the backend and its setting -------------
+
+
+async def test_ddgs_without_internet_is_one_sentence_not_a_library_dump() -> None:
+    class DDGSException(Exception):
+        pass
+
+    # What ddgs raises offline: its HTTP client's error, then the request's parameters.
+    dump = DDGSException(
+        "ConnectError: ConnectError(\"error sending request for url (https://html.duckduckgo."
+        "com/html/): client error (Connect): dns error: failed to lookup address information: "
+        "Temporary failure in name resolution\") Query {'q': 'weather berlin', 'kl': 'wt-wt'}")
+    offline = DdgsSearch(factory=lambda t: FakeDdgs(t, error=dump))
+    with pytest.raises(SearchError) as caught:
+        await offline.search("weather berlin", 5)
+    said = str(caught.value)
+    assert said.startswith("web search is not available: DuckDuckGo could not be reached from "
+                           "this machine (no internet connection")
+    assert "[web] backend = \"ddgs\" (CLAWGATE_WEB__BACKEND)" in said
+    assert "Query" not in said and "{" not in said and "Error" not in said
+
+
+async def test_a_dead_searxng_names_its_address_and_setting() -> None:
+    import socket
+
+    with socket.socket() as probe:  # a loopback port that was free a moment ago: closed
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    with pytest.raises(SearchError) as caught:
+        await SearxngSearch(f"http://127.0.0.1:{port}").search("q", 3)
+    assert str(caught.value) == (
+        f"web search is not available: the SearXNG server could not be reached, nothing "
+        f"answered at 127.0.0.1:{port} (is it running, and is the address right?); it is set "
+        "by [web] search_url (CLAWGATE_WEB__SEARCH_URL)")
+
+
+async def test_a_name_that_does_not_resolve_says_the_machine_may_be_offline() -> None:
+    import aiohttp.resolver
+
+    from tests import loopback_only
+
+    # The lookup goes through socket.getaddrinfo, which the test process refuses before any
+    # query leaves it (an asynchronous resolver would ask the network itself: not here).
+    assert aiohttp.resolver.DefaultResolver is aiohttp.resolver.ThreadedResolver
+    with pytest.raises(SearchError) as caught:
+        await BraveSearch("key").search("q", 3)
+    assert loopback_only.attempts == ["name lookup of 'api.search.brave.com'"]
+    loopback_only.attempts.clear()  # refused, as a machine without internet would
+    assert str(caught.value) == (
+        "web search is not available: Brave Search could not be reached, the name "
+        "api.search.brave.com does not resolve (is this machine offline?); it is set by "
+        "[web] backend = \"brave\" (CLAWGATE_WEB__BACKEND)")
 
 
 def test_the_ddgs_library_is_installed_and_has_the_api_we_call() -> None:

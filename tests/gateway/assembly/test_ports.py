@@ -17,9 +17,9 @@ from gateway.pipeline.parts import GatewayParts
 
 ROOT = Path(__file__).resolve().parents[3]
 NARROW = [
-    "gateway/assembly/heartbeat_host.py",
-    "gateway/assembly/scheduling.py",
-    "gateway/assembly/tidying.py",
+    "gateway/features/heartbeat_host.py",
+    "gateway/features/scheduling.py",
+    "gateway/features/tidying.py",
     "gateway/assembly/web.py",
     "gateway/panel/host.py",
     "gateway/panel/pages.py",

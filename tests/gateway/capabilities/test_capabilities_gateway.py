@@ -191,7 +191,7 @@ async def test_over_the_schema_budget_the_model_loads_a_server_on_demand(
 
 async def test_a_server_that_cannot_start_is_reported_but_the_gateway_is_ready(
         anthropic_server, make_gateway):
-    from gateway.ops.health import readiness
+    from gateway.pipeline.health import readiness
 
     settings = {"owner": OWNER, "mcp": {"servers": {"broken": {
         "command": "/nonexistent/mcp-server", "restart_initial_seconds": 60}}}}

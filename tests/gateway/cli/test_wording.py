@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from gateway.assembly.scheduling import delivery_note
 from gateway.cli.main import main
+from gateway.features.scheduling import delivery_note
 from gateway.ops.state import DmRoute, StateDB
 from gateway.ops.versioning import Versioning
 from gateway.workspace.seed import ensure_workspace

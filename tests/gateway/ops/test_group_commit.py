@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from channels.base import InboundMessage
+from gateway.agent.metrics import GatewayMetrics
 from gateway.ops import state as state_module
 from gateway.ops.group_commit import GroupCommitter
-from gateway.ops.metrics import GatewayMetrics
 from gateway.ops.state import StateDB, state_path
 from gateway.pipeline.delivery import Delivery
 from tests.fakes.channel import RecordingChannel

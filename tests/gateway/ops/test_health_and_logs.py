@@ -11,11 +11,11 @@ from collections.abc import Iterator
 import aiohttp
 import pytest
 
+from gateway.agent.metrics import Registry
 from gateway.agent.providers import build_provider
-from gateway.ops.health import HealthServer
 from gateway.ops.logs import setup_logging, turn_scope
-from gateway.ops.metrics import Registry
 from gateway.pipeline.gateway import Gateway
+from gateway.pipeline.health import HealthServer
 from tests.conftest import TEST_KEY, AllowAll, llm_overrides
 from tests.fakes.channel import RecordingChannel
 

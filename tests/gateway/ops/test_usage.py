@@ -11,9 +11,9 @@ import pytest
 
 from gateway.agent.conversation import Usage
 from gateway.agent.providers import build_provider
-from gateway.assembly.heartbeat_host import beat_now
 from gateway.clock import FixedClock
 from gateway.config.usage import ModelPrice
+from gateway.features.heartbeat_host import beat_now
 from gateway.ops.prices import DEFAULT_PRICES, PriceTable
 from gateway.ops.usage import Totals
 from gateway.pipeline.gateway import Gateway
@@ -98,7 +98,7 @@ def test_price_lookup_dated_names_prefixes_overrides_and_unknown(caplog):
     usage = Usage(1_000_000, 100_000, cache_read_tokens=2_000_000, cache_write_tokens=400_000)
     # Sonnet 5.5: $2 in, $10 out, $0.10 cache read, $2.50 cache write per million.
     assert table.cost("claude-sonnet-5-5", usage) == pytest.approx(2 + 1 + 0.2 + 1)
-    with caplog.at_level(logging.WARNING, logger="gateway.ops.prices"):
+    with caplog.at_level(logging.INFO, logger="gateway.ops.prices"):
         assert table.cost("mystery-model", usage) == 0
         table.cost("mystery-model", usage)
     assert sum("mystery-model" in r.message for r in caplog.records) == 1

@@ -25,8 +25,8 @@ import pytest
 
 from gateway.agent.providers import build_provider
 from gateway.assembly.platforms import build_gateway
-from gateway.assembly.scheduling import attach_schedules
 from gateway.config.panel import PanelSettings
+from gateway.features.scheduling import attach_schedules
 from gateway.panel.auth import issue_link_code
 from gateway.panel.host import PanelHost
 from gateway.panel.server import PanelServer
@@ -165,7 +165,7 @@ async def test_owner_session_in_a_real_browser(running: Any, tmp_path: Path) -> 
         await expect(row).to_contain_text("panel edit: MEMORY.md")
         await row.get_by_role("link", name="diff").click()
         await expect(row.locator("pre.diff .add").last).to_contain_text(
-            "+- Prefers green tea in the afternoon.")
+            "+ - Prefers green tea in the afternoon.")
         assert page.url.endswith("/p/owner/history")  # swapped in, not navigated
         await page.screenshot(path=str(SHOTS / "history.png"), full_page=True)
 

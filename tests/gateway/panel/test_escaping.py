@@ -15,7 +15,7 @@ from pathlib import Path
 
 from channels.base import InboundMessage
 from gateway.agent.sessions import transcript_path
-from gateway.assembly.scheduling import attach_schedules
+from gateway.features.scheduling import attach_schedules
 from gateway.panel import render
 from gateway.pipeline.pairing import Pairing
 

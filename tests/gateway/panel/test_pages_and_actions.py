@@ -110,7 +110,7 @@ async def test_save_commits_and_history_diff_undo(rig):
     assert "panel edit: MEMORY.md" in history
     diff = await rig.client.get(f"/p/owner/diff/{rev}", headers={"HX-Request": "true"})
     text = await diff.text()
-    assert "+- tea" in text and "<html" not in text  # a fragment for htmx
+    assert "+ - tea</span>" in text and "<html" not in text  # a fragment for htmx
     assert "<html" in await (await rig.client.get(f"/p/owner/diff/{rev}")).text()
     await rig.post("/p/owner/undo", {"rev": rev}, csrf)
     assert (_ws(rig) / "MEMORY.md").read_text(encoding="utf-8") == before

@@ -11,7 +11,7 @@ import subprocess
 from datetime import UTC, datetime, timedelta
 
 from gateway.agent.sessions import transcript_path
-from gateway.assembly.scheduling import attach_schedules, person_zone
+from gateway.features.scheduling import attach_schedules, person_zone
 from gateway.panel.html import CHAR_PX, FONT_PX, bar_chart
 from scheduler import list_jobs
 

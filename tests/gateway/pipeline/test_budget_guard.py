@@ -19,9 +19,11 @@ GATEWAY = Path(__file__).resolve().parents[3] / "gateway"
 CALLERS = {
     "agent/loop.py": "self.provider",  # AgentLoop(metered): conversations, flush, capture,
     "agent/compaction.py": "self.provider",  # heartbeats, reminders; the summary
-    "assembly/tidying.py": "self.model",  # gateway.metered
+    "features/tidying.py": "self.model",  # gateway.metered
+    "features/consolidation.py": "self.model",  # gateway.metered (tidying's DailyPass)
+    "agent/instructions.py": "self.provider",  # the compactor's: metered
     "cli/doctor.py": "provider",
-    "ops/metrics.py": "self.inner",  # MeteredProvider itself
+    "agent/metrics.py": "self.inner",  # MeteredProvider itself
 }
 
 
@@ -46,6 +48,9 @@ async def test_the_parts_that_call_models_hold_the_metered_provider(anthropic_se
     assert parts.compactor.provider is parts.metered
     assert parts.compactor.agent is parts.turns.agent
     assert parts.turns.capture is not None and parts.turns.capture.agent is parts.turns.agent
+    keeper = parts.compactor.instructions
+    assert keeper is not None and keeper.provider is parts.metered
+    assert parts.turns.instructions is keeper
 
 
 async def test_keyed_locks_hold_one_caller_per_key_and_keep_none_after():

@@ -7,8 +7,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 from gateway.agent.conversation import Usage
-from gateway.assembly.heartbeat_host import beat_now
 from gateway.clock import FixedClock
+from gateway.features.heartbeat_host import beat_now
 from gateway.pipeline.budgets import REFUSAL, caps_for
 
 NOW = datetime(2026, 11, 5, 9, 0, tzinfo=UTC)

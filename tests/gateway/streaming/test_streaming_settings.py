@@ -9,6 +9,7 @@ from channels.discord_channel import DiscordChannel
 from channels.telegram import TelegramChannel
 from gateway.assembly.platforms import build_channels
 from gateway.config.settings import ConfigError, load_settings
+from gateway.ops.state import StateDB
 from tests.fakes.discord_server import TEST_TOKEN as DISCORD_TOKEN
 from tests.fakes.telegram_server import TEST_TOKEN as TELEGRAM_TOKEN
 
@@ -48,7 +49,8 @@ async def test_the_channels_get_their_setting(tmp_path):
         tmp_path / "none.toml", workspaces_dir=tmp_path / "ws",
         telegram={"token": TELEGRAM_TOKEN, "streaming_drafts": False},
         discord={"token": DISCORD_TOKEN, "streaming": False})
-    channels = {type(c): c for c in build_channels(settings, settings.state_db())}
+    state = StateDB.for_root(settings.workspaces_dir)
+    channels = {type(c): c for c in build_channels(settings, state)}
     telegram = channels[TelegramChannel]
     assert isinstance(telegram, TelegramChannel)
     assert telegram.streaming and not telegram.drafts

@@ -304,9 +304,11 @@ def test_sessions_read_only_even_when_private(ws: Path) -> None:
 
 
 def test_is_private_relpath() -> None:
-    assert PRIVATE_FILES == ("USER.md", "MEMORY.md")
+    assert PRIVATE_FILES == ("USER.md", "MEMORY.md", "INSTRUCTIONS.md")
     assert PRIVATE_DIRS == ("memory",)
     for p in (
+        "INSTRUCTIONS.md",
+        "instructions.md",
         "USER.md",
         "MEMORY.md",
         "memory",

@@ -114,9 +114,9 @@ async def test_a_command_reaches_no_loopback_port_of_the_host(built, anthropic_s
     command reaches none of them, without network and with it (through the proxy, which
     refuses loopback addresses)."""
     from gateway.config.panel import PanelSettings
-    from gateway.ops.health import HealthServer
     from gateway.panel.host import PanelHost
     from gateway.panel.server import PanelServer
+    from gateway.pipeline.health import HealthServer
 
     gateway = await built(mode="off", network=[gateway_owner := "owner"])
     assert gateway.settings.owner == gateway_owner

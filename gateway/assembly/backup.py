@@ -142,10 +142,11 @@ def _add_bytes(tar: tarfile.TarFile, arcname: str, data: bytes, mode: int, mtime
     tar.addfile(info, io.BytesIO(data))
 
 
-def _add_dir(tar: tarfile.TarFile, arcname: str) -> None:
+def _add_dir(tar: tarfile.TarFile, arcname: str, mtime: float) -> None:
     info = tarfile.TarInfo(arcname)
     info.type = tarfile.DIRTYPE
     info.mode = 0o755
+    info.mtime = int(mtime)  # TarInfo's default is 0: restored, it read as 1970
     tar.addfile(info)
 
 
@@ -208,7 +209,7 @@ def backup(output: Path, workspaces: list[Path], *, state_db: Path | None = None
 
 def _backup_workspace(tar: tarfile.TarFile, ws: Path, report: BackupReport) -> None:
     base = f"{WORKSPACES}/{ws.name}"
-    _add_dir(tar, base)
+    _add_dir(tar, base, ws.stat().st_mtime)
     report.workspaces.append(ws.name)
     for path, skip in _walk(ws):
         rel = path.relative_to(ws).as_posix()
@@ -334,6 +335,7 @@ def _restore_from(tar: tarfile.TarFile, root: Path, *, force: bool, rename: str,
             if git_dir.is_dir():
                 reset_git_config(git_dir)
         make_private_tree(staging)  # an archive's modes are someone else's (0644, 0755)
+        _no_epoch_times(staging)
         for name, target in targets.items():
             if target.exists():
                 report.moved_aside.append(_move_aside(target, root, stamp))
@@ -349,6 +351,16 @@ def _restore_from(tar: tarfile.TarFile, root: Path, *, force: bool, rename: str,
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return report
+
+
+def _no_epoch_times(top: Path) -> None:
+    """Directories an older clawgate archived without a time (1970 once restored) get the
+    time of the restore: `ls -l` and the panel's "last activity" then read sensibly."""
+    now = datetime.now(UTC).timestamp()
+    for folder, _, _ in os.walk(top):
+        with contextlib.suppress(OSError):
+            if os.stat(folder).st_mtime < 86_400:
+                os.utime(folder, (now, now))
 
 
 def _sqlite_family(path: Path) -> list[Path]:

@@ -11,12 +11,12 @@ from typing import Any
 import pytest
 
 from gateway.agent.sessions import transcript_path
-from gateway.assembly.heartbeat_host import (
+from gateway.clock import FixedClock
+from gateway.features.heartbeat_host import (
     GatewayHeartbeatHost,
     build_heartbeat_service,
     policy_for,
 )
-from gateway.clock import FixedClock
 from gateway.ops.state import StateDB
 from gateway.workspace.seed import ensure_workspace, workspace_path
 from heartbeat import Heartbeat, load_state
@@ -108,12 +108,14 @@ async def test_light_context_and_private_tools(anthropic_server, make_gateway, t
     (workspace / "MEMORY.md").write_text("SECRET-MEMORY-FILE")
     (workspace / "memory" / "2026-03-02.md").write_text("- TODAY-NOTE: dentist at 15:00")
     (workspace / "memory" / "2026-03-01.md").write_text("- YESTERDAY-NOTE")
+    (workspace / "INSTRUCTIONS.md").write_text("- never message me before 9 (said ...)\n")
     anthropic_server.reply_tool_call("read_file", {"path": "MEMORY.md"})
     anthropic_server.reply_text("HEARTBEAT_OK")
     assert (await beat.beat()).status == "ok"
     first = _heartbeat_requests(anthropic_server)[0]
     system = json.dumps(first["system"])
     for present in ("AGENTS.md", "SOUL.md", "IDENTITY.md", "TODAY-NOTE",
+                    "never message me before 9",  # the owner's standing instructions
                     "anything due today", "Heartbeat check"):
         assert present in system + json.dumps(first["messages"]), present
     for absent in ("SECRET-USER-FILE", "SECRET-MEMORY-FILE", "YESTERDAY-NOTE", "## TOOLS.md",

@@ -8,14 +8,14 @@ import json
 import subprocess
 from datetime import UTC, datetime, timedelta
 
-from gateway.assembly.tidying import (
+from gateway.clock import FixedClock
+from gateway.features.tidying import (
     Tidier,
     apply_ops,
     has_duplicates,
     lines_dropped,
     parse_answer,
 )
-from gateway.clock import FixedClock
 from gateway.ops.versioning import Versioning
 from gateway.workspace.seed import ensure_workspace
 

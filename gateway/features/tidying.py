@@ -39,20 +39,20 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import date
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 from gateway.agent.conversation import Message, SystemPrompt
 from gateway.agent.prompt import build_system_prompt
 from gateway.agent.providers.base import BudgetExceeded, ProviderError
 from gateway.agent.scope import usage_scope
 from gateway.agent.sessions import estimate_tokens
-from gateway.assembly.heartbeat_host import discover_workspaces
+from gateway.features.heartbeat_host import discover_workspaces
 from memory.atomic import atomic_write_text, make_private_dirs
 from memory.corrections import is_struck, strike
 from memory.layout import MEMORY_FILE, TIDY_STATE_FILE, daily_note, dm_session_key
 
 if TYPE_CHECKING:
-    from gateway.ops.metrics import Counter, Registry
+    from gateway.agent.metrics import Counter, Registry
     from gateway.pipeline.ports import TidyGateway
 
 log = logging.getLogger(__name__)
@@ -178,20 +178,31 @@ def lines_dropped(ops: Ops, text: str) -> int:
                or (kind == "replace" and not keeps_content(lines[number - 1], new)))
 
 
-class Tidier:
-    """The daily pass for every workspace (a Service: start/stop, like the heartbeats)."""
+class HasStatus(Protocol):
+    @property
+    def status(self) -> str: ...
+
+
+OutcomeT = TypeVar("OutcomeT", bound=HasStatus)
+
+
+class DailyPass(Generic[OutcomeT]):
+    """A background pass over every workspace, looked for every `check_seconds` (a Service:
+    start/stop, like the heartbeats). Tidying and consolidation (consolidation.py) are its
+    two kinds: each says in `visit` whether a person is due and what the pass did."""
+
+    name = "memory-pass"
 
     def __init__(self, gateway: TidyGateway, *, check_seconds: float = CHECK_SECONDS) -> None:
         self.gateway = gateway
         self.clock, self.all_settings = gateway.clock, gateway.settings
         self.settings = self.all_settings.memory
-        self.model = gateway.metered  # counted as the person's, kind "tidying"
+        self.model = gateway.metered  # counted as the person's
         self.check_seconds = check_seconds
         self._task: asyncio.Task[None] | None = None
-        self.passes = _passes(gateway.registry)
 
     async def start(self) -> None:
-        self._task = asyncio.create_task(self._loop(), name="memory-tidying")
+        self._task = asyncio.create_task(self._loop(), name=self.name)
 
     async def stop(self) -> None:
         if self._task is not None:
@@ -205,21 +216,44 @@ class Tidier:
             await self.run_due()
             await asyncio.sleep(self.check_seconds)
 
-    async def run_due(self) -> dict[str, TidyOutcome]:
+    async def run_due(self) -> dict[str, OutcomeT]:
         """A pass for every workspace due one; what each did."""
-        done: dict[str, TidyOutcome] = {}
+        done: dict[str, OutcomeT] = {}
         for person, workspace in discover_workspaces(self.all_settings.workspaces_dir):
             try:
-                outcome = await self.tidy(person, workspace)
+                outcome = await self.visit(person, workspace)
             except Exception:  # one person's broken files never stop the others' passes
-                log.exception("memory tidying failed for %s", person)
-                outcome = TidyOutcome("failed")
+                log.exception("%s failed for %s", self.name, person)
+                outcome = self.failed()
             if outcome.status != "not_due":
                 done[person] = outcome
         return done
 
+    async def visit(self, person: str, workspace: Path) -> OutcomeT:
+        """The pass for one person if due (an outcome with status "not_due" if not)."""
+        raise NotImplementedError
+
+    def failed(self) -> OutcomeT:
+        raise NotImplementedError
+
     def _today(self) -> date:
         return self.clock.now().astimezone(self.all_settings.zone()).date()
+
+
+class Tidier(DailyPass[TidyOutcome]):
+    """The daily MEMORY.md tidying for every workspace."""
+
+    name = "memory-tidying"
+
+    def __init__(self, gateway: TidyGateway, *, check_seconds: float = CHECK_SECONDS) -> None:
+        super().__init__(gateway, check_seconds=check_seconds)
+        self.passes = _passes(gateway.registry)
+
+    async def visit(self, person: str, workspace: Path) -> TidyOutcome:
+        return await self.tidy(person, workspace)
+
+    def failed(self) -> TidyOutcome:
+        return TidyOutcome("failed")
 
     def due(self, workspace: Path, text: str | None) -> str:
         """Why a pass is due ("" when it is not)."""
@@ -312,23 +346,33 @@ class Tidier:
     async def _apply(self, person: str, workspace: Path, old: str, new: str,
                      moved: list[str], note: str) -> bool:
         """Write in the DM lane (never beside a turn), if MEMORY.md is still `old`."""
-        gateway = self.gateway
-        written: list[bool] = []
+        return await write_in_lane(
+            self.gateway, person, workspace, {MEMORY_FILE: old},
+            lambda: _write(workspace, new, moved, note), reason="tidy", what="memory tidying",
+            note=f"MEMORY.md tidied; {len(moved)} line(s) moved to {note}")
 
-        async def job() -> None:
-            await gateway.commit(workspace, "hand edit", note="before memory tidying")
-            path = workspace / MEMORY_FILE
-            if await asyncio.to_thread(_read, path) != old:
+
+async def write_in_lane(gateway: TidyGateway, person: str, workspace: Path,
+                        expected: dict[str, str | None], write: Callable[[], None], *,
+                        reason: str, what: str, note: str) -> bool:
+    """Run `write` in the person's DM lane (never beside a turn) if every file of `expected`
+    still reads as it did when the pass read it; hand edits first are a commit of their
+    own, the write one commit with `reason` (so `clawgate memory undo` takes it back).
+    Whether it wrote."""
+    written: list[bool] = []
+
+    async def job() -> None:
+        await gateway.commit(workspace, "hand edit", note=f"before {what}")
+        for name, old in expected.items():
+            if await asyncio.to_thread(_read, workspace / name) != old:
                 written.append(False)
                 return
-            await asyncio.to_thread(_write, workspace, new, moved, note)
-            await gateway.commit(
-                workspace, "tidy", session=dm_session_key(person),
-                note=f"MEMORY.md tidied; {len(moved)} line(s) moved to {note}")
-            written.append(True)
+        await asyncio.to_thread(write)
+        await gateway.commit(workspace, reason, session=dm_session_key(person), note=note)
+        written.append(True)
 
-        await gateway.run_in_lane(dm_session_key(person), job)
-        return bool(written and written[0])
+    await gateway.run_in_lane(dm_session_key(person), job)
+    return bool(written and written[0])
 
 
 _COUNTERS: weakref.WeakKeyDictionary[Registry, Counter] = weakref.WeakKeyDictionary()
@@ -366,30 +410,32 @@ def _digest(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
-def read_state(workspace: Path) -> dict[str, object]:
+def read_state(workspace: Path, name: str = TIDY_STATE_FILE) -> dict[str, object]:
     try:
-        data = json.loads((workspace / TIDY_STATE_FILE).read_text(encoding="utf-8"))
+        data = json.loads((workspace / name).read_text(encoding="utf-8"))
     except (OSError, ValueError, RecursionError):
         return {}
     return data if isinstance(data, dict) else {}
 
 
-def write_state(workspace: Path, state: dict[str, object]) -> None:
+def write_state(workspace: Path, state: dict[str, object], name: str = TIDY_STATE_FILE) -> None:
     try:
-        atomic_write_text(workspace / TIDY_STATE_FILE, json.dumps(state, sort_keys=True))
+        atomic_write_text(workspace / name, json.dumps(state, sort_keys=True))
     except OSError as exc:
-        log.warning("could not save the tidying state of %s: %s", workspace, exc)
+        log.warning("could not save %s of %s: %s", name, workspace, exc)
 
 
-def tidying() -> Callable[[TidyGateway], Tidier | _Off]:
+def tidying() -> Callable[[TidyGateway], Tidier | Off]:
     """The service factory for GatewayApp (`services=`), or a no-op when turned off."""
-    def make(gateway: TidyGateway) -> Tidier | _Off:
-        return Tidier(gateway) if gateway.settings.memory.tidy else _Off()
+    def make(gateway: TidyGateway) -> Tidier | Off:
+        return Tidier(gateway) if gateway.settings.memory.tidy else Off()
 
     return make
 
 
-class _Off:
+class Off:
+    """A pass turned off: a Service that does nothing."""
+
     async def start(self) -> None:
         return None
 

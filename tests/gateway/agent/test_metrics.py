@@ -5,7 +5,7 @@ from __future__ import annotations
 import prometheus_client
 
 from gateway.agent.conversation import Message
-from gateway.ops.metrics import OTHER, GatewayMetrics
+from gateway.agent.metrics import OTHER, GatewayMetrics
 
 
 def _tool(name: str) -> Message:

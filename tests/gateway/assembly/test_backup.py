@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from gateway.assembly.backup import BackupError, backup, clone, restore
 from gateway.cli.main import main
-from gateway.ops.backup import BackupError, backup, clone, restore
 
 
 def tree(root: Path, skip: tuple[str, ...] = (".recall",)) -> dict[str, str]:

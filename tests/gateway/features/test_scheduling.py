@@ -10,7 +10,7 @@ from typing import Any
 
 from gateway.agent.sessions import transcript_path
 from gateway.agent.tools import ToolContext
-from gateway.assembly.scheduling import attach_schedules, build_scheduler
+from gateway.features.scheduling import attach_schedules, build_scheduler
 from gateway.workspace.seed import workspace_path
 from memory.layout import dm_session_key
 from scheduler import Scheduler
@@ -208,7 +208,7 @@ async def test_an_agent_task_runs_a_light_turn_and_sends_its_answer(
 
 async def test_the_same_run_delivered_twice_reaches_the_person_once(
         anthropic_server, make_gateway, tmp_path) -> None:
-    from gateway.assembly.scheduling import GatewayScheduleHost
+    from gateway.features.scheduling import GatewayScheduleHost
 
     time = FakeTime(NOW)
     gateway, channel, _ = await _gateway(anthropic_server, make_gateway, time)

@@ -39,9 +39,9 @@ from gateway.agent.scope import UsageScope, usage_scope
 from gateway.agent.sessions import transcript_path
 from gateway.agent.tools import ToolContext
 from gateway.agent.transcript import Transcript, message_to_entry
-from gateway.assembly.heartbeat_host import discover_workspaces
 from gateway.clock import Clock
 from gateway.config.settings import Settings
+from gateway.features.heartbeat_host import discover_workspaces
 from gateway.ops.state import DmRoute
 from gateway.pipeline.ports import ScheduleGateway
 from gateway.pipeline.routing import TERMINAL_CHANNEL
