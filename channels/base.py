@@ -73,6 +73,12 @@ class InboundMessage:
     attachment: str = ""
     # The files that came with it (voice notes, photos, documents), fetched by the gateway.
     attachments: tuple[Attachment, ...] = ()
+    # A button press, not a message: the data of the button pressed (`Choice.data`), the
+    # platform's handle to answer the press with (`answer_press`), and the message whose
+    # button it was. A press is never recorded as a message nor shown to the model.
+    press: str = ""
+    press_id: str = ""
+    press_message: str = ""
 
     def __post_init__(self) -> None:
         # Lone surrogates (from broken UTF-16 on a platform) cannot be written as UTF-8: one
@@ -84,6 +90,15 @@ class InboundMessage:
 # Awaited by a channel after the platform accepted a part of a message: (parts accepted so far,
 # parts in all). The delivery path records the progress before the next part goes out.
 PartAccepted = Callable[[int, int], Awaitable[None]]
+
+
+@dataclass(frozen=True, slots=True)
+class Choice:
+    """A button under a message: its label, and the data a press brings back (at most 64
+    bytes: Telegram's limit for callback data; Discord's custom id takes 100)."""
+
+    label: str
+    data: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,6 +178,11 @@ class Channel(Protocol):
     `max_upload_bytes`: the largest file `send` can deliver (0: this channel sends no files).
     `voice_notes`: `send` delivers a voice note (`OutboundMessage.file` named by
     channels/voice.py) as the platform's own voice message, with the text beside it.
+    `buttons`: the channel can put choices under a message (`send_choices`, returning the
+    message's id) and hands a press to the handler as an `InboundMessage` with `press` set;
+    `answer_press` acknowledges it (a short note to the presser) and rewrites the message to
+    `shown` without its buttons; `settle_choices` rewrites a message with choices later (an
+    expiry). Channels without buttons keep the defaults: no buttons, nothing to answer.
     """
 
     name: str
@@ -197,6 +217,15 @@ class Channel(Protocol):
 
     async def download(self, attachment: Attachment, dest: Path, max_bytes: int) -> int: ...
 
+    @property
+    def buttons(self) -> bool: ...
+
+    async def send_choices(self, chat_id: str, text: str, choices: Sequence[Choice]) -> str: ...
+
+    async def answer_press(self, press: InboundMessage, answer: str, shown: str) -> None: ...
+
+    async def settle_choices(self, chat_id: str, message_id: str, shown: str) -> None: ...
+
 
 class ChannelBase:
     """Defaults for the optional features of `Channel`; adapters override what they support."""
@@ -228,6 +257,17 @@ class ChannelBase:
         return None
     async def download(self, attachment: Attachment, dest: Path, max_bytes: int) -> int:
         raise DownloadError(f"the {self.name} channel cannot fetch files")
+
+    buttons: bool = False
+
+    async def send_choices(self, chat_id: str, text: str, choices: Sequence[Choice]) -> str:
+        raise NotImplementedError(f"the {self.name} channel has no buttons")
+
+    async def answer_press(self, press: InboundMessage, answer: str, shown: str) -> None:
+        return None
+
+    async def settle_choices(self, chat_id: str, message_id: str, shown: str) -> None:
+        return None
 
 
 async def cancel_until_done(task: asyncio.Task[object], every: float = 0.5) -> None:

@@ -30,7 +30,7 @@ import asyncio
 import contextlib
 import logging
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +43,7 @@ from channels.base import (
     ChannelBase,
     ChannelError,
     ChatType,
+    Choice,
     DeliveryRefused,
     DownloadError,
     InboundMessage,
@@ -81,6 +82,9 @@ class _Client(discord.Client):
     async def on_message(self, message: discord.Message) -> None:
         await self._adapter._on_message(message)
 
+    async def on_interaction(self, interaction: discord.Interaction) -> None:
+        await self._adapter._on_interaction(interaction)
+
 
 class DiscordChannel(ChannelBase):
     def __init__(
@@ -114,6 +118,9 @@ class DiscordChannel(ChannelBase):
         self._intake: asyncio.Queue[discord.Message] = asyncio.Queue()
         self._intake_task: asyncio.Task[None] | None = None
         self._downloads: aiohttp.ClientSession | None = None  # one session for attachments
+        # Button presses being decided: interaction id -> the interaction, to answer it
+        # (Discord waits 3 s for the answer; the press is decided well within that).
+        self._presses: dict[str, discord.Interaction] = {}
 
     @property
     def client(self) -> discord.Client:
@@ -307,6 +314,79 @@ class DiscordChannel(ChannelBase):
             attachment=attachment,
             attachments=attachments,
         )
+
+    async def _on_interaction(self, interaction: discord.Interaction) -> None:
+        """A press on one of our message components (INTERACTION_CREATE, type 3): handed
+        over as a press, answered by `answer_press`; one nobody answered is acknowledged
+        without a change, so Discord does not show the presser an error."""
+        if interaction.type is not discord.InteractionType.component:
+            return
+        data: Mapping[str, Any] = interaction.data or {}
+        custom_id = str(data.get("custom_id") or "")
+        user = interaction.user
+        if not custom_id or user is None or user.bot or self._handler is None:
+            return
+        press_id = str(interaction.id)
+        self._presses[press_id] = interaction
+        try:
+            await self._handler(InboundMessage(
+                channel=self.name, chat_id=str(interaction.channel_id or ""),
+                sender_id=str(user.id), text="", sender_name=user.display_name,
+                press=custom_id, press_id=press_id,
+                press_message=str(interaction.message.id) if interaction.message else ""))
+        except Exception:
+            log.exception("discord: could not take a button press")
+        finally:
+            self._presses.pop(press_id, None)
+            if not interaction.response.is_done():
+                with contextlib.suppress(discord.HTTPException):
+                    await interaction.response.defer()
+
+    # -- buttons ------------------------------------------------------------------------------
+
+    buttons = True
+
+    async def send_choices(self, chat_id: str, text: str, choices: Sequence[Choice]) -> str:
+        """`text` with a row of buttons (message components); the message id. The view is
+        stopped at once: presses come to `on_interaction`, also after a restart, never to
+        discord.py's view store."""
+        if self._client is None:
+            raise ConnectionError("not connected to Discord yet")
+        view = discord.ui.View(timeout=None)
+        for choice in choices:
+            view.add_item(discord.ui.Button(label=choice.label[:80],
+                                            custom_id=choice.data[:100]))
+        target = self.client.get_partial_messageable(int(chat_id))
+        sent = await target.send(text[:DISCORD_LIMIT], view=view)
+        view.stop()
+        return str(sent.id)
+
+    async def answer_press(self, press: InboundMessage, answer: str, shown: str) -> None:
+        """The interaction's callback: the question rewritten to `shown` without its buttons
+        (UPDATE_MESSAGE), or, when it stays as it is (a refused press), `answer` to the
+        presser alone (an ephemeral message)."""
+        interaction = self._presses.get(press.press_id)
+        if interaction is None or interaction.response.is_done():
+            return
+        try:
+            if shown:
+                await interaction.response.edit_message(content=shown[:DISCORD_LIMIT],
+                                                        view=None)
+            else:
+                await interaction.response.send_message(answer[:DISCORD_LIMIT],
+                                                        ephemeral=True)
+        except discord.HTTPException as exc:
+            log.info("discord: could not answer a button press (%s)", exc)
+
+    async def settle_choices(self, chat_id: str, message_id: str, shown: str) -> None:
+        if self._client is None:
+            return
+        target = self.client.get_partial_messageable(int(chat_id))
+        try:
+            await target.get_partial_message(int(message_id)).edit(
+                content=shown[:DISCORD_LIMIT], view=None)
+        except (discord.HTTPException, ValueError) as exc:
+            log.info("discord: could not edit an answered question (%s)", exc)
 
     @staticmethod
     def _addressed(message: discord.Message, my_id: int) -> bool:

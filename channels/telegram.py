@@ -36,12 +36,12 @@ import contextlib
 import logging
 import re
 import warnings
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import httpx
-from telegram import Bot, Message, Update
+from telegram import Bot, CallbackQuery, InlineKeyboardButton, InlineKeyboardMarkup, Message, Update
 from telegram.constants import ChatAction
 from telegram.error import (
     BadRequest,
@@ -60,6 +60,7 @@ from channels.base import (
     ChannelBase,
     ChannelError,
     ChatType,
+    Choice,
     DeliveryRefused,
     DownloadError,
     InboundMessage,
@@ -247,7 +248,7 @@ class TelegramChannel(ChannelBase):
                     updates = await self.bot.get_updates(
                         offset=self._offset,
                         timeout=self.poll_timeout,
-                        allowed_updates=["message"],
+                        allowed_updates=ALLOWED_UPDATES,
                     )
             except TimeoutError:
                 self._down("a poll hung")
@@ -300,7 +301,7 @@ class TelegramChannel(ChannelBase):
             warnings.simplefilter("ignore")  # PTB would rather we called get_updates
             raw = await self.bot.do_api_request(
                 "getUpdates", api_kwargs={"offset": self._offset, "timeout": 0,
-                                          "allowed_updates": ["message"]},
+                                          "allowed_updates": ALLOWED_UPDATES},
             )
         good: list[Update] = []
         for item in raw if isinstance(raw, list) else []:
@@ -352,6 +353,8 @@ class TelegramChannel(ChannelBase):
                                               type(exc).__name__)
 
     def to_inbound(self, update: Update) -> InboundMessage | None:
+        if update.callback_query is not None:
+            return self._press(update.callback_query)
         message = update.message
         if message is None or message.from_user is None or message.from_user.is_bot:
             return None
@@ -387,6 +390,49 @@ class TelegramChannel(ChannelBase):
             attachment=attachment,
             attachments=attachments,
         )
+
+    def _press(self, query: CallbackQuery) -> InboundMessage | None:
+        """A press on one of our inline keyboards (a callback query): its data and who
+        pressed, in the chat of the message it was under (the presser's DM for ours)."""
+        if query.from_user is None or query.from_user.is_bot or not query.data:
+            return None
+        message = query.message
+        chat_id = str(message.chat.id) if message is not None else str(query.from_user.id)
+        return InboundMessage(
+            channel=self.name, chat_id=chat_id, sender_id=str(query.from_user.id), text="",
+            sender_name=query.from_user.full_name, press=query.data, press_id=str(query.id),
+            press_message=str(message.message_id) if message is not None else "")
+
+    # -- buttons ------------------------------------------------------------------------------
+
+    buttons = True
+
+    async def send_choices(self, chat_id: str, text: str, choices: Sequence[Choice]) -> str:
+        """`text` with an inline keyboard, one row; the message id (for the edit later)."""
+        markup = InlineKeyboardMarkup([[InlineKeyboardButton(c.label, callback_data=c.data)
+                                        for c in choices]])
+        sent = await self._call(self.bot.send_message, _chat(chat_id), text[:TELEGRAM_LIMIT],
+                                reply_markup=markup)
+        return str(sent.message_id)
+
+    async def answer_press(self, press: InboundMessage, answer: str, shown: str) -> None:
+        """answerCallbackQuery (the presser sees `answer` as a toast; Telegram keeps a
+        button spinning until it is answered), then the question edited to `shown`, its
+        keyboard gone."""
+        try:
+            await self._call(self.bot.answer_callback_query, press.press_id, text=answer[:200])
+        except TelegramError as exc:
+            log.info("telegram: could not answer a button press (%s)", exc)
+        if shown and press.press_message:
+            await self.settle_choices(press.chat_id, press.press_message, shown)
+
+    async def settle_choices(self, chat_id: str, message_id: str, shown: str) -> None:
+        try:
+            await self._call(self.bot.edit_message_text, shown[:TELEGRAM_LIMIT],
+                             chat_id=_chat(chat_id), message_id=int(message_id),
+                             reply_markup=None)
+        except (TelegramError, ValueError) as exc:
+            log.info("telegram: could not edit an answered question (%s)", exc)
 
     def _addressed(self, message: Message, text: str) -> tuple[bool, str]:
         """Was the bot mentioned or replied to? Returns the text without the mention."""
@@ -697,6 +743,9 @@ def render(text: str) -> list[tuple[str, str]]:
         if all(utf16_len(h) <= TELEGRAM_LIMIT for h, _ in pairs) or limit <= 512:
             return pairs
         limit = int(limit * 0.75)
+
+
+ALLOWED_UPDATES = ["message", "callback_query"]
 
 
 def _chat(chat_id: str) -> int | str:

@@ -10,6 +10,12 @@ Each line goes through the gateway's inbox like a platform message (`durable`): 
 answer was cut short (Ctrl-C while it was thinking, a crash) is answered at the next start.
 Its id is unique across runs (this run's start time, then a counter).
 
+Questions with choices (`send_choices`: a command waiting for the owner's approval) are
+asked on their own line, numbered; the reading goes on at once (the turn that asked is
+waiting for the answer), and the next line that is one of the numbers is the press, handed
+over as one (`InboundMessage.press`), never as a message. Any other line is a message as
+usual; the question can also be answered by its `/approve CODE` line.
+
 Two modes:
 - interactive (a terminal on both ends): prompt_toolkit reads each line, with line editing and
   a history kept in `history_path`; the prompt appears only when the previous line is
@@ -40,11 +46,17 @@ import shutil
 import sys
 import threading
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from channels.base import ChannelBase, InboundMessage, MessageHandler, OutboundMessage
+from channels.base import (
+    ChannelBase,
+    Choice,
+    InboundMessage,
+    MessageHandler,
+    OutboundMessage,
+)
 from channels.preview import Preview
 
 log = logging.getLogger(__name__)
@@ -165,6 +177,9 @@ class TerminalChannel(ChannelBase):
         self._leave_armed = False  # Ctrl-C on an empty line once: the next one leaves
         self._closing = False
         self._output_lost = False  # the output's reader went away: the chat is over
+        # The question whose numbered choices the next line may answer: (its id, choices).
+        self._question: tuple[str, list[Choice]] | None = None
+        self._question_ids = itertools.count(1)
 
     # -- the Channel interface ----------------------------------------------------------------
 
@@ -219,6 +234,48 @@ class TerminalChannel(ChannelBase):
     def write(self, text: str) -> None:
         self._write(text)
 
+    # -- questions with choices ----------------------------------------------------------------
+
+    buttons = True
+
+    async def send_choices(self, chat_id: str, text: str, choices: Sequence[Choice]) -> str:
+        """Print the question and its numbered choices on their own lines; the next line
+        typed that is a number answers it. Reading goes on at once."""
+        await self._stop_spinner()
+        question_id = f"{self._run_id}-q{next(self._question_ids)}"
+        self._question = (question_id, list(choices))
+        numbered = "   ".join(f"[{n}] {c.label}" for n, c in enumerate(choices, 1))
+        await self._print(f"{REPLY_PREFIX}{text}\n{numbered}   (type the number)\n")
+        self._mark_answered()  # the line in flight waits for this answer: read it
+        return question_id
+
+    async def answer_press(self, press: InboundMessage, answer: str, shown: str) -> None:
+        await self._print(f"{REPLY_PREFIX}{answer}\n")
+        if self._turns == 0:  # no turn waited for it: the answer is all there is
+            self._mark_answered()
+
+    async def settle_choices(self, chat_id: str, message_id: str, shown: str) -> None:
+        if self._question is not None and self._question[0] == message_id:
+            self._question = None
+            await self._print(f"{REPLY_PREFIX}{shown}\n")
+
+    def _as_press(self, line: str) -> InboundMessage | None:
+        """The line as the answer to the open question, when it is one of its numbers."""
+        question = self._question
+        text = line.strip()
+        if question is None or not text.isdigit():
+            return None
+        question_id, choices = question
+        if not 1 <= int(text) <= len(choices):
+            return None
+        self._question = None
+        self._counter += 1
+        return InboundMessage(channel=CHANNEL_NAME, chat_id=LOCAL_CHAT,
+                              sender_id=self._sender_id, text="",
+                              press=choices[int(text) - 1].data,
+                              press_id=f"{self._run_id}-{self._counter}",
+                              press_message=question_id)
+
     def forget_preview(self, message_id: str) -> None:
         self._previews.pop(message_id, None)
 
@@ -252,6 +309,13 @@ class TerminalChannel(ChannelBase):
                 if self._closing:
                     break
                 if not line.strip():
+                    continue
+                press = self._as_press(line)
+                if press is not None:  # decided at once; the turn waiting for it goes on
+                    self._answered = asyncio.Event()
+                    await handler(press)
+                    with self._no_echo():
+                        await self._wait_answered(self._answered)
                     continue
                 self._counter += 1
                 self._answered = asyncio.Event()

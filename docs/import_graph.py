@@ -45,10 +45,15 @@ RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("scheduler", ("scheduler", "memory.atomic", "memory.layout", "heartbeat.ack",
                    "heartbeat.timeofday", "retrypolicy")),
     ("memory", ("memory", "retrypolicy")),
-    # The exec sandbox's leaf modules (issue 34, first phase): the layout's names and the
-    # public-address rule, nothing else of the gateway until the wiring phase.
-    ("gateway.features.exec", ("gateway.features", "memory.atomic", "memory.layout",
-                               "gateway.agent.web.addresses")),
+    # Commands: the sandbox, the tool and its approvals. Below it only: the
+    # layout, the public-address rule, the tool interface and quotas, its settings section,
+    # the clock, the state database (its own tables) and the channel interface (buttons);
+    # never the pipeline or the assembly, which hand it what it needs (assembly/exec.py).
+    ("gateway.features.exec", ("gateway.features.exec", "memory.atomic", "memory.layout",
+                               "gateway.agent.web.addresses", "gateway.agent.conversation",
+                               "gateway.agent.tools.base", "gateway.agent.tools.quota",
+                               "gateway.config.exec", "gateway.clock", "gateway.stores.database",
+                               "channels.base")),
 )
 
 # gateway/'s rooms in layers, the lowest first; within a layer, rooms are listed in their order
@@ -97,7 +102,8 @@ LABELS = {
                       "one group-commit writer,<br/>usage ledger and prices",
     "gateway.pipeline": "pipeline/<br/>Gateway, access, pairing, routing,<br/>limits, lanes, "
                         "commands, turns,<br/>delivery (outbox), health",
-    "gateway.features": "features/<br/>heartbeat host, scheduling,<br/>tidying, exec",
+    "gateway.features": "features/<br/>heartbeat host, scheduling,<br/>tidying, exec (sandbox,"
+                        "<br/>tool, approvals)",
     "gateway.panel": "panel/<br/>web control panel",
     "gateway.assembly": "assembly/<br/>builder (exit stack), platforms,<br/>instance lock, "
                         "backup",

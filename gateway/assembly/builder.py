@@ -167,12 +167,15 @@ def assemble_parts(
             from gateway.agent.tools.schedule_tools import schedule_tools
 
             private_tools.extend(schedule_tools(desk))
+    from gateway.assembly.exec import exec_wiring
+
+    press_wiring = exec_wiring(settings, state, clock)  # probes the sandbox once
     return build_parts(
         settings, provider, channels=channels, clock=clock,
         access=platforms.access_policy(settings, state, clock), private_tools=private_tools,
         shared_tools=web if settings.web.groups else (), state=state,
         redactor=Redactor.from_settings(settings), sessions=sessions, memory=memory,
-        schedule_desk=desk)
+        schedule_desk=desk, press_wiring=press_wiring)
 
 
 def build_gateway(

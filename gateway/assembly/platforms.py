@@ -9,7 +9,7 @@ from typing import Any
 
 from channels.base import Channel
 from gateway.agent.providers.base import Provider
-from gateway.clock import Clock
+from gateway.clock import Clock, SystemClock
 from gateway.config.settings import ChannelSettings, Settings
 from gateway.pipeline.gateway import Gateway
 from gateway.pipeline.links import PLATFORMS
@@ -91,12 +91,18 @@ def build_gateway(
     clock: Clock | None = None,
     options: Mapping[str, Mapping[str, Any]] | None = None,
     with_platforms: bool = True,
+    with_exec: bool = False,
 ) -> Gateway:
     """A Gateway with the configured platform channels (unless `with_platforms` is False),
     their access policies and one state database, and nothing else (no memory, web tools or
-    reminders: gateway/assembly/builder.py `assemble_parts` builds those for a real run)."""
+    reminders: gateway/assembly/builder.py `assemble_parts` builds those for a real run);
+    `with_exec`: the exec tool and its approvals too, where the sandbox runs."""
+    from gateway.assembly.exec import exec_wiring
+
     state = StateDB.for_root(settings.workspaces_dir, inbox_retention=settings.inbox_retention)
     platform_channels = build_channels(settings, state, options) if with_platforms else []
     channels = [*platform_channels, *(extra_channels or [])]
+    clock = clock or SystemClock()
     return Gateway.build(settings, provider, channels=channels, clock=clock,
-                         access=access_policy(settings, state, clock), state=state)
+                         access=access_policy(settings, state, clock), state=state,
+                         press_wiring=exec_wiring(settings, state, clock) if with_exec else None)

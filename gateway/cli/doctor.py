@@ -75,7 +75,23 @@ def doctor_command() -> None:
         checks.append((False, "sqlite-vec does not load",
                        f"{exc}. Reinstall with: pip install sqlite-vec pysqlite3-binary"))
     checks.append(_check_writable(config.workspaces_dir))
+    checks.append(_check_sandbox(config))
     raise typer.Exit(_report(checks))
+
+
+def _check_sandbox(config: Settings) -> Check:
+    """Whether the exec tool's sandbox runs here (a real run of bubblewrap), and if not,
+    why and what to do: without it the tool is not offered (never a host shell)."""
+    if not config.exec.enabled:
+        return (True, "commands are off ([exec] enabled = false)", "")
+    from gateway.features.exec.sandbox import probe
+
+    availability = probe(config.exec, config.exec.bwrap or None)
+    if availability.ok:
+        return (True, f"the command sandbox works (bubblewrap {availability.version} at "
+                      f"{availability.bwrap})", "")
+    return (False, f"the exec tool is not offered: {availability.reason}",
+            f"{availability.remedy} (or set [exec] enabled = false to run without commands)")
 
 
 async def _check_models(config: Settings) -> list[Check]:

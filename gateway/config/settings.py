@@ -37,6 +37,7 @@ from pydantic_settings import (
 )
 
 from gateway.config.errors import describe
+from gateway.config.exec import ExecSettings
 from gateway.config.heartbeat import HeartbeatSettings, check_zone
 from gateway.config.mcp import McpSettings
 from gateway.config.media import MediaSettings
@@ -363,6 +364,7 @@ class Settings(BaseSettings):
     prices: dict[str, ModelPrice] = Field(default_factory=dict)
     media: MediaSettings = Field(default_factory=MediaSettings)  # voice, photos, documents
     web: WebSettings = Field(default_factory=WebSettings)  # web_fetch, web_search
+    exec: ExecSettings = Field(default_factory=ExecSettings)  # the exec tool (docs/exec.md)
 
     @property
     def inbox_retention(self) -> timedelta:

@@ -341,5 +341,15 @@ class PanelHost:
             raise PanelError("reminders are off ([scheduler] enabled = false)")
         return desk
 
+    async def command_runs(self, person_id: str, limit: int = 100) -> tuple[list[Any], list[Any]]:
+        """The person's recorded command runs (newest first) and their pending approvals
+        (the exec tables: migration 10 of the state database)."""
+        from gateway.features.exec.approvals_store import ApprovalStore
+
+        store = ApprovalStore(self.state.database)
+        runs = await store.runs(person_id, limit)
+        pending = [a for a in await store.pending() if a.person_id == person_id]
+        return runs, pending
+
     async def to_thread(self, fn: Any, *args: Any) -> Any:
         return await asyncio.to_thread(fn, *args)

@@ -22,7 +22,7 @@ _MD = MarkdownIt("commonmark", {"html": False, "linkify": False}).enable("table"
 
 PERSON_TABS = (("files", "Files"), ("history", "History"), ("sessions", "Sessions"),
                ("search", "Search"), ("reminders", "Reminders"), ("heartbeat", "Heartbeat"),
-               ("usage", "Usage"), ("metrics", "Metrics"))
+               ("usage", "Usage"), ("commands", "Commands"), ("metrics", "Metrics"))
 
 
 def url(base: str, **query: object) -> str:

@@ -46,6 +46,7 @@ def add_routes(router: web.UrlDispatcher) -> None:
     router.add_get("/p/{person}/reminders", reminders)
     router.add_get("/p/{person}/heartbeat", heartbeat)
     router.add_get("/p/{person}/usage", usage)
+    router.add_get("/p/{person}/commands", commands)
     router.add_get("/p/{person}/metrics", metrics)
 
 
@@ -494,6 +495,25 @@ async def usage(request: web.Request) -> web.Response:
                 heads=["", "Calls", "In", "Out", "Cache read", "Cache write", "From cache",
                        "Cost"], spans=totals, kinds=kinds, models=models, chart=chart,
                 caps=caps)
+
+
+# --- commands ------------------------------------------------------------------------------------
+
+
+async def commands(request: web.Request) -> web.Response:
+    """The person's commands (the exec tool): each run with who let it run, its exit status,
+    duration and output size; and the requests still waiting for the owner."""
+    person, _ = person_of(request)
+    host = panel_of(request).host
+    runs, pending = await host.command_runs(person)
+    rows = [(when(r.at), r.command, r.cwd,
+             "yes" if r.network else "no", r.approved_by,
+             "none" if r.exit_code is None else str(r.exit_code),
+             r.ended, f"{r.duration:.2f} s", f"{r.bytes_out:,}") for r in runs]
+    waiting = [(a.code, a.command, a.cwd, when(a.expires_at))
+               for a in pending]
+    return page(request, "commands.html", "Commands", person=person, tab="commands",
+                rows=rows, waiting=waiting)
 
 
 # --- metrics -------------------------------------------------------------------------------------

@@ -44,7 +44,8 @@ Commands:
 /context - which workspace files are in the prompt, and how big it is
 /reminders [cancel N] - your reminders and scheduled tasks, or cancel number N
 /usage [all] - tokens and cost today, this week and this month, by kind (all: everyone)
-/voice [on|off|mirror] - voice replies: always, never, or to voice notes (alone: the setting)"""
+/voice [on|off|mirror] - voice replies: always, never, or to voice notes (alone: the setting)
+/approve CODE [always], /deny CODE - answer a request to run a command (the owner)"""
 
 UNKNOWN = "Unknown command /{name}. Send /help for the list."
 

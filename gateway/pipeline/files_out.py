@@ -34,6 +34,8 @@ class ChatOutbox:
         self.delivery = delivery
         self.route = route
         self.channel = route.channel
+        self.chat_id = route.chat_id
+        self.message_id = route.message_id
         self.max_bytes = max_bytes
         self.durable = durable and bool(route.message_id)
 

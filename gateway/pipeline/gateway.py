@@ -30,6 +30,7 @@ from gateway.pipeline.commands import Command, lookup, parse_command
 from gateway.pipeline.lanes import Job
 from gateway.pipeline.limits import Account
 from gateway.pipeline.parts import GatewayParts, build_parts
+from gateway.pipeline.presses import ANSWERS, Presses, PressPorts, PressWiring
 from gateway.pipeline.recovery import answer_key
 from gateway.pipeline.routing import TERMINAL_CHANNEL, Route
 from gateway.pipeline.turns import INTERNAL_ERROR_REPLY, TranscriptWriteError
@@ -90,6 +91,7 @@ class Gateway:
         self.approvals = ApprovalFollowUp(self.state.access, self.state.inbox, self.channels,
                                           self._announce,
                                           lambda msg: self._process(msg, resumed=True))
+        self.presses: Presses | None = parts.presses  # exec approvals (buttons, /approve)
 
     @classmethod
     def build(
@@ -107,6 +109,7 @@ class Gateway:
         sessions: SessionStore | None = None,
         memory: MemoryService | None = None,
         schedule_desk: ScheduleDesk | None = None,
+        press_wiring: Callable[[PressPorts], PressWiring | None] | None = None,
         on_new_workspace: Callable[[str], object] | None = None,
     ) -> Gateway:
         """A Gateway wired from `settings` (tests give fakes for the provider, channels and
@@ -114,7 +117,8 @@ class Gateway:
         return cls(build_parts(settings, provider, channels=channels, clock=clock,
                                access=access, private_tools=private_tools,
                                shared_tools=shared_tools, state=state, redactor=redactor,
-                               sessions=sessions, memory=memory, schedule_desk=schedule_desk),
+                               sessions=sessions, memory=memory, schedule_desk=schedule_desk,
+                               press_wiring=press_wiring),
                    on_new_workspace=on_new_workspace)
 
     async def start(self) -> None:
@@ -136,6 +140,8 @@ class Gateway:
             await self.delivery.resume()
             if self.parts.voice is not None:
                 await self._sweep_voice_notes(self.parts.voice)
+            if self.presses is not None:
+                await self.presses.start()  # questions not shown yet, approvals not run yet
             if pending:
                 log.info("resuming %d message(s) recorded but not answered before", len(pending))
             for msg in pending:
@@ -182,6 +188,11 @@ class Gateway:
             await self.lanes.cancel()
             draining.cancel()
             await asyncio.gather(draining, return_exceptions=True)
+        if self.presses is not None:
+            try:
+                await self.presses.stop()
+            except Exception:
+                log.exception("error while stopping the approvals; carrying on")
         await self.delivery.close(min(drain_timeout, 5.0))
         closers = [*(channel.stop for channel in self.channels.values()),
                    self.capabilities.stop,  # MCP servers
@@ -209,6 +220,9 @@ class Gateway:
         A message recorded before (same channel, chat and message id) is a redelivery and is
         ignored, so a restart never answers twice. Nothing here waits for a send.
         """
+        if msg.press:
+            await self._press(msg)
+            return
         if self._durable(msg) and not await self.state.inbox.record_inbound(msg):
             log.info("ignored redelivered %s message %s", msg.channel, msg.message_id)
             return
@@ -218,6 +232,22 @@ class Gateway:
             return
         await self._resumed.wait()
         await self._process_or_answer(msg)
+
+    async def _press(self, msg: InboundMessage) -> None:
+        """A button press: decided at once, outside every lane (the turn that asked may be
+        waiting for it), by the parts' `presses` (the exec approvals); never a message, never the
+        model's. A press while stopping is dropped: the question stays pending (a durable
+        row), and its button can be pressed again after the restart."""
+        if not self.accepting:
+            return
+        await self._resumed.wait()
+        if self.presses is None:
+            log.info("ignored a button press on %s: nothing takes presses", msg.channel)
+            return
+        try:
+            await self.presses.pressed(msg)
+        except Exception:
+            log.exception("could not handle a button press on %s", msg.channel)
 
     async def _process_or_answer(self, msg: InboundMessage, *, resumed: bool = False) -> None:
         """`_process`, and a short error reply when it fails before a turn is queued (access,
@@ -275,6 +305,8 @@ class Gateway:
                 return
             if command is None:
                 key, job = route.session_key, self._turn_job(route, msg)
+            elif command.name in ANSWERS and self.presses is not None:
+                key, job = f"{route.session_key}#now", self._answer_job(msg, command)
             else:
                 # A command that changes the session waits for the running turn; the others
                 # answer at once, in a lane of their own (in order among themselves).
@@ -335,6 +367,18 @@ class Gateway:
             with usage_scope(route.person_id, "conversation", route.group):  # /compact
                 answer = await lookup(command.name).handler(
                     self.parts.commands.for_route(route, command.args))
+            await self._answer_now(msg, answer)
+
+        return job
+
+    def _answer_job(self, msg: InboundMessage, command: Command) -> Job:
+        """/approve or /deny: answered at once, beside a turn that may wait for it."""
+        presses = self.presses
+
+        async def job() -> None:
+            assert presses is not None
+            answer = await presses.typed(msg.channel, msg.sender_id, command.name,
+                                         command.args)
             await self._answer_now(msg, answer)
 
         return job

@@ -38,6 +38,7 @@ from gateway.pipeline.delivery import Delivery
 from gateway.pipeline.dm_routes import DmRoutes
 from gateway.pipeline.lanes import Lanes
 from gateway.pipeline.limits import PersonLimits
+from gateway.pipeline.presses import Presses, PressPorts, PressWiring
 from gateway.pipeline.recovery import Retries
 from gateway.pipeline.replies import endpoint_host
 from gateway.pipeline.routing import Route, Router
@@ -95,6 +96,7 @@ class GatewayParts:
     commands: CommandContexts  # what a slash command (and the panel's session action) uses
     memory: MemoryService | None  # recall and the memory tools; None without an index
     schedule_desk: ScheduleDesk | None  # reminders: the tools, /reminders, the panel's page
+    presses: Presses | None = None  # button presses and /approve, /deny: the exec approvals
 
 
 def build_parts(
@@ -111,13 +113,17 @@ def build_parts(
     sessions: SessionStore | None = None,
     memory: MemoryService | None = None,
     schedule_desk: ScheduleDesk | None = None,
+    press_wiring: Callable[[PressPorts], PressWiring | None] | None = None,
 ) -> GatewayParts:
     """The parts for `settings`, not started (no I/O happens here).
 
     `private_tools`: more tools for the owner's private contexts (web, schedule tools);
     `shared_tools`: more for group chats too. `sessions`: given when a tool made before the
     parts reads them (the web tools' session links). `memory`: recall and the memory tools.
-    `schedule_desk`: the reminders desk (/reminders, the panel)."""
+    `schedule_desk`: the reminders desk (/reminders, the panel). `press_wiring`: called once
+    with the ports a feature that asks with buttons needs (the exec approvals,
+    gateway/assembly/exec.py); what it returns adds private tools (each offered to whom it
+    says) and takes the button presses."""
     clock = clock or SystemClock()
     # Masks every configured secret in tool results (gateway/ops/redaction.py); shared with the
     # log formatter.
@@ -140,16 +146,20 @@ def build_parts(
     metered = MeteredProvider(models, metrics, accounting)
     capabilities = Capabilities(settings)
     capabilities.register_metrics(metrics.registry)
+    router = Router(settings.workspaces_dir, settings.owner, state.links)
+    wired = press_wiring(PressPorts(router, by_name, delivery, routes, versioning,
+                                    owner=settings.owner)) if press_wiring else None
     setup = TurnSetup(settings, clock, channels=by_name, delivery=delivery, metrics=metrics,
                       models=models, capabilities=capabilities, redactor=redactor,
-                      private_tools=private_tools, shared_tools=shared_tools, memory=memory)
+                      private_tools=[*private_tools, *(wired.tools if wired else ())],
+                      shared_tools=shared_tools, memory=memory,
+                      offered=wired.offered if wired else None)
     media = _media_intake(settings, provider, clock, setup)
     agent = AgentLoop(metered, settings.llm.max_tool_rounds, images=_image_window(settings, media))
     sessions = sessions or SessionStore(clock)
     compactor = Compactor(metered, agent, settings.llm, settings.compaction, clock,
                           settings.zone(), metrics=metrics, versioning=versioning,
                           instructions=_instructions(settings, metered, clock, metrics))
-    router = Router(settings.workspaces_dir, settings.owner, state.links)
     voice = _voice_replies(settings, state, accounting, router)
     turns = TurnRunner(
         sessions, agent, compactor, setup, delivery, metrics, versioning,
@@ -174,6 +184,7 @@ def build_parts(
         router, sessions, lanes, limits,
         metrics, versioning, models, usage, budgets, accounting, metered, media, capabilities,
         setup, compactor, delivery, routes, turns, voice, commands, memory, schedule_desk,
+        wired.presses if wired else None,
     )
 
 

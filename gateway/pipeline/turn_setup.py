@@ -9,7 +9,7 @@ private registry, and a session that is not the owner's DM never gets it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import date
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -59,8 +59,13 @@ class TurnSetup:
         private_tools: Sequence[Tool] = (),
         shared_tools: Sequence[Tool] = (),
         memory: MemoryService | None = None,
+        offered: Mapping[str, Callable[[str], bool]] | None = None,
     ) -> None:
+        """`offered`: tool name -> `offered(person_id)`, the people whose private contexts
+        get that tool (exec: the owner and `[exec] people`); the others' registries leave it
+        out. A tool not named there is everyone's."""
         self.settings, self.clock, self._zone = settings, clock, settings.zone()
+        self._offered = dict(offered or {})
         self.channels, self.delivery, self.metrics = channels, delivery, metrics
         self.models, self.capabilities, self.redactor = models, capabilities, redactor
         self.loader = ContextFileLoader(settings.prompt.file_max_chars,
@@ -83,6 +88,7 @@ class TurnSetup:
 
     def tools_for(self, route: Route) -> ToolRegistry:
         base = self.private_tools if route.private else self.shared_tools
+        base = self._for_person(base, route.person_id)
         # capabilities: read_skill and MCP tools where the context allows them
         return self._guarded(self.capabilities.registry(
             base, self._capability_kind(route), route.workspace, route.access.area))
@@ -90,7 +96,17 @@ class TurnSetup:
     def heartbeat_tools(self, person_id: str, workspace: Path) -> ToolRegistry:
         """A heartbeat turn's tools: the person's private ones, plus MCP servers allowing it."""
         kind = self.capabilities.kind(private=True, person_id=person_id, heartbeat=True)
-        return self._guarded(self.capabilities.registry(self.private_tools, kind, workspace))
+        base = self._for_person(self.private_tools, person_id)
+        return self._guarded(self.capabilities.registry(base, kind, workspace))
+
+    def _for_person(self, registry: ToolRegistry, person_id: str) -> ToolRegistry:
+        """`registry` less the tools not offered to `person_id` (`offered`)."""
+        hidden = {name for name, offered in self._offered.items()
+                  if name in registry and not offered(person_id)}
+        if not hidden:
+            return registry
+        return ToolRegistry([t for t in registry.tools() if t.spec.name not in hidden],
+                            redact=self.redactor)
 
     def _guarded(self, registry: ToolRegistry) -> ToolRegistry:
         """Every registry a turn uses masks secrets in results, and its tools are the known

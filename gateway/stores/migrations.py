@@ -151,7 +151,29 @@ MIGRATIONS: tuple[Migration, ...] = (
         " cache_write INTEGER NOT NULL DEFAULT 0, cost REAL NOT NULL DEFAULT 0,"
         " PRIMARY KEY (chat, day))",
     )),
-    # Next: Migration(10, "...", sql("CREATE TABLE IF NOT EXISTS ...")), and a store for it.
+    Migration(10, "exec approvals, always-allowed commands and runs (2026-12-06)", sql(
+        "CREATE TABLE IF NOT EXISTS exec_approvals ("
+        " code TEXT PRIMARY KEY, person_id TEXT NOT NULL, workspace TEXT NOT NULL,"
+        " session_key TEXT NOT NULL, channel TEXT NOT NULL, chat_id TEXT NOT NULL,"
+        " command TEXT NOT NULL, cwd TEXT NOT NULL, network INTEGER NOT NULL,"
+        " timeout REAL, digest TEXT NOT NULL, status TEXT NOT NULL DEFAULT 'pending',"
+        " always INTEGER NOT NULL DEFAULT 0, created_at REAL NOT NULL, expires_at REAL NOT NULL,"
+        " decided_by TEXT NOT NULL DEFAULT '', decided_at REAL,"
+        " request_channel TEXT NOT NULL DEFAULT '', request_chat TEXT NOT NULL DEFAULT '',"
+        " request_message TEXT NOT NULL DEFAULT '', message_id TEXT NOT NULL DEFAULT '')",
+        "CREATE INDEX IF NOT EXISTS exec_approvals_status ON exec_approvals (status, expires_at)",
+        "CREATE TABLE IF NOT EXISTS exec_always ("
+        " person_id TEXT NOT NULL, digest TEXT NOT NULL, command TEXT NOT NULL,"
+        " cwd TEXT NOT NULL, network INTEGER NOT NULL, added_by TEXT NOT NULL,"
+        " added_at REAL NOT NULL, PRIMARY KEY (person_id, digest))",
+        "CREATE TABLE IF NOT EXISTS exec_runs ("
+        " id INTEGER PRIMARY KEY AUTOINCREMENT, person_id TEXT NOT NULL, command TEXT NOT NULL,"
+        " cwd TEXT NOT NULL, network INTEGER NOT NULL, approved_by TEXT NOT NULL,"
+        " code TEXT NOT NULL DEFAULT '', exit_code INTEGER, ended TEXT NOT NULL,"
+        " duration REAL NOT NULL, bytes_out INTEGER NOT NULL, at REAL NOT NULL)",
+        "CREATE INDEX IF NOT EXISTS exec_runs_person ON exec_runs (person_id, at)",
+    )),
+    # Next: Migration(11, "...", sql("CREATE TABLE IF NOT EXISTS ...")), and a store for it.
 )
 
 LATEST = MIGRATIONS[-1].version

@@ -4,6 +4,14 @@ Point discord.py at it with `patch_discord(monkeypatch, server)` (Route.BASE and
 gateway URL). The gateway speaks JSON in text frames: HELLO, IDENTIFY -> READY, heartbeats,
 and MESSAGE_CREATE dispatches that tests trigger with `dm()` / `guild_message()`.
 
+Buttons: a message created with `components` keeps them (`SentMessage.components`; an edit
+that sends `components` replaces them). `press(user_id, sent, custom_id)` dispatches an
+INTERACTION_CREATE (type 3, a button of that message only), and the interaction callback
+endpoint (`POST /interactions/{id}/{token}/callback`) takes the one answer Discord allows:
+UPDATE_MESSAGE (7) rewrites the message, CHANNEL_MESSAGE_WITH_SOURCE (4) is a reply
+(ephemeral with flag 64), DEFERRED_UPDATE_MESSAGE (6) acknowledges; a second answer is
+refused with code 40060, as Discord does (`responses` has each interaction's answer).
+
 Edits (streamed replies): `PATCH /channels/{c}/messages/{id}` changes a message the bot sent
 (`SentMessage.content` is its current text, `edits` how often it changed, `at` when it was
 sent and `edit_times` when it changed), 404 with code 10008 "Unknown Message" for one that
@@ -49,6 +57,11 @@ class SentMessage:
     deleted: bool = False
     at: float = field(default_factory=time.monotonic)  # when it was sent (monotonic)
     edit_times: list[float] = field(default_factory=list)
+    components: list[dict[str, Any]] = field(default_factory=list)  # action rows
+
+    def custom_ids(self) -> list[str]:
+        return [str(c.get("custom_id", "")) for row in self.components
+                for c in row.get("components", [])]
 
 
 @dataclass
@@ -84,6 +97,10 @@ class FakeDiscordServer:
         # False: voice messages are refused, as a server that disallows them does.
         self.voice_messages = True
         self.identified = asyncio.Event()
+        self.interactions: dict[str, str] = {}  # interaction id -> its token
+        self.pressed_on: dict[str, str] = {}  # interaction id -> the message pressed
+        self.responses: dict[str, dict[str, Any]] = {}  # interaction id -> its callback body
+        self.with_components: list[SentMessage] = []  # created with buttons, in order
         self._sockets: list[web.WebSocketResponse] = []
         self._seq = itertools.count(1)
         self._changed = asyncio.Condition()
@@ -101,6 +118,7 @@ class FakeDiscordServer:
         app.router.add_get("/api/v10/channels/{channel}", self._channel)
         app.router.add_get("/api/v10/channels/{channel}/messages", self._history)
         app.router.add_get("/gateway", self._gateway)
+        app.router.add_post("/api/v10/interactions/{id}/{token}/callback", self._callback)
         app.router.add_get("/attachments/{id}/{name}", self._attachment)
         self._runner = web.AppRunner(app, shutdown_timeout=0.5)
         await self._runner.setup()
@@ -168,6 +186,71 @@ class FakeDiscordServer:
                             mentions=mentions)
         await self.dispatch("MESSAGE_CREATE", data)
         return data
+
+    async def press(self, user_id: int, sent: SentMessage, custom_id: str, *,
+                    name: str = "ann") -> str:
+        """`user_id` presses the button `custom_id` of the bot's message `sent` in their DM:
+        an INTERACTION_CREATE as Discord sends it; the interaction's id."""
+        if custom_id not in sent.custom_ids():
+            raise AssertionError(f"no button {custom_id!r} under message {sent.message_id}")
+        interaction_id, token = str(next(_ids)), f"itoken-{next(_ids)}"
+        self.interactions[interaction_id] = token
+        self.pressed_on[interaction_id] = sent.message_id
+        user = _user(user_id, name)
+        message = self.message(BOT, sent.channel_id, sent.content, components=sent.components)
+        message["id"] = sent.message_id
+        await self.dispatch("INTERACTION_CREATE", {
+            "id": interaction_id, "application_id": BOT["id"], "type": 3, "token": token,
+            "version": 1, "data": {"custom_id": custom_id, "component_type": 2},
+            "channel_id": sent.channel_id,
+            "channel": {"id": sent.channel_id, "type": 1, "recipients": [user]},
+            "user": user, "message": message, "locale": "en-US", "app_permissions": "0",
+            "entitlements": [], "authorizing_integration_owners": {"1": str(user_id)},
+            "context": 1, "attachment_size_limit": 10 * 1024 * 1024,
+        })
+        return interaction_id
+
+    async def wait_response(self, interaction_id: str, timeout: float = 10.0) -> dict[str, Any]:
+        async with self._changed:
+            await asyncio.wait_for(self._changed.wait_for(
+                lambda: interaction_id in self.responses), timeout)
+        return self.responses[interaction_id]
+
+    async def _callback(self, request: web.Request) -> web.Response:
+        interaction_id = request.match_info["id"]
+        if self.interactions.get(interaction_id) != request.match_info["token"]:
+            return _json({"message": "Unknown interaction", "code": 10062}, 404)
+        if interaction_id in self.responses:
+            return _json({"message": "Interaction has already been acknowledged.",
+                          "code": 40060}, 400)
+        body = await request.json()
+        kind, data = int(body.get("type", 0)), body.get("data") or {}
+        if kind not in (4, 6, 7):
+            return _json({"message": "Invalid Form Body", "code": 50035}, 400)
+        async with self._changed:
+            self.responses[interaction_id] = body
+            self._changed.notify_all()
+        interaction = {"id": interaction_id, "type": 3}
+        if kind == 6:
+            return _json({"interaction": interaction})
+        if kind == 7:  # the message whose button was pressed, rewritten
+            sent = self.by_id[self.pressed_on[interaction_id]]
+            if not _valid_components(data.get("components") or []):
+                return _json({"message": "Invalid Form Body", "code": 50035}, 400)
+            async with self._changed:
+                if "content" in data:
+                    sent.content = str(data["content"] or "")
+                if "components" in data:
+                    sent.components = list(data["components"] or [])
+                sent.edits += 1
+                self._changed.notify_all()
+        return _json({"interaction": interaction,
+                      "resource": {"type": kind, "message": self._answered(kind, data)}})
+
+    def _answered(self, kind: int, data: dict[str, Any]) -> dict[str, Any]:
+        return self.message(BOT, "0", str(data.get("content") or ""),
+                            components=data.get("components", []),
+                            flags=int(data.get("flags") or 0))
 
     def attachment(self, filename: str, data: bytes, content_type: str, *,
                    voice_seconds: float | None = None, width: int | None = None,
@@ -240,6 +323,9 @@ class FakeDiscordServer:
         content = str(body.get("content") or "")
         if len(content) > 2000:
             return _json({"message": "Invalid Form Body", "code": 50035}, 400)
+        components = body.get("components") or []
+        if not _valid_components(components):
+            return _json({"message": "Invalid Form Body", "code": 50035}, 400)
         flags = int(body.get("flags") or 0)
         metas = [dict(item) for item in body.get("attachments") or []]
         if flags & VOICE_MESSAGE and (content or len(uploads) != 1 or len(metas) != 1
@@ -253,13 +339,18 @@ class FakeDiscordServer:
         nonce = str(body.get("nonce") or "")
         if nonce and body.get("enforce_nonce") and (channel, nonce) in self.nonces:
             return _json(self.nonces[(channel, nonce)])
-        return _json(await self.accept(channel, content, nonce, uploads, flags, metas))
+        return _json(await self.accept(channel, content, nonce, uploads, flags, metas,
+                                       components))
 
     async def accept(self, channel: str, content: str, nonce: str = "",
                      uploads: Sequence[tuple[str, bytes]] = (), flags: int = 0,
-                     metas: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
+                     metas: Sequence[dict[str, Any]] = (),
+                     components: list[dict[str, Any]] | None = None) -> dict[str, Any]:
         """Create a message from the bot (what a send that reached Discord does)."""
-        data = self.message(BOT, channel, content, **({"nonce": nonce} if nonce else {}))
+        extra: dict[str, Any] = {"nonce": nonce} if nonce else {}
+        if components:
+            extra["components"] = components
+        data = self.message(BOT, channel, content, **extra)
         if nonce:
             self.nonces[(channel, nonce)] = data
         async with self._changed:
@@ -267,9 +358,12 @@ class FakeDiscordServer:
                 meta = metas[index] if index < len(metas) else {}
                 self.files.append(UploadedFile(channel, filename, body, content, flags, meta))
             if content or not uploads:
-                sent = SentMessage(channel, content, data["id"])
+                sent = SentMessage(channel, content, data["id"],
+                                   components=list(components or []))
                 self.sent.append(sent)
                 self.by_id[data["id"]] = sent
+                if components:
+                    self.with_components.append(sent)
             self._changed.notify_all()
         return data
 
@@ -285,11 +379,13 @@ class FakeDiscordServer:
         if sent is None or sent.deleted or sent.channel_id != request.match_info["channel"]:
             return _json({"message": "Unknown Message", "code": 10008}, 404)
         body = await request.json()
-        content = str(body.get("content", ""))
-        if len(content) > 2000:
+        content = str(body.get("content", sent.content) or "")
+        if len(content) > 2000 or not _valid_components(body.get("components") or []):
             return _json({"message": "Invalid Form Body", "code": 50035}, 400)
         async with self._changed:
             sent.content = content
+            if "components" in body:
+                sent.components = list(body["components"] or [])
             sent.edits += 1
             sent.edit_times.append(time.monotonic())
             self._changed.notify_all()
@@ -364,6 +460,23 @@ class FakeDiscordServer:
         finally:
             self._sockets.remove(socket)
         return socket
+
+
+def _valid_components(rows: Any) -> bool:
+    """Action rows (type 1) of at most five buttons (type 2) each with a label and a
+    custom id of 1-100 characters, at most five rows: what Discord accepts of ours."""
+    if not isinstance(rows, list) or len(rows) > 5:
+        return False
+    for row in rows:
+        items = row.get("components") if isinstance(row, dict) else None
+        if row.get("type") != 1 or not isinstance(items, list) or not 1 <= len(items) <= 5:
+            return False
+        for item in items:
+            if item.get("type") != 2 or not str(item.get("label") or "").strip():
+                return False
+            if not 1 <= len(str(item.get("custom_id") or "")) <= 100:
+                return False
+    return True
 
 
 def _json(body: Any, status: int = 200) -> web.Response:

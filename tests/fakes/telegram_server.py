@@ -59,6 +59,13 @@ class Sent:
     message_id: int = 0
     edits: int = 0
     deleted: bool = False
+    # The inline keyboard under it (the Bot API's InlineKeyboardMarkup), None for none; an
+    # edit without one removes it, as the Bot API does.
+    reply_markup: dict[str, Any] | None = None
+
+    def button_data(self) -> list[str]:
+        rows = (self.reply_markup or {}).get("inline_keyboard", [])
+        return [str(b.get("callback_data", "")) for row in rows for b in row]
 
 
 @dataclass
@@ -113,6 +120,11 @@ class FakeTelegramServer:
         self.files: list[SentFile] = []  # files the bot sent
         self._file_ids = itertools.count(1)
         self._update_ids = itertools.count(1000)
+        self._query_ids = itertools.count(5000)
+        self.queries: dict[str, dict[str, Any]] = {}  # callback query id -> the query
+        self.query_answers: dict[str, str] = {}  # callback query id -> answerCallbackQuery text
+        self.allowed_updates: list[str] | None = None  # as the last getUpdates asked
+        self.keyboards: list[Sent] = []  # messages sent with an inline keyboard, in order
         self._message_ids = itertools.count(1)
         self._changed = asyncio.Condition()
         self._runner: web.AppRunner | None = None
@@ -178,6 +190,38 @@ class FakeTelegramServer:
             self.updates.append({"update_id": update_id, "message": message})
             self._changed.notify_all()
         return update_id
+
+    async def press(self, user_id: int, sent: Sent, data: str, *,
+                    first_name: str = "Ann") -> str:
+        """`user_id` presses the button with `data` under the bot's message `sent`: a
+        callback_query update, as Telegram sends it (only for a button the message has)."""
+        if data not in sent.button_data():
+            raise AssertionError(f"no button {data!r} under message {sent.message_id}")
+        query_id = str(next(self._query_ids))
+        query = {
+            "id": query_id,
+            "from": {"id": user_id, "is_bot": False, "first_name": first_name},
+            "message": {"message_id": sent.message_id, "date": int(time.time()),
+                        "chat": {"id": int(sent.chat_id), "type": "private"},
+                        "from": BOT_USER, "text": sent.text,
+                        **({"reply_markup": sent.reply_markup} if sent.reply_markup else {})},
+            "chat_instance": f"ci-{sent.chat_id}",
+            "data": data,
+        }
+        self.queries[query_id] = query
+        update_id = next(self._update_ids)
+        async with self._changed:
+            self.updates.append({"update_id": update_id, "callback_query": query})
+            self._changed.notify_all()
+        return query_id
+
+    async def wait_answered(self, query_id: str, timeout: float = 10.0) -> str:
+        await _until(lambda: query_id in self.query_answers, timeout)
+        return self.query_answers[query_id]
+
+    def with_buttons(self, chat_id: int | str | None = None) -> list[Sent]:
+        """Messages sent with an inline keyboard (which an edit may since have removed)."""
+        return [s for s in self.keyboards if chat_id is None or s.chat_id == str(chat_id)]
 
     def message(
         self, user_id: int, text: str | None = None, *, chat_id: int | None = None,
@@ -294,6 +338,12 @@ class FakeTelegramServer:
         with contextlib.suppress(TimeoutError):
             await _until(lambda: bool(self.updates), wait)
         limit = int(params.get("limit") or 100)
+        allowed = params.get("allowed_updates")
+        if allowed is not None:
+            self.allowed_updates = list(allowed)
+        if self.allowed_updates:  # the kinds a client did not ask for are dropped
+            kinds = set(self.allowed_updates)
+            self.updates = [u for u in self.updates if kinds & (set(u) - {"update_id"})]
         return _ok(self.updates[:limit])
 
     async def _m_sendMessage(self, params: dict[str, Any]) -> web.Response:
@@ -312,9 +362,17 @@ class FakeTelegramServer:
         failure = queue.popleft() if queue else None
         if failure is not None:
             return _error(failure.status, failure.description, failure.parameters)
+        markup = params.get("reply_markup")
+        if isinstance(markup, str):
+            markup = json.loads(markup)
+        problem = _markup_problem(markup)
+        if problem:
+            return _error(400, f"Bad Request: {problem}")
         message_id = next(self._message_ids)
         async with self._changed:
-            sent = Sent(chat_id, text, parse_mode, message_id=message_id)
+            sent = Sent(chat_id, text, parse_mode, message_id=message_id, reply_markup=markup)
+            if markup:
+                self.keyboards.append(sent)
             self.sent.append(sent)
             self.by_chat.setdefault(chat_id, []).append(sent)
             self.messages[(chat_id, message_id)] = sent
@@ -361,14 +419,49 @@ class FakeTelegramServer:
             return _error(400, "Bad Request: message is not modified: specified new message "
                                "content and reply markup are exactly the same as a current "
                                "content and reply markup of the message")
+        markup = params.get("reply_markup")
+        if isinstance(markup, str):
+            markup = json.loads(markup)
+        problem = _markup_problem(markup)
+        if problem:
+            return _error(400, f"Bad Request: {problem}")
         async with self._changed:
             sent.text, sent.parse_mode = text, parse_mode
+            sent.reply_markup = markup
             sent.edits += 1
             self._changed.notify_all()
         return _ok({"message_id": key[1], "date": int(time.time()),
                     "edit_date": int(time.time()),
                     "chat": {"id": int(key[0]), "type": "private"}, "from": BOT_USER,
                     "text": text})
+
+    async def _m_editMessageReplyMarkup(self, params: dict[str, Any]) -> web.Response:
+        sent = self.messages.get((str(params.get("chat_id", "")),
+                                  int(params.get("message_id") or 0)))
+        if sent is None or sent.deleted:
+            return _error(400, "Bad Request: message to edit not found")
+        markup = params.get("reply_markup")
+        if isinstance(markup, str):
+            markup = json.loads(markup)
+        problem = _markup_problem(markup)
+        if problem:
+            return _error(400, f"Bad Request: {problem}")
+        async with self._changed:
+            sent.reply_markup = markup
+            sent.edits += 1
+            self._changed.notify_all()
+        return _ok(True)
+
+    async def _m_answerCallbackQuery(self, params: dict[str, Any]) -> web.Response:
+        query_id = str(params.get("callback_query_id", ""))
+        if query_id not in self.queries or query_id in self.query_answers:
+            return _error(400, "Bad Request: query is too old and response timeout expired "
+                               "or query ID is invalid")
+        text = str(params.get("text") or "")
+        if len(text) > 200:
+            return _error(400, "Bad Request: MESSAGE_TOO_LONG")
+        self.query_answers[query_id] = text
+        return _ok(True)
 
     async def _m_deleteMessage(self, params: dict[str, Any]) -> web.Response:
         sent = self.messages.get((str(params.get("chat_id", "")),
@@ -472,6 +565,23 @@ async def _until(condition: Callable[[], bool], timeout: float) -> None:
         if time.monotonic() >= deadline:
             raise TimeoutError
         await asyncio.sleep(0.01)
+
+
+def _markup_problem(markup: Any) -> str:
+    """What the Bot API would refuse in an InlineKeyboardMarkup ("" when fine)."""
+    if markup is None:
+        return ""
+    rows = markup.get("inline_keyboard") if isinstance(markup, dict) else None
+    if not isinstance(rows, list) or not all(isinstance(row, list) for row in rows):
+        return "can't parse reply keyboard markup JSON object"
+    for row in rows:
+        for button in row:
+            if not isinstance(button, dict) or not str(button.get("text", "")).strip():
+                return "BUTTON_TEXT_INVALID"
+            data = button.get("callback_data")
+            if data is not None and not 1 <= len(str(data).encode()) <= 64:
+                return "BUTTON_DATA_INVALID"
+    return ""
 
 
 def _ok(result: Any) -> web.Response:

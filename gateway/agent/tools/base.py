@@ -19,9 +19,13 @@ if TYPE_CHECKING:
 
 class FileOutbox(Protocol):
     """Sends a file to the person of the current chat through the gateway's one delivery path
-    (the outbox: durable, retried, sent once). `max_bytes` is the channel's upload limit."""
+    (the outbox: durable, retried, sent once). `max_bytes` is the channel's upload limit;
+    `channel` and `chat_id` name the chat (where a late answer to it is posted: exec),
+    `message_id` the message the turn answers ("" for none)."""
 
     channel: str
+    chat_id: str
+    message_id: str
     max_bytes: int
 
     async def send_file(self, path: Path, caption: str) -> str: ...

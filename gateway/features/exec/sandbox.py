@@ -78,6 +78,7 @@ PROXY_PORT = 3128
 _POLL_SECONDS = 0.1
 _DRAIN_SECONDS = 5.0
 _SIGXCPU, _SIGXFSZ = 24, 25  # as bash reports them: 128 + the signal
+NICENESS = 19  # every command at the lowest CPU priority (its processes inherit it)
 # The wrapper that runs first inside the sandbox. It closes every descriptor bwrap was given
 # (a bind source is an O_PATH descriptor of a host directory: inherited, `/proc/self/fd/N/..`
 # would reach the workspaces root), writes the marker byte (a run without it failed inside
@@ -86,12 +87,51 @@ _SIGXCPU, _SIGXFSZ = 24, 25  # as bash reports them: 128 + the signal
 _WRAPPER = (
     "{mark}exec {closes}; umask 077; "
     "echo 1000 >/proc/self/oom_score_adj 2>/dev/null; "
+    "{autogroup}"
     "ulimit -c 0 -v {memory_kb} -u {nproc} -f {file_kb} && ulimit -S -t {cpu} "
     "&& ulimit -H -t {cpu_hard} "
     "|| {{ echo 'clawgate: the limits could not be set' >&2; exit 126; }}; "
+    # The lowest CPU priority: 20 busy commands on two cores must not starve the gateway's
+    # own event loop, which answers everyone's DMs (bench/exec_gateway.py measures it).
+    f'[ -x /usr/bin/nice ] && exec /usr/bin/nice -n {NICENESS} /bin/bash -c "$1"; '
     'exec /bin/bash -c "$1"'
 )
+# The sandbox is a session of its own. Where the kernel groups sessions for the scheduler
+# (autogroup: only for processes in the root CPU cgroup, as on a bare host or a container
+# without its own cgroup; never under systemd slices with CPU accounting or Docker's cgroups)
+# its CPU share is its group's, whatever its processes' niceness, so the group's priority is
+# lowered too. The kernel takes that from an unprivileged process at most ten times a second,
+# machine-wide, so each sandbox tries again for up to three seconds before its command runs:
+# commands started together start over a few seconds, and the gateway is not slowed
+# (bench/exec_gateway.py). Where autogroup does not apply, niceness alone does the job.
+_AUTOGROUP = (
+    "read -r _ag </proc/sys/kernel/sched_autogroup_enabled 2>/dev/null; "
+    "if [ \"$_ag\" = 1 ]; then for _ in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 "
+    f"20 21 22 23 24 25 26 27 28 29 30; do echo {NICENESS} 2>/dev/null >/proc/self/autogroup"
+    " && break; /usr/bin/sleep 0.1 || break; done; fi; "
+)
 _SYSTEM_PYTHONS = ("/usr/bin/python3", "/usr/local/bin/python3")
+
+
+def in_root_cpu_group() -> bool:
+    """Whether this process is in the root CPU cgroup, where the scheduler's autogroups
+    apply (a sandbox's own session is then its own group)."""
+    try:
+        lines = Path("/proc/self/cgroup").read_text(encoding="ascii").splitlines()
+    except OSError:
+        return True
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if "cpu" in controllers.split(","):  # cgroup v1
+            return path == "/"
+    unified = next((line.split(":", 2)[2] for line in lines if line.startswith("0::")), "/")
+    if unified == "/":
+        return True
+    try:
+        own = Path("/sys/fs/cgroup", unified.lstrip("/"), "cgroup.controllers")
+        return "cpu" not in own.read_text(encoding="ascii").split()
+    except OSError:
+        return True
 
 
 class SandboxUnavailable(Exception):
@@ -174,12 +214,13 @@ def _system_python() -> str | None:
 def command_argv(bwrap: str, settings: ExecSettings, view: Sequence[str], command: str, *,
                  passed_fds: Sequence[int], mark_fd: int | None, seccomp_fd: int | None,
                  network: bool, python: str | None,
-                 hold: tuple[int, int] | None = None) -> list[str]:
+                 hold: tuple[int, int] | None = None, autogroup: bool = False) -> list[str]:
     """The whole argument vector of one run. Its program is always bubblewrap.
 
     `passed_fds` are every descriptor handed to bwrap (closed inside before the command
     runs), `mark_fd` the marker pipe among them; `hold` (info fd, block fd) starts the
-    sandbox blocked until the gateway has moved it into its cgroup."""
+    sandbox blocked until the gateway has moved it into its cgroup; `autogroup`: lower the
+    sandbox's scheduler autogroup too (`in_root_cpu_group`)."""
     argv = [bwrap, "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
             "--unshare-net", "--unshare-cgroup-try", "--uid", str(SANDBOX_UID),
             "--gid", str(SANDBOX_GID), "--hostname", "sandbox", "--die-with-parent",
@@ -191,6 +232,7 @@ def command_argv(bwrap: str, settings: ExecSettings, view: Sequence[str], comman
     argv += list(view)
     closes = " ".join(f"{fd}>&-" for fd in sorted(set(passed_fds)) if fd > 2) or "2>&2"
     wrapper = _WRAPPER.format(
+        autogroup=_AUTOGROUP if autogroup else "",
         mark=f"printf s >&{mark_fd}; " if mark_fd is not None else "", closes=closes,
         cpu=settings.cpu_seconds, cpu_hard=settings.cpu_seconds + 1,
         memory_kb=settings.memory_mb * 1024, nproc=settings.processes,
@@ -222,6 +264,7 @@ class Sandbox:
         self.etc = build_etc(runtime_dir / "etc")
         self._seccomp = filter_program()
         self.cgroups = Cgroups.detect()
+        self.autogroup = in_root_cpu_group()  # lower each sandbox's autogroup too
         self._slots = asyncio.Semaphore(settings.max_running)
         # Forks, cgroup writes and workspace walks: off the event loop, in threads of our own
         # (the loop's default pool is small and shared).
@@ -322,7 +365,8 @@ class Sandbox:
             passed += [info_write, block_read]
         argv = command_argv(self.availability.bwrap, settings, view, request.command,
                             passed_fds=passed, mark_fd=mark_write, seccomp_fd=seccomp_fd,
-                            network=request.network, python=self.python, hold=hold)
+                            network=request.network, python=self.python, hold=hold,
+                            autogroup=self.autogroup)
         capture = OutputCapture(settings.output_max_bytes, settings.output_file_mb * 1024 * 1024,
                                 self.runtime_dir)
         before_bytes = await self._in_thread(tree_bytes, request.workspace)

@@ -113,12 +113,12 @@ async def test_small_talk_gets_no_block_through_the_gateway(openai_server, make_
                                                             tmp_path):
     """Every hit confident by cosine (threshold -1, the test embedder), yet no small-talk
     message gets a block: the gate, not the threshold, keeps them out."""
-    gateway, channel = await make_gateway(openai_server, owner=OWNER,
-                                          memory={"auto_recall_min_similarity": -1.0},
-                                          limits={"messages_per_minute": 0})
     service = MemoryService(lambda: FakeEmbedder(), MemoryOptions(watch=False),
                             today=lambda: date(2026, 11, 29))
-    gateway.use_memory(service)
+    gateway, channel = await make_gateway(openai_server, owner=OWNER,
+                                          memory={"auto_recall_min_similarity": -1.0},
+                                          limits={"messages_per_minute": 0},
+                                          memory_service=service)
     ws = ensure_workspace(tmp_path / "workspaces", OWNER)
     _plant(ws)
     await service.sync(ws)
