@@ -7,12 +7,29 @@ from __future__ import annotations
 
 import json
 import signal
+import sqlite3
+from pathlib import Path
 
 from tests.fakes.telegram_server import FakeTelegramServer
 from tests.gateway.features.exec.conftest import wait_until
 from tests.reliability.process import gateway_env, start_gateway
 
 OWNER = 42
+
+
+def question_recorded(state_db: Path) -> bool:
+    """The approval row knows its question's platform message: the question is both sent and
+    recorded (a kill between the two shows it again after the restart, the documented window
+    of docs/exec.md)."""
+    if not state_db.exists():
+        return False
+    try:
+        with sqlite3.connect(f"file:{state_db}?mode=ro", uri=True) as db:
+            rows = db.execute("SELECT count(*) FROM exec_approvals"
+                              " WHERE request_message != ''").fetchone()
+    except sqlite3.OperationalError:  # not migrated yet, or busy
+        return False
+    return bool(rows and rows[0])
 
 
 async def test_the_button_still_answers_after_a_kill_9(tmp_path, anthropic_server,
@@ -30,6 +47,9 @@ async def test_the_button_still_answers_after_a_kill_9(tmp_path, anthropic_serve
             await wait_until(lambda: bool(tg.with_buttons(OWNER)), timeout=60,
                              what="the question")
             asked = tg.with_buttons(OWNER)[0]
+            await wait_until(lambda: question_recorded(
+                tmp_path / "workspaces" / ".gateway" / "state.db"), timeout=30,
+                what="the question's record")
             process.send_signal(signal.SIGKILL)
             await process.wait()
             # The turn that asked died with the process; after the restart it runs again
