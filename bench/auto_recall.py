@@ -94,22 +94,39 @@ async def locomo(args: argparse.Namespace) -> None:
         other = ids[(ids.index(sid) + 1) % len(ids)]
         message = Message(question)
         searched = message.worth_searching
-        own.append((group[sid], message, evidence,
-                    await recall.candidates(roots[sid], question) if searched else []))
-        cross.append((group[sid], message,
-                      await recall.candidates(roots[other], question) if searched else []))
+        own.append(
+            (
+                group[sid],
+                message,
+                evidence,
+                await recall.candidates(roots[sid], question) if searched else [],
+            )
+        )
+        cross.append(
+            (
+                group[sid],
+                message,
+                await recall.candidates(roots[other], question) if searched else [],
+            )
+        )
     seconds = time.perf_counter() - started
     await service.close()
     _gate_cost(own, RecallOptions(args.thresholds[0], hits, tokens))
     small_talk()
-    print(f"{len(questions)} questions over {len(ids)} conversations (A: "
-          f"{', '.join(i for i in ids if group[i] == 'A')}; B: the rest), max {hits} hits, "
-          f"{tokens} tokens; {1000 * seconds / (2 * len(questions)):.0f} ms per search")
-    print("answerable: an evidence turn is in the block; tokens: median over all turns "
-          "(0 when no block) / over turns with a block; cross: the question in another "
-          "conversation's workspace (all noise)")
-    head = (f"{'min_sim':>9} {'grp':>3} {'answerable':>10} {'block':>6} {'tok all':>8} "
-            f"{'tok blk':>8} {'cross blk':>9} {'cross tok':>9}")
+    print(
+        f"{len(questions)} questions over {len(ids)} conversations (A: "
+        f"{', '.join(i for i in ids if group[i] == 'A')}; B: the rest), max {hits} hits, "
+        f"{tokens} tokens; {1000 * seconds / (2 * len(questions)):.0f} ms per search"
+    )
+    print(
+        "answerable: an evidence turn is in the block; tokens: median over all turns "
+        "(0 when no block) / over turns with a block; cross: the question in another "
+        "conversation's workspace (all noise)"
+    )
+    head = (
+        f"{'min_sim':>9} {'grp':>3} {'answerable':>10} {'block':>6} {'tok all':>8} "
+        f"{'tok blk':>8} {'cross blk':>9} {'cross tok':>9}"
+    )
     print(head)
     for threshold in args.thresholds:
         opts = RecallOptions(threshold, hits, tokens)
@@ -117,20 +134,20 @@ async def locomo(args: argparse.Namespace) -> None:
             rows = [(m, e, r) for g, m, e, r in own if name in ("all", g)]
             noise = [(m, r) for g, m, r in cross if name in ("all", g)]
             blocks = [render(r, opts, {}, m) for m, _, r in rows]
-            answered = sum(_answers(b.text, e)
-                           for b, (_, e, _) in zip(blocks, rows, strict=True))
+            answered = sum(_answers(b.text, e) for b, (_, e, _) in zip(blocks, rows, strict=True))
             sizes = [b.tokens for b in blocks]
             with_block = [t for t in sizes if t]
             noisy = [render(r, opts, {}, m).tokens for m, r in noise]
-            print(f"{threshold:>9.2f} {name:>3} {answered / len(rows):>10.3f} "
-                  f"{len(with_block) / len(rows):>6.2f} {statistics.median(sizes):>8.0f} "
-                  f"{statistics.median(with_block) if with_block else 0:>8.0f} "
-                  f"{sum(1 for t in noisy if t) / len(noisy):>9.3f} "
-                  f"{statistics.median(noisy):>9.0f}")
+            print(
+                f"{threshold:>9.2f} {name:>3} {answered / len(rows):>10.3f} "
+                f"{len(with_block) / len(rows):>6.2f} {statistics.median(sizes):>8.0f} "
+                f"{statistics.median(with_block) if with_block else 0:>8.0f} "
+                f"{sum(1 for t in noisy if t) / len(noisy):>9.3f} "
+                f"{statistics.median(noisy):>9.0f}"
+            )
 
 
-def _gate_cost(own: list[tuple[str, Message, list[Any], list[Any]]],
-               opts: RecallOptions) -> None:
+def _gate_cost(own: list[tuple[str, Message, list[Any], list[Any]]], opts: RecallOptions) -> None:
     """What the gate adds to a turn: reading the message and checking its hits (the render
     with the gate less the same render without its checks is within noise; this times the
     whole of it, search excluded)."""
@@ -142,18 +159,25 @@ def _gate_cost(own: list[tuple[str, Message, list[Any], list[Any]]],
             render(results, opts, {}, fresh)
         costs.append(time.perf_counter() - started)
     costs.sort()
-    print(f"the gate and the block's rendering per turn (search excluded): p50 "
-          f"{1e6 * costs[len(costs) // 2]:.0f} us, p95 {1e6 * costs[int(len(costs) * 0.95)]:.0f}"
-          f" us")
+    print(
+        f"the gate and the block's rendering per turn (search excluded): p50 "
+        f"{1e6 * costs[len(costs) // 2]:.0f} us, p95 {1e6 * costs[int(len(costs) * 0.95)]:.0f}"
+        f" us"
+    )
 
 
 def small_talk() -> None:
     """The small-talk set (tests/fixtures/small_talk.txt): how many would be searched."""
-    lines = [line for line in SMALL_TALK_FILE.read_text(encoding="utf-8").splitlines()
-             if line.strip() and not line.startswith("#")]
+    lines = [
+        line
+        for line in SMALL_TALK_FILE.read_text(encoding="utf-8").splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
     searched = [line for line in lines if Message(line).worth_searching]
-    print(f"small talk: {len(searched)}/{len(lines)} messages searched (a block is possible "
-          f"only for those){': ' if searched else ''}{'; '.join(searched)}")
+    print(
+        f"small talk: {len(searched)}/{len(lines)} messages searched (a block is possible "
+        f"only for those){': ' if searched else ''}{'; '.join(searched)}"
+    )
 
 
 def _answers(block: str, evidence: list[Any]) -> bool:
@@ -166,47 +190,112 @@ def _answers(block: str, evidence: list[Any]) -> bool:
 TODAY = date(2025, 6, 20)
 # (days before today, the note's line, a question in other words, the answer's key words)
 FACTS: list[tuple[int, str, str, str]] = [
-    (140, "Alice's locker code at the climbing gym is 4471.",
-     "what was my locker code at the climbing gym?", "4471"),
-    (120, "The plumber who fixed the boiler was Marek Nowak, phone 0176 5550192.",
-     "who was the plumber that repaired our boiler?", "Marek Nowak"),
-    (95, "Alice's passport expires on 2027-03-14.",
-     "when does my passport run out?", "2027-03-14"),
-    (200, "Alice's sister Jana is allergic to hazelnuts.",
-     "is my sister allergic to anything?", "hazelnuts"),
-    (60, "Wifi password at the cabin in Lofoten: fjord-otter-88.",
-     "what's the wifi password at the cabin?", "fjord-otter-88"),
-    (175, "Alice's bike is a green Brompton, frame number BR-20931.",
-     "what's the frame number of my bike?", "BR-20931"),
-    (80, "Dr. Lindqvist is Alice's dentist; the practice is on Storgatan 12.",
-     "where is my dentist's practice?", "Storgatan 12"),
-    (150, "The landlord agreed to lower the rent to 1,240 EUR from September.",
-     "what did the landlord agree the rent would be?", "1,240"),
-    (45, "Alice's book club reads 'The Overstory' next; meeting at Tomas's place.",
-     "which book is the book club reading next?", "Overstory"),
-    (230, "Alice's car insurance policy number is KX-88-1204 with Fennia.",
-     "what's my car insurance policy number?", "KX-88-1204"),
-    (110, "Alice prefers window seats and never wants a red-eye flight.",
-     "what kind of flights and seats do I like?", "window seat"),
-    (70, "The spare key is with the neighbour Ruth in flat 3B.",
-     "who has our spare key?", "Ruth"),
-    (190, "Alice's running shoe size is EU 39.5 (Hoka Clifton).",
-     "what size are my running shoes?", "39.5"),
-    (130, "Tax adviser: Henrik Salo, charges 95 EUR an hour.",
-     "how much does the tax adviser charge?", "95 EUR"),
-    (55, "Mum's birthday dinner is booked at Savoy for 12 people.",
-     "where is mum's birthday dinner booked?", "Savoy"),
-    (160, "The router admin login is admin / velvet-comet-3.",
-     "what's the router's admin password?", "velvet-comet-3"),
+    (
+        140,
+        "Alice's locker code at the climbing gym is 4471.",
+        "what was my locker code at the climbing gym?",
+        "4471",
+    ),
+    (
+        120,
+        "The plumber who fixed the boiler was Marek Nowak, phone 0176 5550192.",
+        "who was the plumber that repaired our boiler?",
+        "Marek Nowak",
+    ),
+    (95, "Alice's passport expires on 2027-03-14.", "when does my passport run out?", "2027-03-14"),
+    (
+        200,
+        "Alice's sister Jana is allergic to hazelnuts.",
+        "is my sister allergic to anything?",
+        "hazelnuts",
+    ),
+    (
+        60,
+        "Wifi password at the cabin in Lofoten: fjord-otter-88.",
+        "what's the wifi password at the cabin?",
+        "fjord-otter-88",
+    ),
+    (
+        175,
+        "Alice's bike is a green Brompton, frame number BR-20931.",
+        "what's the frame number of my bike?",
+        "BR-20931",
+    ),
+    (
+        80,
+        "Dr. Lindqvist is Alice's dentist; the practice is on Storgatan 12.",
+        "where is my dentist's practice?",
+        "Storgatan 12",
+    ),
+    (
+        150,
+        "The landlord agreed to lower the rent to 1,240 EUR from September.",
+        "what did the landlord agree the rent would be?",
+        "1,240",
+    ),
+    (
+        45,
+        "Alice's book club reads 'The Overstory' next; meeting at Tomas's place.",
+        "which book is the book club reading next?",
+        "Overstory",
+    ),
+    (
+        230,
+        "Alice's car insurance policy number is KX-88-1204 with Fennia.",
+        "what's my car insurance policy number?",
+        "KX-88-1204",
+    ),
+    (
+        110,
+        "Alice prefers window seats and never wants a red-eye flight.",
+        "what kind of flights and seats do I like?",
+        "window seat",
+    ),
+    (70, "The spare key is with the neighbour Ruth in flat 3B.", "who has our spare key?", "Ruth"),
+    (
+        190,
+        "Alice's running shoe size is EU 39.5 (Hoka Clifton).",
+        "what size are my running shoes?",
+        "39.5",
+    ),
+    (
+        130,
+        "Tax adviser: Henrik Salo, charges 95 EUR an hour.",
+        "how much does the tax adviser charge?",
+        "95 EUR",
+    ),
+    (
+        55,
+        "Mum's birthday dinner is booked at Savoy for 12 people.",
+        "where is mum's birthday dinner booked?",
+        "Savoy",
+    ),
+    (
+        160,
+        "The router admin login is admin / velvet-comet-3.",
+        "what's the router's admin password?",
+        "velvet-comet-3",
+    ),
 ]
-SMALL_TALK = ["thanks!", "good morning", "ok sounds good", "haha nice",
-              "remind me to call the bank at 5", "what's 15% of 80?"]
+SMALL_TALK = [
+    "thanks!",
+    "good morning",
+    "ok sounds good",
+    "haha nice",
+    "remind me to call the bank at 5",
+    "what's 15% of 80?",
+]
 FILLER = [
-    "Went for a walk by the river after lunch.", "Groceries: oats, apples, coffee, rice.",
-    "Watched a documentary about octopuses in the evening.", "Cleaned the kitchen windows.",
-    "Long call with work about the quarterly report.", "It rained all day; stayed in and read.",
-    "Tried a new pasta recipe with lemon and capers.", "Fixed the squeaky hinge on the door.",
-    "Paid the electricity bill.", "Planned the week: gym Tuesday and Thursday.",
+    "Went for a walk by the river after lunch.",
+    "Groceries: oats, apples, coffee, rice.",
+    "Watched a documentary about octopuses in the evening.",
+    "Cleaned the kitchen windows.",
+    "Long call with work about the quarterly report.",
+    "It rained all day; stayed in and read.",
+    "Tried a new pasta recipe with lemon and capers.",
+    "Fixed the squeaky hinge on the door.",
+    "Paid the electricity bill.",
+    "Planned the week: gym Tuesday and Thursday.",
 ]
 
 
@@ -217,12 +306,14 @@ def _plant(workspace: Path) -> None:
     days: dict[date, list[str]] = {}
     for offset in range(1, 240, 3):
         days[TODAY - timedelta(days=offset)] = [
-            f"- {FILLER[(offset + i) % len(FILLER)]}" for i in range(3)]
+            f"- {FILLER[(offset + i) % len(FILLER)]}" for i in range(3)
+        ]
     for offset, fact, _, _ in FACTS:
         days.setdefault(TODAY - timedelta(days=offset), []).insert(1, f"- {fact}")
     for day, lines in days.items():
         (notes / f"{day.isoformat()}.md").write_text(
-            "\n".join([f"# {day.isoformat()}", "", *lines]) + "\n", encoding="utf-8")
+            "\n".join([f"# {day.isoformat()}", "", *lines]) + "\n", encoding="utf-8"
+        )
 
 
 async def scripted(args: argparse.Namespace) -> None:
@@ -240,10 +331,17 @@ async def scripted(args: argparse.Namespace) -> None:
         root = Path(tempfile.mkdtemp(prefix="clawgate-auto-recall-"))
         async with FakeOpenAIServer() as server:
             settings = load_settings(
-                root / "none.toml", workspaces_dir=root / "workspaces", owner=owner,
-                timezone="UTC", versioning={"enabled": False},
-                llm={"provider": "openai", "base_url": server.base_url,
-                     "api_key": "sk-bench-0000000", "max_attempts": 1},
+                root / "none.toml",
+                workspaces_dir=root / "workspaces",
+                owner=owner,
+                timezone="UTC",
+                versioning={"enabled": False},
+                llm={
+                    "provider": "openai",
+                    "base_url": server.base_url,
+                    "api_key": "sk-bench-0000000",
+                    "max_attempts": 1,
+                },
                 memory={"auto_recall": enabled, "watch": False},
             )
             from gateway.workspace.seed import ensure_workspace
@@ -255,8 +353,14 @@ async def scripted(args: argparse.Namespace) -> None:
             await service.sync(workspace)
             channel = RecordingChannel()
             clock = FixedClock(datetime(TODAY.year, TODAY.month, TODAY.day, 9, tzinfo=UTC))
-            gateway = Gateway.build(settings, build_provider(settings), channels=[channel],
-                                    clock=clock, access=AllowAll(), memory=service)
+            gateway = Gateway.build(
+                settings,
+                build_provider(settings),
+                channels=[channel],
+                clock=clock,
+                access=AllowAll(),
+                memory=service,
+            )
             await gateway.start()
             state = Script(server)
             server.responder = state.respond
@@ -276,16 +380,24 @@ async def scripted(args: argparse.Namespace) -> None:
             figures[enabled] = state.summary()
     off, on = figures[False], figures[True]
     n = len(FACTS)
-    print(f"{n} questions about facts in daily notes 45-230 days old (each among filler, "
-          f"{len(range(1, 240, 3)) + n} notes), {len(SMALL_TALK)} small-talk messages; "
-          "the real gateway, the local embedder, the scripted fake model")
-    print(f"auto-recall off: answered without memory_search {off['direct']}/{n}; "
-          f"memory_search calls {off['searches']}; right answers {off['right']}/{n}")
-    print(f"auto-recall on:  answered without memory_search {on['direct']}/{n}; "
-          f"memory_search calls {on['searches']}; right answers {on['right']}/{n}")
-    print(f"tokens added per model request (block chars / 4), questions: median "
-          f"{on['median_q']:.0f}, max {on['max_q']}; small talk: median {on['median_s']:.0f}, "
-          f"blocks given {on['small_blocks']}/{len(SMALL_TALK)}")
+    print(
+        f"{n} questions about facts in daily notes 45-230 days old (each among filler, "
+        f"{len(range(1, 240, 3)) + n} notes), {len(SMALL_TALK)} small-talk messages; "
+        "the real gateway, the local embedder, the scripted fake model"
+    )
+    print(
+        f"auto-recall off: answered without memory_search {off['direct']}/{n}; "
+        f"memory_search calls {off['searches']}; right answers {off['right']}/{n}"
+    )
+    print(
+        f"auto-recall on:  answered without memory_search {on['direct']}/{n}; "
+        f"memory_search calls {on['searches']}; right answers {on['right']}/{n}"
+    )
+    print(
+        f"tokens added per model request (block chars / 4), questions: median "
+        f"{on['median_q']:.0f}, max {on['max_q']}; small talk: median {on['median_s']:.0f}, "
+        f"blocks given {on['small_blocks']}/{len(SMALL_TALK)}"
+    )
 
 
 class Script:
@@ -310,7 +422,7 @@ class Script:
         last = messages[-1]
         content = last.get("content")
         text = content if isinstance(content, str) else json.dumps(content)
-        block = text[text.index(HEADING):] if HEADING in text else ""
+        block = text[text.index(HEADING) :] if HEADING in text else ""
         tokens = -(-len(block) // 4) if block else 0
         (self.added_q if self.answer else self.added_s).append(tokens)
         if not self.answer:
@@ -322,15 +434,22 @@ class Script:
             return self.server.make_text(f"From my notes: {self.answer}.")
         if last.get("role") == "tool":
             self.right += self.answer in text
-            return self.server.make_text(f"Found it: {self.answer}." if self.answer in text
-                                         else "I couldn't find that.")
+            return self.server.make_text(
+                f"Found it: {self.answer}." if self.answer in text else "I couldn't find that."
+            )
         self.searches += 1
         return self.server.make_tool_calls([("memory_search", {"query": self.question}, None)])
 
     def summary(self) -> dict[str, Any]:
-        return {"direct": self.direct, "searches": self.searches, "right": self.right,
-                "median_q": statistics.median(self.added_q), "max_q": max(self.added_q),
-                "median_s": statistics.median(self.added_s), "small_blocks": self.small_blocks}
+        return {
+            "direct": self.direct,
+            "searches": self.searches,
+            "right": self.right,
+            "median_q": statistics.median(self.added_q),
+            "max_q": max(self.added_q),
+            "median_s": statistics.median(self.added_s),
+            "small_blocks": self.small_blocks,
+        }
 
 
 def main() -> None:
@@ -339,13 +458,13 @@ def main() -> None:
     sub.add_parser("scripted")
     loc = sub.add_parser("locomo")
     loc.add_argument("--data", type=Path, default=None)
-    loc.add_argument("--workdir", type=Path,
-                     default=Path(tempfile.gettempdir()) / "clawgate-recall-locomo")
+    loc.add_argument(
+        "--workdir", type=Path, default=Path(tempfile.gettempdir()) / "clawgate-recall-locomo"
+    )
     loc.add_argument("--hits", type=int, default=0)
     loc.add_argument("--tokens", type=int, default=0)
     loc.add_argument("--limit", type=int, default=0, help="ask about this many questions")
-    loc.add_argument("--thresholds", type=float, nargs="*",
-                     default=[0.80, 0.81, 0.82, 0.83])
+    loc.add_argument("--thresholds", type=float, nargs="*", default=[0.80, 0.81, 0.82, 0.83])
     args = parser.parse_args()
     asyncio.run(locomo(args) if args.mode == "locomo" else scripted(args))
 

@@ -36,6 +36,7 @@ sys.path.insert(0, str(ROOT))
 
 # -- the child: the fake Bot API and the people -----------------------------------------------
 
+
 async def serve(people: int, messages: int) -> None:
     """Print the server's address, wait for "go" on stdin, run the people, print results."""
     from tests.fakes.telegram_server import FakeTelegramServer
@@ -63,6 +64,7 @@ async def serve(people: int, messages: int) -> None:
 
 # -- the parent: the gateway -------------------------------------------------------------------
 
+
 async def run(people: int, messages: int, profile: Path | None) -> dict[str, float]:
     from bench.turn_overhead import InstantProvider
     from gateway.assembly.platforms import build_gateway
@@ -71,21 +73,33 @@ async def run(people: int, messages: int, profile: Path | None) -> dict[str, flo
 
     child = subprocess.Popen(
         [sys.executable, __file__, "--serve", str(people), str(messages)],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=ROOT,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
     )
     assert child.stdin is not None and child.stdout is not None
     address = json.loads(await asyncio.to_thread(child.stdout.readline))
     with tempfile.TemporaryDirectory() as tmp:
         users = [str(10_000 + n) for n in range(people)]
         settings = load_settings(
-            Path(tmp) / "none.toml", workspaces_dir=Path(tmp) / "ws", timezone="UTC",
+            Path(tmp) / "none.toml",
+            workspaces_dir=Path(tmp) / "ws",
+            timezone="UTC",
             llm={"provider": "anthropic", "api_key": "x"},
-            telegram={"token": address["token"], "base_url": address["base_url"],
-                      "poll_timeout_seconds": 1, "allow_from": users},
+            telegram={
+                "token": address["token"],
+                "base_url": address["base_url"],
+                "poll_timeout_seconds": 1,
+                "allow_from": users,
+            },
             limits={"messages_per_minute": 0},  # a throughput run, not a limits test
         )
-        gateway = build_gateway(settings, InstantProvider(),  # type: ignore[arg-type]
-                                options={"telegram": {"backoff": Backoff(0.05, 0.5)}})
+        gateway = build_gateway(
+            settings,
+            InstantProvider(),  # type: ignore[arg-type]
+            options={"telegram": {"backoff": Backoff(0.05, 0.5)}},
+        )
         await gateway.start()
         # CPU time of the event loop's thread, so the profile holds on a busy machine too.
         profiler = cProfile.Profile(time.thread_time) if profile else None
@@ -107,7 +121,9 @@ async def run(people: int, messages: int, profile: Path | None) -> dict[str, flo
     count = len(latencies)
     cpu_seconds = (after.user - cpu.user) + (after.system - cpu.system)
     return {
-        "people": people, "messages": count, "per_second": count / result["elapsed"],
+        "people": people,
+        "messages": count,
+        "per_second": count / result["elapsed"],
         "p50_ms": statistics.median(latencies) * 1000,
         "p95_ms": latencies[max(0, int(count * 0.95) - 1)] * 1000,
         "cpu_ms": cpu_seconds / count * 1000,
@@ -129,9 +145,11 @@ def main() -> None:
     for n, people in enumerate(args.people):
         last = n == len(args.people) - 1
         row = asyncio.run(run(people, args.messages, args.profile if last else None))
-        print(f"{row['people']:>3} people x {args.messages} messages: "
-              f"{row['per_second']:6.1f} msg/s, p50 {row['p50_ms']:6.1f} ms, "
-              f"p95 {row['p95_ms']:6.1f} ms, gateway CPU {row['cpu_ms']:5.2f} ms/message")
+        print(
+            f"{row['people']:>3} people x {args.messages} messages: "
+            f"{row['per_second']:6.1f} msg/s, p50 {row['p50_ms']:6.1f} ms, "
+            f"p95 {row['p95_ms']:6.1f} ms, gateway CPU {row['cpu_ms']:5.2f} ms/message"
+        )
     print(f"load average at end: {os.getloadavg()[0]:.2f}")
 
 

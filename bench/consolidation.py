@@ -58,13 +58,18 @@ CHECK = EXTRACT_PROMPT.splitlines()[0]
 
 def note(day: int) -> str:
     """A day's note: 20 lines of the kind a flush or the assistant writes."""
-    return "".join(f"- {9 + n // 3}:{(n * 7) % 60:02d} day {day}: talked about item {n}, the "
-                   f"plan for the garden shed and who brings the ladder on Saturday.\n"
-                   for n in range(20))
+    return "".join(
+        f"- {9 + n // 3}:{(n * 7) % 60:02d} day {day}: talked about item {n}, the "
+        f"plan for the garden shed and who brings the ladder on Saturday.\n"
+        for n in range(20)
+    )
 
 
-ADDS = "\n".join(f"add MEMORY.md [memory/2026-11-29.md]: Durable fact number {n} about the "
-                 "garden shed project and the neighbours." for n in range(5))
+ADDS = "\n".join(
+    f"add MEMORY.md [memory/2026-11-29.md]: Durable fact number {n} about the "
+    "garden shed project and the neighbours."
+    for n in range(5)
+)
 
 
 def kind_of(body: dict[str, Any]) -> str:
@@ -78,7 +83,8 @@ def answer(body: dict[str, Any], server: FakeOpenAIServer) -> Reply:
     """Turns, the standing-instruction check and the pass, each with its own answer."""
     kind = kind_of(body)
     text = {"pass": ADDS, "check": f"RULE: {RULE}"}.get(
-        kind, "Sure - here is a short answer, with a sentence or two of detail about the week.")
+        kind, "Sure - here is a short answer, with a sentence or two of detail about the week."
+    )
     return server.make_text(text, output_tokens=estimate_tokens(text))
 
 
@@ -87,8 +93,11 @@ def tokens_by_kind(server: FakeOpenAIServer) -> dict[str, int]:
     spent: dict[str, int] = {}
     for body, usage in zip(server.requests, server.reported, strict=True):
         kind = kind_of(body)
-        spent[kind] = spent.get(kind, 0) + int(usage.get("prompt_tokens", 0)) + int(
-            usage.get("completion_tokens", 0))
+        spent[kind] = (
+            spent.get(kind, 0)
+            + int(usage.get("prompt_tokens", 0))
+            + int(usage.get("completion_tokens", 0))
+        )
     return spent
 
 
@@ -97,20 +106,36 @@ async def measure(lines: int, turns: int, days: int) -> dict[str, Any]:
     async with FakeOpenAIServer() as server:
         server.responder = lambda body: answer(body, server)
         settings = load_settings(
-            root / "none.toml", workspaces_dir=root / "workspaces", owner=OWNER,
-            timezone="UTC", llm={"provider": "openai", "base_url": server.base_url,
-                                 "api_key": "sk-bench-0000000", "max_attempts": 1},
-            memory={"enabled": False, "consolidate_max_tokens": 200_000})
+            root / "none.toml",
+            workspaces_dir=root / "workspaces",
+            owner=OWNER,
+            timezone="UTC",
+            llm={
+                "provider": "openai",
+                "base_url": server.base_url,
+                "api_key": "sk-bench-0000000",
+                "max_attempts": 1,
+            },
+            memory={"enabled": False, "consolidate_max_tokens": 200_000},
+        )
         channel = RecordingChannel()
-        gateway = Gateway.build(settings, build_provider(settings), channels=[channel],
-                                clock=FixedClock(DAY), access=AllowAll())
+        gateway = Gateway.build(
+            settings,
+            build_provider(settings),
+            channels=[channel],
+            clock=FixedClock(DAY),
+            access=AllowAll(),
+        )
         await gateway.start()
         try:
             ws = ensure_workspace(settings.workspaces_dir, OWNER)
             (ws / "MEMORY.md").write_text(memory_file(lines), encoding="utf-8")
             for n in range(turns):
-                text = RULE if n == turns // 2 else (
-                    f"message {n}: can you help me plan the week, nothing urgent?")
+                text = (
+                    RULE
+                    if n == turns // 2
+                    else (f"message {n}: can you help me plan the week, nothing urgent?")
+                )
                 await channel.inject("owner", text)
                 await channel.wait_for(n + 1, timeout=30)
             await gateway.lanes.drain()
@@ -128,34 +153,58 @@ async def measure(lines: int, turns: int, days: int) -> dict[str, Any]:
             spent = tokens_by_kind(server)
         finally:
             await gateway.stop()
-    return {"lines": lines, "days": days, "status": outcome.status,
-            "sources": len(outcome.sources), "pass": spent.get("pass", 0),
-            "per_day": spent.get("pass", 0) / days,
-            "day": day_tokens, "check": check}
+    return {
+        "lines": lines,
+        "days": days,
+        "status": outcome.status,
+        "sources": len(outcome.sources),
+        "pass": spent.get("pass", 0),
+        "per_day": spent.get("pass", 0) / days,
+        "day": day_tokens,
+        "check": check,
+    }
 
 
 async def run(args: argparse.Namespace) -> None:
-    print(f"one consolidation pass vs a normal day ({args.turns} DM turns, one of them a "
-          "standing instruction; no heartbeats); tokens as the fake model reports them "
-          "(chars / 4)")
-    print(f"{'MEMORY.md':>9} {'days':>4} {'outcome':>12} {'sources':>7} {'pass':>7} "
-          f"{'per day':>8} {'normal day':>11} {'share':>6} {'of it: check':>12}")
+    print(
+        f"one consolidation pass vs a normal day ({args.turns} DM turns, one of them a "
+        "standing instruction; no heartbeats); tokens as the fake model reports them "
+        "(chars / 4)"
+    )
+    print(
+        f"{'MEMORY.md':>9} {'days':>4} {'outcome':>12} {'sources':>7} {'pass':>7} "
+        f"{'per day':>8} {'normal day':>11} {'share':>6} {'of it: check':>12}"
+    )
     for lines in args.lines:
         for days in args.days:
             row = await measure(lines, args.turns, days)
-            print(f"{row['lines']:>9} {row['days']:>4} {row['status']:>12} {row['sources']:>7} "
-                  f"{row['pass']:>7} {row['per_day']:>8.0f} {row['day']:>11} "
-                  f"{row['per_day'] / row['day']:>6.1%} {row['check']:>12}")
+            print(
+                f"{row['lines']:>9} {row['days']:>4} {row['status']:>12} {row['sources']:>7} "
+                f"{row['pass']:>7} {row['per_day']:>8.0f} {row['day']:>11} "
+                f"{row['per_day'] / row['day']:>6.1%} {row['check']:>12}"
+            )
     micros, fired, talk = detector_time()
-    print(f"standing-instruction detector: {micros:.1f} us per message (mean); small talk "
-          f"firing it: {fired} of {talk}")
+    print(
+        f"standing-instruction detector: {micros:.1f} us per message (mean); small talk "
+        f"firing it: {fired} of {talk}"
+    )
 
 
 def detector_time(rounds: int = 2_000) -> tuple[float, int, int]:
     """Microseconds per message of the standing-instruction detector, over small talk, a
     long message and rules; how many of the small-talk messages fire it."""
-    talk = ["hello", "thanks!", "ok", "still alive?", "good morning", "what's the weather?",
-            "can you summarize my day?", "I don't know yet", "sounds good", "\U0001f44d"]
+    talk = [
+        "hello",
+        "thanks!",
+        "ok",
+        "still alive?",
+        "good morning",
+        "what's the weather?",
+        "can you summarize my day?",
+        "I don't know yet",
+        "sounds good",
+        "\U0001f44d",
+    ]
     long = "Here is the whole story of my week, in detail. " * 80
     rules = [RULE, "always answer in German", "don't message me before 9"]
     messages = [*talk, long, *rules]
@@ -164,8 +213,11 @@ def detector_time(rounds: int = 2_000) -> tuple[float, int, int]:
         for message in messages:
             looks_like_instruction(message)
     elapsed = time.perf_counter() - start
-    return (elapsed / (rounds * len(messages)) * 1e6, sum(map(looks_like_instruction, talk)),
-            len(talk))
+    return (
+        elapsed / (rounds * len(messages)) * 1e6,
+        sum(map(looks_like_instruction, talk)),
+        len(talk),
+    )
 
 
 def main() -> None:

@@ -38,8 +38,12 @@ from memory.lines import content_lines, split_numbers
 
 def corpus_lines() -> list[str]:
     data = build()
-    return [f"- {speaker}: {text}" for conv in data["conversations"]
-            for session in conv["sessions"] for speaker, text in session["lines"]]
+    return [
+        f"- {speaker}: {text}"
+        for conv in data["conversations"]
+        for session in conv["sessions"]
+        for speaker, text in session["lines"]
+    ]
 
 
 def texts_of(lines: list[str], size: int, count: int) -> list[list[str]]:
@@ -70,9 +74,9 @@ def model_rate(embedder: LocalEmbedder, texts: list[str]) -> tuple[float, float]
     return len(texts) / took, tokens / took
 
 
-async def pipeline_rate(embedder: LocalEmbedder, groups: list[list[str]], size: int,
-                        line_model: Embedder | None = None
-                        ) -> tuple[float, int, float, int, float]:
+async def pipeline_rate(
+    embedder: LocalEmbedder, groups: list[list[str]], size: int, line_model: Embedder | None = None
+) -> tuple[float, int, float, int, float]:
     """(chunks/s, chunks, seconds of an unchanged re-index, texts embedded by it, tokens/s)."""
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "ws"
@@ -91,23 +95,30 @@ async def pipeline_rate(embedder: LocalEmbedder, groups: list[list[str]], size: 
         # What was embedded: with a date/speaker prefix where the index adds one, and each
         # distinct line with content once (memory.lines).
         prefixed = index.cache.embedding_text
-        tokens = sum(embedder._model.token_count(prefixed(r[0], r[1]))
-                     for r in rows)
-        line_texts = {line for r in rows for _, line in content_lines(
-            r[1], split_numbers(r[2]))}
+        tokens = sum(embedder._model.token_count(prefixed(r[0], r[1])) for r in rows)
+        line_texts = {line for r in rows for _, line in content_lines(r[1], split_numbers(r[2]))}
         tokens += sum(embedder._model.token_count(t) for t in line_texts)
         started = time.perf_counter()
         again = await index.sync()
         unchanged = time.perf_counter() - started
         await index.close()
-        return (stats.embedded / took, stats.embedded, unchanged,
-                again.embedded + again.lines_embedded, tokens / took)
+        return (
+            stats.embedded / took,
+            stats.embedded,
+            unchanged,
+            again.embedded + again.lines_embedded,
+            tokens / took,
+        )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--chunks", nargs="+", default=["150:300", "600:100"],
-                        help="SIZE:COUNT pairs: chunk size in characters and how many")
+    parser.add_argument(
+        "--chunks",
+        nargs="+",
+        default=["150:300", "600:100"],
+        help="SIZE:COUNT pairs: chunk size in characters and how many",
+    )
     parser.add_argument("--line-model", choices=["minilm", "none"], default="minilm")
     args = parser.parse_args()
     embedder = LocalEmbedder()
@@ -119,12 +130,15 @@ def main() -> None:
         texts = ["\n".join(g) for g in groups]
         chunks_s, tokens_s = model_rate(embedder, texts)
         p_chunks_s, embedded, unchanged, again, p_tokens_s = asyncio.run(
-            pipeline_rate(embedder, groups, size, line_model))
-        print(f"{size} chars, line model {args.line_model}: model {chunks_s:.1f} chunks/s "
-              f"({tokens_s:.0f} tokens/s, "
-              f"{1000 / tokens_s:.2f} ms/token); pipeline {p_chunks_s:.1f} chunks/s "
-              f"({p_tokens_s:.0f} tokens/s, {p_tokens_s / tokens_s:.0%} of the model) over "
-              f"{embedded} chunks; unchanged re-index {unchanged:.2f} s, {again} embedded")
+            pipeline_rate(embedder, groups, size, line_model)
+        )
+        print(
+            f"{size} chars, line model {args.line_model}: model {chunks_s:.1f} chunks/s "
+            f"({tokens_s:.0f} tokens/s, "
+            f"{1000 / tokens_s:.2f} ms/token); pipeline {p_chunks_s:.1f} chunks/s "
+            f"({p_tokens_s:.0f} tokens/s, {p_tokens_s / tokens_s:.0%} of the model) over "
+            f"{embedded} chunks; unchanged re-index {unchanged:.2f} s, {again} embedded"
+        )
 
 
 if __name__ == "__main__":

@@ -38,7 +38,7 @@ from gateway.assembly.platforms import build_gateway
 from gateway.config.settings import load_settings
 
 SLEEP = "sleep 3"
-BUSY = "python3 -c \"import time\nt = time.time()\nwhile time.time() - t < 3: pass\""
+BUSY = 'python3 -c "import time\nt = time.time()\nwhile time.time() - t < 3: pass"'
 
 
 class ScriptedProvider:
@@ -47,15 +47,22 @@ class ScriptedProvider:
     name = "instant"
     model = "zero-latency"
 
-    async def complete(self, system: SystemPrompt, messages: Sequence[Message],
-                       tools: Sequence[ToolSpec], *, stream: object = None) -> Completion:
+    async def complete(
+        self,
+        system: SystemPrompt,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSpec],
+        *,
+        stream: object = None,
+    ) -> Completion:
         last = messages[-1]
         usage = Usage(input_tokens=1000, output_tokens=10)
         text = last.text
         if last.role == "user" and "run: " in text:
             command = text.split("run: ", 1)[1].strip()
-            return Completion("", (ToolCall(f"c{time.monotonic_ns()}", "exec",
-                                            {"command": command}),), usage)
+            return Completion(
+                "", (ToolCall(f"c{time.monotonic_ns()}", "exec", {"command": command}),), usage
+            )
         return Completion("ok", usage=usage)
 
     async def close(self) -> None:
@@ -87,8 +94,9 @@ class TimingChannel(ChannelBase):
         done = asyncio.get_running_loop().create_future()
         self.waiting[person] = done
         start = time.perf_counter()
-        await self.handler(InboundMessage("telegram", person, person, text,
-                                          message_id=str(next(self.ids))))
+        await self.handler(
+            InboundMessage("telegram", person, person, text, message_id=str(next(self.ids)))
+        )
         return (await done) - start
 
 
@@ -118,8 +126,9 @@ def _sandbox_overhead_kib() -> tuple[int, int]:
         fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
         parents[int(entry.name)] = int(fields.get("PPid", "0").strip() or 0)
         names[int(entry.name)] = fields.get("Name", "").strip()
-    ours = {pid for pid, parent in parents.items()
-            if parent == os.getpid() and names[pid] == "bwrap"}
+    ours = {
+        pid for pid, parent in parents.items() if parent == os.getpid() and names[pid] == "bwrap"
+    }
     ours |= {pid for pid, parent in parents.items() if parent in ours and names[pid] == "bwrap"}
     return len(ours), sum(_rss_kib(pid) for pid in ours)
 
@@ -130,8 +139,9 @@ async def _chat(channel: TimingChannel, person: str, turns: int, offset: float) 
 
 
 async def _dms(channel: TimingChannel, people: list[str], turns: int) -> list[float]:
-    results = await asyncio.gather(*(_chat(channel, p, turns, i * 0.003)
-                                     for i, p in enumerate(people)))
+    results = await asyncio.gather(
+        *(_chat(channel, p, turns, i * 0.003) for i, p in enumerate(people))
+    )
     return [x for r in results for x in r]
 
 
@@ -148,13 +158,25 @@ async def run(dms: int, rounds: int, commands: int) -> None:
     with tempfile.TemporaryDirectory() as root:
         runners = [f"c{n}" for n in range(commands)]
         settings = load_settings(
-            Path(root) / "none.toml", workspaces_dir=Path(root) / "ws", timezone="UTC",
-            owner=f"telegram-{runners[0]}", limits={"messages_per_minute": 0},
-            exec={"mode": "off", "people": [f"telegram-{r}" for r in runners[1:]],
-                  "wall_seconds": 30})
+            Path(root) / "none.toml",
+            workspaces_dir=Path(root) / "ws",
+            timezone="UTC",
+            owner=f"telegram-{runners[0]}",
+            limits={"messages_per_minute": 0},
+            exec={
+                "mode": "off",
+                "people": [f"telegram-{r}" for r in runners[1:]],
+                "wall_seconds": 30,
+            },
+        )
         channel = TimingChannel()
-        gateway = build_gateway(settings, ScriptedProvider(), extra_channels=[channel],
-                                with_platforms=False, with_exec=True)
+        gateway = build_gateway(
+            settings,
+            ScriptedProvider(),
+            extra_channels=[channel],
+            with_platforms=False,
+            with_exec=True,
+        )
         if gateway.presses is None:
             raise SystemExit("the sandbox does not run here (clawgate doctor says why)")
         await gateway.start()
@@ -177,26 +199,30 @@ async def run(dms: int, rounds: int, commands: int) -> None:
                     quiet += await _dms(channel, people, 5)
                 rss_before = _rss_kib(os.getpid())
                 started = time.perf_counter()
-                running = [asyncio.ensure_future(channel.turn(p, f"run: {command}"))
-                           for p in runners]
+                running = [
+                    asyncio.ensure_future(channel.turn(p, f"run: {command}")) for p in runners
+                ]
                 await asyncio.sleep(0.4)  # every sandbox up
                 sandboxes, overhead = _sandbox_overhead_kib()
                 rss_during = _rss_kib(os.getpid())
                 while time.perf_counter() - started < 2.8:  # only while the commands run
                     during += await _dms(channel, people, 5)
                 await asyncio.gather(*running)
-                memory = (f"gateway RSS {(rss_during - rss_before) / 1024:+.1f} MiB with "
-                          f"{commands} commands running; {sandboxes} bubblewrap processes "
-                          f"outside the commands, {overhead / 1024:.1f} MiB RSS together "
-                          f"({overhead / 1024 / max(commands, 1):.2f} MiB per command)")
+                memory = (
+                    f"gateway RSS {(rss_during - rss_before) / 1024:+.1f} MiB with "
+                    f"{commands} commands running; {sandboxes} bubblewrap processes "
+                    f"outside the commands, {overhead / 1024:.1f} MiB RSS together "
+                    f"({overhead / 1024 / max(commands, 1):.2f} MiB per command)"
+                )
             base = _line(f"no command running ({kind} rounds)", quiet)
             _line(f"{commands} x {kind} running", during, base)
             if kind == "sleep":
                 print(f"{'memory':>34}: {memory}")
         await gateway.stop()
     load = os.getloadavg()
-    print(f"{'load average':>34}: {load[0]:.1f} {load[1]:.1f} {load[2]:.1f} "
-          f"on {os.cpu_count()} cores")
+    print(
+        f"{'load average':>34}: {load[0]:.1f} {load[1]:.1f} {load[2]:.1f} on {os.cpu_count()} cores"
+    )
 
 
 def main() -> None:

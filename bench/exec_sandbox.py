@@ -51,11 +51,21 @@ def first_byte(box: Sandbox, workspace: Path) -> float:
     os.write(seccomp_fd, filter_program() or b"")
     os.lseek(seccomp_fd, 0, os.SEEK_SET)
     passed = (*opened.fds, mark_write, seccomp_fd)
-    argv = command_argv(box.availability.bwrap, box.settings, view, "true", passed_fds=passed,
-                        mark_fd=mark_write, seccomp_fd=seccomp_fd, network=False, python=None)
+    argv = command_argv(
+        box.availability.bwrap,
+        box.settings,
+        view,
+        "true",
+        passed_fds=passed,
+        mark_fd=mark_write,
+        seccomp_fd=seccomp_fd,
+        network=False,
+        python=None,
+    )
     started = time.perf_counter()
-    proc = subprocess.Popen(argv, env=fixed_env(False, PROXY_PORT), pass_fds=passed,
-                            stdin=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        argv, env=fixed_env(False, PROXY_PORT), pass_fds=passed, stdin=subprocess.DEVNULL
+    )
     os.close(mark_write)
     select.select([mark_read], [], [], 10)
     elapsed = time.perf_counter() - started
@@ -122,8 +132,10 @@ async def beside_the_command(box: Sandbox, workspace: Path, network: bool) -> st
     pss = sum(v[1] for v in own.values())
     command = sum(v[0] for k, v in ours.items() if k.startswith("sleep"))
     parts = ", ".join(f"{k.split(':')[0]} {v[0]} KiB" for k, v in own.items())
-    return (f"{'network on' if network else 'network off'}: sandbox processes RSS {rss} KiB "
-            f"(PSS {pss} KiB) beside the command's own {command} KiB [{parts}]")
+    return (
+        f"{'network on' if network else 'network off'}: sandbox processes RSS {rss} KiB "
+        f"(PSS {pss} KiB) beside the command's own {command} KiB [{parts}]"
+    )
 
 
 async def at_once(box: Sandbox, workspaces: list[Path]) -> tuple[list[float], float, float]:
@@ -161,9 +173,13 @@ async def main(runs: int, people: int) -> None:
             workspaces.append(ws)
         box = Sandbox.open(ExecSettings(max_running=max(20, people)))
         try:
-            print(box.availability.line(), "| cgroup:",
-                  f"v{box.cgroups.version}" if box.cgroups else "none",
-                  "| seccomp:", "on" if box._seccomp else "off")
+            print(
+                box.availability.line(),
+                "| cgroup:",
+                f"v{box.cgroups.version}" if box.cgroups else "none",
+                "| seccomp:",
+                "on" if box._seccomp else "off",
+            )
             first_byte(box, workspaces[0])  # warm the page cache
             starts = [first_byte(box, workspaces[0]) for _ in range(runs)]
             print(f"start to first byte ({runs} runs):      {_ms(starts)}")
@@ -176,12 +192,15 @@ async def main(runs: int, people: int) -> None:
             for network in (False, True):
                 print(await beside_the_command(box, workspaces[0], network))
             times, wall, late = await at_once(box, workspaces)
-            print(f"{people} at once: per run {_ms(times)}; all done in {wall * 1000:.0f} ms; "
-                  f"event loop at most {late * 1000:.1f} ms late")
+            print(
+                f"{people} at once: per run {_ms(times)}; all done in {wall * 1000:.0f} ms; "
+                f"event loop at most {late * 1000:.1f} ms late"
+            )
         finally:
             box.close()
-    print("load average:", " ".join(f"{x:.2f}" for x in os.getloadavg()), f"({os.cpu_count()} "
-          "cores)")
+    print(
+        "load average:", " ".join(f"{x:.2f}" for x in os.getloadavg()), f"({os.cpu_count()} cores)"
+    )
 
 
 if __name__ == "__main__":

@@ -89,9 +89,15 @@ async def measure(server: FakeLLMServer, history: int) -> dict[str, int]:
         root = Path(tmp) / "workspaces"
         provider_name = "anthropic" if isinstance(server, FakeAnthropicServer) else "openai"
         settings = load_settings(
-            Path(tmp) / "none.toml", workspaces_dir=root, timezone="UTC",
-            llm={"provider": provider_name, "base_url": server.base_url, "api_key": "k",
-                 "max_attempts": 1},
+            Path(tmp) / "none.toml",
+            workspaces_dir=root,
+            timezone="UTC",
+            llm={
+                "provider": provider_name,
+                "base_url": server.base_url,
+                "api_key": "k",
+                "max_attempts": 1,
+            },
             heartbeat={"active_start": "00:00", "active_end": "00:00"},
         )
         workspace = ensure_workspace(root, PERSON)
@@ -102,22 +108,35 @@ async def measure(server: FakeLLMServer, history: int) -> dict[str, int]:
             handle.write("\n" + MEMORY + "\n")
         clock = FixedClock(NOW)
         channel = RecordingChannel("bench")
-        gateway = Gateway.build(settings, build_provider(settings), channels=[channel], clock=clock,
-                          access=AllowAll())
+        gateway = Gateway.build(
+            settings, build_provider(settings), channels=[channel], clock=clock, access=AllowAll()
+        )
         await gateway.start()
         try:
             # A DM history of `history` exchanges in the person's DM session.
             server.responder = lambda body: server.make_text(
-                "Sure, I noted that in today's file and will keep an eye on it for you.")
+                "Sure, I noted that in today's file and will keep an eye on it for you."
+            )
             for n in range(history):
-                await gateway.handle(InboundMessage(
-                    "bench", "ana", "ana",
-                    f"Message {n}: can you remember that the plumber might come on Thursday "
-                    f"between 9 and 11, and remind me to buy milk?", message_id=str(n)))
+                await gateway.handle(
+                    InboundMessage(
+                        "bench",
+                        "ana",
+                        "ana",
+                        f"Message {n}: can you remember that the plumber might come on Thursday "
+                        f"between 9 and 11, and remind me to buy milk?",
+                        message_id=str(n),
+                    )
+                )
             await gateway.lanes.drain()
             # map the bench sender to the workspace: its person id is bench-ana
-            beat = Heartbeat(workspace, PERSON, GatewayHeartbeatHost(gateway.parts),
-                             policy_for(settings, PERSON), clock)
+            beat = Heartbeat(
+                workspace,
+                PERSON,
+                GatewayHeartbeatHost(gateway.parts),
+                policy_for(settings, PERSON),
+                clock,
+            )
             results: dict[str, int] = {}
             for label, reply in (("ack", ACK), ("alert", ALERT)):
                 server.responder = lambda body, reply=reply: server.make_text(reply)
@@ -131,8 +150,9 @@ async def measure(server: FakeLLMServer, history: int) -> dict[str, int]:
             # The same check as an ordinary DM turn: every file and the whole DM history.
             server.responder = lambda body: server.make_text(ACK)
             before = len(server.requests)
-            await gateway.handle(InboundMessage("bench", "ana", "ana", STANDING_PROMPT,
-                                                message_id="full"))
+            await gateway.handle(
+                InboundMessage("bench", "ana", "ana", STANDING_PROMPT, message_id="full")
+            )
             await gateway.lanes.drain()
             results["full_in"] = tokens(body_chars(server.requests[before]))
             results["full_out"] = tokens(len(ACK))
@@ -143,8 +163,10 @@ async def measure(server: FakeLLMServer, history: int) -> dict[str, int]:
 
 
 async def main(history: int) -> None:
-    print(f"Tokens per beat, estimated as characters/4 of the exact request body (no tokenizer "
-          f"installed); default templates, typical checklist, {history} DM exchanges.")
+    print(
+        f"Tokens per beat, estimated as characters/4 of the exact request body (no tokenizer "
+        f"installed); default templates, typical checklist, {history} DM exchanges."
+    )
     print(f"{'provider':<10} {'context':<26} {'input':>7} {'output':>7}")
     for server_class in (FakeAnthropicServer, FakeOpenAIServer):
         async with server_class() as server:
@@ -159,8 +181,10 @@ async def main(history: int) -> None:
             print(f"{name:<10} {label:<26} {inp:>7,} {out:>7,}")
         per_day = 28 * (figures["light_ack_in"] + figures["light_ack_out"])
         full_day = 28 * (figures["full_in"] + figures["full_out"])
-        print(f"{name:<10} per day (28 beats, 08:00-22:00 every 30m): light {per_day:,}, "
-              f"full {full_day:,}; tool schemas {figures['tool_schema_chars']:,} chars")
+        print(
+            f"{name:<10} per day (28 beats, 08:00-22:00 every 30m): light {per_day:,}, "
+            f"full {full_day:,}; tool schemas {figures['tool_schema_chars']:,} chars"
+        )
     print("Target: at most 3,000 input tokens per beat with the default templates.")
 
 

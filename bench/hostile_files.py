@@ -71,25 +71,44 @@ def build(root: Path, workspaces: int, now: datetime, spread: float) -> list[Wor
         path = root / f"person{n:04d}"
         path.mkdir(mode=0o700)
         created = now - timedelta(seconds=59) + timedelta(seconds=spread * n / workspaces)
-        jobs = [{"id": 1, "kind": "message", "text": "stretch", "when": "every minute",
-                 "created": created.isoformat()}]
-        jobs += [{"id": i, "kind": "message", "text": f"job {i}",
-                  "when": (now + timedelta(days=i)).isoformat(timespec="seconds"),
-                  "created": now.isoformat(timespec="seconds")} for i in range(2, 11)]
+        jobs = [
+            {
+                "id": 1,
+                "kind": "message",
+                "text": "stretch",
+                "when": "every minute",
+                "created": created.isoformat(),
+            }
+        ]
+        jobs += [
+            {
+                "id": i,
+                "kind": "message",
+                "text": f"job {i}",
+                "when": (now + timedelta(days=i)).isoformat(timespec="seconds"),
+                "created": now.isoformat(timespec="seconds"),
+            }
+            for i in range(2, 11)
+        ]
         schedule_path(path).write_text(json.dumps({"version": 1, "next_id": 11, "jobs": jobs}))
         refs.append(WorkspaceRef(path.name, path, BERLIN))
     return refs
 
 
-async def window(seconds: float, counter: Counting, host: Host, passes: list[int]
-                 ) -> dict[str, float]:
+async def window(
+    seconds: float, counter: Counting, host: Host, passes: list[int]
+) -> dict[str, float]:
     records, tracebacks, sent, scans = counter.records, counter.tracebacks, host.sent, passes[0]
     cpu, wall = time.process_time(), time.perf_counter()
     await asyncio.sleep(seconds)
     cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
-    return {"cpu_percent": 100 * cpu / wall, "log_records": counter.records - records,
-            "tracebacks": counter.tracebacks - tracebacks, "rescans": passes[0] - scans,
-            "delivered": host.sent - sent}
+    return {
+        "cpu_percent": 100 * cpu / wall,
+        "log_records": counter.records - records,
+        "tracebacks": counter.tracebacks - tracebacks,
+        "rescans": passes[0] - scans,
+        "delivered": host.sent - sent,
+    }
 
 
 async def scheduler_part(args: argparse.Namespace) -> None:
@@ -107,24 +126,31 @@ async def scheduler_part(args: argparse.Namespace) -> None:
             return refs
 
         host = Host()
-        scheduler = Scheduler(discover, WallClock(),
-                              policy=SchedulerPolicy(rescan_seconds=args.rescan, max_wait=30))
+        scheduler = Scheduler(
+            discover, WallClock(), policy=SchedulerPolicy(rescan_seconds=args.rescan, max_wait=30)
+        )
         await scheduler.start(host)
         try:
             clean = await window(args.window, counter, host, passes)
-            schedule_path(refs[0].path).write_text(json.dumps({"jobs": [
-                {"id": 1, "text": "boom", "when": "in 99999999999999 days"}]}))
+            schedule_path(refs[0].path).write_text(
+                json.dumps({"jobs": [{"id": 1, "text": "boom", "when": "in 99999999999999 days"}]})
+            )
             schedule_path(refs[1].path).write_text(
-                '{"jobs": ' + "[" * 100_000 + "]" * 100_000 + "}")
+                '{"jobs": ' + "[" * 100_000 + "]" * 100_000 + "}"
+            )
             broken = await window(args.window, counter, host, passes)
         finally:
             await scheduler.stop()
-    print(f"scheduler, {args.workspaces} workspaces, rescan every {args.rescan:g} s, "
-          f"{args.window:g} s per window:")
+    print(
+        f"scheduler, {args.workspaces} workspaces, rescan every {args.rescan:g} s, "
+        f"{args.window:g} s per window:"
+    )
     for name, row in (("clean", clean), ("two broken files", broken)):
-        print(f"  {name:>16}: CPU {row['cpu_percent']:5.1f}% of a core, "
-              f"{row['log_records']:6.0f} log records ({row['tracebacks']:.0f} tracebacks), "
-              f"{row['rescans']:4.0f} rescans, {row['delivered']:4.0f} reminders delivered")
+        print(
+            f"  {name:>16}: CPU {row['cpu_percent']:5.1f}% of a core, "
+            f"{row['log_records']:6.0f} log records ({row['tracebacks']:.0f} tracebacks), "
+            f"{row['rescans']:4.0f} rescans, {row['delivered']:4.0f} reminders delivered"
+        )
 
 
 def skill_part(args: argparse.Namespace) -> None:
@@ -137,8 +163,9 @@ def skill_part(args: argparse.Namespace) -> None:
         for n in range(20):
             folder = workspace / "skills" / f"good-{n}"
             folder.mkdir(parents=True)
-            (folder / "SKILL.md").write_text(f"---\nname: good-{n}\ndescription: Skill {n}.\n"
-                                             "---\nbody\n")
+            (folder / "SKILL.md").write_text(
+                f"---\nname: good-{n}\ndescription: Skill {n}.\n---\nbody\n"
+            )
         evil = workspace / "skills" / "evil" / "SKILL.md"
         evil.parent.mkdir()
         for brackets in (10_000, 30_000):  # under and over the front matter's size cap
@@ -152,9 +179,11 @@ def skill_part(args: argparse.Namespace) -> None:
                 except RecursionError:
                     outcome = "RecursionError raised (the chat's turn fails)"
                 times.append(time.perf_counter() - started)
-            print(f"SKILL.md of {brackets:,} '[': one parse "
-                  f"{statistics.median(times) * 1000:.2f} ms (median of {args.repeat}); "
-                  f"{outcome}")
+            print(
+                f"SKILL.md of {brackets:,} '[': one parse "
+                f"{statistics.median(times) * 1000:.2f} ms (median of {args.repeat}); "
+                f"{outcome}"
+            )
         # Back-date the files so the catalog may cache them (it skips files changed < 2 s ago).
         for path in workspace.rglob("SKILL.md"):
             stamp = time.time() - 60
@@ -168,9 +197,11 @@ def skill_part(args: argparse.Namespace) -> None:
             for _ in range(100):
                 catalog.scan(workspace)
             cached = (time.perf_counter() - started) / 100
-            print(f"scan of 21 skills with the broken one: first {first * 1000:.2f} ms, then "
-                  f"{cached * 1000:.3f} ms per message (cached); {len(scan.skills)} usable, "
-                  f"{len(scan.problems)} reported")
+            print(
+                f"scan of 21 skills with the broken one: first {first * 1000:.2f} ms, then "
+                f"{cached * 1000:.3f} ms per message (cached); {len(scan.skills)} usable, "
+                f"{len(scan.problems)} reported"
+            )
         except RecursionError:
             print("scan of 21 skills with the broken one: RecursionError (every message fails)")
 
@@ -184,8 +215,12 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workspaces", type=int, default=100)
     parser.add_argument("--window", type=float, default=10.0, help="seconds per window")
-    parser.add_argument("--rescan", type=float, default=1.0,
-                        help="rescan period (the default setting is 30 s; shorter is harsher)")
+    parser.add_argument(
+        "--rescan",
+        type=float,
+        default=1.0,
+        help="rescan period (the default setting is 30 s; shorter is harsher)",
+    )
     parser.add_argument("--repeat", type=int, default=5, help="parses of the broken skill")
     parser.add_argument("--dir", default=None, help="where to create the workspaces")
     asyncio.run(main(parser.parse_args()))

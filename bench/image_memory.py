@@ -64,8 +64,9 @@ def _make(folder: Path, name: str, mode: str, size: tuple[int, int], fmt: str) -
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--code", type=Path, default=ROOT,
-                        help="the checkout whose gateway package is measured")
+    parser.add_argument(
+        "--code", type=Path, default=ROOT, help="the checkout whose gateway package is measured"
+    )
     args = parser.parse_args()
     print(f"code: {args.code}")
     print(f"{'image':<22} {'before MiB':>10} {'peak MiB':>9} {'added MiB':>10}  sent as")
@@ -74,11 +75,16 @@ def main() -> None:
         for name, mode, size, fmt in CASES:
             source = _make(folder, name, mode, size, fmt)
             done = subprocess.run(
-                [sys.executable, "-c", CHILD, str(args.code), str(source),
-                 str(folder / "seen")], capture_output=True, text=True, check=True)
+                [sys.executable, "-c", CHILD, str(args.code), str(source), str(folder / "seen")],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
             row = json.loads(done.stdout)
-            print(f"{name:<22} {row['before']:>10.0f} {row['peak']:>9.0f} "
-                  f"{row['peak'] - row['before']:>10.0f}  {row['size'][0]}x{row['size'][1]}")
+            print(
+                f"{name:<22} {row['before']:>10.0f} {row['peak']:>9.0f} "
+                f"{row['peak'] - row['before']:>10.0f}  {row['size'][0]}x{row['size'][1]}"
+            )
 
 
 if __name__ == "__main__":

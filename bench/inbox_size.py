@@ -27,8 +27,9 @@ def _size(db: Path) -> int:
 
 
 def _files(db: Path) -> str:
-    return ", ".join(f"{p.name} {p.stat().st_size / 1e6:.2f} MB"
-                     for p in sorted(db.parent.glob(db.name + "*")))
+    return ", ".join(
+        f"{p.name} {p.stat().st_size / 1e6:.2f} MB" for p in sorted(db.parent.glob(db.name + "*"))
+    )
 
 
 async def run(messages: int, chars: int) -> None:
@@ -46,15 +47,24 @@ async def run(messages: int, chars: int) -> None:
         started = time.perf_counter()
         for i in range(messages):
             text = " ".join(rng.choice(words) for _ in range(chars // 6))[:chars]
-            msg = InboundMessage("telegram", f"s{i}", f"s{i}", text, message_id=str(i),
-                                 sender_name=f"Stranger {i}", received_at=datetime.now(UTC))
+            msg = InboundMessage(
+                "telegram",
+                f"s{i}",
+                f"s{i}",
+                text,
+                message_id=str(i),
+                sender_name=f"Stranger {i}",
+                received_at=datetime.now(UTC),
+            )
             await state.inbox.record_inbound(msg)
             await state.inbox.mark_done(msg, "denied")
         elapsed = time.perf_counter() - started
         await state.close()  # checkpoints the WAL into the database file
-        print(f"state.db: {empty / 1e6:.2f} MB empty, {_size(state.path) / 1e6:.2f} MB after "
-              f"{messages} stranger messages of {chars} chars "
-              f"({messages / elapsed:.0f} messages/s recorded and refused)\n  {_files(state.path)}")
+        print(
+            f"state.db: {empty / 1e6:.2f} MB empty, {_size(state.path) / 1e6:.2f} MB after "
+            f"{messages} stranger messages of {chars} chars "
+            f"({messages / elapsed:.0f} messages/s recorded and refused)\n  {_files(state.path)}"
+        )
 
 
 def main() -> None:

@@ -49,8 +49,12 @@ class GrowingUsageProvider:
         self.calls = {"turn": 0, "flush": 0, "summary": 0}
 
     async def complete(
-        self, system: SystemPrompt, messages: Sequence[Message], tools: Sequence[ToolSpec],
-        *, stream: object = None,
+        self,
+        system: SystemPrompt,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSpec],
+        *,
+        stream: object = None,
     ) -> Completion:
         size = len(system.joined()) + sum(len(m.text) for m in messages)
         size += sum(len(json.dumps(t.parameters)) + len(t.description) for t in tools)
@@ -58,8 +62,9 @@ class GrowingUsageProvider:
         if system.stable.startswith("You compress conversations"):
             kind, completion = "summary", Completion(SUMMARY, usage=usage)
         elif "Silent memory flush" in messages[-1].text:
-            call = ToolCall("f1", "append_file",
-                            {"path": _note_path(messages[-1].text), "content": "- fact"})
+            call = ToolCall(
+                "f1", "append_file", {"path": _note_path(messages[-1].text), "content": "- fact"}
+            )
             kind, completion = "flush", Completion("", (call,), usage=usage)
         elif messages[-1].role == "tool" and messages[-1].tool_call_id == "f1":
             kind, completion = "flush", Completion("NO_REPLY", usage=usage)
@@ -75,7 +80,7 @@ class GrowingUsageProvider:
 
 def _note_path(prompt: str) -> str:
     start = prompt.index("memory/")
-    return prompt[start:start + len("memory/2026-01-01.md")]
+    return prompt[start : start + len("memory/2026-01-01.md")]
 
 
 class WaitingChannel(ChannelBase):
@@ -115,8 +120,11 @@ async def run(turns: int, window: int) -> None:
     Compactor.compact = timed  # type: ignore[method-assign]
     with tempfile.TemporaryDirectory() as root:
         settings = load_settings(
-            Path(root) / "none.toml", workspaces_dir=Path(root), timezone="UTC",
-            llm={"context_window": window}, compaction={"notify": False},
+            Path(root) / "none.toml",
+            workspaces_dir=Path(root),
+            timezone="UTC",
+            llm={"context_window": window},
+            compaction={"notify": False},
             limits={"messages_per_minute": 0},  # one person, 2,000 turns as fast as possible
         )
         provider = GrowingUsageProvider()
@@ -132,23 +140,29 @@ async def run(turns: int, window: int) -> None:
             if turn % (turns // 10) == 0:
                 samples.append((turn, rss_mib()))
         wall = time.perf_counter() - begin
-        session = await gateway.parts.sessions.get(Path(root) / "bench-me",
-                                                   dm_session_key("bench-me"))
+        session = await gateway.parts.sessions.get(
+            Path(root) / "bench-me", dm_session_key("bench-me")
+        )
         await gateway.stop()
 
     print(f"turns: {turns} in {wall:.1f} s ({turns / wall:.0f} turns/s), window {window:,}")
     print(f"compactions: {session.compactions}, flushes: {provider.calls['flush'] // 2}")
     spent = provider.tokens
     overhead = (spent["summary"] + spent["flush"]) / max(spent["turn"], 1)
-    print(f"tokens on summaries: {spent['summary']:,}; on flushes: {spent['flush']:,}; "
-          f"on turns: {spent['turn']:,} ({overhead:.1%} overhead)")
+    print(
+        f"tokens on summaries: {spent['summary']:,}; on flushes: {spent['flush']:,}; "
+        f"on turns: {spent['turn']:,} ({overhead:.1%} overhead)"
+    )
     if compaction_seconds:
         mean_ms = sum(compaction_seconds) / len(compaction_seconds) * 1000
-        print(f"wall time per compaction: mean {mean_ms:.1f} ms, "
-              f"max {max(compaction_seconds) * 1000:.1f} ms (instant provider)")
+        print(
+            f"wall time per compaction: mean {mean_ms:.1f} ms, "
+            f"max {max(compaction_seconds) * 1000:.1f} ms (instant provider)"
+        )
     print(f"session now: {len(session.history)} messages, ~{session.context_tokens():,} tokens")
-    print("resident memory (MiB) by turn: "
-          + ", ".join(f"{turn}: {mib:.1f}" for turn, mib in samples))
+    print(
+        "resident memory (MiB) by turn: " + ", ".join(f"{turn}: {mib:.1f}" for turn, mib in samples)
+    )
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"peak resident memory: {peak:.1f} MiB")
 

@@ -80,14 +80,25 @@ class Rig:
     def __init__(self, tg: FakeTelegramServer, root: Path) -> None:
         self.tg = tg
         settings = load_settings(
-            root / "none.toml", workspaces_dir=root / "ws", timezone="UTC",
-            telegram={"token": tg.token, "base_url": tg.base_url, "poll_timeout_seconds": 1,
-                      "allow_from": ["42"]},
+            root / "none.toml",
+            workspaces_dir=root / "ws",
+            timezone="UTC",
+            telegram={
+                "token": tg.token,
+                "base_url": tg.base_url,
+                "poll_timeout_seconds": 1,
+                "allow_from": ["42"],
+            },
             llm={"provider": "anthropic", "api_key": "sk-bench-0123456789"},
-            versioning={"enabled": False}, memory={"enabled": False},
-            media={"max_download_mb": 25})
-        self.gateway = build_gateway(settings, InstantProvider(),  # type: ignore[arg-type]
-                                     options={"telegram": {"backoff": Backoff(0.05, 0.2)}})
+            versioning={"enabled": False},
+            memory={"enabled": False},
+            media={"max_download_mb": 25},
+        )
+        self.gateway = build_gateway(
+            settings,
+            InstantProvider(),  # type: ignore[arg-type]
+            options={"telegram": {"backoff": Backoff(0.05, 0.2)}},
+        )
         assert self.gateway.media is not None
         self.gateway.media.transcriber = InstantTranscriber()
         self.gateway.media.provider = "anthropic"
@@ -120,15 +131,23 @@ async def latency(runs: int) -> None:
             rig = Rig(tg, Path(tmp))
             await rig.gateway.start()
             try:
-                voice, photo, document = opus(60.0), jpeg(4032, 3024), pdf(
-                    [f"Page {n}: " + "words of a report " * 40 for n in range(1, 21)])
+                voice, photo, document = (
+                    opus(60.0),
+                    jpeg(4032, 3024),
+                    pdf([f"Page {n}: " + "words of a report " * 40 for n in range(1, 21)]),
+                )
                 kinds: dict[str, Any] = {
                     "text": lambda: {"text": "hello"},
                     "voice 60 s": lambda: {"voice": _file(tg, voice, duration=60)},
-                    "photo 12 MP": lambda: {"photo": [_file(tg, photo, width=4032,
-                                                            height=3024)], "caption": "hi"},
-                    "PDF 20 pages": lambda: {"document": _file(
-                        tg, document, file_name="report.pdf", mime_type="application/pdf")},
+                    "photo 12 MP": lambda: {
+                        "photo": [_file(tg, photo, width=4032, height=3024)],
+                        "caption": "hi",
+                    },
+                    "PDF 20 pages": lambda: {
+                        "document": _file(
+                            tg, document, file_name="report.pdf", mime_type="application/pdf"
+                        )
+                    },
                 }
                 for make in kinds.values():  # warm-up: imports, first decode, caches
                     await rig.send(**make())
@@ -143,17 +162,23 @@ async def latency(runs: int) -> None:
                 await rig.gateway.stop(drain_timeout=5)
     base, base_cpu = statistics.median(times["text"]), statistics.median(cpus["text"])
     load = Path("/proc/loadavg").read_text().split()[0]
-    print(f"end to end through PTB and the loopback Bot API, median of {runs} "
-          f"(instant model, instant transcription; load average {load} on "
-          f"{os.cpu_count()} cores):")
+    print(
+        f"end to end through PTB and the loopback Bot API, median of {runs} "
+        f"(instant model, instant transcription; load average {load} on "
+        f"{os.cpu_count()} cores):"
+    )
     print(f"  {'text message':<14} wall {base * 1000:7.1f} ms   cpu {base_cpu * 1000:6.1f} ms")
     for name in list(times)[1:]:
         wall, cpu = statistics.median(times[name]), statistics.median(cpus[name])
-        print(f"  {name:<14} wall {wall * 1000:7.1f} ms   cpu {cpu * 1000:6.1f} ms   added by "
-              f"the file: wall {(wall - base) * 1000:6.1f} ms, cpu "
-              f"{(cpu - base_cpu) * 1000:6.1f} ms")
-    print(f"  sizes: voice {len(voice) / 1000:.0f} KB, photo {len(photo) / 1e6:.1f} MB, "
-          f"PDF {len(document) / 1000:.0f} KB")
+        print(
+            f"  {name:<14} wall {wall * 1000:7.1f} ms   cpu {cpu * 1000:6.1f} ms   added by "
+            f"the file: wall {(wall - base) * 1000:6.1f} ms, cpu "
+            f"{(cpu - base_cpu) * 1000:6.1f} ms"
+        )
+    print(
+        f"  sizes: voice {len(voice) / 1000:.0f} KB, photo {len(photo) / 1e6:.1f} MB, "
+        f"PDF {len(document) / 1000:.0f} KB"
+    )
 
 
 async def peak_memory() -> None:
@@ -168,21 +193,34 @@ async def peak_memory() -> None:
                 big_pdf = pdf([f"Page {n} " + "x" * 59_000 for n in range(pages)])
                 files = {
                     "voice note, 20 MB": {"voice": _file(tg, big_voice, duration=60)},
-                    "text file, 20 MB": {"document": _file(
-                        tg, b"line of text\n" * (20 * 1_000_000 // 13), file_name="log.txt",
-                        mime_type="text/plain")},
-                    "PDF, 20 MB": {"document": _file(tg, big_pdf, file_name="big.pdf",
-                                                     mime_type="application/pdf")},
-                    "photo, 18 MB JPEG": {"photo": [_file(tg, jpeg(6000, 4500, quality=97),
-                                                          width=6000, height=4500)]},
+                    "text file, 20 MB": {
+                        "document": _file(
+                            tg,
+                            b"line of text\n" * (20 * 1_000_000 // 13),
+                            file_name="log.txt",
+                            mime_type="text/plain",
+                        )
+                    },
+                    "PDF, 20 MB": {
+                        "document": _file(
+                            tg, big_pdf, file_name="big.pdf", mime_type="application/pdf"
+                        )
+                    },
+                    "photo, 18 MB JPEG": {
+                        "photo": [_file(tg, jpeg(6000, 4500, quality=97), width=6000, height=4500)]
+                    },
                 }
                 await rig.send(text="warm up")
-                for message in ({"voice": _file(tg, opus(1.0), duration=1)},
-                                {"photo": [_file(tg, jpeg(640, 480), width=640, height=480)]},
-                                {"document": _file(tg, pdf(["warm"]), file_name="w.pdf")}):
+                for message in (
+                    {"voice": _file(tg, opus(1.0), duration=1)},
+                    {"photo": [_file(tg, jpeg(640, 480), width=640, height=480)]},
+                    {"document": _file(tg, pdf(["warm"]), file_name="w.pdf")},
+                ):
                     await rig.send(**message)
-                print("peak resident memory above idle while taking one file "
-                      "(VmHWM after a reset, minus VmRSS before):")
+                print(
+                    "peak resident memory above idle while taking one file "
+                    "(VmHWM after a reset, minus VmRSS before):"
+                )
                 for name, message in files.items():
                     idle = _status("VmRSS")
                     _reset_peak()
@@ -196,11 +234,17 @@ async def peak_memory() -> None:
 
 
 def image_costs() -> None:
-    print("prompt tokens an image adds after resizing (published formulas; request bytes "
-          "are the resized JPEG, base64):")
-    shapes = {"12 MP photo 4:3": (4032, 3024), "portrait 3:4": (3024, 4032),
-              "16:9 screenshot": (2560, 1440), "square": (3000, 3000),
-              "phone screenshot": (1179, 2556)}
+    print(
+        "prompt tokens an image adds after resizing (published formulas; request bytes "
+        "are the resized JPEG, base64):"
+    )
+    shapes = {
+        "12 MP photo 4:3": (4032, 3024),
+        "portrait 3:4": (3024, 4032),
+        "16:9 screenshot": (2560, 1440),
+        "square": (3000, 3000),
+        "phone screenshot": (1179, 2556),
+    }
     from io import BytesIO
 
     from PIL import Image
@@ -223,9 +267,11 @@ def image_costs() -> None:
         prepared = prepare_image(source, Path(tmp) / "seen", "anthropic", 80_000_000)
         took = time.perf_counter() - started
         sent = prepared.path.stat().st_size * 4 / 3
-    print(f"  a 12 MP photo of {len(raw) / 1e6:.1f} MB goes out as {sent / 1e6:.2f} MB of "
-          f"base64 instead of {len(raw) * 4 / 3 / 1e6:.1f} MB; resizing took "
-          f"{took * 1000:.0f} ms")
+    print(
+        f"  a 12 MP photo of {len(raw) / 1e6:.1f} MB goes out as {sent / 1e6:.2f} MB of "
+        f"base64 instead of {len(raw) * 4 / 3 / 1e6:.1f} MB; resizing took "
+        f"{took * 1000:.0f} ms"
+    )
 
 
 async def local_model() -> None:
@@ -244,8 +290,9 @@ async def local_model() -> None:
             stream.layout = "mono"
             pcm = (minute * 32767).astype(np.int16) if minute.dtype != np.int16 else minute
             for start in range(0, len(pcm), 960):
-                frame = av.AudioFrame.from_ndarray(pcm[None, start:start + 960], format="s16",
-                                                   layout="mono")
+                frame = av.AudioFrame.from_ndarray(
+                    pcm[None, start : start + 960], format="s16", layout="mono"
+                )
                 frame.sample_rate = 48_000
                 for packet in stream.encode(frame):
                     sink.mux(packet)
@@ -256,8 +303,10 @@ async def local_model() -> None:
         await backend.transcribe(VOICE_NOTE)  # loads the model
         load = time.perf_counter() - started
         heard = await backend.transcribe(path)
-    print(f"local backend (tiny.en, int8, 2 cores): model load + first 4 s note {load:.1f} s; "
-          f"a 60 s voice note {heard.seconds:.1f} s ({heard.seconds / 60:.2f}x real time)")
+    print(
+        f"local backend (tiny.en, int8, 2 cores): model load + first 4 s note {load:.1f} s; "
+        f"a 60 s voice note {heard.seconds:.1f} s ({heard.seconds / 60:.2f}x real time)"
+    )
 
 
 def main() -> None:

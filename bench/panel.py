@@ -45,9 +45,15 @@ def build_root(root: Path, people: int, lines: int) -> list[str]:
         rows = [{"type": "session", "key": dm_session_key(person)}]
         for n in range(per_person - 1):
             kind = "user" if n % 3 == 0 else "assistant" if n % 3 == 1 else "delivery"
-            rows.append({"ts": f"2026-11-{1 + n % 28:02d}T10:00:{n % 60:02d}+00:00",
-                         "type": kind, "text": f"line {n} " + "words " * 20, "ok": True,
-                         "usage": {"input_tokens": 900, "output_tokens": 40}})
+            rows.append(
+                {
+                    "ts": f"2026-11-{1 + n % 28:02d}T10:00:{n % 60:02d}+00:00",
+                    "type": kind,
+                    "text": f"line {n} " + "words " * 20,
+                    "ok": True,
+                    "usage": {"input_tokens": 900, "output_tokens": 40},
+                }
+            )
         path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     return ids
 
@@ -66,8 +72,10 @@ async def timed(http: ClientSession, url: str, count: int) -> list[float]:
 def report(name: str, times: list[float]) -> None:
     ordered = sorted(times)
     p95 = ordered[max(0, int(len(ordered) * 0.95) - 1)]
-    print(f"{name:<28} p50 {statistics.median(ordered):7.2f} ms   p95 {p95:7.2f} ms   "
-          f"({len(times)} requests)")
+    print(
+        f"{name:<28} p50 {statistics.median(ordered):7.2f} ms   p95 {p95:7.2f} ms   "
+        f"({len(times)} requests)"
+    )
 
 
 async def run(people: int, lines: int, requests: int) -> None:
@@ -79,8 +87,9 @@ async def run(people: int, lines: int, requests: int) -> None:
         await gateway.start()
         pairing = Pairing(gateway.state)
         for n in range(3):
-            await pairing.request(InboundMessage("telegram", str(n), str(n), "hi",
-                                                 sender_name=f"Stranger {n}"))
+            await pairing.request(
+                InboundMessage("telegram", str(n), str(n), "hi", sender_name=f"Stranger {n}")
+            )
         panel = PanelServer(PanelHost(gateway.parts), PanelSettings(port=0))
         await panel.start()
         try:
@@ -93,15 +102,21 @@ async def run(people: int, lines: int, requests: int) -> None:
                     assert "<h1>Overview</h1>" in page, "login failed"
                     assert page.count("/files") >= people, "not every person is listed"
                 total = sum(1 for _ in root.glob("*/sessions/*.jsonl"))
-                print(f"{people} people, {lines:,} transcript lines in {total} files, "
-                      f"3 pending pairing requests")
+                print(
+                    f"{people} people, {lines:,} transcript lines in {total} files, "
+                    f"3 pending pairing requests"
+                )
                 await timed(http, base + "/", 10)  # warm up
                 report("overview /", await timed(http, base + "/", requests))
                 one = ids[0]
-                report(f"sessions ({lines // people} lines)",
-                       await timed(http, f"{base}/p/{one}/sessions", max(20, requests // 4)))
-                report("metrics (reads transcripts)",
-                       await timed(http, f"{base}/p/{one}/metrics", max(20, requests // 4)))
+                report(
+                    f"sessions ({lines // people} lines)",
+                    await timed(http, f"{base}/p/{one}/sessions", max(20, requests // 4)),
+                )
+                report(
+                    "metrics (reads transcripts)",
+                    await timed(http, f"{base}/p/{one}/metrics", max(20, requests // 4)),
+                )
         finally:
             await panel.stop()
             await gateway.stop()

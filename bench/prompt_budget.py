@@ -48,10 +48,35 @@ from tests.fakes.llm_server import FakeAnthropicServer
 
 OWNER = "fakechat-owner"
 WORDS = (
-    "calendar", "events", "notes", "invoices", "receipts", "travel", "plans", "recipes",
-    "meeting", "minutes", "weekly", "review", "tasks", "reminders", "email", "drafts",
-    "summaries", "contacts", "birthdays", "budget", "tracking", "reading", "list", "bookmarks",
-    "research", "papers", "translations", "forms", "reports",
+    "calendar",
+    "events",
+    "notes",
+    "invoices",
+    "receipts",
+    "travel",
+    "plans",
+    "recipes",
+    "meeting",
+    "minutes",
+    "weekly",
+    "review",
+    "tasks",
+    "reminders",
+    "email",
+    "drafts",
+    "summaries",
+    "contacts",
+    "birthdays",
+    "budget",
+    "tracking",
+    "reading",
+    "list",
+    "bookmarks",
+    "research",
+    "papers",
+    "translations",
+    "forms",
+    "reports",
 )
 
 
@@ -62,8 +87,9 @@ def skill_text(rng: random.Random, index: int) -> tuple[str, str]:
     while len(" ".join(words)) < length:
         words.append(rng.choice(WORDS))
     description = ("Use when the person asks about " + " ".join(words))[:length].rstrip() + "."
-    body = "# Steps\n" + "\n".join(f"{i}. {' '.join(rng.choices(WORDS, k=12))}"
-                                   for i in range(1, 30))
+    body = "# Steps\n" + "\n".join(
+        f"{i}. {' '.join(rng.choices(WORDS, k=12))}" for i in range(1, 30)
+    )
     return name, f"---\nname: {name}\ndescription: {description}\n---\n{body}\n"
 
 
@@ -77,17 +103,24 @@ def tool_listing(rng: random.Random, server: int, count: int) -> list[types.Tool
             }
             for p in range(4)
         }
-        tools.append(types.Tool(
-            name=f"{rng.choice(WORDS)}_{index}",
-            description=(" ".join(rng.choices(WORDS, k=26)).capitalize() + ".")[:180],
-            input_schema={"type": "object", "properties": props,
-                          "required": list(props)[:2], "additionalProperties": False},
-        ))
+        tools.append(
+            types.Tool(
+                name=f"{rng.choice(WORDS)}_{index}",
+                description=(" ".join(rng.choices(WORDS, k=26)).capitalize() + ".")[:180],
+                input_schema={
+                    "type": "object",
+                    "properties": props,
+                    "required": list(props)[:2],
+                    "additionalProperties": False,
+                },
+            )
+        )
     return tools
 
 
-async def measure(root: Path, skills: int, servers: int, per_server: int,
-                  budget: int | None) -> dict[str, Any]:
+async def measure(
+    root: Path, skills: int, servers: int, per_server: int, budget: int | None
+) -> dict[str, Any]:
     rng = random.Random(17)
     workspaces = root / f"ws-{skills}-{servers}-{budget}"
     workspace = ensure_workspace(workspaces, OWNER)
@@ -103,14 +136,23 @@ async def measure(root: Path, skills: int, servers: int, per_server: int,
         mcp["tool_schema_max_chars"] = budget
     async with FakeAnthropicServer() as llm:
         settings = load_settings(
-            root / "none.toml", workspaces_dir=workspaces, owner=OWNER, timezone="UTC",
-            llm={"provider": "anthropic", "base_url": llm.base_url, "api_key": "sk-bench-000000",
-                 "max_attempts": 1},
-            mcp=mcp, versioning={"enabled": False},
+            root / "none.toml",
+            workspaces_dir=workspaces,
+            owner=OWNER,
+            timezone="UTC",
+            llm={
+                "provider": "anthropic",
+                "base_url": llm.base_url,
+                "api_key": "sk-bench-000000",
+                "max_attempts": 1,
+            },
+            mcp=mcp,
+            versioning={"enabled": False},
         )
         channel = RecordingChannel()
-        gateway = Gateway.build(settings, build_provider(settings), channels=[channel],
-                          access=AllowAll())
+        gateway = Gateway.build(
+            settings, build_provider(settings), channels=[channel], access=AllowAll()
+        )
         for s, connection in enumerate(gateway.capabilities.mcp.connections.values()):
             connection.tools = tool_listing(rng, s, per_server)  # never started: no process
         await gateway.start()
@@ -129,16 +171,27 @@ async def measure(root: Path, skills: int, servers: int, per_server: int,
             await gateway.stop()
     system = json.dumps(body.get("system"))
     tools = json.dumps(body.get("tools", []))
-    return {"request": len(json.dumps(body)), "system": len(system), "tools": len(tools),
-            "advertised": len(body.get("tools", [])), "per_turn_us": per_turn_us,
-            "window": settings.llm.context_window}
+    return {
+        "request": len(json.dumps(body)),
+        "system": len(system),
+        "tools": len(tools),
+        "advertised": len(body.get("tools", [])),
+        "per_turn_us": per_turn_us,
+        "window": settings.llm.context_window,
+    }
 
 
 def _dm():  # type: ignore[no-untyped-def]
     from channels.base import InboundMessage
 
-    return InboundMessage(channel="fakechat", chat_id="owner", sender_id="owner", text="x",
-                          chat_type="direct", message_id="")
+    return InboundMessage(
+        channel="fakechat",
+        chat_id="owner",
+        sender_id="owner",
+        text="x",
+        chat_type="direct",
+        message_id="",
+    )
 
 
 def per_skill_cost(count: int) -> tuple[float, int]:
@@ -165,35 +218,54 @@ async def main() -> None:
     rows = [
         ("baseline", 0, 0, None),
         (f"{args.skills} skills", args.skills, 0, None),
-        (f"{args.skills} skills + {n_tools} tools, no budget", args.skills, args.servers,
-         1_000_000),
-        (f"{args.skills} skills + {n_tools} tools, default budget", args.skills, args.servers,
-         None),
+        (
+            f"{args.skills} skills + {n_tools} tools, no budget",
+            args.skills,
+            args.servers,
+            1_000_000,
+        ),
+        (
+            f"{args.skills} skills + {n_tools} tools, default budget",
+            args.skills,
+            args.servers,
+            None,
+        ),
     ]
     with tempfile.TemporaryDirectory() as tmp:
-        results = [(label, await measure(Path(tmp), s, v, args.tools_per_server, b))
-                   for label, s, v, b in rows]
+        results = [
+            (label, await measure(Path(tmp), s, v, args.tools_per_server, b))
+            for label, s, v, b in rows
+        ]
     each, header = per_skill_cost(args.skills)
     sample = tool_listing(random.Random(17), 0, 10)
     from gateway.agent.conversation import ToolSpec
 
-    per_tool = tool_schema_chars([ToolSpec(t.name, t.description or "", t.input_schema)
-                                  for t in sample]) / len(sample)
+    per_tool = tool_schema_chars(
+        [ToolSpec(t.name, t.description or "", t.input_schema) for t in sample]
+    ) / len(sample)
     window = results[0][1]["window"]
-    print(f"skills section: header {header} chars, ~{each:.0f} chars (~{each / 4:.0f} tokens) "
-          "per skill")
+    print(
+        f"skills section: header {header} chars, ~{each:.0f} chars (~{each / 4:.0f} tokens) "
+        "per skill"
+    )
     print(f"tool schemas: ~{per_tool:.0f} chars (~{per_tool / 4:.0f} tokens) per synthetic tool")
-    print(f"{'configuration':<42} {'request':>9} {'~tokens':>8} {'system':>8} {'tools':>8} "
-          f"{'#tools':>6} {'% window':>8} {'build/turn':>10}")
+    print(
+        f"{'configuration':<42} {'request':>9} {'~tokens':>8} {'system':>8} {'tools':>8} "
+        f"{'#tools':>6} {'% window':>8} {'build/turn':>10}"
+    )
     base = results[0][1]["request"]
     for label, r in results:
-        print(f"{label:<42} {r['request']:>9,} {r['request'] // 4:>8,} {r['system']:>8,} "
-              f"{r['tools']:>8,} {r['advertised']:>6} {r['request'] / 4 / window:>8.1%} "
-              f"{r['per_turn_us']:>8.0f}us")
+        print(
+            f"{label:<42} {r['request']:>9,} {r['request'] // 4:>8,} {r['system']:>8,} "
+            f"{r['tools']:>8,} {r['advertised']:>6} {r['request'] / 4 / window:>8.1%} "
+            f"{r['per_turn_us']:>8.0f}us"
+        )
     over = results[2][1]["request"] - base
     saved = results[2][1]["request"] - results[3][1]["request"]
-    print(f"skills + tools add ~{over // 4:,} tokens per request without a budget; the default "
-          f"budget saves ~{saved // 4:,} of them (context window {window:,} tokens)")
+    print(
+        f"skills + tools add ~{over // 4:,} tokens per request without a budget; the default "
+        f"budget saves ~{saved // 4:,} of them (context window {window:,} tokens)"
+    )
 
 
 if __name__ == "__main__":

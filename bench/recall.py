@@ -59,18 +59,21 @@ def build_workspace(root: Path) -> list[dict]:
             answer_line = len(entries)
             entries.append({"type": "assistant", "text": "Got it, I'll remember that."})
             entries += [{"type": "user", "text": filler[4]}, {"type": "assistant", "text": "Sure."}]
-            (root / path).write_text("".join(json.dumps(e, ensure_ascii=False) + "\n"
-                                             for e in entries), encoding="utf-8")
+            (root / path).write_text(
+                "".join(json.dumps(e, ensure_ascii=False) + "\n" for e in entries), encoding="utf-8"
+            )
         else:
             path = f"memory/{day.isoformat()}.md"
             lines = [f"- {x}" for x in filler]
             position = rng.randrange(len(lines) + 1)
             lines.insert(position, f"- {fact}")
-            (root / path).write_text(f"# {day.isoformat()}\n\n" + "\n".join(lines) + "\n",
-                                     encoding="utf-8")
+            (root / path).write_text(
+                f"# {day.isoformat()}\n\n" + "\n".join(lines) + "\n", encoding="utf-8"
+            )
             answer_line = 3 + position
-        questions.append({"q": question, "lang": lang, "kind": kind, "path": path,
-                          "line": answer_line})
+        questions.append(
+            {"q": question, "lang": lang, "kind": kind, "path": path, "line": answer_line}
+        )
     return questions
 
 
@@ -87,8 +90,9 @@ def openclaw_fusion(legs: dict[str, list[tuple[int, float]]]) -> dict[int, float
 
 async def baseline_legs(db, query: str, qvec, pool: int) -> dict[str, list[tuple[int, float]]]:
     """The baseline's legs: every content word ANDed (BM25) and the vector KNN."""
-    legs = {"words": await S.fts_leg(db, "chunks_fts", word_query(query).replace(" OR ", " AND "),
-                                     pool)}
+    legs = {
+        "words": await S.fts_leg(db, "chunks_fts", word_query(query).replace(" OR ", " AND "), pool)
+    }
     if qvec is not None:
         legs["vector"] = await S.vector_leg(db, qvec, pool)
     return legs
@@ -132,8 +136,11 @@ def report(hits: dict[str, dict[str, list]]) -> None:
     for mode, by_group in hits.items():
         cells = []
         for group in [*groups, "all"]:
-            rows = [r for g, rs in by_group.items() for r in rs] if group == "all" else (
-                by_group.get(group, []))
+            rows = (
+                [r for g, rs in by_group.items() for r in rs]
+                if group == "all"
+                else (by_group.get(group, []))
+            )
             n = len(rows) or 1
             h1 = sum(r[0] for r in rows) / n
             h5 = sum(r[1] for r in rows) / n
@@ -142,35 +149,40 @@ def report(hits: dict[str, dict[str, list]]) -> None:
     print("cells: hit@1 / hit@5")
 
 
-async def run(chunk_chars: int, embedder_kind: str, line_model_kind: str = "minilm"
-              ) -> None:
+async def run(chunk_chars: int, embedder_kind: str, line_model_kind: str = "minilm") -> None:
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "ws"
         questions = build_workspace(root)
         embedder = LocalEmbedder() if embedder_kind == "local" else None
         line_model = build_line_model(line_model_kind) if embedder else None
-        index = RecallIndex(root, embedder, chunk_chars=chunk_chars, today=lambda: TODAY,
-                            line_model=line_model)
+        index = RecallIndex(
+            root, embedder, chunk_chars=chunk_chars, today=lambda: TODAY, line_model=line_model
+        )
         started = time.perf_counter()
         stats = await index.sync()
         took = time.perf_counter() - started
-        print(f"\nchunk_chars={chunk_chars}: {stats.chunks_added} chunks from "
-              f"{stats.files_indexed} files indexed in {took:.1f} s "
-              f"({stats.chunks_added / took:.1f} chunks/s, {stats.embedded} embedded); "
-              f"{len(questions)} questions")
+        print(
+            f"\nchunk_chars={chunk_chars}: {stats.chunks_added} chunks from "
+            f"{stats.files_indexed} files indexed in {took:.1f} s "
+            f"({stats.chunks_added / took:.1f} chunks/s, {stats.embedded} embedded); "
+            f"{len(questions)} questions"
+        )
         report(await evaluate(index, questions))
         await index.close()
 
 
-def bench_main(run_one: Callable[[int, str, str], Awaitable[None]], description: str
-               ) -> None:
+def bench_main(run_one: Callable[[int, str, str], Awaitable[None]], description: str) -> None:
     """The command line both recall benchmarks share: chunk sizes to try, embedder, line
     model."""
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--chunk-chars", type=int, nargs="+", default=[DEFAULT_CHUNK_CHARS])
     parser.add_argument("--embedder", choices=["local", "none"], default="local")
-    parser.add_argument("--line-model", choices=["minilm", "none"], default="minilm",
-                        help="the second model for line vectors (memory.minilm)")
+    parser.add_argument(
+        "--line-model",
+        choices=["minilm", "none"],
+        default="minilm",
+        help="the second model for line vectors (memory.minilm)",
+    )
     args = parser.parse_args()
     for size in args.chunk_chars:
         asyncio.run(run_one(size, args.embedder, args.line_model))

@@ -39,8 +39,9 @@ def write_conversation(root: Path, conversation: dict) -> list[tuple[str, int]]:
     for session in conversation["sessions"]:
         path = f"memory/{session['date']}.md"
         lines = [f"{speaker}: {text}" for speaker, text in session["lines"]]
-        (root / path).write_text(f"# {session['date']}\n\n" + "\n".join(lines) + "\n",
-                                 encoding="utf-8")
+        (root / path).write_text(
+            f"# {session['date']}\n\n" + "\n".join(lines) + "\n", encoding="utf-8"
+        )
         where.append((path, HEADER_LINES + 1))
     return where
 
@@ -52,13 +53,13 @@ def questions_for(data: dict, number: int, starts: list[tuple[str, int]]) -> lis
             continue
         path, first = starts[q["session"]]
         kind = "when" if q["question"].lower().startswith("when") else "other"
-        out.append({"q": q["question"], "lang": kind, "kind": "q", "path": path,
-                    "line": first + q["line"]})
+        out.append(
+            {"q": q["question"], "lang": kind, "kind": "q", "path": path, "line": first + q["line"]}
+        )
     return out
 
 
-async def run(chunk_chars: int, embedder_kind: str, line_model_kind: str = "minilm"
-              ) -> None:
+async def run(chunk_chars: int, embedder_kind: str, line_model_kind: str = "minilm") -> None:
     data = json.loads(DATA.read_text(encoding="utf-8"))
     embedder = LocalEmbedder() if embedder_kind == "local" else None
     line_model = build_line_model(line_model_kind) if embedder else None
@@ -68,16 +69,19 @@ async def run(chunk_chars: int, embedder_kind: str, line_model_kind: str = "mini
         for number, conversation in enumerate(data["conversations"]):
             root = Path(tmp) / f"ws{number}"
             starts = write_conversation(root, conversation)
-            index = RecallIndex(root, embedder, chunk_chars=chunk_chars, today=lambda: TODAY,
-                                line_model=line_model)
+            index = RecallIndex(
+                root, embedder, chunk_chars=chunk_chars, today=lambda: TODAY, line_model=line_model
+            )
             chunks += (await index.sync()).chunks_added
             hits = await evaluate(index, questions_for(data, number, starts))
             await index.close()
             for mode, groups in hits.items():
                 for group, rows in groups.items():
                     merged.setdefault(mode, {}).setdefault(group, []).extend(rows)
-    print(f"\nchunk_chars={chunk_chars}: {len(data['conversations'])} conversations, {chunks} "
-          f"chunks, {len(data['questions'])} questions, {time.perf_counter() - started:.1f} s")
+    print(
+        f"\nchunk_chars={chunk_chars}: {len(data['conversations'])} conversations, {chunks} "
+        f"chunks, {len(data['questions'])} questions, {time.perf_counter() - started:.1f} s"
+    )
     report(merged)
 
 

@@ -33,9 +33,11 @@ from memory.embedders import LocalEmbedder, build_line_model
 from memory.index import RecallIndex
 
 # The common words; the Zipf tail is generated.
-_COMMON = ("deploy database migration coffee sister birthday invoice server backup cello "
-         "flight hotel budget roadmap garden kitchen plumber contract insurance laptop camera "
-         "bread runner piano school doctor meeting ticket release certificate gateway")
+_COMMON = (
+    "deploy database migration coffee sister birthday invoice server backup cello "
+    "flight hotel budget roadmap garden kitchen plumber contract insurance laptop camera "
+    "bread runner piano school doctor meeting ticket release certificate gateway"
+)
 WORDS = _COMMON.split()
 
 
@@ -79,8 +81,7 @@ class RealQueries:
 def _vocabulary(rng: random.Random, size: int = 20_000) -> list[str]:
     """Real words plus made-up ones, drawn Zipf-like: a few common, most rare, as in notes."""
     letters = "abcdefghijklmnopqrstuvwxyz"
-    made_up = ["".join(rng.choice(letters) for _ in range(rng.randint(4, 9)))
-               for _ in range(size)]
+    made_up = ["".join(rng.choice(letters) for _ in range(rng.randint(4, 9))) for _ in range(size)]
     return WORDS + made_up
 
 
@@ -102,36 +103,50 @@ async def run(size: int, queries: int, line_model_kind: str) -> None:
         root = Path(tmp) / "ws"
         write_workspace(root, size)
         embedder = RealQueries(HashEmbedder(), LocalEmbedder)  # same dimension
-        lines = (RealQueries(HashLineModel(), lambda: build_line_model(line_model_kind))
-                 if line_model_kind != "none" else None)
+        lines = (
+            RealQueries(HashLineModel(), lambda: build_line_model(line_model_kind))
+            if line_model_kind != "none"
+            else None
+        )
         index = RecallIndex(root, embedder, chunk_chars=400, line_model=lines)
         started = time.perf_counter()
         stats = await index.sync()
         took = time.perf_counter() - started
-        print(f"\n{stats.chunks_added} chunks, {stats.files_indexed} files: fresh index in "
-              f"{took:.1f} s = {stats.chunks_added / took:.0f} chunks/s (pipeline, hashing "
-              "embedder)")
+        print(
+            f"\n{stats.chunks_added} chunks, {stats.files_indexed} files: fresh index in "
+            f"{took:.1f} s = {stats.chunks_added / took:.0f} chunks/s (pipeline, hashing "
+            "embedder)"
+        )
         started = time.perf_counter()
         again = await index.sync()
-        print(f"unchanged re-index of {again.files_seen} files: "
-              f"{time.perf_counter() - started:.3f} s, {again.embedded} embeddings")
+        print(
+            f"unchanged re-index of {again.files_seen} files: "
+            f"{time.perf_counter() - started:.3f} s, {again.embedded} embeddings"
+        )
         # As in the gateway: the watcher decides when to sync (nothing changes from here).
         index.start_watching(interval=24 * 3600)
         rng = random.Random(2)
         await index.search("warm up the model")
         times = []
         for i in range(queries):
-            query = (f"what did we decide about the {rng.choice(WORDS)} and the "
-                     f"{rng.choice(WORDS)} {i}" if i % 3 else f"id-{rng.randrange(size // 10)}-3")
+            query = (
+                f"what did we decide about the {rng.choice(WORDS)} and the {rng.choice(WORDS)} {i}"
+                if i % 3
+                else f"id-{rng.randrange(size // 10)}-3"
+            )
             t = time.perf_counter()
             await index.search(query, max_results=6)
             times.append((time.perf_counter() - t) * 1000)
         times.sort()
         p95 = times[int(0.95 * len(times)) - 1]
-        print(f"memory_search at {size} chunks over {queries} queries: "
-              f"p50 {statistics.median(times):.1f} ms, p95 {p95:.1f} ms, max {times[-1]:.1f} ms")
-        for name, model in (("query embedding", embedder.real),
-                            ("line model's query embedding", lines and lines.real)):
+        print(
+            f"memory_search at {size} chunks over {queries} queries: "
+            f"p50 {statistics.median(times):.1f} ms, p95 {p95:.1f} ms, max {times[-1]:.1f} ms"
+        )
+        for name, model in (
+            ("query embedding", embedder.real),
+            ("line model's query embedding", lines and lines.real),
+        ):
             if model is None:
                 continue
             embed = []

@@ -68,8 +68,9 @@ class Turn:
 
 def session_date(stamp: str) -> datetime:
     """'1:56 pm on 8 May, 2023' -> that moment."""
-    return datetime.strptime(" ".join(stamp.split()).upper().replace(" ON ", " "),
-                             "%I:%M %p %d %B, %Y")
+    return datetime.strptime(
+        " ".join(stamp.split()).upper().replace(" ON ", " "), "%I:%M %p %d %B, %Y"
+    )
 
 
 def turn_line(turn: dict[str, Any]) -> tuple[str, str]:
@@ -85,7 +86,8 @@ def turn_line(turn: dict[str, Any]) -> tuple[str, str]:
 def write_workspace(root: Path, conversation: dict[str, Any]) -> dict[str, Turn]:
     """The conversation's daily notes under `root`; each turn by dia_id (D3:7)."""
     sessions = sorted(
-        (int(key.split("_")[1]), value) for key, value in conversation.items()
+        (int(key.split("_")[1]), value)
+        for key, value in conversation.items()
         if re.fullmatch(r"session_\d+", key) and value
     )
     notes: dict[str, list[str]] = {}
@@ -126,13 +128,16 @@ def evidence_turns(qa: dict[str, Any], turns: dict[str, Turn]) -> list[Turn]:
 
 def judge(results: list[dict[str, Any]], evidence: list[Turn]) -> tuple[bool, bool, bool]:
     """(snip@5, hit@5, hit@1) for one question's results (as `--json` prints them)."""
+
     def inside(result: dict[str, Any], turn: Turn) -> bool:
-        return (result["path"] == turn.path
-                and result["start_line"] <= turn.line <= result["end_line"])
+        return (
+            result["path"] == turn.path and result["start_line"] <= turn.line <= result["end_line"]
+        )
 
     top = results[:LIMIT]
-    snip = any(inside(r, t) and t.text[:SNIPPET_PREFIX] in r["snippet"]
-               for r in top for t in evidence)
+    snip = any(
+        inside(r, t) and t.text[:SNIPPET_PREFIX] in r["snippet"] for r in top for t in evidence
+    )
     hit5 = any(inside(r, t) for r in top for t in evidence)
     hit1 = bool(top) and any(inside(top[0], t) for t in evidence)
     return snip, hit5, hit1
@@ -141,11 +146,17 @@ def judge(results: list[dict[str, Any]], evidence: list[Turn]) -> tuple[bool, bo
 def table(rows: dict[int, list[tuple[bool, bool, bool]]], title: str) -> str:
     out = [title, f"{'category':<16}{'n':>5}{'snip@5':>9}{'hit@5':>8}{'hit@1':>8}"]
     everything = [r for c in CATEGORIES for r in rows.get(c, [])]
-    for name, items in [*((f"{c} {CATEGORIES[c]}", rows.get(c, [])) for c in CATEGORIES),
-                        ("all", everything)]:
+    for name, items in [
+        *((f"{c} {CATEGORIES[c]}", rows.get(c, [])) for c in CATEGORIES),
+        ("all", everything),
+    ]:
         n = len(items) or 1
-        out.append(f"{name:<16}{len(items):>5}" + "".join(
-            f"{sum(r[i] for r in items) / n:>{w}.3f}" for i, w in ((0, 9), (1, 8), (2, 8))))
+        out.append(
+            f"{name:<16}{len(items):>5}"
+            + "".join(
+                f"{sum(r[i] for r in items) / n:>{w}.3f}" for i, w in ((0, 9), (1, 8), (2, 8))
+            )
+        )
     return "\n".join(out)
 
 
@@ -153,12 +164,26 @@ def cli_results(workspace: Path, question: str) -> list[dict[str, Any]]:
     """The real command's answer (its own process, default settings, no config file)."""
     command = shutil.which("clawgate", path=str(Path(sys.executable).parent))
     done = subprocess.run(
-        [*([command] if command else [sys.executable, "-m", "gateway"]), "memory", "search",
-         question,
-         "--workspace", str(workspace), "--limit", str(LIMIT), "--json"],
-        capture_output=True, text=True, check=True, cwd=ROOT,
-        env={"PATH": "/usr/bin:/bin", "CLAWGATE_CONFIG": str(workspace / "no-config.toml"),
-             "HOME": str(workspace)},
+        [
+            *([command] if command else [sys.executable, "-m", "gateway"]),
+            "memory",
+            "search",
+            question,
+            "--workspace",
+            str(workspace),
+            "--limit",
+            str(LIMIT),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+        env={
+            "PATH": "/usr/bin:/bin",
+            "CLAWGATE_CONFIG": str(workspace / "no-config.toml"),
+            "HOME": str(workspace),
+        },
     )
     return json.loads(done.stdout)
 
@@ -204,13 +229,17 @@ async def run(args: argparse.Namespace) -> None:
             rows[category].append(outcome)
             mine[category].append(outcome)
             if category in args.show_misses and not outcome[0]:
-                print(f"MISS {sample['sample_id']} [{CATEGORIES[category]}] {question}"
-                      f"  (answer: {qa.get('answer')})")
+                print(
+                    f"MISS {sample['sample_id']} [{CATEGORIES[category]}] {question}"
+                    f"  (answer: {qa.get('answer')})"
+                )
                 for turn in evidence:
                     print(f"    want {turn.path}:{turn.line} {turn.text[:100]}")
                 for r in results:
-                    print(f"    got  {r['path']}:{r['start_line']}-{r['end_line']} "
-                          f"line {r.get('line')} {r['score']:.3f}")
+                    print(
+                        f"    got  {r['path']}:{r['start_line']}-{r['end_line']} "
+                        f"line {r.get('line')} {r['score']:.3f}"
+                    )
         await index.close()
         by_sample[sample["sample_id"]] = mine
         for question, results in asked[: max(0, args.cli - cli_checked)]:
@@ -218,11 +247,13 @@ async def run(args: argparse.Namespace) -> None:
             cli_same += cli_results(root, question) == json.loads(json.dumps(results))
     n = sum(len(v) for v in rows.values())
     search_ms.sort()
-    print(f"{len(samples)} conversations, {chunks} chunks ({embedded} embedded now, index "
-          f"{index_seconds:.0f} s), {n} questions ({skipped} without a usable evidence id "
-          f"left out); search p50 {search_ms[len(search_ms) // 2]:.0f} ms, "
-          f"p95 {search_ms[int(0.95 * len(search_ms))]:.0f} ms; a result's snippet "
-          f"{sum(shown) / max(1, len(shown)):.0f} characters on average")
+    print(
+        f"{len(samples)} conversations, {chunks} chunks ({embedded} embedded now, index "
+        f"{index_seconds:.0f} s), {n} questions ({skipped} without a usable evidence id "
+        f"left out); search p50 {search_ms[len(search_ms) // 2]:.0f} ms, "
+        f"p95 {search_ms[int(0.95 * len(search_ms))]:.0f} ms; a result's snippet "
+        f"{sum(shown) / max(1, len(shown)):.0f} characters on average"
+    )
     print(table(rows, "all conversations (development data: tuning figures)"))
     if args.split:
         ids = sorted(by_sample)
@@ -239,17 +270,32 @@ async def run(args: argparse.Namespace) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=DATA)
-    parser.add_argument("--workdir", type=Path,
-                        default=Path(tempfile.gettempdir()) / "clawgate-recall-locomo")
+    parser.add_argument(
+        "--workdir", type=Path, default=Path(tempfile.gettempdir()) / "clawgate-recall-locomo"
+    )
     parser.add_argument("--only", nargs="*", default=[], help="sample ids (conv-26 ...)")
-    parser.add_argument("--split", action="store_true",
-                        help="also print two fixed groups of conversations (3 and 2)")
-    parser.add_argument("--show-misses", nargs="*", type=int, default=[],
-                        help="print the snip@5 misses of these categories")
-    parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
-                        help="a [memory] setting other than its default (line_model=none)")
-    parser.add_argument("--cli", type=int, default=0,
-                        help="check the first N questions through the real command")
+    parser.add_argument(
+        "--split",
+        action="store_true",
+        help="also print two fixed groups of conversations (3 and 2)",
+    )
+    parser.add_argument(
+        "--show-misses",
+        nargs="*",
+        type=int,
+        default=[],
+        help="print the snip@5 misses of these categories",
+    )
+    parser.add_argument(
+        "--set",
+        nargs="*",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a [memory] setting other than its default (line_model=none)",
+    )
+    parser.add_argument(
+        "--cli", type=int, default=0, help="check the first N questions through the real command"
+    )
     args = parser.parse_args()
     if not Path(args.data).exists():
         sys.exit(f"no data at {args.data} (see ../shared/data/README.md)")

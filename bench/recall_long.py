@@ -64,15 +64,23 @@ def write_conversation(root: Path, conversation: dict) -> list[str]:
 def score(results: list, evidence: list[tuple[str, int, str]], k: int) -> tuple[bool, bool]:
     """(any evidence line in the top k, every evidence line in the top k)."""
     found = [
-        any(r.path == path and r.start_line <= line <= r.end_line and text in r.snippet
-            for r in results[:k])
+        any(
+            r.path == path and r.start_line <= line <= r.end_line and text in r.snippet
+            for r in results[:k]
+        )
         for path, line, text in evidence
     ]
     return any(found), all(found)
 
 
-async def run(chunk_chars: int, embedder_kind: str, workdir: Path, show_misses: bool,
-              context: bool = False, line_model_kind: str = "minilm") -> None:
+async def run(
+    chunk_chars: int,
+    embedder_kind: str,
+    workdir: Path,
+    show_misses: bool,
+    context: bool = False,
+    line_model_kind: str = "minilm",
+) -> None:
     data = build()
     embedder = LocalEmbedder() if embedder_kind == "local" else None
     line_model = build_line_model(line_model_kind) if embedder is not None else None
@@ -83,9 +91,14 @@ async def run(chunk_chars: int, embedder_kind: str, workdir: Path, show_misses: 
         root = workdir / f"conversation-{number:02d}"
         paths = write_conversation(root, conversation)
         last = date.fromisoformat(conversation["sessions"][-1]["date"])
-        index = RecallIndex(root, embedder, chunk_chars=chunk_chars, context=context,
-                            today=lambda last=last: last + timedelta(days=14),
-                            line_model=line_model)
+        index = RecallIndex(
+            root,
+            embedder,
+            chunk_chars=chunk_chars,
+            context=context,
+            today=lambda last=last: last + timedelta(days=14),
+            line_model=line_model,
+        )
         started = time.perf_counter()
         stats = await index.sync()
         index_seconds += time.perf_counter() - started
@@ -105,40 +118,55 @@ async def run(chunk_chars: int, embedder_kind: str, workdir: Path, show_misses: 
             top5, all5 = score(response.results, evidence, 5)
             rows[q["kind"]].append((top1, top5, all5))
             if show_misses and not top5:
-                print(f"MISS [{q['kind']}] {q['question']}\n    want: "
-                      + " | ".join(t for _, _, t in evidence)
-                      + "\n    got:  " + " | ".join(
-                          f"{r.path}:{r.start_line}-{r.end_line}" for r in response.results))
+                print(
+                    f"MISS [{q['kind']}] {q['question']}\n    want: "
+                    + " | ".join(t for _, _, t in evidence)
+                    + "\n    got:  "
+                    + " | ".join(f"{r.path}:{r.start_line}-{r.end_line}" for r in response.results)
+                )
         await index.close()
     n_questions = sum(len(v) for v in rows.values())
-    print(f"\nchunk_chars={chunk_chars}, embedder={embedder_kind}, "
-          f"line model={line_model_kind if line_model else 'none'}, context={context}: "
-          f"{len(data['conversations'])} conversations, {chunks} chunks ({embedded} embedded "
-          f"now, index {index_seconds:.1f} s), {n_questions} questions, "
-          f"search {1000 * search_seconds / max(1, n_questions):.0f} ms a question")
+    print(
+        f"\nchunk_chars={chunk_chars}, embedder={embedder_kind}, "
+        f"line model={line_model_kind if line_model else 'none'}, context={context}: "
+        f"{len(data['conversations'])} conversations, {chunks} chunks ({embedded} embedded "
+        f"now, index {index_seconds:.1f} s), {n_questions} questions, "
+        f"search {1000 * search_seconds / max(1, n_questions):.0f} ms a question"
+    )
     print(f"{'kind':<8}{'n':>5}{'top-1':>8}{'top-5':>8}{'all@5':>8}")
     everything = [r for kind in KINDS for r in rows[kind]]
     for kind, items in [*((k, rows[k]) for k in KINDS), ("all", everything)]:
         n = len(items) or 1
-        print(f"{kind:<8}{len(items):>5}{sum(r[0] for r in items) / n:>8.0%}"
-              f"{sum(r[1] for r in items) / n:>8.0%}{sum(r[2] for r in items) / n:>8.0%}")
+        print(
+            f"{kind:<8}{len(items):>5}{sum(r[0] for r in items) / n:>8.0%}"
+            f"{sum(r[1] for r in items) / n:>8.0%}{sum(r[2] for r in items) / n:>8.0%}"
+        )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--chunk-chars", type=int, nargs="+", default=[DEFAULT_CHUNK_CHARS])
     parser.add_argument("--embedder", choices=["local", "none"], default="local")
-    parser.add_argument("--workdir", type=Path,
-                        default=Path(tempfile.gettempdir()) / "clawgate-recall-long")
+    parser.add_argument(
+        "--workdir", type=Path, default=Path(tempfile.gettempdir()) / "clawgate-recall-long"
+    )
     parser.add_argument("--show-misses", action="store_true")
-    parser.add_argument("--context", action="store_true",
-                        help="embed chunks with their date and speakers (memory.context)")
-    parser.add_argument("--line-model", choices=["minilm", "none"], default="minilm",
-                        help="the second model for line vectors (memory.minilm)")
+    parser.add_argument(
+        "--context",
+        action="store_true",
+        help="embed chunks with their date and speakers (memory.context)",
+    )
+    parser.add_argument(
+        "--line-model",
+        choices=["minilm", "none"],
+        default="minilm",
+        help="the second model for line vectors (memory.minilm)",
+    )
     args = parser.parse_args()
     for size in args.chunk_chars:
-        asyncio.run(run(size, args.embedder, args.workdir, args.show_misses, args.context,
-                        args.line_model))
+        asyncio.run(
+            run(size, args.embedder, args.workdir, args.show_misses, args.context, args.line_model)
+        )
 
 
 if __name__ == "__main__":

@@ -42,20 +42,33 @@ STAGES: list[tuple[str, str]] = [
     ("gateway message path", "import gateway.pipeline.gateway, gateway.assembly.platforms"),
     ("numpy + recall index", "import numpy, memory.service"),
     # Kept in a variable: a discarded embedder frees its model at once.
-    ("local embedder model loaded", "from memory.embedders import LocalEmbedder; "
-                                    "embedder = LocalEmbedder(); embedder.embed_query('hello')"),
-    ("line model loaded (memory.minilm)", "from memory.minilm import MiniLMEmbedder; "
-                                          "line_model = MiniLMEmbedder(); "
-                                          "line_model.embed_query('hello')"),
+    (
+        "local embedder model loaded",
+        "from memory.embedders import LocalEmbedder; "
+        "embedder = LocalEmbedder(); embedder.embed_query('hello')",
+    ),
+    (
+        "line model loaded (memory.minilm)",
+        "from memory.minilm import MiniLMEmbedder; "
+        "line_model = MiniLMEmbedder(); "
+        "line_model.embed_query('hello')",
+    ),
 ]
 
 
 def stage_rss(code: str) -> float:
-    probe = (f"{code}\nfrom pathlib import Path\n"
-             "print([l for l in Path('/proc/self/status').read_text().splitlines()"
-             " if l.startswith('VmRSS')][0].split()[1])")
-    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
-                          cwd=Path(__file__).resolve().parents[1], check=False)
+    probe = (
+        f"{code}\nfrom pathlib import Path\n"
+        "print([l for l in Path('/proc/self/status').read_text().splitlines()"
+        " if l.startswith('VmRSS')][0].split()[1])"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).resolve().parents[1],
+        check=False,
+    )
     if done.returncode != 0:
         return float("nan")
     return int(done.stdout.strip().splitlines()[-1]) / 1024
@@ -88,8 +101,7 @@ async def whole(turns: int) -> None:
                 llm.reply_tool_call("memory_search", {"query": "hello"})
                 await tg.send_text(USER, "what did I say?")
                 await tg.wait_sent(2 + turns, timeout=300)
-                print(f"  after a memory search (models loaded):   "
-                      f"{rss_mib(process.pid):6.1f} MiB")
+                print(f"  after a memory search (models loaded):   {rss_mib(process.pid):6.1f} MiB")
             finally:
                 process.terminate()
                 await process.wait()

@@ -36,8 +36,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from scheduler import Scheduler, SchedulerPolicy, WorkspaceRef
 from scheduler.jobs import schedule_path
 
-ZONES = ("Europe/Berlin", "America/New_York", "Asia/Tokyo", "UTC", "Australia/Sydney",
-         "America/Los_Angeles", "Europe/London", "Asia/Kolkata")
+ZONES = (
+    "Europe/Berlin",
+    "America/New_York",
+    "Asia/Tokyo",
+    "UTC",
+    "Australia/Sydney",
+    "America/Los_Angeles",
+    "Europe/London",
+    "Asia/Kolkata",
+)
 
 
 def rss_mib() -> float:
@@ -60,9 +68,13 @@ def job_entry(job_id: int, rng: random.Random, now: datetime, zone: ZoneInfo) ->
         when = rng.choice(("every hour", "every 2 hours", "every 30 minutes", "every 6 hours"))
     else:
         when = f"cron {minute} {hour} * * {rng.choice(('1-5', '*', '0,6', '1'))}"
-    return {"id": job_id, "kind": "agent" if rng.random() < 0.1 else "message",
-            "text": f"job {job_id}: {rng.choice(('call', 'pay', 'check', 'send'))} something",
-            "when": when, "created": now.isoformat(timespec="seconds")}
+    return {
+        "id": job_id,
+        "kind": "agent" if rng.random() < 0.1 else "message",
+        "text": f"job {job_id}: {rng.choice(('call', 'pay', 'check', 'send'))} something",
+        "when": when,
+        "created": now.isoformat(timespec="seconds"),
+    }
 
 
 def build(root: Path, workspaces: int, per: int, now: datetime) -> list[WorkspaceRef]:
@@ -73,8 +85,7 @@ def build(root: Path, workspaces: int, per: int, now: datetime) -> list[Workspac
         path.mkdir(mode=0o700)
         zone = ZoneInfo(ZONES[n % len(ZONES)])
         jobs = [job_entry(i, rng, now, zone) for i in range(1, per + 1)]
-        schedule_path(path).write_text(json.dumps({"version": 1, "next_id": per + 1,
-                                                   "jobs": jobs}))
+        schedule_path(path).write_text(json.dumps({"version": 1, "next_id": per + 1, "jobs": jobs}))
         refs.append(WorkspaceRef(path.name, path, zone))
     return refs
 
@@ -110,8 +121,10 @@ async def main(args: argparse.Namespace) -> None:
         t = time.perf_counter()
         refs = build(root, args.workspaces, args.jobs_per_workspace, now)
         total = args.workspaces * args.jobs_per_workspace
-        print(f"wrote {total:,} jobs in {args.workspaces:,} workspaces "
-              f"in {time.perf_counter() - t:.1f} s")
+        print(
+            f"wrote {total:,} jobs in {args.workspaces:,} workspaces "
+            f"in {time.perf_counter() - t:.1f} s"
+        )
 
         host = TimingHost()
         policy = SchedulerPolicy(rescan_seconds=10**6)
@@ -124,15 +137,18 @@ async def main(args: argparse.Namespace) -> None:
         gc.collect()
         after = rss_mib()
         jobs = first.metrics.jobs
-        print(f"first start (every next run computed): {load_s:.2f} s for {jobs:,} jobs "
-              f"({load_s / max(jobs, 1) * 1e6:.0f} us per job)")
-        print(f"memory: {after - before:.0f} MiB RSS growth "
-              f"({(after - before) * 1024 * 1024 / max(jobs, 1):.0f} bytes per job), "
-              f"process {after:.0f} MiB")
+        print(
+            f"first start (every next run computed): {load_s:.2f} s for {jobs:,} jobs "
+            f"({load_s / max(jobs, 1) * 1e6:.0f} us per job)"
+        )
+        print(
+            f"memory: {after - before:.0f} MiB RSS growth "
+            f"({(after - before) * 1024 * 1024 / max(jobs, 1):.0f} bytes per job), "
+            f"process {after:.0f} MiB"
+        )
         t = time.perf_counter()
         await first._flush()
-        print(f"writing the computed next runs to the state files: "
-              f"{time.perf_counter() - t:.2f} s")
+        print(f"writing the computed next runs to the state files: {time.perf_counter() - t:.2f} s")
         del first
         gc.collect()
 
@@ -141,35 +157,47 @@ async def main(args: argparse.Namespace) -> None:
         step = max(1, len(refs) // max(args.due, 1))
         due_refs = [refs[(i * step) % len(refs)] for i in range(args.due)]
         due = (datetime.now(UTC) + timedelta(seconds=load_s * 1.5 + args.lead)).replace(
-            microsecond=0)
+            microsecond=0
+        )
         for n, ref in enumerate(due_refs):
             path = schedule_path(ref.path)
             data = json.loads(path.read_text())
-            data["jobs"].append({"id": data["next_id"], "kind": "message",
-                                 "text": f"jitter {n}", "when": due.isoformat(),
-                                 "created": datetime.now(UTC).isoformat(timespec="seconds")})
+            data["jobs"].append(
+                {
+                    "id": data["next_id"],
+                    "kind": "message",
+                    "text": f"jitter {n}",
+                    "when": due.isoformat(),
+                    "created": datetime.now(UTC).isoformat(timespec="seconds"),
+                }
+            )
             data["next_id"] += 1
             path.write_text(json.dumps(data))
         host.expected = args.due
         scheduler = Scheduler(lambda: refs, WallClock(), policy=policy)
         t = time.perf_counter()
         await scheduler.start(host)
-        print(f"restart (next runs from the state files): {time.perf_counter() - t:.2f} s "
-              f"for {scheduler.metrics.jobs:,} jobs")
+        print(
+            f"restart (next runs from the state files): {time.perf_counter() - t:.2f} s "
+            f"for {scheduler.metrics.jobs:,} jobs"
+        )
         if datetime.now(UTC) >= due:
             print("WARNING: the due time passed before the scheduler was ready; raise --lead")
         try:
-            await asyncio.wait_for(host.done.wait(), (due - datetime.now(UTC)).total_seconds()
-                                   + 120)
+            await asyncio.wait_for(
+                host.done.wait(), (due - datetime.now(UTC)).total_seconds() + 120
+            )
         finally:
             await scheduler.idle()
             await scheduler.stop()
         lags = sorted(host.lags)
         p50 = statistics.median(lags)
         p99 = lags[min(len(lags) - 1, int(len(lags) * 0.99))]
-        print(f"firing jitter for {len(lags):,} runs due in the same second: "
-              f"p50 {p50 * 1000:.0f} ms, p99 {p99 * 1000:.0f} ms, max {lags[-1] * 1000:.0f} ms "
-              f"(min {lags[0] * 1000:.1f} ms)")
+        print(
+            f"firing jitter for {len(lags):,} runs due in the same second: "
+            f"p50 {p50 * 1000:.0f} ms, p99 {p99 * 1000:.0f} ms, max {lags[-1] * 1000:.0f} ms "
+            f"(min {lags[0] * 1000:.1f} ms)"
+        )
         print(f"metrics: {scheduler.metrics.as_dict()}")
 
 
@@ -178,7 +206,11 @@ if __name__ == "__main__":
     parser.add_argument("--workspaces", type=int, default=1000)
     parser.add_argument("--jobs-per-workspace", type=int, default=100)
     parser.add_argument("--due", type=int, default=1000)
-    parser.add_argument("--lead", type=float, default=5.0,
-                        help="seconds of slack between the restart and the due time")
+    parser.add_argument(
+        "--lead",
+        type=float,
+        default=5.0,
+        help="seconds of slack between the restart and the due time",
+    )
     parser.add_argument("--dir", default=None, help="where to create the workspaces")
     asyncio.run(main(parser.parse_args()))

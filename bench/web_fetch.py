@@ -43,9 +43,11 @@ from gateway.agent.web.search import TtlCache
 from memory.layout import dm_session_key
 from tests.fakes.web_server import ARTICLE
 
-STORY = ("the city council said on monday that the new tram line would open next spring after "
-         "years of delays caused by funding disputes and a redesign of the central station "
-         "residents welcomed the news while shop owners worried about months of roadworks")
+STORY = (
+    "the city council said on monday that the new tram line would open next spring after "
+    "years of delays caused by funding disputes and a redesign of the central station "
+    "residents welcomed the news while shop owners worried about months of roadworks"
+)
 WORDS = STORY.split()
 
 
@@ -57,26 +59,33 @@ def news_page(rng: random.Random) -> str:
     nav = "".join(f'<li><a href="/section/{i}">Section {i}</a></li>' for i in range(60))
     script = "<script>" + "var x=" + "1234567890" * 2_000 + ";</script>"
     story = "".join(f"<p>{' '.join(sentence(rng, 16) for _ in range(4))}</p>" for _ in range(18))
-    side = "".join(f'<div class="teaser"><a href="/story/{i}">{sentence(rng, 8)}</a></div>'
-                   for i in range(80))
-    comments = "".join(f'<div class="comment"><b>user{i}</b><p>{sentence(rng, 20)}</p></div>'
-                       for i in range(60))
-    return (f"<!doctype html><html><head><title>Tram line to open next spring</title>{script}"
-            f"<style>{'.a{color:red}' * 2000}</style></head><body><header><ul>{nav}</ul>"
-            f"</header><main><article><h1>Tram line to open next spring</h1>{story}</article>"
-            f"<aside>{side}</aside><section id='comments'>{comments}</section></main>"
-            f"<footer>{'Cookie settings. Privacy. Terms. ' * 40}</footer></body></html>")
+    side = "".join(
+        f'<div class="teaser"><a href="/story/{i}">{sentence(rng, 8)}</a></div>' for i in range(80)
+    )
+    comments = "".join(
+        f'<div class="comment"><b>user{i}</b><p>{sentence(rng, 20)}</p></div>' for i in range(60)
+    )
+    return (
+        f"<!doctype html><html><head><title>Tram line to open next spring</title>{script}"
+        f"<style>{'.a{color:red}' * 2000}</style></head><body><header><ul>{nav}</ul>"
+        f"</header><main><article><h1>Tram line to open next spring</h1>{story}</article>"
+        f"<aside>{side}</aside><section id='comments'>{comments}</section></main>"
+        f"<footer>{'Cookie settings. Privacy. Terms. ' * 40}</footer></body></html>"
+    )
 
 
 def long_page(rng: random.Random) -> str:
     code = "fn main() {}\n" * 30
     sections = "".join(
-        f"<h2>Chapter {c}</h2>" + "".join(f"<p>{' '.join(sentence(rng, 14) for _ in range(5))}"
-                                          "</p>" for _ in range(25))
+        f"<h2>Chapter {c}</h2>"
+        + "".join(f"<p>{' '.join(sentence(rng, 14) for _ in range(5))}</p>" for _ in range(25))
         + f"<pre><code>{code}</code></pre>"
-        for c in range(12))
-    return (f"<!doctype html><html><head><title>The manual</title></head><body>"
-            f"<nav>{'<a href=/x>link</a> ' * 300}</nav><article>{sections}</article></body></html>")
+        for c in range(12)
+    )
+    return (
+        f"<!doctype html><html><head><title>The manual</title></head><body>"
+        f"<nav>{'<a href=/x>link</a> ' * 300}</nav><article>{sections}</article></body></html>"
+    )
 
 
 def pct(values: list[float], q: float) -> float:
@@ -96,18 +105,24 @@ async def main() -> None:
 
     app = web.Application()
     for name, html in pages.items():
-        app.router.add_get(f"/{name}", lambda request, html=html: web.Response(
-            text=html, content_type="text/html"))
+        app.router.add_get(
+            f"/{name}", lambda request, html=html: web.Response(text=html, content_type="text/html")
+        )
     runner = web.AppRunner(app)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
     port = runner.addresses[0][1]
 
-    fetcher = PageFetcher(FetchLimits(max_bytes=10_000_000),
-                          AddressPolicy(parse_networks(["127.0.0.1/32"])))
-    tool = WebFetchTool(fetcher, FetchPolicy("any", None, SearchLedger(), HostAllowlist([])),  # type: ignore[arg-type]
-                        max_chars=200_000, cache=TtlCache(0))
+    fetcher = PageFetcher(
+        FetchLimits(max_bytes=10_000_000), AddressPolicy(parse_networks(["127.0.0.1/32"]))
+    )
+    tool = WebFetchTool(
+        fetcher,
+        FetchPolicy("any", None, SearchLedger(), HostAllowlist([])),  # type: ignore[arg-type]
+        max_chars=200_000,
+        cache=TtlCache(0),
+    )
     with tempfile.TemporaryDirectory() as tmp:
         ctx = ToolContext(Path(tmp), dm_session_key("bench"), True)
         started = time.perf_counter()
@@ -115,8 +130,10 @@ async def main() -> None:
         await run_checked(tool, {"url": url}, ctx)  # imports trafilatura
         first = time.perf_counter() - started
         print(f"first call (imports trafilatura): {first * 1000:.0f} ms\n")
-        print(f"{'page':<22} {'html KiB':>9} {'raw p50':>8} {'fetch p50':>10} {'tool p50':>9} "
-              f"{'tool p95':>9} {'added p50':>10} {'html tok':>9} {'result tok':>11}")
+        print(
+            f"{'page':<22} {'html KiB':>9} {'raw p50':>8} {'fetch p50':>10} {'tool p50':>9} "
+            f"{'tool p95':>9} {'added p50':>10} {'html tok':>9} {'result tok':>11}"
+        )
         async with aiohttp.ClientSession() as session:
             for name, html in pages.items():
                 url = f"http://127.0.0.1:{port}/{name}"
@@ -135,17 +152,21 @@ async def main() -> None:
                     fetch.append(t2 - t1)
                     whole.append(t3 - t2)
                 added = [w - r for w, r in zip(whole, raw, strict=True)]
-                print(f"{name[:22]:<22} {len(html.encode()) / 1024:>9.0f} "
-                      f"{statistics.median(raw) * 1000:>7.1f}ms "
-                      f"{statistics.median(fetch) * 1000:>9.1f}ms "
-                      f"{statistics.median(whole) * 1000:>8.1f}ms "
-                      f"{pct(whole, 0.95) * 1000:>8.1f}ms "
-                      f"{statistics.median(added) * 1000:>9.1f}ms "
-                      f"{estimate_tokens(html):>9,} {estimate_tokens(result):>11,}")
+                print(
+                    f"{name[:22]:<22} {len(html.encode()) / 1024:>9.0f} "
+                    f"{statistics.median(raw) * 1000:>7.1f}ms "
+                    f"{statistics.median(fetch) * 1000:>9.1f}ms "
+                    f"{statistics.median(whole) * 1000:>8.1f}ms "
+                    f"{pct(whole, 0.95) * 1000:>8.1f}ms "
+                    f"{statistics.median(added) * 1000:>9.1f}ms "
+                    f"{estimate_tokens(html):>9,} {estimate_tokens(result):>11,}"
+                )
     await runner.cleanup()
-    print("\nadded = the web_fetch tool call minus a plain GET of the same page; tokens = "
-          "characters / 4. Results above 20,000 characters are cut by default "
-          "([web] fetch_max_chars), here the cap is 200,000 to show the whole extraction.")
+    print(
+        "\nadded = the web_fetch tool call minus a plain GET of the same page; tokens = "
+        "characters / 4. Results above 20,000 characters are cut by default "
+        "([web] fetch_max_chars), here the cap is 200,000 to show the whole extraction."
+    )
 
 
 if __name__ == "__main__":

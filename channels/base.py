@@ -131,7 +131,8 @@ class OutboundMessage:
 
 
 async def send_parts(
-    message: OutboundMessage, parts: Sequence[Part],
+    message: OutboundMessage,
+    parts: Sequence[Part],
     send: Callable[[int, Part], Awaitable[object]],
 ) -> None:
     """Send `parts` (`send(index, part)`) from `message.first_part` on, reporting each
@@ -204,11 +205,13 @@ class Channel(Protocol):
 
     def typing(self, chat_id: str) -> AbstractAsyncContextManager[None]: ...
 
-    def preview(self, chat_id: str, *, direct: bool, key: str,
-                message_id: str = "") -> Preview | None:
+    def preview(
+        self, chat_id: str, *, direct: bool, key: str, message_id: str = ""
+    ) -> Preview | None:
         """A preview for the reply named `key` (stable across restarts) in `chat_id`;
         `message_id`: the preview message an earlier run of this reply left, to go on in."""
         ...
+
     @property
     def max_upload_bytes(self) -> int: ...
 
@@ -246,15 +249,18 @@ class ChannelBase:
     def set_ready(self, ready: bool, detail: str) -> None:
         """Report readiness for /readyz (adapters that can compute it override the properties)."""
         self._ready, self._ready_detail = ready, detail
+
     max_upload_bytes: int = 0
     voice_notes: bool = False
 
     def typing(self, chat_id: str) -> AbstractAsyncContextManager[None]:
         return nullcontext()
 
-    def preview(self, chat_id: str, *, direct: bool, key: str,
-                message_id: str = "") -> Preview | None:
+    def preview(
+        self, chat_id: str, *, direct: bool, key: str, message_id: str = ""
+    ) -> Preview | None:
         return None
+
     async def download(self, attachment: Attachment, dest: Path, max_bytes: int) -> int:
         raise DownloadError(f"the {self.name} channel cannot fetch files")
 

@@ -142,8 +142,11 @@ class DiscordChannel(ChannelBase):
         try:
             await self._login()
         except _UNREACHABLE as exc:  # no network, DNS, a 5xx
-            log.warning("discord: cannot reach Discord (%s); the gateway runs and keeps "
-                        "trying with backoff", exc)
+            log.warning(
+                "discord: cannot reach Discord (%s); the gateway runs and keeps "
+                "trying with backoff",
+                exc,
+            )
             self._runner = asyncio.create_task(self._keep_connecting(), name="discord-gateway")
             return
         except BaseException:
@@ -154,8 +157,11 @@ class DiscordChannel(ChannelBase):
         try:  # start returns once receiving, as long as that comes within the timeout
             await asyncio.wait_for(self.client.wait_until_ready(), self._ready_timeout)
         except TimeoutError:
-            log.warning("discord: not connected to the Discord gateway after %.0f s; the "
-                        "gateway runs and discord.py keeps trying", self._ready_timeout)
+            log.warning(
+                "discord: not connected to the Discord gateway after %.0f s; the "
+                "gateway runs and discord.py keeps trying",
+                self._ready_timeout,
+            )
 
     async def _login(self) -> None:
         """A fresh client, logged in (REST: checks the token); ChannelError if rejected."""
@@ -210,20 +216,24 @@ class DiscordChannel(ChannelBase):
                 if not isinstance(channel, discord.DMChannel):
                     continue
                 async for message in channel.history(
-                    after=discord.Object(id=int(last_id)), oldest_first=True,
+                    after=discord.Object(id=int(last_id)),
+                    oldest_first=True,
                     limit=CATCH_UP_LIMIT,
                 ):
                     await self._on_message(message)
             except (discord.HTTPException, ValueError) as exc:
-                log.warning("discord: could not catch up on DM %s (%s)", chat_id,
-                            type(exc).__name__)
+                log.warning(
+                    "discord: could not catch up on DM %s (%s)", chat_id, type(exc).__name__
+                )
 
     async def _run(self) -> None:
         try:
             await self.client.connect(reconnect=True)
         except discord.PrivilegedIntentsRequired:
-            log.error("discord: the Message Content intent is not enabled for this bot; "
-                      "enable it in the developer portal (Bot tab, Privileged Gateway Intents)")
+            log.error(
+                "discord: the Message Content intent is not enabled for this bot; "
+                "enable it in the developer portal (Bot tab, Privileged Gateway Intents)"
+            )
         except Exception:
             log.exception("discord: the gateway connection ended")
 
@@ -329,11 +339,18 @@ class DiscordChannel(ChannelBase):
         press_id = str(interaction.id)
         self._presses[press_id] = interaction
         try:
-            await self._handler(InboundMessage(
-                channel=self.name, chat_id=str(interaction.channel_id or ""),
-                sender_id=str(user.id), text="", sender_name=user.display_name,
-                press=custom_id, press_id=press_id,
-                press_message=str(interaction.message.id) if interaction.message else ""))
+            await self._handler(
+                InboundMessage(
+                    channel=self.name,
+                    chat_id=str(interaction.channel_id or ""),
+                    sender_id=str(user.id),
+                    text="",
+                    sender_name=user.display_name,
+                    press=custom_id,
+                    press_id=press_id,
+                    press_message=str(interaction.message.id) if interaction.message else "",
+                )
+            )
         except Exception:
             log.exception("discord: could not take a button press")
         finally:
@@ -354,8 +371,7 @@ class DiscordChannel(ChannelBase):
             raise ConnectionError("not connected to Discord yet")
         view = discord.ui.View(timeout=None)
         for choice in choices:
-            view.add_item(discord.ui.Button(label=choice.label[:80],
-                                            custom_id=choice.data[:100]))
+            view.add_item(discord.ui.Button(label=choice.label[:80], custom_id=choice.data[:100]))
         target = self.client.get_partial_messageable(int(chat_id))
         sent = await target.send(text[:DISCORD_LIMIT], view=view)
         view.stop()
@@ -370,11 +386,9 @@ class DiscordChannel(ChannelBase):
             return
         try:
             if shown:
-                await interaction.response.edit_message(content=shown[:DISCORD_LIMIT],
-                                                        view=None)
+                await interaction.response.edit_message(content=shown[:DISCORD_LIMIT], view=None)
             else:
-                await interaction.response.send_message(answer[:DISCORD_LIMIT],
-                                                        ephemeral=True)
+                await interaction.response.send_message(answer[:DISCORD_LIMIT], ephemeral=True)
         except discord.HTTPException as exc:
             log.info("discord: could not answer a button press (%s)", exc)
 
@@ -384,7 +398,8 @@ class DiscordChannel(ChannelBase):
         target = self.client.get_partial_messageable(int(chat_id))
         try:
             await target.get_partial_message(int(message_id)).edit(
-                content=shown[:DISCORD_LIMIT], view=None)
+                content=shown[:DISCORD_LIMIT], view=None
+            )
         except (discord.HTTPException, ValueError) as exc:
             log.info("discord: could not edit an answered question (%s)", exc)
 
@@ -407,22 +422,25 @@ class DiscordChannel(ChannelBase):
         check_declared(attachment.size, max_bytes)
         if self._downloads is None:
             self._downloads = aiohttp.ClientSession(
-                timeout=aiohttp.ClientTimeout(total=None, connect=30, sock_read=60))
+                timeout=aiohttp.ClientTimeout(total=None, connect=30, sock_read=60)
+            )
         try:
             async with self._downloads.get(attachment.ref) as response:
                 if response.status in (403, 404, 410):
                     raise DownloadError("Discord no longer has this file (its link expired)")
                 if response.status != 200:
                     raise DownloadError(f"Discord's file server answered {response.status}")
-                return await save_stream(response.content.iter_chunked(CHUNK_BYTES), dest,
-                                         max_bytes)
+                return await save_stream(
+                    response.content.iter_chunked(CHUNK_BYTES), dest, max_bytes
+                )
         except (aiohttp.ClientError, TimeoutError) as exc:
             raise DownloadError(f"the download failed ({type(exc).__name__})") from None
 
     # -- sending -----------------------------------------------------------------------------
 
-    def preview(self, chat_id: str, *, direct: bool, key: str,
-                message_id: str = "") -> Preview | None:
+    def preview(
+        self, chat_id: str, *, direct: bool, key: str, message_id: str = ""
+    ) -> Preview | None:
         if not self.streaming or self._client is None or not self.ready:
             return None
         return DiscordEditPreview(self.client, int(chat_id), message_id=message_id)
@@ -450,14 +468,17 @@ class DiscordChannel(ChannelBase):
             chunk, path = part
             if path is None and not chunk.strip():
                 return
-            if index == 0 and path is None and message.replaces and \
-                    await self._write_into(target, message.replaces, chunk):
+            if (
+                index == 0
+                and path is None
+                and message.replaces
+                and await self._write_into(target, message.replaces, chunk)
+            ):
                 return
             nonce = f"cg{message.key}.{index}"[:NONCE_MAX] if message.key else None
             try:
                 if path is None:
-                    await (target.send(chunk) if nonce is None
-                           else target.send(chunk, nonce=nonce))
+                    await (target.send(chunk) if nonce is None else target.send(chunk, nonce=nonce))
                     return
                 if not path.is_file():
                     raise DeliveryRefused(f"the file to send is gone: {path.name}")
@@ -465,8 +486,11 @@ class DiscordChannel(ChannelBase):
                     await send_voice_message(self.client, int(message.chat_id), voice, nonce)
                     return
                 file = discord.File(path, filename=path.name)
-                await (target.send(chunk or None, file=file) if nonce is None
-                       else target.send(chunk or None, file=file, nonce=nonce))
+                await (
+                    target.send(chunk or None, file=file)
+                    if nonce is None
+                    else target.send(chunk or None, file=file, nonce=nonce)
+                )
             except (discord.Forbidden, discord.NotFound) as exc:
                 raise DeliveryRefused(f"discord refused the message: {exc}") from exc
             except discord.HTTPException as exc:
@@ -477,8 +501,7 @@ class DiscordChannel(ChannelBase):
         await send_parts(message, parts, send_part)
 
     @staticmethod
-    async def _write_into(target: discord.PartialMessageable, preview: str,
-                          chunk: str) -> bool:
+    async def _write_into(target: discord.PartialMessageable, preview: str, chunk: str) -> bool:
         """Edit the preview message into the reply's first part (editing twice to the same
         text changes nothing). False when it is gone: the part is sent as a new message."""
         try:
@@ -525,5 +548,14 @@ def _attachment(item: discord.Attachment) -> Attachment:
         kind, label = "video", "video"
     else:  # the gateway decides from the type and name whether it can read it
         kind, label = "document", "file"
-    return Attachment(kind, item.url, name, mime, item.size or 0, float(item.duration or 0),
-                      item.width or 0, item.height or 0, label=label)
+    return Attachment(
+        kind,
+        item.url,
+        name,
+        mime,
+        item.size or 0,
+        float(item.duration or 0),
+        item.width or 0,
+        item.height or 0,
+        label=label,
+    )

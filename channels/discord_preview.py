@@ -18,8 +18,14 @@ from channels.preview import DEFAULT_INTERVAL, preview_text
 
 
 class DiscordEditPreview:
-    def __init__(self, client: discord.Client, chat_id: int, *, message_id: str = "",
-                 interval: float = DEFAULT_INTERVAL) -> None:
+    def __init__(
+        self,
+        client: discord.Client,
+        chat_id: int,
+        *,
+        message_id: str = "",
+        interval: float = DEFAULT_INTERVAL,
+    ) -> None:
         self._client = client
         self._chat_id = chat_id
         self.interval = interval

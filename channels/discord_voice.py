@@ -39,13 +39,15 @@ class VoiceFile(discord.File):
 
     def to_dict(self, index: int) -> dict[str, Any]:
         payload = super().to_dict(index)
-        payload.update(duration_secs=round(self.seconds, 2), waveform=self.waveform,
-                       content_type="audio/ogg")
+        payload.update(
+            duration_secs=round(self.seconds, 2), waveform=self.waveform, content_type="audio/ogg"
+        )
         return payload
 
 
-async def send_voice_message(client: discord.Client, channel_id: int, clip: VoiceClip,
-                             nonce: str | None) -> None:
+async def send_voice_message(
+    client: discord.Client, channel_id: int, clip: VoiceClip, nonce: str | None
+) -> None:
     """Post `clip` as a voice message; as an audio attachment where Discord refuses that."""
     if clip.waveform:
         flags = discord.MessageFlags(voice=True)  # IS_VOICE_MESSAGE, VOICE_MESSAGE_FLAG

@@ -101,9 +101,16 @@ CAPTION_LIMIT = 1024
 _PHOTO_SUFFIXES = (".jpg", ".jpeg", ".png", ".webp")
 
 _MEDIA_KINDS = (
-    ("photo", "photo"), ("voice", "voice message"), ("video_note", "video message"),
-    ("sticker", "sticker"), ("animation", "GIF"), ("video", "video"), ("audio", "audio file"),
-    ("document", "document"), ("location", "location"), ("contact", "contact"),
+    ("photo", "photo"),
+    ("voice", "voice message"),
+    ("video_note", "video message"),
+    ("sticker", "sticker"),
+    ("animation", "GIF"),
+    ("video", "video"),
+    ("audio", "audio file"),
+    ("document", "document"),
+    ("location", "location"),
+    ("contact", "contact"),
     ("poll", "poll"),
 )
 
@@ -176,8 +183,9 @@ class TelegramChannel(ChannelBase):
             base_url=self._base_url,
             base_file_url=self._file_url,
             request=HTTPXRequest(connection_pool_size=64, read_timeout=15.0, httpx_kwargs=tls),
-            get_updates_request=HTTPXRequest(connection_pool_size=2, read_timeout=read,
-                                             httpx_kwargs=tls),
+            get_updates_request=HTTPXRequest(
+                connection_pool_size=2, read_timeout=read, httpx_kwargs=tls
+            ),
         )
         connected = False
         try:
@@ -185,19 +193,20 @@ class TelegramChannel(ChannelBase):
             connected = True
         except InvalidToken as exc:
             raise ChannelError(
-                "Telegram rejected the bot token: check CLAWGATE_TELEGRAM__TOKEN "
-                "(from @BotFather)"
+                "Telegram rejected the bot token: check CLAWGATE_TELEGRAM__TOKEN (from @BotFather)"
             ) from exc
         except TelegramError as exc:  # no network, DNS, a 5xx: keep trying in the background
             self._down(f"connecting: cannot reach the Telegram Bot API ({type(exc).__name__})")
-            log.warning("telegram: cannot reach the Telegram Bot API (%s); the gateway runs "
-                        "and keeps trying with backoff", exc)
+            log.warning(
+                "telegram: cannot reach the Telegram Bot API (%s); the gateway runs "
+                "and keeps trying with backoff",
+                exc,
+            )
         if self._offsets is not None:
             self._offset = await self._offsets.load_offset(self.name)
         if connected:
             log.info("telegram: polling as @%s", self._bot.username)
-        self._poller = asyncio.create_task(self._poll(handler, connected),
-                                           name="telegram-poll")
+        self._poller = asyncio.create_task(self._poll(handler, connected), name="telegram-poll")
 
     async def _connect(self) -> None:
         await self.bot.initialize()  # getMe: checks the token, learns our username
@@ -211,12 +220,13 @@ class TelegramChannel(ChannelBase):
                 await self._connect()
             except InvalidToken:
                 self._down("the bot token was rejected")
-                log.error("telegram: the bot token was rejected; polling stopped. "
-                          "Fix CLAWGATE_TELEGRAM__TOKEN and restart.")
+                log.error(
+                    "telegram: the bot token was rejected; polling stopped. "
+                    "Fix CLAWGATE_TELEGRAM__TOKEN and restart."
+                )
                 return False
             except TelegramError as exc:
-                self._down(f"connecting: cannot reach the Telegram Bot API "
-                           f"({type(exc).__name__})")
+                self._down(f"connecting: cannot reach the Telegram Bot API ({type(exc).__name__})")
                 continue
             self._backoff.reset()
             log.info("telegram: connected; polling as @%s", self.bot.username)
@@ -253,15 +263,19 @@ class TelegramChannel(ChannelBase):
             except TimeoutError:
                 self._down("a poll hung")
                 self.stalls += 1
-                log.warning("telegram: a poll hung for %.0f s; restarting it",
-                            self.poll_timeout + self._stall_grace)
+                log.warning(
+                    "telegram: a poll hung for %.0f s; restarting it",
+                    self.poll_timeout + self._stall_grace,
+                )
                 continue
             except Conflict:
                 self._down("another process is polling with this token (409)")
                 self.conflicts += 1
                 if not conflict_reported:
-                    log.error("telegram: another process is polling with this bot token "
-                              "(HTTP 409 Conflict); stop it. Retrying with backoff.")
+                    log.error(
+                        "telegram: another process is polling with this bot token "
+                        "(HTTP 409 Conflict); stop it. Retrying with backoff."
+                    )
                     conflict_reported = True
                 await asyncio.sleep(self._backoff.next())
                 continue
@@ -270,8 +284,10 @@ class TelegramChannel(ChannelBase):
                 await asyncio.sleep(retry_seconds(exc))
                 continue
             except InvalidToken:
-                log.error("telegram: the bot token was rejected; polling stopped. "
-                          "Fix CLAWGATE_TELEGRAM__TOKEN and restart.")
+                log.error(
+                    "telegram: the bot token was rejected; polling stopped. "
+                    "Fix CLAWGATE_TELEGRAM__TOKEN and restart."
+                )
                 return
             except TelegramError as exc:  # NetworkError, TimedOut, BadRequest, ...
                 self._down(f"polling failed: {type(exc).__name__}")
@@ -300,8 +316,12 @@ class TelegramChannel(ChannelBase):
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # PTB would rather we called get_updates
             raw = await self.bot.do_api_request(
-                "getUpdates", api_kwargs={"offset": self._offset, "timeout": 0,
-                                          "allowed_updates": ALLOWED_UPDATES},
+                "getUpdates",
+                api_kwargs={
+                    "offset": self._offset,
+                    "timeout": 0,
+                    "allowed_updates": ALLOWED_UPDATES,
+                },
             )
         good: list[Update] = []
         for item in raw if isinstance(raw, list) else []:
@@ -346,11 +366,11 @@ class TelegramChannel(ChannelBase):
 
     async def _skip(self, update_id: int, exc: Exception) -> None:
         self.skipped += 1
-        log.warning("telegram: skipped update %d that could not be read (%s)", update_id,
-                    type(exc).__name__)
+        log.warning(
+            "telegram: skipped update %d that could not be read (%s)", update_id, type(exc).__name__
+        )
         if self._offsets is not None:
-            await self._offsets.record_failed(self.name, f"update-{update_id}",
-                                              type(exc).__name__)
+            await self._offsets.record_failed(self.name, f"update-{update_id}", type(exc).__name__)
 
     def to_inbound(self, update: Update) -> InboundMessage | None:
         if update.callback_query is not None:
@@ -399,9 +419,15 @@ class TelegramChannel(ChannelBase):
         message = query.message
         chat_id = str(message.chat.id) if message is not None else str(query.from_user.id)
         return InboundMessage(
-            channel=self.name, chat_id=chat_id, sender_id=str(query.from_user.id), text="",
-            sender_name=query.from_user.full_name, press=query.data, press_id=str(query.id),
-            press_message=str(message.message_id) if message is not None else "")
+            channel=self.name,
+            chat_id=chat_id,
+            sender_id=str(query.from_user.id),
+            text="",
+            sender_name=query.from_user.full_name,
+            press=query.data,
+            press_id=str(query.id),
+            press_message=str(message.message_id) if message is not None else "",
+        )
 
     # -- buttons ------------------------------------------------------------------------------
 
@@ -409,10 +435,12 @@ class TelegramChannel(ChannelBase):
 
     async def send_choices(self, chat_id: str, text: str, choices: Sequence[Choice]) -> str:
         """`text` with an inline keyboard, one row; the message id (for the edit later)."""
-        markup = InlineKeyboardMarkup([[InlineKeyboardButton(c.label, callback_data=c.data)
-                                        for c in choices]])
-        sent = await self._call(self.bot.send_message, _chat(chat_id), text[:TELEGRAM_LIMIT],
-                                reply_markup=markup)
+        markup = InlineKeyboardMarkup(
+            [[InlineKeyboardButton(c.label, callback_data=c.data) for c in choices]]
+        )
+        sent = await self._call(
+            self.bot.send_message, _chat(chat_id), text[:TELEGRAM_LIMIT], reply_markup=markup
+        )
         return str(sent.message_id)
 
     async def answer_press(self, press: InboundMessage, answer: str, shown: str) -> None:
@@ -428,9 +456,13 @@ class TelegramChannel(ChannelBase):
 
     async def settle_choices(self, chat_id: str, message_id: str, shown: str) -> None:
         try:
-            await self._call(self.bot.edit_message_text, shown[:TELEGRAM_LIMIT],
-                             chat_id=_chat(chat_id), message_id=int(message_id),
-                             reply_markup=None)
+            await self._call(
+                self.bot.edit_message_text,
+                shown[:TELEGRAM_LIMIT],
+                chat_id=_chat(chat_id),
+                message_id=int(message_id),
+                reply_markup=None,
+            )
         except (TelegramError, ValueError) as exc:
             log.info("telegram: could not edit an answered question (%s)", exc)
 
@@ -444,8 +476,11 @@ class TelegramChannel(ChannelBase):
             if entity.type == "text_mention" and entity.user and entity.user.id == me.id:
                 addressed = True
             if entity.type in ("mention", "bot_command") and handle:
-                fragment = message.parse_entity(entity) if message.text else \
-                    message.parse_caption_entity(entity)
+                fragment = (
+                    message.parse_entity(entity)
+                    if message.text
+                    else message.parse_caption_entity(entity)
+                )
                 if fragment.lower().endswith(handle):
                     addressed = True
         if handle:  # "/help@bot" becomes "/help", "@bot hi" becomes "hi"
@@ -466,12 +501,14 @@ class TelegramChannel(ChannelBase):
             file = await self._call(self.bot.get_file, attachment.ref)
         except BadRequest as exc:  # "file is too big", "wrong file_id"
             if "too big" in str(exc).lower():
-                raise DownloadError("the file is larger than the 20 MB Telegram lets bots "
-                                    "fetch") from None
+                raise DownloadError(
+                    "the file is larger than the 20 MB Telegram lets bots fetch"
+                ) from None
             raise DownloadError("Telegram no longer has this file") from None
         except TelegramError as exc:
-            raise DownloadError(f"Telegram did not hand out the file ({type(exc).__name__})"
-                                ) from None
+            raise DownloadError(
+                f"Telegram did not hand out the file ({type(exc).__name__})"
+            ) from None
         check_declared(file.file_size or 0, limit)
         location = file.file_path or ""
         if location and not location.startswith(("http://", "https://")):
@@ -480,21 +517,27 @@ class TelegramChannel(ChannelBase):
                 raise DownloadError("the Bot API server named a file that is not there")
             return await save_stream(file_chunks(local), dest, limit)
         if self._downloads is None:  # kept: a client per file costs more than a small file
-            self._downloads = httpx.AsyncClient(timeout=httpx.Timeout(30.0, read=60.0),
-                                                verify=self._tls or True)
+            self._downloads = httpx.AsyncClient(
+                timeout=httpx.Timeout(30.0, read=60.0), verify=self._tls or True
+            )
         return await _fetch(self._downloads, location, dest, limit)
 
     # -- sending -----------------------------------------------------------------------------
 
-    def preview(self, chat_id: str, *, direct: bool, key: str,
-                message_id: str = "") -> Preview | None:
+    def preview(
+        self, chat_id: str, *, direct: bool, key: str, message_id: str = ""
+    ) -> Preview | None:
         if not self.streaming or self._bot is None:
             return None
         chat = _chat(chat_id)
         if direct and self.drafts and not message_id:
             return TelegramDraft(self.bot, chat, key, interval=PRIVATE_INTERVAL)
-        return TelegramEditPreview(self.bot, chat, message_id=message_id,
-                                   interval=PRIVATE_INTERVAL if direct else GROUP_INTERVAL)
+        return TelegramEditPreview(
+            self.bot,
+            chat,
+            message_id=message_id,
+            interval=PRIVATE_INTERVAL if direct else GROUP_INTERVAL,
+        )
 
     async def send(self, message: OutboundMessage) -> None:
         """Each part of a long reply is one sendMessage; parts an earlier try got accepted
@@ -509,9 +552,14 @@ class TelegramChannel(ChannelBase):
             await self._send_voice_reply(chat_id, message)
             return
         if not message.file:
+
             async def send_text(index: int, part: tuple[str, str]) -> None:
-                if index == 0 and message.replaces and part[1].strip() and \
-                        await self._write_into(chat_id, message.replaces, *part):
+                if (
+                    index == 0
+                    and message.replaces
+                    and part[1].strip()
+                    and await self._write_into(chat_id, message.replaces, *part)
+                ):
                     return
                 await self._send_text(chat_id, part)
 
@@ -535,8 +583,11 @@ class TelegramChannel(ChannelBase):
         text fits in one (1024 characters), else followed by the text's own parts."""
         path = Path(message.file)
         rendered = render(message.text) if message.text.strip() else []
-        caption = rendered[0] if len(rendered) == 1 and \
-            utf16_len(rendered[0][1]) <= CAPTION_LIMIT else None
+        caption = (
+            rendered[0]
+            if len(rendered) == 1 and utf16_len(rendered[0][1]) <= CAPTION_LIMIT
+            else None
+        )
         parts: list[tuple[str, str] | None] = [None]
         if caption is None:
             parts += rendered
@@ -544,14 +595,21 @@ class TelegramChannel(ChannelBase):
         async def send_part(_index: int, part: tuple[str, str] | None) -> None:
             if part is not None:
                 await self._send_text(chat_id, part)
-            elif not await self._send_voice(chat_id, path, read_clip(path), caption) and \
-                    caption is not None:
+            elif (
+                not await self._send_voice(chat_id, path, read_clip(path), caption)
+                and caption is not None
+            ):
                 await self._send_text(chat_id, caption)  # the person takes no voice notes
 
         await send_parts(message, parts, send_part)
 
-    async def _send_voice(self, chat_id: int | str, path: Path, clip: VoiceClip | None,
-                          caption: tuple[str, str] | None) -> bool:
+    async def _send_voice(
+        self,
+        chat_id: int | str,
+        path: Path,
+        clip: VoiceClip | None,
+        caption: tuple[str, str] | None,
+    ) -> bool:
         """One sendVoice; the caption as HTML, or as plain text when Telegram rejects it.
         False when the person does not take voice notes (a privacy setting of theirs)."""
         if not path.is_file():
@@ -560,19 +618,30 @@ class TelegramChannel(ChannelBase):
         html, plain = caption if caption is not None else ("", "")
         try:
             try:  # a Path, not an open file: a retried send reads the file again
-                await self._call(self.bot.send_voice, chat_id, path, duration=duration,
-                                 caption=html or None, parse_mode="HTML" if html else None,
-                                 filename=path.name)
+                await self._call(
+                    self.bot.send_voice,
+                    chat_id,
+                    path,
+                    duration=duration,
+                    caption=html or None,
+                    parse_mode="HTML" if html else None,
+                    filename=path.name,
+                )
             except BadRequest as exc:
                 if not html or "entit" not in str(exc).lower():  # "can't parse entities"
                     raise
                 log.info("telegram: caption HTML rejected (%s); sending it as plain text", exc)
-                await self._call(self.bot.send_voice, chat_id, path, duration=duration,
-                                 caption=plain or None, filename=path.name)
+                await self._call(
+                    self.bot.send_voice,
+                    chat_id,
+                    path,
+                    duration=duration,
+                    caption=plain or None,
+                    filename=path.name,
+                )
         except BadRequest as exc:
             if "voice_messages_forbidden" in str(exc).lower():
-                log.info("telegram: chat %s takes no voice notes; sending the text alone",
-                         chat_id)
+                log.info("telegram: chat %s takes no voice notes; sending the text alone", chat_id)
                 return False
             raise DeliveryRefused(f"telegram refused the voice note: {exc}") from exc
         except (Forbidden, InvalidToken) as exc:
@@ -602,13 +671,11 @@ class TelegramChannel(ChannelBase):
         as_photo = path.suffix.lower() in _PHOTO_SUFFIXES and size <= PHOTO_UPLOAD_LIMIT
         method = self.bot.send_photo if as_photo else self.bot.send_document
         try:  # a Path, not an open file: a retried send reads the file again
-            await self._call(method, chat_id, path, caption=caption or None,
-                             filename=path.name)
+            await self._call(method, chat_id, path, caption=caption or None, filename=path.name)
         except (BadRequest, Forbidden, InvalidToken) as exc:
             raise DeliveryRefused(f"telegram refused the file: {exc}") from exc
 
-    async def _write_into(self, chat_id: int | str, preview: str, html: str,
-                          plain: str) -> bool:
+    async def _write_into(self, chat_id: int | str, preview: str, html: str, plain: str) -> bool:
         """Edit the preview message into the reply's first part. False when it cannot be
         (gone, not ours to edit): the part is then sent as a new message. "Not modified"
         means an earlier try did it already."""
@@ -618,19 +685,28 @@ class TelegramChannel(ChannelBase):
             return False
         try:
             try:
-                await self._call(self.bot.edit_message_text, html, chat_id=chat_id,
-                                 message_id=message_id, parse_mode="HTML")
+                await self._call(
+                    self.bot.edit_message_text,
+                    html,
+                    chat_id=chat_id,
+                    message_id=message_id,
+                    parse_mode="HTML",
+                )
             except BadRequest as exc:
                 if not_modified(exc) or edit_target_gone(exc):
                     raise
                 log.info("telegram: HTML rejected in an edit (%s); editing as plain text", exc)
-                await self._call(self.bot.edit_message_text, plain, chat_id=chat_id,
-                                 message_id=message_id)
+                await self._call(
+                    self.bot.edit_message_text, plain, chat_id=chat_id, message_id=message_id
+                )
         except BadRequest as exc:
             if not_modified(exc):
                 return True
-            log.info("telegram: could not write the reply into its preview (%s); sending "
-                     "it as a new message", exc)
+            log.info(
+                "telegram: could not write the reply into its preview (%s); sending "
+                "it as a new message",
+                exc,
+            )
             return False
         except (Forbidden, InvalidToken) as exc:
             raise DeliveryRefused(f"telegram refused the message: {exc}") from exc
@@ -679,36 +755,85 @@ def _attachments(message: Message) -> tuple[Attachment, ...]:
     found: list[Attachment] = []
     if message.voice:
         voice = message.voice
-        found.append(Attachment("audio", voice.file_id, "voice.ogg",
-                                voice.mime_type or "audio/ogg", voice.file_size or 0,
-                                _seconds(voice), label="voice message"))
+        found.append(
+            Attachment(
+                "audio",
+                voice.file_id,
+                "voice.ogg",
+                voice.mime_type or "audio/ogg",
+                voice.file_size or 0,
+                _seconds(voice),
+                label="voice message",
+            )
+        )
     if message.audio:
         audio = message.audio
-        found.append(Attachment("audio", audio.file_id, audio.file_name or "audio",
-                                audio.mime_type or "", audio.file_size or 0, _seconds(audio),
-                                label="audio file"))
+        found.append(
+            Attachment(
+                "audio",
+                audio.file_id,
+                audio.file_name or "audio",
+                audio.mime_type or "",
+                audio.file_size or 0,
+                _seconds(audio),
+                label="audio file",
+            )
+        )
     if message.video_note:
         note = message.video_note
-        found.append(Attachment("audio", note.file_id, "video-note.mp4", "video/mp4",
-                                note.file_size or 0, _seconds(note), label="video message"))
+        found.append(
+            Attachment(
+                "audio",
+                note.file_id,
+                "video-note.mp4",
+                "video/mp4",
+                note.file_size or 0,
+                _seconds(note),
+                label="video message",
+            )
+        )
     if message.photo:
         best = max(message.photo, key=lambda size: size.width * size.height)
-        found.append(Attachment("image", best.file_id, "photo.jpg", "image/jpeg",
-                                best.file_size or 0, width=best.width, height=best.height,
-                                label="photo"))
+        found.append(
+            Attachment(
+                "image",
+                best.file_id,
+                "photo.jpg",
+                "image/jpeg",
+                best.file_size or 0,
+                width=best.width,
+                height=best.height,
+                label="photo",
+            )
+        )
     if message.document:
         doc = message.document
         mime = doc.mime_type or ""
         kind: AttachmentKind = "image" if mime.startswith("image/") else "document"
-        found.append(Attachment(kind, doc.file_id, doc.file_name or "document", mime,
-                                doc.file_size or 0, label="image" if kind == "image"
-                                else "document"))
+        found.append(
+            Attachment(
+                kind,
+                doc.file_id,
+                doc.file_name or "document",
+                mime,
+                doc.file_size or 0,
+                label="image" if kind == "image" else "document",
+            )
+        )
     if message.video or message.animation:
         video = message.video or message.animation
         assert video is not None
-        found.append(Attachment("video", video.file_id, video.file_name or "video.mp4",
-                                video.mime_type or "video/mp4", video.file_size or 0,
-                                _seconds(video), label="video" if message.video else "GIF"))
+        found.append(
+            Attachment(
+                "video",
+                video.file_id,
+                video.file_name or "video.mp4",
+                video.mime_type or "video/mp4",
+                video.file_size or 0,
+                _seconds(video),
+                label="video" if message.video else "GIF",
+            )
+        )
     return tuple(found)
 
 

@@ -45,12 +45,15 @@ class _Span:
 # starts with the delimiter's first character (so the scan skips ahead to it) and consumes only
 # that character (so overlapping candidates, as in "***", are all found).
 # **b** and __b__: the content starts and ends with a non-space.
-_BOLD = (_Span(re.compile(r"\*(?=\*\S)"), re.compile(r"\*(?=\*)(?<=\S\*)"), 2),
-         _Span(re.compile(r"_(?=_\S)"), re.compile(r"_(?=_)(?<=\S_)"), 2))
+_BOLD = (
+    _Span(re.compile(r"\*(?=\*\S)"), re.compile(r"\*(?=\*)(?<=\S\*)"), 2),
+    _Span(re.compile(r"_(?=_\S)"), re.compile(r"_(?=_)(?<=\S_)"), 2),
+)
 # *i*: not inside a word or a run of stars; _i_: not inside a word (snake_case stays).
-_ITALIC = (_Span(re.compile(r"\*(?<![*\w]\*)(?=[^\s*])"),
-                 re.compile(r"\*(?<=[^\s*]\*)(?![*\w])"), 1),
-           _Span(re.compile(r"_(?<!\w_)(?=\S)"), re.compile(r"_(?<=\S_)(?!\w)"), 1))
+_ITALIC = (
+    _Span(re.compile(r"\*(?<![*\w]\*)(?=[^\s*])"), re.compile(r"\*(?<=[^\s*]\*)(?![*\w])"), 1),
+    _Span(re.compile(r"_(?<!\w_)(?=\S)"), re.compile(r"_(?<=\S_)(?!\w)"), 1),
+)
 _STRIKE = (_Span(re.compile(r"~(?=~\S)"), re.compile(r"~(?=~)(?<=\S~)"), 2),)
 
 
@@ -103,7 +106,7 @@ def _heading(line: str) -> str | None:
     prefix = _HEADING_PREFIX.match(line)
     if prefix is None:
         return None
-    return line[prefix.end():].rstrip().rstrip("#").rstrip()
+    return line[prefix.end() :].rstrip().rstrip("#").rstrip()
 
 
 def _inline(text: str) -> str:
@@ -130,8 +133,8 @@ def _inline(text: str) -> str:
     text = _pair(text, _STRIKE, "s")
     if codes:
         text = _PLACEHOLDERS.sub(
-            lambda m: codes[int(m.group(1))] if int(m.group(1)) < len(codes) else m.group(0),
-            text)
+            lambda m: codes[int(m.group(1))] if int(m.group(1)) < len(codes) else m.group(0), text
+        )
     return text
 
 
@@ -142,8 +145,9 @@ def _pair(text: str, kinds: tuple[_Span, ...], tag: str) -> str:
     one character inside); it fails if a newline comes first. Openers are visited in order and
     the closer index only moves forward, so the whole pass is O(len(text)).
     """
-    starts = sorted((m.start(), kind) for kind, span in enumerate(kinds)
-                    for m in span.opener.finditer(text))
+    starts = sorted(
+        (m.start(), kind) for kind, span in enumerate(kinds) for m in span.opener.finditer(text)
+    )
     if not starts:
         return text
     closers = [[m.start() for m in span.closer.finditer(text)] for span in kinds]
@@ -169,7 +173,7 @@ def _pair(text: str, kinds: tuple[_Span, ...], tag: str) -> str:
         if line < len(newlines) and newlines[line] < j:
             continue
         out.append(text[pos:i])
-        out.append(f"<{tag}>{text[i + width:j]}</{tag}>")
+        out.append(f"<{tag}>{text[i + width : j]}</{tag}>")
         pos = j + width
     out.append(text[pos:])
     return "".join(out)
@@ -199,7 +203,7 @@ def _links(text: str) -> str:
         if end is None or end == scheme.end() or text[end] != ")":
             continue
         out.append(text[pos:i])
-        out.append(f'<a href="{text[k + 2:end]}">{text[i + 1:k]}</a>')
+        out.append(f'<a href="{text[k + 2 : end]}">{text[i + 1 : k]}</a>')
         pos = end + 1
     out.append(text[pos:])
     return "".join(out)

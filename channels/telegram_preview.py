@@ -63,8 +63,9 @@ def already_deleted(exc: BadRequest) -> bool:
 class TelegramEditPreview:
     """A preview message, sent once and then edited."""
 
-    def __init__(self, bot: Bot, chat_id: int | str, *, interval: float,
-                 message_id: str = "") -> None:
+    def __init__(
+        self, bot: Bot, chat_id: int | str, *, interval: float, message_id: str = ""
+    ) -> None:
         self._bot = bot
         self._chat_id = chat_id
         self.interval = interval
@@ -97,8 +98,9 @@ class TelegramEditPreview:
 
     async def _edit(self, shown: str) -> None:
         try:
-            await self._bot.edit_message_text(shown, chat_id=self._chat_id,
-                                              message_id=int(self.message_id))
+            await self._bot.edit_message_text(
+                shown, chat_id=self._chat_id, message_id=int(self.message_id)
+            )
         except BadRequest as exc:
             if not_modified(exc):
                 return
@@ -110,8 +112,9 @@ class TelegramEditPreview:
 class TelegramDraft:
     """A draft bubble in a private chat; an edited message if the Bot API has no drafts."""
 
-    def __init__(self, bot: Bot, chat_id: int | str, key: str, *,
-                 interval: float = PRIVATE_INTERVAL) -> None:
+    def __init__(
+        self, bot: Bot, chat_id: int | str, key: str, *, interval: float = PRIVATE_INTERVAL
+    ) -> None:
         self._bot = bot
         self._chat_id = chat_id
         self._draft_id = draft_id_for(key)
@@ -138,8 +141,7 @@ class TelegramDraft:
             if not_modified(exc):
                 return
             log.info("telegram: drafts refused (%s); the preview is an edited message", exc)
-            self._fallback = TelegramEditPreview(self._bot, self._chat_id,
-                                                 interval=self.interval)
+            self._fallback = TelegramEditPreview(self._bot, self._chat_id, interval=self.interval)
             await self._fallback.show(text, progress)
             return
         self._shown = shown

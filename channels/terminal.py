@@ -98,7 +98,7 @@ class TerminalPreview:
             self.erase()
         if not self.printed:
             channel.write(REPLY_PREFIX)
-        channel.write(text[len(self.printed):])
+        channel.write(text[len(self.printed) :])
         self.printed = text
 
     def erase(self) -> None:
@@ -106,8 +106,9 @@ class TerminalPreview:
         if not self.printed:
             return
         width = max(1, shutil.get_terminal_size().columns)
-        rows = sum(max(1, -(-len(line) // width))
-                   for line in (REPLY_PREFIX + self.printed).split("\n"))
+        rows = sum(
+            max(1, -(-len(line) // width)) for line in (REPLY_PREFIX + self.printed).split("\n")
+        )
         self._channel.write("\r\x1b[K" + "\x1b[1A\x1b[K" * (rows - 1))
         self.printed = ""
 
@@ -124,7 +125,7 @@ class TerminalPreview:
     def finish(self, text: str) -> str:
         """What is left to print of the final `text` (with the newline that ends it)."""
         if self.printed and text.startswith(self.printed):
-            return text[len(self.printed):] + "\n"
+            return text[len(self.printed) :] + "\n"
         if self.printed and self._channel.interactive:
             self.erase()
         elif self.printed:
@@ -191,8 +192,7 @@ class TerminalChannel(ChannelBase):
             thread = threading.Thread(target=self._read_lines, args=(loop,), daemon=True)
             thread.start()
             source = self._queued_lines()
-        self._reader = asyncio.create_task(self._dispatch(handler, source),
-                                           name="terminal-reader")
+        self._reader = asyncio.create_task(self._dispatch(handler, source), name="terminal-reader")
 
     async def stop(self) -> None:
         self._closing = True
@@ -221,8 +221,9 @@ class TerminalChannel(ChannelBase):
         if self._output_lost:  # not shown: it stays in the outbox for the next start
             raise ConnectionResetError("the terminal chat's output is closed")
 
-    def preview(self, chat_id: str, *, direct: bool, key: str,
-                message_id: str = "") -> Preview | None:
+    def preview(
+        self, chat_id: str, *, direct: bool, key: str, message_id: str = ""
+    ) -> Preview | None:
         """Printing as it comes. A preview of an earlier run (`message_id`) is not on this
         screen: the reply starts afresh."""
         if not self.streaming:
@@ -270,11 +271,15 @@ class TerminalChannel(ChannelBase):
             return None
         self._question = None
         self._counter += 1
-        return InboundMessage(channel=CHANNEL_NAME, chat_id=LOCAL_CHAT,
-                              sender_id=self._sender_id, text="",
-                              press=choices[int(text) - 1].data,
-                              press_id=f"{self._run_id}-{self._counter}",
-                              press_message=question_id)
+        return InboundMessage(
+            channel=CHANNEL_NAME,
+            chat_id=LOCAL_CHAT,
+            sender_id=self._sender_id,
+            text="",
+            press=choices[int(text) - 1].data,
+            press_id=f"{self._run_id}-{self._counter}",
+            press_message=question_id,
+        )
 
     def forget_preview(self, message_id: str) -> None:
         self._previews.pop(message_id, None)
@@ -402,8 +407,9 @@ class TerminalChannel(ChannelBase):
                 self._history_path.parent.mkdir(parents=True, exist_ok=True)
                 self._history_path.touch(mode=0o600, exist_ok=True)
                 history = FileHistory(str(self._history_path))
-        session: PromptSession[str] = PromptSession(history=history,
-                                                    key_bindings=self._shell_keys())
+        session: PromptSession[str] = PromptSession(
+            history=history, key_bindings=self._shell_keys()
+        )
         session.default_buffer.on_text_changed += self._typed
         self._session = session
         while not self._closing:
@@ -489,8 +495,10 @@ class TerminalChannel(ChannelBase):
 
     def _lose_output(self) -> None:
         self._output_lost = True
-        log.warning("terminal: the chat's output was closed (its reader went away): the "
-                    "chat ends; an answer not shown is shown at the next start")
+        log.warning(
+            "terminal: the chat's output was closed (its reader went away): the "
+            "chat ends; an answer not shown is shown at the next start"
+        )
         self._closing = True
         self._mark_answered()  # the line in flight waits for nothing more
         self._lines.put_nowait(None)  # piped: the reading loop ends at once
@@ -504,8 +512,7 @@ class TerminalChannel(ChannelBase):
         frame = 0
         while True:
             seconds = int(clock() - started)
-            self._put(f"\r\x1b[K{SPINNER[frame % len(SPINNER)]} "
-                      f"{self.spinner_label} {seconds} s")
+            self._put(f"\r\x1b[K{SPINNER[frame % len(SPINNER)]} {self.spinner_label} {seconds} s")
             self._spinner_shown = True
             frame += 1
             await asyncio.sleep(0.25)

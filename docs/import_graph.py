@@ -42,18 +42,38 @@ RULES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("retrypolicy", ()),
     ("channels", ("channels", "retrypolicy")),
     ("heartbeat", ("heartbeat", "memory.atomic", "memory.layout", "retrypolicy")),
-    ("scheduler", ("scheduler", "memory.atomic", "memory.layout", "heartbeat.ack",
-                   "heartbeat.timeofday", "retrypolicy")),
+    (
+        "scheduler",
+        (
+            "scheduler",
+            "memory.atomic",
+            "memory.layout",
+            "heartbeat.ack",
+            "heartbeat.timeofday",
+            "retrypolicy",
+        ),
+    ),
     ("memory", ("memory", "retrypolicy")),
     # Commands: the sandbox, the tool and its approvals. Below it only: the
     # layout, the public-address rule, the tool interface and quotas, its settings section,
     # the clock, the state database (its own tables) and the channel interface (buttons);
     # never the pipeline or the assembly, which hand it what it needs (assembly/exec.py).
-    ("gateway.features.exec", ("gateway.features.exec", "memory.atomic", "memory.layout",
-                               "gateway.agent.web.addresses", "gateway.agent.conversation",
-                               "gateway.agent.tools.base", "gateway.agent.tools.quota",
-                               "gateway.config.exec", "gateway.clock", "gateway.stores.database",
-                               "channels.base")),
+    (
+        "gateway.features.exec",
+        (
+            "gateway.features.exec",
+            "memory.atomic",
+            "memory.layout",
+            "gateway.agent.web.addresses",
+            "gateway.agent.conversation",
+            "gateway.agent.tools.base",
+            "gateway.agent.tools.quota",
+            "gateway.config.exec",
+            "gateway.clock",
+            "gateway.stores.database",
+            "channels.base",
+        ),
+    ),
 )
 
 # gateway/'s rooms in layers, the lowest first; within a layer, rooms are listed in their order
@@ -95,18 +115,17 @@ LABELS = {
     "gateway.workspace": "workspace/<br/>paths (confinement), seed",
     "gateway.ops": "ops/<br/>logs, redaction, output,<br/>versioning (git)",
     "gateway.agent": "agent/<br/>loop, providers, metrics,<br/>tools, media, web, prompt,<br/>"
-                     "sessions, compaction",
+    "sessions, compaction",
     "gateway.capabilities": "capabilities/<br/>skills, MCP servers",
     "gateway.stores": "stores/<br/>state database: a store per concern<br/>(inbox, outbox, "
-                      "access, pairing,<br/>links, usage, ...), migrations,<br/>"
-                      "one group-commit writer,<br/>usage ledger and prices",
+    "access, pairing,<br/>links, usage, ...), migrations,<br/>"
+    "one group-commit writer,<br/>usage ledger and prices",
     "gateway.pipeline": "pipeline/<br/>Gateway, access, pairing, routing,<br/>limits, lanes, "
-                        "commands, turns,<br/>delivery (outbox), health",
+    "commands, turns,<br/>delivery (outbox), health",
     "gateway.features": "features/<br/>heartbeat host, scheduling,<br/>tidying, exec (sandbox,"
-                        "<br/>tool, approvals)",
+    "<br/>tool, approvals)",
     "gateway.panel": "panel/<br/>web control panel",
-    "gateway.assembly": "assembly/<br/>builder (exit stack), platforms,<br/>instance lock, "
-                        "backup",
+    "gateway.assembly": "assembly/<br/>builder (exit stack), platforms,<br/>instance lock, backup",
     "gateway.cli": "cli/<br/>one module per command group",
     "gateway.__main__": "__main__<br/>python -m gateway",
 }
@@ -137,11 +156,13 @@ def source_files(root: Path = ROOT, packages: Sequence[str] = PACKAGES) -> Itera
 
 def _is_type_checking(test: ast.expr) -> bool:
     return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
 
 
-def _walk(node: ast.AST, typing_only: bool = False,
-          in_function: bool = False) -> Iterator[tuple[ast.AST, bool, bool]]:
+def _walk(
+    node: ast.AST, typing_only: bool = False, in_function: bool = False
+) -> Iterator[tuple[ast.AST, bool, bool]]:
     """Every node, with whether it sits under `if TYPE_CHECKING:` (its body, not its else) and
     whether it sits inside a function."""
     yield node, typing_only, in_function
@@ -174,8 +195,10 @@ def imports_of(path: Path, modules: set[str], root: Path = ROOT) -> list[Import]
                 anchor = anchor[: len(anchor) - (node.level - 1)]
                 base = ".".join([*anchor, base] if base else anchor)
             # `from a import b` loads a.b when b is a module, else a (whose __init__ runs).
-            targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base
-                       for alias in node.names]
+            targets = [
+                f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base
+                for alias in node.names
+            ]
         line = getattr(node, "lineno", 0)
         for target in targets:
             while target and target not in modules:  # `import a.b.c` of a name inside a.b
@@ -188,8 +211,9 @@ def imports_of(path: Path, modules: set[str], root: Path = ROOT) -> list[Import]
                 key = (loaded, typing_only, in_function, line if in_function else 0)
                 if loaded in modules and not _matches(name, loaded) and key not in seen:
                     seen.add(key)
-                    found.append(Import(name, loaded, line, typing_only, depth < len(parts),
-                                        in_function))
+                    found.append(
+                        Import(name, loaded, line, typing_only, depth < len(parts), in_function)
+                    )
     return found
 
 
@@ -260,7 +284,8 @@ def violations(imports: Iterable[Import]) -> list[str]:
             continue
         for importer, allowed in RULES:
             if _matches(imp.importer, importer) and not any(
-                    _matches(imp.imported, a) for a in allowed):
+                _matches(imp.imported, a) for a in allowed
+            ):
                 found.append(f"{imp.importer}:{imp.line} imports {imp.imported}")
     return sorted(found)
 
@@ -270,8 +295,9 @@ def room(module: str) -> str | None:
     moved = [m for m in ROOM_OF_MODULE if _matches(module, m)]
     if moved:
         return ROOM_OF_MODULE[max(moved, key=len)]
-    matching = [r for r in ROOM_ORDER if _matches(module, r)
-                and (r != "gateway" or module.count(".") <= 1)]  # top-level files only
+    matching = [
+        r for r in ROOM_ORDER if _matches(module, r) and (r != "gateway" or module.count(".") <= 1)
+    ]  # top-level files only
     return max(matching, key=len) if matching else None
 
 
@@ -286,8 +312,11 @@ def layer_violations(imports: Iterable[Import]) -> list[str]:
     Like RULES, about what a module names in its imports: the parent packages whose __init__
     runs on the way count for cycles (between modules and between rooms) only."""
     imports = list(imports)
-    found = [f"{module}: in no room of gateway/ (place it in LAYERS)"
-             for module in sorted(_gateway_modules(imports)) if room(module) is None]
+    found = [
+        f"{module}: in no room of gateway/ (place it in LAYERS)"
+        for module in sorted(_gateway_modules(imports))
+        if room(module) is None
+    ]
     for imp in imports:
         if imp.package_init:
             continue
@@ -303,9 +332,11 @@ def layer_violations(imports: Iterable[Import]) -> list[str]:
             continue  # sideways, for a type's name only
         where = "inside a function, " if imp.in_function else ""
         kind = "for typing, " if imp.typing_only else ""
-        found.append(f"{imp.importer}:{imp.line} imports {imp.imported} ({where}{kind}"
-                     f"{source} [{LAYER_OF[source]}] may not import {target} "
-                     f"[{LAYER_OF[target]}])")
+        found.append(
+            f"{imp.importer}:{imp.line} imports {imp.imported} ({where}{kind}"
+            f"{source} [{LAYER_OF[source]}] may not import {target} "
+            f"[{LAYER_OF[target]}])"
+        )
     return sorted(found)
 
 
@@ -333,8 +364,7 @@ def room_cycles(imports: Iterable[Import]) -> list[list[str]]:
 def problems(imports: list[Import]) -> list[str]:
     """Everything --check fails on, except a stale diagram."""
     found = [f"import cycle: {' -> '.join(group)}" for group in cycles(imports)]
-    found += [f"import cycle between rooms: {' -> '.join(group)}"
-              for group in room_cycles(imports)]
+    found += [f"import cycle between rooms: {' -> '.join(group)}" for group in room_cycles(imports)]
     found += [f"import rule broken: {v}" for v in violations(imports)]
     found += [f"layer rule broken: {v}" for v in layer_violations(imports)]
     return found
@@ -350,13 +380,15 @@ def stats(imports: list[Import]) -> list[str]:
     runtime = [i for i in imports if not i.package_init]
     inside = [i for i in runtime if i.in_function]
     per_room = Counter(room(i.importer) or i.importer.split(".")[0] for i in inside)
-    lines = [f"imports of our modules: {len(runtime)}",
-             f"of them inside functions: {len(inside)} "
-             f"({', '.join(f'{r} {n}' for r, n in per_room.most_common())})",
-             f"module cycles: {len(cycles(imports))}",
-             f"room cycles: {len(room_cycles(imports))} "
-             f"(pairs of rooms importing each other: {len(_mutual_pairs(imports))})",
-             f"layer violations: {len(layer_violations(imports))}"]
+    lines = [
+        f"imports of our modules: {len(runtime)}",
+        f"of them inside functions: {len(inside)} "
+        f"({', '.join(f'{r} {n}' for r, n in per_room.most_common())})",
+        f"module cycles: {len(cycles(imports))}",
+        f"room cycles: {len(room_cycles(imports))} "
+        f"(pairs of rooms importing each other: {len(_mutual_pairs(imports))})",
+        f"layer violations: {len(layer_violations(imports))}",
+    ]
     return lines
 
 
@@ -391,10 +423,15 @@ def room_diagram(imports: Iterable[Import]) -> str:
 
 def package_diagram(imports: Iterable[Import]) -> str:
     """gateway/ as one box over the standalone packages, one arrow per pair with an import."""
-    arrows = sorted({(box(i.importer), box(i.imported)) for i in imports
-                     if box(i.importer) != box(i.imported)})
-    lines = ["```mermaid", "flowchart TB", '  gateway_top["gateway/<br/>the rooms above"]',
-             '  subgraph outside["standalone packages (never import gateway)"]']
+    arrows = sorted(
+        {(box(i.importer), box(i.imported)) for i in imports if box(i.importer) != box(i.imported)}
+    )
+    lines = [
+        "```mermaid",
+        "flowchart TB",
+        '  gateway_top["gateway/<br/>the rooms above"]',
+        '  subgraph outside["standalone packages (never import gateway)"]',
+    ]
     lines += [f'    {_node_id(b)}["{LABELS[b]}"]' for b in STANDALONE]
     lines += ["  end"]
     lines += [f"  {_node_id(a)} --> {_node_id(b)}" for a, b in arrows]
@@ -423,8 +460,9 @@ def main(argv: list[str]) -> int:
     wanted = render_doc(current, imports)
     if "--check" in argv:
         if wanted != current:
-            found.append(f"{DOC.relative_to(ROOT)}: the diagram is stale; run "
-                         "python docs/import_graph.py")
+            found.append(
+                f"{DOC.relative_to(ROOT)}: the diagram is stale; run python docs/import_graph.py"
+            )
     elif wanted != current:
         DOC.write_text(wanted, encoding="utf-8")
         print(f"wrote the diagram in {DOC.relative_to(ROOT)}")

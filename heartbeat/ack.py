@@ -35,10 +35,10 @@ def check_reply(reply: str, max_other_chars: int = DEFAULT_ACK_MAX_CHARS) -> Ack
     found = False
     start = _AT_START.match(text)
     if start:
-        text, found = text[start.end():], True
+        text, found = text[start.end() :], True
     end = _AT_END.search(text)
     if end:
-        text, found = text[:end.start()], True
+        text, found = text[: end.start()], True
     rest = scrub_token(text).strip()
     if _DECORATION.match(rest):
         return AckCheck(True, "")  # nothing but the token (or nothing at all)

@@ -107,8 +107,7 @@ class HeartbeatPolicy:
         if self.every is None:
             return "off"
         cap = f"{self.daily_token_cap:,} tokens a day" if self.daily_token_cap else "no token cap"
-        return (f"every {format_interval(self.every)}, active {self.active_hours.describe()}, "
-                f"{cap}")
+        return f"every {format_interval(self.every)}, active {self.active_hours.describe()}, {cap}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,11 +194,15 @@ class Heartbeat:
             return capped
         target = await self.host.dm_target(self.person_id)
         if target is None:
-            return BeatOutcome("skipped", "no DM route yet: the person has not written to the "
-                                          "assistant in a direct message on a running channel")
+            return BeatOutcome(
+                "skipped",
+                "no DM route yet: the person has not written to the "
+                "assistant in a direct message on a running channel",
+            )
         if self.host.dm_busy(self.person_id):
-            return BeatOutcome("deferred", "the DM session is busy",
-                               retry_in=self.policy.busy_retry)
+            return BeatOutcome(
+                "deferred", "the DM session is busy", retry_in=self.policy.busy_retry
+            )
         return await self._ask(state, now, checklist, due, target)
 
     def _read_checklist(self) -> Checklist | None:
@@ -210,8 +213,11 @@ class Heartbeat:
             signature: tuple[int, ...] | None = (st.st_ino, st.st_size, st.st_mtime_ns)
         except OSError:
             signature = None
-        if signature is not None and self._checklist is not None \
-                and self._checklist[0] == signature:
+        if (
+            signature is not None
+            and self._checklist is not None
+            and self._checklist[0] == signature
+        ):
             return self._checklist[1]
         checklist = load_checklist(self.workspace)
         if checklist is not None:
@@ -233,25 +239,36 @@ class Heartbeat:
             target = await self.host.dm_target(self.person_id)
             if target is not None and self.deliver:
                 try:
-                    await self.host.deliver(self.workspace, self.person_id, target,
-                                            CAP_NOTICE.format(cap=cap), alert=False)
+                    await self.host.deliver(
+                        self.workspace,
+                        self.person_id,
+                        target,
+                        CAP_NOTICE.format(cap=cap),
+                        alert=False,
+                    )
                 except Exception as exc:
                     log.warning("heartbeat %s: cap notice not delivered: %s", self.person_id, exc)
         return BeatOutcome("capped", reason)
 
     async def _ask(
-        self, state: HeartbeatState, now: datetime, checklist: Checklist, due: list[Task],
+        self,
+        state: HeartbeatState,
+        now: datetime,
+        checklist: Checklist,
+        due: list[Task],
         target: DmTarget,
     ) -> BeatOutcome:
         try:
             turn = await asyncio.wait_for(
-                self.host.light_turn(self.workspace, self.person_id, checklist.render(due),
-                                     STANDING_PROMPT),
+                self.host.light_turn(
+                    self.workspace, self.person_id, checklist.render(due), STANDING_PROMPT
+                ),
                 self.policy.timeout_seconds,
             )
         except TimeoutError:
-            return BeatOutcome("error", f"the model did not answer in "
-                                        f"{self.policy.timeout_seconds:.0f} s")
+            return BeatOutcome(
+                "error", f"the model did not answer in {self.policy.timeout_seconds:.0f} s"
+            )
         except Exception as exc:
             kind = getattr(exc, "kind", "") or type(exc).__name__
             return BeatOutcome("error", f"model call failed ({kind})")
@@ -265,18 +282,30 @@ class Heartbeat:
         earlier = state.delivered_recently(check.text, now, window)
         if earlier is not None:
             local = earlier.astimezone(self.policy.active_hours.zone)
-            return BeatOutcome("repeat", f"same alert already delivered at "
-                                         f"{local:%Y-%m-%d %H:%M %Z}", turn.tokens, check.text)
+            return BeatOutcome(
+                "repeat",
+                f"same alert already delivered at {local:%Y-%m-%d %H:%M %Z}",
+                turn.tokens,
+                check.text,
+            )
         if not self.deliver:
-            return BeatOutcome("alert", f"not sent from the command line (would go to "
-                                        f"{target.channel} chat {target.chat_id})",
-                               turn.tokens, check.text)
+            return BeatOutcome(
+                "alert",
+                f"not sent from the command line (would go to "
+                f"{target.channel} chat {target.chat_id})",
+                turn.tokens,
+                check.text,
+            )
         try:
-            await self.host.deliver(self.workspace, self.person_id, target, check.text,
-                                    alert=True)
+            await self.host.deliver(self.workspace, self.person_id, target, check.text, alert=True)
         except Exception as exc:
-            return BeatOutcome("error", f"delivery to {target.channel} failed "
-                                        f"({type(exc).__name__})", turn.tokens, check.text)
+            return BeatOutcome(
+                "error",
+                f"delivery to {target.channel} failed ({type(exc).__name__})",
+                turn.tokens,
+                check.text,
+            )
         state.remember_alert(check.text, now, window)
-        return BeatOutcome("alert", f"delivered to {target.channel} chat {target.chat_id}",
-                           turn.tokens, check.text)
+        return BeatOutcome(
+            "alert", f"delivered to {target.channel} chat {target.chat_id}", turn.tokens, check.text
+        )

@@ -121,8 +121,10 @@ class Checklist:
         """What the model sees as HEARTBEAT.md: the checklist and only the tasks due now."""
         parts = [] if self.body_empty else [_squeeze(self.body)]
         if due:
-            lines = [f"- {task.name} (every {format_interval(task.every)}): {task.prompt}"
-                     for task in due]
+            lines = [
+                f"- {task.name} (every {format_interval(task.every)}): {task.prompt}"
+                for task in due
+            ]
             parts.append("## Tasks due now\n" + "\n".join(lines))
         return "\n\n".join(parts)
 
@@ -157,7 +159,7 @@ def parse_checklist(text: str) -> Checklist:
     end = start + 1
     while end < len(lines) and _in_block(lines[end]):
         end += 1
-    tasks, problems = _parse_tasks(lines[start + 1:end])
+    tasks, problems = _parse_tasks(lines[start + 1 : end])
     body = "\n".join(lines[:start] + lines[end:])
     return Checklist(body, tuple(tasks), tuple(problems))
 

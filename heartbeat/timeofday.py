@@ -52,8 +52,10 @@ def parse_time_of_day(text: str, *, end_of_day: bool = False, afternoon: bool = 
         raise ValueError(f"not a time of day: {text.strip()!r} (minutes and seconds go to 59)")
     if half is not None:
         if not 1 <= hour <= 12:
-            raise ValueError(f"not a time of day: {text.strip()!r} (a 12-hour clock with "
-                             "am/pm goes from 1 to 12)")
+            raise ValueError(
+                f"not a time of day: {text.strip()!r} (a 12-hour clock with "
+                "am/pm goes from 1 to 12)"
+            )
         hour = hour % 12 + (12 if half == "p" else 0)
     elif afternoon and 1 <= hour <= 11:
         hour += 12

@@ -29,9 +29,19 @@ from pathlib import Path
 from typing import Any
 
 __all__ = [
-    "MAX_JSON_DEPTH", "PRIVATE_DIR_MODE", "PRIVATE_FILE_MODE", "BrokenFile",
-    "atomic_write_bytes", "atomic_write_text", "create_private_file", "fsync_directory",
-    "json_depth", "loads_bounded", "make_private_dirs", "make_private_tree", "read_bounded",
+    "MAX_JSON_DEPTH",
+    "PRIVATE_DIR_MODE",
+    "PRIVATE_FILE_MODE",
+    "BrokenFile",
+    "atomic_write_bytes",
+    "atomic_write_text",
+    "create_private_file",
+    "fsync_directory",
+    "json_depth",
+    "loads_bounded",
+    "make_private_dirs",
+    "make_private_tree",
+    "read_bounded",
 ]
 
 # Everything under the workspaces root is private to the service user, whatever the umask:
@@ -247,10 +257,10 @@ def loads_bounded(text: str | bytes, *, max_depth: int = MAX_JSON_DEPTH) -> Any:
             json.dumps(value, ensure_ascii=False).encode("utf-8")
         return value
     except UnicodeEncodeError:
-        raise BrokenFile("holds a lone surrogate escape (\\udXXX), which is no character") \
-            from None
+        raise BrokenFile("holds a lone surrogate escape (\\udXXX), which is no character") from None
     except json.JSONDecodeError as exc:
-        raise BrokenFile(f"not valid JSON at line {exc.lineno} column {exc.colno}: "
-                         f"{exc.msg}") from None
+        raise BrokenFile(
+            f"not valid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
+        ) from None
     except (ValueError, RecursionError, MemoryError) as exc:  # a 5,000-digit number, say
         raise BrokenFile(f"not usable JSON: {str(exc)[:120]}") from None

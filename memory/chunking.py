@@ -42,8 +42,10 @@ class Chunk:
 def markdown_lines(text: str) -> list[Line]:
     """The file's lines; a struck line (a superseded fact, memory.corrections) is left
     blank, so recall never offers it as current."""
-    return [Line(number, "" if is_struck(line) else line)
-            for number, line in enumerate(text.splitlines(), start=1)]
+    return [
+        Line(number, "" if is_struck(line) else line)
+        for number, line in enumerate(text.splitlines(), start=1)
+    ]
 
 
 def transcript_key(first_line: str) -> str | None:
@@ -108,10 +110,14 @@ def chunk_lines(lines: Iterable[Line], max_chars: int, overlap_lines: int = 1) -
         body = [line for line in current if line.text.strip()]
         if body and fresh:
             text = "\n".join(line.text for line in body)
-            chunks.append(Chunk(body[0].number, body[-1].number, text,
-                                tuple(line.number for line in body)))
-        keep = [line for line in current if line.text.strip()][-overlap_lines:] if (
-            overlap_lines > 0) else []
+            chunks.append(
+                Chunk(body[0].number, body[-1].number, text, tuple(line.number for line in body))
+            )
+        keep = (
+            [line for line in current if line.text.strip()][-overlap_lines:]
+            if (overlap_lines > 0)
+            else []
+        )
         # Never carry overlap across a heading boundary or larger than half a chunk.
         keep = keep if sum(len(x.text) + 1 for x in keep) <= max_chars // 2 else []
         current, size, fresh = list(keep), sum(len(x.text) + 1 for x in keep), 0

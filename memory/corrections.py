@@ -24,8 +24,18 @@ from typing import Literal
 
 from memory.layout import MEMORY_DIR, MEMORY_FILE, USER_FILE
 
-__all__ = ["Action", "CorrectionError", "Found", "correct_text", "corrected_line",
-           "find_in_files", "is_struck", "memory_file_paths", "strike", "written_lines"]
+__all__ = [
+    "Action",
+    "CorrectionError",
+    "Found",
+    "correct_text",
+    "corrected_line",
+    "find_in_files",
+    "is_struck",
+    "memory_file_paths",
+    "strike",
+    "written_lines",
+]
 
 Action = Literal["replace", "strike", "delete"]
 ACTIONS: tuple[Action, ...] = ("replace", "strike", "delete")
@@ -66,14 +76,18 @@ def memory_file_paths(workspace: Path) -> list[str]:
     """MEMORY.md, USER.md and memory/**/*.md that exist, as relative paths (in that order,
     newest notes first); never through a symlink or into a dot-directory."""
     root = Path(os.path.realpath(workspace))
-    found = [name for name in (MEMORY_FILE, USER_FILE)
-             if (root / name).is_file() and not (root / name).is_symlink()]
+    found = [
+        name
+        for name in (MEMORY_FILE, USER_FILE)
+        if (root / name).is_file() and not (root / name).is_symlink()
+    ]
     notes = root / MEMORY_DIR
     notes_found: list[str] = []
     if notes.is_dir() and not notes.is_symlink():
         for folder, dirs, files in os.walk(notes):
-            dirs[:] = sorted(d for d in dirs if not d.startswith(".")
-                             and not (Path(folder) / d).is_symlink())
+            dirs[:] = sorted(
+                d for d in dirs if not d.startswith(".") and not (Path(folder) / d).is_symlink()
+            )
             for name in sorted(files):
                 path = Path(folder) / name
                 if name.endswith(".md") and not name.startswith(".") and not path.is_symlink():
@@ -85,8 +99,9 @@ def _words(text: str) -> list[str]:
     return [w for w in re.findall(r"\w+", text.casefold()) if w]
 
 
-def find_in_files(workspace: Path, query: str, *, limit: int = MAX_FOUND,
-                  include_struck: bool = True) -> list[Found]:
+def find_in_files(
+    workspace: Path, query: str, *, limit: int = MAX_FOUND, include_struck: bool = True
+) -> list[Found]:
     """Lines of the memory files holding every word of `query` (any order, any case), or
     the query as it is; newest notes first after MEMORY.md and USER.md."""
     wanted = _words(query)
@@ -106,8 +121,9 @@ def find_in_files(workspace: Path, query: str, *, limit: int = MAX_FOUND,
             continue
         for number, line in enumerate(text.splitlines(), start=1):
             folded = line.casefold()
-            if (exact and exact in folded) or (wanted and all(
-                    w in set(_words(line)) for w in wanted)):
+            if (exact and exact in folded) or (
+                wanted and all(w in set(_words(line)) for w in wanted)
+            ):
                 struck = is_struck(line)
                 if struck and not include_struck:
                     continue
@@ -117,8 +133,16 @@ def find_in_files(workspace: Path, query: str, *, limit: int = MAX_FOUND,
     return found
 
 
-def correct_text(text: str, old_text: str, action: Action, *, new_text: str = "",
-                 line: int | None = None, when: str, reason: str = "") -> tuple[str, int]:
+def correct_text(
+    text: str,
+    old_text: str,
+    action: Action,
+    *,
+    new_text: str = "",
+    line: int | None = None,
+    when: str,
+    reason: str = "",
+) -> tuple[str, int]:
     """The file's text after the correction, and the line number it changed.
 
     `old_text` must appear in exactly one line (or in line `line`, when given): quoting what
@@ -138,15 +162,18 @@ def correct_text(text: str, old_text: str, action: Action, *, new_text: str = ""
     matches = [i for i, candidate in enumerate(lines) if needle in candidate]
     if line is not None:
         if not 1 <= line <= len(lines) or needle not in lines[line - 1]:
-            raise CorrectionError(f"line {line} does not contain old_text"
-                                  + (f"; it is on line(s) {_numbers(matches)}" if matches
-                                     else ""))
+            raise CorrectionError(
+                f"line {line} does not contain old_text"
+                + (f"; it is on line(s) {_numbers(matches)}" if matches else "")
+            )
         index = line - 1
     elif not matches:
         raise CorrectionError("old_text is not in the file; find the line with memory_find")
     elif len(matches) > 1:
-        raise CorrectionError(f"old_text is on {len(matches)} lines ({_numbers(matches)}); "
-                              "quote more of the line, or give its line number")
+        raise CorrectionError(
+            f"old_text is on {len(matches)} lines ({_numbers(matches)}); "
+            "quote more of the line, or give its line number"
+        )
     else:
         index = matches[0]
     target = lines[index]
@@ -161,14 +188,14 @@ def correct_text(text: str, old_text: str, action: Action, *, new_text: str = ""
             new_lines.append(corrected)
     else:
         new_lines = []
-    return "\n".join([*lines[:index], *new_lines, *lines[index + 1:]]), index + 1
+    return "\n".join([*lines[:index], *new_lines, *lines[index + 1 :]]), index + 1
 
 
 def written_lines(text: str, changed: int, action: Action, new_text: str = "") -> list[str]:
     """The lines a correction left at line `changed` of its result `text` (none for a
     delete): what the person is shown, so they see the fact as it now reads."""
     count = {"delete": 0, "replace": 1}.get(action, 1 + bool(new_text.strip()))
-    return text.split("\n")[changed - 1:changed - 1 + count]
+    return text.split("\n")[changed - 1 : changed - 1 + count]
 
 
 def corrected_line(line: str, needle: str, replacement: str) -> str:
@@ -184,11 +211,11 @@ def corrected_line(line: str, needle: str, replacement: str) -> str:
     at = body.find(needle)
     if at < 0:  # the quote spans the list marker: the whole line is what was quoted
         return new if new_marker else f"{marker}{new}"
-    before, after = body[:at].strip(), body[at + len(needle):].strip()
+    before, after = body[:at].strip(), body[at + len(needle) :].strip()
     whole = (before or after) and new_body.startswith(before) and new_body.endswith(after)
     if whole or not (before or after):
         return new if new_marker else f"{marker}{new}"
-    return f"{marker}{body[:at]}{new}{body[at + len(needle):]}"
+    return f"{marker}{body[:at]}{new}{body[at + len(needle) :]}"
 
 
 def _numbers(indexes: list[int]) -> str:

@@ -62,10 +62,16 @@ def query_windows(query: str) -> list[DateWindow]:
                 continue
             parts = found.groupdict()
             month = parts.get("month")
-            number = (None if month is None else
-                      int(month) if month.isdigit() else _MONTHS[month.lower().rstrip(".")])
-            window = _window(int(parts["year"]), number,
-                             int(parts["day"]) if parts.get("day") else None)
+            number = (
+                None
+                if month is None
+                else int(month)
+                if month.isdigit()
+                else _MONTHS[month.lower().rstrip(".")]
+            )
+            window = _window(
+                int(parts["year"]), number, int(parts["day"]) if parts.get("day") else None
+            )
             if window is not None:
                 taken.append(found.span())
                 windows.append(window)

@@ -37,8 +37,7 @@ EMBED_BATCH_SECONDS = 0.5
 EMBED_WINDOW = 512  # pending chunks read at a time, embedded shortest first
 EMBED_RETRY_SECONDS = 60.0  # after an embedding error, the background waits this long
 # A chunk still needing vectors: its own, or its lines' (memory.lines).
-PENDING = ("id NOT IN (SELECT rowid FROM chunks_vec) OR "
-           "id NOT IN (SELECT chunk_id FROM chunk_lines)")
+PENDING = "id NOT IN (SELECT rowid FROM chunks_vec) OR id NOT IN (SELECT chunk_id FROM chunk_lines)"
 
 
 class EmbedQueue:
@@ -46,8 +45,15 @@ class EmbedQueue:
     rows the cache already held: `insert_lines`). With `background` (the gateway) a sync that
     does not embed starts this in a task; else only `embed_pending` runs it."""
 
-    def __init__(self, store: IndexStore, cache: EmbeddingCache, views: IndexViews, *,
-                 background: bool, workspace: Path) -> None:
+    def __init__(
+        self,
+        store: IndexStore,
+        cache: EmbeddingCache,
+        views: IndexViews,
+        *,
+        background: bool,
+        workspace: Path,
+    ) -> None:
         self._store = store
         self._cache = cache
         self._views = views
@@ -75,8 +81,7 @@ class EmbedQueue:
         if self._cache.embedder is None:
             self._pending = 0
             return
-        rows = list(await db.execute_fetchall(
-            f"SELECT count(*) FROM chunks WHERE {PENDING}"))
+        rows = list(await db.execute_fetchall(f"SELECT count(*) FROM chunks WHERE {PENDING}"))
         self._pending = int(rows[0][0])
 
     @contextlib.contextmanager
@@ -89,8 +94,11 @@ class EmbedQueue:
             self._queries_waiting -= 1
 
     async def embed_pending(
-        self, stats: SyncStats | None = None, progress: VectorProgress | None = None,
-        *, batch_seconds: float | None = None,
+        self,
+        stats: SyncStats | None = None,
+        progress: VectorProgress | None = None,
+        *,
+        batch_seconds: float | None = None,
     ) -> SyncStats:
         """Compute the vectors the index lacks, in batches, without blocking searches.
 
@@ -111,8 +119,9 @@ class EmbedQueue:
             await self._embed_loop(stats, progress, batch_seconds)
         return stats
 
-    async def _embed_loop(self, stats: SyncStats, progress: VectorProgress | None,
-                          batch_seconds: float | None) -> None:
+    async def _embed_loop(
+        self, stats: SyncStats, progress: VectorProgress | None, batch_seconds: float | None
+    ) -> None:
         assert self._cache.embedder is not None
         started = time.perf_counter()
         total = self._pending or 0
@@ -127,11 +136,13 @@ class EmbedQueue:
                 db = self._store.db
                 if db is None:
                     return
-                rows = list(await db.execute_fetchall(
-                    f"SELECT id, hash, length(text) FROM chunks WHERE id > ? AND id < ? AND "
-                    f"({PENDING}) ORDER BY id DESC LIMIT ?",
-                    (floor, below if below is not None else 2**62, EMBED_WINDOW),
-                ))
+                rows = list(
+                    await db.execute_fetchall(
+                        f"SELECT id, hash, length(text) FROM chunks WHERE id > ? AND id < ? AND "
+                        f"({PENDING}) ORDER BY id DESC LIMIT ?",
+                        (floor, below if below is not None else 2**62, EMBED_WINDOW),
+                    )
+                )
                 if not rows:
                     if below is None:
                         self._pending = 0
@@ -151,8 +162,11 @@ class EmbedQueue:
                 size = EMBED_BATCH
                 if per_char and batch_seconds:
                     budget, size = batch_seconds / per_char, 0
-                    while (size < EMBED_BATCH and position + size < len(window)
-                           and (size == 0 or budget >= window[position + size][2])):
+                    while (
+                        size < EMBED_BATCH
+                        and position + size < len(window)
+                        and (size == 0 or budget >= window[position + size][2])
+                    ):
                         budget -= window[position + size][2]
                         size += 1
                 batch = window[position : position + size]
@@ -163,17 +177,14 @@ class EmbedQueue:
                 stored, took = outcome
                 if took:  # seconds per character of chunk text (its lines included)
                     chars = sum(r[2] for r in batch) or 1
-                    per_char = (took / chars if per_char is None
-                                else 0.5 * (per_char + took / chars))
+                    per_char = took / chars if per_char is None else 0.5 * (per_char + took / chars)
                 done += stored
                 if self._pending is not None:
                     self._pending = max(0, self._pending - stored)
                 if progress:
-                    progress(EmbedProgress(done, max(total, done),
-                                           time.perf_counter() - started))
+                    progress(EmbedProgress(done, max(total, done), time.perf_counter() - started))
 
-    async def _embed_batch(self, ids: list[int], stats: SyncStats
-                           ) -> tuple[int, float] | None:
+    async def _embed_batch(self, ids: list[int], stats: SyncStats) -> tuple[int, float] | None:
         """Vectors for these chunks and their lines: cached ones read, the rest embedded in
         one model call, all stored. (chunks stored, model seconds), or
         None when the index closed or the embedder failed (remembered for the notes)."""
@@ -185,21 +196,34 @@ class EmbedQueue:
                 return None
             rows = await db.execute_fetchall(
                 f"SELECT id, hash, path, text, lines FROM chunks WHERE id IN "
-                f"({','.join('?' * len(ids))})", ids)
-            todo = [(int(r[0]), r[1], cache.embedding_text(r[2], r[3]),
-                     line_items(r[3], split_numbers(r[4]))) for r in rows]
+                f"({','.join('?' * len(ids))})",
+                ids,
+            )
+            todo = [
+                (
+                    int(r[0]),
+                    r[1],
+                    cache.embedding_text(r[2], r[3]),
+                    line_items(r[3], split_numbers(r[4])),
+                )
+                for r in rows
+            ]
             if not todo:
                 return 0, 0.0
-            chunk_vectors = {h: np.frombuffer(b, dtype=np.float32) for h, b in (
-                await cache.chunk_vectors(db, list({h for _, h, _, _ in todo}))).items()}
-            parts = await cache.line_parts(
-                db, [h for *_, items in todo for _, h, _ in items])
+            chunk_vectors = {
+                h: np.frombuffer(b, dtype=np.float32)
+                for h, b in (
+                    await cache.chunk_vectors(db, list({h for _, h, _, _ in todo}))
+                ).items()
+            }
+            parts = await cache.line_parts(db, [h for *_, items in todo for _, h, _ in items])
         # Equal texts (a repeated line, a copied note) are embedded once.
         chunks = {h: t for _, h, t, _ in todo if h not in chunk_vectors}
         # Each line model embeds the lines its cache lacks; the embedder takes the chunks in
         # the same call.
-        missing = [{h: t for *_, items in todo for _, h, t in items if h not in part}
-                   for part in parts]
+        missing = [
+            {h: t for *_, items in todo for _, h, t in items if h not in part} for part in parts
+        ]
         took = 0.0
         began = time.perf_counter()
         failed: Exception | None = None
@@ -211,14 +235,15 @@ class EmbedQueue:
                 continue
             try:
                 matrix = np.asarray(
-                    await asyncio.to_thread(model.embed_documents, texts), dtype=np.float32)
+                    await asyncio.to_thread(model.embed_documents, texts), dtype=np.float32
+                )
             except (EmbedderError, OSError, RuntimeError) as exc:
                 failed = exc
                 done.append({})
                 continue
             if number == 0:
                 chunk_vectors.update(zip(chunks, matrix[: len(chunks)], strict=True))
-                matrix = matrix[len(chunks):]
+                matrix = matrix[len(chunks) :]
             parts[number].update(zip(lines, matrix, strict=True))
             done.append(lines)
         if chunks or any(missing):
@@ -230,12 +255,20 @@ class EmbedQueue:
             if db is None:
                 return None
             await cache.keep(
-                db, [(h, chunk_vectors[h].tobytes()) for h in chunks if h in chunk_vectors],
-                [{h: part[h] for h in lines} for part, lines in zip(parts, done, strict=True)])
+                db,
+                [(h, chunk_vectors[h].tobytes()) for h in chunks if h in chunk_vectors],
+                [{h: part[h] for h in lines} for part, lines in zip(parts, done, strict=True)],
+            )
             await self._store_vectors(
-                db, [(i, chunk_vectors[h].tobytes(), items) for i, h, _, items in todo
-                     if h in chunk_vectors],
-                {i: h for i, h, _, _ in todo}, joined(parts))
+                db,
+                [
+                    (i, chunk_vectors[h].tobytes(), items)
+                    for i, h, _, items in todo
+                    if h in chunk_vectors
+                ],
+                {i: h for i, h, _, _ in todo},
+                joined(parts),
+            )
         if failed is not None:
             log.warning("embedding failed; those chunks stay keyword-only: %s", failed)
             stats.embed_error = self._error = str(failed)
@@ -246,24 +279,42 @@ class EmbedQueue:
         stats.cached += len(todo) - len(chunks)
         return len(todo), took
 
-    async def _store_vectors(self, db: aiosqlite.Connection,
-                             rows: list[tuple[int, bytes, list[tuple[int, str, str]]]],
-                             hashes: dict[int, str],
-                             line_vectors: dict[str, np.ndarray]) -> None:
+    async def _store_vectors(
+        self,
+        db: aiosqlite.Connection,
+        rows: list[tuple[int, bytes, list[tuple[int, str, str]]]],
+        hashes: dict[int, str],
+        line_vectors: dict[str, np.ndarray],
+    ) -> None:
         """Insert the vectors, the chunk's and its lines', that chunks still existing with the
         hash they were computed for do not have yet (lock held)."""
         if not rows:
             return
         ids = [i for i, _, _ in rows]
         marks = ",".join("?" * len(ids))
-        current = {int(r[0]): r[1] for r in await db.execute_fetchall(
-            f"SELECT id, hash FROM chunks WHERE id IN ({marks})", ids)}
-        have = {int(r[0]) for r in await db.execute_fetchall(
-            f"SELECT rowid FROM chunks_vec WHERE rowid IN ({marks})", ids)}
-        have_lines = {int(r[0]) for r in await db.execute_fetchall(
-            f"SELECT chunk_id FROM chunk_lines WHERE chunk_id IN ({marks})", ids)}
-        valid = [(i, b, items) for i, b, items in rows
-                 if current.get(i) is not None and current[i] == hashes[i]]
+        current = {
+            int(r[0]): r[1]
+            for r in await db.execute_fetchall(
+                f"SELECT id, hash FROM chunks WHERE id IN ({marks})", ids
+            )
+        }
+        have = {
+            int(r[0])
+            for r in await db.execute_fetchall(
+                f"SELECT rowid FROM chunks_vec WHERE rowid IN ({marks})", ids
+            )
+        }
+        have_lines = {
+            int(r[0])
+            for r in await db.execute_fetchall(
+                f"SELECT chunk_id FROM chunk_lines WHERE chunk_id IN ({marks})", ids
+            )
+        }
+        valid = [
+            (i, b, items)
+            for i, b, items in rows
+            if current.get(i) is not None and current[i] == hashes[i]
+        ]
         added = [(i, b) for i, b, _ in valid if i not in have]
         if added:
             await db.executemany("INSERT INTO chunks_vec(rowid, embedding) VALUES (?, ?)", added)
@@ -273,16 +324,24 @@ class EmbedQueue:
                 await self.insert_lines(db, i, items, line_vectors)
         await db.commit()
 
-    async def insert_lines(self, db: aiosqlite.Connection, chunk_id: int,
-                           items: list[tuple[int, str, str]],
-                           vectors: dict[str, np.ndarray]) -> None:
+    async def insert_lines(
+        self,
+        db: aiosqlite.Connection,
+        chunk_id: int,
+        items: list[tuple[int, str, str]],
+        vectors: dict[str, np.ndarray],
+    ) -> None:
         """The chunk's row of line vectors (lock held; every item's vector is in `vectors`)."""
         assert self._cache.embedder is not None
-        matrix = (np.stack([vectors[h] for _, h, _ in items]) if items
-                  else np.zeros((0, self._cache.line_dim), dtype=np.float32))
+        matrix = (
+            np.stack([vectors[h] for _, h, _ in items])
+            if items
+            else np.zeros((0, self._cache.line_dim), dtype=np.float32)
+        )
         await db.execute(
             "INSERT OR REPLACE INTO chunk_lines(chunk_id, numbers, vectors) VALUES (?, ?, ?)",
-            (chunk_id, join_numbers([n for n, _, _ in items]), pack_vectors(matrix)))
+            (chunk_id, join_numbers([n for n, _, _ in items]), pack_vectors(matrix)),
+        )
         self._views.lines_added(len(items))
 
     def start_background(self) -> None:
@@ -299,8 +358,11 @@ class EmbedQueue:
         try:
             stats = await self.embed_pending(batch_seconds=EMBED_BATCH_SECONDS)
             if stats.embedded:
-                log.info("recall index %s: %d chunks embedded in the background",
-                         self._workspace, stats.embedded)
+                log.info(
+                    "recall index %s: %d chunks embedded in the background",
+                    self._workspace,
+                    stats.embedded,
+                )
         except asyncio.CancelledError:
             raise
         except Exception:

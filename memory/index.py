@@ -91,20 +91,39 @@ class RecallIndex:
         self.cache = EmbeddingCache(embedder, line_model, context=context)
         self.store = IndexStore(
             self.workspace / INDEX_DIR,
-            identity(self.cache, chunk_chars=chunk_chars, overlap_lines=overlap_lines,
-                     sessions=sessions),
+            identity(
+                self.cache, chunk_chars=chunk_chars, overlap_lines=overlap_lines, sessions=sessions
+            ),
             embedder.dim if embedder else 0,
         )
         self.views = IndexViews(self.cache)
-        self.queue = EmbedQueue(self.store, self.cache, self.views,
-                                background=embed_in_background, workspace=self.workspace)
-        self.sync_job = SyncJob(self.workspace, self.store, self.cache, self.views, self.queue,
-                                chunk_chars=chunk_chars, overlap_lines=overlap_lines,
-                                sessions=sessions)
+        self.queue = EmbedQueue(
+            self.store,
+            self.cache,
+            self.views,
+            background=embed_in_background,
+            workspace=self.workspace,
+        )
+        self.sync_job = SyncJob(
+            self.workspace,
+            self.store,
+            self.cache,
+            self.views,
+            self.queue,
+            chunk_chars=chunk_chars,
+            overlap_lines=overlap_lines,
+            sessions=sessions,
+        )
         self.watcher = IndexWatcher(self.sync_job, embed=not embed_in_background)
-        self.search_job = SearchJob(self.store, self.cache, self.views, self.queue,
-                                    self.sync_job, half_life_days=half_life_days,
-                                    today=today or (lambda: datetime.now().date()))
+        self.search_job = SearchJob(
+            self.store,
+            self.cache,
+            self.views,
+            self.queue,
+            self.sync_job,
+            half_life_days=half_life_days,
+            today=today or (lambda: datetime.now().date()),
+        )
 
     @property
     def embedder(self) -> Embedder | None:
@@ -119,16 +138,22 @@ class RecallIndex:
         """The index file (it may not exist yet)."""
         return self.store.path
 
-    async def sync(self, *, force: bool = False, progress: Progress | None = None,
-                   embed: bool = True, vector_progress: VectorProgress | None = None
-                   ) -> SyncStats:
+    async def sync(
+        self,
+        *,
+        force: bool = False,
+        progress: Progress | None = None,
+        embed: bool = True,
+        vector_progress: VectorProgress | None = None,
+    ) -> SyncStats:
         """Bring the index up to date with the files; `force` rebuilds it from scratch.
 
         The text is searchable by keyword when the first step returns; with `embed` this
         waits for every missing vector too, else they are left to `embed_pending` (started
         in the background when `embed_in_background`)."""
-        return await self.sync_job.sync(force=force, progress=progress, embed=embed,
-                                        vector_progress=vector_progress)
+        return await self.sync_job.sync(
+            force=force, progress=progress, embed=embed, vector_progress=vector_progress
+        )
 
     async def embed_pending(self, progress: VectorProgress | None = None) -> SyncStats:
         """Compute every vector the index lacks now (memory.embed_queue)."""
@@ -162,9 +187,13 @@ class RecallIndex:
         """Search the index; `more` are other phrasings of the query, fused with it;
         `snippet_chars` caps what one result shows."""
         await self.refresh()
-        return await self.search_job.search(query, max_results=max_results,
-                                            min_score=min_score, more=list(more),
-                                            snippet_chars=snippet_chars)
+        return await self.search_job.search(
+            query,
+            max_results=max_results,
+            min_score=min_score,
+            more=list(more),
+            snippet_chars=snippet_chars,
+        )
 
     async def status(self) -> IndexStatus:
         embedder = self.cache.embedder
@@ -175,10 +204,11 @@ class RecallIndex:
             vectors = 0
             if embedder is not None:
                 vectors = await _count(db, "SELECT count(*) FROM chunks_vec")
-            rows = list(await db.execute_fetchall(
-                "SELECT value FROM meta WHERE key = 'last_sync'"))
-            known = {r[0]: (r[1], r[2]) for r in await db.execute_fetchall(
-                "SELECT path, mtime_ns, size FROM files")}
+            rows = list(await db.execute_fetchall("SELECT value FROM meta WHERE key = 'last_sync'"))
+            known = {
+                r[0]: (r[1], r[2])
+                for r in await db.execute_fetchall("SELECT path, mtime_ns, size FROM files")
+            }
         found = await self.sync_job.scan()
         # Dirty: the files on disk differ from what the index last saw.
         dirty = {f.rel: (f.mtime_ns, f.size) for f in found} != known
@@ -217,8 +247,9 @@ class RecallIndex:
             await self.store.close()
 
 
-def identity(cache: EmbeddingCache, *, chunk_chars: int, overlap_lines: int,
-             sessions: bool) -> dict[str, Any]:
+def identity(
+    cache: EmbeddingCache, *, chunk_chars: int, overlap_lines: int, sessions: bool
+) -> dict[str, Any]:
     """Everything that, when changed, makes the stored index invalid (memory.index_store)."""
     return {
         "schema": SCHEMA_VERSION,

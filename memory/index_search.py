@@ -30,9 +30,17 @@ class SearchJob:
     """Answering searches from the index. Daily notes fade with `half_life_days` counted
     from `today()`; a database error during a search rebuilds the index (`sync`)."""
 
-    def __init__(self, store: IndexStore, cache: EmbeddingCache, views: IndexViews,
-                 queue: EmbedQueue, sync: SyncJob, *, half_life_days: float,
-                 today: Callable[[], date]) -> None:
+    def __init__(
+        self,
+        store: IndexStore,
+        cache: EmbeddingCache,
+        views: IndexViews,
+        queue: EmbedQueue,
+        sync: SyncJob,
+        *,
+        half_life_days: float,
+        today: Callable[[], date],
+    ) -> None:
         self._store = store
         self._cache = cache
         self._views = views
@@ -43,16 +51,17 @@ class SearchJob:
         self._query_vectors = RecentVectors()  # the embedder's, by query text
         self._line_queries = RecentVectors()  # the line model's
 
-    async def search(self, query: str, *, max_results: int, min_score: float,
-                     more: list[str], snippet_chars: int) -> SearchResponse:
+    async def search(
+        self, query: str, *, max_results: int, min_score: float, more: list[str], snippet_chars: int
+    ) -> SearchResponse:
         """`more` are other phrasings of the query, fused with it; `snippet_chars` caps what
         one result shows. The caller has brought the index up to date (memory.index)."""
         with self._queue.query_waiting():
-            return await self._search_locked(query, max_results, min_score, more,
-                                             snippet_chars)
+            return await self._search_locked(query, max_results, min_score, more, snippet_chars)
 
-    async def _search_locked(self, query: str, max_results: int, min_score: float,
-                             more: list[str], snippet_chars: int) -> SearchResponse:
+    async def _search_locked(
+        self, query: str, max_results: int, min_score: float, more: list[str], snippet_chars: int
+    ) -> SearchResponse:
         cache, queue = self._cache, self._queue
         async with self._store.lock:
             db = self._store.db
@@ -70,11 +79,18 @@ class SearchJob:
             if cache.embedder is None:
                 note = "keyword-only mode: no embedder is configured (memory.embedder = none)"
             elif pending and not note:
-                note = (f"{pending} chunk{'s have' if pending > 1 else ' has'} "
-                        "no vector yet"
-                        + (f" ({queue.error})" if queue.error else
-                           " (being embedded)" if queue.background else "")
-                        + "; keyword matches cover them")
+                note = (
+                    f"{pending} chunk{'s have' if pending > 1 else ' has'} "
+                    "no vector yet"
+                    + (
+                        f" ({queue.error})"
+                        if queue.error
+                        else " (being embedded)"
+                        if queue.background
+                        else ""
+                    )
+                    + "; keyword matches cover them"
+                )
             line_failures: list[str] = []
 
             async def line_query(text: str) -> np.ndarray | None:
@@ -112,15 +128,26 @@ class SearchJob:
                 await self._sync.rebuild_locked()
                 assert self._store.db is not None
                 response = await search_mod.hybrid_search(
-                    self._store.db, query, qvec, max_results=max_results,
-                    min_score=min_score, today=self._today(),
-                    half_life_days=self._half_life_days, more=others,
+                    self._store.db,
+                    query,
+                    qvec,
+                    max_results=max_results,
+                    min_score=min_score,
+                    today=self._today(),
+                    half_life_days=self._half_life_days,
+                    more=others,
                     snippet_chars=snippet_chars,
                 )
             if line_failures:
-                note = "; ".join(x for x in (
-                    note, f"the line model failed on this query ({line_failures[0]}); lines "
-                          "scored by the embedder alone") if x)
+                note = "; ".join(
+                    x
+                    for x in (
+                        note,
+                        f"the line model failed on this query ({line_failures[0]}); lines "
+                        "scored by the embedder alone",
+                    )
+                    if x
+                )
             response.note = "; ".join(x for x in (response.note, note) if x)
             if qvec is None:
                 response.mode = "keyword-only"
@@ -156,8 +183,7 @@ class RecentVectors:
         otherwise)."""
         vector = self._items.pop(query, None)
         if vector is None:
-            vector = np.asarray(await asyncio.to_thread(model.embed_query, query),
-                                dtype=np.float32)
+            vector = np.asarray(await asyncio.to_thread(model.embed_query, query), dtype=np.float32)
             if len(self._items) >= self.size:
                 self._items.pop(next(iter(self._items)))
         self._items[query] = vector  # at the end: the most recently used

@@ -165,8 +165,7 @@ class IndexStore:
         db: aiosqlite.Connection | None = None
         try:
             db = await self._connect(self.path)
-            rows = list(await db.execute_fetchall(
-                "SELECT value FROM meta WHERE key = 'config'"))
+            rows = list(await db.execute_fetchall("SELECT value FROM meta WHERE key = 'config'"))
             stored = json.loads(rows[0][0]) if rows else None
             if stored != json.loads(json.dumps(self.identity, sort_keys=True)):
                 log.info("recall index %s was built differently; rebuilding", self.path)

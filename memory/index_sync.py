@@ -41,9 +41,18 @@ class SyncJob:
     """Bringing the index up to date with the files of `workspace` (its DM transcripts too
     with `sessions`), chunked at `chunk_chars` with `overlap_lines`."""
 
-    def __init__(self, workspace: Path, store: IndexStore, cache: EmbeddingCache,
-                 views: IndexViews, queue: EmbedQueue, *, chunk_chars: int,
-                 overlap_lines: int, sessions: bool) -> None:
+    def __init__(
+        self,
+        workspace: Path,
+        store: IndexStore,
+        cache: EmbeddingCache,
+        views: IndexViews,
+        queue: EmbedQueue,
+        *,
+        chunk_chars: int,
+        overlap_lines: int,
+        sessions: bool,
+    ) -> None:
         self.workspace = workspace
         self._store = store
         self._cache = cache
@@ -148,8 +157,9 @@ class SyncJob:
             row[0]: (row[1], row[2], row[3])
             for row in await db.execute_fetchall("SELECT path, hash, mtime_ns, size FROM files")
         }
-        changed = [f for f in found if known.get(f.rel, (None, None, None))[1:] != (
-            f.mtime_ns, f.size)]
+        changed = [
+            f for f in found if known.get(f.rel, (None, None, None))[1:] != (f.mtime_ns, f.size)
+        ]
         present = {f.rel for f in found}
         removed = [path for path in known if path not in present]
         total = len(changed)
@@ -208,16 +218,23 @@ class SyncJob:
                 )
             else:
                 todo.append((item, digest, chunks))
-        keys = {(item.rel, c.text): self._cache.chunk_key(item.rel, c.text)
-                for item, _, cs in todo for c in cs}
+        keys = {
+            (item.rel, c.text): self._cache.chunk_key(item.rel, c.text)
+            for item, _, cs in todo
+            for c in cs
+        }
         vectors = await self._vectors_for(db, list(keys.values()), stats)
         # Whatever the cache holds is stored at once: the chunk's vector, and its lines'
         # vectors when all of them are there (an index from before line vectors gets its
         # chunk vectors back at once and its lines in the background).
-        items = {(item.rel, c.text): line_items(c.text, c.numbers) if self._cache.embedder else []
-                 for item, _, cs in todo for c in cs}
+        items = {
+            (item.rel, c.text): line_items(c.text, c.numbers) if self._cache.embedder else []
+            for item, _, cs in todo
+            for c in cs
+        }
         line_vectors = await self._cache.line_rows(
-            db, [h for found in items.values() for _, h, _ in found])
+            db, [h for found in items.values() for _, h, _ in found]
+        )
         added: list[tuple[int, bytes]] = []
         for item, digest, chunks in todo:
             stats.chunks_removed += await self._delete_path(db, item.rel)
@@ -226,10 +243,16 @@ class SyncJob:
                 cursor = await db.execute(
                     "INSERT INTO chunks(path, source, start_line, end_line, hash, day, text, "
                     "lines) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                    (item.rel, item.source, chunk.start_line, chunk.end_line,
-                     keys[(item.rel, chunk.text)],
-                     day.isoformat() if day else None, chunk.text,
-                     join_numbers(chunk.numbers)),
+                    (
+                        item.rel,
+                        item.source,
+                        chunk.start_line,
+                        chunk.end_line,
+                        keys[(item.rel, chunk.text)],
+                        day.isoformat() if day else None,
+                        chunk.text,
+                        join_numbers(chunk.numbers),
+                    ),
                 )
                 rowid = cursor.lastrowid
                 assert rowid is not None  # an INSERT always sets it
@@ -247,8 +270,7 @@ class SyncJob:
                         "INSERT INTO chunks_vec(rowid, embedding) VALUES (?, ?)", (rowid, vector)
                     )
                     added.append((int(rowid), vector))
-                if self._cache.embedder is not None and all(
-                        h in line_vectors for _, h, _ in found):
+                if self._cache.embedder is not None and all(h in line_vectors for _, h, _ in found):
                     await self._queue.insert_lines(db, int(rowid), found, line_vectors)
             await db.execute(
                 "INSERT OR REPLACE INTO files(path, source, hash, mtime_ns, size, chunks) "
@@ -281,13 +303,15 @@ class SyncJob:
             await db.executemany("DELETE FROM chunks_vec WHERE rowid = ?", ids)
             gone = await db.execute_fetchall(
                 "SELECT numbers FROM chunk_lines WHERE chunk_id IN (SELECT id FROM chunks "
-                "WHERE path = ?)", (path,))
+                "WHERE path = ?)",
+                (path,),
+            )
             await db.executemany("DELETE FROM chunk_lines WHERE chunk_id = ?", ids)
-            self._views.chunks_removed([row[0] for row in ids],
-                                       sum(len(split_numbers(row[0])) for row in gone))
+            self._views.chunks_removed(
+                [row[0] for row in ids], sum(len(split_numbers(row[0])) for row in gone)
+            )
         await db.execute("DELETE FROM chunks WHERE path = ?", (path,))
         return len(ids)
-
 
 
 class IndexWatcher:

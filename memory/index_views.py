@@ -98,7 +98,8 @@ class IndexViews:
         changed since the last fit."""
         space = self._line_space
         if space is not None and self._lines_changed <= max(
-                MIN_FIT_LINES, REFIT_FRACTION * space.fitted_lines):
+            MIN_FIT_LINES, REFIT_FRACTION * space.fitted_lines
+        ):
             return space
         assert self._cache.embedder is not None
         dim, widths = self._cache.line_dim, [model.dim for model in self._cache.line_models]
@@ -108,7 +109,9 @@ class IndexViews:
         step = max(1, rows * 10 // FIT_SAMPLE_LINES)
         sample = await db.execute_fetchall(
             "SELECT chunk_id, numbers, vectors FROM chunk_lines WHERE chunk_id % ? = 0 "
-            "ORDER BY chunk_id", (step,))
+            "ORDER BY chunk_id",
+            (step,),
+        )
         self._lines_changed = 0
 
         def fit() -> LineEnsemble:
@@ -119,8 +122,11 @@ class IndexViews:
                 if found:
                     keys.extend((int(chunk_id), n) for n in found)
                     blocks.append(unpack_vectors(blob, len(found), dim))
-            return LineEnsemble.fit(np.concatenate(blocks) if blocks
-                                    else np.zeros((0, dim), dtype=np.float32), keys, widths)
+            return LineEnsemble.fit(
+                np.concatenate(blocks) if blocks else np.zeros((0, dim), dtype=np.float32),
+                keys,
+                widths,
+            )
 
         self._line_space = await asyncio.to_thread(fit)
         return self._line_space

@@ -22,16 +22,25 @@ from dataclasses import dataclass
 
 from memory.corrections import is_struck
 
-__all__ = ["Instruction", "add_instructions", "grounded", "looks_like_instruction", "normalize",
-           "parse_instructions", "said_in"]
+__all__ = [
+    "Instruction",
+    "add_instructions",
+    "grounded",
+    "looks_like_instruction",
+    "normalize",
+    "parse_instructions",
+    "said_in",
+]
 
 MAX_INSTRUCTION_CHARS = 300  # a longer "rule" is a paragraph, not a rule
 GROUNDED_SHARE = 0.8  # of a rule's words that must be in what the person wrote
 
-_VERBS = (r"(?:delete|remove|erase|send|message|e-?mail|text|call|ping|notify|wake|book|buy|"
-          r"order|pay|post|publish|share|forward|change|touch|move|run|use|reply|answer|respond|"
-          r"act|do|schedule|cancel|contact|spend|sign|write|edit|mention|bring up|tell|talk|"
-          r"use|swear|translate|speak|suggest|recommend)")
+_VERBS = (
+    r"(?:delete|remove|erase|send|message|e-?mail|text|call|ping|notify|wake|book|buy|"
+    r"order|pay|post|publish|share|forward|change|touch|move|run|use|reply|answer|respond|"
+    r"act|do|schedule|cancel|contact|spend|sign|write|edit|mention|bring up|tell|talk|"
+    r"use|swear|translate|speak|suggest|recommend)"
+)
 _PATTERNS = [
     # "never delete ...", "don't message me before 9", "do not pay ...", "stop sending ..."
     rf"\b(?:never|don'?t|do not|dont|stop|no longer|please don'?t)\s+(?:\w+\s+){{0,2}}?{_VERBS}",

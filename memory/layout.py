@@ -146,8 +146,12 @@ BOOTSTRAP_FILES: tuple[str, ...] = (
 DERIVED_DIRS: tuple[str, ...] = (RECALL_DIR,)
 # Not versioned: derived data, append-only history, the trash and the timer's bookkeeping.
 UNVERSIONED_DIRS: tuple[str, ...] = (GIT_DIR, RECALL_DIR, SESSIONS_DIR, TRASH_DIR, INBOX_DIR)
-UNVERSIONED_FILES: tuple[str, ...] = (HEARTBEAT_STATE_FILE, SCHEDULE_STATE_FILE,
-                                      TIDY_STATE_FILE, CONSOLIDATE_STATE_FILE)
+UNVERSIONED_FILES: tuple[str, ...] = (
+    HEARTBEAT_STATE_FILE,
+    SCHEDULE_STATE_FILE,
+    TIDY_STATE_FILE,
+    CONSOLIDATE_STATE_FILE,
+)
 
 
 def daily_note(day: date) -> str:
@@ -328,18 +332,25 @@ def shared_write_refusal(access: Access, rel: PurePath | str | Sequence[str]) ->
     parts = _parts(rel)
     if not access.private or not is_group_readable(parts):
         return None
-    what = ("it is in a group's area, which that group reads" if _fold(parts[0]) ==
-            _GROUPS_FOLDED else "it is a persona file, which every group chat loads")
+    what = (
+        "it is in a group's area, which that group reads"
+        if _fold(parts[0]) == _GROUPS_FOLDED
+        else "it is a persona file, which every group chat loads"
+    )
     if not access.attended:
-        return (f"{what}, and no one is present in this context (a heartbeat, reminder, "
-                "memory flush or tidying), so it may not change what a group reads. The owner "
-                "can edit the file by hand or in the panel, or say it in the group")
+        return (
+            f"{what}, and no one is present in this context (a heartbeat, reminder, "
+            "memory flush or tidying), so it may not change what a group reads. The owner "
+            "can edit the file by hand or in the panel, or say it in the group"
+        )
     if access.outside:
-        return (f"{what}, and this conversation holds text from outside ({access.outside}) "
-                "that could be instructions to copy private memory there, so it may not write "
-                "there now. The owner can edit the file by hand or in the panel, say it in the "
-                "group itself, or ask again in a fresh session (/new) before reading anything "
-                "from outside")
+        return (
+            f"{what}, and this conversation holds text from outside ({access.outside}) "
+            "that could be instructions to copy private memory there, so it may not write "
+            "there now. The owner can edit the file by hand or in the panel, say it in the "
+            "group itself, or ask again in a fresh session (/new) before reading anything "
+            "from outside"
+        )
     return None
 
 
@@ -350,14 +361,18 @@ def _instructions_refusal(access: Access, parts: tuple[str, ...]) -> str | None:
     if len(parts) != 1 or _fold(parts[0]) != _INSTRUCTIONS_FOLDED:
         return None
     if not access.attended:
-        return (f"{INSTRUCTIONS_FILE} holds the owner's standing instructions and no one is "
-                "present in this context, so it may not change them. The owner can say the "
-                "rule in their DM or edit the file by hand")
+        return (
+            f"{INSTRUCTIONS_FILE} holds the owner's standing instructions and no one is "
+            "present in this context, so it may not change them. The owner can say the "
+            "rule in their DM or edit the file by hand"
+        )
     if access.outside:
-        return (f"{INSTRUCTIONS_FILE} holds the owner's standing instructions and this "
-                f"conversation holds text from outside ({access.outside}), so it may not "
-                "change them now. The owner can say the rule in their DM in a fresh session "
-                "(/new) or edit the file by hand")
+        return (
+            f"{INSTRUCTIONS_FILE} holds the owner's standing instructions and this "
+            f"conversation holds text from outside ({access.outside}), so it may not "
+            "change them now. The owner can say the rule in their DM in a fresh session "
+            "(/new) or edit the file by hand"
+        )
     return None
 
 

@@ -181,11 +181,13 @@ class LineSpace:
     def forget(self, chunk_ids: set[int]) -> None:
         """Drop what is remembered about these chunks' lines (deleted; ids may be reused)."""
         self.hubs = {key: value for key, value in self.hubs.items() if key[0] not in chunk_ids}
-        self.reference_columns = {key: column for key, column in self.reference_columns.items()
-                                  if key[0] not in chunk_ids}
+        self.reference_columns = {
+            key: column for key, column in self.reference_columns.items() if key[0] not in chunk_ids
+        }
 
-    def scores(self, lines: np.ndarray, query: np.ndarray,
-               keys: list[LineKey] | None = None) -> np.ndarray:
+    def scores(
+        self, lines: np.ndarray, query: np.ndarray, keys: list[LineKey] | None = None
+    ) -> np.ndarray:
         """Cosine to the query in the whitened space; with `keys`, less each line's hubness."""
         if len(lines) == 0:
             return np.zeros(0, dtype=np.float32)
@@ -209,15 +211,17 @@ class LineEnsemble:
     weights: list[float]
 
     @classmethod
-    def fit(cls, vectors: np.ndarray, keys: list[LineKey] | None = None,
-            widths: list[int] | None = None) -> LineEnsemble:
+    def fit(
+        cls, vectors: np.ndarray, keys: list[LineKey] | None = None, widths: list[int] | None = None
+    ) -> LineEnsemble:
         vectors = np.asarray(vectors, dtype=np.float32)
         widths = widths or [vectors.shape[1]]
         if sum(widths) != vectors.shape[1]:
             raise ValueError(f"line rows have {vectors.shape[1]} columns, models {widths}")
         weights = [1.0] + [SECOND_MODEL_WEIGHT] * (len(widths) - 1)
-        return cls([LineSpace.fit(part, keys) for part in _split(vectors, widths)],
-                   list(widths), weights)
+        return cls(
+            [LineSpace.fit(part, keys) for part in _split(vectors, widths)], list(widths), weights
+        )
 
     @property
     def fitted_lines(self) -> int:
@@ -227,17 +231,22 @@ class LineEnsemble:
         for space in self.spaces:
             space.forget(chunk_ids)
 
-    def scores(self, lines: np.ndarray, query: np.ndarray,
-               keys: list[LineKey] | None = None) -> np.ndarray:
+    def scores(
+        self, lines: np.ndarray, query: np.ndarray, keys: list[LineKey] | None = None
+    ) -> np.ndarray:
         """Each line's weighted sum of its models' whitened, hubness-corrected cosines."""
         lines = np.atleast_2d(np.asarray(lines, dtype=np.float32))
         if len(lines) == 0:
             return np.zeros(0, dtype=np.float32)
         query = np.asarray(query, dtype=np.float32).reshape(-1)
         total = np.zeros(len(lines), dtype=np.float32)
-        for space, weight, part, asked in zip(self.spaces, self.weights,
-                                               _split(lines, self.widths),
-                                               _split(query[None], self.widths), strict=True):
+        for space, weight, part, asked in zip(
+            self.spaces,
+            self.weights,
+            _split(lines, self.widths),
+            _split(query[None], self.widths),
+            strict=True,
+        ):
             # A part missing (the line model failed on the query, or has no say on it) or
             # all zeros: that model has no opinion on this query.
             if asked.size and asked.any():
@@ -248,4 +257,4 @@ class LineEnsemble:
 def _split(matrix: np.ndarray, widths: list[int]) -> list[np.ndarray]:
     """The column blocks of `matrix` of these widths, left to right."""
     edges = np.cumsum([0, *widths])
-    return [matrix[:, int(a):int(b)] for a, b in itertools.pairwise(edges)]
+    return [matrix[:, int(a) : int(b)] for a, b in itertools.pairwise(edges)]

@@ -92,13 +92,13 @@ class MiniLMEmbedder:
             import onnxruntime
             from tokenizers import Tokenizer
         except ImportError as exc:  # pragma: no cover - dependencies, but be explicit
-            raise EmbedderError(
-                f"the line model needs onnxruntime and tokenizers ({exc})") from exc
+            raise EmbedderError(f"the line model needs onnxruntime and tokenizers ({exc})") from exc
         model_path, tokenizer_path = model_files()
         checked_model = _checked(model_path, MODEL_SHA256)
         try:
             self._tokenizer: Any = Tokenizer.from_file(
-                str(_checked(tokenizer_path, TOKENIZER_SHA256)))
+                str(_checked(tokenizer_path, TOKENIZER_SHA256))
+            )
         except EmbedderError:
             raise
         except Exception as exc:  # the tokenizers library raises its own exception type
@@ -121,7 +121,8 @@ class MiniLMEmbedder:
         options.log_severity_level = 3
         try:
             self._session: Any = onnxruntime.InferenceSession(
-                str(checked_model), options, providers=["CPUExecutionProvider"])
+                str(checked_model), options, providers=["CPUExecutionProvider"]
+            )
         except Exception as exc:  # onnxruntime raises its own exception types
             raise EmbedderError(f"line model failed to load: {exc}") from exc
         self._lock = threading.Lock()
@@ -141,9 +142,14 @@ class MiniLMEmbedder:
                 mask[r, :n] = 1
             try:
                 with self._lock:
-                    hidden = self._session.run(None, {
-                        "input_ids": ids, "attention_mask": mask,
-                        "token_type_ids": np.zeros_like(ids)})[0]
+                    hidden = self._session.run(
+                        None,
+                        {
+                            "input_ids": ids,
+                            "attention_mask": mask,
+                            "token_type_ids": np.zeros_like(ids),
+                        },
+                    )[0]
             except Exception as exc:  # onnxruntime raises its own exception types
                 raise EmbedderError(f"line model failed: {exc}") from exc
             pooled = (hidden * mask[..., None]).sum(axis=1) / mask.sum(axis=1, keepdims=True)

@@ -27,7 +27,9 @@ async def file_lines(db: Any, path: str, first: int, last: int) -> dict[int, str
     pieces by the chunker is joined again; overlap between chunks is read once)."""
     rows = await db.execute_fetchall(
         "SELECT text, lines FROM chunks WHERE path = ? AND end_line >= ? AND start_line <= ? "
-        "ORDER BY start_line, id", (path, first, last))
+        "ORDER BY start_line, id",
+        (path, first, last),
+    )
     pieces: dict[int, list[str]] = {}
     for text, numbers in rows:
         seen: dict[int, list[str]] = {}
@@ -40,8 +42,7 @@ async def file_lines(db: Any, path: str, first: int, last: int) -> dict[int, str
     return {number: " ".join(parts) for number, parts in pieces.items()}
 
 
-async def passage(db: Any, path: str, line: int, budget: int, reach: int = 12
-                  ) -> Passage | None:
+async def passage(db: Any, path: str, line: int, budget: int, reach: int = 12) -> Passage | None:
     """The passage around `line` of `path` within `budget` characters, or None when the line
     alone does not fit (the caller then shows a window of its chunk)."""
     lines = await file_lines(db, path, line - reach, line + reach)
@@ -55,7 +56,7 @@ async def passage(db: Any, path: str, line: int, budget: int, reach: int = 12
         for side in ("before", "after"):
             number = before if side == "before" else after
             # Blank lines are not indexed: step over the gap to the next indexed line.
-            while (number in range(line - reach, line + reach + 1) and number not in lines):
+            while number in range(line - reach, line + reach + 1) and number not in lines:
                 number += -1 if side == "before" else 1
             if number not in lines or used + 1 + len(lines[number]) > budget:
                 continue

@@ -146,15 +146,15 @@ class TermStats:
     after every sync.
     """
 
-    def __init__(self, budget: int = WORD_ROW_BUDGET,
-                 rare_fraction: float = RARE_WORD_FRACTION) -> None:
+    def __init__(
+        self, budget: int = WORD_ROW_BUDGET, rare_fraction: float = RARE_WORD_FRACTION
+    ) -> None:
         self.budget = budget
         self.rare_fraction = rare_fraction
         self.chunks: int | None = None
         self.doc_freq: dict[str, int] = {}
 
-    async def leave_out(self, db: Any, words: list[str], *, keep_rarest: bool = True
-                        ) -> set[str]:
+    async def leave_out(self, db: Any, words: list[str], *, keep_rarest: bool = True) -> set[str]:
         """The query words too common to pay for (see WORD_ROW_BUDGET)."""
         if self.chunks is None:
             self.chunks = int((await db.execute_fetchall("SELECT count(*) FROM chunks"))[0][0])
@@ -162,12 +162,16 @@ class TermStats:
             return set()
         missing = [w for w in dict.fromkeys(words) if w not in self.doc_freq]
         if missing:
-            counts = (await db.execute_fetchall(
-                "SELECT " + ", ".join(
-                    ["(SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ?)"] * len(missing)
-                ),
-                [fts_phrase(w) for w in missing],
-            ))[0]
+            counts = (
+                await db.execute_fetchall(
+                    "SELECT "
+                    + ", ".join(
+                        ["(SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ?)"]
+                        * len(missing)
+                    ),
+                    [fts_phrase(w) for w in missing],
+                )
+            )[0]
             if len(self.doc_freq) > 10_000:
                 self.doc_freq.clear()
             for word, count in zip(missing, counts, strict=True):
@@ -190,8 +194,7 @@ async def fts_leg(db: Any, table: str, match: str, pool: int) -> list[tuple[int,
         return []
     try:
         rows = await db.execute_fetchall(
-            f"SELECT rowid, bm25({table}) FROM {table} WHERE {table} MATCH ? "
-            "ORDER BY rank LIMIT ?",
+            f"SELECT rowid, bm25({table}) FROM {table} WHERE {table} MATCH ? ORDER BY rank LIMIT ?",
             (match, pool),
         )
     except Exception as exc:  # a query FTS5 cannot parse: no keyword leg, not a failure
@@ -210,8 +213,12 @@ async def _vector(db: Any, qvec: np.ndarray, pool: int) -> list[tuple[int, float
 
 
 async def keyword_legs(
-    db: Any, query: str, pool: int = POOL, *,
-    terms: TermStats | None = None, alone: bool = True,
+    db: Any,
+    query: str,
+    pool: int = POOL,
+    *,
+    terms: TermStats | None = None,
+    alone: bool = True,
 ) -> Legs:
     """The word and trigram legs.
 
@@ -233,8 +240,9 @@ async def keyword_legs(
     return legs
 
 
-async def vector_leg(db: Any, qvec: np.ndarray, pool: int = POOL,
-                     vectors: VectorMatrix | None = None) -> list[tuple[int, float]]:
+async def vector_leg(
+    db: Any, qvec: np.ndarray, pool: int = POOL, vectors: VectorMatrix | None = None
+) -> list[tuple[int, float]]:
     """KNN by cosine: a matrix product over `vectors` (the index's vectors in memory) on
     worker threads, or sqlite-vec's KNN without them. Both rank the same."""
     if vectors is None:
@@ -242,13 +250,15 @@ async def vector_leg(db: Any, qvec: np.ndarray, pool: int = POOL,
     parts = max(1, min(VECTOR_THREADS, len(vectors) // VECTOR_ROWS_PER_THREAD))
     if parts == 1:
         return await asyncio.to_thread(vectors.knn, qvec, pool)
-    answers = await asyncio.gather(*(
-        asyncio.to_thread(vectors.knn, qvec, pool, part, parts) for part in range(parts)))
+    answers = await asyncio.gather(
+        *(asyncio.to_thread(vectors.knn, qvec, pool, part, parts) for part in range(parts))
+    )
     return merge_knn(answers, pool)
 
 
-async def line_leg(db: Any, candidates: list[int], qvec: np.ndarray, space: LineEnsemble
-                   ) -> tuple[list[tuple[int, float]], dict[int, int]]:
+async def line_leg(
+    db: Any, candidates: list[int], qvec: np.ndarray, space: LineEnsemble
+) -> tuple[list[tuple[int, float]], dict[int, int]]:
     """The candidates ranked by their best line's score in `space`, and that line by chunk.
 
     `qvec` is the query as every line model embeds it, side by side like the line rows."""
@@ -257,7 +267,9 @@ async def line_leg(db: Any, candidates: list[int], qvec: np.ndarray, space: Line
     dim = sum(space.widths)
     rows = await db.execute_fetchall(
         f"SELECT chunk_id, numbers, vectors FROM chunk_lines WHERE chunk_id IN "
-        f"({','.join('?' * len(candidates))})", candidates)
+        f"({','.join('?' * len(candidates))})",
+        candidates,
+    )
     owners: list[int] = []
     numbers: list[int] = []
     blocks: list[np.ndarray] = []
@@ -280,8 +292,13 @@ async def line_leg(db: Any, candidates: list[int], qvec: np.ndarray, space: Line
 
 
 async def gather_legs(
-    db: Any, query: str, qvec: np.ndarray | None, pool: int = POOL, *,
-    vectors: VectorMatrix | None = None, terms: TermStats | None = None,
+    db: Any,
+    query: str,
+    qvec: np.ndarray | None,
+    pool: int = POOL,
+    *,
+    vectors: VectorMatrix | None = None,
+    terms: TermStats | None = None,
 ) -> Legs:
     """Every leg's candidates (see `keyword_legs` and `vector_leg`).
 
@@ -299,8 +316,9 @@ async def gather_legs(
     return legs
 
 
-def rrf_fusion(legs: Legs, weights: dict[str, float] | None = None, k: int = RRF_K
-               ) -> dict[int, float]:
+def rrf_fusion(
+    legs: Legs, weights: dict[str, float] | None = None, k: int = RRF_K
+) -> dict[int, float]:
     """Weighted reciprocal rank fusion, scaled to [0, 1] (1.0: first in every leg present)."""
     weights = weights or LEG_WEIGHTS
     scores: dict[int, float] = {}
@@ -340,8 +358,9 @@ def _similarity(a: frozenset[str], b: frozenset[str]) -> float:
     return len(a & b) / len(a | b)
 
 
-def mmr(ranked: list[tuple[int, float]], texts: dict[int, str], limit: int,
-        lam: float | None = None) -> list[tuple[int, float]]:
+def mmr(
+    ranked: list[tuple[int, float]], texts: dict[int, str], limit: int, lam: float | None = None
+) -> list[tuple[int, float]]:
     """Pick `limit` of the ranked (id, score) pairs, trading relevance for novelty."""
     lam = MMR_LAMBDA if lam is None else lam
     rest = [(chunk_id, score, _token_set(texts[chunk_id])) for chunk_id, score in ranked]
@@ -350,8 +369,9 @@ def mmr(ranked: list[tuple[int, float]], texts: dict[int, str], limit: int,
     overlap = [0.0] * len(rest)
     chosen: list[tuple[int, float]] = []
     while rest and len(chosen) < limit:
-        best = max(range(len(rest)), key=lambda i: (lam * rest[i][1] - (1.0 - lam) * overlap[i],
-                                                    -i))
+        best = max(
+            range(len(rest)), key=lambda i: (lam * rest[i][1] - (1.0 - lam) * overlap[i], -i)
+        )
         chunk_id, score, tokens = rest.pop(best)
         overlap.pop(best)
         chosen.append((chunk_id, score))
@@ -390,9 +410,11 @@ async def dated_chunks(db: Any, windows: list[DateWindow]) -> set[int]:
     if not windows:
         return set()
     rows = await db.execute_fetchall(
-        "SELECT id FROM chunks WHERE " + " OR ".join(["day BETWEEN ? AND ?"] * len(windows))
+        "SELECT id FROM chunks WHERE "
+        + " OR ".join(["day BETWEEN ? AND ?"] * len(windows))
         + " LIMIT ?",
-        [*(d.isoformat() for window in windows for d in window), DATE_SCAN_LIMIT])
+        [*(d.isoformat() for window in windows for d in window), DATE_SCAN_LIMIT],
+    )
     return {int(row[0]) for row in rows}
 
 
@@ -459,11 +481,15 @@ async def hybrid_search(
     dated = await dated_chunks(db, query_windows(query))
     for text, vector in phrasings:
         scored_by_lines = lines is not None and vector is not None
-        second = (asyncio.ensure_future(line_query(text))
-                  if scored_by_lines and line_query is not None else None)
+        second = (
+            asyncio.ensure_future(line_query(text))
+            if scored_by_lines and line_query is not None
+            else None
+        )
         try:
-            legs = await gather_legs(db, text, vector, max(POOL, 4 * limit),
-                                     vectors=vectors, terms=terms)
+            legs = await gather_legs(
+                db, text, vector, max(POOL, 4 * limit), vectors=vectors, terms=terms
+            )
         except BaseException:
             if second is not None:
                 second.cancel()
@@ -472,8 +498,10 @@ async def hybrid_search(
             assert lines is not None and vector is not None
             extra = await second if second is not None else None
             asked = vector if extra is None else np.concatenate([vector, extra])
-            candidates = sorted({cid for leg in legs.values() for cid, _ in leg} | (
-                dated if len(dated) <= DATE_CANDIDATES else set()))
+            candidates = sorted(
+                {cid for leg in legs.values() for cid, _ in leg}
+                | (dated if len(dated) <= DATE_CANDIDATES else set())
+            )
             legs["lines"], found = await line_leg(db, candidates, asked, lines)
             for cid, line_score in legs["lines"]:
                 if cid not in best_line or line_score > best_line[cid][0]:
@@ -493,9 +521,16 @@ async def hybrid_search(
         candidates = [cid for cid in candidates if fused[cid] >= floor]
     rows = await fetch_chunks(db, candidates)
     ranked = sorted(
-        ((cid, fused[cid] * decay(rows[cid][5], today, half_life_days)
-          * (DATE_BOOST if cid in dated else 1.0))
-         for cid in candidates if cid in rows),
+        (
+            (
+                cid,
+                fused[cid]
+                * decay(rows[cid][5], today, half_life_days)
+                * (DATE_BOOST if cid in dated else 1.0),
+            )
+            for cid in candidates
+            if cid in rows
+        ),
         key=lambda item: -item[1],
     )[:keep]
     order = mmr(ranked, {cid: rows[cid][6] for cid, _ in ranked}, len(ranked))
@@ -506,8 +541,11 @@ async def hybrid_search(
             break
         row = rows[cid]
         line = best_line[cid][1] if cid in best_line else None
-        around = (await passage(db, row[1], line, snippet_chars)
-                  if line is not None and PASSAGES else None)
+        around = (
+            await passage(db, row[1], line, snippet_chars)
+            if line is not None and PASSAGES
+            else None
+        )
         if around is None:
             first, last = int(row[3]), int(row[4])
             text = snippet(row[6], query, snippet_chars, focus=_line_text(row, line))
@@ -516,10 +554,19 @@ async def hybrid_search(
         if any(a <= first and last <= b for a, b in shown.get(row[1], [])):
             continue  # everything this one shows is already in front of the model
         shown.setdefault(row[1], []).append((first, last))
-        results.append(SearchResult(path=row[1], start_line=first, end_line=last, score=score,
-                                    snippet=text, source=row[2], line=line,
-                                    cosine=cosines.get(cid),
-                                    line_score=best_line[cid][0] if cid in best_line else None))
+        results.append(
+            SearchResult(
+                path=row[1],
+                start_line=first,
+                end_line=last,
+                score=score,
+                snippet=text,
+                source=row[2],
+                line=line,
+                cosine=cosines.get(cid),
+                line_score=best_line[cid][0] if cid in best_line else None,
+            )
+        )
     note = ""
     if not results:
         note = "no matching memory" if not ranked else f"no result scored {min_score} or more"

@@ -118,8 +118,9 @@ class MemoryService:
     ) -> SearchResponse:
         index = await self.index_for(workspace)
         extra = {} if snippet_chars is None else {"snippet_chars": snippet_chars}
-        response = await index.search(query, max_results=max_results, min_score=min_score,
-                                      more=more, **extra)
+        response = await index.search(
+            query, max_results=max_results, min_score=min_score, more=more, **extra
+        )
         if self._embedder_error and index.embedder is None:
             response.note = (
                 f"keyword-only mode: the embedder failed to load ({self._embedder_error})"

@@ -111,8 +111,7 @@ def word_query(query: str, drop: Collection[str] = (), *, keep_some: bool = True
     words, bigrams, identifiers = query_terms(query)
     if drop:
         kept = [w for w in words if w not in drop]
-        if (kept or bigrams or not keep_some
-                or any(len(_WORD.findall(i)) > 1 for i in identifiers)):
+        if kept or bigrams or not keep_some or any(len(_WORD.findall(i)) > 1 for i in identifiers):
             words = kept
     parts: list[str] = []
     for ident in identifiers:

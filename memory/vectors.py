@@ -79,11 +79,16 @@ class VectorMatrix:
         rows = list(rows)
         if not rows:
             return
-        vectors = _normalized(np.stack([
-            np.frombuffer(v, dtype=np.float32) if isinstance(v, bytes | bytearray | memoryview)
-            else np.asarray(v, dtype=np.float32)
-            for _, v in rows
-        ]).reshape(len(rows), self.dim))
+        vectors = _normalized(
+            np.stack(
+                [
+                    np.frombuffer(v, dtype=np.float32)
+                    if isinstance(v, bytes | bytearray | memoryview)
+                    else np.asarray(v, dtype=np.float32)
+                    for _, v in rows
+                ]
+            ).reshape(len(rows), self.dim)
+        )
         self._reserve(self._count + len(rows))
         for (rowid, _), vector in zip(rows, vectors, strict=True):
             rowid = int(rowid)
@@ -109,8 +114,9 @@ class VectorMatrix:
                 self._position[moved] = at
             self._count = last
 
-    def knn(self, query: np.ndarray, k: int, part: int = 0, parts: int = 1
-            ) -> list[tuple[int, float]]:
+    def knn(
+        self, query: np.ndarray, k: int, part: int = 0, parts: int = 1
+    ) -> list[tuple[int, float]]:
         """The k nearest rowids by cosine, best first, as (rowid, cosine).
 
         With `parts` > 1, only slice `part` of `parts` of the rows: the product is memory
@@ -137,5 +143,6 @@ class VectorMatrix:
 
 def merge_knn(answers: Iterable[list[tuple[int, float]]], k: int) -> list[tuple[int, float]]:
     """The k best of several slices' answers, in `knn`'s order (cosine down, then rowid)."""
-    return sorted((pair for answer in answers for pair in answer),
-                  key=lambda pair: (-pair[1], pair[0]))[:k]
+    return sorted(
+        (pair for answer in answers for pair in answer), key=lambda pair: (-pair[1], pair[0])
+    )[:k]

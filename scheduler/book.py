@@ -34,8 +34,13 @@ def _done(jobs: list[Job], state: ScheduleState, zone: ZoneInfo) -> frozenset[in
     done = set()
     for job in jobs:
         record = state.jobs.get(job.id)
-        if (isinstance(job.schedule, Once) and job.id not in busy and record is not None
-                and record.last_due is not None and _ran(job, record.last_due, zone)):
+        if (
+            isinstance(job.schedule, Once)
+            and job.id not in busy
+            and record is not None
+            and record.last_due is not None
+            and _ran(job, record.last_due, zone)
+        ):
             done.add(job.id)
     return frozenset(done)
 
@@ -69,8 +74,16 @@ def list_jobs(workspace: Path, zone: ZoneInfo) -> tuple[list[JobView], list[str]
     return views, parsed.problems
 
 
-def create(workspace: Path, zone: ZoneInfo, when: str, text: str, kind: Kind, now: datetime,
-           *, max_jobs: int = 200) -> tuple[Job, datetime | None]:
+def create(
+    workspace: Path,
+    zone: ZoneInfo,
+    when: str,
+    text: str,
+    kind: Kind,
+    now: datetime,
+    *,
+    max_jobs: int = 200,
+) -> tuple[Job, datetime | None]:
     """Add a job; returns it and its first run. Raises ScheduleError / ScheduleFileError."""
     parsed = read_jobs(workspace, zone)
     done = _done(parsed.jobs, load_state(workspace), zone)
@@ -89,8 +102,11 @@ def cancel(workspace: Path, zone: ZoneInfo, job_id: int) -> Job | None:
 def confirmation(job: Job, next_run: datetime | None, zone: ZoneInfo, now: datetime) -> str:
     """What the tool tells the model: the job and its resolved next run, in words and ISO."""
     kind = "agent task" if job.kind == "agent" else "reminder"
-    when = "never (the schedule has no future run)" if next_run is None else in_words(
-        next_run, zone, now)
+    when = (
+        "never (the schedule has no future run)"
+        if next_run is None
+        else in_words(next_run, zone, now)
+    )
     repeat = f"; repeats {job.when}" if job.recurring else ""
     return f"Scheduled {kind} #{job.id}: {job.text!r}. Next run: {when}{repeat}."
 
@@ -108,8 +124,10 @@ def render_list(views: list[JobView], problems: list[str], zone: ZoneInfo, now: 
         elif view.next_run is None:
             nxt = "no further run"
         elif view.next_run <= now:
-            nxt = (f"overdue, was due {when_words(view.next_run, zone)} "
-                   f"({from_now(view.next_run, now)}); sent as soon as the gateway runs")
+            nxt = (
+                f"overdue, was due {when_words(view.next_run, zone)} "
+                f"({from_now(view.next_run, now)}); sent as soon as the gateway runs"
+            )
         else:
             nxt = in_words(view.next_run, zone, now).split(";")[0]
         repeat = f" ({job.when})" if job.recurring else ""

@@ -34,8 +34,7 @@ def write_private(path: Path, text: str) -> None:
         # Born private: an empty file the atomic write then replaces, keeping its mode.
         # A crash right here leaves an empty file, which every reader treats as "no jobs".
         with contextlib.suppress(FileExistsError):  # another writer was first: still 0600
-            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC,
-                             FILE_MODE))
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, FILE_MODE))
     elif mode != FILE_MODE:
         os.chmod(path, FILE_MODE)
     atomic_write_text(path, text)
@@ -141,7 +140,7 @@ def commit(appends: list[tuple[Path, str]], replaces: list[tuple[Path, str]]) ->
 def _write_all(fd: int, text: str) -> None:
     data = memoryview(text.encode("utf-8"))
     while data:
-        data = data[os.write(fd, data):]
+        data = data[os.write(fd, data) :]
 
 
 def _fsync_path(path: Path) -> None:

@@ -81,8 +81,13 @@ class Job:
         return self.schedule.next_after(moment, zone, self.created)
 
     def entry(self) -> dict[str, Any]:
-        return {"id": self.id, "kind": self.kind, "text": self.text, "when": self.when,
-                "created": self.created.isoformat(timespec="seconds")}
+        return {
+            "id": self.id,
+            "kind": self.kind,
+            "text": self.text,
+            "when": self.when,
+            "created": self.created.isoformat(timespec="seconds"),
+        }
 
 
 @dataclass(slots=True)
@@ -133,14 +138,14 @@ def _parse_job(raw: Any, zone: ZoneInfo, default_created: datetime) -> Job:
         raise ScheduleError(f"bad id {_short(job_id)}: a positive whole number")
     kind = raw.get("kind", "message")
     if kind not in KINDS:
-        raise ScheduleError(f"job {job_id}: kind must be 'message' or 'agent', not "
-                            f"{_short(kind)}")
+        raise ScheduleError(f"job {job_id}: kind must be 'message' or 'agent', not {_short(kind)}")
     text = raw.get("text")
     if not isinstance(text, str) or not text.strip():
         raise ScheduleError(f"job {job_id}: text is missing")
     if len(text) > MAX_TEXT_CHARS:
-        raise ScheduleError(f"job {job_id}: the text is {len(text):,} characters; at most "
-                            f"{MAX_TEXT_CHARS}")
+        raise ScheduleError(
+            f"job {job_id}: the text is {len(text):,} characters; at most {MAX_TEXT_CHARS}"
+        )
     when = raw.get("when")
     if not isinstance(when, str):
         raise ScheduleError(f"job {job_id}: when is missing")
@@ -155,8 +160,7 @@ def _parse_job(raw: Any, zone: ZoneInfo, default_created: datetime) -> Job:
                 created = created.replace(tzinfo=zone)
             created.astimezone(UTC)  # a time that cannot be placed in UTC
         except (ValueError, OverflowError):
-            raise ScheduleError(f"job {job_id}: created is not an ISO time (in range)") \
-                from None
+            raise ScheduleError(f"job {job_id}: created is not an ISO time (in range)") from None
     try:
         schedule = parse_when(when, zone, created)
         schedule.first(created, zone)  # computable, so the scheduler never meets it broken
@@ -240,8 +244,15 @@ def _render(entries: list[Any], next_id: int) -> str:
 
 
 def add_job(
-    workspace: Path, zone: ZoneInfo, when: str, text: str, kind: Kind, now: datetime, *,
-    max_jobs: int = 200, done: frozenset[int] = frozenset(),
+    workspace: Path,
+    zone: ZoneInfo,
+    when: str,
+    text: str,
+    kind: Kind,
+    now: datetime,
+    *,
+    max_jobs: int = 200,
+    done: frozenset[int] = frozenset(),
 ) -> Job:
     """Parse, check and append a job; returns it. `when` is stored in canonical form (relative
     times resolved, so the file says exactly when). `done`: one-shot jobs that have run, dropped
@@ -262,25 +273,30 @@ def add_job(
         current = read_jobs(workspace, zone)
         entries = [e for e in _pinned(current) if not _entry_done(e, done)]
         if len(entries) >= max_jobs:
-            raise ScheduleError(f"this workspace already has {len(entries)} jobs "
-                                f"(the limit is {max_jobs}); cancel some first")
+            raise ScheduleError(
+                f"this workspace already has {len(entries)} jobs "
+                f"(the limit is {max_jobs}); cancel some first"
+            )
         job = Job(current.next_id, kind, text, schedule.canonical(zone), created, schedule)
         entries.append(job.entry())
         write_private(schedule_path(workspace), _render(entries, job.id + 1))
     return job
 
 
-def cancel_job(workspace: Path, zone: ZoneInfo, job_id: int, *,
-               done: frozenset[int] = frozenset()) -> Job | None:
+def cancel_job(
+    workspace: Path, zone: ZoneInfo, job_id: int, *, done: frozenset[int] = frozenset()
+) -> Job | None:
     """Remove job `job_id`; returns it, or None when there is no such job."""
     with locked(workspace):
         current = read_jobs(workspace, zone)
         job = current.get(job_id)
         if job is None:
             return None
-        entries = [e for e in _pinned(current)
-                   if not (isinstance(e, dict) and e.get("id") == job_id)
-                   and not _entry_done(e, done)]
+        entries = [
+            e
+            for e in _pinned(current)
+            if not (isinstance(e, dict) and e.get("id") == job_id) and not _entry_done(e, done)
+        ]
         write_private(schedule_path(workspace), _render(entries, current.next_id))
     return job
 

@@ -53,8 +53,10 @@ def _cron_problem(expr: str) -> str:
     few distinct lines, and checking one costs a cronsim parse."""
     fields = expr.split()
     if len(fields) != 5:
-        return (f"a cron expression has 5 fields (minute hour day month weekday), "
-                f"not {len(fields)}: {expr!r}")
+        return (
+            f"a cron expression has 5 fields (minute hour day month weekday), "
+            f"not {len(fields)}: {expr!r}"
+        )
     try:
         CronSim(expr, datetime(2000, 1, 1, tzinfo=UTC))
     except CronSimError as exc:

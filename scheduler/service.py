@@ -114,8 +114,14 @@ class SchedulerMetrics:
     silent: int = 0  # agent tasks whose reply was an acknowledgement: nothing sent
 
     def as_dict(self) -> dict[str, int]:
-        return {"jobs": self.jobs, "fired": self.fired, "late": self.late,
-                "skipped": self.skipped, "failed": self.failed, "silent": self.silent}
+        return {
+            "jobs": self.jobs,
+            "fired": self.fired,
+            "late": self.late,
+            "skipped": self.skipped,
+            "failed": self.failed,
+            "silent": self.silent,
+        }
 
 
 @dataclass(eq=False)
@@ -235,8 +241,9 @@ class Scheduler:
         """Re-read job lists that changed on disk (all, or one person's) and workspaces that
         appeared. The tools call it after a change; the timer calls it every rescan."""
         self._last_scan = self.clock.now().timestamp()  # even if this pass fails: no spin
-        refs = {ref.person_id: ref for ref in await asyncio.to_thread(
-            lambda: list(self.discover()))}
+        refs = {
+            ref.person_id: ref for ref in await asyncio.to_thread(lambda: list(self.discover()))
+        }
         for pid, ref in refs.items():
             if person_id is not None and pid != person_id:
                 continue
@@ -269,8 +276,10 @@ class Scheduler:
             if self._valid(entry):
                 taken.setdefault(entry[2], []).append(entry)
                 count += 1
-        claimed = [(self._spaces[pid], self._dispatch(self._spaces[pid], entries, now))
-                   for pid, entries in taken.items()]
+        claimed = [
+            (self._spaces[pid], self._dispatch(self._spaces[pid], entries, now))
+            for pid, entries in taken.items()
+        ]
         if claimed:
             try:
                 await self._flush()  # the claims of every workspace: one group commit
@@ -280,8 +289,9 @@ class Scheduler:
                 log.exception("scheduler: writing the claims failed; delivering anyway")
         for space, keys in claimed:
             previous = space.tail
-            task = asyncio.create_task(self._deliver_all(space, keys, previous),
-                                       name=f"schedule:{space.ref.person_id}")
+            task = asyncio.create_task(
+                self._deliver_all(space, keys, previous), name=f"schedule:{space.ref.person_id}"
+            )
             space.tail = task
             self._track(task)
         return count
@@ -303,8 +313,9 @@ class Scheduler:
                 self._last_scan = self.clock.now().timestamp()
                 if f"{type(exc).__name__}: {exc}" != failure:
                     failure = f"{type(exc).__name__}: {exc}"
-                    log.exception("scheduler: a pass failed; going on (logged once until "
-                                  "it changes)")
+                    log.exception(
+                        "scheduler: a pass failed; going on (logged once until it changes)"
+                    )
             await self._wait()
 
     async def _wait(self) -> None:
@@ -333,8 +344,11 @@ class Scheduler:
             try:
                 state = load_state(ref.path)
             except Exception as exc:  # load_state is total; this is the last line of defence
-                log.warning("schedule state of %s unreadable (%s); starting empty",
-                            ref.person_id, type(exc).__name__)
+                log.warning(
+                    "schedule state of %s unreadable (%s); starting empty",
+                    ref.person_id,
+                    type(exc).__name__,
+                )
                 state = ScheduleState(needs_compaction=True)
             space = _Space(ref, state=state)
             self._read_jobs(space)
@@ -350,10 +364,14 @@ class Scheduler:
         try:
             parsed: JobFile = read_jobs(space.ref.path, space.ref.zone)
         except Exception as exc:  # ScheduleFileError, or anything read_jobs did not foresee
-            reason = str(exc) if isinstance(exc, ScheduleFileError) else \
-                f"{SCHEDULE_FILE} cannot be read ({type(exc).__name__})"
-            log.warning("schedule of %s: %s; keeping the jobs read before",
-                        space.ref.person_id, reason)
+            reason = (
+                str(exc)
+                if isinstance(exc, ScheduleFileError)
+                else f"{SCHEDULE_FILE} cannot be read ({type(exc).__name__})"
+            )
+            log.warning(
+                "schedule of %s: %s; keeping the jobs read before", space.ref.person_id, reason
+            )
             space.problems = [reason]
             try:
                 space.signature = file_signature(schedule_path(space.ref.path))
@@ -407,16 +425,23 @@ class Scheduler:
         try:
             self._plan_job_unguarded(space, job, since)
         except Exception as exc:
-            log.warning("schedule of %s: job %d cannot be planned (%s: %s)",
-                        space.ref.person_id, job.id, type(exc).__name__, str(exc)[:120])
+            log.warning(
+                "schedule of %s: job %d cannot be planned (%s: %s)",
+                space.ref.person_id,
+                job.id,
+                type(exc).__name__,
+                str(exc)[:120],
+            )
             space.next_due.pop(job.id, None)
 
     def _plan_job_unguarded(self, space: _Space, job: Job, since: datetime | None) -> None:
         zone = space.ref.zone
         self._invalidate(space, job.id)
         record = space.state.record(job.id)
-        basis = zlib.crc32(f"{job.when}|{job.created.isoformat()}|{zone.key}|"
-                           f"{record.last_due.isoformat() if record.last_due else ''}".encode())
+        basis = zlib.crc32(
+            f"{job.when}|{job.created.isoformat()}|{zone.key}|"
+            f"{record.last_due.isoformat() if record.last_due else ''}".encode()
+        )
         if since is None and record.next_due is not None and record.basis == basis:
             due: datetime | None = record.next_due  # computed from the same inputs before
         else:
@@ -436,8 +461,7 @@ class Scheduler:
             space.next_due.pop(job.id, None)
             return
         space.next_due[job.id] = due
-        self._push(due.timestamp(), space.ref.person_id, job.id,
-                   space.generation[job.id], "")
+        self._push(due.timestamp(), space.ref.person_id, job.id, space.generation[job.id], "")
 
     def _invalidate(self, space: _Space, job_id: int) -> None:
         space.generation[job_id] = next(self._generations)  # unique: no stale entry matches
@@ -457,8 +481,9 @@ class Scheduler:
             return key in space.state.pending
         return space.generation.get(job_id) == generation and job_id in space.jobs
 
-    def _occurrence(self, space: _Space, job: Job, due: datetime, now: datetime
-                    ) -> tuple[datetime | None, int, datetime]:
+    def _occurrence(
+        self, space: _Space, job: Job, due: datetime, now: datetime
+    ) -> tuple[datetime | None, int, datetime]:
         """For a run due at `due` (<= now): (the run to fire, or None to skip it; how many
         runs are skipped; the moment the next run is counted from)."""
         zone, grace = space.ref.zone, self.policy.grace
@@ -499,15 +524,23 @@ class Scheduler:
             try:
                 fire, skipped, counted_from = self._occurrence(space, job, due, now)
             except Exception as exc:  # a run that cannot be computed: this job stops here
-                log.warning("schedule of %s: job %d stopped (%s)", space.ref.person_id,
-                            job_id, type(exc).__name__)
+                log.warning(
+                    "schedule of %s: job %d stopped (%s)",
+                    space.ref.person_id,
+                    job_id,
+                    type(exc).__name__,
+                )
                 self._invalidate(space, job_id)
                 continue
             self._metrics.skipped += skipped
             if fire is None:
                 space.state.skipped(job_id, counted_from)
-                log.info("schedule of %s: job %d skipped (due %s, over the grace period)",
-                         space.ref.person_id, job_id, due.isoformat())
+                log.info(
+                    "schedule of %s: job %d skipped (due %s, over the grace period)",
+                    space.ref.person_id,
+                    job_id,
+                    due.isoformat(),
+                )
             else:
                 key = delivery_key(space.ref.person_id, job.id, job.created, fire)
                 late = ""
@@ -528,8 +561,9 @@ class Scheduler:
 
     # -- delivering -------------------------------------------------------------------------
 
-    async def _deliver_all(self, space: _Space, keys: list[str],
-                           previous: asyncio.Task[None] | None) -> None:
+    async def _deliver_all(
+        self, space: _Space, keys: list[str], previous: asyncio.Task[None] | None
+    ) -> None:
         if previous is not None:  # runs of one workspace go out in order
             await asyncio.wait({previous})  # its outcome is its own; our cancel still raises
         for key in keys:
@@ -550,8 +584,8 @@ class Scheduler:
         try:
             if pending.kind == "agent" and pending.result is None:
                 reply = await asyncio.wait_for(
-                    self.host.agent_turn(person_id, path, pending.text),
-                    self.policy.agent_timeout)
+                    self.host.agent_turn(person_id, path, pending.text), self.policy.agent_timeout
+                )
                 check = check_reply(reply, self.policy.ack_max_chars)
                 if check.acknowledged:
                     self._finish(space, pending, "silent")
@@ -587,13 +621,23 @@ class Scheduler:
         space.state.retried(pending.key, pending.attempts + 1, reason)
         self._mark(space)
         if pending.attempts > len(delays):
-            log.warning("schedule of %s: giving up on %s after %d attempts (%s)",
-                        space.ref.person_id, pending.key, pending.attempts, reason)
+            log.warning(
+                "schedule of %s: giving up on %s after %d attempts (%s)",
+                space.ref.person_id,
+                pending.key,
+                pending.attempts,
+                reason,
+            )
             self._finish(space, pending, "failed")
             return
         delay = delays[pending.attempts - 1]
-        log.warning("schedule of %s: %s not delivered (%s); retrying in %.0f s",
-                    space.ref.person_id, pending.key, reason, delay)
+        log.warning(
+            "schedule of %s: %s not delivered (%s); retrying in %.0f s",
+            space.ref.person_id,
+            pending.key,
+            reason,
+            delay,
+        )
         when = self.clock.now().timestamp() + delay
         self._push(when, space.ref.person_id, pending.job_id, 0, pending.key)
 

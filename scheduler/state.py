@@ -93,10 +93,18 @@ class ScheduleState:
 
     # -- the changes (each one an event: applied now, appended at the next write) ----------
 
-    def claim(self, key: str, job_id: int, due: datetime, kind: str, text: str,
-              late: str) -> None:
-        self._do({"e": "claim", "key": key, "job": job_id, "due": _iso(due), "kind": kind,
-                  "text": text, "late": late})
+    def claim(self, key: str, job_id: int, due: datetime, kind: str, text: str, late: str) -> None:
+        self._do(
+            {
+                "e": "claim",
+                "key": key,
+                "job": job_id,
+                "due": _iso(due),
+                "kind": kind,
+                "text": text,
+                "late": late,
+            }
+        )
 
     def set_result(self, key: str, result: str) -> None:
         self._do({"e": "result", "key": key, "result": result})
@@ -128,8 +136,9 @@ class ScheduleState:
             due = _need_time(e["due"])
             record = self.record(int(e["job"]))
             record.last_due, record.outcome = due, "sending"
-            self.pending[e["key"]] = Pending(e["key"], int(e["job"]), due, str(e["kind"]),
-                                             str(e["text"]), str(e.get("late", "")))
+            self.pending[e["key"]] = Pending(
+                e["key"], int(e["job"]), due, str(e["kind"]), str(e["text"]), str(e.get("late", ""))
+            )
         elif kind == "result":
             if (pending := self.pending.get(e["key"])) is not None:
                 pending.result = str(e["result"])
@@ -156,13 +165,24 @@ class ScheduleState:
             self.jobs.pop(int(e["job"]), None)
         elif kind == "job":  # a compacted record
             self.jobs[int(e["job"])] = JobRecord(
-                _time(e.get("last_due")), str(e.get("outcome", "")), int(e.get("runs", 0)),
-                str(e.get("error", "")), _time(e.get("next_due")), int(e.get("basis", 0)))
+                _time(e.get("last_due")),
+                str(e.get("outcome", "")),
+                int(e.get("runs", 0)),
+                str(e.get("error", "")),
+                _time(e.get("next_due")),
+                int(e.get("basis", 0)),
+            )
         elif kind == "pending":  # a compacted run in flight
             self.pending[e["key"]] = Pending(
-                e["key"], int(e["job"]), _need_time(e["due"]), str(e["kind"]), str(e["text"]),
-                str(e.get("late", "")), None if e.get("result") is None else str(e["result"]),
-                int(e.get("attempts", 0)))
+                e["key"],
+                int(e["job"]),
+                _need_time(e["due"]),
+                str(e["kind"]),
+                str(e["text"]),
+                str(e.get("late", "")),
+                None if e.get("result") is None else str(e["result"]),
+                int(e.get("attempts", 0)),
+            )
         elif kind == "state":
             pass
         else:
@@ -178,18 +198,35 @@ class ScheduleState:
         dump = json.dumps
         lines = [dump({"e": "state", "version": VERSION})]
         for job_id, rec in sorted(self.jobs.items()):
-            entry: dict[str, Any] = {"e": "job", "job": job_id, "last_due": _iso(rec.last_due),
-                                     "outcome": rec.outcome, "runs": rec.runs}
+            entry: dict[str, Any] = {
+                "e": "job",
+                "job": job_id,
+                "last_due": _iso(rec.last_due),
+                "outcome": rec.outcome,
+                "runs": rec.runs,
+            }
             if rec.error:
                 entry["error"] = rec.error
             if rec.next_due is not None:
                 entry["next_due"], entry["basis"] = _iso(rec.next_due), rec.basis
             lines.append(dump(entry, ensure_ascii=False))
         for p in self.pending.values():
-            lines.append(dump({"e": "pending", "key": p.key, "job": p.job_id,
-                               "due": _iso(p.due), "kind": p.kind, "text": p.text,
-                               "late": p.late, "result": p.result, "attempts": p.attempts},
-                              ensure_ascii=False))
+            lines.append(
+                dump(
+                    {
+                        "e": "pending",
+                        "key": p.key,
+                        "job": p.job_id,
+                        "due": _iso(p.due),
+                        "kind": p.kind,
+                        "text": p.text,
+                        "late": p.late,
+                        "result": p.result,
+                        "attempts": p.attempts,
+                    },
+                    ensure_ascii=False,
+                )
+            )
         return "\n".join(lines) + "\n"
 
     @classmethod
@@ -207,8 +244,12 @@ class ScheduleState:
                     raise ValueError("not an object")
                 state.apply(event)
             except Exception as exc:  # any bad line is skipped; the next compaction drops it
-                log.warning("%s line %d skipped: %s", source, number,
-                            f"{type(exc).__name__}: {str(exc)[:120]}")
+                log.warning(
+                    "%s line %d skipped: %s",
+                    source,
+                    number,
+                    f"{type(exc).__name__}: {str(exc)[:120]}",
+                )
                 state.needs_compaction = True
             state.lines += 1
         state.needs_compaction = state.needs_compaction or state.too_long()

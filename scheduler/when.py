@@ -65,28 +65,69 @@ FORMS = (
 )
 _DAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 _CRON_DOW = ("1", "2", "3", "4", "5", "6", "0")  # Monday..Sunday in cron numbering
-_MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august",
-           "september", "october", "november", "december")
+_MONTHS = (
+    "january",
+    "february",
+    "march",
+    "april",
+    "may",
+    "june",
+    "july",
+    "august",
+    "september",
+    "october",
+    "november",
+    "december",
+)
 _UNITS = {
-    "second": timedelta(seconds=1), "sec": timedelta(seconds=1), "s": timedelta(seconds=1),
-    "minute": timedelta(minutes=1), "min": timedelta(minutes=1), "m": timedelta(minutes=1),
-    "hour": timedelta(hours=1), "hr": timedelta(hours=1), "h": timedelta(hours=1),
-    "day": timedelta(days=1), "d": timedelta(days=1),
-    "week": timedelta(weeks=1), "w": timedelta(weeks=1),
+    "second": timedelta(seconds=1),
+    "sec": timedelta(seconds=1),
+    "s": timedelta(seconds=1),
+    "minute": timedelta(minutes=1),
+    "min": timedelta(minutes=1),
+    "m": timedelta(minutes=1),
+    "hour": timedelta(hours=1),
+    "hr": timedelta(hours=1),
+    "h": timedelta(hours=1),
+    "day": timedelta(days=1),
+    "d": timedelta(days=1),
+    "week": timedelta(weeks=1),
+    "w": timedelta(weeks=1),
 }
 # Parts of the day as typed: (the part, the day they mean when no other day is given).
 _PERIODS = {
-    "tonight": ("night", "today"), "this evening": ("evening", "today"),
-    "this afternoon": ("afternoon", "today"), "this morning": ("morning", "today"),
-    "morning": ("morning", ""), "afternoon": ("afternoon", ""), "evening": ("evening", ""),
+    "tonight": ("night", "today"),
+    "this evening": ("evening", "today"),
+    "this afternoon": ("afternoon", "today"),
+    "this morning": ("morning", "today"),
+    "morning": ("morning", ""),
+    "afternoon": ("afternoon", ""),
+    "evening": ("evening", ""),
     "night": ("night", ""),
 }
 # Zones whose people write numeric dates month first (3/4 is March 4th); elsewhere day first.
-_MONTH_FIRST = ("US/", "America/New_York", "America/Chicago", "America/Denver",
-                "America/Los_Angeles", "America/Phoenix", "America/Anchorage", "America/Boise",
-                "America/Detroit", "America/Indiana/", "America/Kentucky/", "America/Juneau",
-                "America/North_Dakota/", "America/Menominee", "America/Nome", "America/Sitka",
-                "America/Yakutat", "America/Metlakatla", "America/Adak", "Pacific/Honolulu")
+_MONTH_FIRST = (
+    "US/",
+    "America/New_York",
+    "America/Chicago",
+    "America/Denver",
+    "America/Los_Angeles",
+    "America/Phoenix",
+    "America/Anchorage",
+    "America/Boise",
+    "America/Detroit",
+    "America/Indiana/",
+    "America/Kentucky/",
+    "America/Juneau",
+    "America/North_Dakota/",
+    "America/Menominee",
+    "America/Nome",
+    "America/Sitka",
+    "America/Yakutat",
+    "America/Metlakatla",
+    "America/Adak",
+    "Pacific/Honolulu",
+)
 
 _TIME_AT_END = re.compile(rf"^(?P<rest>.*?)(?:^|\s)(?:at\s+|@\s*)?(?P<time>{TIME_OF_DAY})$")
 _TIME_AT_START = re.compile(rf"^(?:at\s+|@\s*)?(?P<time>{TIME_OF_DAY})(?:\s+(?P<rest>.+))?$")
@@ -104,8 +145,9 @@ def _day_index(word: str) -> int | None:
     if len(word) < 2:
         return None
     for index, name in enumerate(_DAYS):
-        if name.startswith(word) and (len(word) >= 3 or word in ("mo", "tu", "we", "th", "fr",
-                                                                  "sa", "su")):
+        if name.startswith(word) and (
+            len(word) >= 3 or word in ("mo", "tu", "we", "th", "fr", "sa", "su")
+        ):
             return index
     return None
 
@@ -127,9 +169,25 @@ def _clock(text: str, *, afternoon: bool = False) -> time:
         raise ScheduleError(str(exc)) from None
 
 
-_NUMBER_WORDS = {word: str(n) for n, word in enumerate(
-    ("two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven",
-     "twelve"), start=2)}
+_NUMBER_WORDS = {
+    word: str(n)
+    for n, word in enumerate(
+        (
+            "two",
+            "three",
+            "four",
+            "five",
+            "six",
+            "seven",
+            "eight",
+            "nine",
+            "ten",
+            "eleven",
+            "twelve",
+        ),
+        start=2,
+    )
+}
 
 
 def _count_and_unit(text: str) -> tuple[float, timedelta]:
@@ -140,8 +198,10 @@ def _count_and_unit(text: str) -> tuple[float, timedelta]:
     match = _AMOUNT.fullmatch(text.strip())
     unit = _UNITS.get(match.group(2)) if match else None
     if match is None or unit is None:
-        raise ScheduleError(f"not an amount of time: {text.strip()!r} (try '2 hours', "
-                            "'90 minutes', 'an hour and a half')")
+        raise ScheduleError(
+            f"not an amount of time: {text.strip()!r} (try '2 hours', "
+            "'90 minutes', 'an hour and a half')"
+        )
     count = float(match.group(1)) if match.group(1) else 1.0
     if count <= 0:
         raise ScheduleError(f"not an amount of time: {text.strip()!r}")
@@ -264,8 +324,9 @@ def _word_date(text: str, today: date) -> _Day | None:
     else:
         raise ScheduleError(f"not a valid date: {text!r}")
     if weekday is not None and found.fixed is not None and found.fixed.weekday() != weekday:
-        raise ScheduleError(f"{found.fixed:%d %b %Y} is a {_DAYS[found.fixed.weekday()]}, not "
-                            f"a {_DAYS[weekday]}")
+        raise ScheduleError(
+            f"{found.fixed:%d %b %Y} is a {_DAYS[found.fixed.weekday()]}, not a {_DAYS[weekday]}"
+        )
     return found
 
 
@@ -294,11 +355,15 @@ def _day(text: str, zone: ZoneInfo, today: date) -> _Day:
         return _Day(strict_today=text == "today", period=period)
     if text == "tomorrow":
         return _Day(fixed=today + timedelta(days=1), period=period)
-    if text in ("the day after tomorrow", "day after tomorrow", "after tomorrow",
-                "overmorrow"):
+    if text in ("the day after tomorrow", "day after tomorrow", "after tomorrow", "overmorrow"):
         return _Day(fixed=today + timedelta(days=2), period=period)
-    if text in ("next week", "a week from today", "a week from now", "in a week",
-                "this time next week"):
+    if text in (
+        "next week",
+        "a week from today",
+        "a week from now",
+        "in a week",
+        "this time next week",
+    ):
         return _Day(fixed=today + timedelta(weeks=1), period=period)
     if text.startswith("in "):  # "in 3 days" (at a time): whole days from today
         return _Day(fixed=today + timedelta(days=_whole_days(text)), period=period)
@@ -319,8 +384,9 @@ def _day(text: str, zone: ZoneInfo, today: date) -> _Day:
     after_today = text.startswith("next ")
     index = _day_index(text.removeprefix("next ").removeprefix("this ").strip())
     if index is None:
-        raise ScheduleError(f"not a day: {text!r} (today, tomorrow, a weekday, a date such as "
-                            "dec 24 or 2026-12-24)")
+        raise ScheduleError(
+            f"not a day: {text!r} (today, tomorrow, a weekday, a date such as dec 24 or 2026-12-24)"
+        )
     return _Day(weekday=index, after_today=after_today, period=period)
 
 
@@ -329,8 +395,10 @@ def _whole_days(text: str) -> int:
     whole days ("in 2 hours at 9" names two different moments)."""
     amount = _amount(text.removeprefix("in "))
     if amount % timedelta(days=1) or amount < timedelta(days=1):
-        raise ScheduleError(f"{text!r} with a time of day: say whole days ('in 3 days at "
-                            "18:00'), or leave the time out ('in 2 hours')")
+        raise ScheduleError(
+            f"{text!r} with a time of day: say whole days ('in 3 days at "
+            "18:00'), or leave the time out ('in 2 hours')"
+        )
     return amount // timedelta(days=1)
 
 
@@ -342,8 +410,11 @@ def _resolve(day: _Day, at: time, zone: ZoneInfo, now: datetime, shift: int) -> 
         moment = _on_day(day.fixed + later, at, zone)
         if moment <= now and day.roll == "year":
             target = day.fixed
-            year = next(y for y in range(target.year + 1, target.year + 9)
-                        if _valid(y, target.month, target.day))
+            year = next(
+                y
+                for y in range(target.year + 1, target.year + 9)
+                if _valid(y, target.month, target.day)
+            )
             moment = _on_day(date(year, target.month, target.day) + later, at, zone)
         elif moment <= now and day.roll == "month":
             following = (day.fixed.replace(day=1) + timedelta(days=32)).replace(day=1)
@@ -379,8 +450,10 @@ def _time_in_period(text: str, period: str) -> tuple[time, int]:
     return plain, 1 if plain.hour < 5 else 0
 
 
-_AFTER_AT = re.compile(rf"(?P<time>{TIME_OF_DAY})(?P<offset>\s*[+-]\d{{2}}:\d{{2}})?"
-                       rf"(?:\s+(?P<rest>.+))?")
+_AFTER_AT = re.compile(
+    rf"(?P<time>{TIME_OF_DAY})(?P<offset>\s*[+-]\d{{2}}:\d{{2}})?"
+    rf"(?:\s+(?P<rest>.+))?"
+)
 
 
 def _split_time(text: str) -> tuple[str, str]:
@@ -389,7 +462,7 @@ def _split_time(text: str) -> tuple[str, str]:
     padded = f" {text}"
     index = padded.rfind(" at ")
     if index >= 0:
-        before, after = padded[:index].strip(), padded[index + 4:].strip()
+        before, after = padded[:index].strip(), padded[index + 4 :].strip()
         match = _AFTER_AT.fullmatch(after)
         if match is None:
             return before, after  # not a time: the clock says what is wrong with it
@@ -410,8 +483,11 @@ def _looks_like_time(candidate: str, rest: str) -> bool:
     if not re.fullmatch(r"\d{1,2}", candidate.strip()):
         return True
     words = rest.strip().split()
-    return not words or (_month_index(words[-1]) is None and _month_index(words[0]) is None
-                         and not words[-1].isdigit())
+    return not words or (
+        _month_index(words[-1]) is None
+        and _month_index(words[0]) is None
+        and not words[-1].isdigit()
+    )
 
 
 def _one_shot(text: str, zone: ZoneInfo, now: datetime) -> Once:
@@ -428,10 +504,11 @@ def _one_shot(text: str, zone: ZoneInfo, now: datetime) -> Once:
         span = timedelta(hours=int(found[1][1:]), minutes=int(found[2]))
         if span >= timedelta(hours=24):
             raise ScheduleError(f"not a UTC offset: {found[0].strip()!r}")
-        offset, time_part = timezone(sign * span), time_part[:found.start()]
+        offset, time_part = timezone(sign * span), time_part[: found.start()]
     if not time_part:
-        raise ScheduleError(f"when is {text!r}? Say a time of day too (tomorrow at 9, "
-                            "friday 17:00, tonight at 8)")
+        raise ScheduleError(
+            f"when is {text!r}? Say a time of day too (tomorrow at 9, friday 17:00, tonight at 8)"
+        )
     day = _day(day_part, zone, now.astimezone(zone).date())
     at, shift = _time_in_period(time_part, day.period)
     if offset is not None:  # the listings' form for a time that happens twice
@@ -509,8 +586,7 @@ def _recurring(text: str) -> Schedule:
         _day_set(rest)  # a day word without a time says which is missing
         raise ScheduleError(f"{text!r}: at what time of day? e.g. 'every {rest} at 9'") from None
     if interval < MIN_INTERVAL or interval % MIN_INTERVAL:
-        raise ScheduleError("an interval is a whole number of minutes or hours (at least 1 "
-                            "minute)")
+        raise ScheduleError("an interval is a whole number of minutes or hours (at least 1 minute)")
     if interval % timedelta(days=1) == timedelta(0):
         raise ScheduleError(
             f"{text!r}: say the time of day, e.g. 'every day at 09:00' (a whole-day interval "
@@ -537,8 +613,9 @@ def parse_when(text: str, zone: ZoneInfo, now: datetime) -> Schedule:
     if now.tzinfo is None:
         raise ValueError("now must be timezone-aware")
     if len(text) > MAX_WHEN_CHARS:
-        raise ScheduleError(f"a schedule is at most {MAX_WHEN_CHARS} characters; say when, "
-                            f"e.g. {FORMS}")
+        raise ScheduleError(
+            f"a schedule is at most {MAX_WHEN_CHARS} characters; say when, e.g. {FORMS}"
+        )
     try:
         schedule = _parse(text, zone, now)
         if isinstance(schedule, Once):
@@ -567,10 +644,8 @@ def _parse(text: str, zone: ZoneInfo, now: datetime) -> Schedule:
             zone = ZoneInfo(named["zone"])
         except (ZoneInfoNotFoundError, ValueError):
             raise ScheduleError(f"unknown time zone {named['zone']!r}") from None
-        lowered = raw[:named.start()].lower()
+        lowered = raw[: named.start()].lower()
     try:
         return _one_shot(lowered.rstrip(".").strip(), zone, now)
     except ScheduleError as exc:
         raise ScheduleError(f"{exc}. Accepted forms: {FORMS}") from None
-
-

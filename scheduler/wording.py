@@ -45,8 +45,10 @@ def when_words(moment: datetime, zone: ZoneInfo) -> str:
 
 def in_words(moment: datetime, zone: ZoneInfo, now: datetime) -> str:
     local = moment.astimezone(zone)
-    return (f"{when_words(moment, zone)}, {from_now(moment, now)}; "
-            f"{local.isoformat(timespec='seconds')}")
+    return (
+        f"{when_words(moment, zone)}, {from_now(moment, now)}; "
+        f"{local.isoformat(timespec='seconds')}"
+    )
 
 
 def late_marker(due: datetime, zone: ZoneInfo, now: datetime) -> str:

@@ -36,12 +36,14 @@ loopback_only.install()
 
 # Files whose tests run one at a time, on one worker, while the other worker goes on with the
 # rest (tests/README.md). Keep it short: these are what hold the suite's wall time up.
-SERIAL_FILES = frozenset({
-    # kill -9 and restart real `clawgate run` processes on a schedule, 20 and 8 times
-    "tests/reliability/test_crash_safety.py",
-    # 2,000 messages from 100 people through one real process, with its resident memory
-    "tests/reliability/test_load.py",
-})
+SERIAL_FILES = frozenset(
+    {
+        # kill -9 and restart real `clawgate run` processes on a schedule, 20 and 8 times
+        "tests/reliability/test_crash_safety.py",
+        # 2,000 messages from 100 people through one real process, with its resident memory
+        "tests/reliability/test_load.py",
+    }
+)
 SERIAL = "serial"
 
 
@@ -152,8 +154,7 @@ async def make_gateway(
         channel = channel or RecordingChannel()
         settings = make_settings(**llm_overrides(server, **(llm or {})), **settings_overrides)
         clock = clock or SystemClock()
-        state = StateDB.for_root(settings.workspaces_dir,
-                                 inbox_retention=settings.inbox_retention)
+        state = StateDB.for_root(settings.workspaces_dir, inbox_retention=settings.inbox_retention)
         sessions = SessionStore(clock)
         memory = memory_service(settings) if callable(memory_service) else memory_service
         private: list[Any] = []
@@ -169,13 +170,26 @@ async def make_gateway(
             from gateway.agent.tools.schedule_tools import schedule_tools
             from gateway.features.scheduling import build_schedule_desk
 
-            desk = build_schedule_desk(settings, clock, state.links.last_dm_route, [channel.name],
-                                 **({"sleep": scheduler_sleep} if scheduler_sleep else {}))
+            desk = build_schedule_desk(
+                settings,
+                clock,
+                state.links.last_dm_route,
+                [channel.name],
+                **({"sleep": scheduler_sleep} if scheduler_sleep else {}),
+            )
             private.extend(schedule_tools(desk) if desk is not None else [])
         gateway = Gateway.build(
-            settings, build_provider(settings), channels=[channel], clock=clock,
-            access=AllowAll(), state=state, sessions=sessions, memory=memory,
-            private_tools=private, shared_tools=shared, schedule_desk=desk,
+            settings,
+            build_provider(settings),
+            channels=[channel],
+            clock=clock,
+            access=AllowAll(),
+            state=state,
+            sessions=sessions,
+            memory=memory,
+            private_tools=private,
+            shared_tools=shared,
+            schedule_desk=desk,
         )
         await gateway.start()
         gateways.append(gateway)

@@ -52,8 +52,11 @@ def _audit(event: str, args: tuple[Any, ...]) -> None:
             raise socket.gaierror(socket.EAI_NONAME, "refused in tests: not loopback")
     elif event in ("socket.connect", "socket.sendto"):
         sock, address = args[0], args[-1]
-        if sock.family in (socket.AF_INET, socket.AF_INET6) and isinstance(address, tuple) \
-                and not _is_loopback(address[0]):
+        if (
+            sock.family in (socket.AF_INET, socket.AF_INET6)
+            and isinstance(address, tuple)
+            and not _is_loopback(address[0])
+        ):
             attempts.append(f"connection to {address!r}")
             raise OSError(errno.ENETUNREACH, "refused in tests: not loopback")
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 from gateway.stores.state import StateDB
 
 
-async def inbound_status(state: StateDB, channel: str, chat_id: str,
-                         message_id: str) -> str | None:
+async def inbound_status(state: StateDB, channel: str, chat_id: str, message_id: str) -> str | None:
     """The inbox status of one message, None if it was never recorded (or was pruned)."""
     rows = await state.database.rows(
         "SELECT status FROM inbox WHERE channel = ? AND chat_id = ? AND message_id = ?",

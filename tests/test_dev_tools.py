@@ -57,7 +57,9 @@ def test_every_dev_tool_has_a_pin_inside_its_range() -> None:
 def test_a_missing_or_out_of_range_pin_is_caught() -> None:
     requirements = [Requirement("ruff>=0.6"), Requirement("mypy>=1.11,<2")]
     assert unpinned(requirements, {"mypy": "2.0.0"}) == [
-        "ruff: no pin", "mypy: pin 2.0.0 outside <2,>=1.11"]
+        "ruff: no pin",
+        "mypy: pin 2.0.0 outside <2,>=1.11",
+    ]
 
 
 def test_ci_installs_the_dev_extras_with_the_pins() -> None:

@@ -54,8 +54,12 @@ def _copy(sources: list[str], target: str, build: Path) -> None:
     for source in sources:
         origin = REPO / source
         if origin.is_dir():
-            shutil.copytree(origin, destination, dirs_exist_ok=True,
-                            ignore=shutil.ignore_patterns("__pycache__"))
+            shutil.copytree(
+                origin,
+                destination,
+                dirs_exist_ok=True,
+                ignore=shutil.ignore_patterns("__pycache__"),
+            )
         elif into_directory:
             destination.mkdir(parents=True, exist_ok=True)
             shutil.copy2(origin, destination / origin.name)
@@ -74,12 +78,18 @@ def test_dockerfile_steps_parse_into_copies_and_runs():
 
 def test_the_image_install_steps_work_in_a_fresh_venv(tmp_path):
     venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True,
-                   timeout=120)
+    subprocess.run(
+        [sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120
+    )
     python = venv / "bin" / "python"
-    site = Path(subprocess.run(
-        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        check=True, capture_output=True, text=True).stdout.strip())
+    site = Path(
+        subprocess.run(
+            [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+    )
     # Offline: the packages of this test environment (pip, setuptools and wheel for the
     # build, the dependencies) are visible to the venv, which installs into itself.
     (site / "test-environment.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
@@ -92,17 +102,28 @@ def test_the_image_install_steps_work_in_a_fresh_venv(tmp_path):
     scratch = tmp_path / "scratch"
     scratch.mkdir()
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    env.update({"PATH": f"{venv / 'bin'}:{env.get('PATH', '/usr/bin:/bin')}",
-                "PIP_NO_INDEX": "1", "PIP_NO_BUILD_ISOLATION": "0",
-                "PIP_DISABLE_PIP_VERSION_CHECK": "1"})
+    env.update(
+        {
+            "PATH": f"{venv / 'bin'}:{env.get('PATH', '/usr/bin:/bin')}",
+            "PIP_NO_INDEX": "1",
+            "PIP_NO_BUILD_ISOLATION": "0",
+            "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+        }
+    )
     for kind, args in install_steps(DOCKERFILE.read_text(encoding="utf-8")):
         if kind == "COPY":
             *sources, target = shlex.split(args)
             _copy(sources, target, build)
         else:
             command = args.replace("/tmp/", f"{scratch}/")
-            done = subprocess.run(["bash", "-c", command], cwd=build, env=env,
-                                  capture_output=True, text=True, timeout=600)
+            done = subprocess.run(
+                ["bash", "-c", command],
+                cwd=build,
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=600,
+            )
             assert done.returncode == 0, f"RUN {args}\n{done.stdout}\n{done.stderr}"
 
     elsewhere = tmp_path / "elsewhere"
@@ -115,19 +136,34 @@ def test_the_image_install_steps_work_in_a_fresh_venv(tmp_path):
         "print(len(render('login.html', title='Log in', person='', tab='', csrf='', flash=(), "
         "logged_in=False, pre='p', error='')))"
     )
-    done = subprocess.run([str(python), "-c", probe], cwd=elsewhere, env=env,
-                          capture_output=True, text=True, check=True)
+    done = subprocess.run(
+        [str(python), "-c", probe],
+        cwd=elsewhere,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     location, templates, login_page = done.stdout.split()
     assert Path(location).is_relative_to(venv)  # the installed copy, not this checkout
     assert int(templates) > 0
     assert int(login_page) > 500  # the panel's templates ship in the package
 
     # The image's command starts and says in one line what is missing (no key, no channel).
-    clean = {k: v for k, v in env.items()
-             if not k.startswith("CLAWGATE_") and k not in ("ANTHROPIC_API_KEY",
-                                                             "OPENAI_API_KEY")}
+    clean = {
+        k: v
+        for k, v in env.items()
+        if not k.startswith("CLAWGATE_") and k not in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY")
+    }
     clean["CLAWGATE_WORKSPACES_DIR"] = str(tmp_path / "data")
-    done = subprocess.run([str(venv / "bin" / "clawgate"), "run"], cwd=elsewhere, env=clean,
-                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [str(venv / "bin" / "clawgate"), "run"],
+        cwd=elsewhere,
+        env=clean,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 2, done.stderr
     assert "ANTHROPIC_API_KEY" in done.stderr and "Traceback" not in done.stderr

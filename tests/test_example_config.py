@@ -17,8 +17,11 @@ SETTING = re.compile(r"^# (\[[A-Za-z0-9_.]+\]|[a-z_]+ = .+)$")
 
 
 def uncommented() -> str:
-    return "\n".join(match.group(1) for line in EXAMPLE.read_text(encoding="utf-8").splitlines()
-                     if (match := SETTING.match(line)))
+    return "\n".join(
+        match.group(1)
+        for line in EXAMPLE.read_text(encoding="utf-8").splitlines()
+        if (match := SETTING.match(line))
+    )
 
 
 def fields(model: type[BaseModel], prefix: str = "") -> set[str]:
@@ -35,11 +38,15 @@ def fields(model: type[BaseModel], prefix: str = "") -> set[str]:
 def keys(table: dict[str, Any], prefix: str = "") -> set[str]:
     names: set[str] = set()
     for name, value in table.items():
-        if isinstance(value, dict) and prefix + name not in ("heartbeat.workspaces",
-                                                              "scheduler.workspaces",
-                                                              "mcp.servers", "llm.workspaces",
-                                                              "llm.endpoints",
-                                                              "budget.workspaces", "prices"):
+        if isinstance(value, dict) and prefix + name not in (
+            "heartbeat.workspaces",
+            "scheduler.workspaces",
+            "mcp.servers",
+            "llm.workspaces",
+            "llm.endpoints",
+            "budget.workspaces",
+            "prices",
+        ):
             names |= keys(value, f"{prefix}{name}.")
         else:
             names.add(prefix + name)

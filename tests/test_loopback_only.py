@@ -13,12 +13,13 @@ from tests import loopback_only
 def test_a_lookup_or_connection_past_loopback_is_refused_and_recorded() -> None:
     with pytest.raises(socket.gaierror):
         socket.getaddrinfo("example.com", 443)
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp, \
-            pytest.raises(OSError) as caught:
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp, pytest.raises(OSError) as caught:
         udp.connect(("192.0.2.1", 9))  # TEST-NET-1: no packet would be sent anyway
     assert caught.value.errno == errno.ENETUNREACH
-    assert loopback_only.attempts == ["name lookup of 'example.com'",
-                                      "connection to ('192.0.2.1', 9)"]
+    assert loopback_only.attempts == [
+        "name lookup of 'example.com'",
+        "connection to ('192.0.2.1', 9)",
+    ]
     loopback_only.attempts.clear()  # asked for here: the autouse check must not fail this test
 
 

@@ -21,4 +21,3 @@ def test_jitter_stays_within_half_and_all_of_the_delay() -> None:
     delays = [high.next() for _ in range(6)]
     assert all(0.5 * d <= j <= d for j, d in zip(delays, [1, 2, 4, 8, 8, 8], strict=True))
     assert Backoff.delay(3, 1.0, 30.0) == 4.0
-

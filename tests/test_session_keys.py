@@ -28,11 +28,15 @@ BUILDER = ROOT / "memory" / "layout.py"
 # The kind part of each key, taken from the builders themselves, so a new kind is scanned
 # for as soon as it is added here.
 _P = "p"
-KINDS = (dm_session_key(_P).removeprefix(_P), heartbeat_session_key(_P).removeprefix(_P),
-         schedule_session_key(_P).removeprefix(_P),
-         group_session_key("c", "x").removeprefix("c").removesuffix("x"))
-FRAGMENT = re.compile("|".join(re.escape(k) + (r"(?![A-Za-z0-9_])" if not k.endswith(":") else "")
-                               for k in KINDS))
+KINDS = (
+    dm_session_key(_P).removeprefix(_P),
+    heartbeat_session_key(_P).removeprefix(_P),
+    schedule_session_key(_P).removeprefix(_P),
+    group_session_key("c", "x").removeprefix("c").removesuffix("x"),
+)
+FRAGMENT = re.compile(
+    "|".join(re.escape(k) + (r"(?![A-Za-z0-9_])" if not k.endswith(":") else "") for k in KINDS)
+)
 
 
 def _docstrings(tree: ast.AST) -> set[int]:
@@ -49,17 +53,25 @@ def hand_spelt_keys(source: str) -> list[tuple[int, str]]:
     """(line, string) of every non-docstring string that spells a session key's kind."""
     tree = ast.parse(source)
     skip = _docstrings(tree)
-    return [(node.lineno, node.value) for node in ast.walk(tree)
-            if isinstance(node, ast.Constant) and isinstance(node.value, str)
-            and id(node) not in skip and FRAGMENT.search(node.value)]
+    return [
+        (node.lineno, node.value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and id(node) not in skip
+        and FRAGMENT.search(node.value)
+    ]
 
 
 def test_no_module_but_the_layout_spells_a_session_key() -> None:
     files = [path for package in SCANNED for path in sorted((ROOT / package).rglob("*.py"))]
     assert len(files) > 150, "too few files found: the scan is looking in the wrong place"
-    found = [f"{path.relative_to(ROOT)}:{line}: {text!r}"
-             for path in files if path != BUILDER
-             for line, text in hand_spelt_keys(path.read_text(encoding="utf-8"))]
+    found = [
+        f"{path.relative_to(ROOT)}:{line}: {text!r}"
+        for path in files
+        if path != BUILDER
+        for line, text in hand_spelt_keys(path.read_text(encoding="utf-8"))
+    ]
     assert found == [], "build or parse session keys with memory.layout's functions"
 
 
@@ -80,8 +92,12 @@ def f(person, key, chat):
 def test_the_builders_and_parsers_agree() -> None:
     assert dm_session_key("ann") == "ann:dm" and is_dm_session_key("ann:dm")
     assert schedule_session_key("ann") == "ann:schedule"
-    keys = {dm_session_key("ann"), heartbeat_session_key("ann"), schedule_session_key("ann"),
-            group_session_key("telegram", "dm")}
+    keys = {
+        dm_session_key("ann"),
+        heartbeat_session_key("ann"),
+        schedule_session_key("ann"),
+        group_session_key("telegram", "dm"),
+    }
     assert len(keys) == 4
     assert [k for k in keys if is_dm_session_key(k)] == ["ann:dm"]
     for chat in ("-5", "a:b", "dm", ":group:"):

@@ -144,8 +144,13 @@ class Compactor:
         return Thresholds(flush_at, compact_at, keep_recent)
 
     async def before_turn(
-        self, session: Session, system: SystemPrompt, ctx: ToolContext, overhead_chars: int,
-        *, allow_flush: bool = True,
+        self,
+        session: Session,
+        system: SystemPrompt,
+        ctx: ToolContext,
+        overhead_chars: int,
+        *,
+        allow_flush: bool = True,
     ) -> list[str]:
         """Flush and compact as the session's size requires; returns notices for the person."""
         limits = self.thresholds()
@@ -154,8 +159,9 @@ class Compactor:
             if allow_flush and tokens >= limits.flush_at:
                 await self.flush(session, system, ctx)
             return []
-        result = await self.flush_and_compact(session, system, ctx, overhead_chars,
-                                              reason="threshold", flush=allow_flush)
+        result = await self.flush_and_compact(
+            session, system, ctx, overhead_chars, reason="threshold", flush=allow_flush
+        )
         return [result.notice] if result.notice else []
 
     async def flush(self, session: Session, system: SystemPrompt, ctx: ToolContext) -> bool:
@@ -165,7 +171,7 @@ class Compactor:
         note = f"memory/{self.clock.now().astimezone(self.zone).date().isoformat()}.md"
         ctx = replace(ctx, attended=False)  # the person did not ask for this turn
         budget = self.thresholds().compact_at // 2
-        history = session.history[choose_cut(session.history, budget):]
+        history = session.history[choose_cut(session.history, budget) :]
         history.append(Message("user", FLUSH_PROMPT.format(note=note, no_reply=NO_REPLY)))
         calls: list[str] = []
 
@@ -188,34 +194,44 @@ class Compactor:
                 self.metrics.flushes.inc(outcome="failed")
             return False
         session.mark_flushed(
-            ok=True, note=note, tool_calls=calls, reply=result.reply[:200],
+            ok=True,
+            note=note,
+            tool_calls=calls,
+            reply=result.reply[:200],
             usage=result.usage.as_dict(),
         )
         if self.metrics:
             self.metrics.flushes.inc(outcome="ok")
         if self.versioning:
-            await self.versioning.commit(ctx.workspace, "flush", session=session.key,
-                                         turn=current_turn()[1])
+            await self.versioning.commit(
+                ctx.workspace, "flush", session=session.key, turn=current_turn()[1]
+            )
         return True
 
     async def flush_and_compact(
-        self, session: Session, system: SystemPrompt, ctx: ToolContext, overhead_chars: int,
-        *, reason: str, focus: str = "", flush: bool = True,
+        self,
+        session: Session,
+        system: SystemPrompt,
+        ctx: ToolContext,
+        overhead_chars: int,
+        *,
+        reason: str,
+        focus: str = "",
+        flush: bool = True,
     ) -> CompactionResult:
         """Save what matters to today's note (if due), then compact: the one place that does
         both in this order (threshold, the /compact command and overflow recovery use it)."""
         if flush:
             await self.flush(session, system, ctx)
         carry = await self._standing_rules(session, ctx) if ctx.private else []
-        return await self.compact(session, overhead_chars, reason=reason, focus=focus,
-                                  carry=carry)
+        return await self.compact(session, overhead_chars, reason=reason, focus=focus, carry=carry)
 
     async def _standing_rules(self, session: Session, ctx: ToolContext) -> list[str]:
         """The standing instructions said in the span about to be summarized, each written
         to INSTRUCTIONS.md first if it is not there yet (never only in the conversation)."""
         if self.instructions is None:
             return []
-        older = session.history[:choose_cut(session.history, self.thresholds().keep_recent)]
+        older = session.history[: choose_cut(session.history, self.thresholds().keep_recent)]
         try:
             return await self.instructions.before_compaction(ctx.workspace, older, "DM")
         except BudgetExceeded:
@@ -225,7 +241,12 @@ class Compactor:
             return []
 
     async def compact(
-        self, session: Session, overhead_chars: int, *, reason: str, focus: str = "",
+        self,
+        session: Session,
+        overhead_chars: int,
+        *,
+        reason: str,
+        focus: str = "",
         carry: list[str] | None = None,
     ) -> CompactionResult:
         cut = choose_cut(session.history, self.thresholds().keep_recent)
@@ -235,23 +256,38 @@ class Compactor:
         before = session.context_tokens()
         summary, usage = await self._summarize(older, focus, carry or [])
         session.compact(
-            cut, summary, overhead_chars, reason=reason, messages=cut,
-            tokens_before=before, fallback=summary is None, usage=usage.as_dict(),
+            cut,
+            summary,
+            overhead_chars,
+            reason=reason,
+            messages=cut,
+            tokens_before=before,
+            fallback=summary is None,
+            usage=usage.as_dict(),
         )
         after = session.context_tokens()
         if self.metrics:
-            self.metrics.compactions.inc(reason=reason,
-                                         result="fallback" if summary is None else "summary")
-        log.info("compacted %s: %d messages, ~%d -> ~%d tokens (%s%s)", session.key, cut,
-                 before, after, reason, ", fallback" if summary is None else "")
+            self.metrics.compactions.inc(
+                reason=reason, result="fallback" if summary is None else "summary"
+            )
+        log.info(
+            "compacted %s: %d messages, ~%d -> ~%d tokens (%s%s)",
+            session.key,
+            cut,
+            before,
+            after,
+            reason,
+            ", fallback" if summary is None else "",
+        )
         if summary is None:
             notice = FALLBACK_NOTICE
         else:
             notice = COMPACTED_NOTICE.format(count=cut) if self.settings.notify else ""
         return CompactionResult(True, summary is None, cut, before, after, notice, usage)
 
-    async def _summarize(self, older: list[Message], focus: str,
-                         carry: list[str]) -> tuple[str | None, Usage]:
+    async def _summarize(
+        self, older: list[Message], focus: str, carry: list[str]
+    ) -> tuple[str | None, Usage]:
         prompt = render_for_summary(older, self._render_budget())
         prompt += "\n\n" + SUMMARY_INSTRUCTIONS
         if carry:

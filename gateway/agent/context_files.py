@@ -69,7 +69,12 @@ class ContextFileLoader:
         self._cache: dict[Path, tuple[tuple[int, int, int], _Read]] = {}
 
     def load(
-        self, workspace: Path, *, private: bool, today: date, names: Sequence[str] | None = None,
+        self,
+        workspace: Path,
+        *,
+        private: bool,
+        today: date,
+        names: Sequence[str] | None = None,
         area: str = "",
     ) -> list[ContextFile]:
         """The context files in injection order; `names` picks a subset (heartbeat turns).

@@ -56,8 +56,10 @@ class Message:
 
 def image_placeholder(image: ImagePart) -> str:
     """What a model reads where an older image was (or an image it cannot see)."""
-    return (f"[image {image.path} is not shown again here; read_file cannot open it, ask the "
-            "person to send it again if you need to look at it]")
+    return (
+        f"[image {image.path} is not shown again here; read_file cannot open it, ask the "
+        "person to send it again if you need to look at it]"
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,7 +96,9 @@ class Usage:
         Both providers report cached prompt tokens apart from `input_tokens`.
         """
         return (
-            self.input_tokens + self.cache_read_tokens + self.cache_write_tokens
+            self.input_tokens
+            + self.cache_read_tokens
+            + self.cache_write_tokens
             + self.output_tokens
         )
 

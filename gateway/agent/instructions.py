@@ -88,16 +88,22 @@ def parse_rules(answer: str, said: Sequence[str]) -> list[str]:
 class InstructionKeeper:
     """Detector, extraction and the file write (the person's own rules, with provenance)."""
 
-    def __init__(self, provider: Provider, clock: Clock, zone: tzinfo,
-                 registry: Registry | None = None) -> None:
+    def __init__(
+        self, provider: Provider, clock: Clock, zone: tzinfo, registry: Registry | None = None
+    ) -> None:
         self.provider = provider
         self.clock = clock
         self.zone = zone
-        self.outcomes = registry.counter(
-            "clawgate_standing_instructions_total",
-            "Private messages the standing-instruction detector fired on, by outcome: kept "
-            "(a rule was written to INSTRUCTIONS.md), none (no rule in it), failed.",
-            ["outcome"]) if registry is not None else None
+        self.outcomes = (
+            registry.counter(
+                "clawgate_standing_instructions_total",
+                "Private messages the standing-instruction detector fired on, by outcome: kept "
+                "(a rule was written to INSTRUCTIONS.md), none (no rule in it), failed.",
+                ["outcome"],
+            )
+            if registry is not None
+            else None
+        )
 
     def _count(self, outcome: str) -> None:
         if self.outcomes is not None:
@@ -121,33 +127,44 @@ class InstructionKeeper:
             log.warning("standing-instruction check failed: %s", type(exc).__name__)
             self._count("failed")
             return Kept([], Usage())
-        added = await asyncio.to_thread(self._write, workspace, rules, provenance) \
-            if rules else []
+        added = await asyncio.to_thread(self._write, workspace, rules, provenance) if rules else []
         self._count("kept" if added else "none")
         if added:
             log.info("standing instruction kept: %d new rule(s)", len(added))
         return Kept(added, usage)
 
-    async def before_compaction(self, workspace: Path, span: Sequence[Message],
-                                where: str) -> list[str]:
+    async def before_compaction(
+        self, workspace: Path, span: Sequence[Message], where: str
+    ) -> list[str]:
         """The rules said in `span` (the messages about to be summarized), after writing to
         INSTRUCTIONS.md any of them the file does not hold yet. No model call unless a
         message fires the detector and is not covered by a rule already in the file."""
-        current = [item.text for item in parse_instructions(
-            await asyncio.to_thread(_read, workspace / INSTRUCTIONS_FILE))
-            if not item.struck]
+        current = [
+            item.text
+            for item in parse_instructions(
+                await asyncio.to_thread(_read, workspace / INSTRUCTIONS_FILE)
+            )
+            if not item.struck
+        ]
         texts = [m.text for m in span if m.role == "user" and m.text]
         # An earlier summary is not the person's words: it carries rules, it sets none.
-        said = [m.text for m in span if m.role == "user" and m.text
-                and not is_compaction_marker(m)]
+        said = [m.text for m in span if m.role == "user" and m.text and not is_compaction_marker(m)]
         # A rule is the message's when (nearly) all its words are in it: the extraction may
         # have fixed a typo, so a literal match would ask the model again for nothing.
-        uncovered = [text for text in said if looks_like_instruction(text)
-                     and not any(grounded(rule, text) for rule in current)]
+        uncovered = [
+            text
+            for text in said
+            if looks_like_instruction(text) and not any(grounded(rule, text) for rule in current)
+        ]
         added: list[str] = []
         if uncovered:
-            added = (await self.keep(workspace, uncovered[-MAX_MESSAGES:],
-                                     f"kept at compaction {self.today()}, {where}")).added
+            added = (
+                await self.keep(
+                    workspace,
+                    uncovered[-MAX_MESSAGES:],
+                    f"kept at compaction {self.today()}, {where}",
+                )
+            ).added
         carried = [rule for rule in current if any(grounded(rule, text) for text in texts)]
         return carried + [rule for rule in added if rule not in carried]
 
@@ -157,21 +174,24 @@ class InstructionKeeper:
         prompt = EXTRACT_PROMPT.format(messages=listing)
         with usage_kind("flush"):  # a background memory step, like the flush and capture
             completion = await asyncio.wait_for(
-                self.provider.complete(SystemPrompt(EXTRACT_SYSTEM), [Message("user", prompt)],
-                                       []), TIMEOUT_SECONDS)
+                self.provider.complete(SystemPrompt(EXTRACT_SYSTEM), [Message("user", prompt)], []),
+                TIMEOUT_SECONDS,
+            )
         return parse_rules(completion.text, shown), completion.usage
 
     def _write(self, workspace: Path, rules: list[str], provenance: str) -> list[str]:
         try:
             # Attended: the text is the owner's own words (`grounded`), said in their DM.
-            target = paths.resolve_in_workspace(workspace, INSTRUCTIONS_FILE, private=True,
-                                                write=True, attended=True)
+            target = paths.resolve_in_workspace(
+                workspace, INSTRUCTIONS_FILE, private=True, write=True, attended=True
+            )
             text = target.read_text(encoding="utf-8") if target.exists() else ""
         except (paths.PathRefused, OSError, UnicodeDecodeError) as exc:
             # Never overwrite a file we could not read: the rules stay in the conversation
             # and compaction tries again.
-            log.warning("could not read %s to add a standing instruction: %s",
-                        INSTRUCTIONS_FILE, exc)
+            log.warning(
+                "could not read %s to add a standing instruction: %s", INSTRUCTIONS_FILE, exc
+            )
             return []
         new, added = add_instructions(text, rules, provenance)
         if added:

@@ -36,7 +36,7 @@ log = logging.getLogger(__name__)
 EMPTY_ANSWER = "(The assistant returned an empty answer. Try asking again or rephrasing.)"
 ROUND_LIMIT_NOTE = (
     "(I stopped after {rounds} rounds of tool calls without finishing. "
-    "Say \"continue\" to let me go on, or tell me what to do differently.)"
+    'Say "continue" to let me go on, or tell me what to do differently.)'
 )
 
 Recorder = Callable[[Message, Usage | None], None]
@@ -59,8 +59,9 @@ class TurnResult:
 
 
 class AgentLoop:
-    def __init__(self, provider: Provider, max_tool_rounds: int,
-                 images: ImageWindow | None = None) -> None:
+    def __init__(
+        self, provider: Provider, max_tool_rounds: int, images: ImageWindow | None = None
+    ) -> None:
         self.provider = provider
         self.max_tool_rounds = max_tool_rounds
         # Which images go to the model as pixels (the newest few); None: none ever do.
@@ -88,19 +89,24 @@ class AgentLoop:
         for round_number in range(1, self.max_tool_rounds + 1):
             # Read every round: a tool may make more tools available (mcp_load_tools).
             specs = tools.specs()
-            messages = history if self.images is None else self.images.attach(
-                history, ctx.workspace)
+            messages = (
+                history if self.images is None else self.images.attach(history, ctx.workspace)
+            )
             async with waiting() if waiting is not None else nullcontext():
-                completion = await self.provider.complete(system, messages, specs,
-                                                          stream=stream)
+                completion = await self.provider.complete(system, messages, specs, stream=stream)
             total = total + completion.usage
             # A name the model made up may hold a secret (the name of a tool a server listing
             # was refused for): recorded masked, as any tool result is.
             shown = [tools.shown_name(call.name) for call in completion.tool_calls]
             record(
-                Message("assistant", completion.text, tool_calls=tuple(
-                    replace(call, name=name)
-                    for call, name in zip(completion.tool_calls, shown, strict=True))),
+                Message(
+                    "assistant",
+                    completion.text,
+                    tool_calls=tuple(
+                        replace(call, name=name)
+                        for call, name in zip(completion.tool_calls, shown, strict=True)
+                    ),
+                ),
                 completion.usage,
             )
             if not completion.tool_calls:
@@ -112,21 +118,27 @@ class AgentLoop:
                 # Past the per-step or per-turn number of calls, a call gets an error result
                 # instead of running (every call needs a result for the next request).
                 refusal = ctx.budget.call_refusal(position, call.name) if ctx.budget else None
-                outcome = ToolOutcome(refusal, True) if refusal else \
-                    await self._run_tool(call, _seeing(ctx, history), tools)
+                outcome = (
+                    ToolOutcome(refusal, True)
+                    if refusal
+                    else await self._run_tool(call, _seeing(ctx, history), tools)
+                )
                 record(
-                    Message("tool", outcome.text, tool_call_id=call.id,
-                            tool_name=shown[position], is_error=outcome.is_error,
-                            untrusted=outcome.untrusted),
+                    Message(
+                        "tool",
+                        outcome.text,
+                        tool_call_id=call.id,
+                        tool_name=shown[position],
+                        is_error=outcome.is_error,
+                        untrusted=outcome.untrusted,
+                    ),
                     None,
                 )
         stop = ROUND_LIMIT_NOTE.format(rounds=self.max_tool_rounds)
         reply = f"{last_text}\n\n{stop}" if last_text else stop
         return TurnResult(reply, total, self.max_tool_rounds)
 
-    async def _run_tool(
-        self, call: ToolCall, ctx: ToolContext, tools: ToolRegistry
-    ) -> ToolOutcome:
+    async def _run_tool(self, call: ToolCall, ctx: ToolContext, tools: ToolRegistry) -> ToolOutcome:
         if call.arguments_error:
             return ToolOutcome(f"invalid arguments for {call.name}: {call.arguments_error}", True)
         log.info("tool %s in %s", call.name, ctx.session_key)

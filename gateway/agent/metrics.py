@@ -58,8 +58,7 @@ class _Metric(Collector):
 
     def _child(self, labels: Mapping[str, Any]) -> Any:
         if set(labels) != set(self.labels):
-            raise ValueError(f"{self.inner._name} takes labels {self.labels}, "
-                             f"got {tuple(labels)}")
+            raise ValueError(f"{self.inner._name} takes labels {self.labels}, got {tuple(labels)}")
         if not self.labels:
             return self.inner
         return self.inner.labels(**{name: str(labels[name]) for name in self.labels})
@@ -89,7 +88,7 @@ class _Metric(Collector):
         rows = []
         for metric in self.collect():
             for sample in metric.samples:
-                suffix = sample.name[len(metric.name):]
+                suffix = sample.name[len(metric.name) :]
                 if suffix == "_created":
                     continue
                 if metric.type == "counter" and suffix == "_total":
@@ -114,8 +113,11 @@ class _Metric(Collector):
                 sample_name = metric.name + ("_total" if metric.type == "counter" else "")
                 for key, value in extra.items():
                     if key not in seen:
-                        merged.append(prometheus_client.samples.Sample(
-                            sample_name, dict(zip(self.labels, key, strict=True)), value))
+                        merged.append(
+                            prometheus_client.samples.Sample(
+                                sample_name, dict(zip(self.labels, key, strict=True)), value
+                            )
+                        )
                 metric.samples = merged
             yield metric
 
@@ -142,8 +144,10 @@ class Histogram(_Metric):
         self._child(labels)
         for metric in self.inner.collect():
             for sample in metric.samples:
-                if sample.name.endswith("_count") and \
-                        tuple(sample.labels.get(n, "") for n in self.labels) == key:
+                if (
+                    sample.name.endswith("_count")
+                    and tuple(sample.labels.get(n, "") for n in self.labels) == key
+                ):
                     return float(sample.value)
         return 0.0
 
@@ -167,17 +171,30 @@ class Registry:
         return metric
 
     def counter(self, name: str, help_text: str, labels: Sequence[str] = ()) -> Counter:
-        return self._add(Counter(prometheus_client.Counter(
-            name, help_text, labels, registry=None), labels))
+        return self._add(
+            Counter(prometheus_client.Counter(name, help_text, labels, registry=None), labels)
+        )
 
     def gauge(self, name: str, help_text: str, labels: Sequence[str] = ()) -> Gauge:
-        return self._add(Gauge(prometheus_client.Gauge(
-            name, help_text, labels, registry=None), labels))
+        return self._add(
+            Gauge(prometheus_client.Gauge(name, help_text, labels, registry=None), labels)
+        )
 
-    def histogram(self, name: str, help_text: str, labels: Sequence[str] = (),
-                  buckets: Sequence[float] = LATENCY_BUCKETS) -> Histogram:
-        return self._add(Histogram(prometheus_client.Histogram(
-            name, help_text, labels, buckets=buckets, registry=None), labels))
+    def histogram(
+        self,
+        name: str,
+        help_text: str,
+        labels: Sequence[str] = (),
+        buckets: Sequence[float] = LATENCY_BUCKETS,
+    ) -> Histogram:
+        return self._add(
+            Histogram(
+                prometheus_client.Histogram(
+                    name, help_text, labels, buckets=buckets, registry=None
+                ),
+                labels,
+            )
+        )
 
     def render(self) -> str:
         """Every metric in the Prometheus text format (prometheus_client's exposition)."""
@@ -194,85 +211,113 @@ class GatewayMetrics:
         r = self.registry = Registry()
         self.turns = r.counter("clawgate_turns_total", "Turns run, by outcome.", ["outcome"])
         self.turn_seconds = r.histogram(
-            "clawgate_turn_seconds", "Wall time of a turn, provider included.")
+            "clawgate_turn_seconds", "Wall time of a turn, provider included."
+        )
         self.tool_calls = r.counter(
-            "clawgate_tool_calls_total", "Tool calls by tool and outcome.", ["tool", "outcome"])
+            "clawgate_tool_calls_total", "Tool calls by tool and outcome.", ["tool", "outcome"]
+        )
         self.provider_seconds = r.histogram(
             "clawgate_provider_request_seconds",
-            "Latency of one model call (retries included).", ["provider"])
+            "Latency of one model call (retries included).",
+            ["provider"],
+        )
         self.provider_errors = r.counter(
-            "clawgate_provider_errors_total", "Model calls that failed, by error kind.",
-            ["provider", "kind"])
+            "clawgate_provider_errors_total",
+            "Model calls that failed, by error kind.",
+            ["provider", "kind"],
+        )
         self.tokens = r.counter(
             "clawgate_tokens_total",
             "Tokens reported by the provider: in, out, cache_read, cache_write.",
-            ["direction"])
+            ["direction"],
+        )
         # Per kind of turn and model (models: the configured ones, anything else `other`).
         self.known_models: set[str] = set()
         self.usage_tokens = r.counter(
             "clawgate_usage_tokens_total",
             "Tokens reported by the provider, by kind of turn, model and direction.",
-            ["kind", "model", "direction"])
+            ["kind", "model", "direction"],
+        )
         self.usage_cost = r.counter(
             "clawgate_usage_cost_dollars_total",
             "Cost in US dollars from the price table, by kind of turn and model.",
-            ["kind", "model"])
+            ["kind", "model"],
+        )
         self.fallbacks = r.counter(
             "clawgate_model_fallbacks_total",
-            "Calls handed to the next model of a fallback chain, by the model that failed "
-            "and why.", ["model", "kind"])
+            "Calls handed to the next model of a fallback chain, by the model that failed and why.",
+            ["model", "kind"],
+        )
         self.budget_refusals = r.counter(
             "clawgate_budget_refusals_total",
             "Turns not started because their person reached a cap, by kind of turn.",
-            ["kind"])
+            ["kind"],
+        )
         self.compactions = r.counter(
-            "clawgate_compactions_total", "Session compactions by reason and result.",
-            ["reason", "result"])
+            "clawgate_compactions_total",
+            "Session compactions by reason and result.",
+            ["reason", "result"],
+        )
         self.flushes = r.counter(
-            "clawgate_memory_flushes_total", "Silent memory flush turns, by outcome.", ["outcome"])
+            "clawgate_memory_flushes_total", "Silent memory flush turns, by outcome.", ["outcome"]
+        )
         self.heartbeats = r.counter(
-            "clawgate_heartbeats_total", "Heartbeat runs by outcome.", ["outcome"])
+            "clawgate_heartbeats_total", "Heartbeat runs by outcome.", ["outcome"]
+        )
         self.deliveries = r.counter(
-            "clawgate_deliveries_total", "Replies handed to a channel, by outcome.",
-            ["channel", "outcome"])
+            "clawgate_deliveries_total",
+            "Replies handed to a channel, by outcome.",
+            ["channel", "outcome"],
+        )
         self.delivery_mark_seconds = r.histogram(
             "clawgate_delivery_mark_seconds",
             "From a platform's answer accepting a send to the outbox recording it: the window "
             "in which a crash makes the restart send it again.",
-            buckets=MARK_BUCKETS)
+            buckets=MARK_BUCKETS,
+        )
         self.delivery_retries = r.counter(
-            "clawgate_delivery_retries_total", "Sends that failed and will be retried.",
-            ["channel"])
+            "clawgate_delivery_retries_total", "Sends that failed and will be retried.", ["channel"]
+        )
         self.messages_given_up = r.counter(
             "clawgate_messages_given_up_total",
             "Messages given up after their turn was cut short by restarts too many times.",
-            ["channel"])
+            ["channel"],
+        )
         self.search_seconds = r.histogram(
-            "clawgate_memory_search_seconds", "Latency of one recall search.")
+            "clawgate_memory_search_seconds", "Latency of one recall search."
+        )
         self.commits = r.counter(
-            "clawgate_workspace_commits_total", "Workspace versioning commits, by reason.",
-            ["reason"])
+            "clawgate_workspace_commits_total",
+            "Workspace versioning commits, by reason.",
+            ["reason"],
+        )
         self.quota_refusals = r.counter(
             "clawgate_quota_refusals_total",
             "Tool calls and writes refused by a quota: workspace, group_area, turn_write, "
-            "step_calls, turn_calls.", ["quota"])
+            "step_calls, turn_calls.",
+            ["quota"],
+        )
         for kind in QUOTA_KINDS:  # every series from the start, so a rate() sees the first
             self.quota_refusals.inc(0, quota=kind)
         self.shared_write_refusals = r.counter(
             "clawgate_shared_writes_refused_total",
             "Writes of a file groups read (a group's area, a persona file) refused in a "
             "private context: unattended (no owner present) or outside_text (a web page, a "
-            "document, a tool server's output in the context).", ["reason"])
+            "document, a tool server's output in the context).",
+            ["reason"],
+        )
         for reason in SHARED_WRITE_REASONS:
             self.shared_write_refusals.inc(0, reason=reason)
         self.tool_bytes = r.counter(
-            "clawgate_tool_bytes_written_total", "Bytes the file tools put into files.")
+            "clawgate_tool_bytes_written_total", "Bytes the file tools put into files."
+        )
         self.queue_depth = r.gauge(
-            "clawgate_queue_depth", "Turns and commands waiting or running, all sessions.")
+            "clawgate_queue_depth", "Turns and commands waiting or running, all sessions."
+        )
         self.channel_ready = r.gauge(
-            "clawgate_channel_ready", "1 if the channel is ready, else 0.", ["channel"])
-        self.started = r.gauge(
-            "clawgate_start_time_seconds", "Unix time the process started.")
+            "clawgate_channel_ready", "1 if the channel is ready, else 0.", ["channel"]
+        )
+        self.started = r.gauge("clawgate_start_time_seconds", "Unix time the process started.")
         self.started.set(time.time())
 
     def render(self) -> str:
@@ -295,9 +340,12 @@ class GatewayMetrics:
     def usage(self, kind: str, model: str, usage: Usage, cost: float) -> None:
         kind = fixed_label(kind, TURN_KINDS)
         model = fixed_label(model, self.known_models)
-        for direction, amount in (("in", usage.input_tokens), ("out", usage.output_tokens),
-                                  ("cache_read", usage.cache_read_tokens),
-                                  ("cache_write", usage.cache_write_tokens)):
+        for direction, amount in (
+            ("in", usage.input_tokens),
+            ("out", usage.output_tokens),
+            ("cache_read", usage.cache_read_tokens),
+            ("cache_write", usage.cache_write_tokens),
+        ):
             self.usage_tokens.inc(amount, kind=kind, model=model, direction=direction)
         self.usage_cost.inc(cost, kind=kind, model=model)
 
@@ -353,8 +401,9 @@ class MeteredProvider:
     here so that no caller, present or future, can make a call it did not admit.
     """
 
-    def __init__(self, inner: Provider, metrics: GatewayMetrics,
-                 usage: UsageSink | None = None) -> None:
+    def __init__(
+        self, inner: Provider, metrics: GatewayMetrics, usage: UsageSink | None = None
+    ) -> None:
         self.inner = inner
         self.metrics = metrics
         self.usage = usage
@@ -368,8 +417,12 @@ class MeteredProvider:
         return self.inner.model
 
     async def complete(
-        self, system: SystemPrompt, messages: Sequence[Message], tools: Sequence[ToolSpec],
-        *, stream: TextStream | None = None,
+        self,
+        system: SystemPrompt,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSpec],
+        *,
+        stream: TextStream | None = None,
     ) -> Completion:
         scope = current_scope()
         async with self.usage.admit(scope) if self.usage is not None else nullcontext():
@@ -380,8 +433,9 @@ class MeteredProvider:
                 self.metrics.provider_errors.inc(provider=self.name, kind=exc.kind)
                 raise
             finally:
-                self.metrics.provider_seconds.observe(time.perf_counter() - started,
-                                                      provider=self.name)
+                self.metrics.provider_seconds.observe(
+                    time.perf_counter() - started, provider=self.name
+                )
             usage = completion.usage
             self.metrics.tokens.inc(usage.input_tokens, direction="in")
             self.metrics.tokens.inc(usage.output_tokens, direction="out")

@@ -58,7 +58,12 @@ def speaker_line(name: str, platform_id: str, is_owner: bool) -> str:
 
 
 def build_system_prompt(
-    files: Sequence[ContextFile], *, private: bool, now: datetime, run_info: str, area: str = "",
+    files: Sequence[ContextFile],
+    *,
+    private: bool,
+    now: datetime,
+    run_info: str,
+    area: str = "",
     sections: Sequence[str] = (),
 ) -> SystemPrompt:
     """`sections` (the skills list...) follow the workspace files in the stable part."""
@@ -73,13 +78,13 @@ def build_system_prompt(
     parts += [section for section in sections if section]
     stable = "\n\n".join(parts)
     stamp = now.strftime("%Y-%m-%d %H:%M %Z (%A)")
-    return SystemPrompt(stable=stable, volatile=f"## This chat\n{run_info}",
-                        now=f"Current time: {stamp}")
+    return SystemPrompt(
+        stable=stable, volatile=f"## This chat\n{run_info}", now=f"Current time: {stamp}"
+    )
 
 
 def tool_schema_chars(specs: Sequence[ToolSpec]) -> int:
-    return sum(len(spec.name) + len(spec.description) + len(str(spec.parameters))
-               for spec in specs)
+    return sum(len(spec.name) + len(spec.description) + len(str(spec.parameters)) for spec in specs)
 
 
 def request_overhead_chars(system: SystemPrompt, specs: Sequence[ToolSpec]) -> int:

@@ -19,13 +19,21 @@ from typing import Literal, get_args
 
 # `speech`: a reply read aloud by a paid speech API (its characters counted as input tokens).
 TurnKind = Literal[
-    "conversation", "heartbeat", "flush", "compaction", "reminders", "tidying",
-    "consolidation", "speech", "other",
+    "conversation",
+    "heartbeat",
+    "flush",
+    "compaction",
+    "reminders",
+    "tidying",
+    "consolidation",
+    "speech",
+    "other",
 ]
 TURN_KINDS: tuple[TurnKind, ...] = get_args(TurnKind)
 # Turns nobody is waiting for: the cheaper background model answers them when one is set.
-BACKGROUND_KINDS: frozenset[TurnKind] = frozenset({"heartbeat", "flush", "compaction",
-                                                   "tidying", "consolidation"})
+BACKGROUND_KINDS: frozenset[TurnKind] = frozenset(
+    {"heartbeat", "flush", "compaction", "tidying", "consolidation"}
+)
 NO_PERSON = ""
 
 
@@ -40,7 +48,8 @@ class UsageScope:
 
 UNSCOPED = UsageScope()  # frozen: safe as the shared default
 _scope: contextvars.ContextVar[UsageScope] = contextvars.ContextVar(
-    "clawgate_usage_scope", default=UNSCOPED)
+    "clawgate_usage_scope", default=UNSCOPED
+)
 
 
 def current_scope() -> UsageScope:

@@ -123,8 +123,9 @@ class Session:
         self.record_event("flush", cycle=self.compactions, **fields)
         self.flushed_cycle = self.compactions
 
-    def compact(self, first_kept: int, summary: str | None, overhead_chars: int,
-                **fields: Any) -> None:
+    def compact(
+        self, first_kept: int, summary: str | None, overhead_chars: int, **fields: Any
+    ) -> None:
         """Replace history[:first_kept] by `summary` (or a drop marker), on disk and here.
 
         The transcript keeps every original line; the compaction entry only says where the
@@ -137,8 +138,11 @@ class Session:
         )
         untrusted = summarised_source(self.history[:first_kept]) if summary else ""
         self.record_event(
-            "compaction", summary=summary, first_kept_entry=first_entry,
-            overhead_chars=overhead_chars, **({"untrusted": untrusted} if untrusted else {}),
+            "compaction",
+            summary=summary,
+            first_kept_entry=first_entry,
+            overhead_chars=overhead_chars,
+            **({"untrusted": untrusted} if untrusted else {}),
             **fields,
         )
         self._apply_compaction(first_kept, summary, overhead_chars, untrusted)
@@ -150,8 +154,9 @@ class Session:
                 return position
         return len(self.history)
 
-    def _apply_compaction(self, first_kept: int, summary: str | None,
-                          overhead_chars: int, untrusted: str = "") -> None:
+    def _apply_compaction(
+        self, first_kept: int, summary: str | None, overhead_chars: int, untrusted: str = ""
+    ) -> None:
         self.history = [compacted_marker(summary, untrusted), *self.history[first_kept:]]
         self.entry_ids = [-1, *self.entry_ids[first_kept:]]
         self.compactions += 1
@@ -193,8 +198,10 @@ IMAGE_CHARS = 1_600 * CHARS_PER_TOKEN
 
 
 def _chars(message: Message) -> int:
-    return len(message.text) + len(message.images) * IMAGE_CHARS + sum(
-        len(call.name) + len(str(call.arguments)) for call in message.tool_calls
+    return (
+        len(message.text)
+        + len(message.images) * IMAGE_CHARS
+        + sum(len(call.name) + len(str(call.arguments)) for call in message.tool_calls)
     )
 
 
@@ -271,9 +278,13 @@ class SessionStore:
             except (ValueError, TypeError, OverflowError):  # a hand edit: skip that entry
                 odd.append(number + 1)
         if odd:
-            log.warning("skipped %d entr%s of %s that the gateway did not write (the first: "
-                        "entry %d)", len(odd), "y" if len(odd) == 1 else "ies",
-                        transcript.path.name, odd[0])
+            log.warning(
+                "skipped %d entr%s of %s that the gateway did not write (the first: entry %d)",
+                len(odd),
+                "y" if len(odd) == 1 else "ies",
+                transcript.path.name,
+                odd[0],
+            )
         session.history, session.entry_ids = repair_history(session.history, session.entry_ids)
         if not transcript.path.exists():
             session.record_event("session", key=key)

@@ -67,8 +67,12 @@ class Transcript:
             if isinstance(entry, dict):
                 entries.append(entry)
         if skipped:
-            log.warning("skipped %d unreadable line(s) of %s (the first: line %d)",
-                        len(skipped), self.path.name, skipped[0])
+            log.warning(
+                "skipped %d unreadable line(s) of %s (the first: line %d)",
+                len(skipped),
+                self.path.name,
+                skipped[0],
+            )
         return entries
 
 
@@ -80,8 +84,12 @@ def entry_to_message(entry: dict[str, Any]) -> Message | None:
     kind = entry.get("type")
     untrusted = untrusted_field(entry)
     if kind == "user":
-        return Message("user", _text(entry.get("text", "")), images=_images(entry.get("images")),
-                       untrusted=untrusted)
+        return Message(
+            "user",
+            _text(entry.get("text", "")),
+            images=_images(entry.get("images")),
+            untrusted=untrusted,
+        )
     if kind == "assistant":
         raw_calls = entry.get("tool_calls") or []
         if not isinstance(raw_calls, list) or not all(isinstance(c, dict) for c in raw_calls):
@@ -122,8 +130,14 @@ def _images(raw: Any) -> tuple[ImagePart, ...]:
     for item in raw:
         if isinstance(item, dict) and isinstance(item.get("path"), str):
             kind = item.get("media_type")
-            found.append(ImagePart(item["path"], kind if isinstance(kind, str) else "image/jpeg",
-                                   _int(item.get("width")), _int(item.get("height"))))
+            found.append(
+                ImagePart(
+                    item["path"],
+                    kind if isinstance(kind, str) else "image/jpeg",
+                    _int(item.get("width")),
+                    _int(item.get("height")),
+                )
+            )
     return tuple(found)
 
 
@@ -190,7 +204,12 @@ def repair_history(
 
 def _close_pending(repaired: list[tuple[Message, int]], pending: dict[str, ToolCall]) -> None:
     for call in pending.values():
-        interrupted = Message("tool", INTERRUPTED_TOOL_RESULT, tool_call_id=call.id,
-                              tool_name=call.name, is_error=True)
+        interrupted = Message(
+            "tool",
+            INTERRUPTED_TOOL_RESULT,
+            tool_call_id=call.id,
+            tool_name=call.name,
+            is_error=True,
+        )
         repaired.append((interrupted, -1))
     pending.clear()

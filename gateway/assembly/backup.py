@@ -185,18 +185,24 @@ def backup(output: Path, workspaces: list[Path], *, state_db: Path | None = None
     try:
         with tarfile.open(tmp_name, "w:gz") as tar:
             manifest = {
-                "format": FORMAT, "version": VERSION,
+                "format": FORMAT,
+                "version": VERSION,
                 "created_at": datetime.now(UTC).isoformat(),
-                "workspaces": names, "state": state_db is not None and state_db.exists(),
+                "workspaces": names,
+                "state": state_db is not None and state_db.exists(),
             }
-            _add_bytes(tar, MANIFEST, json.dumps(manifest, indent=1).encode(), 0o644,
-                       datetime.now(UTC).timestamp())
+            _add_bytes(
+                tar,
+                MANIFEST,
+                json.dumps(manifest, indent=1).encode(),
+                0o644,
+                datetime.now(UTC).timestamp(),
+            )
             for ws in workspaces:
                 _backup_workspace(tar, ws, report)
             if state_db is not None and state_db.exists():
                 st = state_db.stat()
-                _add_bytes(tar, STATE_ARCNAME, sqlite_snapshot(state_db), st.st_mode,
-                           st.st_mtime)
+                _add_bytes(tar, STATE_ARCNAME, sqlite_snapshot(state_db), st.st_mode, st.st_mtime)
                 report.state = True
                 report.databases += 1
         os.replace(tmp_name, output)
@@ -229,8 +235,9 @@ def _backup_workspace(tar: tarfile.TarFile, ws: Path, report: BackupReport) -> N
 
 
 def _git_unsafe(rel: str) -> bool:
-    return any(rel == f".git/{part}" or rel.startswith(f".git/{part}/")
-               for part in GIT_UNSAFE_PARTS)
+    return any(
+        rel == f".git/{part}" or rel.startswith(f".git/{part}/") for part in GIT_UNSAFE_PARTS
+    )
 
 
 # --- restore ----------------------------------------------------------------------------------
@@ -240,8 +247,14 @@ def _check_member(member: tarfile.TarInfo) -> tuple[str, str]:
     """("workspace", name) / ("state", "") / ("manifest", "") for a safe member; else raise."""
     name = member.name
     path = PurePosixPath(name)
-    if (not name or name.startswith(("/", "\\")) or "\\" in name or ".." in path.parts
-            or ":" in path.parts[0] or "\x00" in name):
+    if (
+        not name
+        or name.startswith(("/", "\\"))
+        or "\\" in name
+        or ".." in path.parts
+        or ":" in path.parts[0]
+        or "\x00" in name
+    ):
         raise BackupError(f"refusing archive: unsafe member path {name!r}")
     if not (member.isfile() or member.isdir()):
         raise BackupError(f"refusing archive: {name!r} is a link or device, not a file")
@@ -263,8 +276,7 @@ def read_manifest(archive: Path) -> dict[str, object]:
     try:
         tar = tarfile.open(archive, "r:gz")  # noqa: SIM115 - closed by the `with` below
     except tarfile.ReadError as exc:  # not a .tar.gz at all: the wrong file was named
-        raise BackupMistake(f"{archive} is not a clawgate backup (not a .tar.gz archive)") \
-            from exc
+        raise BackupMistake(f"{archive} is not a clawgate backup (not a .tar.gz archive)") from exc
     with tar:
         try:
             handle = tar.extractfile(MANIFEST)
@@ -282,8 +294,9 @@ def read_manifest(archive: Path) -> dict[str, object]:
     return data
 
 
-def restore(archive: Path, root: Path, *, force: bool = False, rename: str = "",
-            with_state: bool = True) -> RestoreReport:
+def restore(
+    archive: Path, root: Path, *, force: bool = False, rename: str = "", with_state: bool = True
+) -> RestoreReport:
     """Unpack `archive` under the workspaces `root`.
 
     Refuses if a workspace (or the state database) already exists, unless `force`: then the
@@ -301,8 +314,9 @@ def restore(archive: Path, root: Path, *, force: bool = False, rename: str = "",
         raise BackupError(f"cannot restore {archive}: {exc}") from exc
 
 
-def _restore_from(tar: tarfile.TarFile, root: Path, *, force: bool, rename: str,
-                  with_state: bool) -> RestoreReport:
+def _restore_from(
+    tar: tarfile.TarFile, root: Path, *, force: bool, rename: str, with_state: bool
+) -> RestoreReport:
     members = tar.getmembers()
     kinds = [_check_member(m) for m in members]
     names = sorted({name for kind, name in kinds if kind == "workspace"})
@@ -320,13 +334,17 @@ def _restore_from(tar: tarfile.TarFile, root: Path, *, force: bool, rename: str,
         raise BackupMistake(
             f"refusing to overwrite {', '.join(clashes)}: restore elsewhere "
             f"(--root), under another name (--as), or pass --force to replace (the "
-            f"current one is moved to {root / TRASH})")
+            f"current one is moved to {root / TRASH})"
+        )
     make_private_dirs(root)
     report = RestoreReport()
     staging = Path(tempfile.mkdtemp(dir=root, prefix=".restore-"))
     try:
-        wanted = [m for m, (kind, _) in zip(members, kinds, strict=True)
-                  if kind == "workspace" or (kind == "state" and has_state)]
+        wanted = [
+            m
+            for m, (kind, _) in zip(members, kinds, strict=True)
+            if kind == "workspace" or (kind == "state" and has_state)
+        ]
         tar.extractall(staging, members=wanted, filter="data")
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
         for name in names:
@@ -411,8 +429,7 @@ def clone(root: Path, source: str, new: str, *, sessions: bool = True) -> Path:
         (staging / SESSIONS_DIR).mkdir(exist_ok=True)
         if (staging / ".git").is_dir():
             reset_git_config(staging / ".git")
-        marker = {"person": new, "cloned_from": source,
-                  "created_at": datetime.now(UTC).isoformat()}
+        marker = {"person": new, "cloned_from": source, "created_at": datetime.now(UTC).isoformat()}
         (staging / SEEDED_MARKER).write_text(json.dumps(marker) + "\n", encoding="utf-8")
         os.replace(staging, dst)
     except BaseException:

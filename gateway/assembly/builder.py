@@ -107,10 +107,12 @@ RUN = Plan()
 # script, not a person, and gets none). Neither takes the lock: both work beside a running
 # `clawgate run`, as before (whose panel, on the same port, then serves both).
 CHAT = Plan(channels="terminal", heartbeats=True, health=False, panel=False, exclusive=False)
-CHAT_AT_A_TERMINAL = Plan(channels="terminal", heartbeats=True, health=False, panel=True,
-                          exclusive=False)
-ONE_BEAT = Plan(channels="none", heartbeats=False, health=False, scheduler=False, panel=False,
-                exclusive=False)
+CHAT_AT_A_TERMINAL = Plan(
+    channels="terminal", heartbeats=True, health=False, panel=True, exclusive=False
+)
+ONE_BEAT = Plan(
+    channels="none", heartbeats=False, health=False, scheduler=False, panel=False, exclusive=False
+)
 
 
 def assemble_parts(
@@ -138,7 +140,8 @@ def assemble_parts(
 
         provider = build_provider(settings, defer=True)  # the SDK loads after start-up
     state = StateDB.for_root(  # opened by Gateway.start
-        settings.workspaces_dir, inbox_retention=settings.inbox_retention)
+        settings.workspaces_dir, inbox_retention=settings.inbox_retention
+    )
     channels: list[Channel] = []
     if plan.channels == "platforms":
         channels.extend(platforms.build_channels(settings, state, options))
@@ -147,8 +150,9 @@ def assemble_parts(
         from channels.terminal import TerminalChannel
         from gateway.assembly.terminal_chat import history_path
 
-        channels.append(TerminalChannel(history_path=history_path(settings),
-                                        streaming=settings.chat.streaming))
+        channels.append(
+            TerminalChannel(history_path=history_path(settings), streaming=settings.chat.streaming)
+        )
     sessions = SessionStore(clock)
     web = web_tools(settings.web, sessions)  # web_fetch, web_search as [web] says
     memory = None
@@ -161,8 +165,9 @@ def assemble_parts(
     if plan.scheduler:
         from gateway.features.scheduling import build_schedule_desk
 
-        desk = build_schedule_desk(settings, clock, state.links.last_dm_route,
-                             [channel.name for channel in channels])
+        desk = build_schedule_desk(
+            settings, clock, state.links.last_dm_route, [channel.name for channel in channels]
+        )
         if desk is not None:
             from gateway.agent.tools.schedule_tools import schedule_tools
 
@@ -171,11 +176,20 @@ def assemble_parts(
 
     press_wiring = exec_wiring(settings, state, clock)  # probes the sandbox once
     return build_parts(
-        settings, provider, channels=channels, clock=clock,
-        access=platforms.access_policy(settings, state, clock), private_tools=private_tools,
-        shared_tools=web if settings.web.groups else (), state=state,
-        redactor=Redactor.from_settings(settings), sessions=sessions, memory=memory,
-        schedule_desk=desk, press_wiring=press_wiring)
+        settings,
+        provider,
+        channels=channels,
+        clock=clock,
+        access=platforms.access_policy(settings, state, clock),
+        private_tools=private_tools,
+        shared_tools=web if settings.web.groups else (),
+        state=state,
+        redactor=Redactor.from_settings(settings),
+        sessions=sessions,
+        memory=memory,
+        schedule_desk=desk,
+        press_wiring=press_wiring,
+    )
 
 
 def build_gateway(
@@ -191,8 +205,16 @@ def build_gateway(
     services around it (GatewayApp adds those)."""
     from gateway.pipeline.gateway import Gateway
 
-    return Gateway(assemble_parts(settings, plan, provider=provider,
-                                  extra_channels=extra_channels, clock=clock, options=options))
+    return Gateway(
+        assemble_parts(
+            settings,
+            plan,
+            provider=provider,
+            extra_channels=extra_channels,
+            clock=clock,
+            options=options,
+        )
+    )
 
 
 Say = Callable[[str], Awaitable[None]]
@@ -204,8 +226,9 @@ async def _to_stderr(text: str) -> None:
     print(text, file=sys.stderr)
 
 
-async def start_panel(parts: GatewayParts, settings: Settings, *, say: Say = _to_stderr,
-                      beside: bool = False) -> Any:
+async def start_panel(
+    parts: GatewayParts, settings: Settings, *, say: Say = _to_stderr, beside: bool = False
+) -> Any:
     """Serve the web control panel (gateway/panel/) on the gateway's event loop; None if it
     is off or its port is taken (the gateway itself keeps running: the panel is for the
     owner, and says why it did not start).
@@ -226,13 +249,17 @@ async def start_panel(parts: GatewayParts, settings: Settings, *, say: Say = _to
     except OSError as exc:
         from gateway.panel.probe import panel_answers
 
-        if beside and exc.errno == errno.EADDRINUSE and await asyncio.to_thread(
-                panel_answers, settings.panel):
-            await say(f"web panel: {settings.panel.base_url()} (served by the gateway already "
-                      "running here; a login link: `clawgate panel url`)")
+        if (
+            beside
+            and exc.errno == errno.EADDRINUSE
+            and await asyncio.to_thread(panel_answers, settings.panel)
+        ):
+            await say(
+                f"web panel: {settings.panel.base_url()} (served by the gateway already "
+                "running here; a login link: `clawgate panel url`)"
+            )
         else:
-            await say(f"clawgate: panel not started ({exc}); set [panel] port, or "
-                      "enabled = false")
+            await say(f"clawgate: panel not started ({exc}); set [panel] port, or enabled = false")
         return None
     notice = panel.first_start_notice()
     await say(notice or f"panel on {panel.url} (a login link: `clawgate panel url`)")
@@ -294,8 +321,9 @@ class GatewayApp:
             if self.health is not None:
                 await self._start_health(self.health)  # readiness reflects the channels
             if self.plan.panel:
-                self.panel = await start_panel(self.parts, self.settings, say=self._say,
-                                               beside=not self.plan.exclusive)
+                self.panel = await start_panel(
+                    self.parts, self.settings, say=self._say, beside=not self.plan.exclusive
+                )
                 if self.panel is not None:
                     stack.push_async_callback(self.panel.stop)
         except BaseException:
@@ -347,7 +375,8 @@ class GatewayApp:
         except AlreadyRunning as exc:
             raise AlreadyRunningError(
                 f"{exc}; stop it first (two gateways on the same workspaces would answer "
-                "every message twice)") from exc
+                "every message twice)"
+            ) from exc
         stack.callback(lock.release)
 
     def _bind_health(self, stack: contextlib.AsyncExitStack) -> HealthServer:
@@ -359,12 +388,16 @@ class GatewayApp:
             health.bind()
         except OSError as exc:
             where = f"{self.settings.health.host}:{self.settings.health.port}"
-            cause = ("is already in use (another clawgate or program listens there)"
-                     if exc.errno == errno.EADDRINUSE else f"cannot be opened ({exc.strerror})")
+            cause = (
+                "is already in use (another clawgate or program listens there)"
+                if exc.errno == errno.EADDRINUSE
+                else f"cannot be opened ({exc.strerror})"
+            )
             raise StartupError(
                 f"cannot serve /healthz on {where}: the port {cause}; set "
                 f"CLAWGATE_HEALTH__PORT ([health] port) to a free port, or "
-                f"CLAWGATE_HEALTH__ENABLED=false") from exc
+                f"CLAWGATE_HEALTH__ENABLED=false"
+            ) from exc
         stack.push_async_callback(health.stop)
         return health
 
@@ -401,8 +434,7 @@ class GatewayApp:
             try:
                 await warm_up(self.parts.provider)
             except Exception:  # the first model call builds it again and reports the error
-                log.exception("could not prepare the %s provider",
-                              self.settings.llm.provider)
+                log.exception("could not prepare the %s provider", self.settings.llm.provider)
 
         task = asyncio.create_task(warm(), name="provider-warm-up")
 

@@ -34,12 +34,12 @@ log = logging.getLogger(__name__)
 def hidden_paths(settings: Settings) -> list[Path]:
     """What a sandbox must never show even inside a mounted system directory: the config
     file, the gateway's state directory, its home."""
-    return [config_path().resolve(), (settings.workspaces_dir / ".gateway").resolve(),
-            Path.home()]
+    return [config_path().resolve(), (settings.workspaces_dir / ".gateway").resolve(), Path.home()]
 
 
-def exec_wiring(settings: Settings, state: StateDB,
-                clock: Clock) -> Callable[[PressPorts], PressWiring] | None:
+def exec_wiring(
+    settings: Settings, state: StateDB, clock: Clock
+) -> Callable[[PressPorts], PressWiring] | None:
     """How the parts get the exec tool and the approval desk as `[exec]` says; None when off
     or where the sandbox cannot run (logged with the reason and the remedy)."""
     config = settings.exec
@@ -51,9 +51,12 @@ def exec_wiring(settings: Settings, state: StateDB,
         except ValueError as exc:
             raise ConfigError(f"[exec] allow (CLAWGATE_EXEC__ALLOW): {exc}") from None
     try:
-        sandbox = Sandbox.open(config, hidden_paths=hidden_paths(settings),
-                               bwrap=config.bwrap or None,
-                               policy=AddressPolicy(parse_networks(settings.web.allow_networks)))
+        sandbox = Sandbox.open(
+            config,
+            hidden_paths=hidden_paths(settings),
+            bwrap=config.bwrap or None,
+            policy=AddressPolicy(parse_networks(settings.web.allow_networks)),
+        )
     except SandboxUnavailable as exc:
         log.warning("the exec tool is not offered: %s (clawgate doctor says more)", exc)
         return None
@@ -61,10 +64,17 @@ def exec_wiring(settings: Settings, state: StateDB,
     def wire(ports: PressPorts) -> PressWiring:
         store = ApprovalStore(state.database)
         runner = Runner(sandbox, store, clock)
-        desk = ApprovalDesk(store, runner, ports, clock, owner=settings.owner,
-                            expiry_seconds=config.approval_seconds)
-        tool = ExecTool(config, runner, desk, owner=settings.owner,
-                        network_available=sandbox.network_available)
+        desk = ApprovalDesk(
+            store,
+            runner,
+            ports,
+            clock,
+            owner=settings.owner,
+            expiry_seconds=config.approval_seconds,
+        )
+        tool = ExecTool(
+            config, runner, desk, owner=settings.owner, network_available=sandbox.network_available
+        )
         return PressWiring(desk, [tool], {tool.spec.name: tool.may_run})
 
     return wire

@@ -103,6 +103,12 @@ def build_gateway(
     platform_channels = build_channels(settings, state, options) if with_platforms else []
     channels = [*platform_channels, *(extra_channels or [])]
     clock = clock or SystemClock()
-    return Gateway.build(settings, provider, channels=channels, clock=clock,
-                         access=access_policy(settings, state, clock), state=state,
-                         press_wiring=exec_wiring(settings, state, clock) if with_exec else None)
+    return Gateway.build(
+        settings,
+        provider,
+        channels=channels,
+        clock=clock,
+        access=access_policy(settings, state, clock),
+        state=state,
+        press_wiring=exec_wiring(settings, state, clock) if with_exec else None,
+    )

@@ -49,8 +49,9 @@ def log_to_file(settings: Settings) -> Path:
 _ENDED_UNANSWERED = ("error", DROPPED_EVENT)
 
 
-def _exchanges(workspace: Path, person: str, *, endings: bool = False
-               ) -> Iterator[dict[str, object]]:
+def _exchanges(
+    workspace: Path, person: str, *, endings: bool = False
+) -> Iterator[dict[str, object]]:
     """The person's DM conversation, newest first: user messages and the assistant's final
     answers (tool-calling steps of a turn are left out); with `endings`, also the lines that
     ended a turn without an answer (an error, a message given up on)."""
@@ -112,16 +113,19 @@ def continuing_line(settings: Settings, workspace: Path, person: str) -> str | N
     if when is None:
         return None
     local = when.astimezone(settings.zone())
-    line = (f"Continuing your conversation from {local:%a %d %b %Y %H:%M} "
-            "(/new starts a fresh one).")
+    line = f"Continuing your conversation from {local:%a %d %b %Y %H:%M} (/new starts a fresh one)."
     waiting = unanswered_line(workspace, person)
     if waiting is not None:
         shown = waiting.text if len(waiting.text) <= 60 else waiting.text[:59] + "…"
         if waiting.failed:
             told = waiting.failed if len(waiting.failed) <= 160 else waiting.failed[:159] + "…"
-            line += (f"\nYour last message ({shown!r}) was not answered: {told}\n"
-                     "To send it again, press Up and then Enter.")
+            line += (
+                f"\nYour last message ({shown!r}) was not answered: {told}\n"
+                "To send it again, press Up and then Enter."
+            )
         else:
-            line += (f"\nYour last message was not answered before the chat stopped: "
-                     f"answering it now ({shown!r}).")
+            line += (
+                f"\nYour last message was not answered before the chat stopped: "
+                f"answering it now ({shown!r})."
+            )
     return line

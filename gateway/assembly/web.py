@@ -53,8 +53,13 @@ def search_backend(web: WebSettings) -> SearchBackend | None:
 WebTool = WebFetchTool | WebSearchTool
 
 
-def web_tools(web: WebSettings, sessions: SessionStore, *, resolver: Resolver | None = None,
-              ssl_context: ssl.SSLContext | None = None) -> list[WebTool]:
+def web_tools(
+    web: WebSettings,
+    sessions: SessionStore,
+    *,
+    resolver: Resolver | None = None,
+    ssl_context: ssl.SSLContext | None = None,
+) -> list[WebTool]:
     """`web_fetch` and `web_search` as `[web]` says ([] when off): for the owner's private
     contexts, and for groups too when `web.groups`. `sessions` are read for the links a
     session was given; `resolver` and `ssl_context` are for tests (a fixed host table, a test
@@ -68,13 +73,23 @@ def web_tools(web: WebSettings, sessions: SessionStore, *, resolver: Resolver | 
     fetcher = PageFetcher(
         FetchLimits(web.fetch_timeout_seconds, web.fetch_max_bytes, web.fetch_max_redirects),
         AddressPolicy(parse_networks(web.allow_networks)),
-        resolver=resolver, ssl_context=ssl_context,
+        resolver=resolver,
+        ssl_context=ssl_context,
     )
-    policy = FetchPolicy(web.fetch, SessionLinks(sessions), ledger,
-                         HostAllowlist(web.allow_hosts))
+    policy = FetchPolicy(web.fetch, SessionLinks(sessions), ledger, HostAllowlist(web.allow_hosts))
     return [
-        WebFetchTool(fetcher, policy, max_chars=web.fetch_max_chars, groups=web.groups,
-                     cache=TtlCache(web.search_cache_seconds, max_entries=32)),
-        WebSearchTool(search_backend(web), ledger, default_count=web.search_results,
-                      problem=problem, groups=web.groups),
+        WebFetchTool(
+            fetcher,
+            policy,
+            max_chars=web.fetch_max_chars,
+            groups=web.groups,
+            cache=TtlCache(web.search_cache_seconds, max_entries=32),
+        ),
+        WebSearchTool(
+            search_backend(web),
+            ledger,
+            default_count=web.search_results,
+            problem=problem,
+            groups=web.groups,
+        ),
     ]

@@ -47,8 +47,9 @@ class Capabilities:
         await self.mcp.stop()
 
     def kind(self, *, private: bool, person_id: str, heartbeat: bool = False) -> ContextKind:
-        return context_kind(private=private, person_id=person_id, owner=self.settings.owner,
-                            heartbeat=heartbeat)
+        return context_kind(
+            private=private, person_id=person_id, owner=self.settings.owner, heartbeat=heartbeat
+        )
 
     # -- per conversation --------------------------------------------------------------------
 
@@ -60,8 +61,12 @@ class Capabilities:
     def skill_section(self, workspace: Path, kind: ContextKind, area: str = "") -> SkillSection:
         config = self.settings.skills
         scan = self.skill_scan(workspace, kind, area)
-        return render_skill_section(scan.skills, max_chars=config.prompt_max_chars,
-                                    line_max_chars=config.line_max_chars, root=scan.root)
+        return render_skill_section(
+            scan.skills,
+            max_chars=config.prompt_max_chars,
+            line_max_chars=config.line_max_chars,
+            root=scan.root,
+        )
 
     def registry(
         self, base: ToolRegistry, kind: ContextKind, workspace: Path, area: str = ""
@@ -87,9 +92,12 @@ class Capabilities:
         mcp_tools = sys.modules.get("gateway.capabilities.mcp_tools")
         if mcp_tools is None:
             return {tool.spec.name: tool.spec.name for tool in registry.tools()}
-        return {tool.spec.name: mcp_tools.metric_label(tool.server)
-                if isinstance(tool, mcp_tools.McpTool) else tool.spec.name
-                for tool in registry.tools()}
+        return {
+            tool.spec.name: mcp_tools.metric_label(tool.server)
+            if isinstance(tool, mcp_tools.McpTool)
+            else tool.spec.name
+            for tool in registry.tools()
+        }
 
     def context_lines(self, workspace: Path, kind: ContextKind, area: str = "") -> list[str]:
         """What /context shows about skills and tool servers in this conversation."""
@@ -103,10 +111,13 @@ class Capabilities:
             detail = f"{section.listed} listed"
             if section.names_only or section.omitted:
                 detail += f", {section.names_only} by name only, {section.omitted} not shown"
-            lines.append(f"Skills: {len(scan.skills)} ({detail}; {section.chars:,} of "
-                         f"{self.settings.skills.prompt_max_chars:,} chars)")
-            lines += [f"  {s.name}{' (shared)' if s.source == 'shared' else ''}"
-                      for s in scan.skills]
+            lines.append(
+                f"Skills: {len(scan.skills)} ({detail}; {section.chars:,} of "
+                f"{self.settings.skills.prompt_max_chars:,} chars)"
+            )
+            lines += [
+                f"  {s.name}{' (shared)' if s.source == 'shared' else ''}" for s in scan.skills
+            ]
             lines += [f"  broken, skipped: {_short(p.path)}: {p.message}" for p in scan.problems]
         allowed = set(self.mcp.servers_for(kind))
         if not self.mcp.connections:
@@ -115,31 +126,39 @@ class Capabilities:
             lines.append("Tool servers: none allowed in this chat")
             return lines
         toolset = self.mcp.toolset(kind)
-        lines.append(f"Tool servers: {len(allowed)} ({toolset.plan.chars:,} of "
-                     f"{self.settings.mcp.tool_schema_max_chars:,} chars of schemas)")
+        lines.append(
+            f"Tool servers: {len(allowed)} ({toolset.plan.chars:,} of "
+            f"{self.settings.mcp.tool_schema_max_chars:,} chars of schemas)"
+        )
         for status in self.mcp.statuses():
             if status.name not in allowed:
                 continue
             where = "summarised, loaded on demand" if status.name in toolset.plan.deferred else ""
-            lines.append(f"  {status.name}: {status.status}, {status.detail}"
-                         + (f" ({where})" if where else ""))
+            lines.append(
+                f"  {status.name}: {status.status}, {status.detail}"
+                + (f" ({where})" if where else "")
+            )
         return lines
 
     def readiness(self) -> dict[str, Any]:
         """Per server, for /readyz (an optional tool server never makes the gateway unready)."""
-        return {s.name: {"ready": s.status == "ready", "detail": s.detail}
-                for s in self.mcp.statuses()}
+        return {
+            s.name: {"ready": s.status == "ready", "detail": s.detail} for s in self.mcp.statuses()
+        }
 
     def register_metrics(self, registry: Any) -> None:
         """MCP gauges and counters on the gateway's metrics registry, read at scrape time."""
-        up = registry.gauge("clawgate_mcp_server_up", "1 if the MCP server is connected.",
-                            ["server"])
-        up.collect_with(lambda: {(s.name,): float(s.status == "ready")
-                                 for s in self.mcp.statuses()})
+        up = registry.gauge(
+            "clawgate_mcp_server_up", "1 if the MCP server is connected.", ["server"]
+        )
+        up.collect_with(
+            lambda: {(s.name,): float(s.status == "ready") for s in self.mcp.statuses()}
+        )
         events = registry.counter(
             "clawgate_mcp_events_total",
             "MCP calls, errors, timeouts, crashes, starts, failed starts, restarts per server.",
-            ["server", "event"])
+            ["server", "event"],
+        )
         events.collect_with(self._event_counts)
 
     def _event_counts(self) -> dict[tuple[str, ...], float]:

@@ -100,8 +100,10 @@ class LoadToolsTool:
         names = self._registry.load(server)
         if not names:
             left = ", ".join(self._registry.deferred_servers()) or "none"
-            raise ToolError(f"{LOAD_TOOL}: {server!r} has nothing to load (still unloaded: "
-                            f"{left}); its tools may already be available")
+            raise ToolError(
+                f"{LOAD_TOOL}: {server!r} has nothing to load (still unloaded: "
+                f"{left}); its tools may already be available"
+            )
         self._touch(server)
         return f"Loaded {len(names)} tools of {server}: {', '.join(names)}. Call them now."
 

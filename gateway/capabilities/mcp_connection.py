@@ -134,8 +134,9 @@ class McpConnection:
             async with asyncio.timeout(STOP_TIMEOUT_SECONDS):
                 await asyncio.shield(task)
         except TimeoutError:
-            log.warning("mcp %s: did not stop within %.0f s; cancelling", self.name,
-                        STOP_TIMEOUT_SECONDS)
+            log.warning(
+                "mcp %s: did not stop within %.0f s; cancelling", self.name, STOP_TIMEOUT_SECONDS
+            )
             task.cancel()
             try:
                 await task
@@ -146,8 +147,7 @@ class McpConnection:
                 if current is not None and current.cancelling():
                     raise
             except Exception as exc:
-                log.debug("mcp %s: ended with %s while cancelled", self.name,
-                          type(exc).__name__)
+                log.debug("mcp %s: ended with %s while cancelled", self.name, type(exc).__name__)
         self.status = "stopped"
 
     def snapshot(self) -> ServerStatus:
@@ -183,8 +183,9 @@ class McpConnection:
                 ) from None
             self.counters.errors += 1
             self._answered()
-            raise McpCallError(f"the {self.name} server refused the call: "
-                               f"{self.redact(exc.message)}") from None
+            raise McpCallError(
+                f"the {self.name} server refused the call: {self.redact(exc.message)}"
+            ) from None
         except ValidationError:
             self.counters.errors += 1
             self._answered()
@@ -193,8 +194,10 @@ class McpConnection:
             raise
         except Exception as exc:  # transport failures (HTTP errors, broken pipes...)
             self._lost(f"{type(exc).__name__} during a call")
-            raise McpCallError(f"the {self.name} server could not be reached "
-                               f"({type(exc).__name__}); it is being reconnected") from None
+            raise McpCallError(
+                f"the {self.name} server could not be reached "
+                f"({type(exc).__name__}); it is being reconnected"
+            ) from None
         self._answered()
         if result.is_error:
             self.counters.errors += 1
@@ -206,16 +209,20 @@ class McpConnection:
             until_retry = 0.0
             if self.status == "down":
                 until_retry = max(self._retry_at - self._monotonic(), 0.0)
-            wait = min(until_retry + self.settings.startup_timeout_seconds,
-                       self.settings.call_timeout_seconds)
+            wait = min(
+                until_retry + self.settings.startup_timeout_seconds,
+                self.settings.call_timeout_seconds,
+            )
             if until_retry < wait:
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(wait):
                         await self._ready.wait()
         client = self._client
         if client is None or self.status != "ready":
-            raise McpCallError(f"the {self.name} server is unavailable: "
-                               f"{self.snapshot().detail}. Tell the person, or try again later.")
+            raise McpCallError(
+                f"the {self.name} server is unavailable: "
+                f"{self.snapshot().detail}. Tell the person, or try again later."
+            )
         return client
 
     def _answered(self) -> None:
@@ -229,8 +236,9 @@ class McpConnection:
         if self._timeouts_in_row >= MAX_CONSECUTIVE_TIMEOUTS:
             self._lost(f"{self._timeouts_in_row} calls in a row timed out")
             self._timeouts_in_row = 0
-        return McpCallError(f"the {self.name} server did not answer within {limit:g} s; "
-                            "the call was abandoned")
+        return McpCallError(
+            f"the {self.name} server did not answer within {limit:g} s; the call was abandoned"
+        )
 
     def _lost(self, why: str) -> None:
         if self.status == "ready":
@@ -260,8 +268,10 @@ class McpConnection:
             if self._stopping.is_set():
                 break
             self._failures += 1
-            delay = min(self.settings.restart_initial_seconds * 2 ** (self._failures - 1),
-                        self.settings.restart_max_seconds)
+            delay = min(
+                self.settings.restart_initial_seconds * 2 ** (self._failures - 1),
+                self.settings.restart_max_seconds,
+            )
             self.status = "down"
             self._retry_at = self._monotonic() + delay
             await self._pause(delay)
@@ -287,8 +297,12 @@ class McpConnection:
             self.last_error = ""
             self._ready.set()
             self._attempted.set()
-            log.info("mcp %s: ready with %d tools in %.1f s", self.name, len(tools),
-                     self._monotonic() - started)
+            log.info(
+                "mcp %s: ready with %d tools in %.1f s",
+                self.name,
+                len(tools),
+                self._monotonic() - started,
+            )
             await self._wake.wait()
 
     async def _open(self, stack: contextlib.AsyncExitStack) -> Client:
@@ -298,13 +312,18 @@ class McpConnection:
             from mcp.client.streamable_http import streamable_http_client
 
             headers = {k: v.get_secret_value() for k, v in settings.headers.items()}
-            http = await stack.enter_async_context(httpx2.AsyncClient(
-                headers=headers, timeout=httpx2.Timeout(30.0, read=settings.call_timeout_seconds)))
+            http = await stack.enter_async_context(
+                httpx2.AsyncClient(
+                    headers=headers,
+                    timeout=httpx2.Timeout(30.0, read=settings.call_timeout_seconds),
+                )
+            )
             transport: Any = streamable_http_client(settings.url, http_client=http)
         else:
             errlog = await stack.enter_async_context(self._stderr_pipe())
             params = StdioServerParameters(
-                command=settings.command, args=settings.args,
+                command=settings.command,
+                args=settings.args,
                 env={k: v.get_secret_value() for k, v in settings.env.items()},
                 cwd=settings.cwd,
             )
@@ -359,7 +378,8 @@ class McpConnection:
         reader = asyncio.StreamReader()
         loop = asyncio.get_running_loop()
         transport, _ = await loop.connect_read_pipe(
-            lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(read_fd, "rb", 0))
+            lambda: asyncio.StreamReaderProtocol(reader), os.fdopen(read_fd, "rb", 0)
+        )
         pump = asyncio.create_task(self._pump(reader))
         writer = os.fdopen(write_fd, "w")
         try:

@@ -49,7 +49,10 @@ def make_redactor(secrets: Sequence[str]) -> Callable[[str], str]:
 
 class McpManager:
     def __init__(
-        self, settings: McpSettings, *, sleep: Sleep | None = None,
+        self,
+        settings: McpSettings,
+        *,
+        sleep: Sleep | None = None,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.settings = settings
@@ -62,9 +65,9 @@ class McpManager:
             from gateway.capabilities.mcp_connection import McpConnection
 
             self.connections = {
-                name: McpConnection(name, server, redact=redact, sleep=sleep,
-                                    monotonic=monotonic)
-                for name, server in settings.servers.items() if server.enabled
+                name: McpConnection(name, server, redact=redact, sleep=sleep, monotonic=monotonic)
+                for name, server in settings.servers.items()
+                if server.enabled
             }
         self._order = {name: index for index, name in enumerate(self.connections)}
         self._last_used: dict[str, float] = {}
@@ -74,10 +77,12 @@ class McpManager:
         """Start every server; wait (each up to its start-up timeout) for the first attempts."""
         for connection in self.connections.values():
             connection.start()
-        await asyncio.gather(*(
-            c.wait_started(c.settings.startup_timeout_seconds + 1)
-            for c in self.connections.values()
-        ))
+        await asyncio.gather(
+            *(
+                c.wait_started(c.settings.startup_timeout_seconds + 1)
+                for c in self.connections.values()
+            )
+        )
 
     async def stop(self) -> None:
         await asyncio.gather(*(c.stop() for c in self.connections.values()))
@@ -90,15 +95,20 @@ class McpManager:
         return [name for name, c in self.connections.items() if kind in c.settings.contexts]
 
     def toolset(self, kind: ContextKind) -> McpToolset:
-        names = sorted(self.servers_for(kind),
-                       key=lambda n: (-self._last_used.get(n, float("-inf")), self._order[n]))
+        names = sorted(
+            self.servers_for(kind),
+            key=lambda n: (-self._last_used.get(n, float("-inf")), self._order[n]),
+        )
         per_server = [(name, self.tools_of(name)) for name in names]
         per_server = [(name, tools) for name, tools in per_server if tools]
-        plan = plan_schemas([(n, sum(t.schema_chars for t in tools)) for n, tools in per_server],
-                            self.settings.tool_schema_max_chars)
+        plan = plan_schemas(
+            [(n, sum(t.schema_chars for t in tools)) for n, tools in per_server],
+            self.settings.tool_schema_max_chars,
+        )
         tools = tuple(tool for _, server_tools in per_server for tool in server_tools)
-        deferred = {n: [t.spec.name for t in tools_] for n, tools_ in per_server
-                    if n in plan.deferred}
+        deferred = {
+            n: [t.spec.name for t in tools_] for n, tools_ in per_server if n in plan.deferred
+        }
         return McpToolset(tools, plan, deferred)
 
     def registry(self, base: Sequence[Tool], kind: ContextKind) -> DeferringRegistry | None:
@@ -131,8 +141,9 @@ class McpManager:
         if cached is None or cached[0] is not listing:
             from gateway.capabilities.mcp_tools import wrap_tools
 
-            wrapped = wrap_tools(connection, listing, max_chars=self.settings.result_max_chars,
-                                 on_use=self.touch)
+            wrapped = wrap_tools(
+                connection, listing, max_chars=self.settings.result_max_chars, on_use=self.touch
+            )
             self._wrapped[name] = (listing, wrapped)
             return wrapped
         return cached[1]

@@ -58,8 +58,13 @@ class McpTool:
     """One remote tool; `run` goes through the server's connection (timeouts, restarts)."""
 
     def __init__(
-        self, connection: McpConnection, remote: str, spec: ToolSpec, *,
-        max_chars: int, on_use: Callable[[str], None],
+        self,
+        connection: McpConnection,
+        remote: str,
+        spec: ToolSpec,
+        *,
+        max_chars: int,
+        on_use: Callable[[str], None],
     ) -> None:
         self.connection = connection
         self.remote = remote
@@ -80,15 +85,20 @@ class McpTool:
             raise ToolError(f"{self.spec.name}: {exc}") from None
         text = self.connection.redact(render_result(result))
         if len(text) > self.max_chars:
-            text = (f"{text[:self.max_chars]}\n[result truncated: showed the first "
-                    f"{self.max_chars:,} of {len(text):,} characters]")
+            text = (
+                f"{text[: self.max_chars]}\n[result truncated: showed the first "
+                f"{self.max_chars:,} of {len(text):,} characters]"
+            )
         if result.is_error:
             raise ToolError(f"{self.spec.name} failed: {text}")
         return text
 
 
 def wrap_tools(
-    connection: McpConnection, listing: Sequence[types.Tool], *, max_chars: int,
+    connection: McpConnection,
+    listing: Sequence[types.Tool],
+    *,
+    max_chars: int,
     on_use: Callable[[str], None],
 ) -> list[McpTool]:
     """The server's listed tools that can be offered to a model, in listing order."""
@@ -100,7 +110,7 @@ def wrap_tools(
             problem = f"another tool has the same name once cleaned ({spec.name})"
             spec = None
         if spec is None:
-            shown = connection.redact(remote.name)[:MAX_TOOL_NAME * 2]
+            shown = connection.redact(remote.name)[: MAX_TOOL_NAME * 2]
             log.warning("mcp %s: tool %r skipped: %s", connection.name, shown, problem)
             continue
         seen.add(spec.name)
@@ -132,8 +142,9 @@ def _spec(connection: McpConnection, tool: types.Tool) -> tuple[ToolSpec | None,
     description = redact(description)[:MAX_DESCRIPTION_CHARS]
     # The server checks its own arguments; its schema is shown to the model, never run here.
     # What a server answers is outside text, whatever it is (gateway/agent/provenance.py).
-    return ToolSpec(name, f"[{connection.name}] {description}", schema, checked=False,
-                    untrusted_output=True), ""
+    return ToolSpec(
+        name, f"[{connection.name}] {description}", schema, checked=False, untrusted_output=True
+    ), ""
 
 
 def _masked(value: Any, redact: Callable[[str], str], depth: int) -> Any:
@@ -172,8 +183,9 @@ def render_result(result: types.CallToolResult) -> str:
             if isinstance(res, types.TextResourceContents):
                 parts.append(f"[resource {res.uri}]\n{res.text}")
             else:
-                parts.append(f"[binary resource {res.uri} ({res.mime_type or 'unknown type'}), "
-                             "not shown]")
+                parts.append(
+                    f"[binary resource {res.uri} ({res.mime_type or 'unknown type'}), not shown]"
+                )
     if not parts and result.structured_content is not None:
         try:
             parts.append(json.dumps(result.structured_content, ensure_ascii=False))

@@ -91,8 +91,9 @@ class SkillCatalog:
         problems: list[SkillProblem] = []
         try:
             with os.scandir(directory) as listing:
-                entries = sorted((e for e in listing if not e.name.startswith(".")),
-                                 key=lambda e: e.name)
+                entries = sorted(
+                    (e for e in listing if not e.name.startswith(".")), key=lambda e: e.name
+                )
             folders = [e for e in entries if e.is_dir()]
         except FileNotFoundError:
             return skills, problems
@@ -100,18 +101,29 @@ class SkillCatalog:
             problems.append(SkillProblem(directory, source, f"cannot list: {exc.strerror}"))
             return skills, self._warn(problems)
         if len(folders) > MAX_SKILL_FOLDERS:
-            problems.append(SkillProblem(directory, source, f"{len(folders)} folders; only the "
-                                         f"first {MAX_SKILL_FOLDERS} are read"))
+            problems.append(
+                SkillProblem(
+                    directory,
+                    source,
+                    f"{len(folders)} folders; only the first {MAX_SKILL_FOLDERS} are read",
+                )
+            )
         dir_linked = workspace is not None and directory.is_symlink()
         for entry in folders[:MAX_SKILL_FOLDERS]:
             path = os.path.join(entry.path, SKILL_FILE)
-            item = self._load(path, source, workspace, area,
-                              linked=dir_linked or entry.is_symlink())
+            item = self._load(
+                path, source, workspace, area, linked=dir_linked or entry.is_symlink()
+            )
             (skills if isinstance(item, Skill) else problems).append(item)  # type: ignore[arg-type]
         return skills, self._warn(problems)
 
     def _load(
-        self, name: str, source: Source, workspace: Path | None, area: str | None, *,
+        self,
+        name: str,
+        source: Source,
+        workspace: Path | None,
+        area: str | None,
+        *,
         linked: bool,
     ) -> Skill | SkillProblem:
         """One SKILL.md (a str path: this runs for every skill on every turn, so it is lean)."""
@@ -128,8 +140,9 @@ class SkillCatalog:
             # area; no hidden names). Plain files need no check: nothing on the way is a link.
             rel = path.relative_to(workspace).as_posix()
             try:
-                paths.resolve_in_workspace(workspace, rel, private=area is None, write=False,
-                                           area=area or "")
+                paths.resolve_in_workspace(
+                    workspace, rel, private=area is None, write=False, area=area or ""
+                )
                 st = path.stat()
             except paths.PathRefused as exc:
                 return SkillProblem(path, source, exc.reason)
@@ -147,8 +160,9 @@ class SkillCatalog:
         if cached and cached[0] == signature:
             return cached[1]
         try:
-            result = parse_skill(Path(name), source,
-                                 description_max_chars=self.settings.description_max_chars)
+            result = parse_skill(
+                Path(name), source, description_max_chars=self.settings.description_max_chars
+            )
         except Exception as exc:  # parse_skill is total; a broken skill never fails a turn
             result = SkillProblem(Path(name), source, f"cannot be read ({type(exc).__name__})")
         if time.time_ns() - st.st_mtime_ns > RACY_WINDOW_NS:

@@ -72,8 +72,10 @@ def parse_skill(path: Path, source: Source, *, description_max_chars: int) -> Sk
         return problem(error)
     limit = FRONT_MATTER_SLACK_BYTES + 4 * description_max_chars
     if len(front.encode("utf-8", errors="replace")) > limit:
-        return problem(f"front matter is over {limit:,} bytes; keep it to name, description "
-                       "and a few short keys (put the rest in the body)")
+        return problem(
+            f"front matter is over {limit:,} bytes; keep it to name, description "
+            "and a few short keys (put the rest in the body)"
+        )
     if json_depth(front, MAX_FLOW_DEPTH) > MAX_FLOW_DEPTH:
         return problem(f"front matter nests brackets more than {MAX_FLOW_DEPTH} levels deep")
     import yaml  # only when a workspace has a skill: not on every start
@@ -100,24 +102,30 @@ def parse_skill(path: Path, source: Source, *, description_max_chars: int) -> Sk
     return Skill(name, description, path, source)
 
 
-def _field_problems(data: dict[object, object], folder: str, description_max_chars: int
-                    ) -> list[str]:
+def _field_problems(
+    data: dict[object, object], folder: str, description_max_chars: int
+) -> list[str]:
     """What is wrong with the name and the description, all of it."""
     found = []
     name, description = data.get("name"), data.get("description")
     if not isinstance(name, str) or not name.strip():
         found.append("front matter has no name")
     elif len(name.strip()) > MAX_NAME_CHARS or not NAME.match(name.strip()):
-        found.append(f"name {name.strip()!r} must be lowercase letters, digits and hyphens "
-                     f"(at most {MAX_NAME_CHARS})")
+        found.append(
+            f"name {name.strip()!r} must be lowercase letters, digits and hyphens "
+            f"(at most {MAX_NAME_CHARS})"
+        )
     elif name.strip() != folder:
-        found.append(f"name {name.strip()!r} differs from its folder {folder!r}; rename one "
-                     "of them")
+        found.append(
+            f"name {name.strip()!r} differs from its folder {folder!r}; rename one of them"
+        )
     if not isinstance(description, str) or not description.strip():
         found.append("front matter has no description (say what the skill is for)")
     elif len(" ".join(description.split())) > description_max_chars:
-        found.append(f"description is {len(' '.join(description.split()))} characters; at "
-                     f"most {description_max_chars} (put details in the body)")
+        found.append(
+            f"description is {len(' '.join(description.split()))} characters; at "
+            f"most {description_max_chars} (put details in the body)"
+        )
     return found
 
 
@@ -125,8 +133,11 @@ def _front_matter(text: str, *, complete: bool) -> tuple[str, str]:
     """The YAML between the opening and closing `---` lines, or ("", why not)."""
     lines = text.splitlines()
     if not lines or lines[0].strip() != "---":
-        return "", "no front matter: the file must start with a '---' line, then name: and " \
-                   "description:, then '---'"
+        return (
+            "",
+            "no front matter: the file must start with a '---' line, then name: and "
+            "description:, then '---'",
+        )
     for index, line in enumerate(lines[1:], start=1):
         if line.strip() in ("---", "..."):
             return "\n".join(lines[1:index]), ""

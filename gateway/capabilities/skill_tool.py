@@ -33,8 +33,11 @@ class ReadSkillTool:
             "type": "object",
             "properties": {
                 "name": {"type": "string", "description": "The skill's name, as listed."},
-                "file": {"type": "string", "default": SKILL_FILE,
-                         "description": "A file in the skill's folder."},
+                "file": {
+                    "type": "string",
+                    "default": SKILL_FILE,
+                    "description": "A file in the skill's folder.",
+                },
             },
             "required": ["name"],
             "additionalProperties": False,
@@ -53,8 +56,12 @@ class ReadSkillTool:
             raise ToolError(f"read_skill: no skill {name!r} here; available: {known}")
         if skill.source == "workspace":
             target = await asyncio.to_thread(
-                paths.resolve_in_workspace, ctx.workspace, f"{scan.root}/{name}/{file}",
-                private=ctx.private, write=False, area=ctx.area,
+                paths.resolve_in_workspace,
+                ctx.workspace,
+                f"{scan.root}/{name}/{file}",
+                private=ctx.private,
+                write=False,
+                area=ctx.area,
             )
         else:
             target = _inside(skill.path.parent, file)

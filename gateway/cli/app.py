@@ -22,16 +22,16 @@ from gateway.cli.start import use_config_file
 
 # Modules with a `register(app)` function, in the order their commands appear in the help.
 GROUPS = (
-    "gateway.cli.serve",      # run, chat
-    "gateway.cli.doctor",     # doctor
-    "gateway.cli.pairing",    # pairing list|approve|deny
-    "gateway.cli.users",      # users link|unlink|list
+    "gateway.cli.serve",  # run, chat
+    "gateway.cli.doctor",  # doctor
+    "gateway.cli.pairing",  # pairing list|approve|deny
+    "gateway.cli.users",  # users link|unlink|list
     "gateway.cli.heartbeat",  # heartbeat run|status
-    "gateway.cli.schedule",   # schedule list|add|cancel
-    "gateway.cli.memory",     # memory index|search|status|log|diff|undo
-    "gateway.cli.ops",        # backup, restore, clone, status, healthcheck
-    "gateway.cli.panel",      # panel url
-    "gateway.cli.skills",     # skills list|check, mcp check
+    "gateway.cli.schedule",  # schedule list|add|cancel
+    "gateway.cli.memory",  # memory index|search|status|log|diff|undo
+    "gateway.cli.ops",  # backup, restore, clone, status, healthcheck
+    "gateway.cli.panel",  # panel url
+    "gateway.cli.skills",  # skills list|check, mcp check
 )
 
 
@@ -70,14 +70,22 @@ def build_app() -> typer.Typer:
     @app.callback(invoke_without_command=True)
     def root(
         ctx: typer.Context,
-        config: Annotated[Path | None, typer.Option(
-            "--config", metavar="FILE",
-            help="TOML config file (default ./clawgate.toml, or CLAWGATE_CONFIG); "
-                 "accepted before or after the command")] = None,
-        debug: Annotated[bool, typer.Option(
-            "--debug", help="show the traceback of an unexpected error")] = False,
-        version: Annotated[bool, typer.Option(
-            "--version", callback=_version, is_eager=True, help="print the version")] = False,
+        config: Annotated[
+            Path | None,
+            typer.Option(
+                "--config",
+                metavar="FILE",
+                help="TOML config file (default ./clawgate.toml, or CLAWGATE_CONFIG); "
+                "accepted before or after the command",
+            ),
+        ] = None,
+        debug: Annotated[
+            bool, typer.Option("--debug", help="show the traceback of an unexpected error")
+        ] = False,
+        version: Annotated[
+            bool,
+            typer.Option("--version", callback=_version, is_eager=True, help="print the version"),
+        ] = False,
     ) -> None:
         use_config_file(config)
         if ctx.invoked_subcommand is None:  # bare `clawgate` is `clawgate run`

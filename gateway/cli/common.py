@@ -72,10 +72,15 @@ def check_workspaces_dir(root: Path) -> None:
     parent = root.parent
     while not parent.exists() and parent != parent.parent:
         parent = parent.parent
-    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK) or \
-            str(parent.resolve()).startswith(("/proc", "/sys")):
-        raise ConfigError(f"the workspaces directory {root} cannot be created ({parent} is not "
-                          f"a writable directory): {hint}")
+    if (
+        not parent.is_dir()
+        or not os.access(parent, os.W_OK | os.X_OK)
+        or str(parent.resolve()).startswith(("/proc", "/sys"))
+    ):
+        raise ConfigError(
+            f"the workspaces directory {root} cannot be created ({parent} is not "
+            f"a writable directory): {hint}"
+        )
 
 
 def looks_like_path(value: str) -> bool:
@@ -96,8 +101,9 @@ def resolve_workspace(value: str | None, config: Settings, *, must_exist: bool =
         try:
             path = workspace_path(config.workspaces_dir, value)
         except WorkspaceError as exc:
-            raise CliError(f"{exc}: give a person id (letters, digits, . _ -) or a path "
-                           "with a /") from exc
+            raise CliError(
+                f"{exc}: give a person id (letters, digits, . _ -) or a path with a /"
+            ) from exc
         what = f"workspace {path} (person {value})"
     if must_exist and not path.is_dir():
         raise CliError(f"{what} is not a directory; pass --workspace NAME or PATH")
@@ -123,8 +129,9 @@ def print_json(value: Any) -> None:
     print(json.dumps(value, indent=1, ensure_ascii=False, default=str))
 
 
-def print_table(headers: Sequence[str], rows: Iterable[Sequence[Any]], *,
-                title: str | None = None) -> None:
+def print_table(
+    headers: Sequence[str], rows: Iterable[Sequence[Any]], *, title: str | None = None
+) -> None:
     """A Rich table on stdout; wide when piped so lines are never wrapped mid-cell."""
     from rich.console import Console
     from rich.table import Table
@@ -145,6 +152,15 @@ def exit_with(code: int) -> None:
 
 
 __all__ = [
-    "EXIT_FAILED", "EXIT_USAGE", "CliError", "ConfigError", "exit_with", "fail", "json_time",
-    "print_json", "print_table", "resolve_workspace", "settings",
+    "EXIT_FAILED",
+    "EXIT_USAGE",
+    "CliError",
+    "ConfigError",
+    "exit_with",
+    "fail",
+    "json_time",
+    "print_json",
+    "print_table",
+    "resolve_workspace",
+    "settings",
 ]

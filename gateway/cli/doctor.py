@@ -30,9 +30,12 @@ PROBE_TOOL_NAME = "clawgate_doctor_probe"
 
 
 def register(app: typer.Typer) -> None:
-    app.command("doctor", help="check the configuration, the provider (one real request), "
-                               "each bot token (Telegram getMe, Discord login), sqlite-vec "
-                               "and the workspaces directory")(doctor_command)
+    app.command(
+        "doctor",
+        help="check the configuration, the provider (one real request), "
+        "each bot token (Telegram getMe, Discord login), sqlite-vec "
+        "and the workspaces directory",
+    )(doctor_command)
 
 
 def doctor_command() -> None:
@@ -41,13 +44,21 @@ def doctor_command() -> None:
     checks: list[Check] = []
     try:
         config = load_settings()
-        source = (f"{config_path()} + environment" if config_path().exists()
-                  else f"environment; no {config_path()}")
+        source = (
+            f"{config_path()} + environment"
+            if config_path().exists()
+            else f"environment; no {config_path()}"
+        )
         checks.append((True, f"configuration ({source}) is valid", ""))
         if config.llm.provider_inferred:
-            checks.append((True, f"provider openai, inferred from [llm] base_url "
-                                 f"{config.llm.base_url} (it ends in /v1)",
-                           ""))
+            checks.append(
+                (
+                    True,
+                    f"provider openai, inferred from [llm] base_url "
+                    f"{config.llm.base_url} (it ends in /v1)",
+                    "",
+                )
+            )
     except ConfigError as exc:
         checks.append((False, "configuration is invalid", str(exc)))
         raise typer.Exit(_report(checks)) from None
@@ -59,8 +70,14 @@ def doctor_command() -> None:
         checks.append((False, "no provider API key", str(exc)))
     else:
         if key == "no-key":
-            checks.append((True, f"no API key set: using {config.llm.base_url} without one "
-                                 "(fine for a local server)", ""))
+            checks.append(
+                (
+                    True,
+                    f"no API key set: using {config.llm.base_url} without one "
+                    "(fine for a local server)",
+                    "",
+                )
+            )
         else:
             checks.append((True, f"API key for {config.llm.provider} is set", ""))
         checks.extend(asyncio.run(_check_models(config)))
@@ -72,8 +89,13 @@ def doctor_command() -> None:
 
         checks.append((True, f"sqlite-vec {vec_version()} loads", ""))
     except Exception as exc:
-        checks.append((False, "sqlite-vec does not load",
-                       f"{exc}. Reinstall with: pip install sqlite-vec pysqlite3-binary"))
+        checks.append(
+            (
+                False,
+                "sqlite-vec does not load",
+                f"{exc}. Reinstall with: pip install sqlite-vec pysqlite3-binary",
+            )
+        )
     checks.append(_check_writable(config.workspaces_dir))
     checks.append(_check_sandbox(config))
     raise typer.Exit(_report(checks))
@@ -88,10 +110,17 @@ def _check_sandbox(config: Settings) -> Check:
 
     availability = probe(config.exec, config.exec.bwrap or None)
     if availability.ok:
-        return (True, f"the command sandbox works (bubblewrap {availability.version} at "
-                      f"{availability.bwrap})", "")
-    return (False, f"the exec tool is not offered: {availability.reason}",
-            f"{availability.remedy} (or set [exec] enabled = false to run without commands)")
+        return (
+            True,
+            f"the command sandbox works (bubblewrap {availability.version} at "
+            f"{availability.bwrap})",
+            "",
+        )
+    return (
+        False,
+        f"the exec tool is not offered: {availability.reason}",
+        f"{availability.remedy} (or set [exec] enabled = false to run without commands)",
+    )
 
 
 async def _check_models(config: Settings) -> list[Check]:
@@ -101,8 +130,11 @@ async def _check_models(config: Settings) -> list[Check]:
 
     prices = PriceTable(config.prices)
     budget = config.budget
-    money_caps = bool(budget.daily_usd or budget.monthly_usd or any(
-        own.daily_usd or own.monthly_usd for own in budget.workspaces.values()))
+    money_caps = bool(
+        budget.daily_usd
+        or budget.monthly_usd
+        or any(own.daily_usd or own.monthly_usd for own in budget.workspaces.values())
+    )
     checks: list[Check] = []
     seen = set()
     for role, ref in models_in_use(config):
@@ -113,10 +145,17 @@ async def _check_models(config: Settings) -> list[Check]:
         checks.append((ok, what if role == "main" else f"{role} model: {what}", fix))
         if not prices.known(ref.model):
             # A local model may well be free; with a money cap set, $0 would never reach it.
-            checks.append((not money_caps, f"no price known for model {ref.model}: its cost "
-                                           "counts as $0 in /usage and against money caps",
-                           f'add [prices."{ref.model}"] input = ... output = ... '
-                           "(US$ per million tokens) to clawgate.toml" if money_caps else ""))
+            checks.append(
+                (
+                    not money_caps,
+                    f"no price known for model {ref.model}: its cost "
+                    "counts as $0 in /usage and against money caps",
+                    f'add [prices."{ref.model}"] input = ... output = ... '
+                    "(US$ per million tokens) to clawgate.toml"
+                    if money_caps
+                    else "",
+                )
+            )
     return checks
 
 
@@ -128,8 +167,13 @@ async def _check_provider(config: Settings, ref: Any = None) -> Check:
     from gateway.config.settings import provider_hint
     from gateway.pipeline.replies import endpoint_host
 
-    llm = config.llm.model_copy(update={"max_output_tokens": 16, "max_attempts": 1,
-                                        "timeout_seconds": PROBE_TIMEOUT_SECONDS})
+    llm = config.llm.model_copy(
+        update={
+            "max_output_tokens": 16,
+            "max_attempts": 1,
+            "timeout_seconds": PROBE_TIMEOUT_SECONDS,
+        }
+    )
     probe_config = config.model_copy(update={"llm": llm})
     ref = ref or llm.main_ref()
     if ref.endpoint == MAIN_ENDPOINT:
@@ -140,8 +184,11 @@ async def _check_provider(config: Settings, ref: Any = None) -> Check:
         kind, base_url = llm.endpoints[ref.endpoint].provider, llm.endpoints[ref.endpoint].base_url
     host = endpoint_host(kind, base_url)
     where = f"{kind} at {host}, model {ref.model}"
-    tool = ToolSpec(PROBE_TOOL_NAME, "Answers nothing; offered to check tool support.",
-                    {"type": "object", "properties": {}})
+    tool = ToolSpec(
+        PROBE_TOOL_NAME,
+        "Answers nothing; offered to check tool support.",
+        {"type": "object", "properties": {}},
+    )
     system = SystemPrompt("Reply with the single word: ok")
     messages = [Message("user", "ping")]
     try:
@@ -160,38 +207,52 @@ async def _check_provider(config: Settings, ref: Any = None) -> Check:
             except ProviderError:
                 pass
             else:
-                return (False, f"provider answers ({where}) but the model does not take tools",
-                        "clawgate needs tool calling: pick a model that supports it (for "
-                        "Ollama: `ollama pull qwen3` or `llama3.1`)")
-        hint = provider_hint(kind, base_url, llm.provider_inferred
-                             and ref.endpoint == MAIN_ENDPOINT)
+                return (
+                    False,
+                    f"provider answers ({where}) but the model does not take tools",
+                    "clawgate needs tool calling: pick a model that supports it (for "
+                    "Ollama: `ollama pull qwen3` or `llama3.1`)",
+                )
+        hint = provider_hint(
+            kind, base_url, llm.provider_inferred and ref.endpoint == MAIN_ENDPOINT
+        )
         return _explain(first, where, host, base_url, hint)
     finally:
         await provider.close()
 
 
-def _explain(exc: Exception, where: str, host: str, base_url: str | None,
-             hint: str = "") -> Check:
+def _explain(exc: Exception, where: str, host: str, base_url: str | None, hint: str = "") -> Check:
     kind = getattr(exc, "kind", "")
     status = getattr(exc, "status", None)
     if kind in ("connection", "timeout"):
-        fix = (f"start the server or correct CLAWGATE_LLM__BASE_URL ({base_url})" if base_url
-               else "check the network connection")
+        fix = (
+            f"start the server or correct CLAWGATE_LLM__BASE_URL ({base_url})"
+            if base_url
+            else "check the network connection"
+        )
         return (False, f"provider not reachable: {where} ({kind})", fix)
     if kind == "auth":
-        return (False, f"provider refused the API key (HTTP {status}): {where}",
-                "set the right key (ANTHROPIC_API_KEY / OPENAI_API_KEY or [llm] api_key)")
+        return (
+            False,
+            f"provider refused the API key (HTTP {status}): {where}",
+            "set the right key (ANTHROPIC_API_KEY / OPENAI_API_KEY or [llm] api_key)",
+        )
     if kind == "bad_request" and status == 404:
-        fix = ("check CLAWGATE_LLM__MODEL and CLAWGATE_LLM__BASE_URL (an OpenAI-compatible "
-               "server usually ends in /v1)")
+        fix = (
+            "check CLAWGATE_LLM__MODEL and CLAWGATE_LLM__BASE_URL (an OpenAI-compatible "
+            "server usually ends in /v1)"
+        )
         if base_url and "11434" in base_url:
             fix += "; for Ollama: `ollama pull MODEL` and use that name"
         if hint:
             fix = f"{hint}; else {fix}"
         return (False, f"no such model or endpoint (HTTP 404): {where}", fix)
     if kind == "context_overflow":
-        return (False, f"provider says the prompt is too long: {where}",
-                "match [llm] context_window to the server's context length")
+        return (
+            False,
+            f"provider says the prompt is too long: {where}",
+            "match [llm] context_window to the server's context length",
+        )
     fix = "see the message; `clawgate chat --debug` shows more"
     return (False, f"provider request failed: {where}: {exc}", f"{hint}; {fix}" if hint else fix)
 
@@ -202,8 +263,11 @@ def _check_writable(root: Path) -> Check:
         with tempfile.NamedTemporaryFile(dir=root, prefix=".doctor-"):
             pass
     except OSError as exc:
-        return (False, f"workspaces root {root} is not writable",
-                f"{exc.strerror}. Set CLAWGATE_WORKSPACES_DIR to a writable directory.")
+        return (
+            False,
+            f"workspaces root {root} is not writable",
+            f"{exc.strerror}. Set CLAWGATE_WORKSPACES_DIR to a writable directory.",
+        )
     return (True, f"workspaces root {root.resolve()} is writable", "")
 
 

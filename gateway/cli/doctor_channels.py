@@ -38,9 +38,13 @@ async def check_channels(config: Settings) -> list[Check]:
         source = where_set(platform, "token")
         title = TITLES[platform]
         if PLACEHOLDER_MARK in token:
-            checks.append((False, f"{title} token ({source}) is the example's placeholder",
-                           f"put {HOW_TO_GET[platform]} there, or remove the line to run "
-                           f"without {title}"))
+            checks.append(
+                (
+                    False,
+                    f"{title} token ({source}) is the example's placeholder",
+                    f"put {HOW_TO_GET[platform]} there, or remove the line to run without {title}",
+                )
+            )
             continue
         if platform == "telegram":
             checks.append(await _telegram(token, config.telegram.base_url, source))
@@ -57,10 +61,16 @@ async def _telegram(token: str, base_url: str, source: str) -> Check:
         async with httpx.AsyncClient(timeout=PROBE_TIMEOUT_SECONDS) as client:
             response = await client.post(f"{base}{token}/getMe")
     except httpx.HTTPError as exc:
-        return _unreachable("Telegram", _host(base), type(exc).__name__,
-                            "[telegram] base_url" if base_url else "")
-    return _verdict("Telegram", response.status_code, _json(response), source,
-                    lambda body: body.get("result", {}).get("username", ""))
+        return _unreachable(
+            "Telegram", _host(base), type(exc).__name__, "[telegram] base_url" if base_url else ""
+        )
+    return _verdict(
+        "Telegram",
+        response.status_code,
+        _json(response),
+        source,
+        lambda body: body.get("result", {}).get("username", ""),
+    )
 
 
 async def _discord(token: str, source: str) -> Check:
@@ -70,14 +80,15 @@ async def _discord(token: str, source: str) -> Check:
     base = discord.http.Route.BASE  # discord.py's own address (tests point it at a fake)
     try:
         timeout = aiohttp.ClientTimeout(total=PROBE_TIMEOUT_SECONDS)
-        async with aiohttp.ClientSession(timeout=timeout) as session, session.get(
-                f"{base}/users/@me", headers={"Authorization": f"Bot {token}"}) as response:
+        async with (
+            aiohttp.ClientSession(timeout=timeout) as session,
+            session.get(f"{base}/users/@me", headers={"Authorization": f"Bot {token}"}) as response,
+        ):
             status = response.status
             body = await response.json(content_type=None) if status < 500 else {}
     except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
         return _unreachable("Discord", _host(base), type(exc).__name__, "")
-    return _verdict("Discord", status, body, source,
-                    lambda found: found.get("username", ""))
+    return _verdict("Discord", status, body, source, lambda found: found.get("username", ""))
 
 
 def _json(response: Any) -> Any:
@@ -97,16 +108,25 @@ def _verdict(title: str, status: int, body: Any, source: str, name_of: Any) -> C
         shown = f" as @{name}" if name else ""
         return (True, f"{title} accepts the bot token{shown} ({source})", "")
     if status in (401, 403, 404):  # Telegram answers 404 for a token it does not know
-        return (False, f"{title} rejected the bot token ({source})",
-                f"put {HOW_TO_GET[platform]} there; a token stops working once it is "
-                "revoked or regenerated")
-    return (False, f"{title} answered HTTP {status} to the token check ({source})",
-            "try again later; `clawgate run` keeps retrying in the background")
+        return (
+            False,
+            f"{title} rejected the bot token ({source})",
+            f"put {HOW_TO_GET[platform]} there; a token stops working once it is "
+            "revoked or regenerated",
+        )
+    return (
+        False,
+        f"{title} answered HTTP {status} to the token check ({source})",
+        "try again later; `clawgate run` keeps retrying in the background",
+    )
 
 
 def _unreachable(title: str, host: str, reason: str, setting: str) -> Check:
-    fix = f"check {setting} and the network" if setting else \
-        "check the network connection (the bot cannot work without it)"
+    fix = (
+        f"check {setting} and the network"
+        if setting
+        else "check the network connection (the bot cannot work without it)"
+    )
     return (False, f"{title} could not be reached at {host} to check the token ({reason})", fix)
 
 

@@ -35,12 +35,19 @@ def register(root: typer.Typer) -> None:
     root.add_typer(app, name="heartbeat")
 
 
-@app.command("run", help="one beat now for one workspace; prints what happened and why (an "
-                         "alert is printed here, not sent: the running gateway sends alerts)")
+@app.command(
+    "run",
+    help="one beat now for one workspace; prints what happened and why (an "
+    "alert is printed here, not sent: the running gateway sends alerts)",
+)
 def run_command(
     workspace: WorkspaceOption = None,
-    ignore_hours: Annotated[bool, typer.Option(
-        "--ignore-hours", help="run even outside the active hours (try a checklist now)")] = False,
+    ignore_hours: Annotated[
+        bool,
+        typer.Option(
+            "--ignore-hours", help="run even outside the active hours (try a checklist now)"
+        ),
+    ] = False,
 ) -> None:
     config = settings()
     config.api_key()
@@ -51,8 +58,10 @@ def run_command(
     print(f"  policy: {policy.describe()}")
     print(f"  outcome: {outcome.describe()}")
     if outcome.status == "skipped" and outcome.reason.startswith("outside active hours"):
-        print("  to run it now anyway: clawgate heartbeat run --ignore-hours"
-              + (f" --workspace {shlex.quote(workspace)}" if workspace else ""))
+        print(
+            "  to run it now anyway: clawgate heartbeat run --ignore-hours"
+            + (f" --workspace {shlex.quote(workspace)}" if workspace else "")
+        )
     if outcome.text:
         print("  message:")
         print(textwrap.indent(outcome.text, "    "))
@@ -73,8 +82,7 @@ async def _run_once(
     try:
         async with GatewayApp(config, ONE_BEAT) as running:  # no channel starts
             host = GatewayHeartbeatHost(running.parts, require_running_channel=False)
-            beat = Heartbeat(workspace, person_id, host, policy, running.parts.clock,
-                             deliver=False)
+            beat = Heartbeat(workspace, person_id, host, policy, running.parts.clock, deliver=False)
             return await beat.beat(), policy
     except StartupError as exc:
         raise CliError(str(exc)) from exc
@@ -93,15 +101,23 @@ def status_command(as_json: JsonOption = False) -> None:
         state = load_state(workspace)
         checklist = load_checklist(workspace)
         day = policy.active_hours.local_date(now)
-        rows.append({
-            "person": person_id, "workspace": str(workspace),
-            "policy": policy.describe(), "enabled": policy.every is not None,
-            "next_beat_at": _iso(state.next_beat_at), "last_beat_at": _iso(state.last_beat_at),
-            "last_status": state.last_status or None, "last_reason": state.last_reason or None,
-            "tokens_today": state.tokens_on(day), "daily_token_cap": policy.daily_token_cap,
-            "checklist_problems": list(checklist.problems) if checklist else [],
-            "_zone": policy.active_hours.zone, "_state": state,
-        })
+        rows.append(
+            {
+                "person": person_id,
+                "workspace": str(workspace),
+                "policy": policy.describe(),
+                "enabled": policy.every is not None,
+                "next_beat_at": _iso(state.next_beat_at),
+                "last_beat_at": _iso(state.last_beat_at),
+                "last_status": state.last_status or None,
+                "last_reason": state.last_reason or None,
+                "tokens_today": state.tokens_on(day),
+                "daily_token_cap": policy.daily_token_cap,
+                "checklist_problems": list(checklist.problems) if checklist else [],
+                "_zone": policy.active_hours.zone,
+                "_state": state,
+            }
+        )
     if as_json:
         print_json([{k: v for k, v in row.items() if not k.startswith("_")} for row in rows])
         return

@@ -57,8 +57,11 @@ class _Stopper:
         stderr (`clawgate run | tee`, tee killed by the same Ctrl-C) cannot keep it from
         stopping."""
         if self.event.is_set():
-            _hard_exit(EXIT_INTERRUPTED, "clawgate: stopped at once (unanswered messages are "
-                                         "answered after the next start)", fresh_line=True)
+            _hard_exit(
+                EXIT_INTERRUPTED,
+                "clawgate: stopped at once (unanswered messages are answered after the next start)",
+                fresh_line=True,
+            )
         self.signal_name = signal.Signals(sig).name
         self.event.set()
         with contextlib.suppress(Exception):
@@ -73,9 +76,15 @@ class _Stopper:
 AfterStart = Callable[[GatewayApp], Awaitable[None]]
 
 
-def run_until_stopped(config: Settings, plan: Plan, *, banner: str | None = None,
-                      until_input_closed: bool = False, app: GatewayApp | None = None,
-                      after_start: AfterStart | None = None) -> int:
+def run_until_stopped(
+    config: Settings,
+    plan: Plan,
+    *,
+    banner: str | None = None,
+    until_input_closed: bool = False,
+    app: GatewayApp | None = None,
+    after_start: AfterStart | None = None,
+) -> int:
     """Start the app for `plan`, run until a signal (or the end of terminal input), stop."""
     try:
         code = _run_loop(_run(config, plan, banner, until_input_closed, app, after_start))
@@ -115,8 +124,14 @@ def _cancel_left_tasks(loop: asyncio.AbstractEventLoop) -> None:
         loop.run_until_complete(asyncio.gather(*left, return_exceptions=True))
 
 
-async def _run(config: Settings, plan: Plan, banner: str | None, until_input_closed: bool,
-               app: GatewayApp | None, after_start: AfterStart | None) -> int:
+async def _run(
+    config: Settings,
+    plan: Plan,
+    banner: str | None,
+    until_input_closed: bool,
+    app: GatewayApp | None,
+    after_start: AfterStart | None,
+) -> int:
     stopper = _Stopper()
     stopper.install()
     app = app or GatewayApp(config, plan)
@@ -178,21 +193,27 @@ def _exit_if_threads_linger(code: int) -> None:
         if thread is threading.main_thread() or thread.daemon:
             continue
         thread.join(max(0.0, deadline - time.monotonic()))
-    left = [t.name for t in threading.enumerate()
-            if t is not threading.main_thread() and not t.daemon and t.is_alive()]
+    left = [
+        t.name
+        for t in threading.enumerate()
+        if t is not threading.main_thread() and not t.daemon and t.is_alive()
+    ]
     if left:
-        log.warning("exiting with %d worker thread(s) still alive: %s", len(left),
-                    ", ".join(left))
+        log.warning("exiting with %d worker thread(s) still alive: %s", len(left), ", ".join(left))
         _hard_exit(code, settle=DRAIN_SECONDS)
 
 
 def _stopping_line(signal_name: str) -> str:
     """What the first signal does, said as it is (the README's "Stopping" says the same)."""
     if signal_name == "SIGINT":  # no grace: a running turn is left for the next start
-        return ("clawgate: stopping now (Ctrl-C); a message being answered is answered after "
-                "the next start; Ctrl-C again exits without closing cleanly")
-    return (f"clawgate: stopping ({signal_name}); running turns get stop_grace_seconds to "
-            "finish; a second signal stops at once")
+        return (
+            "clawgate: stopping now (Ctrl-C); a message being answered is answered after "
+            "the next start; Ctrl-C again exits without closing cleanly"
+        )
+    return (
+        f"clawgate: stopping ({signal_name}); running turns get stop_grace_seconds to "
+        "finish; a second signal stops at once"
+    )
 
 
 def _say(text: str, *, fresh_line: bool = False) -> None:
@@ -204,8 +225,13 @@ def _say(text: str, *, fresh_line: bool = False) -> None:
         print(start + text, file=sys.stderr, flush=True)
 
 
-def _hard_exit(code: int, last_words: str = "", *,
-               settle: float = HARD_EXIT_DRAIN_SECONDS, fresh_line: bool = False) -> None:
+def _hard_exit(
+    code: int,
+    last_words: str = "",
+    *,
+    settle: float = HARD_EXIT_DRAIN_SECONDS,
+    fresh_line: bool = False,
+) -> None:
     """Exit now; `last_words` and queued output get at most `settle` seconds to go out first
     (a full pipe nobody reads must not hold the exit)."""
     if last_words:

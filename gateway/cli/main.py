@@ -24,8 +24,18 @@ from gateway.stores.state import StateError
 
 # A path that names nothing usable is a mistake in the command (2); a disk that is full or
 # failing is a failure (1).
-PATH_MISTAKES = frozenset({errno.ENOENT, errno.ENOTDIR, errno.EISDIR, errno.EEXIST,
-                           errno.EACCES, errno.EPERM, errno.ENAMETOOLONG, errno.ELOOP})
+PATH_MISTAKES = frozenset(
+    {
+        errno.ENOENT,
+        errno.ENOTDIR,
+        errno.EISDIR,
+        errno.EEXIST,
+        errno.EACCES,
+        errno.EPERM,
+        errno.ENAMETOOLONG,
+        errno.ELOOP,
+    }
+)
 
 # Root options accepted anywhere on the command line (before or after the subcommand).
 _ROOT_VALUE_OPTIONS = ("--config",)
@@ -48,7 +58,7 @@ def hoist_root_options(argv: Sequence[str]) -> tuple[list[str], bool]:
             front.append(item)
             debug = True
         elif item in _ROOT_VALUE_OPTIONS and i + 1 < len(items):
-            front.extend(items[i:i + 2])
+            front.extend(items[i : i + 2])
             i += 1
         elif item.startswith(tuple(f"{o}=" for o in _ROOT_VALUE_OPTIONS)):
             front.append(item)
@@ -127,8 +137,11 @@ def _run_command(argv: Sequence[str]) -> int:
         if debug:
             traceback.print_exc()
         else:
-            print(f"clawgate: unexpected error: {type(exc).__name__}: {exc} "
-                  "(run again with --debug for the traceback)", file=sys.stderr)
+            print(
+                f"clawgate: unexpected error: {type(exc).__name__}: {exc} "
+                "(run again with --debug for the traceback)",
+                file=sys.stderr,
+            )
         return 1
 
 

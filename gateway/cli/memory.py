@@ -35,15 +35,20 @@ from gateway.ops.versioning import UnknownRevision, Versioning, VersioningError,
 from memory.defaults import DEFAULT_MAX_RESULTS
 from memory.layout import RECALL_DIR
 
-app = typer.Typer(help="a workspace's memory: recall index (index, search, status) and "
-                       "history (log, diff, undo)", no_args_is_help=True)
-RevArgument = Annotated[str, typer.Argument(metavar="[REV]",
-                                            help="a revision from `memory log` (default: the "
-                                                 "last change)")]
+app = typer.Typer(
+    help="a workspace's memory: recall index (index, search, status) and history (log, diff, undo)",
+    no_args_is_help=True,
+)
+RevArgument = Annotated[
+    str,
+    typer.Argument(metavar="[REV]", help="a revision from `memory log` (default: the last change)"),
+]
 # What `--since` accepts (git would silently read any other text as "now").
 _SINCE = re.compile(
     r"^(now|today|yesterday|\d{4}-\d{2}-\d{2}([ T]\d{1,2}:\d{2}(:\d{2})?)?|"
-    r"\d+\s*(second|minute|hour|day|week|month|year)s?( ago)?)$", re.IGNORECASE)
+    r"\d+\s*(second|minute|hour|day|week|month|year)s?( ago)?)$",
+    re.IGNORECASE,
+)
 
 
 def register(root: typer.Typer) -> None:
@@ -59,8 +64,9 @@ def register(root: typer.Typer) -> None:
 def _open_index(workspace: Path, config: Settings) -> Any:
     from gateway.config.memory import build_recall_index
 
-    return build_recall_index(config.memory, workspace,
-                              lambda message: print(f"clawgate: {message}", file=sys.stderr))
+    return build_recall_index(
+        config.memory, workspace, lambda message: print(f"clawgate: {message}", file=sys.stderr)
+    )
 
 
 class _Progress:
@@ -80,10 +86,14 @@ class _Progress:
                 TimeRemainingColumn,
             )
 
-            self.bar = Progress(TextColumn("{task.description}"), BarColumn(),
-                                MofNCompleteColumn(),
-                                TimeRemainingColumn(), console=Console(stderr=True),
-                                transient=True)
+            self.bar = Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeRemainingColumn(),
+                console=Console(stderr=True),
+                transient=True,
+            )
 
     def __enter__(self) -> "_Progress":
         if self.bar is not None:
@@ -111,8 +121,9 @@ class _Progress:
         label = f"embedding ({progress.per_second:.1f} chunks/s{left})"
         if self.vector_task is None:
             self.vector_task = self.bar.add_task(label, total=progress.total)
-        self.bar.update(self.vector_task, completed=progress.done, total=progress.total,
-                        description=label)
+        self.bar.update(
+            self.vector_task, completed=progress.done, total=progress.total, description=label
+        )
 
 
 def _duration(seconds: float) -> str:
@@ -130,9 +141,10 @@ def index_command(
 
     async def run(progress: _Progress) -> Any:
         try:
-            return (await index.sync(force=force, progress=progress,
-                                     vector_progress=progress.vectors),
-                    await index.status())
+            return (
+                await index.sync(force=force, progress=progress, vector_progress=progress.vectors),
+                await index.status(),
+            )
         finally:
             await index.close()
 
@@ -148,24 +160,32 @@ def index_command(
         + (", rebuilt" if stats.rebuilt else "")
     )
     if stats.embed_error:
-        print(f"warning: embedding failed ({stats.embed_error}); those chunks are "
-              "keyword-only until the next index", file=sys.stderr)
+        print(
+            f"warning: embedding failed ({stats.embed_error}); those chunks are "
+            "keyword-only until the next index",
+            file=sys.stderr,
+        )
 
 
 @app.command("search", help="search a workspace's memory")
 def search_command(
     query: Annotated[str, typer.Argument(help="what to look for")],
     workspace: WorkspaceOption = None,
-    limit: Annotated[int, typer.Option(
-        "--limit", help=f"number of results (default {DEFAULT_MAX_RESULTS})")
+    limit: Annotated[
+        int, typer.Option("--limit", help=f"number of results (default {DEFAULT_MAX_RESULTS})")
     ] = DEFAULT_MAX_RESULTS,
-    min_score: Annotated[float, typer.Option("--min-score", help="drop results below this")
-                         ] = 0.0,
-    as_json: Annotated[bool, typer.Option("--json", help="print a JSON array, nothing else")
-                       ] = False,
-    wait: Annotated[bool, typer.Option(
-        "--wait", help="compute every missing vector before searching (default: answer at "
-                       "once; text not embedded yet is found by its words)")] = False,
+    min_score: Annotated[float, typer.Option("--min-score", help="drop results below this")] = 0.0,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="print a JSON array, nothing else")
+    ] = False,
+    wait: Annotated[
+        bool,
+        typer.Option(
+            "--wait",
+            help="compute every missing vector before searching (default: answer at "
+            "once; text not embedded yet is found by its words)",
+        ),
+    ] = False,
 ) -> None:
     if limit < 1:
         raise CliError("--limit must be 1 or more")
@@ -183,8 +203,9 @@ def search_command(
     with _Progress() as progress:
         response = asyncio.run(run(progress))
     if response.pending:
-        response.note += (" (run `clawgate memory index` or search with --wait to embed "
-                          + ("them)" if response.pending > 1 else "it)"))
+        response.note += " (run `clawgate memory index` or search with --wait to embed " + (
+            "them)" if response.pending > 1 else "it)"
+        )
     if as_json:
         json.dump([r.as_dict() for r in response.results], sys.stdout, ensure_ascii=False)
         sys.stdout.write("\n")
@@ -196,8 +217,10 @@ def search_command(
         print(f"no memory matched {query!r}")
     for number, result in enumerate(response.results, start=1):
         best = f" (best line {result.line})" if result.line is not None else ""
-        print(f"\n{number}. {result.path}:{result.start_line}-{result.end_line}{best} "
-              f"score {result.score:.3f} [{result.source}]")
+        print(
+            f"\n{number}. {result.path}:{result.start_line}-{result.end_line}{best} "
+            f"score {result.score:.3f} [{result.source}]"
+        )
         print("   " + result.snippet.replace("\n", "\n   "))
 
 
@@ -210,9 +233,11 @@ def status_command(workspace: WorkspaceOption = None, as_json: JsonOption = Fals
         if as_json:
             print_json({"path": str(index.path), "present": False})
         else:
-            print(f"no recall index yet in {path}: build it with "
-                  f"`clawgate memory index --workspace {path}` (the running gateway builds it "
-                  "at the first search)")
+            print(
+                f"no recall index yet in {path}: build it with "
+                f"`clawgate memory index --workspace {path}` (the running gateway builds it "
+                "at the first search)"
+            )
         return
 
     async def run() -> Any:
@@ -247,8 +272,10 @@ def _versioning(config: Settings) -> Versioning:
 def check_since(value: str) -> str:
     """`--since` as git understands it, or a CliError (git reads unknown text as now)."""
     if value and not _SINCE.match(value.strip()):
-        raise CliError(f"--since {value!r} is not a time: use a date (2026-03-01), "
-                       "'yesterday', or '2 hours ago'")
+        raise CliError(
+            f"--since {value!r} is not a time: use a date (2026-03-01), "
+            "'yesterday', or '2 hours ago'"
+        )
     return value.strip()
 
 
@@ -256,8 +283,9 @@ def check_since(value: str) -> str:
 def log_command(
     workspace: WorkspaceOption = None,
     limit: Annotated[int, typer.Option("--limit", "-n", help="at most this many")] = 20,
-    since: Annotated[str, typer.Option(
-        "--since", metavar="WHEN", help='e.g. "yesterday", "2 hours ago", a date')] = "",
+    since: Annotated[
+        str, typer.Option("--since", metavar="WHEN", help='e.g. "yesterday", "2 hours ago", a date')
+    ] = "",
     as_json: JsonOption = False,
 ) -> None:
     since = check_since(since)
@@ -275,9 +303,17 @@ def log_command(
     except VersioningError as exc:
         raise typer.Exit(fail(str(exc))) from None
     if as_json:
-        print_json([{"rev": c.rev, "date": json_time(datetime.fromisoformat(c.date)),
-                     "subject": c.subject, "files": list(c.files)}
-                    for c in commits])
+        print_json(
+            [
+                {
+                    "rev": c.rev,
+                    "date": json_time(datetime.fromisoformat(c.date)),
+                    "subject": c.subject,
+                    "files": list(c.files),
+                }
+                for c in commits
+            ]
+        )
         return
     if not commits:
         print("no changes in that period")
@@ -304,8 +340,9 @@ def diff_command(workspace: WorkspaceOption = None, rev: RevArgument = "") -> No
 def undo_command(
     workspace: WorkspaceOption = None,
     rev: RevArgument = "",
-    to: Annotated[bool, typer.Option(
-        "--to", help="restore every versioned file as it was at REV instead")] = False,
+    to: Annotated[
+        bool, typer.Option("--to", help="restore every versioned file as it was at REV instead")
+    ] = False,
 ) -> None:
     config = settings()
     path = resolve_workspace(workspace, config)

@@ -34,10 +34,13 @@ def add_commands(app: typer.Typer) -> None:
     if any(command.name == "find" for command in app.registered_commands):
         return
     app.command("find", help="lines of MEMORY.md, USER.md and memory/*.md mentioning TEXT")(
-        find_command)
-    app.command("correct", help="replace, strike (keep as superseded) or delete one line of "
-                                "a memory file; undo with `clawgate memory undo`")(
-        correct_command)
+        find_command
+    )
+    app.command(
+        "correct",
+        help="replace, strike (keep as superseded) or delete one line of "
+        "a memory file; undo with `clawgate memory undo`",
+    )(correct_command)
 
 
 def find_command(
@@ -52,25 +55,29 @@ def find_command(
     except CorrectionError as exc:
         raise CliError(str(exc)) from exc
     if as_json:
-        print_json([{"path": f.path, "line": f.line, "text": f.text, "struck": f.struck}
-                    for f in found])
+        print_json(
+            [{"path": f.path, "line": f.line, "text": f.text, "struck": f.struck} for f in found]
+        )
         return
     if not found:
         print(f"no line mentions {text!r}")
     for item in found:
-        print(f"{item.path}:{item.line}: {item.text.strip()}" + (" [struck]" if item.struck
-                                                                 else ""))
+        print(
+            f"{item.path}:{item.line}: {item.text.strip()}" + (" [struck]" if item.struck else "")
+        )
 
 
 def correct_command(
     file: Annotated[str, typer.Argument(metavar="FILE", help="MEMORY.md, USER.md or memory/...md")],
     old_text: Annotated[str, typer.Argument(metavar="OLD", help="text of the line to change")],
-    action: Annotated[str, typer.Option("--action", "-a",
-                                        help="replace, strike or delete")] = "strike",
+    action: Annotated[
+        str, typer.Option("--action", "-a", help="replace, strike or delete")
+    ] = "strike",
     new_text: Annotated[str, typer.Option("--to", help="the corrected fact")] = "",
     reason: Annotated[str, typer.Option("--reason", help="why (strike)")] = "",
-    line: Annotated[int, typer.Option("--line", min=0,
-                                      help="the line, when OLD is on several")] = 0,
+    line: Annotated[
+        int, typer.Option("--line", min=0, help="the line, when OLD is on several")
+    ] = 0,
     workspace: WorkspaceOption = None,
 ) -> None:
     import gateway.workspace.paths as paths
@@ -80,8 +87,9 @@ def correct_command(
     if action not in ACTIONS:
         raise CliError(f"--action must be one of {', '.join(ACTIONS)}")
     try:
-        target = paths.resolve_in_workspace(root, file, private=True, write=True,
-                                            attended=True)  # the owner at the keyboard
+        target = paths.resolve_in_workspace(
+            root, file, private=True, write=True, attended=True
+        )  # the owner at the keyboard
     except paths.PathRefused as exc:
         raise CliError(str(exc)) from exc
     rel = os.path.relpath(target, os.path.realpath(root)).replace(os.sep, "/")
@@ -100,9 +108,9 @@ def correct_command(
     try:
         asyncio.run(commit("noticed by `clawgate memory correct`"))  # earlier edits apart
         text = target.read_text(encoding="utf-8")
-        result, changed = correct_text(text, old_text, action,
-                                       new_text=new_text, line=line or None, when=today,
-                                       reason=reason)
+        result, changed = correct_text(
+            text, old_text, action, new_text=new_text, line=line or None, when=today, reason=reason
+        )
         atomic_write_text(target, result)
         asyncio.run(commit(f"clawgate memory correct: {action} {rel}:{changed}"))
     except CorrectionError as exc:

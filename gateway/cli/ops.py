@@ -40,34 +40,48 @@ from memory.layout import RECALL_DIR
 def register(app: typer.Typer) -> None:
     app.command("backup", help="archive workspaces (consistent while running)")(backup_command)
     app.command("restore", help="unpack a backup (never overwrites unless --force)")(
-        restore_command)
+        restore_command
+    )
     app.command("clone", help="copy a workspace under a new name")(clone_command)
-    app.command("status", help="channels, workspaces, sessions, heartbeats, index")(
-        status_command)
-    app.command("healthcheck", help="exit 0 if this gateway's /healthz answers (prints the "
-                                    "result)")(healthcheck_command)
+    app.command("status", help="channels, workspaces, sessions, heartbeats, index")(status_command)
+    app.command(
+        "healthcheck", help="exit 0 if this gateway's /healthz answers (prints the result)"
+    )(healthcheck_command)
 
 
 # --- backup / restore / clone -----------------------------------------------------------------
 
 
 def backup_command(
-    output: Annotated[Path, typer.Option("--output", "-o", metavar="FILE.tar.gz",
-                                         help="the archive to write")],
-    workspace: Annotated[str | None, typer.Option(
-        "--workspace", "-w", metavar="NAME|PATH",
-        help="only this workspace: a person id (e.g. ana) or a directory; without it, every "
-             "workspace and the gateway state database")] = None,
-    all_: Annotated[bool, typer.Option(
-        "--all", help="every workspace and the gateway state database (the same as giving "
-                      "no --workspace)")] = False,
+    output: Annotated[
+        Path, typer.Option("--output", "-o", metavar="FILE.tar.gz", help="the archive to write")
+    ],
+    workspace: Annotated[
+        str | None,
+        typer.Option(
+            "--workspace",
+            "-w",
+            metavar="NAME|PATH",
+            help="only this workspace: a person id (e.g. ana) or a directory; without it, every "
+            "workspace and the gateway state database",
+        ),
+    ] = None,
+    all_: Annotated[
+        bool,
+        typer.Option(
+            "--all",
+            help="every workspace and the gateway state database (the same as giving "
+            "no --workspace)",
+        ),
+    ] = False,
     force: Annotated[bool, typer.Option("--force", help="replace an existing archive")] = False,
 ) -> None:
     if workspace is not None and all_:
         raise CliError("give --workspace or --all, not both")
     if output.exists() and not force:
-        raise CliError(f"{output} already exists: choose another --output, or add --force to "
-                       "replace it")
+        raise CliError(
+            f"{output} already exists: choose another --output, or add --force to replace it"
+        )
     config = settings()
     root = config.workspaces_dir
     if workspace is not None:
@@ -80,23 +94,31 @@ def backup_command(
         raise CliError(str(exc)) from None
     except (BackupError, OSError, sqlite3.Error) as exc:
         raise typer.Exit(fail(f"backup failed: {exc}")) from None
-    print(f"wrote {report.output}: {len(report.workspaces)} workspace(s), {report.files} files, "
-          f"{report.databases} database(s) copied via the SQLite backup API"
-          + (", gateway state included" if report.state else ""))
+    print(
+        f"wrote {report.output}: {len(report.workspaces)} workspace(s), {report.files} files, "
+        f"{report.databases} database(s) copied via the SQLite backup API"
+        + (", gateway state included" if report.state else "")
+    )
     for skipped in report.skipped:
         print(f"  skipped {skipped}")
 
 
 def restore_command(
     archive: Annotated[Path, typer.Argument(metavar="FILE.tar.gz")],
-    root: Annotated[Path | None, typer.Option(
-        "--root", metavar="DIR", help="workspaces root (default: workspaces_dir)")] = None,
-    rename: Annotated[str, typer.Option(
-        "--as", metavar="NAME", help="restore a one-workspace backup under this name")] = "",
-    force: Annotated[bool, typer.Option(
-        "--force", help="replace what exists (it is moved to <root>/.trash/)")] = False,
-    no_state: Annotated[bool, typer.Option(
-        "--no-state", help="leave the gateway state database out")] = False,
+    root: Annotated[
+        Path | None,
+        typer.Option("--root", metavar="DIR", help="workspaces root (default: workspaces_dir)"),
+    ] = None,
+    rename: Annotated[
+        str,
+        typer.Option("--as", metavar="NAME", help="restore a one-workspace backup under this name"),
+    ] = "",
+    force: Annotated[
+        bool, typer.Option("--force", help="replace what exists (it is moved to <root>/.trash/)")
+    ] = False,
+    no_state: Annotated[
+        bool, typer.Option("--no-state", help="leave the gateway state database out")
+    ] = False,
 ) -> None:
     config = settings()
     target = root or config.workspaces_dir
@@ -117,11 +139,15 @@ def restore_command(
 
 
 def clone_command(
-    source: Annotated[str, typer.Argument(metavar="SOURCE",
-                                          help="the workspace to copy (person id or path)")],
+    source: Annotated[
+        str, typer.Argument(metavar="SOURCE", help="the workspace to copy (person id or path)")
+    ],
     new: Annotated[str, typer.Argument(metavar="NEW", help="the new workspace's name")],
-    no_sessions: Annotated[bool, typer.Option(
-        "--no-sessions", help="leave conversations behind: same memory, fresh sessions")
+    no_sessions: Annotated[
+        bool,
+        typer.Option(
+            "--no-sessions", help="leave conversations behind: same memory, fresh sessions"
+        ),
     ] = False,
 ) -> None:
     config = settings()
@@ -133,8 +159,11 @@ def clone_command(
         raise CliError(str(exc)) from None
     except (BackupError, OSError) as exc:
         raise typer.Exit(fail(str(exc))) from None
-    asyncio.run(Versioning(enabled=config.versioning.enabled).commit(
-        target, "clone", note=f"cloned from {source}"))
+    asyncio.run(
+        Versioning(enabled=config.versioning.enabled).commit(
+            target, "clone", note=f"cloned from {source}"
+        )
+    )
     print(f"cloned {source} to {target}")
 
 
@@ -204,8 +233,11 @@ def _messages(workspaces_dir: Path) -> dict[str, Any] | None:
             db.close()
     except sqlite3.Error as exc:
         return {"error": str(exc)}
-    return {"pending": inbox.get("pending", 0), "given_up": inbox.get("failed", 0),
-            "outbox_pending": outbox.get("pending", 0)}
+    return {
+        "pending": inbox.get("pending", 0),
+        "given_up": inbox.get("failed", 0),
+        "outbox_pending": outbox.get("pending", 0),
+    }
 
 
 def collect_status(config: Settings) -> dict[str, Any]:
@@ -216,18 +248,21 @@ def collect_status(config: Settings) -> dict[str, Any]:
     versioning = Versioning(enabled=config.versioning.enabled)
     workspaces = []
     for ws in list_workspaces(config.workspaces_dir):
-        transcripts = sorted((ws / SESSIONS_DIR).glob("*.jsonl")) if (ws / SESSIONS_DIR).is_dir() \
-            else []
+        transcripts = (
+            sorted((ws / SESSIONS_DIR).glob("*.jsonl")) if (ws / SESSIONS_DIR).is_dir() else []
+        )
         last = max((p.stat().st_mtime for p in transcripts), default=None)
         head = asyncio.run(versioning.head(ws)) if versioning.enabled else None
-        workspaces.append({
-            "name": ws.name,
-            "sessions": len(transcripts),
-            "last_activity": json_time(datetime.fromtimestamp(last, UTC)) if last else None,
-            "last_commit": f"{head.rev} {head.date} {head.subject}" if head else None,
-            "heartbeat": _heartbeat(ws),
-            "index": _index_health(ws),
-        })
+        workspaces.append(
+            {
+                "name": ws.name,
+                "sessions": len(transcripts),
+                "last_activity": json_time(datetime.fromtimestamp(last, UTC)) if last else None,
+                "last_commit": f"{head.rev} {head.date} {head.subject}" if head else None,
+                "heartbeat": _heartbeat(ws),
+                "index": _index_health(ws),
+            }
+        )
     report: dict[str, Any] = {
         "channels": {p: p in configured for p in PLATFORMS},
         "workspaces_dir": str(config.workspaces_dir.resolve()),
@@ -252,8 +287,9 @@ def status_command(as_json: JsonOption = False) -> None:
     if as_json:
         print_json(report)
         return
-    channels = ", ".join(f"{n} ({'configured' if on else 'not configured'})"
-                         for n, on in report["channels"].items())
+    channels = ", ".join(
+        f"{n} ({'configured' if on else 'not configured'})" for n, on in report["channels"].items()
+    )
     print(f"channels: {channels}")
     probed = report["gateway"]  # what its /readyz said
     if probed["running"]:
@@ -269,15 +305,18 @@ def status_command(as_json: JsonOption = False) -> None:
         if "error" in messages:
             print(f"messages: state database unreadable ({messages['error']})")
         else:
-            print(f"messages: {messages['pending']} waiting for an answer, "
-                  f"{messages['outbox_pending']} answer(s) waiting to be sent, "
-                  f"{messages['given_up']} given up or unreadable"
-                  + (" (see the log: \"gave up on\", \"skipped\")"
-                     if messages["given_up"] else ""))
+            print(
+                f"messages: {messages['pending']} waiting for an answer, "
+                f"{messages['outbox_pending']} answer(s) waiting to be sent, "
+                f"{messages['given_up']} given up or unreadable"
+                + (' (see the log: "gave up on", "skipped")' if messages["given_up"] else "")
+            )
     print(f"workspaces in {report['workspaces_dir']}: {len(report['workspaces'])}")
     for ws in report["workspaces"]:
-        print(f"  {ws['name']}: {ws['sessions']} session(s), last activity "
-              f"{ws['last_activity'] or 'never'}")
+        print(
+            f"  {ws['name']}: {ws['sessions']} session(s), last activity "
+            f"{ws['last_activity'] or 'never'}"
+        )
         if ws["last_commit"]:
             print(f"    last change: {ws['last_commit']}")
         beat = ws["heartbeat"]
@@ -285,8 +324,9 @@ def status_command(as_json: JsonOption = False) -> None:
             print(f"    next heartbeat: {beat['next_beat_at'] or 'not planned'}")
         index = ws["index"]
         if index.get("present"):
-            detail = index.get("error") or (f"{index.get('chunks', '?')} chunks, last sync "
-                                            f"{index.get('last_sync') or 'never'}")
+            detail = index.get("error") or (
+                f"{index.get('chunks', '?')} chunks, last sync {index.get('last_sync') or 'never'}"
+            )
             print(f"    recall index: {detail}")
         else:
             print("    recall index: not built yet")
@@ -313,7 +353,10 @@ def healthcheck_command(
         mine = instance_id(config.workspaces_dir)
         theirs = answer.get("instance") if isinstance(answer, dict) else None
         if theirs != mine:
-            raise typer.Exit(fail(
-                f"unhealthy: what answers at {target} is not this gateway (another clawgate "
-                f"with other workspaces, or another program): check [health] port"))
+            raise typer.Exit(
+                fail(
+                    f"unhealthy: what answers at {target} is not this gateway (another clawgate "
+                    f"with other workspaces, or another program): check [health] port"
+                )
+            )
     print(f"healthy: {target} answered 200")

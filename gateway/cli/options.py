@@ -8,9 +8,10 @@ import typer
 WorkspaceOption = Annotated[
     str | None,
     typer.Option(
-        "--workspace", "-w", metavar="NAME|PATH",
-        help="a person id (e.g. ana, telegram-123) or a workspace directory "
-             "(default: the owner's)",
+        "--workspace",
+        "-w",
+        metavar="NAME|PATH",
+        help="a person id (e.g. ana, telegram-123) or a workspace directory (default: the owner's)",
     ),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="machine-readable JSON on stdout")]

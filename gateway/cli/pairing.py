@@ -47,8 +47,9 @@ def with_state(command: Callable[[StateDB], Awaitable[T]]) -> T:
     config = settings()
 
     async def go() -> T:
-        async with StateDB.for_root(config.workspaces_dir,
-                                     inbox_retention=config.inbox_retention) as state:
+        async with StateDB.for_root(
+            config.workspaces_dir, inbox_retention=config.inbox_retention
+        ) as state:
             return await command(state)
 
     return asyncio.run(go())
@@ -61,20 +62,37 @@ def list_command(
 ) -> None:
     name = channel.value if channel is not None else None
     requests = [] if not state_exists() else with_state(lambda state: Pairing(state).pending(name))
-    rows: list[dict[str, Any]] = [{
-        "channel": r.channel, "code": r.code, "user_id": r.sender_id,
-        "name": r.sender_name or "", "asked_at": json_time(r.created_at),
-        "expires_in_minutes": max(0, int((r.expires_at - r.created_at).total_seconds() // 60)),
-    } for r in requests]
+    rows: list[dict[str, Any]] = [
+        {
+            "channel": r.channel,
+            "code": r.code,
+            "user_id": r.sender_id,
+            "name": r.sender_name or "",
+            "asked_at": json_time(r.created_at),
+            "expires_in_minutes": max(0, int((r.expires_at - r.created_at).total_seconds() // 60)),
+        }
+        for r in requests
+    ]
     if as_json:
         print_json(rows)
         return
     if not rows:
         print("no pending pairing requests")
         return
-    print_table(("channel", "code", "user", "name", "asked", "expires in"), (
-        (r["channel"], r["code"], r["user_id"], r["name"], r["asked_at"][:16].replace("T", " "),
-         f"at most {r['expires_in_minutes']} min") for r in rows))
+    print_table(
+        ("channel", "code", "user", "name", "asked", "expires in"),
+        (
+            (
+                r["channel"],
+                r["code"],
+                r["user_id"],
+                r["name"],
+                r["asked_at"][:16].replace("T", " "),
+                f"at most {r['expires_in_minutes']} min",
+            )
+            for r in rows
+        ),
+    )
     print("approve with: clawgate pairing approve CHANNEL CODE")
 
 
@@ -89,12 +107,17 @@ def _decide(channel: Platform, code: str, decision: str, *, owner: str | None = 
             return exc
 
     outcome = with_state(go)
-    if isinstance(outcome, AlreadyDecided) and outcome.status == "approved" and \
-            decision == "approve":
+    if (
+        isinstance(outcome, AlreadyDecided)
+        and outcome.status == "approved"
+        and decision == "approve"
+    ):
         print(str(outcome))  # approving twice is done, not a mistake
         if owner is not None:
-            print("to make that account yours: clawgate users link <owner> CHANNEL:ID "
-                  "(`clawgate users list` shows the ids)".replace("<owner>", owner))
+            print(
+                "to make that account yours: clawgate users link <owner> CHANNEL:ID "
+                "(`clawgate users list` shows the ids)".replace("<owner>", owner)
+            )
         return
     if isinstance(outcome, PairingError):
         status = EXIT_USAGE if isinstance(outcome, UnknownCode) else EXIT_FAILED
@@ -103,20 +126,29 @@ def _decide(channel: Platform, code: str, decision: str, *, owner: str | None = 
     name = f" ({outcome.sender_name})" if outcome.sender_name else ""
     print(f"{verb} {outcome.channel} user {outcome.sender_id}{name}")
     if owner is not None:
-        print(f"linked {outcome.channel}:{outcome.sender_id} to you ({owner}): its DMs are your "
-              "own workspace and conversation, the same as `clawgate chat`")
+        print(
+            f"linked {outcome.channel}:{outcome.sender_id} to you ({owner}): its DMs are your "
+            "own workspace and conversation, the same as `clawgate chat`"
+        )
     if decision == "approve":
-        print("the running gateway welcomes them within a few seconds and answers what they "
-              "wrote while waiting")
+        print(
+            "the running gateway welcomes them within a few seconds and answers what they "
+            "wrote while waiting"
+        )
 
 
 @app.command("approve", help="let this sender talk to the assistant (--owner: it is you)")
 def approve_command(
     channel: Annotated[Platform, typer.Argument(case_sensitive=False)],
     code: Annotated[str, typer.Argument(help="the code the sender was given")],
-    owner: Annotated[bool, typer.Option(
-        "--owner", help="this account is yours: link it to the owner's workspace and "
-                        "conversation instead of giving it a workspace of its own")] = False,
+    owner: Annotated[
+        bool,
+        typer.Option(
+            "--owner",
+            help="this account is yours: link it to the owner's workspace and "
+            "conversation instead of giving it a workspace of its own",
+        ),
+    ] = False,
 ) -> None:
     _decide(channel, code, "approve", owner=settings().owner if owner else None)
 
@@ -139,5 +171,7 @@ def revoke_command(
         raise CliError(f"{channel.value}:{sender_id} is not approved; see `clawgate users list`")
     print(f"revoked {channel.value}:{sender_id}")
     if sender_id in getattr(settings(), channel.value).allow_from:
-        print(f"note: {sender_id} is still in {channel.value}.allow_from in the settings",
-              file=sys.stderr)
+        print(
+            f"note: {sender_id} is still in {channel.value}.allow_from in the settings",
+            file=sys.stderr,
+        )

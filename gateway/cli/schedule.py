@@ -59,32 +59,62 @@ def list_command(workspace: WorkspaceOption = None, as_json: JsonOption = False)
     now = datetime.now(UTC)
     if as_json:
         # Instants in UTC (json_time); `when` is the job's rule as stored in the file.
-        print_json({"timezone": zone.key, "problems": problems, "jobs": [
-            {"id": v.job.id, "kind": v.job.kind, "text": v.job.text, "when": v.job.when,
-             "repeats": v.job.recurring, "created": json_time(v.job.created),
-             "next_run": json_time(v.next_run),
-             "last_outcome": v.record.outcome if v.record else "", "sending": v.sending}
-            for v in views]})
+        print_json(
+            {
+                "timezone": zone.key,
+                "problems": problems,
+                "jobs": [
+                    {
+                        "id": v.job.id,
+                        "kind": v.job.kind,
+                        "text": v.job.text,
+                        "when": v.job.when,
+                        "repeats": v.job.recurring,
+                        "created": json_time(v.job.created),
+                        "next_run": json_time(v.next_run),
+                        "last_outcome": v.record.outcome if v.record else "",
+                        "sending": v.sending,
+                    }
+                    for v in views
+                ],
+            }
+        )
         return
     if not views and not problems:
         print("No reminders or scheduled tasks.")
-    rows = [(v.job.id, v.job.kind, v.job.text,
-             in_words(v.next_run, zone, now).split(";")[0] if v.next_run else "-",
-             v.job.when if v.job.recurring else "once") for v in views]
+    rows = [
+        (
+            v.job.id,
+            v.job.kind,
+            v.job.text,
+            in_words(v.next_run, zone, now).split(";")[0] if v.next_run else "-",
+            v.job.when if v.job.recurring else "once",
+        )
+        for v in views
+    ]
     if rows:
-        print_table(("#", "kind", "text", "next run", "repeats"), rows,
-                    title=f"schedule of {path} ({zone.key})")
+        print_table(
+            ("#", "kind", "text", "next run", "repeats"),
+            rows,
+            title=f"schedule of {path} ({zone.key})",
+        )
     for problem in problems:
         print(f"not running: {problem}")
 
 
 @app.command("add", help="add a job, e.g. add 'tomorrow at 9' 'Send the invoice'")
 def add_command(
-    when: Annotated[str, typer.Argument(help="e.g. 'tomorrow at 9', 'every weekday at 08:30', "
-                                             "'in 2 hours', 'cron 0 9 * * 1'")],
+    when: Annotated[
+        str,
+        typer.Argument(
+            help="e.g. 'tomorrow at 9', 'every weekday at 08:30', 'in 2 hours', 'cron 0 9 * * 1'"
+        ),
+    ],
     text: Annotated[str, typer.Argument(help="the message (or, with --agent, the task)")],
-    agent: Annotated[bool, typer.Option("--agent", help="run TEXT as a task for the assistant "
-                                                        "and send its answer")] = False,
+    agent: Annotated[
+        bool,
+        typer.Option("--agent", help="run TEXT as a task for the assistant and send its answer"),
+    ] = False,
     workspace: WorkspaceOption = None,
 ) -> None:
     from scheduler import ScheduleError, ScheduleFileError, confirmation, create
@@ -92,8 +122,15 @@ def add_command(
     config, path, zone = _target(workspace)
     now = datetime.now(UTC)
     try:
-        job, first = create(path, zone, when, text, "agent" if agent else "message", now,
-                            max_jobs=config.scheduler.max_jobs)
+        job, first = create(
+            path,
+            zone,
+            when,
+            text,
+            "agent" if agent else "message",
+            now,
+            max_jobs=config.scheduler.max_jobs,
+        )
     except ScheduleError as exc:  # the WHEN or TEXT given
         raise CliError(str(exc)) from exc
     except ScheduleFileError as exc:
@@ -111,8 +148,9 @@ def _where(config: Settings, person_id: str) -> str:
     if state_path(config.workspaces_dir).exists():  # a listing never creates the database
 
         async def read() -> DmRoute | None:
-            async with StateDB.for_root(config.workspaces_dir,
-                                         inbox_retention=config.inbox_retention) as state:
+            async with StateDB.for_root(
+                config.workspaces_dir, inbox_retention=config.inbox_retention
+            ) as state:
                 return await state.links.last_dm_route(person_id)
 
         try:
@@ -128,8 +166,9 @@ def _commit(config: Settings, workspace: Path, note: str) -> None:
     from gateway.ops.versioning import Versioning
 
     if (workspace / ".git").exists():
-        asyncio.run(Versioning(enabled=config.versioning.enabled).commit(
-            workspace, "schedule", note=note))
+        asyncio.run(
+            Versioning(enabled=config.versioning.enabled).commit(workspace, "schedule", note=note)
+        )
 
 
 @app.command("cancel", help="cancel job number ID")

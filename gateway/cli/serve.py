@@ -10,8 +10,11 @@ from gateway.cli.start import chat, run_gateway, setup_logging
 
 
 def register(app: typer.Typer) -> None:
-    app.command("run", help="start the gateway with every configured channel (Telegram, "
-                            "Discord); with none configured: the terminal chat")(run_command)
+    app.command(
+        "run",
+        help="start the gateway with every configured channel (Telegram, "
+        "Discord); with none configured: the terminal chat",
+    )(run_command)
     app.command("chat", help="chat with your assistant in this terminal")(chat_command)
 
 
@@ -20,9 +23,12 @@ def run_command() -> None:
 
 
 def chat_command(
-    person: Annotated[str | None, typer.Option(
-        "--person", metavar="NAME",
-        help="whose workspace to use (default: the owner setting)")] = None,
+    person: Annotated[
+        str | None,
+        typer.Option(
+            "--person", metavar="NAME", help="whose workspace to use (default: the owner setting)"
+        ),
+    ] = None,
 ) -> None:
     config = settings()
     if person:
@@ -31,4 +37,3 @@ def chat_command(
     config.api_key()
     setup_logging(config, quiet=True)
     raise typer.Exit(chat(config, config.owner))
-

@@ -19,10 +19,12 @@ from gateway.cli.common import (
 )
 from gateway.cli.options import JsonOption, WorkspaceOption
 
-skills_app = typer.Typer(help="skills (skills/<name>/SKILL.md): list them, check them",
-                         no_args_is_help=True)
-mcp_app = typer.Typer(help="MCP tool servers from clawgate.toml: start each once and report",
-                      no_args_is_help=True)
+skills_app = typer.Typer(
+    help="skills (skills/<name>/SKILL.md): list them, check them", no_args_is_help=True
+)
+mcp_app = typer.Typer(
+    help="MCP tool servers from clawgate.toml: start each once and report", no_args_is_help=True
+)
 
 
 def register(root: typer.Typer) -> None:
@@ -38,44 +40,65 @@ def _report(workspace: str | None):  # type: ignore[no-untyped-def]
     return skill_report(config, path if path.is_dir() else None)
 
 
-@skills_app.command("list", help="the skills a private chat of this workspace is offered "
-                                 "(its own and the shared directory's)")
+@skills_app.command(
+    "list",
+    help="the skills a private chat of this workspace is offered "
+    "(its own and the shared directory's)",
+)
 def list_command(workspace: WorkspaceOption = None, as_json: JsonOption = False) -> None:
     report = _report(workspace)
     if as_json:
-        print_json({"skills": report.rows(), "problems": report.problems(),
-                    "prompt": report.cost()})
+        print_json(
+            {"skills": report.rows(), "problems": report.problems(), "prompt": report.cost()}
+        )
         return
     if not report.rows():
         print(f"no skills (add skills/<name>/SKILL.md to {report.workspace or 'the workspace'})")
     else:
-        print_table(["name", "source", "description"],
-                    [(r["name"], r["source"], _one_line(r["description"])) for r in report.rows()])
+        print_table(
+            ["name", "source", "description"],
+            [(r["name"], r["source"], _one_line(r["description"])) for r in report.rows()],
+        )
     if report.problems():
         print(f"{len(report.problems())} broken skill(s) skipped: see `clawgate skills check`")
 
 
-@skills_app.command("check", help="validate every SKILL.md (front matter, name, description "
-                                  "length) and show the prompt cost; exit 1 if one is broken")
+@skills_app.command(
+    "check",
+    help="validate every SKILL.md (front matter, name, description "
+    "length) and show the prompt cost; exit 1 if one is broken",
+)
 def check_command(workspace: WorkspaceOption = None, as_json: JsonOption = False) -> None:
     report = _report(workspace)
     cost = report.cost()
     if as_json:
-        print_json({"ok": not report.problems(), "problems": report.problems(),
-                    "notes": report.notes(), "prompt": cost, "skills": len(report.rows())})
+        print_json(
+            {
+                "ok": not report.problems(),
+                "problems": report.problems(),
+                "notes": report.notes(),
+                "prompt": cost,
+                "skills": len(report.rows()),
+            }
+        )
     else:
         for problem in report.problems():
             print(f"BROKEN {problem['path']}: {problem['problem']}")
         for note in report.notes():
             print(f"note   {note}")
-        print(f"{len(report.rows())} valid skill(s); prompt section {cost['chars']:,} chars "
-              f"(~{cost['tokens']:,} tokens): {cost['listed']} listed, {cost['names_only']} by "
-              f"name only, {cost['omitted']} not shown")
+        print(
+            f"{len(report.rows())} valid skill(s); prompt section {cost['chars']:,} chars "
+            f"(~{cost['tokens']:,} tokens): {cost['listed']} listed, {cost['names_only']} by "
+            f"name only, {cost['omitted']} not shown"
+        )
     exit_with(EXIT_FAILED if report.problems() else 0)
 
 
-@mcp_app.command("check", help="start every configured server, list its tools and schema size, "
-                               "stop it; exit 1 if one does not start")
+@mcp_app.command(
+    "check",
+    help="start every configured server, list its tools and schema size, "
+    "stop it; exit 1 if one does not start",
+)
 def mcp_check_command(as_json: JsonOption = False) -> None:
     from gateway.capabilities.reports import mcp_report
 
@@ -85,10 +108,20 @@ def mcp_check_command(as_json: JsonOption = False) -> None:
     elif not rows:
         print("no MCP servers configured ([mcp.servers.<name>] in clawgate.toml)")
     else:
-        print_table(["server", "status", "contexts", "tools", "schema chars", "detail"],
-                    [(r["server"], r["status"], ",".join(r["contexts"]),
-                      ", ".join(r["tools"]) or "-", f"{r['schema_chars']:,}", r["detail"])
-                     for r in rows])
+        print_table(
+            ["server", "status", "contexts", "tools", "schema chars", "detail"],
+            [
+                (
+                    r["server"],
+                    r["status"],
+                    ",".join(r["contexts"]),
+                    ", ".join(r["tools"]) or "-",
+                    f"{r['schema_chars']:,}",
+                    r["detail"],
+                )
+                for r in rows
+            ],
+        )
     exit_with(EXIT_FAILED if any(r["status"] != "ready" for r in rows) else 0)
 
 

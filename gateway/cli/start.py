@@ -69,9 +69,12 @@ def run_gateway() -> int:
     platforms = configured_platforms(config)
     for platform in PLATFORMS:
         section = getattr(config, platform)
-        state = (f"configured (DMs: {section.dm_policy}, groups: "
-                 f"{'on' if section.groups_enabled else 'off'})" if platform in platforms
-                 else f"not configured: {TOKEN_HINTS[platform]}")
+        state = (
+            f"configured (DMs: {section.dm_policy}, groups: "
+            f"{'on' if section.groups_enabled else 'off'})"
+            if platform in platforms
+            else f"not configured: {TOKEN_HINTS[platform]}"
+        )
         print(f"  {platform}: {state}", file=sys.stderr)
     if platforms:
         return serve(config)
@@ -80,10 +83,10 @@ def run_gateway() -> int:
         raise CliError(
             "no channel is configured and there is no terminal to chat in (stdin is not a "
             "terminal or a pipe): set CLAWGATE_TELEGRAM__TOKEN or CLAWGATE_DISCORD__TOKEN "
-            "(in a container: in the compose environment), or run `clawgate chat` in a terminal")
+            "(in a container: in the compose environment), or run `clawgate chat` in a terminal"
+        )
     print(
-        "No platform channel (Telegram, Discord) is configured: opening a terminal chat "
-        "instead.",
+        "No platform channel (Telegram, Discord) is configured: opening a terminal chat instead.",
         file=sys.stderr,
     )
     return chat(config, config.owner)
@@ -99,8 +102,7 @@ def check_state_database(config: Settings) -> None:
         return
 
     async def check() -> None:
-        async with StateDB.for_root(config.workspaces_dir,
-                                     inbox_retention=config.inbox_retention):
+        async with StateDB.for_root(config.workspaces_dir, inbox_retention=config.inbox_retention):
             pass
 
     asyncio.run(check())
@@ -126,10 +128,16 @@ def serve(config: Settings) -> int:
     logging.getLogger().setLevel(logging.getLevelName(config.log_level))
     # The daily MEMORY.md tidying; the nightly consolidation (the plan brings the scheduler).
     app = GatewayApp(config, RUN, services=[tidying(), consolidation()])
-    return run_until_stopped(config, RUN, banner=(
-        "clawgate is running; Ctrl-C to stop. Approve new people with "
-        "`clawgate pairing list` / `clawgate pairing approve CHANNEL CODE`."),
-        after_start=owner_hint, app=app)
+    return run_until_stopped(
+        config,
+        RUN,
+        banner=(
+            "clawgate is running; Ctrl-C to stop. Approve new people with "
+            "`clawgate pairing list` / `clawgate pairing approve CHANNEL CODE`."
+        ),
+        after_start=owner_hint,
+        app=app,
+    )
 
 
 async def owner_hint(app: GatewayApp) -> None:
@@ -139,9 +147,12 @@ async def owner_hint(app: GatewayApp) -> None:
     links = await app.parts.state.links.all()
     if any(person == owner for person, _, _ in links):
         return
-    print(f"No Telegram/Discord account is yours ({owner}) yet: DM your bot, then run "
-          "`clawgate pairing approve CHANNEL CODE --owner` to make that account yours (the "
-          "terminal chat's assistant and private memory).", file=sys.stderr)
+    print(
+        f"No Telegram/Discord account is yours ({owner}) yet: DM your bot, then run "
+        "`clawgate pairing approve CHANNEL CODE --owner` to make that account yours (the "
+        "terminal chat's assistant and private memory).",
+        file=sys.stderr,
+    )
 
 
 def chat(config: Settings, person: str) -> int:
@@ -156,8 +167,11 @@ def chat(config: Settings, person: str) -> int:
     if at_a_terminal:
         log_file = log_to_file(config)  # the terminal is the chat: no log lines in it
         # Before the start: once started, the prompt owns the terminal.
-        print(f"Chatting with the assistant of {workspace} (Ctrl-D or Ctrl-C twice to leave, "
-              f"/help for commands; logs in {log_file})", file=sys.stderr)
+        print(
+            f"Chatting with the assistant of {workspace} (Ctrl-D or Ctrl-C twice to leave, "
+            f"/help for commands; logs in {log_file})",
+            file=sys.stderr,
+        )
         if (line := continuing_line(config, workspace, person)) is not None:
             print(line, file=sys.stderr)
     # The chat runs its person's reminders: they appear here (gateway/features/scheduling.py).

@@ -30,19 +30,25 @@ def parse_account(text: str) -> tuple[str, str]:
         raise CliError(str(exc)) from exc
 
 
-@app.command("link", help="join accounts into one person: clawgate users link telegram:ID "
-                          "discord:ID; clawgate users link owner telegram:ID makes it yours")
+@app.command(
+    "link",
+    help="join accounts into one person: clawgate users link telegram:ID "
+    "discord:ID; clawgate users link owner telegram:ID makes it yours",
+)
 def link_command(
-    accounts: Annotated[list[str], typer.Argument(
-        metavar="ACCOUNT...",
-        help="channel:user_id, or a bare person id (e.g. your owner name) first")],
+    accounts: Annotated[
+        list[str],
+        typer.Argument(
+            metavar="ACCOUNT...",
+            help="channel:user_id, or a bare person id (e.g. your owner name) first",
+        ),
+    ],
 ) -> None:
     config = settings()
 
     async def go(state: StateDB) -> LinkResult:
         try:  # the same function as the panel's "link accounts" (gateway/pipeline/links.py)
-            return await link_accounts(state, config.workspaces_dir, config.owner,
-                                       list(accounts))
+            return await link_accounts(state, config.workspaces_dir, config.owner, list(accounts))
         except LinkError as exc:
             raise CliError(str(exc)) from exc
 
@@ -60,8 +66,10 @@ def unlink_command(
         raise CliError(f"{channel}:{user_id} is not linked; see `clawgate users list`")
     print(f"unlinked {channel}:{user_id}")
     if with_state(lambda state: state.access.is_approved(channel, user_id)):
-        print(f"{channel}:{user_id} is still approved; take that back with "
-              f"`clawgate pairing revoke {channel} {user_id}`")
+        print(
+            f"{channel}:{user_id} is still approved; take that back with "
+            f"`clawgate pairing revoke {channel} {user_id}`"
+        )
 
 
 @app.command("list", help="linked accounts and approved senders")
@@ -73,20 +81,27 @@ def list_command(as_json: JsonOption = False) -> None:
 
     links, approved = with_state(go) if state_exists() else ([], [])
     if as_json:
-        print_json({
-            "links": [{"person": p, "channel": c, "user_id": u} for p, c, u in links],
-            "approved": [{"channel": c, "user_id": u, "since": at, "via": via}
-                         for c, u, at, via in approved],
-        })
+        print_json(
+            {
+                "links": [{"person": p, "channel": c, "user_id": u} for p, c, u in links],
+                "approved": [
+                    {"channel": c, "user_id": u, "since": at, "via": via}
+                    for c, u, at, via in approved
+                ],
+            }
+        )
         return
     if links:
-        print_table(("person", "account"), ((p, f"{c}:{u}") for p, c, u in links),
-                    title="linked accounts")
+        print_table(
+            ("person", "account"), ((p, f"{c}:{u}") for p, c, u in links), title="linked accounts"
+        )
     else:
         print("no linked accounts")
     if approved:
-        print_table(("account", "since", "via"),
-                    ((f"{c}:{u}", at[:16], via) for c, u, at, via in approved),
-                    title="approved senders")
+        print_table(
+            ("account", "since", "via"),
+            ((f"{c}:{u}", at[:16], via) for c, u, at, via in approved),
+            title="approved senders",
+        )
     else:
         print("no approved senders")

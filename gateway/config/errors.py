@@ -29,11 +29,16 @@ def explain(error: Mapping[str, Any]) -> str:
     """What is wrong with one value, in plain words (without saying where it is)."""
     kind, ctx = error.get("type", ""), error.get("ctx") or {}
     simple = {
-        "int_parsing": "must be a whole number", "int_type": "must be a whole number",
-        "int_from_float": "must be a whole number", "float_parsing": "must be a number",
-        "float_type": "must be a number", "bool_parsing": "must be true or false",
-        "bool_type": "must be true or false", "string_type": "must be text (in quotes)",
-        "list_type": "must be a list, e.g. [\"a\", \"b\"]", "missing": "is required",
+        "int_parsing": "must be a whole number",
+        "int_type": "must be a whole number",
+        "int_from_float": "must be a whole number",
+        "float_parsing": "must be a number",
+        "float_type": "must be a number",
+        "bool_parsing": "must be true or false",
+        "bool_type": "must be true or false",
+        "string_type": "must be text (in quotes)",
+        "list_type": 'must be a list, e.g. ["a", "b"]',
+        "missing": "is required",
         "model_type": "must be a table (a [section] with keys)",
         "model_attributes_type": "must be a table (a [section] with keys)",
         "dict_type": "must be a table (a [section] with keys)",
@@ -42,8 +47,12 @@ def explain(error: Mapping[str, Any]) -> str:
         return simple[kind]
     if kind == "literal_error":
         return f"must be {ctx.get('expected', 'one of the listed choices')}"
-    bounds = {"greater_than_equal": ("ge", "at least"), "less_than_equal": ("le", "at most"),
-              "greater_than": ("gt", "more than"), "less_than": ("lt", "less than")}
+    bounds = {
+        "greater_than_equal": ("ge", "at least"),
+        "less_than_equal": ("le", "at most"),
+        "greater_than": ("gt", "more than"),
+        "less_than": ("lt", "less than"),
+    }
     if kind in bounds:
         key, words = bounds[kind]
         return f"must be {words} {ctx.get(key)}"
@@ -51,7 +60,8 @@ def explain(error: Mapping[str, Any]) -> str:
         return f"has the wrong form (it must match {ctx.get('pattern')})"
     if kind in ("value_error", "assertion_error"):
         return str(ctx.get("error") or error.get("msg", "is not valid")).removeprefix(
-            "Value error, ")
+            "Value error, "
+        )
     return str(error.get("msg", "is not valid")).removeprefix("Value error, ")
 
 
@@ -78,8 +88,7 @@ def _model_at(model: type[BaseModel], loc: Sequence[Any]) -> type[BaseModel] | N
                 parts.pop(0)  # the entry's own name
                 current = values[1]
                 continue
-        if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is \
-                typing.Union:
+        if isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union:
             found = [arg for arg in typing.get_args(annotation) if _is_model(arg)]
             current = found[0] if found else None
             continue
@@ -92,8 +101,9 @@ def _suggest(model: type[BaseModel], loc: Sequence[Any]) -> str | None:
     parent = _model_at(model, loc[:-1])
     if parent is None:
         return None
-    close = difflib.get_close_matches(str(loc[-1]).lower(), list(parent.model_fields), n=1,
-                                      cutoff=0.6)
+    close = difflib.get_close_matches(
+        str(loc[-1]).lower(), list(parent.model_fields), n=1, cutoff=0.6
+    )
     return close[0] if close else None
 
 
@@ -155,8 +165,9 @@ def _line_of(text: str, loc: Sequence[Any], *, section: bool) -> int | None:
 _COMMENTED_HEADER = re.compile(r"#+\s*\[\s*([A-Za-z0-9_.\-]+)\s*\]\s*(#.*)?")
 
 
-def _commented_header(model: type[BaseModel], text: str, loc: Sequence[Any],
-                      line: int | None) -> tuple[str, int] | None:
+def _commented_header(
+    model: type[BaseModel], text: str, loc: Sequence[Any], line: int | None
+) -> tuple[str, int] | None:
     """(section, its line) when `loc` is a key written under a commented-out header that
     has such a key: clawgate.example.toml's `# [llm]` left commented above an uncommented
     `model = ...`. The nearest header above the key decides; a real one means no."""
@@ -185,9 +196,16 @@ def _shown(value: Any, loc: Sequence[Any]) -> str:
     return f" = {text}" if len(text) <= 40 else ""
 
 
-def describe(exc: ValidationError, *, model: type[BaseModel], prefix: str,
-             file_values: Mapping[str, Any], file_text: str, path: Path,
-             environ: Mapping[str, str]) -> list[str]:
+def describe(
+    exc: ValidationError,
+    *,
+    model: type[BaseModel],
+    prefix: str,
+    file_values: Mapping[str, Any],
+    file_text: str,
+    path: Path,
+    environ: Mapping[str, str],
+) -> list[str]:
     """One line per problem of `exc`, naming the variable or the file, line and TOML key:
     the file's problems first, in line order, then the environment's."""
     in_file: list[tuple[int, str]] = []
@@ -207,12 +225,19 @@ def describe(exc: ValidationError, *, model: type[BaseModel], prefix: str,
     return [text for _, text in sorted(in_file, key=lambda item: item[0])] + in_env
 
 
-def _env_problem(error: Mapping[str, Any], loc: list[Any], variable: str,
-                 model: type[BaseModel], prefix: str, environ: Mapping[str, str]) -> str:
+def _env_problem(
+    error: Mapping[str, Any],
+    loc: list[Any],
+    variable: str,
+    model: type[BaseModel],
+    prefix: str,
+    environ: Mapping[str, str],
+) -> str:
     if error.get("type") == "extra_forbidden":
         suggestion = _suggest(model, loc)
-        hint = f" (did you mean {_env_name(prefix, [*loc[:-1], suggestion])}?)" \
-            if suggestion else ""
+        hint = (
+            f" (did you mean {_env_name(prefix, [*loc[:-1], suggestion])}?)" if suggestion else ""
+        )
         return f"{variable} is not a setting{hint}"
     shown = ""
     if variable.upper() == _env_name(prefix, loc):  # not a whole section given as JSON
@@ -225,8 +250,14 @@ def _dotted(loc: Sequence[Any]) -> str:
     return ".".join(str(part) for part in loc if not isinstance(part, int))
 
 
-def _file_problem(error: Mapping[str, Any], loc: list[Any], value: Any, model: type[BaseModel],
-                  file_text: str, path: Path) -> tuple[int, str]:
+def _file_problem(
+    error: Mapping[str, Any],
+    loc: list[Any],
+    value: Any,
+    model: type[BaseModel],
+    file_text: str,
+    path: Path,
+) -> tuple[int, str]:
     extra = error.get("type") == "extra_forbidden"
     section = extra and isinstance(value, Mapping)
     line = _line_of(file_text, loc, section=section)
@@ -234,15 +265,20 @@ def _file_problem(error: Mapping[str, Any], loc: list[Any], value: Any, model: t
     key = _toml_key(loc, section=section)
     suggestion = _suggest(model, loc) if extra else None
     if section:
-        hint = f" (did you mean [{'.'.join([*map(str, loc[:-1]), suggestion])}]?)" \
-            if suggestion else ""
+        hint = (
+            f" (did you mean [{'.'.join([*map(str, loc[:-1]), suggestion])}]?)"
+            if suggestion
+            else ""
+        )
         return line or 0, f"{where}: {key} is not a section{hint}"
     if extra:
         hint = f" (did you mean {suggestion}?)" if suggestion else ""
         commented = _commented_header(model, file_text, loc, line)
         if commented is not None:
             section, header_line = commented
-            hint = (f" (did you mean [{section}] {loc[-1]}? Its section header on line "
-                    f"{header_line} is commented out: remove the '#' before [{section}])")
+            hint = (
+                f" (did you mean [{section}] {loc[-1]}? Its section header on line "
+                f"{header_line} is commented out: remove the '#' before [{section}])"
+            )
         return line or 0, f"{where}: {key} is not a setting{hint}"
     return line or 0, f"{where}: {key}{_shown(value, loc)}: {explain(error)}"

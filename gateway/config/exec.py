@@ -58,12 +58,10 @@ class ExecSettings(BaseModel):
     allow: Annotated[list[str], NoDecode, BeforeValidator(_words)] = Field(default_factory=list)
     # Approved people besides the owner whose own DMs get the tool (person ids, as in
     # `clawgate users`); the owner decides their commands too.
-    people: Annotated[list[str], NoDecode, BeforeValidator(_words)] = Field(
-        default_factory=list)
+    people: Annotated[list[str], NoDecode, BeforeValidator(_words)] = Field(default_factory=list)
     # People (the owner's id included) whose commands may reach public addresses through
     # the proxy; nobody's by default.
-    network: Annotated[list[str], NoDecode, BeforeValidator(_words)] = Field(
-        default_factory=list)
+    network: Annotated[list[str], NoDecode, BeforeValidator(_words)] = Field(default_factory=list)
     # A pending approval expires after this many seconds.
     approval_seconds: float = Field(600.0, ge=10, le=7 * 86400)
     # How long the turn that asked waits for the decision; later decisions run the command
@@ -106,8 +104,11 @@ class ExecSettings(BaseModel):
         """A folder the owner's files may live in: relative, no dot-names, not private,
         not read by groups, not the transcripts."""
         path = PurePosixPath(value.strip())
-        if (not path.parts or path.is_absolute() or any(p in ("..", ".") or p.startswith(".")
-                                                        for p in path.parts)):
+        if (
+            not path.parts
+            or path.is_absolute()
+            or any(p in ("..", ".") or p.startswith(".") for p in path.parts)
+        ):
             raise ValueError("must be a plain folder inside the workspace, like exec-output")
         text = str(path)
         if is_group_readable(text) or is_private_relpath(text) or write_refusal(PRIVATE, text):
@@ -128,7 +129,7 @@ class ExecSettings(BaseModel):
     @classmethod
     def _entries(cls, value: list[str]) -> list[str]:
         if any(not entry.strip() or "\n" in entry for entry in value):
-            raise ValueError("an allow entry is one line of words, like \"git status\"")
+            raise ValueError('an allow entry is one line of words, like "git status"')
         return [entry.strip() for entry in value]
 
     @field_validator("network_ports")

@@ -79,8 +79,10 @@ class McpSettings(BaseModel):
     def _names(cls, servers: dict[str, McpServerSettings]) -> dict[str, McpServerSettings]:
         for name in servers:
             if not SERVER_NAME.match(name):
-                raise ValueError(f"server name {name!r}: use 1-24 letters, digits or '-' "
-                                 "(it prefixes tool names)")
+                raise ValueError(
+                    f"server name {name!r}: use 1-24 letters, digits or '-' "
+                    "(it prefixes tool names)"
+                )
         return servers
 
     def secrets(self) -> list[str]:

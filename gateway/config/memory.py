@@ -19,13 +19,15 @@ class MemorySettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     enabled: bool = True  # false: no recall index and no memory tools
-    embedder: Annotated[Literal["local", "openai", "none"],
-                        BeforeValidator(lambda v: v.strip().lower() if isinstance(v, str) else v)
-                        ] = "local"
+    embedder: Annotated[
+        Literal["local", "openai", "none"],
+        BeforeValidator(lambda v: v.strip().lower() if isinstance(v, str) else v),
+    ] = "local"
     # A second model for line vectors only (memory.minilm), scored with the embedder's.
-    line_model: Annotated[Literal["minilm", "none"],
-                          BeforeValidator(lambda v: v.strip().lower() if isinstance(v, str)
-                                          else v)] = "minilm"
+    line_model: Annotated[
+        Literal["minilm", "none"],
+        BeforeValidator(lambda v: v.strip().lower() if isinstance(v, str) else v),
+    ] = "minilm"
     model: str = ""  # openai: the embeddings model (default text-embedding-3-small)
     base_url: str | None = None  # openai: any OpenAI-compatible embeddings endpoint
     api_key: SecretStr | None = None  # openai: else OPENAI_API_KEY
@@ -74,8 +76,9 @@ class MemorySettings(BaseModel):
         return os.environ.get("OPENAI_API_KEY", "")
 
 
-def build_recall_index(settings: MemorySettings, workspace: Path,
-                       warn: Callable[[str], None] | None = None) -> RecallIndex:
+def build_recall_index(
+    settings: MemorySettings, workspace: Path, warn: Callable[[str], None] | None = None
+) -> RecallIndex:
     """The index of one workspace as these settings describe it, for the command line and the
     recall benchmarks (so a benchmark measures exactly what `clawgate memory search` runs).
 
@@ -88,8 +91,11 @@ def build_recall_index(settings: MemorySettings, workspace: Path,
     say = warn or (lambda message: None)
     try:
         embedder = build_embedder(
-            settings.embedder, model=settings.model, dim=settings.dimension,
-            api_key=settings.resolved_api_key(), base_url=settings.base_url,
+            settings.embedder,
+            model=settings.model,
+            dim=settings.dimension,
+            api_key=settings.resolved_api_key(),
+            base_url=settings.base_url,
         )
     except (EmbedderError, ImportError, OSError, RuntimeError) as exc:
         say(f"embedder unavailable ({exc}); keyword-only")
@@ -101,8 +107,11 @@ def build_recall_index(settings: MemorySettings, workspace: Path,
         except (EmbedderError, ImportError, OSError, RuntimeError) as exc:
             say(f"line model unavailable ({exc}); lines scored by the embedder only")
     return RecallIndex(
-        workspace.resolve(), embedder, chunk_chars=settings.chunk_chars,
-        sessions=settings.sessions, half_life_days=settings.half_life_days,
+        workspace.resolve(),
+        embedder,
+        chunk_chars=settings.chunk_chars,
+        sessions=settings.sessions,
+        half_life_days=settings.half_life_days,
         line_model=line_model,
     )
 
@@ -132,6 +141,7 @@ def build_memory_service(settings: MemorySettings, today=None):  # type: ignore[
         watch_interval=settings.watch_interval_seconds,
         debounce=min(0.5, settings.watch_interval_seconds),
     )
+
     def line_model():  # type: ignore[no-untyped-def]
         from memory.embedders import build_line_model
 

@@ -45,8 +45,11 @@ class PanelSettings(BaseModel):
     @field_validator("host")
     @classmethod
     def _loopback_unless_allowed(cls, host: str, info: ValidationInfo) -> str:
-        if info.data.get("enabled", True) and not info.data.get("allow_remote", False) \
-                and not is_loopback(host):
+        if (
+            info.data.get("enabled", True)
+            and not info.data.get("allow_remote", False)
+            and not is_loopback(host)
+        ):
             raise ValueError(
                 f"the panel would listen on {host}, which is not a loopback address; "
                 "set panel.allow_remote = true to allow it (and put it behind TLS), or use "

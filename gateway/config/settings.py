@@ -85,12 +85,16 @@ def provider_hint(provider: str, base_url: str | None, inferred: bool = False) -
     if not base_url:
         return ""
     if provider == "anthropic":
-        return (f"if {base_url} is an OpenAI-compatible server (Ollama, vLLM, LM Studio, "
-                "llama.cpp), set CLAWGATE_LLM__PROVIDER=openai ([llm] provider = \"openai\"), "
-                "and end the URL in /v1")
+        return (
+            f"if {base_url} is an OpenAI-compatible server (Ollama, vLLM, LM Studio, "
+            'llama.cpp), set CLAWGATE_LLM__PROVIDER=openai ([llm] provider = "openai"), '
+            "and end the URL in /v1"
+        )
     if inferred:
-        return ("provider openai was inferred from the /v1 URL; for an Anthropic-compatible "
-                "server set CLAWGATE_LLM__PROVIDER=anthropic and drop the /v1")
+        return (
+            "provider openai was inferred from the /v1 URL; for an Anthropic-compatible "
+            "server set CLAWGATE_LLM__PROVIDER=anthropic and drop the /v1"
+        )
     return ""
 
 
@@ -142,8 +146,11 @@ class LLMSettings(_Section):
         """Only `base_url` given, ending in /v1: the server speaks the OpenAI API (the
         Anthropic SDK adds /v1 itself, so such a URL could never work for it). A person who
         points clawgate at Ollama or vLLM should not also have to know the provider switch."""
-        if "provider" not in self.model_fields_set and self.base_url and \
-                openai_style_url(self.base_url):
+        if (
+            "provider" not in self.model_fields_set
+            and self.base_url
+            and openai_style_url(self.base_url)
+        ):
             self.provider = "openai"
             self.model_fields_set.discard("provider")  # still not the person's choice
         return self
@@ -158,8 +165,9 @@ class LLMSettings(_Section):
     def _endpoint_names(cls, value: dict[str, EndpointSettings]) -> dict[str, EndpointSettings]:
         for name in value:
             if name in DEFAULT_MODELS or not name.replace("-", "").replace("_", "").isalnum():
-                raise ValueError(f"endpoint name {name!r}: use letters, digits, - and _, and "
-                                 "not a provider name")
+                raise ValueError(
+                    f"endpoint name {name!r}: use letters, digits, - and _, and not a provider name"
+                )
         return value
 
     @property
@@ -271,8 +279,7 @@ class ChannelSettings(_Section):
         return self.token is not None and bool(self.token.get_secret_value())
 
 
-def _token_of_shape(value: SecretStr | None, shape: re.Pattern[str], what: str
-                    ) -> SecretStr | None:
+def _token_of_shape(value: SecretStr | None, shape: re.Pattern[str], what: str) -> SecretStr | None:
     """A token that cannot be one (`hello`, a pasted `Bot ...`, half a token) is a mistake to
     name at start, not something to try against the platform forever. Surrounding
     whitespace (a token read from a file) is dropped; the token itself is never shown."""
@@ -300,16 +307,24 @@ class TelegramSettings(ChannelSettings):
     @field_validator("token")
     @classmethod
     def _telegram_shape(cls, value: SecretStr | None) -> SecretStr | None:
-        return _token_of_shape(value, TELEGRAM_TOKEN, "a Telegram bot token (digits, ':', "
-                               "then about 35 letters, digits, '-' or '_'; from @BotFather)")
+        return _token_of_shape(
+            value,
+            TELEGRAM_TOKEN,
+            "a Telegram bot token (digits, ':', "
+            "then about 35 letters, digits, '-' or '_'; from @BotFather)",
+        )
 
 
 class DiscordSettings(ChannelSettings):
     @field_validator("token")
     @classmethod
     def _discord_shape(cls, value: SecretStr | None) -> SecretStr | None:
-        return _token_of_shape(value, DISCORD_TOKEN, "a Discord bot token (three parts "
-                               "separated by '.'; developer portal, Bot tab, Reset Token)")
+        return _token_of_shape(
+            value,
+            DISCORD_TOKEN,
+            "a Discord bot token (three parts "
+            "separated by '.'; developer portal, Bot tab, Reset Token)",
+        )
 
 
 class ChatSettings(_Section):
@@ -321,7 +336,10 @@ class ChatSettings(_Section):
 class Settings(BaseSettings):
     # hide_input_in_errors: a refused value may be a token or key (`--debug` prints the error).
     model_config = SettingsConfigDict(
-        env_prefix=ENV_PREFIX, env_nested_delimiter="__", extra="forbid", case_sensitive=False,
+        env_prefix=ENV_PREFIX,
+        env_nested_delimiter="__",
+        extra="forbid",
+        case_sensitive=False,
         hide_input_in_errors=True,
     )
 
@@ -413,18 +431,26 @@ class Settings(BaseSettings):
             return self.api_key()
         endpoint = self.llm.endpoints.get(ref.endpoint)
         provider = endpoint.provider if endpoint else ref.endpoint
-        if endpoint is not None and endpoint.api_key is not None and \
-                endpoint.api_key.get_secret_value():
+        if (
+            endpoint is not None
+            and endpoint.api_key is not None
+            and endpoint.api_key.get_secret_value()
+        ):
             return endpoint.api_key.get_secret_value()
         value = os.environ.get(KEY_ENV[provider], "")
         if value:
             return value
         if endpoint is not None and endpoint.base_url:
             return "no-key"
-        where = (f"[llm.endpoints.{ref.endpoint}] api_key" if endpoint is not None
-                 else f"{KEY_ENV[provider]}")
-        raise ConfigError(f"no API key for the model {ref.label()}: set {where} (it is named "
-                          "in [llm] fallbacks, background_model or workspaces)")
+        where = (
+            f"[llm.endpoints.{ref.endpoint}] api_key"
+            if endpoint is not None
+            else f"{KEY_ENV[provider]}"
+        )
+        raise ConfigError(
+            f"no API key for the model {ref.label()}: set {where} (it is named "
+            "in [llm] fallbacks, background_model or workspaces)"
+        )
 
     def api_key(self) -> str:
         """The provider key, or a ConfigError naming the variable to set."""
@@ -461,8 +487,9 @@ def _holds_workspaces(root: Path) -> bool:
     try:
         if (root / ".gateway").is_dir():
             return True
-        return any((child / ".clawgate-workspace").exists() for child in root.iterdir()
-                   if child.is_dir())
+        return any(
+            (child / ".clawgate-workspace").exists() for child in root.iterdir() if child.is_dir()
+        )
     except OSError:
         return False
 
@@ -488,11 +515,15 @@ def describe_workspaces_dir(settings: Settings) -> str:
     if "workspaces_dir" in settings.model_fields_set:
         return str(root)
     if root != user_workspaces_dir().resolve():
-        return (f"{root} (found here, made by an older clawgate; set workspaces_dir = "
-                f"\"{root}\" in clawgate.toml or CLAWGATE_WORKSPACES_DIR to use it from "
-                "anywhere)")
-    return (f"{root} (the per-user default; set workspaces_dir in clawgate.toml or "
-            "CLAWGATE_WORKSPACES_DIR to change it)")
+        return (
+            f"{root} (found here, made by an older clawgate; set workspaces_dir = "
+            f'"{root}" in clawgate.toml or CLAWGATE_WORKSPACES_DIR to use it from '
+            "anywhere)"
+        )
+    return (
+        f"{root} (the per-user default; set workspaces_dir in clawgate.toml or "
+        "CLAWGATE_WORKSPACES_DIR to change it)"
+    )
 
 
 def config_path() -> Path:
@@ -513,32 +544,46 @@ def load_settings(path: Path | None = None, **overrides: Any) -> Settings:
             text = read_bounded(path, MAX_CONFIG_BYTES).decode("utf-8")
             file_values = tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(f"{path} is not valid TOML: {exc}. Fix the file or remove "
-                              "it.") from exc
+            raise ConfigError(
+                f"{path} is not valid TOML: {exc}. Fix the file or remove it."
+            ) from exc
         except (UnicodeDecodeError, OSError, BrokenFile) as exc:
             raise ConfigError(f"cannot read {path}: {exc}. Fix the file or remove it.") from exc
         except (RecursionError, ValueError, MemoryError) as exc:  # nested 30,000 deep, a
             # 5,000-digit number: tomllib raises these rather than TOMLDecodeError
-            reason = "nested too deep" if isinstance(exc, RecursionError) else \
-                f"{type(exc).__name__}: {str(exc)[:120]}"
-            raise ConfigError(f"cannot read {path}: {reason}. Fix the file or remove it.") \
-                from None
+            reason = (
+                "nested too deep"
+                if isinstance(exc, RecursionError)
+                else f"{type(exc).__name__}: {str(exc)[:120]}"
+            )
+            raise ConfigError(f"cannot read {path}: {reason}. Fix the file or remove it.") from None
     given = {**file_values, **overrides}  # overrides: from code (tests), not the file
     try:
         return Settings(**given)
     except ValidationError as exc:
-        problems = describe(exc, model=Settings, prefix=ENV_PREFIX, file_values=file_values,
-                            file_text=text, path=path, environ=os.environ)
+        problems = describe(
+            exc,
+            model=Settings,
+            prefix=ENV_PREFIX,
+            file_values=file_values,
+            file_text=text,
+            path=path,
+            environ=os.environ,
+        )
         named = {problem.split(" ", 1)[0].split("=", 1)[0] for problem in problems}
-        problems += [warning for warning in unknown_env_vars(os.environ)
-                     if warning.split(" ", 1)[0] not in named]
+        problems += [
+            warning
+            for warning in unknown_env_vars(os.environ)
+            if warning.split(" ", 1)[0] not in named
+        ]
         raise ConfigError(_problem_lines(problems)) from exc
     except SettingsError as exc:
         # pydantic-settings could not even decode a variable (bad JSON for a list, say).
         raise ConfigError(f"{exc}. Fix that environment variable or {path}.") from exc
     except (RecursionError, ValueError, TypeError, OverflowError) as exc:
-        raise ConfigError(f"cannot use {path} or the environment: {type(exc).__name__}: "
-                          f"{str(exc)[:160]}") from None
+        raise ConfigError(
+            f"cannot use {path} or the environment: {type(exc).__name__}: {str(exc)[:160]}"
+        ) from None
 
 
 def _problem_lines(problems: list[str]) -> str:
@@ -549,8 +594,9 @@ def _problem_lines(problems: list[str]) -> str:
     return f"{len(problems)} problems in the settings (every option: docs/configuration.md):{lines}"
 
 
-def known_env_names(model: type[BaseModel] = Settings, prefix: str = ENV_PREFIX
-                    ) -> Iterator[tuple[str, bool]]:
+def known_env_names(
+    model: type[BaseModel] = Settings, prefix: str = ENV_PREFIX
+) -> Iterator[tuple[str, bool]]:
     """(variable name, takes sub-keys) for every setting; sub-keys: a table of named entries
     such as `[heartbeat.workspaces.<person>]`."""
     for name, field in model.model_fields.items():
@@ -572,8 +618,7 @@ def unknown_env_vars(environ: Mapping[str, str]) -> list[str]:
         upper = variable.upper()
         if not upper.startswith(ENV_PREFIX) or upper in known or upper == CONFIG_FILE_ENV:
             continue
-        if any(takes_keys and upper.startswith(name + "__") for name, takes_keys
-               in known.items()):
+        if any(takes_keys and upper.startswith(name + "__") for name, takes_keys in known.items()):
             continue
         close = difflib.get_close_matches(upper, names, n=1, cutoff=0.6)
         hint = f" (did you mean {close[0]}?)" if close else ""

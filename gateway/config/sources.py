@@ -30,9 +30,10 @@ def _toml_line(text: str, section: str, key: str) -> int | None:
     return _line_of(text, [section, key] if section else [key], section=False)
 
 
-def where_set(section: str, key: str, *, path: Path | None = None,
-              environ: Mapping[str, str] | None = None) -> str:
-    """"CLAWGATE_TELEGRAM__TOKEN (environment)", "[telegram] token in clawgate.toml line 161",
+def where_set(
+    section: str, key: str, *, path: Path | None = None, environ: Mapping[str, str] | None = None
+) -> str:
+    """ "CLAWGATE_TELEGRAM__TOKEN (environment)", "[telegram] token in clawgate.toml line 161",
     or "CLAWGATE_TELEGRAM__TOKEN or [telegram] token (not set)"."""
     environ = os.environ if environ is None else environ
     variable = env_name(section, key)
@@ -43,8 +44,14 @@ def where_set(section: str, key: str, *, path: Path | None = None,
     try:
         text = read_bounded(path, MAX_CONFIG_BYTES).decode("utf-8")
         values = tomllib.loads(text)
-    except (OSError, BrokenFile, UnicodeDecodeError, tomllib.TOMLDecodeError, RecursionError,
-            ValueError):
+    except (
+        OSError,
+        BrokenFile,
+        UnicodeDecodeError,
+        tomllib.TOMLDecodeError,
+        RecursionError,
+        ValueError,
+    ):
         return f"{variable} or {key_words} (not set)"
     table = values.get(section, {}) if section else values
     if isinstance(table, dict) and key in table:
@@ -53,8 +60,9 @@ def where_set(section: str, key: str, *, path: Path | None = None,
     return f"{variable} or {key_words} (not set)"
 
 
-def with_sources(message: str, *, path: Path | None = None,
-                 environ: Mapping[str, str] | None = None) -> str:
+def with_sources(
+    message: str, *, path: Path | None = None, environ: Mapping[str, str] | None = None
+) -> str:
     """`message` with each "check CLAWGATE_<SECTION>__<KEY>" that names a variable the person
     did not set pointed at where the value really came from (the channels, which know no
     settings, name the variable)."""

@@ -48,8 +48,9 @@ class WebSettings(BaseModel):
     enabled: bool = True
     # Also in group chats (off: a group never gets the web tools).
     groups: bool = False
-    backend: Annotated[Literal["ddgs", "searxng", "brave", "tavily", "none"],
-                       BeforeValidator(_lower)] = "ddgs"
+    backend: Annotated[
+        Literal["ddgs", "searxng", "brave", "tavily", "none"], BeforeValidator(_lower)
+    ] = "ddgs"
     # SearXNG: its base URL (required). Brave/Tavily: another endpoint (default: theirs).
     search_url: str = ""
     # Brave/Tavily key; unset: BRAVE_API_KEY / TAVILY_API_KEY.
@@ -63,7 +64,8 @@ class WebSettings(BaseModel):
     # allow_hosts; "any": whatever the model asks for (still public addresses only).
     fetch: Annotated[Literal["linked", "any"], BeforeValidator(_lower)] = "linked"
     allow_hosts: Annotated[list[str], NoDecode, BeforeValidator(_list)] = Field(
-        default_factory=list)
+        default_factory=list
+    )
     fetch_timeout_seconds: float = Field(15.0, gt=0, le=300)
     fetch_max_bytes: int = Field(3_000_000, ge=10_000, le=100_000_000)
     fetch_max_chars: int = Field(20_000, ge=1_000, le=200_000)
@@ -71,7 +73,8 @@ class WebSettings(BaseModel):
     # Addresses web_fetch refuses by default that it may reach anyway (a server at home,
     # "192.168.1.20/32"); cloud metadata addresses stay refused.
     allow_networks: Annotated[list[str], NoDecode, BeforeValidator(_list)] = Field(
-        default_factory=list)
+        default_factory=list
+    )
 
     @field_validator("allow_hosts")
     @classmethod
@@ -91,8 +94,9 @@ class WebSettings(BaseModel):
             try:
                 ipaddress.ip_network(network.strip(), strict=False)
             except ValueError:
-                raise ValueError(f"{network!r} is not an address or network "
-                                 "(192.168.1.20 or 192.168.1.0/24)") from None
+                raise ValueError(
+                    f"{network!r} is not an address or network (192.168.1.20 or 192.168.1.0/24)"
+                ) from None
         return [network.strip() for network in networks]
 
     @field_validator("search_url")
@@ -106,18 +110,23 @@ class WebSettings(BaseModel):
         """The Brave/Tavily key from the settings or the standard variable ("" if none)."""
         if self.api_key is not None and self.api_key.get_secret_value():
             return self.api_key.get_secret_value()
-        return os.environ.get(KEY_ENV.get(self.backend, ""), "") if self.backend in KEY_ENV \
-            else ""
+        return os.environ.get(KEY_ENV.get(self.backend, ""), "") if self.backend in KEY_ENV else ""
 
     def search_problem(self) -> str:
         """Why search cannot work with these settings ("" if it can), naming the setting."""
         if self.backend == "none":
-            return ("web search is off ([web] backend = \"none\"); set it to ddgs, searxng, "
-                    "brave or tavily")
+            return (
+                'web search is off ([web] backend = "none"); set it to ddgs, searxng, '
+                "brave or tavily"
+            )
         if self.backend == "searxng" and not self.search_url:
-            return ("the searxng backend needs its address: set [web] search_url "
-                    "(CLAWGATE_WEB__SEARCH_URL)")
+            return (
+                "the searxng backend needs its address: set [web] search_url "
+                "(CLAWGATE_WEB__SEARCH_URL)"
+            )
         if self.backend in KEY_ENV and not self.search_key():
-            return (f"the {self.backend} backend needs a key: set {KEY_ENV[self.backend]} "
-                    "or [web] api_key (CLAWGATE_WEB__API_KEY)")
+            return (
+                f"the {self.backend} backend needs a key: set {KEY_ENV[self.backend]} "
+                "or [web] api_key (CLAWGATE_WEB__API_KEY)"
+            )
         return ""

@@ -122,10 +122,12 @@ USER.md:
 
 New since {since}:
 {sources}"""
-_ADD = re.compile(r"^\s*[-*]?\s*add\s+(MEMORY\.md|USER\.md)\s*\[([^\]\n]+)\]\s*:\s*(.+?)\s*$",
-                  re.IGNORECASE)
-_STRIKE = re.compile(r"^\s*[-*]?\s*strike\s+([MU])(\d+)\s*\[([^\]\n]+)\]\s*:?\s*(.*?)\s*$",
-                     re.IGNORECASE)
+_ADD = re.compile(
+    r"^\s*[-*]?\s*add\s+(MEMORY\.md|USER\.md)\s*\[([^\]\n]+)\]\s*:\s*(.+?)\s*$", re.IGNORECASE
+)
+_STRIKE = re.compile(
+    r"^\s*[-*]?\s*strike\s+([MU])(\d+)\s*\[([^\]\n]+)\]\s*:?\s*(.*?)\s*$", re.IGNORECASE
+)
 
 
 class ConsolidateParts(TidyParts, Protocol):
@@ -184,10 +186,13 @@ class ConsolidationOutcome:
         """The short report kept (and sent, by the setting) for a person to read."""
         if self.status != "consolidated":
             return f"Memory consolidation {day}: {self.status}" + (
-                f" ({self.note})" if self.note else "")
-        lines = [f"Memory consolidation {day}: {len(self.promoted)} promoted, "
-                 f"{len(self.struck)} struck, {len(self.deferred)} deferred "
-                 f"(from {', '.join(self.sources)})."]
+                f" ({self.note})" if self.note else ""
+            )
+        lines = [
+            f"Memory consolidation {day}: {len(self.promoted)} promoted, "
+            f"{len(self.struck)} struck, {len(self.deferred)} deferred "
+            f"(from {', '.join(self.sources)})."
+        ]
         lines += [f"+ {item}" for item in self.promoted]
         lines += [f"~ {item}" for item in self.struck]
         lines += [f"(deferred: over the prompt budget) {item}" for item in self.deferred]
@@ -225,10 +230,15 @@ def parse_plan(answer: str, labels: set[str], files: dict[str, str]) -> Plan | N
             letter, number, source, reason = match.groups()
             name, line = FILES[letter.upper()], int(number)
             lines = files.get(name, "").split("\n")
-            if (not 1 <= line <= len(lines) or not lines[line - 1].strip()
-                    or lines[line - 1].lstrip().startswith("#") or is_struck(lines[line - 1])
-                    or line in comment_lines(files.get(name, ""))
-                    or (name, line) in struck or source.strip() not in labels):
+            if (
+                not 1 <= line <= len(lines)
+                or not lines[line - 1].strip()
+                or lines[line - 1].lstrip().startswith("#")
+                or is_struck(lines[line - 1])
+                or line in comment_lines(files.get(name, ""))
+                or (name, line) in struck
+                or source.strip() not in labels
+            ):
                 continue
             struck.add((name, line))
             strikes.append(Strike(name, line, source.strip(), reason.strip()))
@@ -241,8 +251,9 @@ def provenance(source: str) -> str:
     return f"(from {source})"
 
 
-def apply_plan(files: dict[str, str], plan: Plan, when: str, budget: int
-               ) -> tuple[dict[str, str], list[str], list[str], list[str]]:
+def apply_plan(
+    files: dict[str, str], plan: Plan, when: str, budget: int
+) -> tuple[dict[str, str], list[str], list[str], list[str]]:
     """(new file texts, promoted, struck, deferred). Strikes first (through the correction
     mechanism, with the reason and the source), then the adds in the model's order while
     each file stays within `budget` characters; a fact the file already holds is skipped."""
@@ -251,11 +262,11 @@ def apply_plan(files: dict[str, str], plan: Plan, when: str, budget: int
     for item in plan.strikes:
         text = new[item.file]
         old = text.split("\n")[item.line - 1]
-        reason = f"{item.reason}; from {item.source}" if item.reason else \
-            f"from {item.source}"
+        reason = f"{item.reason}; from {item.source}" if item.reason else f"from {item.source}"
         try:
-            new[item.file], _ = correct_text(text, old.strip(), "strike", line=item.line,
-                                             when=when, reason=reason)
+            new[item.file], _ = correct_text(
+                text, old.strip(), "strike", line=item.line, when=when, reason=reason
+            )
         except CorrectionError as exc:
             log.info("consolidation skipped a strike: %s", exc)
             continue
@@ -266,8 +277,7 @@ def apply_plan(files: dict[str, str], plan: Plan, when: str, budget: int
         text = new[add.file]
         words = _words(add.text)
         known = [_words(line) for line in content_lines(text) if not is_struck(line)]
-        if words and any(len(words & other) / len(words | other) >= SIMILAR
-                         for other in known):
+        if words and any(len(words & other) / len(words | other) >= SIMILAR for other in known):
             continue
         line = f"- {add.text} {provenance(add.source)}"
         sep = "" if not text or text.endswith("\n") else "\n"
@@ -291,12 +301,12 @@ def comment_lines(text: str) -> set[int]:
                 end = rest.find("-->")
                 if end < 0:
                     break
-                inside, rest = False, rest[end + 3:]
+                inside, rest = False, rest[end + 3 :]
             else:
                 start = rest.find("<!--")
                 if start < 0:
                     break
-                inside, touched, rest = True, True, rest[start + 4:]
+                inside, touched, rest = True, True, rest[start + 4 :]
         if touched:
             found.add(number)
     return found
@@ -304,8 +314,14 @@ def comment_lines(text: str) -> set[int]:
 
 def _numbered(letter: str, text: str) -> str:
     hidden = comment_lines(text)
-    return "\n".join(f"{letter}{n}: {line}" for n, line in enumerate(text.split("\n"), start=1)
-                      if line.strip() and n not in hidden) or "(empty)"
+    return (
+        "\n".join(
+            f"{letter}{n}: {line}"
+            for n, line in enumerate(text.split("\n"), start=1)
+            if line.strip() and n not in hidden
+        )
+        or "(empty)"
+    )
 
 
 # --- reading the sources ------------------------------------------------------------------
@@ -355,18 +371,24 @@ def _dm_days(workspace: Path, person: str, since: datetime) -> list[Source]:
                     _take(raw, since, days, until)
         except (OSError, UnicodeDecodeError):
             continue
-    return [Source(f"DM {day}", "\n".join(turns)[-MAX_SOURCE_CHARS:], until[day])
-            for day, turns in days.items() if turns]
+    return [
+        Source(f"DM {day}", "\n".join(turns)[-MAX_SOURCE_CHARS:], until[day])
+        for day, turns in days.items()
+        if turns
+    ]
 
 
-def _take(raw: str, since: datetime, days: dict[str, list[str]],
-          until: dict[str, str]) -> None:
+def _take(raw: str, since: datetime, days: dict[str, list[str]], until: dict[str, str]) -> None:
     try:
         entry = json.loads(raw)
     except (ValueError, RecursionError):
         return
-    if not isinstance(entry, dict) or entry.get("type") not in ("user", "assistant") \
-            or entry.get("untrusted") or not isinstance(entry.get("text"), str):
+    if (
+        not isinstance(entry, dict)
+        or entry.get("type") not in ("user", "assistant")
+        or entry.get("untrusted")
+        or not isinstance(entry.get("text"), str)
+    ):
         return
     try:
         at = datetime.fromisoformat(str(entry.get("ts", "")))
@@ -377,7 +399,8 @@ def _take(raw: str, since: datetime, days: dict[str, list[str]],
     day = at.astimezone(since.tzinfo).date().isoformat()
     who = "Person" if entry["type"] == "user" else "Assistant"
     text = " ".join(entry["text"].split())[
-        :MAX_TURN_CHARS if entry["type"] == "user" else MAX_REPLY_CHARS]
+        : MAX_TURN_CHARS if entry["type"] == "user" else MAX_REPLY_CHARS
+    ]
     days.setdefault(day, []).append(f"{who}: {text}")
     until[day] = max(until.get(day, ""), at.isoformat())
 
@@ -390,8 +413,7 @@ class Consolidator(DailyPass[ConsolidationOutcome]):
 
     name = "memory-consolidation"
 
-    def __init__(self, parts: ConsolidateParts, *, check_seconds: float = 3600.0
-                 ) -> None:
+    def __init__(self, parts: ConsolidateParts, *, check_seconds: float = 3600.0) -> None:
         super().__init__(parts, check_seconds=check_seconds)
         self.reporter = parts
         self.passes = _passes(parts.metrics.registry)
@@ -415,8 +437,9 @@ class Consolidator(DailyPass[ConsolidationOutcome]):
         state = read_state(workspace, CONSOLIDATE_STATE_FILE)
         return state.get("day") != now.date().isoformat()
 
-    async def visit(self, person: str, workspace: Path, *, force: bool = False
-                    ) -> ConsolidationOutcome:
+    async def visit(
+        self, person: str, workspace: Path, *, force: bool = False
+    ) -> ConsolidationOutcome:
         if not force and not self.due(workspace):
             return ConsolidationOutcome("not_due")
         since = self._since(workspace)
@@ -424,13 +447,19 @@ class Consolidator(DailyPass[ConsolidationOutcome]):
         outcome, until = await self._pass(person, workspace, sources, since)
         self.passes.inc(outcome=outcome.status)
         level = logging.WARNING if outcome.status in ("refused", "unparsed") else logging.INFO
-        log.log(level, "memory consolidation for %s: %s%s", person, outcome.status,
-                f" ({outcome.note})" if outcome.note else "")
+        log.log(
+            level,
+            "memory consolidation for %s: %s%s",
+            person,
+            outcome.status,
+            f" ({outcome.note})" if outcome.note else "",
+        )
         await self._keep(person, workspace, outcome, until)
         return outcome
 
-    async def _pass(self, person: str, workspace: Path, sources: list[Source],
-                    since: datetime) -> tuple[ConsolidationOutcome, str]:
+    async def _pass(
+        self, person: str, workspace: Path, sources: list[Source], since: datetime
+    ) -> tuple[ConsolidationOutcome, str]:
         """The outcome, and where the next pass starts ("" to try the same inputs again)."""
         if not sources:
             return ConsolidationOutcome("nothing_new"), ""
@@ -444,8 +473,10 @@ class Consolidator(DailyPass[ConsolidationOutcome]):
         taken, prompt = self._prompt(system, files, sources, since)
         if not taken:
             return ConsolidationOutcome(
-                "skipped", f"the files alone are over consolidate_max_tokens "
-                           f"({self.settings.consolidate_max_tokens})"), ""
+                "skipped",
+                f"the files alone are over consolidate_max_tokens "
+                f"({self.settings.consolidate_max_tokens})",
+            ), ""
         until = taken[-1].until
         labels = {source.label for source in taken}
         try:
@@ -457,9 +488,11 @@ class Consolidator(DailyPass[ConsolidationOutcome]):
             return ConsolidationOutcome("failed", f"the model call failed ({exc.kind})"), ""
         usage = completion.usage
         spent = ConsolidationOutcome(
-            "", input_tokens=usage.input_tokens + usage.cache_read_tokens
-            + usage.cache_write_tokens, output_tokens=usage.output_tokens,
-            sources=[source.label for source in taken])
+            "",
+            input_tokens=usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens,
+            output_tokens=usage.output_tokens,
+            sources=[source.label for source in taken],
+        )
         plan = parse_plan(completion.text, labels, files)
         if plan is None:
             return replace(spent, status="unparsed", note="the answer held no operation"), ""
@@ -467,14 +500,19 @@ class Consolidator(DailyPass[ConsolidationOutcome]):
         # Refused or raced: the same material is read again by the next pass.
         return outcome, until if outcome.status in ("consolidated", "unchanged") else ""
 
-    def _prompt(self, system: SystemPrompt, files: dict[str, str], sources: list[Source],
-                since: datetime) -> tuple[list[Source], str]:
+    def _prompt(
+        self, system: SystemPrompt, files: dict[str, str], sources: list[Source], since: datetime
+    ) -> tuple[list[Source], str]:
         """The sources that fit in `consolidate_max_tokens` (oldest first) and the prompt."""
+
         def render(taken: list[Source]) -> str:
             shown = "\n\n".join(f"### {source.label}\n{source.text.strip()}" for source in taken)
             return CONSOLIDATE_PROMPT.format(
-                memory=_numbered("M", files[MEMORY_FILE]), user=_numbered("U", files[USER_FILE]),
-                since=since.date().isoformat(), sources=shown)
+                memory=_numbered("M", files[MEMORY_FILE]),
+                user=_numbered("U", files[USER_FILE]),
+                since=since.date().isoformat(),
+                sources=shown,
+            )
 
         limit = self.settings.consolidate_max_tokens - estimate_tokens(system.joined())
         taken: list[Source] = []
@@ -484,20 +522,35 @@ class Consolidator(DailyPass[ConsolidationOutcome]):
             taken.append(source)
         return taken, render(taken)
 
-    async def _apply_plan(self, person: str, workspace: Path, files: dict[str, str],
-                          plan: Plan, spent: ConsolidationOutcome) -> ConsolidationOutcome:
-        lines = sum(len([line for line in content_lines(text) if not line.lstrip()
-                         .startswith("#") and not is_struck(line)]) for text in files.values())
+    async def _apply_plan(
+        self,
+        person: str,
+        workspace: Path,
+        files: dict[str, str],
+        plan: Plan,
+        spent: ConsolidationOutcome,
+    ) -> ConsolidationOutcome:
+        lines = sum(
+            len(
+                [
+                    line
+                    for line in content_lines(text)
+                    if not line.lstrip().startswith("#") and not is_struck(line)
+                ]
+            )
+            for text in files.values()
+        )
         share = self.settings.consolidate_max_change_share
         if len(plan.strikes) > max(1, share * lines):
             return replace(
-                spent, status="refused",
+                spent,
+                status="refused",
                 note=f"the pass would strike {len(plan.strikes)} of {lines} lines (the limit "
-                     f"is {share:.0%}); nothing was written",
-                struck=[f"{s.file}:{s.line}" for s in plan.strikes])
+                f"is {share:.0%}); nothing was written",
+                struck=[f"{s.file}:{s.line}" for s in plan.strikes],
+            )
         budget = self.all_settings.prompt.file_max_chars
-        new, promoted, struck, deferred = apply_plan(files, plan, self._today().isoformat(),
-                                                     budget)
+        new, promoted, struck, deferred = apply_plan(files, plan, self._today().isoformat(), budget)
         changed = {name: text for name, text in new.items() if text != files[name]}
         if not changed:
             return replace(spent, status="unchanged", deferred=deferred)
@@ -507,22 +560,42 @@ class Consolidator(DailyPass[ConsolidationOutcome]):
                 atomic_write_text(workspace / name, text)
 
         note = f"{len(promoted)} promoted, {len(struck)} struck, {len(deferred)} deferred"
-        if not await write_in_lane(self.parts, person, workspace, dict(files.items()), write,
-                                   reason="consolidate", what="memory consolidation",
-                                   note=f"memory consolidated: {note}"):
-            return replace(spent, status="raced",
-                           note="MEMORY.md or USER.md changed meanwhile; nothing was written")
-        return replace(spent, status="consolidated", note=note, promoted=promoted,
-                       struck=struck, deferred=deferred)
+        if not await write_in_lane(
+            self.parts,
+            person,
+            workspace,
+            dict(files.items()),
+            write,
+            reason="consolidate",
+            what="memory consolidation",
+            note=f"memory consolidated: {note}",
+        ):
+            return replace(
+                spent,
+                status="raced",
+                note="MEMORY.md or USER.md changed meanwhile; nothing was written",
+            )
+        return replace(
+            spent,
+            status="consolidated",
+            note=note,
+            promoted=promoted,
+            struck=struck,
+            deferred=deferred,
+        )
 
     def _system(self, person: str) -> SystemPrompt:
         now = self.clock.now().astimezone(self.all_settings.zone())
         return build_system_prompt(
-            [], private=True, now=now,
-            run_info=f"Memory consolidation for {person}; no one is chatting right now.")
+            [],
+            private=True,
+            now=now,
+            run_info=f"Memory consolidation for {person}; no one is chatting right now.",
+        )
 
-    async def _keep(self, person: str, workspace: Path, outcome: ConsolidationOutcome,
-                    until: str) -> None:
+    async def _keep(
+        self, person: str, workspace: Path, outcome: ConsolidationOutcome, until: str
+    ) -> None:
         """The state (the day, where the next pass starts, the last reports) and, by the
         setting, the report to the owner's DM."""
         day = self._today().isoformat()
@@ -531,8 +604,11 @@ class Consolidator(DailyPass[ConsolidationOutcome]):
         kept = [r for r in reports if isinstance(r, dict)] if isinstance(reports, list) else []
         report = outcome.report(day)
         kept = [*kept, {"day": day, **asdict(outcome), "report": report}][-KEPT_REPORTS:]
-        new_state: dict[str, object] = {"day": day, "reports": kept,
-                                        "since": until or state.get("since", "")}
+        new_state: dict[str, object] = {
+            "day": day,
+            "reports": kept,
+            "since": until or state.get("since", ""),
+        }
         if not new_state["since"]:
             del new_state["since"]
         await asyncio.to_thread(write_state, workspace, new_state, CONSOLIDATE_STATE_FILE)
@@ -545,8 +621,9 @@ class Consolidator(DailyPass[ConsolidationOutcome]):
         if route is None:
             log.info("no DM route for %s: the consolidation report is only kept", person)
             return
-        await parts.delivery.deliver(route.channel, route.chat_id, report,
-                              key=f"consolidate:{person}:{day}")
+        await parts.delivery.deliver(
+            route.channel, route.chat_id, report, key=f"consolidate:{person}:{day}"
+        )
 
 
 def _read(path: Path) -> str | None:
@@ -565,17 +642,26 @@ def _passes(registry: Registry) -> Counter:
         counter = _COUNTERS[registry] = registry.counter(
             "clawgate_memory_consolidation_total",
             "Nightly memory consolidation passes by outcome (consolidated, unchanged, "
-            "nothing_new, refused, unparsed, raced, skipped, failed).", ["outcome"])
+            "nothing_new, refused, unparsed, raced, skipped, failed).",
+            ["outcome"],
+        )
     return counter
 
 
 def consolidation() -> Callable[[ConsolidateParts], Consolidator | Off]:
     """The service factory for GatewayApp (`services=`), or a no-op when turned off."""
+
     def make(parts: ConsolidateParts) -> Consolidator | Off:
         return Consolidator(parts) if parts.settings.memory.consolidate else Off()
 
     return make
 
 
-__all__ = ["ConsolidationOutcome", "Consolidator", "apply_plan", "consolidation", "parse_plan",
-           "read_sources"]
+__all__ = [
+    "ConsolidationOutcome",
+    "Consolidator",
+    "apply_plan",
+    "consolidation",
+    "parse_plan",
+    "read_sources",
+]

@@ -142,8 +142,13 @@ class GatewayHeartbeatHost:
     ) -> LightTurn:
         key = heartbeat_session_key(person_id)
         system = self.system_prompt(workspace, person_id, checklist)
-        ctx = ToolContext(workspace, key, True, self.settings.tools.max_file_bytes,
-                          budget=self.parts.setup.turn_budget())
+        ctx = ToolContext(
+            workspace,
+            key,
+            True,
+            self.settings.tools.max_file_bytes,
+            budget=self.parts.setup.turn_budget(),
+        )
         transcript = Transcript(transcript_path(workspace, key))
         history: list[Message] = []
 
@@ -172,18 +177,25 @@ class GatewayHeartbeatHost:
         async def job() -> None:
             session = await parts.sessions.get(workspace, key)
             if alert:
-                session.record(Message("assistant", text), heartbeat=True,
-                               channel=target.channel, chat_id=target.chat_id)
+                session.record(
+                    Message("assistant", text),
+                    heartbeat=True,
+                    channel=target.channel,
+                    chat_id=target.chat_id,
+                )
             else:
                 session.record_event("heartbeat_notice", text=text)
             sent = await parts.delivery.deliver(target.channel, target.chat_id, text)
             outcome = await sent
-            session.record_event("delivery", ok=outcome == "sent", channel=target.channel,
-                                 heartbeat=True,
-                                 **({} if outcome == "sent" else {"error": outcome}))
+            session.record_event(
+                "delivery",
+                ok=outcome == "sent",
+                channel=target.channel,
+                heartbeat=True,
+                **({} if outcome == "sent" else {"error": outcome}),
+            )
             if outcome == "queued":  # in the outbox: retried until sent, so it counts
-                log.warning("heartbeat delivery to %s failed once; it is retried",
-                            target.channel)
+                log.warning("heartbeat delivery to %s failed once; it is retried", target.channel)
             elif outcome in ("refused", "no_channel"):
                 failures.append(RuntimeError(f"delivery to {target.channel} {outcome}"))
 
@@ -192,8 +204,9 @@ class GatewayHeartbeatHost:
             raise failures[0]
 
 
-def light_context_files(parts: BackgroundParts, workspace: Path,
-                        checklist: str) -> list[ContextFile]:
+def light_context_files(
+    parts: BackgroundParts, workspace: Path, checklist: str
+) -> list[ContextFile]:
     """AGENTS, SOUL, IDENTITY, the checklist as HEARTBEAT.md, today's note: nothing else.
 
     The file list is `memory.layout.heartbeat_files`; the checklist slot is filled with the
@@ -222,8 +235,9 @@ def outcome_recorder(
     async def record(outcome: BeatOutcome) -> None:
         parts.metrics.heartbeat(outcome.status)
         if outcome.model_called:  # the light turn may have written files: version them
-            await parts.versioning.commit(workspace, "heartbeat",
-                                          session=heartbeat_session_key(person_id))
+            await parts.versioning.commit(
+                workspace, "heartbeat", session=heartbeat_session_key(person_id)
+            )
 
     return record
 
@@ -231,9 +245,14 @@ def outcome_recorder(
 async def beat_now(parts: BackgroundParts, person_id: str, workspace: Path) -> BeatOutcome:
     """One beat right away inside the running gateway (the panel's "run now"): same policy,
     host and bookkeeping as the timer's beats, so an alert is delivered and counted."""
-    beat = Heartbeat(workspace, person_id, GatewayHeartbeatHost(parts),
-                     policy_for(parts.settings, person_id), parts.clock,
-                     on_outcome=outcome_recorder(parts, person_id, workspace))
+    beat = Heartbeat(
+        workspace,
+        person_id,
+        GatewayHeartbeatHost(parts),
+        policy_for(parts.settings, person_id),
+        parts.clock,
+        on_outcome=outcome_recorder(parts, person_id, workspace),
+    )
     return await beat.beat()
 
 
@@ -250,11 +269,18 @@ def build_heartbeat_service(
         policy = policy_for(parts.settings, person_id)
         if policy.every is None:
             return None
-        beat = Heartbeat(workspace, person_id, host, policy, parts.clock,
-                         on_outcome=outcome_recorder(parts, person_id, workspace))
+        beat = Heartbeat(
+            workspace,
+            person_id,
+            host,
+            policy,
+            parts.clock,
+            on_outcome=outcome_recorder(parts, person_id, workspace),
+        )
         return HeartbeatTimer(beat, parts.clock, sleep=sleep, rng=rng)
 
     return HeartbeatService(
-        lambda: discover_workspaces(parts.settings.workspaces_dir), make_timer,
+        lambda: discover_workspaces(parts.settings.workspaces_dir),
+        make_timer,
         sleep=rescan_sleep or sleep,
     )

@@ -107,8 +107,7 @@ def machine_zone() -> ZoneInfo:
 def person_zone(settings: Settings, person_id: str) -> ZoneInfo:
     own = settings.scheduler.workspaces.get(person_id)
     beat = settings.heartbeat.workspaces.get(person_id)
-    name = ((own.timezone if own else None) or (beat.timezone if beat else None)
-            or settings.timezone)
+    name = (own.timezone if own else None) or (beat.timezone if beat else None) or settings.timezone
     return ZoneInfo(name) if name else machine_zone()
 
 
@@ -116,8 +115,13 @@ def _platform(channel: str) -> str:
     return channel.capitalize()  # telegram -> Telegram
 
 
-def delivery_note(person_id: str, owner: str, stored: DmRoute | None,
-                  running: Collection[str] | None, grace_hours: float) -> str:
+def delivery_note(
+    person_id: str,
+    owner: str,
+    stored: DmRoute | None,
+    running: Collection[str] | None,
+    grace_hours: float,
+) -> str:
     """Where a reminder of `person_id` will arrive, in one or two sentences for the person.
 
     `stored`: their last DM route on a platform (the state database); `running`: the channels
@@ -130,25 +134,35 @@ def delivery_note(person_id: str, owner: str, stored: DmRoute | None,
     if platform is not None and running is not None and platform.channel in running:
         return f"It will be sent to {whose} {_platform(platform.channel)} DM."
     if yours and terminal_here:
-        elsewhere = (f"`clawgate run` sends it to your {_platform(platform.channel)} DM"
-                     if platform is not None else
-                     f"it comes when `clawgate chat` next starts ({late})")
+        elsewhere = (
+            f"`clawgate run` sends it to your {_platform(platform.channel)} DM"
+            if platform is not None
+            else f"it comes when `clawgate chat` next starts ({late})"
+        )
         return f"It will appear in this chat if the chat is open then; otherwise {elsewhere}."
     if platform is not None:
-        return (f"`clawgate run` sends it to {whose} {_platform(platform.channel)} DM (if it is "
-                f"not running then, when it next starts, {late}).")
+        return (
+            f"`clawgate run` sends it to {whose} {_platform(platform.channel)} DM (if it is "
+            f"not running then, when it next starts, {late})."
+        )
     if yours and running is not None:  # a gateway with platforms, none of them yours yet
-        return ("Nowhere to send it yet: no Telegram or Discord account of yours has written "
-                "to the bot (`clawgate chat` shows it if the chat is open then). It is tried "
-                "again for about an hour and a half after its time, then given up.")
+        return (
+            "Nowhere to send it yet: no Telegram or Discord account of yours has written "
+            "to the bot (`clawgate chat` shows it if the chat is open then). It is tried "
+            "again for about an hour and a half after its time, then given up."
+        )
     if yours:
-        return ("It will appear in `clawgate chat` (or `clawgate run` without Telegram/Discord) "
-                f"if one is running then, or when one next starts ({late}); no Telegram or "
-                "Discord account of yours has written to the bot yet, so it cannot reach you "
-                "there.")
-    return (f"Nowhere to send it yet: {person_id} has not written to the bot in a direct "
-            "message. It is tried again for about an hour and a half after its time, then "
-            "given up.")
+        return (
+            "It will appear in `clawgate chat` (or `clawgate run` without Telegram/Discord) "
+            f"if one is running then, or when one next starts ({late}); no Telegram or "
+            "Discord account of yours has written to the bot yet, so it cannot reach you "
+            "there."
+        )
+    return (
+        f"Nowhere to send it yet: {person_id} has not written to the bot in a direct "
+        "message. It is tried again for about an hour and a half after its time, then "
+        "given up."
+    )
 
 
 class GatewayScheduleDesk:
@@ -158,9 +172,13 @@ class GatewayScheduleDesk:
     desk knows its channels; the command line reads the state database). `scheduler`: the
     gateway's, reloaded after a change while it runs (none on the command line)."""
 
-    def __init__(self, settings: Settings, clock: Clock,
-                 where: Callable[[str], Awaitable[str]] | None = None,
-                 scheduler: Scheduler | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        clock: Clock,
+        where: Callable[[str], Awaitable[str]] | None = None,
+        scheduler: Scheduler | None = None,
+    ) -> None:
         self.settings = settings
         self.clock = clock
         self.where = where
@@ -172,8 +190,16 @@ class GatewayScheduleDesk:
     async def create(self, workspace: Path, when: str, text: str, kind: Kind) -> str:
         """The confirmation (words and ISO). Raises ScheduleError / ScheduleFileError."""
         zone, now = self.zone(workspace), self.clock.now()
-        job, first = await asyncio.to_thread(create_job, workspace, zone, when, text, kind,
-                                             now, max_jobs=self.settings.scheduler.max_jobs)
+        job, first = await asyncio.to_thread(
+            create_job,
+            workspace,
+            zone,
+            when,
+            text,
+            kind,
+            now,
+            max_jobs=self.settings.scheduler.max_jobs,
+        )
         await self._changed(workspace)
         reply = confirmation(job, first, zone, now)
         if self.where is not None:
@@ -217,8 +243,12 @@ class GatewaySchedulerHost:
 
         async def record() -> None:
             session = await parts.sessions.get(workspace, session_key)
-            session.record(Message("assistant", text), reminder=key, channel=route.channel,
-                           chat_id=route.chat_id)
+            session.record(
+                Message("assistant", text),
+                reminder=key,
+                channel=route.channel,
+                chat_id=route.chat_id,
+            )
 
         parts.lanes.submit(session_key, record)
 
@@ -244,19 +274,28 @@ class GatewaySchedulerHost:
         now = self.clock.now().astimezone(zone)
         names = [*PERSONA_FILES, daily_note(now.date())]
         files = parts.setup.light_files(workspace, today=now.date(), names=names)
-        run_info = (f"A scheduled task for {person_id} (session {key}); no one is chatting "
-                    f"right now. Your reply is sent to them as a message; reply HEARTBEAT_OK "
-                    f"if there is nothing worth sending. Model: {model.name}/{model.model}.")
+        run_info = (
+            f"A scheduled task for {person_id} (session {key}); no one is chatting "
+            f"right now. Your reply is sent to them as a message; reply HEARTBEAT_OK "
+            f"if there is nothing worth sending. Model: {model.name}/{model.model}."
+        )
         system = build_system_prompt(files, private=True, now=now, run_info=run_info)
-        ctx = ToolContext(workspace, key, True, self.settings.tools.max_file_bytes,
-                          budget=parts.setup.turn_budget())
+        ctx = ToolContext(
+            workspace,
+            key,
+            True,
+            self.settings.tools.max_file_bytes,
+            budget=parts.setup.turn_budget(),
+        )
         transcript = Transcript(transcript_path(workspace, key))
         history: list[Message] = []
 
         def record(message: Message, usage: Usage | None) -> None:
             history.append(message)
-            entry: dict[str, Any] = {"ts": self.clock.now().isoformat(),
-                                     **message_to_entry(message)}
+            entry: dict[str, Any] = {
+                "ts": self.clock.now().isoformat(),
+                **message_to_entry(message),
+            }
             if usage is not None:
                 entry["usage"] = usage.as_dict()
             transcript.append(entry)
@@ -281,8 +320,9 @@ def serves_only_the_owner(channel_names: Collection[str]) -> bool:
     return not any(name != TERMINAL_CHANNEL for name in channel_names)
 
 
-def build_scheduler(settings: Settings, clock: Clock, channel_names: Collection[str], *,
-                    sleep: Any = asyncio.sleep) -> Scheduler:
+def build_scheduler(
+    settings: Settings, clock: Clock, channel_names: Collection[str], *, sleep: Any = asyncio.sleep
+) -> Scheduler:
     """The one scheduler of a gateway running `channel_names`, not started."""
     section = settings.scheduler
     policy = SchedulerPolicy(
@@ -292,16 +332,22 @@ def build_scheduler(settings: Settings, clock: Clock, channel_names: Collection[
         rescan_seconds=section.rescan_seconds,
     )
     only = settings.owner if serves_only_the_owner(channel_names) else None
-    return Scheduler(lambda: list(workspace_refs(settings, only)), clock, policy=policy,
-                     sleep=sleep)
+    return Scheduler(
+        lambda: list(workspace_refs(settings, only)), clock, policy=policy, sleep=sleep
+    )
 
 
 StoredRoute = Callable[[str], Awaitable[DmRoute | None]]
 
 
-def build_schedule_desk(settings: Settings, clock: Clock, stored_route: StoredRoute,
-                  channel_names: Collection[str], *,
-                  sleep: Any = asyncio.sleep) -> GatewayScheduleDesk | None:
+def build_schedule_desk(
+    settings: Settings,
+    clock: Clock,
+    stored_route: StoredRoute,
+    channel_names: Collection[str],
+    *,
+    sleep: Any = asyncio.sleep,
+) -> GatewayScheduleDesk | None:
     """The gateway's desk and its scheduler (not started), made before the gateway's parts:
     the schedule tools and `/reminders` use the desk. None when `[scheduler] enabled =
     false`. `stored_route(person_id)`: their last DM route in the state database."""
@@ -312,8 +358,9 @@ def build_schedule_desk(settings: Settings, clock: Clock, stored_route: StoredRo
     async def where(person_id: str) -> str:
         return await gateway_delivery_note(settings, stored_route, names, person_id)
 
-    return GatewayScheduleDesk(settings, clock, where=where,
-                        scheduler=build_scheduler(settings, clock, names, sleep=sleep))
+    return GatewayScheduleDesk(
+        settings, clock, where=where, scheduler=build_scheduler(settings, clock, names, sleep=sleep)
+    )
 
 
 def _export_metrics(registry: Registry, scheduler: Scheduler) -> None:
@@ -324,10 +371,14 @@ def _export_metrics(registry: Registry, scheduler: Scheduler) -> None:
 
     jobs = registry.gauge("clawgate_schedule_jobs", "Scheduled jobs with a run ahead.")
     jobs.collect_with(lambda: {(): float(counts().get("jobs", 0))})
-    runs = registry.counter("clawgate_schedule_runs_total",
-                            "Scheduled runs, by outcome (fired includes late).", ["outcome"])
-    runs.collect_with(lambda: {
-        (name,): float(value) for name, value in counts().items() if name != "jobs"})
+    runs = registry.counter(
+        "clawgate_schedule_runs_total",
+        "Scheduled runs, by outcome (fired includes late).",
+        ["outcome"],
+    )
+    runs.collect_with(
+        lambda: {(name,): float(value) for name, value in counts().items() if name != "jobs"}
+    )
 
 
 class SchedulerService:
@@ -351,12 +402,14 @@ class SchedulerService:
             await self.scheduler.stop()
 
 
-async def gateway_delivery_note(settings: Settings, stored_route: StoredRoute,
-                                channel_names: Collection[str], person_id: str) -> str:
+async def gateway_delivery_note(
+    settings: Settings, stored_route: StoredRoute, channel_names: Collection[str], person_id: str
+) -> str:
     try:
         stored = await stored_route(person_id)
     except Exception as exc:  # the note is a courtesy: never fail a reminder over it
         log.warning("cannot look up the DM route of %s: %s", person_id, exc)
         stored = None
-    return delivery_note(person_id, settings.owner, stored, channel_names,
-                         settings.scheduler.grace_hours)
+    return delivery_note(
+        person_id, settings.owner, stored, channel_names, settings.scheduler.grace_hours
+    )

@@ -80,8 +80,11 @@ needs doing, answer NONE.
 MEMORY.md:
 {numbered}"""
 SETTLED = frozenset({"tidied", "unchanged", "refused", "over_budget"})
-_OP = re.compile(r"^\s*[-*]?\s*(delete|strike|move)\s+(\d+)\s*$|"
-                 r"^\s*[-*]?\s*replace\s+(\d+)\s*:\s?(.*\S)\s*$", re.IGNORECASE)
+_OP = re.compile(
+    r"^\s*[-*]?\s*(delete|strike|move)\s+(\d+)\s*$|"
+    r"^\s*[-*]?\s*replace\s+(\d+)\s*:\s?(.*\S)\s*$",
+    re.IGNORECASE,
+)
 Ops = dict[int, tuple[str, str]]  # line number -> (operation, new text for replace)
 
 
@@ -134,8 +137,12 @@ def parse_answer(answer: str, text: str) -> Ops | None:
         seen_any = True
         kind, number, replaced, new = match.groups()
         line = int(number or replaced)
-        if not 1 <= line <= len(lines) or not lines[line - 1].strip() or \
-                lines[line - 1].lstrip().startswith("#") or line in ops:
+        if (
+            not 1 <= line <= len(lines)
+            or not lines[line - 1].strip()
+            or lines[line - 1].lstrip().startswith("#")
+            or line in ops
+        ):
             continue
         ops[line] = ("replace", new) if replaced else (kind.lower(), "")
     if not seen_any:
@@ -173,9 +180,11 @@ def lines_dropped(ops: Ops, text: str) -> int:
     """Lines of `text` the operations lose: deleted ones, and replaced ones whose content the
     replacement does not keep (struck and moved lines are kept)."""
     lines = text.split("\n")
-    return sum(1 for number, (kind, new) in ops.items()
-               if kind == "delete"
-               or (kind == "replace" and not keeps_content(lines[number - 1], new)))
+    return sum(
+        1
+        for number, (kind, new) in ops.items()
+        if kind == "delete" or (kind == "replace" and not keeps_content(lines[number - 1], new))
+    )
 
 
 class HasStatus(Protocol):
@@ -278,43 +287,57 @@ class Tidier(DailyPass[TidyOutcome]):
         outcome = await self._pass(person, workspace, text)
         self.passes.inc(outcome=outcome.status)
         level = logging.WARNING if outcome.status in ("refused", "unparsed") else logging.INFO
-        log.log(level, "memory tidying for %s (%s): %s%s", person, reason, outcome.status,
-                f" ({outcome.note})" if outcome.note else "")
+        log.log(
+            level,
+            "memory tidying for %s (%s): %s%s",
+            person,
+            reason,
+            outcome.status,
+            f" ({outcome.note})" if outcome.note else "",
+        )
         # The same text would be judged the same way again: not asked about until it changes.
         # A pass that failed, raced or got garbage tries again on another day.
         after = await asyncio.to_thread(_read, path) if outcome.status in SETTLED else None
-        await asyncio.to_thread(write_state, workspace, {
-            "day": self._today().isoformat(), "after": _digest(after) if after else "",
-            **asdict(outcome)})
+        await asyncio.to_thread(
+            write_state,
+            workspace,
+            {
+                "day": self._today().isoformat(),
+                "after": _digest(after) if after else "",
+                **asdict(outcome),
+            },
+        )
         return outcome
 
     async def _pass(self, person: str, workspace: Path, text: str) -> TidyOutcome:
         today = self._today()
         note = daily_note(today)
         budget = self.all_settings.prompt.file_max_chars
-        numbered = "\n".join(f"{n}: {line}" for n, line in
-                             enumerate(text.split("\n"), start=1))
-        prompt = TIDY_PROMPT.format(budget=budget, size=len(text), note=note,
-                                    numbered=numbered)
+        numbered = "\n".join(f"{n}: {line}" for n, line in enumerate(text.split("\n"), start=1))
+        prompt = TIDY_PROMPT.format(budget=budget, size=len(text), note=note, numbered=numbered)
         system = self._system(person)
         # The answer is a short list of operations: the request is most of the cost.
-        estimate = estimate_tokens(system.joined()) + estimate_tokens(prompt) + \
-            len(content_lines(text)) * 4
+        estimate = (
+            estimate_tokens(system.joined())
+            + estimate_tokens(prompt)
+            + len(content_lines(text)) * 4
+        )
         if estimate > self.settings.tidy_max_tokens:
-            return TidyOutcome("over_budget", f"~{estimate} tokens, the limit is "
-                                              f"{self.settings.tidy_max_tokens}")
+            return TidyOutcome(
+                "over_budget", f"~{estimate} tokens, the limit is {self.settings.tidy_max_tokens}"
+            )
         try:
             with usage_scope(person, "tidying"):
-                completion = await self.model.complete(
-                    system, [Message("user", prompt)], [])
+                completion = await self.model.complete(system, [Message("user", prompt)], [])
         except BudgetExceeded:
             return TidyOutcome("skipped", "the person's budget cap is reached")
         except ProviderError as exc:
             return TidyOutcome("failed", f"the model call failed ({exc.kind})")
         usage = completion.usage
         tokens: dict[str, Any] = {
-            "input_tokens": usage.input_tokens + usage.cache_read_tokens
-            + usage.cache_write_tokens, "output_tokens": usage.output_tokens}
+            "input_tokens": usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens,
+            "output_tokens": usage.output_tokens,
+        }
         ops = parse_answer(completion.text, text)
         if ops is None:
             return TidyOutcome("unparsed", "the answer held no edit operation", **tokens)
@@ -326,35 +349,63 @@ class Tidier(DailyPass[TidyOutcome]):
         share = dropped / max(1, total)
         if share > self.settings.tidy_max_drop_share:
             return TidyOutcome(
-                "refused", f"the rewrite would drop {dropped} of {total} lines ({share:.0%}, "
-                           f"the limit is {self.settings.tidy_max_drop_share:.0%}); nothing "
-                           "was written", dropped=dropped, moved=len(moved), **tokens)
+                "refused",
+                f"the rewrite would drop {dropped} of {total} lines ({share:.0%}, "
+                f"the limit is {self.settings.tidy_max_drop_share:.0%}); nothing "
+                "was written",
+                dropped=dropped,
+                moved=len(moved),
+                **tokens,
+            )
         applied = await self._apply(person, workspace, text, new, moved, note)
         if not applied:
-            return TidyOutcome("raced", "MEMORY.md changed meanwhile; nothing was written",
-                               **tokens)
-        return TidyOutcome("tidied", f"{total} -> {len(content_lines(new))} lines, "
-                                     f"{len(moved)} moved", dropped=dropped, moved=len(moved),
-                           **tokens)
+            return TidyOutcome(
+                "raced", "MEMORY.md changed meanwhile; nothing was written", **tokens
+            )
+        return TidyOutcome(
+            "tidied",
+            f"{total} -> {len(content_lines(new))} lines, {len(moved)} moved",
+            dropped=dropped,
+            moved=len(moved),
+            **tokens,
+        )
 
     def _system(self, person: str) -> SystemPrompt:
         now = self.clock.now().astimezone(self.all_settings.zone())
         return build_system_prompt(
-            [], private=True, now=now,
-            run_info=f"Memory tidying for {person}; no one is chatting right now.")
+            [],
+            private=True,
+            now=now,
+            run_info=f"Memory tidying for {person}; no one is chatting right now.",
+        )
 
-    async def _apply(self, person: str, workspace: Path, old: str, new: str,
-                     moved: list[str], note: str) -> bool:
+    async def _apply(
+        self, person: str, workspace: Path, old: str, new: str, moved: list[str], note: str
+    ) -> bool:
         """Write in the DM lane (never beside a turn), if MEMORY.md is still `old`."""
         return await write_in_lane(
-            self.parts, person, workspace, {MEMORY_FILE: old},
-            lambda: _write(workspace, new, moved, note), reason="tidy", what="memory tidying",
-            note=f"MEMORY.md tidied; {len(moved)} line(s) moved to {note}")
+            self.parts,
+            person,
+            workspace,
+            {MEMORY_FILE: old},
+            lambda: _write(workspace, new, moved, note),
+            reason="tidy",
+            what="memory tidying",
+            note=f"MEMORY.md tidied; {len(moved)} line(s) moved to {note}",
+        )
 
 
-async def write_in_lane(parts: TidyParts, person: str, workspace: Path,
-                        expected: dict[str, str | None], write: Callable[[], None], *,
-                        reason: str, what: str, note: str) -> bool:
+async def write_in_lane(
+    parts: TidyParts,
+    person: str,
+    workspace: Path,
+    expected: dict[str, str | None],
+    write: Callable[[], None],
+    *,
+    reason: str,
+    what: str,
+    note: str,
+) -> bool:
     """Run `write` in the person's DM lane (never beside a turn) if every file of `expected`
     still reads as it did when the pass read it; hand edits first are a commit of their
     own, the write one commit with `reason` (so `clawgate memory undo` takes it back).
@@ -368,8 +419,7 @@ async def write_in_lane(parts: TidyParts, person: str, workspace: Path,
                 written.append(False)
                 return
         await asyncio.to_thread(write)
-        await parts.versioning.commit(workspace, reason, session=dm_session_key(person),
-                                      note=note)
+        await parts.versioning.commit(workspace, reason, session=dm_session_key(person), note=note)
         written.append(True)
 
     await parts.lanes.submit(dm_session_key(person), job)
@@ -386,7 +436,9 @@ def _passes(registry: Registry) -> Counter:
         counter = _COUNTERS[registry] = registry.counter(
             "clawgate_memory_tidy_total",
             "Daily MEMORY.md tidying passes by outcome (tidied, unchanged, refused, "
-            "over_budget, unparsed, raced, skipped, failed).", ["outcome"])
+            "over_budget, unparsed, raced, skipped, failed).",
+            ["outcome"],
+        )
     return counter
 
 
@@ -428,6 +480,7 @@ def write_state(workspace: Path, state: dict[str, object], name: str = TIDY_STAT
 
 def tidying() -> Callable[[TidyParts], Tidier | Off]:
     """The service factory for GatewayApp (`services=`), or a no-op when turned off."""
+
     def make(parts: TidyParts) -> Tidier | Off:
         return Tidier(parts) if parts.settings.memory.tidy else Off()
 

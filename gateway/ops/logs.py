@@ -25,8 +25,18 @@ from gateway.ops.redaction import Redactor, settings_secrets
 # and httpx2 under openai 3.x), and a URL may carry a Bot API token, `user:password@` or
 # `?api-key=`. Parents cover their children (`aiohttp` covers `aiohttp.access`).
 HTTP_CLIENT_LOGGERS = (
-    "httpx", "httpx2", "httpcore", "httpcore2", "aiohttp", "urllib3", "websockets", "hpack",
-    "openai", "anthropic", "telegram", "discord",
+    "httpx",
+    "httpx2",
+    "httpcore",
+    "httpcore2",
+    "aiohttp",
+    "urllib3",
+    "websockets",
+    "hpack",
+    "openai",
+    "anthropic",
+    "telegram",
+    "discord",
 )
 
 _session: contextvars.ContextVar[str] = contextvars.ContextVar("clawgate_session", default="-")
@@ -119,8 +129,9 @@ def share_redactor(redactor: Redactor) -> None:
     """Make the installed log handler mask with `redactor` (the gateway's), so logs and tool
     results mask the same secrets (also one added with `redactor.add`)."""
     for handler in logging.getLogger().handlers:
-        if getattr(handler, "_clawgate", False) and isinstance(handler.formatter,
-                                                                RedactingFormatter):
+        if getattr(handler, "_clawgate", False) and isinstance(
+            handler.formatter, RedactingFormatter
+        ):
             handler.formatter.redactor = redactor
 
 

@@ -53,8 +53,9 @@ WRITE_ERRORS = (OSError, ValueError)  # a closed or broken descriptor, a closed 
 class SafeOutput(io.TextIOBase):
     """A text stream whose writes never raise and never block for long (see module doc)."""
 
-    def __init__(self, inner: TextIO, fd: int | None = None, *,
-                 writer: _Writer | None = None) -> None:
+    def __init__(
+        self, inner: TextIO, fd: int | None = None, *, writer: _Writer | None = None
+    ) -> None:
         """`fd`: the descriptor under `inner`, written directly (None: write through `inner`,
         guarded; `guarded()` passes it for the process's own stdout and stderr only)."""
         super().__init__()
@@ -80,7 +81,7 @@ class SafeOutput(io.TextIOBase):
         data = text.encode(self._encoding, "backslashreplace")
         if self._queued:
             if _reader_gone(self._fd):  # seen now, not once the thread writes: `closed`
-                self._gone = True       # is true for the caller that just wrote
+                self._gone = True  # is true for the caller that just wrote
                 return len(text)
             self._writer.put(self, data)
         else:
@@ -139,7 +140,7 @@ class SafeOutput(io.TextIOBase):
         view = memoryview(data)
         while view and not self._gone:
             try:
-                view = view[os.write(fd, view):]
+                view = view[os.write(fd, view) :]
             except InterruptedError:
                 continue
             except BlockingIOError:
@@ -164,8 +165,9 @@ class _Gap:
         self.count = count
 
     def note(self) -> bytes:
-        return (f"clawgate: {self.count} bytes of output dropped here: nobody was reading "
-                "them\n").encode()
+        return (
+            f"clawgate: {self.count} bytes of output dropped here: nobody was reading them\n"
+        ).encode()
 
 
 class _Writer:
@@ -197,8 +199,9 @@ class _Writer:
             self._queue.append((stream, data))
             self._bytes += len(data)
             if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="clawgate-output",
-                                                daemon=True)
+                self._thread = threading.Thread(
+                    target=self._run, name="clawgate-output", daemon=True
+                )
                 self._thread.start()
             self._changed.notify_all()
 

@@ -22,8 +22,13 @@ from typing import Any, TextIO
 from pydantic import BaseModel, SecretStr
 
 __all__ = [
-    "KEY_ENV_VARS", "MIN_SECRET_CHARS", "REDACTED", "RedactingStream", "Redactor",
-    "redact", "settings_secrets",
+    "KEY_ENV_VARS",
+    "MIN_SECRET_CHARS",
+    "REDACTED",
+    "RedactingStream",
+    "Redactor",
+    "redact",
+    "settings_secrets",
 ]
 
 REDACTED = "[redacted]"

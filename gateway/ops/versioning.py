@@ -34,17 +34,33 @@ from memory.layout import GIT_DIR, UNVERSIONED_DIRS, UNVERSIONED_FILES
 
 log = logging.getLogger(__name__)
 
-IGNORED = (*(f"/{name}/" for name in UNVERSIONED_DIRS if name != GIT_DIR),
-           *(f"/{name}" for name in UNVERSIONED_FILES), ".*.tmp", "*.sqlite-wal", "*.sqlite-shm")
-GITIGNORE = (
-    "# Written by clawgate: derived or append-only data that is not versioned.\n"
-    + "".join(f"{pattern}\n" for pattern in IGNORED)
+IGNORED = (
+    *(f"/{name}/" for name in UNVERSIONED_DIRS if name != GIT_DIR),
+    *(f"/{name}" for name in UNVERSIONED_FILES),
+    ".*.tmp",
+    "*.sqlite-wal",
+    "*.sqlite-shm",
+)
+GITIGNORE = "# Written by clawgate: derived or append-only data that is not versioned.\n" + "".join(
+    f"{pattern}\n" for pattern in IGNORED
 )
 _SKIP_DIRS = set(UNVERSIONED_DIRS)  # memory.layout
 _SKIP_FILES = set(UNVERSIONED_FILES)  # the heartbeat timer's own bookkeeping
-REASONS = ("init", "turn", "flush", "compaction", "heartbeat", "hand edit", "panel edit", "undo",
-           "restore", "clone", "schedule", "tidy",
-           "consolidate")
+REASONS = (
+    "init",
+    "turn",
+    "flush",
+    "compaction",
+    "heartbeat",
+    "hand edit",
+    "panel edit",
+    "undo",
+    "restore",
+    "clone",
+    "schedule",
+    "tidy",
+    "consolidate",
+)
 SUBJECT_FILES = 4
 # A workspace this small is fingerprinted on the event loop (about 0.1 ms, less than the hop to
 # a worker thread); a larger one in a thread, so a big workspace never stalls other sessions.
@@ -120,15 +136,22 @@ def fingerprint(workspace: Path) -> Fingerprint:
 class Versioning:
     """Commits workspace changes. One instance per process (the Gateway or a CLI command)."""
 
-    def __init__(self, *, enabled: bool = True, git: str | None = None,
-                 author: tuple[str, str] = ("clawgate", "clawgate@localhost"),
-                 on_commit: object = None) -> None:
+    def __init__(
+        self,
+        *,
+        enabled: bool = True,
+        git: str | None = None,
+        author: tuple[str, str] = ("clawgate", "clawgate@localhost"),
+        on_commit: object = None,
+    ) -> None:
         self.git = git or shutil.which("git")
         self.author = author
         self.enabled = enabled and self.git is not None
         if enabled and self.git is None:
-            log.warning("git not found on PATH: workspace versioning is off "
-                        "(install git to get history and `clawgate memory undo`)")
+            log.warning(
+                "git not found on PATH: workspace versioning is off "
+                "(install git to get history and `clawgate memory undo`)"
+            )
         self._locks: dict[Path, asyncio.Lock] = {}
         self._seen: dict[Path, Fingerprint] = {}
         # Called with the reason after each commit (the Gateway counts them in metrics).
@@ -136,22 +159,36 @@ class Versioning:
 
     # --- git plumbing ------------------------------------------------------------------------
 
-    async def _git(self, workspace: Path, *args: str, check: bool = True,
-                   stdin: bytes | None = None) -> tuple[int, str]:
+    async def _git(
+        self, workspace: Path, *args: str, check: bool = True, stdin: bytes | None = None
+    ) -> tuple[int, str]:
         assert self.git is not None
         name, email = self.author
         # The workspace's own config never runs code (gateway/ops/git_safety.py), and what git
         # writes (objects, index, restored files) is private whatever our umask (umask 077).
         command = [
-            self.git, f"--git-dir={workspace / '.git'}", f"--work-tree={workspace}",
+            self.git,
+            f"--git-dir={workspace / '.git'}",
+            f"--work-tree={workspace}",
             *safe_config_args(),
-            "-c", f"user.name={name}", "-c", f"user.email={email}", "-c", "core.quotepath=off",
-            "-c", "commit.gpgsign=false", *args,
+            "-c",
+            f"user.name={name}",
+            "-c",
+            f"user.email={email}",
+            "-c",
+            "core.quotepath=off",
+            "-c",
+            "commit.gpgsign=false",
+            *args,
         ]
         proc = await asyncio.create_subprocess_exec(
-            *command, cwd=workspace, env=safe_env(), umask=0o077,
+            *command,
+            cwd=workspace,
+            env=safe_env(),
+            umask=0o077,
             stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
         )
         out, err = await proc.communicate(stdin)
         code = proc.returncode or 0
@@ -184,8 +221,9 @@ class Versioning:
             await self._commit_locked(workspace, "init", "", "", "workspace created")
         return True
 
-    async def commit(self, workspace: Path, reason: str, *, session: str = "", turn: str = "",
-                     note: str = "") -> str | None:
+    async def commit(
+        self, workspace: Path, reason: str, *, session: str = "", turn: str = "", note: str = ""
+    ) -> str | None:
         """Commit whatever changed in `workspace`; the new revision, or None if nothing did.
 
         Never raises: a failing git is logged and versioning carries on at the next change.
@@ -202,8 +240,9 @@ class Versioning:
             log.warning("workspace commit (%s) failed: %s", reason, exc)
             return None
 
-    async def _commit_locked(self, workspace: Path, reason: str, session: str, turn: str,
-                             note: str) -> str | None:
+    async def _commit_locked(
+        self, workspace: Path, reason: str, session: str, turn: str, note: str
+    ) -> str | None:
         seen = self._seen.get(workspace)
         if seen is not None and len(seen) <= INLINE_FINGERPRINT_FILES:
             current = fingerprint(workspace)
@@ -212,8 +251,9 @@ class Versioning:
         if seen == current:
             return None
         await self._git(workspace, "add", "-A")
-        _, status = await self._git(workspace, "status", "--porcelain", "-z",
-                                    "--untracked-files=no")
+        _, status = await self._git(
+            workspace, "status", "--porcelain", "-z", "--untracked-files=no"
+        )
         changed = _changed_paths(status)
         if not changed:
             self._seen[workspace] = current
@@ -229,8 +269,9 @@ class Versioning:
         body.append("")
         body.extend(f"{code} {path}" for code, path in changed)
         message = subject + "\n\n" + "\n".join(body) + "\n"
-        await self._git(workspace, "commit", "-q", "--no-verify", "-F", "-",
-                        stdin=message.encode("utf-8"))
+        await self._git(
+            workspace, "commit", "-q", "--no-verify", "-F", "-", stdin=message.encode("utf-8")
+        )
         _, rev = await self._git(workspace, "rev-parse", "--short", "HEAD")
         self._seen[workspace] = current
         log.info("committed %s in %s: %s", rev.strip(), workspace.name, subject)
@@ -240,8 +281,13 @@ class Versioning:
 
     async def log(self, workspace: Path, *, limit: int = 20, since: str = "") -> list[Commit]:
         workspace = self._require(workspace)
-        args = ["log", f"-n{limit}", "--name-only", "--date=iso-strict",
-                "--format=%x1e%h%x1f%ad%x1f%s"]
+        args = [
+            "log",
+            f"-n{limit}",
+            "--name-only",
+            "--date=iso-strict",
+            "--format=%x1e%h%x1f%ad%x1f%s",
+        ]
         if since:
             args.append(f"--since={since}")
         _, out = await self._git(workspace, *args)
@@ -259,9 +305,16 @@ class Versioning:
         rev = rev or "HEAD"
         _verify_rev(rev)
         await self._resolve(workspace, rev)
-        _, out = await self._git(workspace, "show", "--no-ext-diff", "--no-textconv",
-                                 "--format=commit %h%n%ad%n%n    %s%n",
-                                 "--date=iso-strict", rev, "--")
+        _, out = await self._git(
+            workspace,
+            "show",
+            "--no-ext-diff",
+            "--no-textconv",
+            "--format=commit %h%n%ad%n%n    %s%n",
+            "--date=iso-strict",
+            rev,
+            "--",
+        )
         return out
 
     async def undo(self, workspace: Path, rev: str = "", *, to: bool = False) -> list[Change]:
@@ -277,38 +330,47 @@ class Versioning:
             full = await self._resolve(workspace, rev)
             _, subject = await self._git(workspace, "log", "-1", "--format=%h %s", full)
             if to:
-                await self._git(workspace, "restore", f"--source={full}", "--staged",
-                                "--worktree", "--", ".")
+                await self._git(
+                    workspace, "restore", f"--source={full}", "--staged", "--worktree", "--", "."
+                )
                 note = f"Restored every versioned file as of {subject.strip()}"
             else:
-                code, _ = await self._git(workspace, "rev-parse", "--verify", "-q", f"{full}^",
-                                          check=False)
+                code, _ = await self._git(
+                    workspace, "rev-parse", "--verify", "-q", f"{full}^", check=False
+                )
                 if code != 0:
                     raise VersioningError(
-                        f"{rev} is the workspace's first commit: there is nothing before it")
+                        f"{rev} is the workspace's first commit: there is nothing before it"
+                    )
                 code, _ = await self._git(workspace, "revert", "--no-commit", full, check=False)
                 if code != 0:
                     await self._git(workspace, "revert", "--abort", check=False)
                     raise VersioningError(
                         f"cannot undo {subject.strip()} on its own: later changes touched the "
                         f"same lines. Use `--to {rev}^` to restore the files as they were "
-                        f"before it (this also drops the later changes)")
+                        f"before it (this also drops the later changes)"
+                    )
                 note = f"Reverted {subject.strip()}"
-            _, status = await self._git(workspace, "status", "--porcelain", "-z",
-                                        "--untracked-files=no")
-            changed = [Change(path, _UNDO_KINDS.get(code, "restored"))
-                        for code, path in _changed_paths(status)]
+            _, status = await self._git(
+                workspace, "status", "--porcelain", "-z", "--untracked-files=no"
+            )
+            changed = [
+                Change(path, _UNDO_KINDS.get(code, "restored"))
+                for code, path in _changed_paths(status)
+            ]
             self._seen.pop(workspace, None)
             await self._commit_locked(workspace, "undo", "", "", note)
         return changed
 
     async def _resolve(self, workspace: Path, rev: str) -> str:
         """The full hash of `rev`, or a one-line error that points at `memory log`."""
-        code, full = await self._git(workspace, "rev-parse", "--verify", "-q",
-                                     f"{rev}^{{commit}}", check=False)
+        code, full = await self._git(
+            workspace, "rev-parse", "--verify", "-q", f"{rev}^{{commit}}", check=False
+        )
         if code != 0 or not full.strip():
-            raise UnknownRevision(f"no revision {rev!r} in {workspace.name}: pick one from "
-                                  "`clawgate memory log`")
+            raise UnknownRevision(
+                f"no revision {rev!r} in {workspace.name}: pick one from `clawgate memory log`"
+            )
         return full.strip()
 
     async def head(self, workspace: Path) -> Commit | None:
@@ -319,12 +381,15 @@ class Versioning:
 
     def _require(self, workspace: Path) -> Path:
         if not self.enabled:
-            raise VersioningError("workspace versioning is off: git is not installed "
-                                  "(or versioning.enabled is false)")
+            raise VersioningError(
+                "workspace versioning is off: git is not installed (or versioning.enabled is false)"
+            )
         workspace = Path(workspace).resolve()
         if not (workspace / ".git").exists():
-            raise VersioningError(f"{workspace} is not versioned yet (no .git): it becomes a "
-                                  f"repository at its first turn")
+            raise VersioningError(
+                f"{workspace} is not versioned yet (no .git): it becomes a "
+                f"repository at its first turn"
+            )
         return workspace
 
 

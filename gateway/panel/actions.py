@@ -82,9 +82,10 @@ async def revoke(request: web.Request) -> web.StreamResponse:
     form = await _form(request)
     channel, sender = form.get("channel", ""), form.get("sender", "")
     done = await panel_of(request).host.revoke(channel, sender)
-    session_of(request).say("ok" if done else "error",
-                            f"revoked {channel}:{sender}" if done
-                            else f"{channel}:{sender} was not approved")
+    session_of(request).say(
+        "ok" if done else "error",
+        f"revoked {channel}:{sender}" if done else f"{channel}:{sender} was not approved",
+    )
     raise back("/")
 
 
@@ -117,9 +118,18 @@ async def file_save(request: web.Request) -> web.StreamResponse:
     except FileRefused as exc:
         return error_page(request, 400, f"Not saved: {rel}: {exc}", person=person, tab="files")
     except EditConflict as conflict:
-        return page(request, "conflict.html", f"Conflict in {rel}", person=person, tab="files",
-                    status=409, rel=rel, text=text, current=conflict.current,
-                    base=conflict.current_hash)
+        return page(
+            request,
+            "conflict.html",
+            f"Conflict in {rel}",
+            person=person,
+            tab="files",
+            status=409,
+            rel=rel,
+            text=text,
+            current=conflict.current,
+            base=conflict.current_hash,
+        )
     rev = await host.commit_edit(person, rel)
     session.say("ok", f"saved {rel}" + (f" (commit {rev})" if rev else " (no change)"))
     raise back(url(person_url(person, "file"), path=rel))
@@ -135,8 +145,12 @@ async def undo(request: web.Request) -> web.StreamResponse:
     except VersioningError as exc:
         session.say("error", str(exc))
     else:
-        session.say("ok", f"undid {rev}: {undo_words(changed)}" if changed
-                    else "nothing to undo: the files already have that content")
+        session.say(
+            "ok",
+            f"undid {rev}: {undo_words(changed)}"
+            if changed
+            else "nothing to undo: the files already have that content",
+        )
     raise back(person_url(person, "history"))
 
 
@@ -146,8 +160,9 @@ async def undo(request: web.Request) -> web.StreamResponse:
 async def heartbeat_run(request: web.Request) -> web.StreamResponse:
     person, _ = person_of(request)
     outcome = await panel_of(request).host.beat_now(person)
-    session_of(request).say("error" if outcome.status == "error" else "ok",
-                            f"heartbeat: {outcome.describe()}")
+    session_of(request).say(
+        "error" if outcome.status == "error" else "ok", f"heartbeat: {outcome.describe()}"
+    )
     raise back(person_url(person, "heartbeat"))
 
 
@@ -162,7 +177,8 @@ async def reminder_add(request: web.Request) -> web.StreamResponse:
     kind = "agent" if form.get("agent") else "message"
     try:
         said = await panel_of(request).host.add_reminder(
-            person, form.get("when", "").strip(), form.get("text", "").strip(), kind)
+            person, form.get("when", "").strip(), form.get("text", "").strip(), kind
+        )
     except (ScheduleError, ScheduleFileError, PanelError) as exc:
         session_of(request).say("error", f"Not added: {exc}")
         return await reminders(request, form=form, status=400)
@@ -211,4 +227,3 @@ async def session_reset(request: web.Request) -> web.StreamResponse:
     except PanelError as exc:
         session_of(request).say("error", str(exc))
     raise back(person_url(person, "sessions"))
-

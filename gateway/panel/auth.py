@@ -178,8 +178,12 @@ class PanelAuth:
 
     def login(self, principal: Principal = OWNER) -> PanelSession:
         self.token()  # notice a rotation first, so it cannot end this new session later
-        session = PanelSession(secrets.token_urlsafe(32), principal, secrets.token_urlsafe(32),
-                               self.clock() + self.session_seconds)
+        session = PanelSession(
+            secrets.token_urlsafe(32),
+            principal,
+            secrets.token_urlsafe(32),
+            self.clock() + self.session_seconds,
+        )
         self._sessions[session.sid] = session
         return session
 

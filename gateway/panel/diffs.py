@@ -21,9 +21,21 @@ __all__ = ["DiffLine", "FileDiff", "read_diff"]
 _FILE = re.compile(r'^diff --git "?a/(?P<a>.*?)"? "?b/(?P<b>.*?)"?$')
 _HUNK = re.compile(r"^@@ -(?P<old>\d+)(?:,\d+)? \+(?P<new>\d+)(?:,\d+)? @@")
 # Lines of git's own between a file's `diff --git` and its first hunk.
-_META = ("index ", "--- ", "+++ ", "new file mode", "deleted file mode", "old mode", "new mode",
-         "similarity index", "dissimilarity index", "rename from", "rename to", "copy from",
-         "copy to")
+_META = (
+    "index ",
+    "--- ",
+    "+++ ",
+    "new file mode",
+    "deleted file mode",
+    "old mode",
+    "new mode",
+    "similarity index",
+    "dissimilarity index",
+    "rename from",
+    "rename to",
+    "copy from",
+    "copy to",
+)
 MAX_LINES = 4_000  # a huge change is cut, with a note: the page stays light
 
 
@@ -63,10 +75,11 @@ def read_diff(text: str) -> list[FileDiff]:
         nonlocal budget
         if current is not None and ops:
             numbered = _numbered(_fold(ops), *start)
-            current.lines.extend(numbered[:max(0, budget)])
+            current.lines.extend(numbered[: max(0, budget)])
             if len(numbered) > budget:
-                current.lines.append(DiffLine("gap", None, "(the rest of the change is not "
-                                                          "shown: too long)"))
+                current.lines.append(
+                    DiffLine("gap", None, "(the rest of the change is not shown: too long)")
+                )
             budget -= len(numbered)
         ops.clear()
 
@@ -129,13 +142,14 @@ def _fold(ops: list[tuple[str, str]]) -> list[tuple[str, str]]:
         while head < min(len(removed), len(added)) and removed[head] == added[head]:
             head += 1
         tail = 0
-        while tail < min(len(removed), len(added)) - head and \
-                removed[-1 - tail] == added[-1 - tail]:
+        while (
+            tail < min(len(removed), len(added)) - head and removed[-1 - tail] == added[-1 - tail]
+        ):
             tail += 1
         out += [(" ", text) for text in added[:head]]
-        out += [("-", text) for text in removed[head:len(removed) - tail]]
-        out += [("+", text) for text in added[head:len(added) - tail]]
-        out += [(" ", text) for text in added[len(added) - tail:]]
+        out += [("-", text) for text in removed[head : len(removed) - tail]]
+        out += [("+", text) for text in added[head : len(added) - tail]]
+        out += [(" ", text) for text in added[len(added) - tail :]]
         index = end
     return out
 

@@ -98,8 +98,13 @@ class PanelHost:
             entries = sorted(os.scandir(self.root), key=lambda e: e.name)
         except OSError:
             return []
-        return [e.name for e in entries if not e.name.startswith(".") and e.is_dir()
-                and os.path.exists(os.path.join(e.path, SEEDED_MARKER))]
+        return [
+            e.name
+            for e in entries
+            if not e.name.startswith(".")
+            and e.is_dir()
+            and os.path.exists(os.path.join(e.path, SEEDED_MARKER))
+        ]
 
     def workspace(self, person_id: str) -> Path:
         """The person's workspace directory, or UnknownPerson (never a path outside the root)."""
@@ -126,8 +131,7 @@ class PanelHost:
                             newest = mtime if newest is None else max(newest, mtime)
             except OSError:
                 pass
-            people.append(Person(person_id, workspace, count, newest,
-                                 self.display_name(person_id)))
+            people.append(Person(person_id, workspace, count, newest, self.display_name(person_id)))
         return people
 
     async def refresh_names(self) -> None:
@@ -139,8 +143,9 @@ class PanelHost:
         from gateway.pipeline.routing import person_id_for
 
         now = time.monotonic()
-        if not self.state.is_open or (self._names_read_at is not None
-                                      and now - self._names_read_at < NAMES_FRESH_SECONDS):
+        if not self.state.is_open or (
+            self._names_read_at is not None and now - self._names_read_at < NAMES_FRESH_SECONDS
+        ):
             return
         self._names_read_at = now
         rows = await self.state.pairing.approved_names()
@@ -174,11 +179,19 @@ class PanelHost:
     def counters(self) -> dict[str, dict[str, float]]:
         """The gateway's counters since start (metric -> label values -> value)."""
         m = self.parts.metrics
-        picked = {"turns": m.turns, "tokens": m.tokens, "heartbeats": m.heartbeats,
-                  "deliveries": m.deliveries, "commits": m.commits,
-                  "provider errors": m.provider_errors, "tool calls": m.tool_calls}
-        return {title: {"/".join(key) or "all": value for _, key, value in metric.samples()}
-                for title, metric in picked.items()}
+        picked = {
+            "turns": m.turns,
+            "tokens": m.tokens,
+            "heartbeats": m.heartbeats,
+            "deliveries": m.deliveries,
+            "commits": m.commits,
+            "provider errors": m.provider_errors,
+            "tool calls": m.tool_calls,
+        }
+        return {
+            title: {"/".join(key) or "all": value for _, key, value in metric.samples()}
+            for title, metric in picked.items()
+        }
 
     # --- pairing, approvals, links (same calls as `clawgate pairing` / `users`) -----------
 
@@ -227,11 +240,13 @@ class PanelHost:
 
     async def commit_edit(self, person_id: str, path: str) -> str | None:
         return await self.versioning.commit(
-            self.workspace(person_id), "panel edit", note=f"{path} saved in the web panel")
+            self.workspace(person_id), "panel edit", note=f"{path} saved in the web panel"
+        )
 
     async def commit_hand_edits(self, person_id: str) -> None:
-        await self.versioning.commit(self.workspace(person_id), "hand edit",
-                                     note="found before a panel edit")
+        await self.versioning.commit(
+            self.workspace(person_id), "hand edit", note="found before a panel edit"
+        )
 
     # --- sessions (same calls as /compact and /new) ----------------------------------------
 
@@ -245,8 +260,9 @@ class PanelHost:
         if group is None:
             raise PanelError(f"{key} is not a session the panel can change")
         channel, chat_id = group
-        return Route(person_id, workspace, key, False, channel, chat_id,
-                     area=group_area(channel, chat_id))
+        return Route(
+            person_id, workspace, key, False, channel, chat_id, area=group_area(channel, chat_id)
+        )
 
     async def compact(self, person_id: str, key: str) -> str:
         from gateway.pipeline.commands import Command
@@ -323,16 +339,18 @@ class PanelHost:
         desk = self._desk()
         workspace = self.workspace(person_id)
         said = await desk.create(workspace, when, text, kind)
-        await self.versioning.commit(workspace, "schedule",
-                                     note=f"added in the web panel: {text!r}")
+        await self.versioning.commit(
+            workspace, "schedule", note=f"added in the web panel: {text!r}"
+        )
         return said
 
     async def cancel_reminder(self, person_id: str, job_id: int) -> str:
         desk = self._desk()
         workspace = self.workspace(person_id)
         said = await desk.cancel(workspace, job_id)
-        await self.versioning.commit(workspace, "schedule",
-                                     note=f"cancelled in the web panel: #{job_id}")
+        await self.versioning.commit(
+            workspace, "schedule", note=f"cancelled in the web panel: #{job_id}"
+        )
         return said
 
     def _desk(self) -> ScheduleDesk:

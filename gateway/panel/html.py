@@ -20,9 +20,17 @@ from markupsafe import Markup
 
 _MD = MarkdownIt("commonmark", {"html": False, "linkify": False}).enable("table")
 
-PERSON_TABS = (("files", "Files"), ("history", "History"), ("sessions", "Sessions"),
-               ("search", "Search"), ("reminders", "Reminders"), ("heartbeat", "Heartbeat"),
-               ("usage", "Usage"), ("commands", "Commands"), ("metrics", "Metrics"))
+PERSON_TABS = (
+    ("files", "Files"),
+    ("history", "History"),
+    ("sessions", "Sessions"),
+    ("search", "Search"),
+    ("reminders", "Reminders"),
+    ("heartbeat", "Heartbeat"),
+    ("usage", "Usage"),
+    ("commands", "Commands"),
+    ("metrics", "Metrics"),
+)
 
 
 def url(base: str, **query: object) -> str:
@@ -109,8 +117,7 @@ def bar_chart(points: Sequence[tuple[str, float]], title: str, unit: str = "") -
     slot = (CHART_WIDTH - 2 * pad) / count
     baseline = CHART_HEIGHT - TICK_ROOM
     usable = baseline - TOP_ROOM
-    ticks = [label[5:] if len(label) == 10 and label[4] == "-" else label
-             for label, _ in points]
+    ticks = [label[5:] if len(label) == 10 and label[4] == "-" else label for label, _ in points]
     widest = max((len(t) for t in ticks), default=1) * CHAR_PX + 4
     every = max(1, -(-int(widest) // max(1, int(slot))))  # ceil(widest / slot)
     fits = all(len(_number(v)) * CHAR_PX <= slot for _, v in points)
@@ -124,12 +131,22 @@ def bar_chart(points: Sequence[tuple[str, float]], title: str, unit: str = "") -
         labelled = (count - 1 - index) % every == 0
         centre = x + slot / 2
         tick = tick if labelled else ""
-        bars.append(Bar(round(x + 1, 1), round(baseline - height, 1),
-                        round(max(1.0, slot - 2), 1), round(height, 1), label, shown,
-                        printed, tick, round(centre, 1), _inside(centre, printed),
-                        _inside(centre, tick)))
-    return Chart(title, unit, CHART_WIDTH, CHART_HEIGHT, bars, baseline,
-                 baseline + FONT_PX + 4)
+        bars.append(
+            Bar(
+                round(x + 1, 1),
+                round(baseline - height, 1),
+                round(max(1.0, slot - 2), 1),
+                round(height, 1),
+                label,
+                shown,
+                printed,
+                tick,
+                round(centre, 1),
+                _inside(centre, printed),
+                _inside(centre, tick),
+            )
+        )
+    return Chart(title, unit, CHART_WIDTH, CHART_HEIGHT, bars, baseline, baseline + FONT_PX + 4)
 
 
 def _number(value: float) -> str:

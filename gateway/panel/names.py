@@ -22,15 +22,15 @@ __all__ = ["MAX_NAME_CHARS", "name_in_user_file"]
 MAX_NAME_CHARS = 40
 USER_FILE_MAX_BYTES = 64 * 1024  # a USER.md is a few hundred bytes; past this, not read
 # "- Name: Rosa", "* **Name:** Rosa", "Name: Rosa Diaz" (the template's first line, filled in).
-_NAME_LINE = re.compile(r"^\s*(?:[-*+]\s+)?\**name\**\s*:\s*\**\s*(?P<name>.*?)\s*\**\s*$",
-                        re.IGNORECASE)
+_NAME_LINE = re.compile(
+    r"^\s*(?:[-*+]\s+)?\**name\**\s*:\s*\**\s*(?P<name>.*?)\s*\**\s*$", re.IGNORECASE
+)
 
 
 def name_in_user_file(workspace: Path) -> str:
     """The name on USER.md's `Name:` line, or "" (no file, no such line, left empty)."""
     try:
-        text = read_bounded(workspace / USER_FILE, USER_FILE_MAX_BYTES).decode(
-            "utf-8", "replace")
+        text = read_bounded(workspace / USER_FILE, USER_FILE_MAX_BYTES).decode("utf-8", "replace")
     except (OSError, BrokenFile):
         return ""
     for line in text.splitlines():

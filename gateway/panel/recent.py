@@ -48,8 +48,10 @@ class Notice:
 def is_routine(line: LogLine) -> bool:
     if line.level not in ("WARNING",):
         return False
-    return any(line.logger.startswith(logger) and pattern.match(line.message)
-               for logger, pattern in ROUTINE)
+    return any(
+        line.logger.startswith(logger) and pattern.match(line.message)
+        for logger, pattern in ROUTINE
+    )
 
 
 class RecentErrors(logging.Handler):
@@ -64,8 +66,9 @@ class RecentErrors(logging.Handler):
             message = record.getMessage()
         except Exception:  # a bad format string must not break logging
             message = str(record.msg)
-        self.lines.append(LogLine(record.created, record.levelname, record.name,
-                                  self._redact(message)[:500]))
+        self.lines.append(
+            LogLine(record.created, record.levelname, record.name, self._redact(message)[:500])
+        )
 
     def newest(self, count: int = 10) -> list[LogLine]:
         return list(self.lines)[-count:][::-1]

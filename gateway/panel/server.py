@@ -39,8 +39,11 @@ COOKIE = "clawgate_panel"
 PRE_COOKIE = "clawgate_panel_login"
 # The stylesheet is public: the login page needs it before any session exists.
 PUBLIC = frozenset({"/login", "/login/link", "/static/panel.css"})
-STATIC = {"htmx.min.js": "application/javascript", "htmx.LICENSE.txt": "text/plain",
-          "panel.css": "text/css"}
+STATIC = {
+    "htmx.min.js": "application/javascript",
+    "htmx.LICENSE.txt": "text/plain",
+    "panel.css": "text/css",
+}
 HEADERS = {
     "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self' "
     "'unsafe-inline'; img-src 'self' data:; connect-src 'self'; form-action 'self'; "
@@ -91,9 +94,12 @@ async def _guarded(request: web.Request, handler: Handler) -> web.StreamResponse
     if refused:
         # info, not warning: a hostile page can send these in a loop
         log.info("panel: refused a request for host %r", refused[0][:100])
-        return web.Response(status=421, text="this panel answers only to localhost and "
-                            "panel.public_url's host name; set panel.public_url to the address "
-                            "you use")
+        return web.Response(
+            status=421,
+            text="this panel answers only to localhost and "
+            "panel.public_url's host name; set panel.public_url to the address "
+            "you use",
+        )
     if request.method not in ("GET", "HEAD", "POST"):
         return web.Response(status=405, text="method not allowed")
     if request.method == "POST" and not _origin_ok(request):
@@ -132,15 +138,31 @@ async def _guarded(request: web.Request, handler: Handler) -> web.StreamResponse
 
 
 def _login_page(pre: str, error: str = "") -> str:
-    return render("login.html", title="Log in", person="", tab="", csrf="", flash=(),
-                  logged_in=False, pre=pre, error=error)
+    return render(
+        "login.html",
+        title="Log in",
+        person="",
+        tab="",
+        csrf="",
+        flash=(),
+        logged_in=False,
+        pre=pre,
+        error=error,
+    )
 
 
 async def login_form(request: web.Request) -> web.Response:
     pre = secrets.token_urlsafe(24)
     response = web.Response(text=_login_page(pre), content_type="text/html")
-    response.set_cookie(PRE_COOKIE, pre, httponly=True, samesite="Strict",
-                        secure=_secure(request), max_age=3600, path="/login")
+    response.set_cookie(
+        PRE_COOKIE,
+        pre,
+        httponly=True,
+        samesite="Strict",
+        secure=_secure(request),
+        max_age=3600,
+        path="/login",
+    )
     return response
 
 
@@ -154,10 +176,18 @@ async def login_submit(request: web.Request) -> web.StreamResponse:
     if not panel.auth.check_token(str(form.get("token", ""))):
         log.warning("panel: wrong token from %s", request.remote)
         fresh = secrets.token_urlsafe(24)
-        response = web.Response(status=401, text=_login_page(fresh, "That is not the token."),
-                                content_type="text/html")
-        response.set_cookie(PRE_COOKIE, fresh, httponly=True, samesite="Strict",
-                            secure=_secure(request), max_age=3600, path="/login")
+        response = web.Response(
+            status=401, text=_login_page(fresh, "That is not the token."), content_type="text/html"
+        )
+        response.set_cookie(
+            PRE_COOKIE,
+            fresh,
+            httponly=True,
+            samesite="Strict",
+            secure=_secure(request),
+            max_age=3600,
+            path="/login",
+        )
         return response
     return _start_session(request, panel)
 
@@ -165,18 +195,27 @@ async def login_submit(request: web.Request) -> web.StreamResponse:
 async def login_link(request: web.Request) -> web.StreamResponse:
     panel = panel_of(request)
     if not panel.auth.redeem(request.query.get("code", "")):
-        return web.Response(status=403, text="this login link is used, expired or wrong: run "
-                                             "`clawgate panel url` for a new one",
-                            headers={"Content-Type": "text/plain; charset=utf-8"})
+        return web.Response(
+            status=403,
+            text="this login link is used, expired or wrong: run "
+            "`clawgate panel url` for a new one",
+            headers={"Content-Type": "text/plain; charset=utf-8"},
+        )
     return _start_session(request, panel)
 
 
 def _start_session(request: web.Request, panel: Panel) -> web.StreamResponse:
     session = panel.auth.login(OWNER)
     response = see_other("/")
-    response.set_cookie(COOKIE, session.sid, httponly=True, samesite="Strict",
-                        secure=_secure(request), path="/",
-                        max_age=int(panel.auth.session_seconds))
+    response.set_cookie(
+        COOKIE,
+        session.sid,
+        httponly=True,
+        samesite="Strict",
+        secure=_secure(request),
+        path="/",
+        max_age=int(panel.auth.session_seconds),
+    )
     response.del_cookie(PRE_COOKIE, path="/login")
     return response
 
@@ -193,8 +232,9 @@ async def static(request: web.Request) -> web.Response:
     if name not in STATIC:
         raise web.HTTPNotFound()
     data = (resources.files("gateway.panel") / "static" / name).read_bytes()
-    return web.Response(body=data, content_type=STATIC[name],
-                        headers={"Cache-Control": "private, max-age=3600"})
+    return web.Response(
+        body=data, content_type=STATIC[name], headers={"Cache-Control": "private, max-age=3600"}
+    )
 
 
 # --- application and lifecycle --------------------------------------------------------------
@@ -222,8 +262,9 @@ def state_dir(workspaces_dir: Path) -> Path:
 class PanelServer:
     """The panel inside `clawgate run`: `start()` after the gateway started, `stop()` before."""
 
-    def __init__(self, host: PanelHost, settings: PanelSettings,
-                 secrets_: list[str] | None = None) -> None:
+    def __init__(
+        self, host: PanelHost, settings: PanelSettings, secrets_: list[str] | None = None
+    ) -> None:
         self.settings = settings
         self.port = settings.port
         auth = PanelAuth(state_dir(host.root), session_seconds=settings.session_hours * 3600)
@@ -277,6 +318,8 @@ class PanelServer:
         _, created = ensure_token(self.panel.auth.state_dir)
         if not created:
             return None
-        return (f"panel on {self.url}: a login token was created in "
-                f"{self.panel.auth.state_dir}/panel-token (mode 0600, never printed); run "
-                "`clawgate panel url` on this machine for a one-time login link")
+        return (
+            f"panel on {self.url}: a login token was created in "
+            f"{self.panel.auth.state_dir}/panel-token (mode 0600, never printed); run "
+            "`clawgate panel url` on this machine for a one-time login link"
+        )

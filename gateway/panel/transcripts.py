@@ -78,8 +78,11 @@ def list_sessions(workspace: Path) -> list[SessionFile]:
             continue
         path = Path(entry.path)
         archived = entry.name.count(".") > 1  # <stem>.<stamp>.jsonl
-        found.append(SessionFile(entry.name, _first_key(path), _count_lines(path),
-                                 entry.stat().st_mtime, archived))
+        found.append(
+            SessionFile(
+                entry.name, _first_key(path), _count_lines(path), entry.stat().st_mtime, archived
+            )
+        )
     return sorted(found, key=lambda s: s.modified, reverse=True)
 
 
@@ -90,8 +93,7 @@ def session_path(workspace: Path, name: str) -> Path:
     if not _FILE.match(name) or name.startswith("."):
         raise ValueError(f"not a transcript name: {name!r}")
     try:
-        path = resolve_in_workspace(workspace, f"{SESSIONS_DIR}/{name}", private=True,
-                                    write=False)
+        path = resolve_in_workspace(workspace, f"{SESSIONS_DIR}/{name}", private=True, write=False)
     except PathRefused as exc:
         raise ValueError(f"{name}: {exc.reason}") from None
     if path.parent != Path(os.path.realpath(workspace / SESSIONS_DIR)) or not path.is_file():
@@ -113,16 +115,30 @@ def read_items(path: Path, limit: int = MAX_SHOWN) -> tuple[list[Item], int]:
         ts = str(entry.get("ts", ""))
         if kind == "user":
             media = entry.get("media")
-            items.append(Item("user", ts, str(entry.get("text", "")),
-                              detail={"media": _media(media)} if media else {}))
+            items.append(
+                Item(
+                    "user",
+                    ts,
+                    str(entry.get("text", "")),
+                    detail={"media": _media(media)} if media else {},
+                )
+            )
         elif kind == "assistant":
-            item = Item("assistant", ts, str(entry.get("text", "")),
-                        detail={"heartbeat": bool(entry.get("heartbeat"))})
+            item = Item(
+                "assistant",
+                ts,
+                str(entry.get("text", "")),
+                detail={"heartbeat": bool(entry.get("heartbeat"))},
+            )
             for call in entry.get("tool_calls") or []:
-                shown = {"name": str(call.get("name", "")),
-                         "arguments": json.dumps(call.get("arguments") or {}, ensure_ascii=False,
-                                                 indent=1),
-                         "result": None, "error": False}
+                shown = {
+                    "name": str(call.get("name", "")),
+                    "arguments": json.dumps(
+                        call.get("arguments") or {}, ensure_ascii=False, indent=1
+                    ),
+                    "result": None,
+                    "error": False,
+                }
                 calls[str(call.get("id", ""))] = shown
                 item.calls.append(shown)
             items.append(item)
@@ -132,21 +148,40 @@ def read_items(path: Path, limit: int = MAX_SHOWN) -> tuple[list[Item], int]:
                 call["result"] = str(entry.get("text", ""))
                 call["error"] = bool(entry.get("is_error"))
             else:
-                items.append(Item("tool", ts, str(entry.get("text", "")),
-                                  detail={"name": entry.get("name", "")}))
+                items.append(
+                    Item(
+                        "tool",
+                        ts,
+                        str(entry.get("text", "")),
+                        detail={"name": entry.get("name", "")},
+                    )
+                )
         elif kind == "compaction":
-            items.append(Item("compaction", ts, str(entry.get("summary") or ""),
-                              detail={"reason": entry.get("reason", ""),
-                                      "first_kept_entry": entry.get("first_kept_entry")}))
+            items.append(
+                Item(
+                    "compaction",
+                    ts,
+                    str(entry.get("summary") or ""),
+                    detail={
+                        "reason": entry.get("reason", ""),
+                        "first_kept_entry": entry.get("first_kept_entry"),
+                    },
+                )
+            )
         elif kind != "session" and (event := _event(entry, ts)) is not None:
             items.append(event)
     return items, skipped
 
 
 # Events shown in words; any other kind is shown as its name and fields.
-_EVENT_WORDS = {"delivery": "reply not delivered", "error": "error",
-                "dropped": "message given up on", "reply": "reply sent",
-                "heartbeat_notice": "heartbeat notice", "flush": "memory flush before compaction"}
+_EVENT_WORDS = {
+    "delivery": "reply not delivered",
+    "error": "error",
+    "dropped": "message given up on",
+    "reply": "reply sent",
+    "heartbeat_notice": "heartbeat notice",
+    "flush": "memory flush before compaction",
+}
 _PROBLEMS = frozenset({"delivery", "error", "dropped"})
 
 
@@ -158,14 +193,24 @@ def _event(entry: dict[str, Any], ts: str) -> Item | None:
         return None
     detail = {k: v for k, v in entry.items() if k not in ("ts", "type")}
     text = detail.pop("text", None)
-    fields = ", ".join(f"{k}={v}" for k, v in detail.items()
-                       if k not in ("ok", "message_id", "chat_id"))
+    fields = ", ".join(
+        f"{k}={v}" for k, v in detail.items() if k not in ("ok", "message_id", "chat_id")
+    )
     note = str(text) if text else fields
     if kind == "delivery":
         note = str(detail.get("error") or "refused") + (
-            f" ({detail['channel']})" if detail.get("channel") else "")
-    return Item("event", ts, _EVENT_WORDS.get(kind, kind), detail=detail, note=note,
-                problem=kind in _PROBLEMS)
+            f" ({detail['channel']})" if detail.get("channel") else ""
+        )
+    return Item(
+        "event",
+        ts,
+        _EVENT_WORDS.get(kind, kind),
+        detail=detail,
+        note=note,
+        problem=kind in _PROBLEMS,
+    )
+
+
 def _media(raw: Any) -> list[dict[str, str]]:
     """What came with a message (gateway/agent/media/intake.py records it), as display
     strings; anything malformed is left out (a transcript is a file anyone could edit)."""
@@ -173,9 +218,11 @@ def _media(raw: Any) -> list[dict[str, str]]:
     for item in raw if isinstance(raw, list) else []:
         if not isinstance(item, dict):
             continue
-        fields = {key: str(item[key])[:2000] for key in
-                  ("kind", "label", "file", "seen", "transcript", "error", "duration")
-                  if isinstance(item.get(key), str | int | float)}
+        fields = {
+            key: str(item[key])[:2000]
+            for key in ("kind", "label", "file", "seen", "transcript", "error", "duration")
+            if isinstance(item.get(key), str | int | float)
+        }
         shown.append(fields)
     return shown
 
@@ -197,8 +244,11 @@ def daily_figures(workspace: Path, today: date, days: int = 14) -> dict[str, Day
     figures: dict[str, DayFigures] = defaultdict(DayFigures)
     directory = workspace / SESSIONS_DIR
     try:
-        paths = [Path(e.path) for e in os.scandir(directory)
-                 if _FILE.match(e.name) and e.is_file(follow_symlinks=False)]
+        paths = [
+            Path(e.path)
+            for e in os.scandir(directory)
+            if _FILE.match(e.name) and e.is_file(follow_symlinks=False)
+        ]
     except OSError:
         return {}
     for path in paths:
@@ -212,8 +262,9 @@ def daily_figures(workspace: Path, today: date, days: int = 14) -> dict[str, Day
             kind = entry.get("type")
             usage = entry.get("usage")
             if isinstance(usage, dict):
-                day.tokens += sum(int(v or 0) for k, v in usage.items()
-                                  if k in ("input_tokens", "output_tokens"))
+                day.tokens += sum(
+                    int(v or 0) for k, v in usage.items() if k in ("input_tokens", "output_tokens")
+                )
             if kind == "user" and not heartbeat:
                 day.turns += 1
                 asked = ts

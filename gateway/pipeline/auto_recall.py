@@ -81,28 +81,41 @@ class RecallOptions:
 
     @classmethod
     def from_settings(cls, settings: MemorySettings) -> RecallOptions:
-        return cls(settings.auto_recall_min_similarity, settings.auto_recall_max_hits,
-                   settings.auto_recall_max_tokens)
+        return cls(
+            settings.auto_recall_min_similarity,
+            settings.auto_recall_max_hits,
+            settings.auto_recall_max_tokens,
+        )
 
 
 class AutoRecall:
     """Builds the block for one turn; counted in /metrics (`clawgate_auto_recall_*`)."""
 
-    def __init__(self, memory: MemoryService, options: RecallOptions,
-                 registry: Registry | None = None) -> None:
+    def __init__(
+        self, memory: MemoryService, options: RecallOptions, registry: Registry | None = None
+    ) -> None:
         self.memory = memory
         self.options = options
         self._pending: set[asyncio.Task[object]] = set()
-        self.turns = registry.counter(
-            "clawgate_auto_recall_turns_total",
-            "Private turns by auto-recall outcome: added (a block was given), none (small "
-            "talk, or no hit was confident and about the message), late (the search was too "
-            "slow), error.",
-            ["outcome"]) if registry is not None else None
-        self.tokens = registry.counter(
-            "clawgate_auto_recall_tokens_total",
-            "Estimated prompt tokens of the auto-recall blocks given (chars / 4).",
-        ) if registry is not None else None
+        self.turns = (
+            registry.counter(
+                "clawgate_auto_recall_turns_total",
+                "Private turns by auto-recall outcome: added (a block was given), none (small "
+                "talk, or no hit was confident and about the message), late (the search was too "
+                "slow), error.",
+                ["outcome"],
+            )
+            if registry is not None
+            else None
+        )
+        self.tokens = (
+            registry.counter(
+                "clawgate_auto_recall_tokens_total",
+                "Estimated prompt tokens of the auto-recall blocks given (chars / 4).",
+            )
+            if registry is not None
+            else None
+        )
 
     def _count(self, outcome: str, block: RecallBlock = NO_BLOCK) -> None:
         if self.turns is not None:
@@ -110,8 +123,9 @@ class AutoRecall:
         if self.tokens is not None and block.tokens:
             self.tokens.inc(block.tokens)
 
-    async def add_to(self, system: SystemPrompt, route: Route, session: Session,
-                     files: Sequence[ContextFile]) -> SystemPrompt:
+    async def add_to(
+        self, system: SystemPrompt, route: Route, session: Session, files: Sequence[ContextFile]
+    ) -> SystemPrompt:
         """`system` with the block for the person's latest message; `system` unchanged when
         the route is not private, nothing is confident enough, or recall fails."""
         if not route.private:
@@ -129,13 +143,20 @@ class AutoRecall:
         try:
             block = await self._bounded(self.block(route, question, skip))
         except TimeoutError:
-            log.info("auto-recall skipped in %s: the search took over %.1f s",
-                     route.session_key, SEARCH_TIMEOUT_SECONDS)
+            log.info(
+                "auto-recall skipped in %s: the search took over %.1f s",
+                route.session_key,
+                SEARCH_TIMEOUT_SECONDS,
+            )
             self._count("late")
             return system
         except Exception as exc:  # recall is a help: its failure never costs the answer
-            log.warning("auto-recall failed in %s: %s: %s", route.session_key,
-                        type(exc).__name__, str(exc)[:200])
+            log.warning(
+                "auto-recall failed in %s: %s: %s",
+                route.session_key,
+                type(exc).__name__,
+                str(exc)[:200],
+            )
             self._count("error")
             return system
         self._count("added" if block.hits else "none", block)
@@ -160,8 +181,9 @@ class AutoRecall:
         if not task.cancelled() and task.exception() is not None:
             log.debug("a late auto-recall search failed: %s", task.exception())
 
-    async def block(self, route: Route, question: str,
-                    skip: dict[str, int] | None = None) -> RecallBlock:
+    async def block(
+        self, route: Route, question: str, skip: dict[str, int] | None = None
+    ) -> RecallBlock:
         """The block for `question` in the route's workspace. `skip`: path -> first line
         already in front of the model (0: the whole file). Small talk is not searched."""
         message = Message(question)
@@ -175,7 +197,8 @@ class AutoRecall:
         shown in at most its share of the budget."""
         opts = self.options
         response = await self.memory.search(
-            workspace, question, max_results=opts.max_hits + 2, snippet_chars=hit_chars(opts))
+            workspace, question, max_results=opts.max_hits + 2, snippet_chars=hit_chars(opts)
+        )
         return response.results
 
 
@@ -185,8 +208,9 @@ def hit_chars(opts: RecallOptions) -> int:
     return max(MIN_HIT_CHARS, budget // opts.max_hits - 40)
 
 
-def render(results: Sequence[SearchResult], opts: RecallOptions,
-           skip: dict[str, int], message: Message) -> RecallBlock:
+def render(
+    results: Sequence[SearchResult], opts: RecallOptions, skip: dict[str, int], message: Message
+) -> RecallBlock:
     """The block's text: confident hits that agree with the message (recall_gate), best
     first, while they fit in the budget."""
     budget = opts.max_tokens * CHARS_PER_TOKEN
@@ -197,8 +221,11 @@ def render(results: Sequence[SearchResult], opts: RecallOptions,
             break
         if not confident(result, opts) or _shown_already(result, skip):
             continue
-        body = " ".join(result.snippet.split()) if result.source == "sessions" else \
-            "\n".join(line.rstrip() for line in result.snippet.splitlines() if line.strip())
+        body = (
+            " ".join(result.snippet.split())
+            if result.source == "sessions"
+            else "\n".join(line.rstrip() for line in result.snippet.splitlines() if line.strip())
+        )
         head = f"\n[{result.path} lines {result.start_line}-{result.end_line}]\n"
         room = budget - used - len(head)
         if room < MIN_HIT_CHARS:
@@ -227,8 +254,7 @@ def confident(result: SearchResult, opts: RecallOptions) -> bool:
     A hit found by keywords only (no cosine: keyword-only mode, not yet embedded) is not
     shown unasked.
     """
-    return result.cosine is not None and \
-        result.cosine >= opts.min_similarity - AGREEMENT_MARGIN
+    return result.cosine is not None and result.cosine >= opts.min_similarity - AGREEMENT_MARGIN
 
 
 def agrees(result: SearchResult, shown: str, message: Message, opts: RecallOptions) -> bool:
@@ -280,8 +306,12 @@ def has_recallable(workspace: Path, skip: dict[str, int], session: Session) -> b
     # Earlier conversations of this DM: its transcripts archived by /new.
     current = transcript_path(root, session.key)
     try:
-        return any(entry.name.startswith(f"{current.stem}.") and entry.name.endswith(".jsonl")
-                   and entry.name != current.name for entry in os.scandir(root / SESSIONS_DIR))
+        return any(
+            entry.name.startswith(f"{current.stem}.")
+            and entry.name.endswith(".jsonl")
+            and entry.name != current.name
+            for entry in os.scandir(root / SESSIONS_DIR)
+        )
     except OSError:
         return False
 

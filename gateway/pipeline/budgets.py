@@ -42,14 +42,20 @@ from memory.layout import parse_group_session_key
 log = logging.getLogger(__name__)
 
 REFUSAL = {
-    "daily": ("I've reached today's usage limit for our conversations, so I can't answer "
-              "again until tomorrow. Your message was received; send it again then. "
-              "(/usage shows what was used.)"),
-    "monthly": ("I've reached this month's usage limit for our conversations, so I can't "
-                "answer again until {reset}. Your message was received; send it again "
-                "then. (/usage shows what was used.)"),
-    "group": ("This group has used today's allowance for the assistant, so I can't answer "
-              "here again until tomorrow. Your message was received; send it again then."),
+    "daily": (
+        "I've reached today's usage limit for our conversations, so I can't answer "
+        "again until tomorrow. Your message was received; send it again then. "
+        "(/usage shows what was used.)"
+    ),
+    "monthly": (
+        "I've reached this month's usage limit for our conversations, so I can't "
+        "answer again until {reset}. Your message was received; send it again "
+        "then. (/usage shows what was used.)"
+    ),
+    "group": (
+        "This group has used today's allowance for the assistant, so I can't answer "
+        "here again until tomorrow. Your message was received; send it again then."
+    ),
 }
 
 Notify = Callable[[str, str], Awaitable[object]]  # (text, idempotency key)
@@ -83,8 +89,9 @@ class CapStatus:
 
     def describe(self) -> str:
         cap = self.cap
-        return (f"{cap.period} cap: {cap.show(self.used)} of {cap.show(cap.limit)} "
-                f"({self.share:.0%})")
+        return (
+            f"{cap.period} cap: {cap.show(self.used)} of {cap.show(cap.limit)} ({self.share:.0%})"
+        )
 
 
 def caps_for(settings: Settings, person: str) -> list[Cap]:
@@ -178,8 +185,11 @@ class Budgets:
             level = "reached" if status.reached else "warn" if status.share >= warn_at else ""
             if not level:
                 continue
-            period = periods.today.isoformat() if status.cap.period == "daily" \
+            period = (
+                periods.today.isoformat()
+                if status.cap.period == "daily"
                 else periods.month.isoformat()[:7]
+            )
             key = f"budget:{person}:{status.cap.period}:{status.cap.unit}:{period}:{level}"
             await self._note_once(key, self._note(person, status, periods), person)
         for status in await self.group_status(group):
@@ -200,20 +210,26 @@ class Budgets:
 
     def _group_note(self, group: str, status: CapStatus) -> str:
         cap = status.cap
-        return (f"Budget: the group {group_name(group)} reached its daily cap of "
-                f"{cap.show(cap.limit)} ({cap.show(status.used)} used). I answer there again "
-                f"tomorrow; [budget] group_daily_tokens in clawgate.toml sets the cap.")
+        return (
+            f"Budget: the group {group_name(group)} reached its daily cap of "
+            f"{cap.show(cap.limit)} ({cap.show(status.used)} used). I answer there again "
+            f"tomorrow; [budget] group_daily_tokens in clawgate.toml sets the cap."
+        )
 
     def _note(self, person: str, status: CapStatus, periods: Periods) -> str:
         who = "You have" if person == self.settings.owner else f"{person} has"
         cap = status.cap
         until = "tomorrow" if cap.period == "daily" else _day(periods.next_month)
         if status.reached:
-            return (f"Budget: {who} reached the {cap.period} cap of {cap.show(cap.limit)} "
-                    f"({cap.show(status.used)} used). Their messages get a polite refusal "
-                    f"until {until}; [budget] in clawgate.toml sets the caps.")
-        return (f"Budget: {who} used {status.share:.0%} of the {cap.period} cap "
-                f"({cap.show(status.used)} of {cap.show(cap.limit)}).")
+            return (
+                f"Budget: {who} reached the {cap.period} cap of {cap.show(cap.limit)} "
+                f"({cap.show(status.used)} used). Their messages get a polite refusal "
+                f"until {until}; [budget] in clawgate.toml sets the caps."
+            )
+        return (
+            f"Budget: {who} used {status.share:.0%} of the {cap.period} cap "
+            f"({cap.show(status.used)} of {cap.show(cap.limit)})."
+        )
 
 
 def _day(day: date) -> str:
@@ -243,8 +259,12 @@ class Accounting:
             refusal = await self.budgets.refusal(scope.person, scope.group)
             if refusal is not None:
                 self.metrics.budget_refusals.inc(kind=scope.kind)
-                log.info("%s call for %s%s refused: budget cap reached", scope.kind,
-                         scope.person, f" in {scope.group}" if scope.group else "")
+                log.info(
+                    "%s call for %s%s refused: budget cap reached",
+                    scope.kind,
+                    scope.person,
+                    f" in {scope.group}" if scope.group else "",
+                )
                 raise BudgetExceeded(refusal)
             yield
 

@@ -84,17 +84,25 @@ class MemoryFilesOnly:
         self.spec = ToolSpec(
             name=inner.spec.name,
             description=f"{inner.spec.description} Only MEMORY.md, USER.md and "
-                        f"{MEMORY_DIR}/*.md may be changed now.",
+            f"{MEMORY_DIR}/*.md may be changed now.",
             parameters=inner.spec.parameters,
         )
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> str:
-        target = await asyncio.to_thread(paths.resolve_in_workspace, ctx.workspace, args["path"],
-                                         private=ctx.private, write=True, area=ctx.area)
+        target = await asyncio.to_thread(
+            paths.resolve_in_workspace,
+            ctx.workspace,
+            args["path"],
+            private=ctx.private,
+            write=True,
+            area=ctx.area,
+        )
         rel = os.path.relpath(target, os.path.realpath(ctx.workspace)).replace(os.sep, "/")
         if not is_memory_file(rel):
-            raise ToolError(f"{self.spec.name}: only MEMORY.md, USER.md and {MEMORY_DIR}/*.md "
-                            f"may be changed now, not {rel}")
+            raise ToolError(
+                f"{self.spec.name}: only MEMORY.md, USER.md and {MEMORY_DIR}/*.md "
+                f"may be changed now, not {rel}"
+            )
         return str(await self._inner.run(args, ctx))
 
 
@@ -107,8 +115,9 @@ def is_memory_file(rel: str) -> bool:
 
 
 def capture_tools() -> ToolRegistry:
-    return ToolRegistry([MemoryFilesOnly(AppendFileTool()), MemoryFilesOnly(EditFileTool()),
-                         MemoryCorrectTool()])
+    return ToolRegistry(
+        [MemoryFilesOnly(AppendFileTool()), MemoryFilesOnly(EditFileTool()), MemoryCorrectTool()]
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,18 +131,25 @@ class Due:
 class Capture:
     def __init__(self, agent: AgentLoop, registry: Registry | None = None) -> None:
         self.agent = agent
-        self.claims = registry.counter(
-            "clawgate_memory_claims_total",
-            "Replies claiming to have saved or to remember something, by outcome: kept (the "
-            "turn wrote a file), captured (a silent capture step wrote it), nothing (it wrote "
-            "nothing), failed.", ["outcome"]) if registry is not None else None
+        self.claims = (
+            registry.counter(
+                "clawgate_memory_claims_total",
+                "Replies claiming to have saved or to remember something, by outcome: kept (the "
+                "turn wrote a file), captured (a silent capture step wrote it), nothing (it wrote "
+                "nothing), failed.",
+                ["outcome"],
+            )
+            if registry is not None
+            else None
+        )
 
     def _count(self, outcome: str) -> None:
         if self.claims is not None:
             self.claims.inc(outcome=outcome)
 
-    def check(self, private: bool, reply: str, system: SystemPrompt, ctx: ToolContext
-              ) -> Due | None:
+    def check(
+        self, private: bool, reply: str, system: SystemPrompt, ctx: ToolContext
+    ) -> Due | None:
         """After a turn: a capture is due when a private reply claims a save and the turn
         wrote nothing. Cheap: a regular expression and a counter."""
         if not private or ctx.budget is None or not claims_saved(reply):
@@ -159,7 +175,8 @@ class Capture:
             with usage_kind("flush"):  # a background memory turn, like the flush
                 result = await asyncio.wait_for(
                     self.agent.run(due.system, history, due.ctx, capture_tools(), record),
-                    TIMEOUT_SECONDS)
+                    TIMEOUT_SECONDS,
+                )
         except (ProviderError, TimeoutError) as exc:
             log.warning("memory capture failed in %s: %s", session.key, type(exc).__name__)
             self._count("failed")
@@ -167,8 +184,14 @@ class Capture:
             return False
         wrote = budget is not None and budget.written > before
         self._count("captured" if wrote else "nothing")
-        _note(session, ok=True, wrote=wrote, tool_calls=calls, reply=result.reply[:200],
-              usage=result.usage.as_dict())
+        _note(
+            session,
+            ok=True,
+            wrote=wrote,
+            tool_calls=calls,
+            reply=result.reply[:200],
+            usage=result.usage.as_dict(),
+        )
         return wrote
 
 

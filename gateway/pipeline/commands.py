@@ -108,10 +108,19 @@ class CommandContexts:
     voice: VoiceChoices | None = None
 
     def for_route(self, route: Route, args: str = "") -> CommandContext:
-        return CommandContext(route, args, self.settings, self.sessions, self.compactor,
-                              self.models.for_person(route.person_id), self.prompt,
-                              self.schedule_desk, usage=self.usage, budgets=self.budgets,
-                              voice=self.voice)
+        return CommandContext(
+            route,
+            args,
+            self.settings,
+            self.sessions,
+            self.compactor,
+            self.models.for_person(route.person_id),
+            self.prompt,
+            self.schedule_desk,
+            usage=self.usage,
+            budgets=self.budgets,
+            voice=self.voice,
+        )
 
 
 Handler = Callable[[CommandContext], Awaitable[str]]
@@ -160,8 +169,12 @@ async def _compact(ctx: CommandContext) -> str:
     system = prompt.system_prompt(route, prompt.context_files(route))
     try:
         result = await ctx.compactor.flush_and_compact(
-            session, system, prompt.tool_context(route),
-            request_overhead_chars(system, tools.specs()), reason="manual", focus=ctx.args,
+            session,
+            system,
+            prompt.tool_context(route),
+            request_overhead_chars(system, tools.specs()),
+            reason="manual",
+            focus=ctx.args,
         )
     except BudgetExceeded as exc:  # at a cap: the session stays as it is
         return str(exc)
@@ -189,7 +202,8 @@ async def _status(ctx: CommandContext) -> str:
         f"Context: ~{used:,} of {llm.context_window:,} tokens ({share:.0%}), "
         f"compactions: {session.compactions}",
         # A group is shown only its own area: no absolute path, nothing of the owner's.
-        f"Workspace: {route.workspace}" if route.private
+        f"Workspace: {route.workspace}"
+        if route.private
         else f"Workspace: shared with this group; its notes are in {route.access.area}/",
     ]
     if session.last_usage is not None:
@@ -246,9 +260,13 @@ def standing_lines(files: list[ContextFile]) -> list[str]:
     rules = [rule for rule in parse_instructions(text) if not rule.struck]
     if not rules:
         return []
-    return [f"Standing instructions ({INSTRUCTIONS_FILE}, followed in every private context):",
-            *(f"  - {rule.text}" + (f" ({rule.provenance})" if rule.provenance else "")
-              for rule in rules)]
+    return [
+        f"Standing instructions ({INSTRUCTIONS_FILE}, followed in every private context):",
+        *(
+            f"  - {rule.text}" + (f" ({rule.provenance})" if rule.provenance else "")
+            for rule in rules
+        ),
+    ]
 
 
 async def _reminders(ctx: CommandContext) -> str:

@@ -126,8 +126,14 @@ class Delivery:
         row: int | None = None
         if target.durable:
             row = await self.outbox.enqueue_outbound(
-                channel, chat_id, text, key=key, done=done, done_status=done_status,
-                replaces=replaces, file=file,
+                channel,
+                chat_id,
+                text,
+                key=key,
+                done=done,
+                done_status=done_status,
+                replaces=replaces,
+                file=file,
             )
             if row is None:
                 log.info("delivery %s was made before; not sending it again", key)
@@ -170,10 +176,12 @@ class Delivery:
         first: asyncio.Future[Outcome] = asyncio.get_running_loop().create_future()
         chat = (message.channel, message.chat_id)
         self._queues.setdefault(chat, deque()).append(
-            _Item(message, first, message.attempts, message.parts_sent))
+            _Item(message, first, message.attempts, message.parts_sent)
+        )
         if chat not in self._senders:
-            self._senders[chat] = asyncio.create_task(self._send_all(chat),
-                                                      name=f"deliver:{chat[0]}:{chat[1]}")
+            self._senders[chat] = asyncio.create_task(
+                self._send_all(chat), name=f"deliver:{chat[0]}:{chat[1]}"
+            )
         return first
 
     async def _send_all(self, chat: tuple[str, str]) -> None:
@@ -205,16 +213,22 @@ class Delivery:
                 await self._mark(self.outbox.note_parts, message.row, parts_sent)
 
         try:
-            await channel.send(OutboundMessage(
-                message.channel, message.chat_id, message.text,
-                key="" if message.row is None else str(message.row),
-                first_part=item.parts_sent, on_part=accepted, replaces=message.replaces,
-                file=message.file))
+            await channel.send(
+                OutboundMessage(
+                    message.channel,
+                    message.chat_id,
+                    message.text,
+                    key="" if message.row is None else str(message.row),
+                    first_part=item.parts_sent,
+                    on_part=accepted,
+                    replaces=message.replaces,
+                    file=message.file,
+                )
+            )
         except asyncio.CancelledError:
             raise
         except DeliveryRefused as exc:
-            log.warning("delivery to %s chat %s refused: %s", message.channel,
-                        message.chat_id, exc)
+            log.warning("delivery to %s chat %s refused: %s", message.channel, message.chat_id, exc)
             await self._finish(item, "refused", str(exc))
             return True
         except Exception as exc:
@@ -223,12 +237,21 @@ class Delivery:
             self.metrics.delivery_retry(message.channel)
             _settle(item.first, "queued")
             if item.attempts >= self.max_attempts:
-                log.error("delivery to %s chat %s given up after %d attempts (%s)",
-                          message.channel, message.chat_id, item.attempts, error)
+                log.error(
+                    "delivery to %s chat %s given up after %d attempts (%s)",
+                    message.channel,
+                    message.chat_id,
+                    item.attempts,
+                    error,
+                )
                 await self._finish(item, "failed", error)
                 return True
-            log.warning("delivery to %s chat %s failed (%s); retrying", message.channel,
-                        message.chat_id, error)
+            log.warning(
+                "delivery to %s chat %s failed (%s); retrying",
+                message.channel,
+                message.chat_id,
+                error,
+            )
             await self._record(self.outbox.note_attempt, message.row, error)
             return False
         await self._finish(item, "sent", "")
@@ -236,8 +259,9 @@ class Delivery:
 
     async def _finish(self, item: _Item, status: str, error: str) -> None:
         message = item.message
-        self.metrics.deliveries.inc(channel=message.channel,
-                                    outcome="ok" if status == "sent" else "failed")
+        self.metrics.deliveries.inc(
+            channel=message.channel, outcome="ok" if status == "sent" else "failed"
+        )
         if status != "sent":
             await self._record(self.outbox.finish_outbound, message.row, status, error)
             _settle(item.first, "refused")
@@ -248,8 +272,9 @@ class Delivery:
             # A spoken reply's file was made for this row only (gateway/pipeline/voice_reply.py).
             await asyncio.to_thread(voice.discard, Path(message.file))
 
-    async def _mark(self, write: Callable[..., Awaitable[None]], row: int | None,
-                    *args: object) -> None:
+    async def _mark(
+        self, write: Callable[..., Awaitable[None]], row: int | None, *args: object
+    ) -> None:
         """Record what the platform accepted, timed: until it commits, a crash sends it again."""
         if row is None:
             return
@@ -257,8 +282,9 @@ class Delivery:
         await self._record(write, row, *args)
         self.metrics.delivery_mark_seconds.observe(time.perf_counter() - accepted)
 
-    async def _record(self, write: Callable[..., Awaitable[None]], row: int | None,
-                      *args: object) -> None:
+    async def _record(
+        self, write: Callable[..., Awaitable[None]], row: int | None, *args: object
+    ) -> None:
         if row is None:
             return
         try:

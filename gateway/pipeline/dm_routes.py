@@ -29,8 +29,15 @@ log = logging.getLogger(__name__)
 class DmRoutes:
     """The last DM route of each person, on the channels of this process."""
 
-    def __init__(self, state: StateDB, channels: Mapping[str, Channel], delivery: Delivery,
-                 *, owner: str, clock: Clock) -> None:
+    def __init__(
+        self,
+        state: StateDB,
+        channels: Mapping[str, Channel],
+        delivery: Delivery,
+        *,
+        owner: str,
+        clock: Clock,
+    ) -> None:
         self.state, self.channels, self.delivery = state, channels, delivery
         self.owner, self.clock = owner, clock
 
@@ -44,10 +51,14 @@ class DmRoutes:
         """Where `person_id` last wrote to us in a DM (channel and chat), for proactive sends;
         the terminal chat for its owner when no running platform channel has a route."""
         route = await self.state.links.last_dm_route(person_id)
-        if ((route is None or route.channel not in self.channels)
-                and TERMINAL_CHANNEL in self.channels and person_id == self.owner):
-            return DmRoute(person_id, TERMINAL_CHANNEL, TERMINAL_CHAT, TERMINAL_CHAT,
-                           self.clock.now())
+        if (
+            (route is None or route.channel not in self.channels)
+            and TERMINAL_CHANNEL in self.channels
+            and person_id == self.owner
+        ):
+            return DmRoute(
+                person_id, TERMINAL_CHANNEL, TERMINAL_CHAT, TERMINAL_CHAT, self.clock.now()
+            )
         return route
 
     async def note_to_owner(self, text: str, key: str) -> None:

@@ -29,8 +29,7 @@ def _digest(path: Path) -> str:
 
 
 class ChatOutbox:
-    def __init__(self, delivery: Delivery, route: Route, *, max_bytes: int,
-                 durable: bool) -> None:
+    def __init__(self, delivery: Delivery, route: Route, *, max_bytes: int, durable: bool) -> None:
         self.delivery = delivery
         self.route = route
         self.channel = route.channel
@@ -46,15 +45,18 @@ class ChatOutbox:
             rel = path.relative_to(Path(route.workspace).resolve()).as_posix()
             digest = await asyncio.to_thread(_digest, path)
             key = f"file:{route.channel}:{route.chat_id}:{route.message_id}:{rel}:{digest}"
-        first = await self.delivery.deliver(route.channel, route.chat_id, caption, key=key,
-                                            file=str(path))
+        first = await self.delivery.deliver(
+            route.channel, route.chat_id, caption, key=key, file=str(path)
+        )
         try:
             outcome = await asyncio.wait_for(asyncio.shield(first), FIRST_TRY_SECONDS)
         except TimeoutError:
             return "still uploading; it will arrive before your answer"
         if outcome == "refused":
-            raise ToolError(f"send_file: {route.channel} refused the file (see the log); tell "
-                            "the person where it is in the workspace instead")
+            raise ToolError(
+                f"send_file: {route.channel} refused the file (see the log); tell "
+                "the person where it is in the workspace instead"
+            )
         return {
             "sent": "sent to the person",
             "queued": "queued: the platform did not take it yet, it is retried until sent",

@@ -69,18 +69,31 @@ class Gateway:
     at its rescan).
     """
 
-    def __init__(self, parts: GatewayParts, *,
-                 on_new_workspace: Callable[[str], object] | None = None) -> None:
+    def __init__(
+        self, parts: GatewayParts, *, on_new_workspace: Callable[[str], object] | None = None
+    ) -> None:
         p = self.parts = parts  # each part's job: gateway/pipeline/parts.py
         # The parts the message path uses; the others are in `parts` only.
         self.settings, self.clock, self.redactor = p.settings, p.clock, p.redactor
         self.access, self.channels, self.state, self.router = (
-            p.access, p.channels, p.state, p.router)
+            p.access,
+            p.channels,
+            p.state,
+            p.router,
+        )
         self.lanes, self.limits, self.turns = p.lanes, p.limits, p.turns
         self.metrics, self.versioning, self.capabilities, self.delivery = (
-            p.metrics, p.versioning, p.capabilities, p.delivery)
+            p.metrics,
+            p.versioning,
+            p.capabilities,
+            p.delivery,
+        )
         self.models, self.budgets, self.media, self.memory = (
-            p.models, p.budgets, p.media, p.memory)
+            p.models,
+            p.budgets,
+            p.media,
+            p.memory,
+        )
         self._resumed = asyncio.Event()  # cleared while start() re-queues: new messages wait
         self._resumed.set()
         self.accepting = True  # False once stopping: new messages wait for the next start
@@ -88,9 +101,13 @@ class Gateway:
         self._seeded: set[str] = set()
         self.persist_backoff = Backoff(1.0, 60.0)  # between tries to save a refused message
         # Welcomes the newly approved, and answers what they wrote while waiting (as resumed).
-        self.approvals = ApprovalFollowUp(self.state.access, self.state.inbox, self.channels,
-                                          self._announce,
-                                          lambda msg: self._process(msg, resumed=True))
+        self.approvals = ApprovalFollowUp(
+            self.state.access,
+            self.state.inbox,
+            self.channels,
+            self._announce,
+            lambda msg: self._process(msg, resumed=True),
+        )
         self.presses: Presses | None = parts.presses  # exec approvals (buttons, /approve)
 
     @classmethod
@@ -114,12 +131,24 @@ class Gateway:
     ) -> Gateway:
         """A Gateway wired from `settings` (tests give fakes for the provider, channels and
         clock; gateway/assembly/ builds the real ones). The keywords are `build_parts`'."""
-        return cls(build_parts(settings, provider, channels=channels, clock=clock,
-                               access=access, private_tools=private_tools,
-                               shared_tools=shared_tools, state=state, redactor=redactor,
-                               sessions=sessions, memory=memory, schedule_desk=schedule_desk,
-                               press_wiring=press_wiring),
-                   on_new_workspace=on_new_workspace)
+        return cls(
+            build_parts(
+                settings,
+                provider,
+                channels=channels,
+                clock=clock,
+                access=access,
+                private_tools=private_tools,
+                shared_tools=shared_tools,
+                state=state,
+                redactor=redactor,
+                sessions=sessions,
+                memory=memory,
+                schedule_desk=schedule_desk,
+                press_wiring=press_wiring,
+            ),
+            on_new_workspace=on_new_workspace,
+        )
 
     async def start(self) -> None:
         """Open the state database, start every channel, then resume what was left undone:
@@ -133,8 +162,9 @@ class Gateway:
         try:
             await self.state.open()
             await self.capabilities.start()  # MCP servers (bounded by their start-up timeouts)
-            pending = [m for m in await self.state.inbox.pending_inbound()
-                       if m.channel in self.channels]
+            pending = [
+                m for m in await self.state.inbox.pending_inbound() if m.channel in self.channels
+            ]
             for channel in self.channels.values():
                 await channel.start(self.handle)
             await self.delivery.resume()
@@ -183,8 +213,12 @@ class Gateway:
         _, late = await asyncio.wait({draining}, timeout=drain_timeout)
         if late:
             pending = self.lanes.depth()
-            log.warning("stopping with %d turn(s) still running after %.1f s: left pending "
-                        "for the next start", pending, drain_timeout)
+            log.warning(
+                "stopping with %d turn(s) still running after %.1f s: left pending "
+                "for the next start",
+                pending,
+                drain_timeout,
+            )
             await self.lanes.cancel()
             draining.cancel()
             await asyncio.gather(draining, return_exceptions=True)
@@ -194,11 +228,13 @@ class Gateway:
             except Exception:
                 log.exception("error while stopping the approvals; carrying on")
         await self.delivery.close(min(drain_timeout, 5.0))
-        closers = [*(channel.stop for channel in self.channels.values()),
-                   self.capabilities.stop,  # MCP servers
-                   self.models.close,
-                   self.parts.accounting.settled,  # the last calls' usage, before the database
-                   self.state.close]
+        closers = [
+            *(channel.stop for channel in self.channels.values()),
+            self.capabilities.stop,  # MCP servers
+            self.models.close,
+            self.parts.accounting.settled,  # the last calls' usage, before the database
+            self.state.close,
+        ]
         if self.media is not None:
             closers.append(self.media.close)
         if self.parts.voice is not None:
@@ -209,8 +245,9 @@ class Gateway:
             try:
                 await close()
             except Exception:
-                log.exception("error while stopping (%s); carrying on",
-                              getattr(close, "__qualname__", close))
+                log.exception(
+                    "error while stopping (%s); carrying on", getattr(close, "__qualname__", close)
+                )
 
     async def handle(self, msg: InboundMessage) -> None:
         """Entry point for every channel. Returns once the message is queued, not answered.
@@ -227,8 +264,11 @@ class Gateway:
             log.info("ignored redelivered %s message %s", msg.channel, msg.message_id)
             return
         if not self.accepting:
-            log.info("stopping: %s message %s is answered after the next start",
-                     msg.channel, msg.message_id)
+            log.info(
+                "stopping: %s message %s is answered after the next start",
+                msg.channel,
+                msg.message_id,
+            )
             return
         await self._resumed.wait()
         await self._process_or_answer(msg)
@@ -261,14 +301,16 @@ class Gateway:
             try:
                 await self._answer_now(msg, INTERNAL_ERROR_REPLY)
             except Exception:
-                log.exception("could not answer %s message %s either; it stays pending",
-                              msg.channel, msg.message_id)
+                log.exception(
+                    "could not answer %s message %s either; it stays pending",
+                    msg.channel,
+                    msg.message_id,
+                )
 
     async def _process(self, msg: InboundMessage, *, resumed: bool = False) -> None:
         decision = await self.access.check(msg)
         if not decision.allowed:
-            await self._answer_now(msg, decision.reply,
-                                   "waiting" if decision.waiting else "denied")
+            await self._answer_now(msg, decision.reply, "waiting" if decision.waiting else "denied")
             return
         if self._durable(msg):
             await self.approvals.before_allowed(msg)
@@ -285,17 +327,20 @@ class Gateway:
             await self._ensure_workspace(route)
             # The terminal is no route for later sends: `clawgate run` has no terminal (while
             # a chat runs, last_dm_route falls back to it for its owner).
-            if msg.chat_type == "direct" and self._durable(msg) \
-                    and msg.channel != TERMINAL_CHANNEL:
+            if msg.chat_type == "direct" and self._durable(msg) and msg.channel != TERMINAL_CHANNEL:
                 await self.state.links.set_last_dm_route(
                     route.person_id, msg.channel, msg.chat_id, msg.sender_id, msg.received_at
                 )
             command = parse_command(msg.text)
-            if command is None and not msg.text.strip() and not (
-                    msg.attachments and self.media is not None):
+            if (
+                command is None
+                and not msg.text.strip()
+                and not (msg.attachments and self.media is not None)
+            ):
                 kind = msg.attachment
                 await self._answer_now(
-                    msg, MEDIA_REPLY.format(kind=kind) if kind else EMPTY_MESSAGE_REPLY)
+                    msg, MEDIA_REPLY.format(kind=kind) if kind else EMPTY_MESSAGE_REPLY
+                )
                 if counted:
                     self.limits.release(account)
                 return
@@ -337,8 +382,12 @@ class Gateway:
         durable = self._durable(msg)
         key = answer_key(msg) + (":pairing" if status == "waiting" else "")
         await self.delivery.deliver(
-            msg.channel, msg.chat_id, text, key=key if durable else None,
-            done=msg if durable else None, done_status=status,
+            msg.channel,
+            msg.chat_id,
+            text,
+            key=key if durable else None,
+            done=msg if durable else None,
+            done_status=status,
         )
 
     async def _refused_for_budget(self, route: Route, msg: InboundMessage) -> bool:
@@ -366,7 +415,8 @@ class Gateway:
         async def job() -> None:
             with usage_scope(route.person_id, "conversation", route.group):  # /compact
                 answer = await lookup(command.name).handler(
-                    self.parts.commands.for_route(route, command.args))
+                    self.parts.commands.for_route(route, command.args)
+                )
             await self._answer_now(msg, answer)
 
         return job
@@ -377,8 +427,7 @@ class Gateway:
 
         async def job() -> None:
             assert presses is not None
-            answer = await presses.typed(msg.channel, msg.sender_id, command.name,
-                                         command.args)
+            answer = await presses.typed(msg.channel, msg.sender_id, command.name, command.args)
             await self._answer_now(msg, answer)
 
         return job
@@ -392,8 +441,11 @@ class Gateway:
                 if await self._refused_for_budget(route, msg):
                     return
             except Exception:  # the turn's model calls are checked again (Accounting.admit)
-                log.exception("budget check before the turn for %s message %s failed",
-                              msg.channel, msg.message_id)
+                log.exception(
+                    "budget check before the turn for %s message %s failed",
+                    msg.channel,
+                    msg.message_id,
+                )
             backoff = Backoff(self.persist_backoff.first, self.persist_backoff.cap)
             for attempt in range(1, PERSIST_ATTEMPTS + 1):
                 try:
@@ -402,24 +454,36 @@ class Gateway:
                             await self.turns.run(route, msg, durable=self._durable(msg))
                     return
                 except TranscriptWriteError as exc:
-                    log.error("could not save %s message %s to the transcript (%s); "
-                              "try %d of %d", msg.channel, msg.message_id, exc, attempt,
-                              PERSIST_ATTEMPTS)
+                    log.error(
+                        "could not save %s message %s to the transcript (%s); try %d of %d",
+                        msg.channel,
+                        msg.message_id,
+                        exc,
+                        attempt,
+                        PERSIST_ATTEMPTS,
+                    )
                     if attempt == 1:
                         key = f"persist:{answer_key(msg)}" if self._durable(msg) else None
-                        await self.delivery.deliver(route.channel, route.chat_id,
-                                                    PERSIST_REPLY, key=key)
+                        await self.delivery.deliver(
+                            route.channel, route.chat_id, PERSIST_REPLY, key=key
+                        )
                     if attempt < PERSIST_ATTEMPTS:
                         await asyncio.sleep(backoff.next())
                 except Exception:
                     # The turn raises only before its reply is queued (TurnRunner.run): one
                     # short error reply, never a second answer.
-                    log.exception("turn for %s message %s failed before its reply",
-                                  msg.channel, msg.message_id)
+                    log.exception(
+                        "turn for %s message %s failed before its reply",
+                        msg.channel,
+                        msg.message_id,
+                    )
                     await self._answer_now(msg, INTERNAL_ERROR_REPLY)
                     return
-            log.error("%s message %s stays pending; it is tried again at the next start",
-                      msg.channel, msg.message_id)
+            log.error(
+                "%s message %s stays pending; it is tried again at the next start",
+                msg.channel,
+                msg.message_id,
+            )
 
         return job
 

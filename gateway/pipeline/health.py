@@ -58,14 +58,19 @@ async def state_readiness(state: StateDB) -> dict[str, Any]:
 
 async def readiness(parts: ReadinessParts, started: bool = True) -> dict[str, Any]:
     """/readyz's report on the gateway's parts (`started`: its channels are)."""
-    channels = {name: channel_readiness(channel, started)
-                for name, channel in parts.channels.items()}
+    channels = {
+        name: channel_readiness(channel, started) for name, channel in parts.channels.items()
+    }
     state = await state_readiness(parts.state)
     ready = started and state["ready"] and all(c["ready"] for c in channels.values())
-    return {"ready": ready, "channels": channels, "state_db": state,
-            "queue_depth": parts.lanes.depth(),
-            # Reported, never gating: an optional tool server down is not the gateway down.
-            "mcp": parts.capabilities.readiness()}
+    return {
+        "ready": ready,
+        "channels": channels,
+        "state_db": state,
+        "queue_depth": parts.lanes.depth(),
+        # Reported, never gating: an optional tool server down is not the gateway down.
+        "mcp": parts.capabilities.readiness(),
+    }
 
 
 def instance_id(workspaces_dir: Path) -> str:
@@ -88,8 +93,10 @@ class HealthServer:
         parts.metrics.channel_ready.collect_with(self._channel_gauge)
 
     def _channel_gauge(self) -> dict[tuple[str, ...], float]:
-        return {(name,): float(channel_readiness(channel, self.started)["ready"])
-                for name, channel in self.parts.channels.items()}
+        return {
+            (name,): float(channel_readiness(channel, self.started)["ready"])
+            for name, channel in self.parts.channels.items()
+        }
 
     def _app(self) -> web.Application:
         from aiohttp import web
@@ -103,8 +110,9 @@ class HealthServer:
     def bind(self) -> None:
         """Reserve the port now (an OSError if it is taken), without serving it yet: what
         connects meanwhile waits in the listen backlog until `start()`."""
-        infos = socket.getaddrinfo(self.host or None, self.port, type=socket.SOCK_STREAM,
-                                   flags=socket.AI_PASSIVE)
+        infos = socket.getaddrinfo(
+            self.host or None, self.port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+        )
         try:
             for family, kind, proto, _, address in dict.fromkeys(infos):
                 sock = socket.socket(family, kind, proto)
@@ -162,21 +170,29 @@ class HealthServer:
     async def _healthz(self, request: web.Request) -> web.Response:
         from aiohttp import web
 
-        return web.json_response({
-            "status": "ok", "service": "clawgate", "pid": os.getpid(),
-            "instance": instance_id(self.parts.settings.workspaces_dir),
-        })
+        return web.json_response(
+            {
+                "status": "ok",
+                "service": "clawgate",
+                "pid": os.getpid(),
+                "instance": instance_id(self.parts.settings.workspaces_dir),
+            }
+        )
 
     async def _readyz(self, request: web.Request) -> web.Response:
         from aiohttp import web
 
         report = await readiness(self.parts, self.started)
-        return web.Response(text=json.dumps(report, indent=1), content_type="application/json",
-                            status=200 if report["ready"] else 503)
+        return web.Response(
+            text=json.dumps(report, indent=1),
+            content_type="application/json",
+            status=200 if report["ready"] else 503,
+        )
 
     async def _metrics(self, request: web.Request) -> web.Response:
         from aiohttp import web
 
         body = self.parts.metrics.render()
-        return web.Response(body=body.encode("utf-8"),
-                            headers={"Content-Type": PROMETHEUS_CONTENT_TYPE})
+        return web.Response(
+            body=body.encode("utf-8"), headers={"Content-Type": PROMETHEUS_CONTENT_TYPE}
+        )

@@ -62,8 +62,12 @@ class PersonLimits:
             usage.arrivals.append(now)
             usage.inflight += 1
             return True, ""
-        log.warning("%s account %s is over its limit: %s", account[0], account[1],
-                    "queue full" if usage.inflight >= self.queue_per_person else "rate")
+        log.warning(
+            "%s account %s is over its limit: %s",
+            account[0],
+            account[1],
+            "queue full" if usage.inflight >= self.queue_per_person else "rate",
+        )
         if now - usage.last_refusal < WINDOW_SECONDS:
             return False, ""
         usage.last_refusal = now

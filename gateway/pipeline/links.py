@@ -36,9 +36,7 @@ def parse_account(text: str) -> tuple[str, str]:
     return channel, user_id.strip()
 
 
-async def link_accounts(
-    state: StateDB, root: Path, owner: str, items: list[str]
-) -> LinkResult:
+async def link_accounts(state: StateDB, root: Path, owner: str, items: list[str]) -> LinkResult:
     """Link `items`: accounts (`channel:id`), optionally led by a bare person id.
 
     Without a person id the accounts join whichever person one of them already belongs to
@@ -54,8 +52,7 @@ async def link_accounts(
             raise LinkError(str(exc)) from exc
     accounts = [parse_account(item) for item in items]
     if not accounts or (person is None and len(accounts) < 2):
-        raise LinkError("give two accounts (telegram:ID discord:ID), or a person id and an "
-                        "account")
+        raise LinkError("give two accounts (telegram:ID discord:ID), or a person id and an account")
     if person is None:
         for channel, user_id in accounts:
             person = await state.links.person_for(channel, user_id)
@@ -67,6 +64,7 @@ async def link_accounts(
         await state.access.approve(channel, user_id, via="link")
         waiting = await state.inbox.waiting_inbound(channel, user_id)
         if waiting:  # they wrote while unknown: the gateway greets them and answers it
-            await state.access.queue_welcome(channel, user_id, waiting[0].chat_id, person,
-                                      as_owner=person == owner)
+            await state.access.queue_welcome(
+                channel, user_id, waiting[0].chat_id, person, as_owner=person == owner
+            )
     return LinkResult(person, tuple(accounts), workspace_path(root, person))

@@ -126,8 +126,9 @@ class Pairing:
         for code, status, _, expires, resent in mine:
             if status == "pending" and expires > now:
                 if resent:
-                    log.info("pairing: %s:%s keeps writing, rate limited", msg.channel,
-                             msg.sender_id)
+                    log.info(
+                        "pairing: %s:%s keeps writing, rate limited", msg.channel, msg.sender_id
+                    )
                     return "", True
                 await self.state.pairing.mark_resent(msg.channel, code)
                 return PAIRING_REMINDER.format(code=code), True
@@ -137,10 +138,22 @@ class Pairing:
             return "", False
         await self._make_room(msg.channel, now)
         code = new_code()
-        await self.state.pairing.add_code(msg.channel, code, msg.sender_id, msg.chat_id,
-                                          msg.sender_name, now, now + CODE_TTL.total_seconds())
-        log.warning("pairing request on %s from %s (%s): code %s", msg.channel, msg.sender_id,
-                    msg.sender_name or "no name", code)
+        await self.state.pairing.add_code(
+            msg.channel,
+            code,
+            msg.sender_id,
+            msg.chat_id,
+            msg.sender_name,
+            now,
+            now + CODE_TTL.total_seconds(),
+        )
+        log.warning(
+            "pairing request on %s from %s (%s): code %s",
+            msg.channel,
+            msg.sender_id,
+            msg.sender_name or "no name",
+            code,
+        )
         return PAIRING_REPLY.format(code=code, channel=msg.channel), True
 
     async def _make_room(self, channel: str, now: float) -> None:
@@ -149,19 +162,21 @@ class Pairing:
         approved any more)."""
         await self.state.pairing.expire(channel, now)
         pending = await self.state.pairing.pending_codes(channel)
-        for code, sender in pending[:max(0, len(pending) - MAX_PENDING_PER_CHANNEL + 1)]:
+        for code, sender in pending[: max(0, len(pending) - MAX_PENDING_PER_CHANNEL + 1)]:
             await self.state.pairing.supersede(channel, str(code))
             await self.state.inbox.settle_waiting(channel, str(sender), "expired")
-            log.warning("pairing: %d requests pending on %s; the oldest (from %s) gave way to "
-                        "a new one", len(pending), channel, sender)
+            log.warning(
+                "pairing: %d requests pending on %s; the oldest (from %s) gave way to a new one",
+                len(pending),
+                channel,
+                sender,
+            )
 
     async def pending(self, channel: str | None = None) -> list[PairingRequest]:
         rows = await self.state.pairing.requests(self._now(), channel)
         return [_request(row, self.clock) for row in rows]
 
-    async def approve(
-        self, channel: str, code: str, *, owner: str | None = None
-    ) -> PairingRequest:
+    async def approve(self, channel: str, code: str, *, owner: str | None = None) -> PairingRequest:
         """Let the sender talk. With `owner` (the owner's person id) the account is linked to
         the owner first: its DMs become the owner's own workspace and session.
 
@@ -174,7 +189,10 @@ class Pairing:
         person = await self.state.links.person_for(request.channel, request.sender_id)
         await self.state.access.approve(request.channel, request.sender_id, via=f"pairing:{code}")
         await self.state.access.queue_welcome(
-            request.channel, request.sender_id, request.chat_id, person or "",
+            request.channel,
+            request.sender_id,
+            request.chat_id,
+            person or "",
             as_owner=owner is not None,
         )
         return request
@@ -214,7 +232,6 @@ class Pairing:
         await self.state.pairing.set_status(channel, code, status)
         return _request(found, self.clock)
 
-
     async def _decided_before(self, channel: str, code: str) -> None:
         """AlreadyDecided when `code` was approved or denied already: saying "wrong or
         expired" of a code that worked sends a person looking for a mistake they did not
@@ -225,17 +242,27 @@ class Pairing:
         status, sender, name = (str(value) for value in decided)
         who = f"{channel} user {sender}" + (f" ({name})" if name else "")
         if status == "approved":
-            raise AlreadyDecided(f"{code} on {channel} was already approved: {who} may talk to "
-                                 "the assistant; nothing to do", status)
-        raise AlreadyDecided(f"{code} on {channel} was already denied ({who}); when they write "
-                             "again they get a new code", status)
+            raise AlreadyDecided(
+                f"{code} on {channel} was already approved: {who} may talk to "
+                "the assistant; nothing to do",
+                status,
+            )
+        raise AlreadyDecided(
+            f"{code} on {channel} was already denied ({who}); when they write "
+            "again they get a new code",
+            status,
+        )
 
 
 def _request(row: Iterable[object], clock: Clock) -> PairingRequest:
     channel, code, sender, chat, name, created, expires = row
     zone = clock.now().tzinfo
     return PairingRequest(
-        str(channel), str(code), str(sender), str(chat), str(name),
+        str(channel),
+        str(code),
+        str(sender),
+        str(chat),
+        str(name),
         datetime.fromtimestamp(float(created), zone),  # type: ignore[arg-type]
         datetime.fromtimestamp(float(expires), zone),  # type: ignore[arg-type]
     )

@@ -130,13 +130,21 @@ def build_parts(
     redactor = redactor or Redactor.from_settings(settings)
     by_name = {channel.name: channel for channel in channels}
     state = state or StateDB.for_root(  # opened by Gateway.start
-        settings.workspaces_dir, inbox_retention=settings.inbox_retention)
+        settings.workspaces_dir, inbox_retention=settings.inbox_retention
+    )
     lanes, metrics = Lanes(), GatewayMetrics()
     metrics.queue_depth.collect_with(lambda: {(): lanes.depth()})
-    versioning = Versioning(enabled=settings.versioning.enabled,
-                            on_commit=lambda reason: metrics.commits.inc(reason=reason))
-    models = provider if isinstance(provider, ModelRouter) else build_router(
-        settings, provider, on_fallback=lambda p, e: metrics.fallback(p.model, e.kind))
+    versioning = Versioning(
+        enabled=settings.versioning.enabled,
+        on_commit=lambda reason: metrics.commits.inc(reason=reason),
+    )
+    models = (
+        provider
+        if isinstance(provider, ModelRouter)
+        else build_router(
+            settings, provider, on_fallback=lambda p, e: metrics.fallback(p.model, e.kind)
+        )
+    )
     metrics.register_models(ref.model for _, ref in models_in_use(settings))
     usage = UsageLedger(state.usage, PriceTable(settings.prices), clock, settings.zone())
     delivery = Delivery(by_name, state.outbox, state.inbox, metrics)
@@ -147,23 +155,52 @@ def build_parts(
     capabilities = Capabilities(settings)
     capabilities.register_metrics(metrics.registry)
     router = Router(settings.workspaces_dir, settings.owner, state.links)
-    wired = press_wiring(PressPorts(router, by_name, delivery, routes, versioning,
-                                    owner=settings.owner)) if press_wiring else None
-    setup = TurnSetup(settings, clock, channels=by_name, delivery=delivery, metrics=metrics,
-                      models=models, capabilities=capabilities, redactor=redactor,
-                      private_tools=[*private_tools, *(wired.tools if wired else ())],
-                      shared_tools=shared_tools, memory=memory,
-                      offered=wired.offered if wired else None)
+    wired = (
+        press_wiring(
+            PressPorts(router, by_name, delivery, routes, versioning, owner=settings.owner)
+        )
+        if press_wiring
+        else None
+    )
+    setup = TurnSetup(
+        settings,
+        clock,
+        channels=by_name,
+        delivery=delivery,
+        metrics=metrics,
+        models=models,
+        capabilities=capabilities,
+        redactor=redactor,
+        private_tools=[*private_tools, *(wired.tools if wired else ())],
+        shared_tools=shared_tools,
+        memory=memory,
+        offered=wired.offered if wired else None,
+    )
     media = _media_intake(settings, provider, clock, setup)
     agent = AgentLoop(metered, settings.llm.max_tool_rounds, images=_image_window(settings, media))
     sessions = sessions or SessionStore(clock)
-    compactor = Compactor(metered, agent, settings.llm, settings.compaction, clock,
-                          settings.zone(), metrics=metrics, versioning=versioning,
-                          instructions=_instructions(settings, metered, clock, metrics))
+    compactor = Compactor(
+        metered,
+        agent,
+        settings.llm,
+        settings.compaction,
+        clock,
+        settings.zone(),
+        metrics=metrics,
+        versioning=versioning,
+        instructions=_instructions(settings, metered, clock, metrics),
+    )
     voice = _voice_replies(settings, state, accounting, router)
     turns = TurnRunner(
-        sessions, agent, compactor, setup, delivery, metrics, versioning,
-        Retries(state.inbox, delivery, metrics), state.previews,
+        sessions,
+        agent,
+        compactor,
+        setup,
+        delivery,
+        metrics,
+        versioning,
+        Retries(state.inbox, delivery, metrics),
+        state.previews,
         deadline_seconds=settings.limits.turn_deadline_seconds,
         model=provider.model,
         host=endpoint_host(settings.llm.provider, settings.llm.base_url),
@@ -174,22 +211,56 @@ def build_parts(
         voice=voice,
     )
     commands = CommandContexts(
-        settings, sessions, compactor, models, setup, schedule_desk, usage=usage,
+        settings,
+        sessions,
+        compactor,
+        models,
+        setup,
+        schedule_desk,
+        usage=usage,
         budgets=budgets,
-        voice=voice.choices if voice is not None else VoiceChoices(settings.media.speech))
-    limits = PersonLimits(clock, settings.limits.queue_per_person,
-                          settings.limits.messages_per_minute)
+        voice=voice.choices if voice is not None else VoiceChoices(settings.media.speech),
+    )
+    limits = PersonLimits(
+        clock, settings.limits.queue_per_person, settings.limits.messages_per_minute
+    )
     return GatewayParts(
-        settings, provider, clock, redactor, access or LocalOnlyAccess(), by_name, state,
-        router, sessions, lanes, limits,
-        metrics, versioning, models, usage, budgets, accounting, metered, media, capabilities,
-        setup, compactor, delivery, routes, turns, voice, commands, memory, schedule_desk,
+        settings,
+        provider,
+        clock,
+        redactor,
+        access or LocalOnlyAccess(),
+        by_name,
+        state,
+        router,
+        sessions,
+        lanes,
+        limits,
+        metrics,
+        versioning,
+        models,
+        usage,
+        budgets,
+        accounting,
+        metered,
+        media,
+        capabilities,
+        setup,
+        compactor,
+        delivery,
+        routes,
+        turns,
+        voice,
+        commands,
+        memory,
+        schedule_desk,
         wired.presses if wired else None,
     )
 
 
-def _voice_replies(settings: Settings, state: StateDB, accounting: Accounting,
-                   router: Router) -> VoiceReplies | None:
+def _voice_replies(
+    settings: Settings, state: StateDB, accounting: Accounting, router: Router
+) -> VoiceReplies | None:
     """Replies read aloud, or None when no speech backend is configured. Nothing loads here:
     the backend is made with the first reply to be spoken, and the local voice loads on its
     speech thread then."""
@@ -206,17 +277,24 @@ def _voice_replies(settings: Settings, state: StateDB, accounting: Accounting,
 
     async def person_workspace(channel: str, sender_id: str) -> Path | None:
         """A group speaker's own workspace (where their /voice choice is), if they have one."""
-        workspace = workspace_path(settings.workspaces_dir,
-                                   await router.person_for(channel, sender_id))
+        workspace = workspace_path(
+            settings.workspaces_dir, await router.person_for(channel, sender_id)
+        )
         return workspace if workspace.is_dir() else None
 
-    return VoiceReplies(speech, make_speaker, state.path.parent / VOICE_DIR,
-                        accounting=accounting, billed=speech.backend == "openai",
-                        person_workspace=person_workspace)
+    return VoiceReplies(
+        speech,
+        make_speaker,
+        state.path.parent / VOICE_DIR,
+        accounting=accounting,
+        billed=speech.backend == "openai",
+        person_workspace=person_workspace,
+    )
 
 
-def _instructions(settings: Settings, metered: Provider, clock: Clock,
-                  metrics: GatewayMetrics) -> InstructionKeeper | None:
+def _instructions(
+    settings: Settings, metered: Provider, clock: Clock, metrics: GatewayMetrics
+) -> InstructionKeeper | None:
     """Standing instructions (gateway/agent/instructions.py), unless turned off."""
     if not settings.memory.standing_instructions:
         return None
@@ -225,8 +303,9 @@ def _instructions(settings: Settings, metered: Provider, clock: Clock,
     return InstructionKeeper(metered, clock, settings.zone(), metrics.registry)
 
 
-def _media_step(media: MediaIntake | None, channels: dict[str, Channel]
-                ) -> Callable[[Route, InboundMessage], Awaitable[UserContent]] | None:
+def _media_step(
+    media: MediaIntake | None, channels: dict[str, Channel]
+) -> Callable[[Route, InboundMessage], Awaitable[UserContent]] | None:
     """The turn's media step: its user message from the attachments (None: media off)."""
     if media is None:
         return None
@@ -239,8 +318,9 @@ def _media_step(media: MediaIntake | None, channels: dict[str, Channel]
     return take
 
 
-def _recall(settings: Settings, memory: MemoryService | None,
-            metrics: GatewayMetrics) -> AutoRecall | None:
+def _recall(
+    settings: Settings, memory: MemoryService | None, metrics: GatewayMetrics
+) -> AutoRecall | None:
     """Memory hits before each private turn, when there is an index and `auto_recall` is on."""
     if memory is None or not settings.memory.auto_recall:
         return None
@@ -258,8 +338,9 @@ def _capture(settings: Settings, agent: AgentLoop, metrics: GatewayMetrics) -> C
     return Capture(agent, metrics.registry)
 
 
-def _media_intake(settings: Settings, provider: Provider, clock: Clock,
-                  setup: TurnSetup) -> MediaIntake | None:
+def _media_intake(
+    settings: Settings, provider: Provider, clock: Clock, setup: TurnSetup
+) -> MediaIntake | None:
     if not settings.media.enabled:
         return None
     from gateway.agent.media.audio import build_transcriber
@@ -267,8 +348,10 @@ def _media_intake(settings: Settings, provider: Provider, clock: Clock,
 
     zone = settings.zone()
     return MediaIntake(
-        settings.media, build_transcriber(settings.media.transcription),
-        provider=settings.llm.provider, model=provider.model,
+        settings.media,
+        build_transcriber(settings.media.transcription),
+        provider=settings.llm.provider,
+        model=provider.model,
         now=lambda: clock.now().astimezone(zone),
         max_text_bytes=settings.tools.max_file_bytes,
         deadline_seconds=settings.limits.turn_deadline_seconds,

@@ -55,8 +55,16 @@ class PressPorts:
     of the parts before the turn setup exists: that is what lets the exec tool be one of the
     private tools at construction instead of being added to a built gateway."""
 
-    def __init__(self, router: Router, channels: Mapping[str, Channel], delivery: Delivery,
-                 routes: DmRoutes, versioning: Versioning, *, owner: str) -> None:
+    def __init__(
+        self,
+        router: Router,
+        channels: Mapping[str, Channel],
+        delivery: Delivery,
+        routes: DmRoutes,
+        versioning: Versioning,
+        *,
+        owner: str,
+    ) -> None:
         self.router, self.channels, self.delivery = router, channels, delivery
         self.routes, self.versioning, self.owner = routes, versioning, owner
 
@@ -67,8 +75,9 @@ class PressPorts:
     def channel(self, name: str) -> Channel | None:
         return self.channels.get(name)
 
-    async def deliver(self, channel: str, chat_id: str, text: str, *,
-                      key: str | None = None) -> object:
+    async def deliver(
+        self, channel: str, chat_id: str, text: str, *, key: str | None = None
+    ) -> object:
         """Through the outbox (gateway/pipeline/delivery.py)."""
         return await self.delivery.deliver(channel, chat_id, text, key=key)
 
@@ -79,6 +88,7 @@ class PressPorts:
             return None
         return route.channel, route.chat_id
 
-    async def commit(self, workspace: Path, reason: str, *, session: str = "",
-                     note: str = "") -> str | None:
+    async def commit(
+        self, workspace: Path, reason: str, *, session: str = "", note: str = ""
+    ) -> str | None:
         return await self.versioning.commit(workspace, reason, session=session, note=note)

@@ -42,7 +42,6 @@ _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af]+")
 _SENTENCE_END = re.compile(r"[.!?…。！？:\n]")
 
 
-
 def _wordlist(text: str) -> frozenset[str]:
     """A word list written as text (easier to read and extend than a literal)."""
     return frozenset(text.split())
@@ -123,7 +122,8 @@ SMALL_TALK_RUNS = _wordlist("""
 """)
 # Chinese pairs of characters too common to say what a message is about.
 CJK_STOP_PAIRS = _wordlist(
-    "我的 你的 什么 么时 时候 怎么 这个 那个 一个 我们 你们 是不 不是 有没 没有")
+    "我的 你的 什么 么时 时候 怎么 这个 那个 一个 我们 你们 是不 不是 有没 没有"
+)
 
 
 def _words(text: str) -> list[re.Match[str]]:
@@ -153,8 +153,11 @@ class Message:
                 continue
             if word.isdigit() or len(word) >= 2:
                 words.append(word)
-        words.extend(run for run in _CJK.findall(self.text)
-                     if run not in SMALL_TALK_RUNS and len(set(run)) > 1)  # not "哈哈哈哈"
+        words.extend(
+            run
+            for run in _CJK.findall(self.text)
+            if run not in SMALL_TALK_RUNS and len(set(run)) > 1
+        )  # not "哈哈哈哈"
         return tuple(words)
 
     @cached_property
@@ -168,10 +171,17 @@ class Message:
         for match in _WORD.finditer(text):
             word = match.group()
             first = previous_end == 0 or bool(
-                _SENTENCE_END.search(text[previous_end:match.start()]))
+                _SENTENCE_END.search(text[previous_end : match.start()])
+            )
             lower = word.lower()
-            if not first and word[0].isupper() and len(word) >= 2 and lower not in STOP_WORDS \
-                    and lower not in SMALL_TALK and lower not in CALENDAR_WORDS:
+            if (
+                not first
+                and word[0].isupper()
+                and len(word) >= 2
+                and lower not in STOP_WORDS
+                and lower not in SMALL_TALK
+                and lower not in CALENDAR_WORDS
+            ):
                 found.add(stem(word))
             previous_end = match.end()
         return frozenset(found)
@@ -182,8 +192,9 @@ class Message:
         alone ("what's 15% of 80?")."""
         if any(_CJK.fullmatch(word) for word in self.content):
             return True
-        return len(self.content) >= MIN_CONTENT_WORDS and \
-            any(not word.isdigit() for word in self.content)
+        return len(self.content) >= MIN_CONTENT_WORDS and any(
+            not word.isdigit() for word in self.content
+        )
 
     def names_agree(self, shown: str) -> bool:
         """Does the text a hit shows mention one of the message's names (if it has any)?"""

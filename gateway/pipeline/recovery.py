@@ -75,15 +75,23 @@ class ResumePoint:
 
 
 def _is_message(entry: dict[str, Any], msg: InboundMessage) -> bool:
-    return (entry.get("type") == "user" and str(entry.get("message_id", "")) == msg.message_id
-            and entry.get("channel") == msg.channel and entry.get("chat_id") == msg.chat_id)
+    return (
+        entry.get("type") == "user"
+        and str(entry.get("message_id", "")) == msg.message_id
+        and entry.get("channel") == msg.channel
+        and entry.get("chat_id") == msg.chat_id
+    )
 
 
 def _is_final_answer(entry: dict[str, Any]) -> bool:
     """The model's last word in a turn: an assistant entry calling no tools. Heartbeat alerts
     and reminders are recorded as assistant entries too, but answer nobody."""
-    return (entry.get("type") == "assistant" and not entry.get("tool_calls")
-            and not entry.get("heartbeat") and not entry.get("reminder"))
+    return (
+        entry.get("type") == "assistant"
+        and not entry.get("tool_calls")
+        and not entry.get("heartbeat")
+        and not entry.get("reminder")
+    )
 
 
 def resume_point(entries: Iterable[dict[str, Any]], msg: InboundMessage) -> ResumePoint:
@@ -117,8 +125,13 @@ def resume_point(entries: Iterable[dict[str, Any]], msg: InboundMessage) -> Resu
 class Retries:
     """Counts the tries at messages taken up again after a restart; gives up past a bound."""
 
-    def __init__(self, inbox: InboxStore, delivery: Delivery, metrics: GatewayMetrics,
-                 max_retries: int = MAX_RETRIES) -> None:
+    def __init__(
+        self,
+        inbox: InboxStore,
+        delivery: Delivery,
+        metrics: GatewayMetrics,
+        max_retries: int = MAX_RETRIES,
+    ) -> None:
         self.inbox = inbox
         self.delivery = delivery
         self.metrics = metrics
@@ -128,8 +141,13 @@ class Retries:
         """Count this retry; 0 while within the bound, else the number of tries so far."""
         retries = await self.inbox.note_retry(msg)
         if retries <= self.max_retries:
-            log.info("taking up %s message %s again after a restart (retry %d of %d)",
-                     msg.channel, msg.message_id, retries, self.max_retries)
+            log.info(
+                "taking up %s message %s again after a restart (retry %d of %d)",
+                msg.channel,
+                msg.message_id,
+                retries,
+                self.max_retries,
+            )
             return 0
         return retries
 
@@ -153,13 +171,25 @@ class Retries:
         try:
             await self.inbox.note_retry(msg, step)
         except Exception:  # bookkeeping: the turn goes on
-            log.exception("could not update the retry count of %s message %s",
-                          msg.channel, msg.message_id)
+            log.exception(
+                "could not update the retry count of %s message %s", msg.channel, msg.message_id
+            )
 
     async def give_up(self, msg: InboundMessage, *, tries: int) -> None:
         """Answer the person, mark the inbox entry failed (one statement), log, count."""
-        log.error("gave up on %s message %s in chat %s after %d tries; it is marked failed",
-                  msg.channel, msg.message_id, msg.chat_id, tries)
+        log.error(
+            "gave up on %s message %s in chat %s after %d tries; it is marked failed",
+            msg.channel,
+            msg.message_id,
+            msg.chat_id,
+            tries,
+        )
         self.metrics.messages_given_up.inc(channel=msg.channel)
-        await self.delivery.deliver(msg.channel, msg.chat_id, GIVE_UP_REPLY.format(tries=tries),
-                                    key=answer_key(msg), done=msg, done_status="failed")
+        await self.delivery.deliver(
+            msg.channel,
+            msg.chat_id,
+            GIVE_UP_REPLY.format(tries=tries),
+            key=answer_key(msg),
+            done=msg,
+            done_status="failed",
+        )

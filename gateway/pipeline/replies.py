@@ -54,11 +54,19 @@ def provider_error_reply(exc: ProviderError, *, model: str = "", host: str = "")
     where = f" from {host}" if host else ""
     which = f" for model {model}" if model else ""
     hint = ""
-    if exc.status == 404 and host and host not in DEFAULT_HOSTS.values() and \
-            str(exc).startswith("anthropic:"):
+    if (
+        exc.status == 404
+        and host
+        and host not in DEFAULT_HOSTS.values()
+        and str(exc).startswith("anthropic:")
+    ):
         # The usual first-day mistake: a local OpenAI-style server spoken to in Anthropic's API.
-        hint = (f" If {host} is an OpenAI-compatible server (Ollama, vLLM, LM Studio), set "
-                "CLAWGATE_LLM__PROVIDER=openai and end CLAWGATE_LLM__BASE_URL in /v1.")
-    return (f"The model provider refused the request ({status}{where}{which}).{hint} The "
-            "operator can check the endpoint and model with `clawgate doctor`. Your message "
-            "is saved.")
+        hint = (
+            f" If {host} is an OpenAI-compatible server (Ollama, vLLM, LM Studio), set "
+            "CLAWGATE_LLM__PROVIDER=openai and end CLAWGATE_LLM__BASE_URL in /v1."
+        )
+    return (
+        f"The model provider refused the request ({status}{where}{which}).{hint} The "
+        "operator can check the endpoint and model with `clawgate doctor`. Your message "
+        "is saved."
+    )

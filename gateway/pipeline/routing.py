@@ -84,14 +84,32 @@ class Router:
         sender = await self.person_for(msg.channel, msg.sender_id)
         if msg.chat_type == "direct":
             workspace = workspace_path(self.workspaces_root, sender)
-            return Route(sender, workspace, dm_session_key(sender), True, msg.channel,
-                         msg.chat_id, sender_id=msg.sender_id, sender_name=msg.sender_name,
-                         sender_is_owner=sender == self.owner, message_id=msg.message_id)
+            return Route(
+                sender,
+                workspace,
+                dm_session_key(sender),
+                True,
+                msg.channel,
+                msg.chat_id,
+                sender_id=msg.sender_id,
+                sender_name=msg.sender_name,
+                sender_is_owner=sender == self.owner,
+                message_id=msg.message_id,
+            )
         # A group talks to the gateway owner's assistant, never with their private memory, and
         # writes only in its own area.
         workspace = workspace_path(self.workspaces_root, self.owner)
         key = group_session_key(msg.channel, msg.chat_id)
-        return Route(self.owner, workspace, key, False, msg.channel, msg.chat_id,
-                     area=group_area(msg.channel, msg.chat_id), sender_id=msg.sender_id,
-                     sender_name=msg.sender_name, sender_is_owner=sender == self.owner,
-                     message_id=msg.message_id)
+        return Route(
+            self.owner,
+            workspace,
+            key,
+            False,
+            msg.channel,
+            msg.chat_id,
+            area=group_area(msg.channel, msg.chat_id),
+            sender_id=msg.sender_id,
+            sender_name=msg.sender_name,
+            sender_is_owner=sender == self.owner,
+            message_id=msg.message_id,
+        )

@@ -78,9 +78,15 @@ class ChatPace:
 class LivePreview:
     """The model's text so far, pushed to a `Preview` at the platform's pace (TurnStream)."""
 
-    def __init__(self, preview: Preview, *, on_message: OnMessage | None = None,
-                 sleep: Sleep = asyncio.sleep, pace: ChatPace | None = None,
-                 chat: str = "") -> None:
+    def __init__(
+        self,
+        preview: Preview,
+        *,
+        on_message: OnMessage | None = None,
+        sleep: Sleep = asyncio.sleep,
+        pace: ChatPace | None = None,
+        chat: str = "",
+    ) -> None:
         self.preview = preview
         self._pace = pace or ChatPace()
         self._chat = chat
@@ -165,8 +171,10 @@ class LivePreview:
                 self.failures += 1
                 log.info("live preview update failed (%s: %s)", type(exc).__name__, exc)
                 if self.failures >= MAX_FAILURES:
-                    log.warning("live preview given up after %d failures; the reply still "
-                                "comes", self.failures)
+                    log.warning(
+                        "live preview given up after %d failures; the reply still comes",
+                        self.failures,
+                    )
                     return
             finally:
                 self._showing = False
@@ -186,9 +194,16 @@ class LivePreview:
                 log.exception("could not record the preview message")
 
 
-async def open_preview(channel: Channel, previews: PreviewStore, *, chat_id: str, direct: bool,
-                       key: str, pace: ChatPace | None = None,
-                       look_up: bool = True) -> LivePreview | None:
+async def open_preview(
+    channel: Channel,
+    previews: PreviewStore,
+    *,
+    chat_id: str,
+    direct: bool,
+    key: str,
+    pace: ChatPace | None = None,
+    look_up: bool = True,
+) -> LivePreview | None:
     """The live preview of the reply named `key`, going on in a preview message an earlier
     run left (recorded in the state database; `look_up` False: there can be none), or None
     when the channel shows none."""
@@ -200,7 +215,6 @@ async def open_preview(channel: Channel, previews: PreviewStore, *, chat_id: str
     async def record(message_id: str) -> None:
         await previews.record_preview(key, channel.name, chat_id, message_id)
 
-    live = LivePreview(preview, on_message=record, pace=pace,
-                       chat=f"{channel.name}:{chat_id}")
+    live = LivePreview(preview, on_message=record, pace=pace, chat=f"{channel.name}:{chat_id}")
     live.start()
     return live

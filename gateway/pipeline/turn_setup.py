@@ -68,12 +68,17 @@ class TurnSetup:
         self._offered = dict(offered or {})
         self.channels, self.delivery, self.metrics = channels, delivery, metrics
         self.models, self.capabilities, self.redactor = models, capabilities, redactor
-        self.loader = ContextFileLoader(settings.prompt.file_max_chars,
-                                        settings.prompt.total_max_chars)
+        self.loader = ContextFileLoader(
+            settings.prompt.file_max_chars, settings.prompt.total_max_chars
+        )
         tools = settings.tools
-        self.quotas = Quotas(tools.workspace_max_bytes, tools.group_area_max_bytes,
-                             tools.turn_write_max_bytes, tools.step_max_tool_calls,
-                             tools.turn_max_tool_calls)
+        self.quotas = Quotas(
+            tools.workspace_max_bytes,
+            tools.group_area_max_bytes,
+            tools.turn_write_max_bytes,
+            tools.step_max_tool_calls,
+            tools.turn_max_tool_calls,
+        )
         self.disk_usage = DiskUsage()  # one per gateway: every turn's view of disk use
         # Corrections (memory_find, memory_correct) need no index: every private context has
         # them; the memory tools (recall, say) when there is a memory service.
@@ -90,8 +95,11 @@ class TurnSetup:
         base = self.private_tools if route.private else self.shared_tools
         base = self._for_person(base, route.person_id)
         # capabilities: read_skill and MCP tools where the context allows them
-        return self._guarded(self.capabilities.registry(
-            base, self._capability_kind(route), route.workspace, route.access.area))
+        return self._guarded(
+            self.capabilities.registry(
+                base, self._capability_kind(route), route.workspace, route.access.area
+            )
+        )
 
     def heartbeat_tools(self, person_id: str, workspace: Path) -> ToolRegistry:
         """A heartbeat turn's tools: the person's private ones, plus MCP servers allowing it."""
@@ -101,12 +109,16 @@ class TurnSetup:
 
     def _for_person(self, registry: ToolRegistry, person_id: str) -> ToolRegistry:
         """`registry` less the tools not offered to `person_id` (`offered`)."""
-        hidden = {name for name, offered in self._offered.items()
-                  if name in registry and not offered(person_id)}
+        hidden = {
+            name
+            for name, offered in self._offered.items()
+            if name in registry and not offered(person_id)
+        }
         if not hidden:
             return registry
-        return ToolRegistry([t for t in registry.tools() if t.spec.name not in hidden],
-                            redact=self.redactor)
+        return ToolRegistry(
+            [t for t in registry.tools() if t.spec.name not in hidden], redact=self.redactor
+        )
 
     def _guarded(self, registry: ToolRegistry) -> ToolRegistry:
         """Every registry a turn uses masks secrets in results, and its tools are the known
@@ -124,11 +136,17 @@ class TurnSetup:
         channel = self.channels.get(route.channel)
         outbox = None
         if channel is not None and route.chat_id:
-            outbox = ChatOutbox(self.delivery, route, max_bytes=channel.max_upload_bytes,
-                                durable=channel.durable)
+            outbox = ChatOutbox(
+                self.delivery, route, max_bytes=channel.max_upload_bytes, durable=channel.durable
+            )
         return ToolContext(
-            route.workspace, route.session_key, route.private, self.settings.tools.max_file_bytes,
-            area=route.access.area, outbox=outbox, budget=self.turn_budget(),
+            route.workspace,
+            route.session_key,
+            route.private,
+            self.settings.tools.max_file_bytes,
+            area=route.access.area,
+            outbox=outbox,
+            budget=self.turn_budget(),
             attended=route.private,
         )
 
@@ -140,8 +158,9 @@ class TurnSetup:
 
     def capability_lines(self, route: Route) -> list[str]:
         """/context lines about skills and tool servers."""
-        return self.capabilities.context_lines(route.workspace, self._capability_kind(route),
-                                               route.access.area)
+        return self.capabilities.context_lines(
+            route.workspace, self._capability_kind(route), route.access.area
+        )
 
     def _capability_kind(self, route: Route) -> ContextKind:
         return self.capabilities.kind(private=route.private, person_id=route.person_id)
@@ -151,11 +170,13 @@ class TurnSetup:
         return self.clock.now().astimezone(self._zone).date()
 
     def context_files(self, route: Route) -> list[ContextFile]:
-        return self.loader.load(route.workspace, private=route.private, today=self.today(),
-                                area=route.access.area)
+        return self.loader.load(
+            route.workspace, private=route.private, today=self.today(), area=route.access.area
+        )
 
-    def light_files(self, workspace: Path, *, today: date,
-                    names: Sequence[str]) -> list[ContextFile]:
+    def light_files(
+        self, workspace: Path, *, today: date, names: Sequence[str]
+    ) -> list[ContextFile]:
         """The named files of a private light turn (heartbeat, scheduled task)."""
         return self.loader.load(workspace, private=True, today=today, names=names)
 
@@ -167,12 +188,19 @@ class TurnSetup:
             f"Model: {model.name}/{model.model}."
         )
         if not route.private:
-            run_info += "\n" + speaker_line(route.sender_name, route.sender_id,
-                                            route.sender_is_owner)
+            run_info += "\n" + speaker_line(
+                route.sender_name, route.sender_id, route.sender_is_owner
+            )
         now = self.clock.now().astimezone(self._zone)
         # capabilities: the skills section (names and one-line descriptions)
-        skills = self.capabilities.skill_section(route.workspace, self._capability_kind(route),
-                                                 route.access.area)
-        return build_system_prompt(files, private=route.private, now=now, run_info=run_info,
-                                   area=route.access.area, sections=[skills.text])
-
+        skills = self.capabilities.skill_section(
+            route.workspace, self._capability_kind(route), route.access.area
+        )
+        return build_system_prompt(
+            files,
+            private=route.private,
+            now=now,
+            run_info=run_info,
+            area=route.access.area,
+            sections=[skills.text],
+        )

@@ -173,8 +173,7 @@ class TurnRunner:
             rounds = session.tool_rounds
             live = await self._live_preview(route, msg, durable=durable)
             try:
-                reply = await self._reply_to(session, route, msg, durable=durable,
-                                             stream=live)
+                reply = await self._reply_to(session, route, msg, durable=durable, stream=live)
             finally:
                 replaces = await live.finish() if live is not None else ""
             self._previewing.discard(answer_key(msg))
@@ -192,13 +191,22 @@ class TurnRunner:
                 # The text ends its preview as it always does; the voice note goes just
                 # before it, on its own (a restart before the text's row repeats this turn's
                 # delivery, and the voice's key makes that a no-op).
-                await self.delivery.deliver(route.channel, route.chat_id, "", file=voice,
-                                            key=f"{reply_key}:voice" if reply_key else None)
+                await self.delivery.deliver(
+                    route.channel,
+                    route.chat_id,
+                    "",
+                    file=voice,
+                    key=f"{reply_key}:voice" if reply_key else None,
+                )
                 voice = ""
             sent = await self.delivery.deliver(
-                route.channel, route.chat_id, reply, key=reply_key,
+                route.channel,
+                route.chat_id,
+                reply,
+                key=reply_key,
                 done=msg if durable else None,
-                replaces=replaces, file=voice,
+                replaces=replaces,
+                file=voice,
             )
             if replaces and durable:
                 await self._forget_preview(answer_key(msg))
@@ -206,8 +214,12 @@ class TurnRunner:
                 captured = await self._capture_owed(session, route)
                 captured = await self._keep_instructions(route, msg) or captured
                 outcome = await sent
-                session.record_event("delivery", ok=outcome == "sent", channel=route.channel,
-                                     **({} if outcome == "sent" else {"error": outcome}))
+                session.record_event(
+                    "delivery",
+                    ok=outcome == "sent",
+                    channel=route.channel,
+                    **({} if outcome == "sent" else {"error": outcome}),
+                )
                 elapsed = time.perf_counter() - started
                 self.metrics.turn_seconds.observe(elapsed)
                 log.info("turn finished in %.2f s", elapsed)
@@ -215,27 +227,28 @@ class TurnRunner:
                 # nothing of the turn's to commit (a walk of the workspace per message saved;
                 # a hand edit made meanwhile is committed as such before the next turn).
                 if captured or session.tool_rounds != rounds:
-                    await self.versioning.commit(route.workspace, "turn", session=key,
-                                                 turn=turn)
+                    await self.versioning.commit(route.workspace, "turn", session=key, turn=turn)
             except Exception:  # the reply is queued: nothing here may cause a second one
                 log.exception("bookkeeping after the turn in %s failed", key)
             return reply
 
-    async def _voice_note(self, route: Route, msg: InboundMessage, reply: str,
-                          key: str | None) -> str:
+    async def _voice_note(
+        self, route: Route, msg: InboundMessage, reply: str, key: str | None
+    ) -> str:
         """The reply read aloud, as a file for the outbox ("" for text only: never fails)."""
         if self.voice is None or nothing_to_send(reply):
             return ""
         try:
             return await self.voice.voice_note_for(
-                route, msg, reply, key=key or "",
-                channel=self.delivery.channels.get(route.channel))
+                route, msg, reply, key=key or "", channel=self.delivery.channels.get(route.channel)
+            )
         except Exception:
             log.exception("could not make the voice reply in %s", route.session_key)
             return ""
 
-    async def _live_preview(self, route: Route, msg: InboundMessage, *,
-                            durable: bool) -> LivePreview | None:
+    async def _live_preview(
+        self, route: Route, msg: InboundMessage, *, durable: bool
+    ) -> LivePreview | None:
         """The turn's live preview, if its channel shows one (best effort: never fails the
         turn). Only for durable messages: the preview is named after the reply's key."""
         channel = self.delivery.channels.get(route.channel)
@@ -245,12 +258,19 @@ class TurnRunner:
         # Only a message taken up again (after a restart, or a retry here) can have a
         # preview message already: a new one skips the state database's lookup.
         earlier = key in self._previewing or (
-            (msg.channel, msg.chat_id, msg.message_id) in self.resuming)
+            (msg.channel, msg.chat_id, msg.message_id) in self.resuming
+        )
         self._previewing.add(key)
         try:
-            return await open_preview(channel, self.previews, chat_id=route.chat_id,
-                                      direct=msg.chat_type == "direct", key=key,
-                                      pace=self.pace, look_up=earlier)
+            return await open_preview(
+                channel,
+                self.previews,
+                chat_id=route.chat_id,
+                direct=msg.chat_type == "direct",
+                key=key,
+                pace=self.pace,
+                look_up=earlier,
+            )
         except Exception:
             log.exception("could not open a live preview in %s", route.session_key)
             return None
@@ -261,8 +281,15 @@ class TurnRunner:
         except Exception:  # bookkeeping: the outbox row carries the preview already
             log.exception("could not forget the preview of %s", key)
 
-    async def _reply_to(self, session: Session, route: Route, msg: InboundMessage, *,
-                        durable: bool, stream: TurnStream | None = None) -> str | None:
+    async def _reply_to(
+        self,
+        session: Session,
+        route: Route,
+        msg: InboundMessage,
+        *,
+        durable: bool,
+        stream: TurnStream | None = None,
+    ) -> str | None:
         """The reply to `msg`: recorded before a restart, or from a turn run (or continued)
         now; None when the message was given up on after too many retries."""
         resumed = durable and self._take_resumed(msg)
@@ -295,8 +322,7 @@ class TurnRunner:
         self.resuming.discard(key)
         return True
 
-    async def _record_message(self, session: Session, route: Route,
-                              msg: InboundMessage) -> str:
+    async def _record_message(self, session: Session, route: Route, msg: InboundMessage) -> str:
         """Append the person's message, its attachments turned into what the model reads
         (media step); returns a direct reply when they left nothing for the model to answer
         ("" otherwise)."""
@@ -308,8 +334,9 @@ class TurnRunner:
             content = await self.media(route, msg)
         if content is not None:
             text = attributed_text(dataclasses.replace(msg, text=content.text))
-            message = Message("user", text, images=content.images,
-                              untrusted=received_source(content.media))
+            message = Message(
+                "user", text, images=content.images, untrusted=received_source(content.media)
+            )
             extra, direct = {"media": content.media}, content.reply
         try:
             session.record(
@@ -342,17 +369,31 @@ class TurnRunner:
         """Note a reply that is not the model's last text (an error line, the tool-round note,
         the empty-answer line) so a restart delivers it as it is (recovery.py)."""
         last = session.history[-1] if session.history else None
-        if (last is not None and last.role == "assistant" and not last.tool_calls
-                and last.text.strip() == reply):
+        if (
+            last is not None
+            and last.role == "assistant"
+            and not last.tool_calls
+            and last.text.strip() == reply
+        ):
             return  # the model's final answer, just recorded: that is the record
         try:
-            session.record_event(REPLY_EVENT, channel=msg.channel, chat_id=msg.chat_id,
-                                 message_id=msg.message_id, text=reply)
+            session.record_event(
+                REPLY_EVENT,
+                channel=msg.channel,
+                chat_id=msg.chat_id,
+                message_id=msg.message_id,
+                text=reply,
+            )
         except OSError as exc:  # the reply still goes out; a restart would recompute it
             log.warning("could not record the reply in the transcript: %s", exc)
 
-    async def _reply(self, session: Session, route: Route, waiting: Waiting | None,
-                     stream: TurnStream | None = None) -> str:
+    async def _reply(
+        self,
+        session: Session,
+        route: Route,
+        waiting: Waiting | None,
+        stream: TurnStream | None = None,
+    ) -> str:
         """The answer to send, whatever happened: the model's, or a clear error line."""
         prompt = self.prompt
         try:  # a hostile or broken file, skill or tool server must not leave the person unanswered
@@ -362,8 +403,12 @@ class TurnRunner:
             ctx = prompt.tool_context(route)
             overhead = request_overhead_chars(system, tools.specs())
         except Exception as exc:
-            log.error("could not prepare the turn in %s: %s: %s", route.session_key,
-                      type(exc).__name__, str(exc)[:200])
+            log.error(
+                "could not prepare the turn in %s: %s: %s",
+                route.session_key,
+                type(exc).__name__,
+                str(exc)[:200],
+            )
             log.debug("preparing the turn failed", exc_info=True)  # RecursionError: long
             self.metrics.turns.inc(outcome="setup_error")
             session.record_event("error", error_kind="setup", text=SETUP_REPLY)
@@ -374,21 +419,30 @@ class TurnRunner:
                     await self.delivery.deliver(route.channel, route.chat_id, notice)
                 if self.recall is not None:  # after compaction: its flush never sees it
                     system = await self.recall.add_to(system, route, session, files)
-                reply = await self._answer(session, route, system, ctx, tools, overhead,
-                                           waiting, stream)
+                reply = await self._answer(
+                    session, route, system, ctx, tools, overhead, waiting, stream
+                )
                 if self.capture is not None and (
-                        due := self.capture.check(route.private, reply, system, ctx)):
+                    due := self.capture.check(route.private, reply, system, ctx)
+                ):
                     self._captures[route.session_key] = due
             self.metrics.turns.inc(outcome="ok")
         except TimeoutError:
-            log.warning("turn in %s passed its deadline of %.0f s", route.session_key,
-                        self.deadline_seconds)
+            log.warning(
+                "turn in %s passed its deadline of %.0f s", route.session_key, self.deadline_seconds
+            )
             reply = DEADLINE_REPLY.format(seconds=self.deadline_seconds)
             self.metrics.turns.inc(outcome="deadline")
             session.record_event("error", error_kind="deadline", text=reply)
         except ProviderError as exc:
-            log.warning("provider error in %s: %s (%s; %s, model %s)", route.session_key,
-                        exc.kind, exc, self.host, self.model)
+            log.warning(
+                "provider error in %s: %s (%s; %s, model %s)",
+                route.session_key,
+                exc.kind,
+                exc,
+                self.host,
+                self.model,
+            )
             reply = provider_error_reply(exc, model=self.model, host=self.host)
             self.metrics.turns.inc(outcome="provider_error")
             session.record_event("error", error_kind=exc.kind, text=reply)
@@ -422,11 +476,13 @@ class TurnRunner:
         if keeper is None or not keeper.due(route.private, msg.text):
             return False
         try:
-            kept = await keeper.keep(route.workspace, [msg.text],
-                                     f"said {keeper.today()}, {route.channel} DM")
+            kept = await keeper.keep(
+                route.workspace, [msg.text], f"said {keeper.today()}, {route.channel} DM"
+            )
         except ProviderError as exc:  # a budget cap: compaction tries again later
-            log.warning("standing-instruction check in %s not made: %s", route.session_key,
-                        exc.kind)
+            log.warning(
+                "standing-instruction check in %s not made: %s", route.session_key, exc.kind
+            )
             return False
         except Exception:  # the reply is queued: a failure here is only logged
             log.exception("standing-instruction check in %s failed", route.session_key)
@@ -434,22 +490,33 @@ class TurnRunner:
         return bool(kept.added)
 
     async def _answer(
-        self, session: Session, route: Route, system: SystemPrompt, ctx: ToolContext,
-        tools: ToolRegistry, overhead: int, waiting: Waiting | None,
+        self,
+        session: Session,
+        route: Route,
+        system: SystemPrompt,
+        ctx: ToolContext,
+        tools: ToolRegistry,
+        overhead: int,
+        waiting: Waiting | None,
         stream: TurnStream | None = None,
     ) -> str:
         """The agent turn. A context overflow triggers flush, compaction and a retry (twice)."""
         for attempt in range(OVERFLOW_RETRIES + 1):
             try:
-                result = await self.agent.run(system, session.history, ctx, tools,
-                                              _recorder(session, self.metrics), waiting,
-                                              stream)
+                result = await self.agent.run(
+                    system,
+                    session.history,
+                    ctx,
+                    tools,
+                    _recorder(session, self.metrics),
+                    waiting,
+                    stream,
+                )
                 return result.reply
             except ProviderError as exc:
                 if exc.kind != "context_overflow" or attempt == OVERFLOW_RETRIES:
                     raise
-                log.warning("context overflow in %s; compacting and retrying",
-                            route.session_key)
+                log.warning("context overflow in %s; compacting and retrying", route.session_key)
                 outcome = await self.compactor.flush_and_compact(
                     session, system, ctx, overhead, reason="overflow"
                 )

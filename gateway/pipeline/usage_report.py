@@ -25,11 +25,12 @@ def money(amount: float) -> str:
 def line(label: str, totals: Totals) -> str:
     if not totals.calls:
         return f"{label}: nothing yet"
-    cache = (f", {totals.cache_share:.0%} of the prompt from the cache"
-             if totals.cache_read else "")
-    return (f"{label}: {totals.tokens:,} tokens ({totals.input:,} in, {totals.output:,} out, "
-            f"{totals.cache_read:,} cache read, {totals.cache_write:,} cache write){cache}, "
-            f"{money(totals.cost)} over {totals.calls:,} model calls")
+    cache = f", {totals.cache_share:.0%} of the prompt from the cache" if totals.cache_read else ""
+    return (
+        f"{label}: {totals.tokens:,} tokens ({totals.input:,} in, {totals.output:,} out, "
+        f"{totals.cache_read:,} cache read, {totals.cache_write:,} cache write){cache}, "
+        f"{money(totals.cost)} over {totals.calls:,} model calls"
+    )
 
 
 async def usage_command(ctx: CommandContext) -> str:
@@ -46,11 +47,18 @@ async def usage_command(ctx: CommandContext) -> str:
         people = await ledger.grouped("person", None, periods.month)
         if not people:
             return "Nobody used anything this month yet."
-        rows = [f"  {person or '(no person)'}: {t.tokens:,} tokens, {money(t.cost)}"
-                for person, t in people.items()]
+        rows = [
+            f"  {person or '(no person)'}: {t.tokens:,} tokens, {money(t.cost)}"
+            for person, t in people.items()
+        ]
         total = sum(people.values(), Totals())
-        return "\n".join([f"This month, by person (since {periods.month:%B} 1):", *rows,
-                          f"  all: {total.tokens:,} tokens, {money(total.cost)}"])
+        return "\n".join(
+            [
+                f"This month, by person (since {periods.month:%B} 1):",
+                *rows,
+                f"  all: {total.tokens:,} tokens, {money(total.cost)}",
+            ]
+        )
     person = route.person_id
     lines = [
         line("Today", await ledger.total(person, periods.today)),
@@ -60,8 +68,11 @@ async def usage_command(ctx: CommandContext) -> str:
     kinds = await ledger.grouped("kind", person, periods.week)
     if kinds:
         lines.append("This week by kind:")
-        lines += [f"  {kind}: {t.tokens:,} {'characters' if kind == 'speech' else 'tokens'}, "
-                  f"{money(t.cost)}" for kind, t in kinds.items()]
+        lines += [
+            f"  {kind}: {t.tokens:,} {'characters' if kind == 'speech' else 'tokens'}, "
+            f"{money(t.cost)}"
+            for kind, t in kinds.items()
+        ]
     models = await ledger.grouped("model", person, periods.month)
     unpriced = [m for m in models if not ledger.prices.known(m)]
     if unpriced:

@@ -38,7 +38,7 @@ _SAID = {
     "always": "Voice replies: on. I answer every message with a voice note and its text.",
     "never": "Voice replies: off. I answer in text only.",
     "mirror": "Voice replies: mirror. I answer a voice note with a voice note and its text, "
-              "and text with text.",
+    "and text with text.",
 }
 
 
@@ -109,11 +109,16 @@ class VoiceChoices:
         """`/voice [on|off|mirror]` from the person whose workspace this is."""
         word = args.strip().lower()
         if not self.available:
-            return ("Voice replies are switched off on this gateway (the owner sets "
-                    "`[media.speech] backend`).")
+            return (
+                "Voice replies are switched off on this gateway (the owner sets "
+                "`[media.speech] backend`)."
+            )
         if not private:
-            state = ("on here, as each person chose in a direct message with me"
-                     if self.settings.groups else "off in group chats (the owner decides)")
+            state = (
+                "on here, as each person chose in a direct message with me"
+                if self.settings.groups
+                else "off in group chats (the owner decides)"
+            )
             if word:
                 return f"Voice replies are {state}. Change yours in a direct message with me."
             return f"Voice replies are {state}."

@@ -66,10 +66,17 @@ MakeSpeaker = Callable[[], "Speaker"]
 
 
 class VoiceReplies:
-    def __init__(self, settings: SpeechSettings, make_speaker: MakeSpeaker, directory: Path, *,
-                 accounting: Accounting | None = None, billed: bool = False,
-                 person_workspace: PersonWorkspace | None = None,
-                 margin_seconds: float = MARGIN_SECONDS) -> None:
+    def __init__(
+        self,
+        settings: SpeechSettings,
+        make_speaker: MakeSpeaker,
+        directory: Path,
+        *,
+        accounting: Accounting | None = None,
+        billed: bool = False,
+        person_workspace: PersonWorkspace | None = None,
+        margin_seconds: float = MARGIN_SECONDS,
+    ) -> None:
         self.settings = settings
         self.make_speaker = make_speaker
         self._speaker: Speaker | None = None
@@ -90,24 +97,28 @@ class VoiceReplies:
             return speaks(await self.choices.mode(route.workspace), msg)
         if not self.settings.groups:
             return False
-        workspace = (await self.person_workspace(route.channel, route.sender_id)
-                     if self.person_workspace is not None else None)
+        workspace = (
+            await self.person_workspace(route.channel, route.sender_id)
+            if self.person_workspace is not None
+            else None
+        )
         return speaks(await self.choices.mode(workspace), msg)
 
-    async def voice_note_for(self, route: Route, msg: InboundMessage, reply: str, *,
-                             key: str, channel: Channel | None) -> str:
+    async def voice_note_for(
+        self, route: Route, msg: InboundMessage, reply: str, *, key: str, channel: Channel | None
+    ) -> str:
         """The voice note of `reply` as a file the outbox can send ("" for text only)."""
         try:
             if not await self.wanted(route, msg, channel):
                 return ""
         except Exception:  # a choice that cannot be read must not cost the reply
-            log.exception("could not decide whether to speak the reply in %s",
-                          route.session_key)
+            log.exception("could not decide whether to speak the reply in %s", route.session_key)
             return ""
         assert channel is not None
         speaker = self.speaker
-        said = readout(reply, max_seconds=self.settings.max_seconds,
-                       chars_per_second=speaker.chars_per_second)
+        said = readout(
+            reply, max_seconds=self.settings.max_seconds, chars_per_second=speaker.chars_per_second
+        )
         if not said.spoken.strip():
             log.info("nothing in the reply to read aloud (only code, tables, links ...)")
             return ""
@@ -116,18 +127,25 @@ class VoiceReplies:
         if note is None:
             return ""
         if len(note.ogg) > channel.max_upload_bytes:
-            log.warning("voice note of %.0f s is larger than %s takes (%d bytes); sending "
-                        "text only: lower `CLAWGATE_MEDIA__SPEECH__MAX_SECONDS`",
-                        note.seconds, route.channel, len(note.ogg))
+            log.warning(
+                "voice note of %.0f s is larger than %s takes (%d bytes); sending "
+                "text only: lower `CLAWGATE_MEDIA__SPEECH__MAX_SECONDS`",
+                note.seconds,
+                route.channel,
+                len(note.ogg),
+            )
             return ""
         try:
             path = await asyncio.to_thread(self._save, note, key)
         except OSError as exc:
-            log.warning("could not keep the voice note for the outbox (%s); sending text only",
-                        exc)
+            log.warning("could not keep the voice note for the outbox (%s); sending text only", exc)
             return ""
-        log.info("voice reply of %.1f s made in %.2f s (%s)", note.seconds,
-                 time.perf_counter() - started, speaker.name)
+        log.info(
+            "voice reply of %.1f s made in %.2f s (%s)",
+            note.seconds,
+            time.perf_counter() - started,
+            speaker.name,
+        )
         return str(path)
 
     @property
@@ -148,20 +166,28 @@ class VoiceReplies:
                 async with self.accounting.admit(scope):
                     note = await speaker.synthesize(text)
                     await self.accounting.after_call(
-                        scope, self.model, Usage(input_tokens=note.billed_characters))
+                        scope, self.model, Usage(input_tokens=note.billed_characters)
+                    )
                     return note
         except SpeechUnavailable as exc:
             if not self._unavailable_said:  # the same sentence for every reply otherwise
                 self._unavailable_said = True
                 log.warning("voice replies cannot work as configured: %s", exc)
         except SpeechFailed as exc:
-            log.warning("the reply could not be spoken (%s); sending text only (see "
-                        "`%s` and `CLAWGATE_MEDIA__SPEECH__TIMEOUT_SECONDS`)", exc, SETTING)
+            log.warning(
+                "the reply could not be spoken (%s); sending text only (see "
+                "`%s` and `CLAWGATE_MEDIA__SPEECH__TIMEOUT_SECONDS`)",
+                exc,
+                SETTING,
+            )
         except BudgetExceeded:
             log.info("voice reply for %s skipped: a budget cap is reached", route.person_id)
         except TimeoutError:
-            log.warning("speaking the reply took longer than %.0f s; sending text only "
-                        "(`CLAWGATE_MEDIA__SPEECH__TIMEOUT_SECONDS`)", limit)
+            log.warning(
+                "speaking the reply took longer than %.0f s; sending text only "
+                "(`CLAWGATE_MEDIA__SPEECH__TIMEOUT_SECONDS`)",
+                limit,
+            )
         except Exception:
             log.exception("speaking the reply failed; sending text only")
         return None
@@ -170,8 +196,11 @@ class VoiceReplies:
         """Both files, durable, before the outbox row names them; the name follows the reply's
         key, so speaking it again after a restart replaces the same files."""
         make_private_dirs(self.directory)
-        name = hashlib.sha256(key.encode()).hexdigest()[:32] if key else \
-            f"once-{os.getpid()}-{time.monotonic_ns()}"
+        name = (
+            hashlib.sha256(key.encode()).hexdigest()[:32]
+            if key
+            else f"once-{os.getpid()}-{time.monotonic_ns()}"
+        )
         audio, meta = clips.paths(self.directory, name)
         atomic_write_bytes(audio, note.ogg)
         atomic_write_bytes(meta, clips.meta_bytes(note.seconds, note.waveform_base64))

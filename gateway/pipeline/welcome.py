@@ -124,11 +124,16 @@ class ApprovalFollowUp:
         for msg in dropped:
             await self.inbox.mark_done(msg, "denied")
         if dropped:
-            log.info("approval of %s:%s: %d older waiting message(s) not answered",
-                     welcome.channel, welcome.sender_id, len(dropped))
+            log.info(
+                "approval of %s:%s: %d older waiting message(s) not answered",
+                welcome.channel,
+                welcome.sender_id,
+                len(dropped),
+            )
         key = f"welcome:{welcome.channel}:{welcome.sender_id}:{welcome.approved_at}"
-        await self.announce(welcome.channel, welcome.chat_id,
-                            welcome_text(welcome, bool(kept)), key)
+        await self.announce(
+            welcome.channel, welcome.chat_id, welcome_text(welcome, bool(kept)), key
+        )
         for msg in kept:
             await self.inbox.requeue(msg)
             handing = (msg.channel, msg.message_id)
@@ -138,8 +143,12 @@ class ApprovalFollowUp:
             finally:
                 self._handing.discard(handing)
         await self.access.mark_welcomed(welcome)
-        log.info("approval of %s:%s announced, %d waiting message(s) answered",
-                 welcome.channel, welcome.sender_id, len(kept))
+        log.info(
+            "approval of %s:%s announced, %d waiting message(s) answered",
+            welcome.channel,
+            welcome.sender_id,
+            len(kept),
+        )
 
     async def _poll(self) -> None:
         while True:

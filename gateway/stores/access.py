@@ -76,8 +76,10 @@ class AccessStore:
             "SELECT channel, sender_id, chat_id, person_id, as_owner, approved_at FROM welcomes"
             " WHERE done_at IS NULL ORDER BY approved_at"
         )
-        return [Welcome(str(c), str(s), str(chat), str(p), bool(o), str(at))
-                for c, s, chat, p, o, at in rows]
+        return [
+            Welcome(str(c), str(s), str(chat), str(p), bool(o), str(at))
+            for c, s, chat, p, o, at in rows
+        ]
 
     async def mark_welcomed(self, welcome: Welcome) -> None:
         await self.db.write(

@@ -59,8 +59,9 @@ def now_iso() -> str:
 def _writer_connection(path: Path) -> sqlite3.Connection:
     """The writer's connection (gateway/stores/group_commit.py), opened in its thread."""
     # Autocommit mode: the committer begins and ends each transaction itself.
-    db = sqlite3.connect(path, timeout=BUSY_TIMEOUT_SECONDS, isolation_level=None,
-                         check_same_thread=False)
+    db = sqlite3.connect(
+        path, timeout=BUSY_TIMEOUT_SECONDS, isolation_level=None, check_same_thread=False
+    )
     try:
         db.execute("PRAGMA journal_mode=WAL")
         # A dropped message body is overwritten on disk, not left in a free block of the page.
@@ -156,15 +157,16 @@ class StateDatabase:
 
     # -- what the stores use -------------------------------------------------------------------
 
-    async def write(self, sql: str, params: tuple[Any, ...] = (), *, durable: bool = False,
-                    urgent: bool = False) -> int:
+    async def write(
+        self, sql: str, params: tuple[Any, ...] = (), *, durable: bool = False, urgent: bool = False
+    ) -> int:
         """One statement, committed when this returns (on disk when `durable`; `urgent`: not
         queued behind other writes, group_commit.py); the number of rows it changed."""
-        return await self.commit(lambda db: db.execute(sql, params).rowcount,
-                                 durable=durable, urgent=urgent)
+        return await self.commit(
+            lambda db: db.execute(sql, params).rowcount, durable=durable, urgent=urgent
+        )
 
-    async def commit(self, write: Write[T], *, durable: bool = False,
-                     urgent: bool = False) -> T:
+    async def commit(self, write: Write[T], *, durable: bool = False, urgent: bool = False) -> T:
         """Statements committed together or not at all, when this returns (group_commit.py)."""
         if self._reader is None:
             raise RuntimeError("state database is not open")

@@ -120,7 +120,8 @@ class GroupCommitter:
         try:
             self._connection = await self._in_thread(self._connect)
             self._busy_timeout_ms, self._autocheckpoint = await self._in_thread(
-                self._settings, self._connection)
+                self._settings, self._connection
+            )
         except BaseException:
             self._executor.shutdown(wait=False)
             self._executor = None
@@ -129,9 +130,13 @@ class GroupCommitter:
     async def close(self) -> None:
         """Let the queued writes commit, then close the connection and stop the thread."""
         while self._leader is not None or self._urgent_jobs:
-            await asyncio.shield(asyncio.gather(
-                *([self._leader] if self._leader is not None else []), *self._urgent_jobs,
-                return_exceptions=True))
+            await asyncio.shield(
+                asyncio.gather(
+                    *([self._leader] if self._leader is not None else []),
+                    *self._urgent_jobs,
+                    return_exceptions=True,
+                )
+            )
         connection, executor = self._connection, self._executor
         self._connection = self._executor = None
         if executor is None:
@@ -199,8 +204,9 @@ class GroupCommitter:
         connection.execute("PRAGMA busy_timeout=0")
         connection.execute("PRAGMA wal_autocheckpoint=0")  # the thread's next commit does it
         try:
-            outcome: list[tuple[bool, Any]] | BaseException = self._commit([queued.write],
-                                                                           durable=False)
+            outcome: list[tuple[bool, Any]] | BaseException = self._commit(
+                [queued.write], durable=False
+            )
         except sqlite3.OperationalError as exc:
             if exc.sqlite_errorcode & 0xFF == sqlite3.SQLITE_BUSY:
                 return False  # rolled back (a write may run twice)
@@ -213,8 +219,9 @@ class GroupCommitter:
         self._settle([queued], outcome)
         return True
 
-    def _hand_over(self, queued: _Queued, loop: asyncio.AbstractEventLoop,
-                   executor: ThreadPoolExecutor) -> None:
+    def _hand_over(
+        self, queued: _Queued, loop: asyncio.AbstractEventLoop, executor: ThreadPoolExecutor
+    ) -> None:
         """Give an urgent write to the thread now; its job commits every urgent write handed
         over until the thread starts it."""
         with self._urgent_lock:
@@ -237,8 +244,11 @@ class GroupCommitter:
         batch, outcome = job.result()
         self._settle(batch, outcome)
 
-    def _settle(self, batch: list[_Queued], outcome: list[tuple[bool, Any]] | BaseException,
-                ) -> None:
+    def _settle(
+        self,
+        batch: list[_Queued],
+        outcome: list[tuple[bool, Any]] | BaseException,
+    ) -> None:
         """Tell each caller of a committed (or failed) batch how its write went."""
         if isinstance(outcome, BaseException):  # the transaction failed: so did every write
             for queued in batch:
@@ -292,9 +302,7 @@ class GroupCommitter:
         except BaseException as exc:  # told to every caller of the batch, on the loop
             return batch, exc
 
-    def _commit(
-        self, writes: list[Write[Any]], durable: bool
-    ) -> list[tuple[bool, Any]]:
+    def _commit(self, writes: list[Write[Any]], durable: bool) -> list[tuple[bool, Any]]:
         """One transaction for all `writes`: (ok, result or exception) for each."""
         connection = self._connection
         if connection is None:

@@ -48,10 +48,16 @@ _ID_ONLY_PAYLOAD = "json_object('chat_type', json_extract(payload, '$.chat_type'
 def _encode(msg: InboundMessage) -> str:
     return json.dumps(
         {
-            "channel": msg.channel, "chat_id": msg.chat_id, "sender_id": msg.sender_id,
-            "text": msg.text, "chat_type": msg.chat_type, "message_id": msg.message_id,
-            "sender_name": msg.sender_name, "received_at": iso(msg.received_at),
-            "addressed": msg.addressed, "attachment": msg.attachment,
+            "channel": msg.channel,
+            "chat_id": msg.chat_id,
+            "sender_id": msg.sender_id,
+            "text": msg.text,
+            "chat_type": msg.chat_type,
+            "message_id": msg.message_id,
+            "sender_name": msg.sender_name,
+            "received_at": iso(msg.received_at),
+            "addressed": msg.addressed,
+            "attachment": msg.attachment,
             "attachments": [_attachment_fields(a) for a in msg.attachments],
         }
     )
@@ -67,7 +73,8 @@ def _decode(payload: str) -> InboundMessage:
     known = Attachment.__dataclass_fields__
     data["attachments"] = tuple(
         Attachment(**{k: v for k, v in item.items() if k in known})
-        for item in data.get("attachments") or () if isinstance(item, dict)
+        for item in data.get("attachments") or ()
+        if isinstance(item, dict)
     )
     return InboundMessage(**data)
 
@@ -75,8 +82,7 @@ def _decode(payload: str) -> InboundMessage:
 class InboxStore:
     """Durable inbound messages: record, dedupe, what is pending or waiting, done marks."""
 
-    def __init__(self, db: StateDatabase,
-                 retention: timedelta = DEFAULT_INBOX_RETENTION) -> None:
+    def __init__(self, db: StateDatabase, retention: timedelta = DEFAULT_INBOX_RETENTION) -> None:
         self.db = db
         self.retention = retention
         self._done_marks = 0
@@ -88,14 +94,20 @@ class InboxStore:
         body = (*key, _encode(msg))
 
         def record(db: sqlite3.Connection) -> bool:  # the key and body, or neither
-            added = db.execute(
-                "INSERT OR IGNORE INTO inbox (channel, chat_id, message_id, payload, received_at)"
-                " VALUES (?, ?, ?, ?, ?)", row,
-            ).rowcount == 1
+            added = (
+                db.execute(
+                    "INSERT OR IGNORE INTO inbox"
+                    " (channel, chat_id, message_id, payload, received_at)"
+                    " VALUES (?, ?, ?, ?, ?)",
+                    row,
+                ).rowcount
+                == 1
+            )
             if added:
                 db.execute(
                     "INSERT OR REPLACE INTO inbox_body (channel, chat_id, message_id, payload)"
-                    " VALUES (?, ?, ?, ?)", body,
+                    " VALUES (?, ?, ?, ?)",
+                    body,
                 )
             return added
 
@@ -111,15 +123,18 @@ class InboxStore:
         if status == "waiting":
             await self.db.write(
                 "UPDATE inbox SET status = 'waiting' WHERE channel = ? AND chat_id = ?"
-                " AND message_id = ?", key,
+                " AND message_id = ?",
+                key,
             )
             return
         done_at = now_iso()
 
         def mark(db: sqlite3.Connection) -> None:
             db.execute(
-                "UPDATE inbox SET status = ?, done_at = ?, payload = " + _ID_ONLY_PAYLOAD +
-                " WHERE channel = ? AND chat_id = ? AND message_id = ?", (status, done_at, *key),
+                "UPDATE inbox SET status = ?, done_at = ?, payload = "
+                + _ID_ONLY_PAYLOAD
+                + " WHERE channel = ? AND chat_id = ? AND message_id = ?",
+                (status, done_at, *key),
             )
             db.execute(
                 "DELETE FROM inbox_body WHERE channel = ? AND chat_id = ? AND message_id = ?", key
@@ -136,8 +151,10 @@ class InboxStore:
         now = now or datetime.now(UTC)
         cutoff = iso(now - self.retention)
         await self.db.write(  # nobody approved them in time: the stranger's words go
-            "UPDATE inbox SET status = 'expired', payload = " + _ID_ONLY_PAYLOAD +
-            " WHERE status = 'waiting' AND received_at < ?", (iso(now - WAITING_TTL),),
+            "UPDATE inbox SET status = 'expired', payload = "
+            + _ID_ONLY_PAYLOAD
+            + " WHERE status = 'waiting' AND received_at < ?",
+            (iso(now - WAITING_TTL),),
         )
         await self.db.write(  # bodies of rows no longer pending or waiting
             "DELETE FROM inbox_body WHERE NOT EXISTS (SELECT 1 FROM inbox AS i WHERE"

@@ -82,97 +82,141 @@ WHEN NEW.done_message IS NOT NULL BEGIN
 END"""
 
 MIGRATIONS: tuple[Migration, ...] = (
-    Migration(1, "inbox, offsets, access, pairing, links, last DM routes (2026-11-29)", sql(
-        "CREATE TABLE IF NOT EXISTS inbox (channel TEXT NOT NULL, chat_id TEXT NOT NULL,"
-        " message_id TEXT NOT NULL, payload TEXT NOT NULL,"
-        " status TEXT NOT NULL DEFAULT 'pending', received_at TEXT NOT NULL, done_at TEXT,"
-        " PRIMARY KEY (channel, chat_id, message_id))",
-        "CREATE INDEX IF NOT EXISTS inbox_pending ON inbox (status, received_at)",
-        "CREATE TABLE IF NOT EXISTS offsets (channel TEXT PRIMARY KEY, value INTEGER NOT NULL)",
-        "CREATE TABLE IF NOT EXISTS approved (channel TEXT NOT NULL, sender_id TEXT NOT NULL,"
-        " approved_at TEXT NOT NULL, via TEXT NOT NULL, PRIMARY KEY (channel, sender_id))",
-        "CREATE TABLE IF NOT EXISTS pairing (channel TEXT NOT NULL, code TEXT NOT NULL,"
-        " sender_id TEXT NOT NULL, chat_id TEXT NOT NULL, sender_name TEXT NOT NULL,"
-        " created_at REAL NOT NULL, expires_at REAL NOT NULL,"
-        " resent INTEGER NOT NULL DEFAULT 0, status TEXT NOT NULL DEFAULT 'pending',"
-        " PRIMARY KEY (channel, code))",
-        "CREATE INDEX IF NOT EXISTS pairing_sender ON pairing (channel, sender_id)",
-        "CREATE TABLE IF NOT EXISTS approve_failures (channel TEXT NOT NULL, at REAL NOT NULL)",
-        "CREATE TABLE IF NOT EXISTS links (channel TEXT NOT NULL, sender_id TEXT NOT NULL,"
-        " person_id TEXT NOT NULL, linked_at TEXT NOT NULL, PRIMARY KEY (channel, sender_id))",
-        "CREATE TABLE IF NOT EXISTS last_dm_route (person_id TEXT PRIMARY KEY,"
-        " channel TEXT NOT NULL, chat_id TEXT NOT NULL, sender_id TEXT NOT NULL,"
-        " at TEXT NOT NULL)",
-    )),
-    Migration(2, "message bodies apart from the inbox keys (2026-11-30)", sql(
-        "CREATE TABLE IF NOT EXISTS inbox_body (channel TEXT NOT NULL, chat_id TEXT NOT NULL,"
-        " message_id TEXT NOT NULL, payload TEXT NOT NULL,"
-        " PRIMARY KEY (channel, chat_id, message_id))",
-    )),
-    Migration(3, "the outbox; the deliveries log it replaced goes (2026-11-30)", sql(
-        "CREATE TABLE IF NOT EXISTS outbox (id INTEGER PRIMARY KEY AUTOINCREMENT,"
-        " key TEXT UNIQUE, channel TEXT NOT NULL, chat_id TEXT NOT NULL, text TEXT NOT NULL,"
-        " status TEXT NOT NULL DEFAULT 'pending', attempts INTEGER NOT NULL DEFAULT 0,"
-        " error TEXT NOT NULL DEFAULT '', created_at TEXT NOT NULL, finished_at TEXT,"
-        " done_channel TEXT, done_chat TEXT, done_message TEXT, done_status TEXT)",
-        "CREATE INDEX IF NOT EXISTS outbox_pending ON outbox (status, id)",
-        "DROP TABLE IF EXISTS deliveries",
-    )),
+    Migration(
+        1,
+        "inbox, offsets, access, pairing, links, last DM routes (2026-11-29)",
+        sql(
+            "CREATE TABLE IF NOT EXISTS inbox (channel TEXT NOT NULL, chat_id TEXT NOT NULL,"
+            " message_id TEXT NOT NULL, payload TEXT NOT NULL,"
+            " status TEXT NOT NULL DEFAULT 'pending', received_at TEXT NOT NULL, done_at TEXT,"
+            " PRIMARY KEY (channel, chat_id, message_id))",
+            "CREATE INDEX IF NOT EXISTS inbox_pending ON inbox (status, received_at)",
+            "CREATE TABLE IF NOT EXISTS offsets (channel TEXT PRIMARY KEY, value INTEGER NOT NULL)",
+            "CREATE TABLE IF NOT EXISTS approved (channel TEXT NOT NULL, sender_id TEXT NOT NULL,"
+            " approved_at TEXT NOT NULL, via TEXT NOT NULL, PRIMARY KEY (channel, sender_id))",
+            "CREATE TABLE IF NOT EXISTS pairing (channel TEXT NOT NULL, code TEXT NOT NULL,"
+            " sender_id TEXT NOT NULL, chat_id TEXT NOT NULL, sender_name TEXT NOT NULL,"
+            " created_at REAL NOT NULL, expires_at REAL NOT NULL,"
+            " resent INTEGER NOT NULL DEFAULT 0, status TEXT NOT NULL DEFAULT 'pending',"
+            " PRIMARY KEY (channel, code))",
+            "CREATE INDEX IF NOT EXISTS pairing_sender ON pairing (channel, sender_id)",
+            "CREATE TABLE IF NOT EXISTS approve_failures (channel TEXT NOT NULL, at REAL NOT NULL)",
+            "CREATE TABLE IF NOT EXISTS links (channel TEXT NOT NULL, sender_id TEXT NOT NULL,"
+            " person_id TEXT NOT NULL, linked_at TEXT NOT NULL, PRIMARY KEY (channel, sender_id))",
+            "CREATE TABLE IF NOT EXISTS last_dm_route (person_id TEXT PRIMARY KEY,"
+            " channel TEXT NOT NULL, chat_id TEXT NOT NULL, sender_id TEXT NOT NULL,"
+            " at TEXT NOT NULL)",
+        ),
+    ),
+    Migration(
+        2,
+        "message bodies apart from the inbox keys (2026-11-30)",
+        sql(
+            "CREATE TABLE IF NOT EXISTS inbox_body (channel TEXT NOT NULL, chat_id TEXT NOT NULL,"
+            " message_id TEXT NOT NULL, payload TEXT NOT NULL,"
+            " PRIMARY KEY (channel, chat_id, message_id))",
+        ),
+    ),
+    Migration(
+        3,
+        "the outbox; the deliveries log it replaced goes (2026-11-30)",
+        sql(
+            "CREATE TABLE IF NOT EXISTS outbox (id INTEGER PRIMARY KEY AUTOINCREMENT,"
+            " key TEXT UNIQUE, channel TEXT NOT NULL, chat_id TEXT NOT NULL, text TEXT NOT NULL,"
+            " status TEXT NOT NULL DEFAULT 'pending', attempts INTEGER NOT NULL DEFAULT 0,"
+            " error TEXT NOT NULL DEFAULT '', created_at TEXT NOT NULL, finished_at TEXT,"
+            " done_channel TEXT, done_chat TEXT, done_message TEXT, done_status TEXT)",
+            "CREATE INDEX IF NOT EXISTS outbox_pending ON outbox (status, id)",
+            "DROP TABLE IF EXISTS deliveries",
+        ),
+    ),
     # The trigger of 2026-11-30 (the outbox) dropped a waiting message's body; `CREATE
     # TRIGGER IF NOT EXISTS` never replaced it in the databases that had it.
-    Migration(4, "welcomes; waiting messages keep their body (2026-11-30)", sql(
-        "CREATE TABLE IF NOT EXISTS welcomes (channel TEXT NOT NULL, sender_id TEXT NOT NULL,"
-        " chat_id TEXT NOT NULL, person_id TEXT NOT NULL, as_owner INTEGER NOT NULL,"
-        " approved_at TEXT NOT NULL, done_at TEXT, PRIMARY KEY (channel, sender_id))",
-        "DROP TRIGGER IF EXISTS outbox_marks_done",
-        _OUTBOX_MARKS_DONE,
-    )),
-    Migration(5, "retries of a resumed message, outbox parts sent (2026-12-01)", steps(
-        add_column("inbox", "retries", "INTEGER NOT NULL DEFAULT 0"),
-        add_column("outbox", "parts_sent", "INTEGER NOT NULL DEFAULT 0"),
-    )),
-    Migration(6, "the usage ledger (2026-12-01)", sql(
-        "CREATE TABLE IF NOT EXISTS usage_daily (person TEXT NOT NULL, day TEXT NOT NULL,"
-        " kind TEXT NOT NULL, model TEXT NOT NULL, calls INTEGER NOT NULL DEFAULT 0,"
-        " input INTEGER NOT NULL DEFAULT 0, output INTEGER NOT NULL DEFAULT 0,"
-        " cache_read INTEGER NOT NULL DEFAULT 0, cache_write INTEGER NOT NULL DEFAULT 0,"
-        " cost REAL NOT NULL DEFAULT 0, PRIMARY KEY (person, day, kind, model))",
-    )),
-    Migration(7, "live previews (2026-12-01)", steps(sql(
-        "CREATE TABLE IF NOT EXISTS previews (key TEXT PRIMARY KEY, channel TEXT NOT NULL,"
-        " chat_id TEXT NOT NULL, message_id TEXT NOT NULL, at TEXT NOT NULL)",
-    ), add_column("outbox", "replaces", "TEXT NOT NULL DEFAULT ''"))),
-    Migration(8, "files sent through the outbox (2026-12-01)",
-              add_column("outbox", "file", "TEXT NOT NULL DEFAULT ''")),
-    Migration(9, "group chats' daily usage (2026-12-02)", sql(
-        "CREATE TABLE IF NOT EXISTS usage_groups_daily (chat TEXT NOT NULL, day TEXT NOT NULL,"
-        " calls INTEGER NOT NULL DEFAULT 0, input INTEGER NOT NULL DEFAULT 0,"
-        " output INTEGER NOT NULL DEFAULT 0, cache_read INTEGER NOT NULL DEFAULT 0,"
-        " cache_write INTEGER NOT NULL DEFAULT 0, cost REAL NOT NULL DEFAULT 0,"
-        " PRIMARY KEY (chat, day))",
-    )),
-    Migration(10, "exec approvals, always-allowed commands and runs (2026-12-06)", sql(
-        "CREATE TABLE IF NOT EXISTS exec_approvals ("
-        " code TEXT PRIMARY KEY, person_id TEXT NOT NULL, workspace TEXT NOT NULL,"
-        " session_key TEXT NOT NULL, channel TEXT NOT NULL, chat_id TEXT NOT NULL,"
-        " command TEXT NOT NULL, cwd TEXT NOT NULL, network INTEGER NOT NULL,"
-        " timeout REAL, digest TEXT NOT NULL, status TEXT NOT NULL DEFAULT 'pending',"
-        " always INTEGER NOT NULL DEFAULT 0, created_at REAL NOT NULL, expires_at REAL NOT NULL,"
-        " decided_by TEXT NOT NULL DEFAULT '', decided_at REAL,"
-        " request_channel TEXT NOT NULL DEFAULT '', request_chat TEXT NOT NULL DEFAULT '',"
-        " request_message TEXT NOT NULL DEFAULT '', message_id TEXT NOT NULL DEFAULT '')",
-        "CREATE INDEX IF NOT EXISTS exec_approvals_status ON exec_approvals (status, expires_at)",
-        "CREATE TABLE IF NOT EXISTS exec_always ("
-        " person_id TEXT NOT NULL, digest TEXT NOT NULL, command TEXT NOT NULL,"
-        " cwd TEXT NOT NULL, network INTEGER NOT NULL, added_by TEXT NOT NULL,"
-        " added_at REAL NOT NULL, PRIMARY KEY (person_id, digest))",
-        "CREATE TABLE IF NOT EXISTS exec_runs ("
-        " id INTEGER PRIMARY KEY AUTOINCREMENT, person_id TEXT NOT NULL, command TEXT NOT NULL,"
-        " cwd TEXT NOT NULL, network INTEGER NOT NULL, approved_by TEXT NOT NULL,"
-        " code TEXT NOT NULL DEFAULT '', exit_code INTEGER, ended TEXT NOT NULL,"
-        " duration REAL NOT NULL, bytes_out INTEGER NOT NULL, at REAL NOT NULL)",
-        "CREATE INDEX IF NOT EXISTS exec_runs_person ON exec_runs (person_id, at)",
-    )),
+    Migration(
+        4,
+        "welcomes; waiting messages keep their body (2026-11-30)",
+        sql(
+            "CREATE TABLE IF NOT EXISTS welcomes (channel TEXT NOT NULL, sender_id TEXT NOT NULL,"
+            " chat_id TEXT NOT NULL, person_id TEXT NOT NULL, as_owner INTEGER NOT NULL,"
+            " approved_at TEXT NOT NULL, done_at TEXT, PRIMARY KEY (channel, sender_id))",
+            "DROP TRIGGER IF EXISTS outbox_marks_done",
+            _OUTBOX_MARKS_DONE,
+        ),
+    ),
+    Migration(
+        5,
+        "retries of a resumed message, outbox parts sent (2026-12-01)",
+        steps(
+            add_column("inbox", "retries", "INTEGER NOT NULL DEFAULT 0"),
+            add_column("outbox", "parts_sent", "INTEGER NOT NULL DEFAULT 0"),
+        ),
+    ),
+    Migration(
+        6,
+        "the usage ledger (2026-12-01)",
+        sql(
+            "CREATE TABLE IF NOT EXISTS usage_daily (person TEXT NOT NULL, day TEXT NOT NULL,"
+            " kind TEXT NOT NULL, model TEXT NOT NULL, calls INTEGER NOT NULL DEFAULT 0,"
+            " input INTEGER NOT NULL DEFAULT 0, output INTEGER NOT NULL DEFAULT 0,"
+            " cache_read INTEGER NOT NULL DEFAULT 0, cache_write INTEGER NOT NULL DEFAULT 0,"
+            " cost REAL NOT NULL DEFAULT 0, PRIMARY KEY (person, day, kind, model))",
+        ),
+    ),
+    Migration(
+        7,
+        "live previews (2026-12-01)",
+        steps(
+            sql(
+                "CREATE TABLE IF NOT EXISTS previews (key TEXT PRIMARY KEY, channel TEXT NOT NULL,"
+                " chat_id TEXT NOT NULL, message_id TEXT NOT NULL, at TEXT NOT NULL)",
+            ),
+            add_column("outbox", "replaces", "TEXT NOT NULL DEFAULT ''"),
+        ),
+    ),
+    Migration(
+        8,
+        "files sent through the outbox (2026-12-01)",
+        add_column("outbox", "file", "TEXT NOT NULL DEFAULT ''"),
+    ),
+    Migration(
+        9,
+        "group chats' daily usage (2026-12-02)",
+        sql(
+            "CREATE TABLE IF NOT EXISTS usage_groups_daily (chat TEXT NOT NULL, day TEXT NOT NULL,"
+            " calls INTEGER NOT NULL DEFAULT 0, input INTEGER NOT NULL DEFAULT 0,"
+            " output INTEGER NOT NULL DEFAULT 0, cache_read INTEGER NOT NULL DEFAULT 0,"
+            " cache_write INTEGER NOT NULL DEFAULT 0, cost REAL NOT NULL DEFAULT 0,"
+            " PRIMARY KEY (chat, day))",
+        ),
+    ),
+    Migration(
+        10,
+        "exec approvals, always-allowed commands and runs (2026-12-06)",
+        sql(
+            "CREATE TABLE IF NOT EXISTS exec_approvals ("
+            " code TEXT PRIMARY KEY, person_id TEXT NOT NULL, workspace TEXT NOT NULL,"
+            " session_key TEXT NOT NULL, channel TEXT NOT NULL, chat_id TEXT NOT NULL,"
+            " command TEXT NOT NULL, cwd TEXT NOT NULL, network INTEGER NOT NULL,"
+            " timeout REAL, digest TEXT NOT NULL, status TEXT NOT NULL DEFAULT 'pending',"
+            " always INTEGER NOT NULL DEFAULT 0, created_at REAL NOT NULL,"
+            " expires_at REAL NOT NULL,"
+            " decided_by TEXT NOT NULL DEFAULT '', decided_at REAL,"
+            " request_channel TEXT NOT NULL DEFAULT '', request_chat TEXT NOT NULL DEFAULT '',"
+            " request_message TEXT NOT NULL DEFAULT '', message_id TEXT NOT NULL DEFAULT '')",
+            "CREATE INDEX IF NOT EXISTS exec_approvals_status"
+            " ON exec_approvals (status, expires_at)",
+            "CREATE TABLE IF NOT EXISTS exec_always ("
+            " person_id TEXT NOT NULL, digest TEXT NOT NULL, command TEXT NOT NULL,"
+            " cwd TEXT NOT NULL, network INTEGER NOT NULL, added_by TEXT NOT NULL,"
+            " added_at REAL NOT NULL, PRIMARY KEY (person_id, digest))",
+            "CREATE TABLE IF NOT EXISTS exec_runs ("
+            " id INTEGER PRIMARY KEY AUTOINCREMENT, person_id TEXT NOT NULL, command TEXT NOT NULL,"
+            " cwd TEXT NOT NULL, network INTEGER NOT NULL, approved_by TEXT NOT NULL,"
+            " code TEXT NOT NULL DEFAULT '', exit_code INTEGER, ended TEXT NOT NULL,"
+            " duration REAL NOT NULL, bytes_out INTEGER NOT NULL, at REAL NOT NULL)",
+            "CREATE INDEX IF NOT EXISTS exec_runs_person ON exec_runs (person_id, at)",
+        ),
+    ),
     # Next: Migration(11, "...", sql("CREATE TABLE IF NOT EXISTS ...")), and a store for it.
 )
 
@@ -180,9 +224,11 @@ LATEST = MIGRATIONS[-1].version
 
 
 def too_new(version: int, latest: int = LATEST) -> str:
-    return (f"the state database is at schema version {version}, written by a newer clawgate "
-            f"(this one knows up to {latest}); upgrade clawgate, or restore a backup made "
-            f"with this version (clawgate restore ARCHIVE --force)")
+    return (
+        f"the state database is at schema version {version}, written by a newer clawgate "
+        f"(this one knows up to {latest}); upgrade clawgate, or restore a backup made "
+        f"with this version (clawgate restore ARCHIVE --force)"
+    )
 
 
 def version_of(db: sqlite3.Connection) -> int:

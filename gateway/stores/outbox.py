@@ -47,8 +47,15 @@ class OutboxStore:
         self.db = db
 
     async def enqueue_outbound(
-        self, channel: str, chat_id: str, text: str, *, key: str | None = None,
-        done: InboundMessage | None = None, done_status: str = "done", replaces: str = "",
+        self,
+        channel: str,
+        chat_id: str,
+        text: str,
+        *,
+        key: str | None = None,
+        done: InboundMessage | None = None,
+        done_status: str = "done",
+        replaces: str = "",
         file: str = "",
     ) -> int | None:
         """Add a message to the outbox and mark `done` answered, in one statement (trigger).
@@ -56,30 +63,44 @@ class OutboxStore:
         Returns the row id, or None when `key` was used before (nothing added, nothing marked:
         the earlier delivery did both). `replaces`: the preview message it is written into.
         """
-        params = (key, channel, chat_id, text, now_iso(),
-                  *((done.channel, done.chat_id, done.message_id, done_status)
-                    if done is not None else (None, None, None, None)), replaces, file)
+        params = (
+            key,
+            channel,
+            chat_id,
+            text,
+            now_iso(),
+            *(
+                (done.channel, done.chat_id, done.message_id, done_status)
+                if done is not None
+                else (None, None, None, None)
+            ),
+            replaces,
+            file,
+        )
 
         def enqueue(db: sqlite3.Connection) -> int | None:
             cursor = db.execute(
                 "INSERT OR IGNORE INTO outbox (key, channel, chat_id, text, created_at,"
                 " done_channel, done_chat, done_message, done_status, replaces, file)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", params,
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                params,
             )
             return cursor.lastrowid if cursor.rowcount == 1 else None
 
         return await self.db.commit(enqueue)
 
     async def note_attempt(self, row: int, error: str) -> None:
-        await self.db.write("UPDATE outbox SET attempts = attempts + 1, error = ? WHERE id = ?",
-                            (error, row))
+        await self.db.write(
+            "UPDATE outbox SET attempts = attempts + 1, error = ? WHERE id = ?", (error, row)
+        )
 
     async def note_parts(self, row: int, parts_sent: int) -> None:
         """The platform accepted the first `parts_sent` parts of a multi-part message.
 
         Urgent, like `mark_sent`: until it commits, a crash sends those parts again."""
-        await self.db.write("UPDATE outbox SET parts_sent = ? WHERE id = ?", (parts_sent, row),
-                            urgent=True)
+        await self.db.write(
+            "UPDATE outbox SET parts_sent = ? WHERE id = ?", (parts_sent, row), urgent=True
+        )
 
     async def finish_outbound(self, row: int, status: str, error: str = "") -> None:
         """`sent`, `refused` or `failed`; the text is not kept once the row is finished."""
@@ -101,7 +122,8 @@ class OutboxStore:
         marks = ",".join("?" * len(rows))
         await self.db.write(
             f"UPDATE outbox SET status = 'sent', text = '', finished_at = ? WHERE id IN ({marks})",
-            (now_iso(), *rows), urgent=True,
+            (now_iso(), *rows),
+            urgent=True,
         )
 
     async def pending_outbound(self) -> list[Outgoing]:
@@ -109,5 +131,9 @@ class OutboxStore:
             "SELECT id, channel, chat_id, text, attempts, parts_sent, replaces, file FROM outbox"
             " WHERE status = 'pending' ORDER BY id"
         )
-        return [Outgoing(int(r[0]), r[1], r[2], r[3], int(r[4]), int(r[5]),
-                         str(r[6] or ""), str(r[7] or "")) for r in rows]
+        return [
+            Outgoing(
+                int(r[0]), r[1], r[2], r[3], int(r[4]), int(r[5]), str(r[6] or ""), str(r[7] or "")
+            )
+            for r in rows
+        ]

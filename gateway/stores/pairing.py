@@ -13,8 +13,9 @@ from typing import Any
 
 from gateway.stores.database import StateDatabase
 
-_REQUEST = ("SELECT channel, code, sender_id, chat_id, sender_name, created_at, expires_at"
-            " FROM pairing")
+_REQUEST = (
+    "SELECT channel, code, sender_id, chat_id, sender_name, created_at, expires_at FROM pairing"
+)
 
 
 class PairingStore:
@@ -31,11 +32,20 @@ class PairingStore:
         )
 
     async def mark_resent(self, channel: str, code: str) -> None:
-        await self.db.write("UPDATE pairing SET resent = 1 WHERE channel = ? AND code = ?",
-                            (channel, code))
+        await self.db.write(
+            "UPDATE pairing SET resent = 1 WHERE channel = ? AND code = ?", (channel, code)
+        )
 
-    async def add_code(self, channel: str, code: str, sender_id: str, chat_id: str,
-                       sender_name: str, created_at: float, expires_at: float) -> None:
+    async def add_code(
+        self,
+        channel: str,
+        code: str,
+        sender_id: str,
+        chat_id: str,
+        sender_name: str,
+        created_at: float,
+        expires_at: float,
+    ) -> None:
         await self.db.write(
             "INSERT INTO pairing (channel, code, sender_id, chat_id, sender_name, created_at,"
             " expires_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -46,26 +56,34 @@ class PairingStore:
         """Pending codes past their time become `expired`."""
         await self.db.write(
             "UPDATE pairing SET status = 'expired' WHERE channel = ? AND status = 'pending'"
-            " AND expires_at <= ?", (channel, now))
+            " AND expires_at <= ?",
+            (channel, now),
+        )
 
     async def pending_codes(self, channel: str) -> list[Any]:
         """(code, sender_id) of the channel's pending codes, oldest first."""
         return await self.db.rows(
             "SELECT code, sender_id FROM pairing WHERE channel = ? AND status = 'pending'"
-            " ORDER BY created_at, rowid", (channel,),
+            " ORDER BY created_at, rowid",
+            (channel,),
         )
 
     async def supersede(self, channel: str, code: str) -> None:
         """A pending code gives way to a newer request (an access decision: durable)."""
         await self.db.write(
             "UPDATE pairing SET status = 'superseded' WHERE channel = ? AND code = ?"
-            " AND status = 'pending'", (channel, code), durable=True)
+            " AND status = 'pending'",
+            (channel, code),
+            durable=True,
+        )
 
     async def withdraw(self, channel: str, sender_id: str) -> None:
         """The sender's pending codes can no longer be approved (durable)."""
         await self.db.write(
             "UPDATE pairing SET status = 'revoked' WHERE channel = ? AND sender_id = ?"
-            " AND status = 'pending'", (channel, sender_id), durable=True,
+            " AND status = 'pending'",
+            (channel, sender_id),
+            durable=True,
         )
 
     async def requests(self, now: float, channel: str | None = None) -> list[Any]:
@@ -81,8 +99,8 @@ class PairingStore:
     async def request(self, channel: str, code: str, now: float) -> Any | None:
         """The pending, valid request with this code, as in `requests`; None if there is none."""
         rows = await self.db.rows(
-            _REQUEST + " WHERE channel = ? AND code = ? AND status = 'pending'"
-            " AND expires_at > ?", (channel, code, now),
+            _REQUEST + " WHERE channel = ? AND code = ? AND status = 'pending' AND expires_at > ?",
+            (channel, code, now),
         )
         return rows[0] if rows else None
 
@@ -90,7 +108,9 @@ class PairingStore:
         """(status, sender_id, sender_name) of the code if it was approved or denied."""
         rows = await self.db.rows(
             "SELECT status, sender_id, sender_name FROM pairing WHERE channel = ? AND code = ?"
-            " AND status IN ('approved', 'denied')", (channel, code))
+            " AND status IN ('approved', 'denied')",
+            (channel, code),
+        )
         return rows[0] if rows else None
 
     async def approved_names(self) -> list[Any]:
@@ -98,18 +118,21 @@ class PairingStore:
         names people gave when they asked (the panel shows them)."""
         return await self.db.rows(
             "SELECT channel, sender_id, sender_name FROM pairing WHERE status = 'approved'"
-            " ORDER BY created_at")
+            " ORDER BY created_at"
+        )
 
     async def set_status(self, channel: str, code: str, status: str) -> None:
-        await self.db.write("UPDATE pairing SET status = ? WHERE channel = ? AND code = ?",
-                            (status, channel, code))
+        await self.db.write(
+            "UPDATE pairing SET status = ? WHERE channel = ? AND code = ?", (status, channel, code)
+        )
 
     async def wrong_attempts(self, channel: str, since: float) -> int:
         [(wrong,)] = await self.db.rows(
-            "SELECT COUNT(*) FROM approve_failures WHERE channel = ? AND at > ?",
-            (channel, since))
+            "SELECT COUNT(*) FROM approve_failures WHERE channel = ? AND at > ?", (channel, since)
+        )
         return int(wrong)
 
     async def note_wrong(self, channel: str, at: float) -> None:
-        await self.db.write("INSERT INTO approve_failures (channel, at) VALUES (?, ?)",
-                            (channel, at))
+        await self.db.write(
+            "INSERT INTO approve_failures (channel, at) VALUES (?, ?)", (channel, at)
+        )

@@ -18,12 +18,13 @@ class PreviewStore:
     def __init__(self, db: StateDatabase) -> None:
         self.db = db
 
-    async def record_preview(self, key: str, channel: str, chat_id: str,
-                             message_id: str) -> None:
+    async def record_preview(self, key: str, channel: str, chat_id: str, message_id: str) -> None:
         """The preview message of the reply named `key`."""
         await self.db.write(
             "INSERT OR REPLACE INTO previews (key, channel, chat_id, message_id, at)"
-            " VALUES (?, ?, ?, ?, ?)", (key, channel, chat_id, message_id, now_iso()))
+            " VALUES (?, ?, ?, ?, ?)",
+            (key, channel, chat_id, message_id, now_iso()),
+        )
 
     async def preview_for(self, key: str) -> str:
         rows = await self.db.rows("SELECT message_id FROM previews WHERE key = ?", (key,))

@@ -36,13 +36,15 @@ class Price:
     cache_write: float
 
     def cost(self, usage: Usage) -> float:
-        return (usage.input_tokens * self.input + usage.output_tokens * self.output
-                + usage.cache_read_tokens * self.cache_read
-                + usage.cache_write_tokens * self.cache_write) / MILLION
+        return (
+            usage.input_tokens * self.input
+            + usage.output_tokens * self.output
+            + usage.cache_read_tokens * self.cache_read
+            + usage.cache_write_tokens * self.cache_write
+        ) / MILLION
 
 
-def _p(input: float, output: float, cache_read: float, cache_write: float | None = None
-       ) -> Price:
+def _p(input: float, output: float, cache_read: float, cache_write: float | None = None) -> Price:
     # OpenAI bills no cache writes (its caching is automatic); Anthropic's 5-minute cache
     # writes cost 1.25 times an input token.
     return Price(input, output, cache_read, input * 1.25 if cache_write is None else cache_write)
@@ -100,7 +102,8 @@ DEFAULT_PRICES: dict[str, Price] = {
 
 def from_setting(price: ModelPrice) -> Price:
     return Price(
-        price.input, price.output,
+        price.input,
+        price.output,
         price.input * 0.1 if price.cache_read is None else price.cache_read,
         price.input * 1.25 if price.cache_write is None else price.cache_write,
     )
@@ -134,7 +137,11 @@ class PriceTable:
                 self._unknown.add(model)
                 # Not a warning: a local or fake model often has no price, and a chat shows
                 # warnings; doctor fails on it when a money cap would be blind to the cost.
-                log.info("no price for model %s: its cost counts as 0 (add [prices.\"%s\"] "
-                         "to clawgate.toml)", model, model)
+                log.info(
+                    'no price for model %s: its cost counts as 0 (add [prices."%s"] '
+                    "to clawgate.toml)",
+                    model,
+                    model,
+                )
             return 0.0
         return price.cost(usage)

@@ -42,9 +42,7 @@ __all__ = ["StateDB", "StateError", "state_path"]
 class StateDB:
     """One state database and its stores. `open()` before use, `close()` at the end."""
 
-    def __init__(
-        self, path: Path, *, inbox_retention: timedelta = DEFAULT_INBOX_RETENTION
-    ) -> None:
+    def __init__(self, path: Path, *, inbox_retention: timedelta = DEFAULT_INBOX_RETENTION) -> None:
         self.database = StateDatabase(path)
         self.inbox = InboxStore(self.database, inbox_retention)
         self.outbox = OutboxStore(self.database)

@@ -36,7 +36,6 @@ __all__ = ["GROUPS", "Periods", "Totals", "UsageLedger"]
 log = logging.getLogger(__name__)
 
 
-
 @dataclass(frozen=True, slots=True)
 class _Recording:
     """One call: what it counted (already in the running totals) and its row's write."""
@@ -48,8 +47,7 @@ class _Recording:
 class UsageLedger:
     """Records model calls and answers "how much since ..." per person, kind and model."""
 
-    def __init__(self, store: UsageStore, prices: PriceTable, clock: Clock,
-                 zone: tzinfo) -> None:
+    def __init__(self, store: UsageStore, prices: PriceTable, clock: Clock, zone: tzinfo) -> None:
         self.store = store
         self.prices = prices
         self.clock = clock
@@ -73,16 +71,16 @@ class UsageLedger:
             return False
         return True
 
-    def record_soon(self, person: str, kind: str, model: str, usage: Usage,
-                    group: str = "") -> Totals:
+    def record_soon(
+        self, person: str, kind: str, model: str, usage: Usage, group: str = ""
+    ) -> Totals:
         """`record` in the background: a turn's reply never waits for the bookkeeping write
         (another writer may hold the database for a while). Counted in the running totals at
         once, and reads wait for what is pending, so a total asked for after a call
         includes it."""
         return self._start(person, kind, model, usage, group).counted
 
-    def _start(self, person: str, kind: str, model: str, usage: Usage,
-               group: str) -> _Recording:
+    def _start(self, person: str, kind: str, model: str, usage: Usage, group: str) -> _Recording:
         """Count the call in the running totals (at once) and start writing its row (one
         pending write for each of whom it counts)."""
         counted = Totals.of(usage, self.prices.cost(model, usage))
@@ -90,8 +88,9 @@ class UsageLedger:
         whom = [person, _group_key(group)] if group else [person]
         for who in whom:
             self._running.add(who, counted, periods)
-        task = asyncio.create_task(self._write(person, kind, model, usage, group, counted),
-                                   name="usage-record")
+        task = asyncio.create_task(
+            self._write(person, kind, model, usage, group, counted), name="usage-record"
+        )
         self._writes.add(task)
         task.add_done_callback(self._writes.discard)
         for who in whom:
@@ -119,16 +118,23 @@ class UsageLedger:
         if pending:
             await asyncio.gather(*list(pending), return_exceptions=True)
 
-    async def record(self, person: str, kind: str, model: str, usage: Usage,
-                     group: str = "") -> Totals:
+    async def record(
+        self, person: str, kind: str, model: str, usage: Usage, group: str = ""
+    ) -> Totals:
         """Add one call (to `group`'s day too, when it served a group chat); returns what it
         counted (its cost from the price table)."""
         return await self._start(person, kind, model, usage, group).written
 
-    async def _write(self, person: str, kind: str, model: str, usage: Usage, group: str,
-                     counted: Totals) -> Totals:
-        tokens = (usage.input_tokens, usage.output_tokens, usage.cache_read_tokens,
-                  usage.cache_write_tokens, counted.cost)
+    async def _write(
+        self, person: str, kind: str, model: str, usage: Usage, group: str, counted: Totals
+    ) -> Totals:
+        tokens = (
+            usage.input_tokens,
+            usage.output_tokens,
+            usage.cache_read_tokens,
+            usage.cache_write_tokens,
+            counted.cost,
+        )
         try:
             if self._ensure():
                 day = self.periods().today
@@ -146,11 +152,11 @@ class UsageLedger:
 
     async def group_spent(self, chat: str, day: date) -> Totals:
         """`group_total(chat, day)` from the running totals, likewise."""
-        return await self._running_total(_group_key(chat), day,
-                                         lambda: self.group_total(chat, day))
+        return await self._running_total(_group_key(chat), day, lambda: self.group_total(chat, day))
 
-    async def _running_total(self, who: str, since: date,
-                             read: Callable[[], Awaitable[Totals]]) -> Totals:
+    async def _running_total(
+        self, who: str, since: date, read: Callable[[], Awaitable[Totals]]
+    ) -> Totals:
         known = self._running.get(who, since)
         if known is not None:
             return known
@@ -176,18 +182,21 @@ class UsageLedger:
             return Totals()
         return totals_of_row(row) if row is not None else Totals()
 
-    async def grouped(self, group: str, person: str | None, since: date,
-                      until: date | None = None) -> dict[str, Totals]:
+    async def grouped(
+        self, group: str, person: str | None, since: date, until: date | None = None
+    ) -> dict[str, Totals]:
         """Totals by `group` (kind, model, day or person), largest cost first."""
         if group not in GROUPS:
             raise ValueError(f"cannot group usage by {group!r}")
         rows = await self._select(group, person, since, until)
         found = {str(row[0]): totals_of_row(row[2:]) for row in rows}
-        return dict(sorted(found.items(), key=lambda item: (-item[1].cost, -item[1].tokens,
-                                                              item[0])))
+        return dict(
+            sorted(found.items(), key=lambda item: (-item[1].cost, -item[1].tokens, item[0]))
+        )
 
-    async def _select(self, group: str, person: str | None, since: date,
-                      until: date | None) -> list[Any]:
+    async def _select(
+        self, group: str, person: str | None, since: date, until: date | None
+    ) -> list[Any]:
         await self._written(person)
         if not self._ensure():
             return []

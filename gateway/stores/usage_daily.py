@@ -33,8 +33,10 @@ _GROUP_UPSERT = (
     " cache_read = cache_read + excluded.cache_read,"
     " cache_write = cache_write + excluded.cache_write, cost = cost + excluded.cost"
 )
-_SUMS = ("count(*) AS rows_, sum(calls), sum(input), sum(output), sum(cache_read),"
-         " sum(cache_write), sum(cost)")
+_SUMS = (
+    "count(*) AS rows_, sum(calls), sum(input), sum(output), sum(cache_read),"
+    " sum(cache_write), sum(cost)"
+)
 # What `sums` may group by (a column name goes into the SQL: only these).
 GROUPS = ("kind", "model", "day", "person")
 
@@ -59,11 +61,14 @@ class UsageStore:
         """(calls, input, output, cache_read, cache_write, cost) of a group chat's day."""
         rows = await self.db.rows(
             "SELECT calls, input, output, cache_read, cache_write, cost"
-            " FROM usage_groups_daily WHERE chat = ? AND day = ?", (chat, day.isoformat()))
+            " FROM usage_groups_daily WHERE chat = ? AND day = ?",
+            (chat, day.isoformat()),
+        )
         return rows[0] if rows else None
 
-    async def sums(self, group: str, person: str | None, since: date,
-                   until: date | None) -> list[Any]:
+    async def sums(
+        self, group: str, person: str | None, since: date, until: date | None
+    ) -> list[Any]:
         """Rows of (group value if `group`, row count, calls, input, output, cache_read,
         cache_write, cost) from `since` (inclusive) to `until` (exclusive)."""
         if group and group not in GROUPS:

@@ -48,15 +48,21 @@ class Totals:
 
     @classmethod
     def of(cls, usage: Usage, cost: float) -> Totals:
-        return cls(1, usage.input_tokens, usage.output_tokens, usage.cache_read_tokens,
-                   usage.cache_write_tokens, cost)
+        return cls(
+            1,
+            usage.input_tokens,
+            usage.output_tokens,
+            usage.cache_read_tokens,
+            usage.cache_write_tokens,
+            cost,
+        )
 
 
 def totals_of_row(row: Iterable[object]) -> Totals:
     """Totals from a row of (calls, input, output, cache_read, cache_write, cost)."""
-    calls, inp, out, read, write, cost = (value or 0 for value in row)
-    return Totals(int(calls), int(inp), int(out), int(read), int(write),  # type: ignore[call-overload]
-                  float(cost))  # type: ignore[arg-type]
+    numbers = [value if isinstance(value, int | float) else 0 for value in row]  # NULL: 0
+    calls, inp, out, read, write, cost = numbers
+    return Totals(int(calls), int(inp), int(out), int(read), int(write), float(cost))
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,7 +82,6 @@ class Periods:
     @property
     def next_month(self) -> date:
         return (self.month + timedelta(days=32)).replace(day=1)
-
 
 
 class RunningTotals:
@@ -106,8 +111,9 @@ class RunningTotals:
     def changes(self, who: str) -> int:
         return self._changes.get(who, 0)
 
-    def keep(self, who: str, since: date, totals: Totals, changes_before: int,
-             periods: Periods) -> None:
+    def keep(
+        self, who: str, since: date, totals: Totals, changes_before: int, periods: Periods
+    ) -> None:
         """`totals` read from the table for `who` since `since`, kept unless a call was
         counted for `who` while it was read (the read may not include it: read again next
         time) or the period is over."""

@@ -17,8 +17,9 @@ import unicodedata
 BAD_CATEGORIES = frozenset({"Cc", "Cs", "Zl", "Zp"})
 # Bidirectional controls (embeddings, overrides, isolates, marks): "invoice\u202egpj.md" shows
 # as "invoicedm.jpg". Other format characters (joiners in emoji and Persian) stay allowed.
-BIDI_CONTROLS = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e"
-                          "\u2066\u2067\u2068\u2069")
+BIDI_CONTROLS = frozenset(
+    "\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069"
+)
 REPLACEMENT = "\ufffd"
 
 

@@ -107,9 +107,12 @@ def _check_lexical(user_path: str) -> tuple[str, ...]:
         if unicodedata.category(ch) in BAD_CATEGORIES:
             raise PathRefused(user_path, "the path contains control or invalid characters")
         if ch in BIDI_CONTROLS:
-            raise PathRefused(user_path, "the path contains a bidirectional control character "
-                                         "(it would make the name read differently from what "
-                                         "it is)")
+            raise PathRefused(
+                user_path,
+                "the path contains a bidirectional control character "
+                "(it would make the name read differently from what "
+                "it is)",
+            )
     if "\\" in user_path:
         raise PathRefused(user_path, "backslashes are not allowed; separate folders with '/'")
     if user_path.startswith("/"):
@@ -123,9 +126,12 @@ def _check_lexical(user_path: str) -> tuple[str, ...]:
         if part.startswith(".") and part not in (".", ".."):
             raise PathRefused(user_path, f"hidden or internal names like {part!r} are off limits")
         if len(part.encode("utf-8")) > MAX_NAME_BYTES:
-            raise PathRefused(user_path, f"a file or folder name is longer than {MAX_NAME_BYTES} "
-                                         "bytes, the most a file system allows; use a shorter "
-                                         "name")
+            raise PathRefused(
+                user_path,
+                f"a file or folder name is longer than {MAX_NAME_BYTES} "
+                "bytes, the most a file system allows; use a shorter "
+                "name",
+            )
     return parts
 
 
@@ -151,8 +157,14 @@ def _has_symlink_or_parent_ref(workspace: Path, rel: Path) -> bool:
 
 
 def resolve_in_workspace(
-    workspace: Path, user_path: str, *, private: bool, write: bool, area: str = "",
-    attended: bool = False, outside: str = "",
+    workspace: Path,
+    user_path: str,
+    *,
+    private: bool,
+    write: bool,
+    area: str = "",
+    attended: bool = False,
+    outside: str = "",
 ) -> Path:
     """Turn a model-supplied path into an absolute real path inside `workspace`, or refuse.
 
@@ -168,16 +180,22 @@ def resolve_in_workspace(
         raise PathRefused(user_path, "the path must be a string")
     lexical = _check_lexical(user_path)
     try:
-        return _resolve_checked(workspace, user_path, lexical, access, private=private,
-                                write=write)
+        return _resolve_checked(workspace, user_path, lexical, access, private=private, write=write)
     except PathRefused:
         raise
     except OSError as exc:  # the whole path too long for the system, a loop, an I/O error
         raise PathRefused(user_path, f"it cannot be used here ({exc.strerror or exc})") from None
 
 
-def _resolve_checked(workspace: Path, user_path: str, lexical: tuple[str, ...], access: Access,
-                     *, private: bool, write: bool) -> Path:
+def _resolve_checked(
+    workspace: Path,
+    user_path: str,
+    lexical: tuple[str, ...],
+    access: Access,
+    *,
+    private: bool,
+    write: bool,
+) -> Path:
     lexical_norm = _parts("/".join(lexical) or ".")
     if lexical_norm and lexical_norm[0] == "..":
         raise PathRefused(user_path, "it points outside your workspace")

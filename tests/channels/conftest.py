@@ -41,23 +41,42 @@ async def tts() -> AsyncIterator[FakeSpeechServer]:
 
 
 @pytest.fixture
-async def media_gateway(make_settings, anthropic_server, tg, stt
-                        ) -> AsyncIterator[Callable[..., Any]]:
+async def media_gateway(
+    make_settings, anthropic_server, tg, stt
+) -> AsyncIterator[Callable[..., Any]]:
     running: list[Gateway] = []
 
-    async def make(llm_server: FakeLLMServer | None = None, *, llm: dict[str, Any] | None = None,
-                   media: dict[str, Any] | None = None, tools: dict[str, Any] | None = None,
-                   settings: dict[str, Any] | None = None, **telegram: Any) -> Gateway:
+    async def make(
+        llm_server: FakeLLMServer | None = None,
+        *,
+        llm: dict[str, Any] | None = None,
+        media: dict[str, Any] | None = None,
+        tools: dict[str, Any] | None = None,
+        settings: dict[str, Any] | None = None,
+        **telegram: Any,
+    ) -> Gateway:
         """A gateway on the fake Telegram; `settings`: other top-level settings."""
-        section = {"token": tg.token, "base_url": tg.base_url, "poll_timeout_seconds": 1,
-                   "allow_from": ["42"], **telegram}
+        section = {
+            "token": tg.token,
+            "base_url": tg.base_url,
+            "poll_timeout_seconds": 1,
+            "allow_from": ["42"],
+            **telegram,
+        }
         transcription = {"backend": "openai", "base_url": stt.base_url, "api_key": stt.key}
         # Spoken replies only where a test asks for them (tests/channels/test_voice_replies.py).
-        media_section = {"transcription": transcription, "speech": {"backend": "none"},
-                         **(media or {})}
-        built = make_settings(**llm_overrides(llm_server or anthropic_server, **(llm or {})),
-                              telegram=section, media=media_section, tools=tools or {},
-                              **(settings or {}))
+        media_section = {
+            "transcription": transcription,
+            "speech": {"backend": "none"},
+            **(media or {}),
+        }
+        built = make_settings(
+            **llm_overrides(llm_server or anthropic_server, **(llm or {})),
+            telegram=section,
+            media=media_section,
+            tools=tools or {},
+            **(settings or {}),
+        )
         gateway = build_gateway(built, build_provider(built), options={"telegram": FAST})
         await gateway.start()
         running.append(gateway)

@@ -10,8 +10,21 @@ from channels.telegram import render
 from channels.telegram_html import markdown_to_html
 
 _pieces = st.sampled_from(
-    ["word ", "longerword ", "\n", "\n\n", "```python\n", "```\n", "~~~\n", "😀", "é", "x" * 50,
-     "`inline` ", "**b** ", "<&> "]
+    [
+        "word ",
+        "longerword ",
+        "\n",
+        "\n\n",
+        "```python\n",
+        "```\n",
+        "~~~\n",
+        "😀",
+        "é",
+        "x" * 50,
+        "`inline` ",
+        "**b** ",
+        "<&> ",
+    ]
 )
 
 
@@ -21,8 +34,11 @@ def _balanced(text: str) -> bool:
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(_pieces, max_size=400), st.sampled_from([64, 100, 500]),
-       st.sampled_from(["chars", "utf16"]))
+@given(
+    st.lists(_pieces, max_size=400),
+    st.sampled_from([64, 100, 500]),
+    st.sampled_from(["chars", "utf16"]),
+)
 def test_chunks_join_to_the_reply_and_fit(pieces, limit, units):
     text = "".join(pieces)
     chunks = split_chunks(text, limit, units)
@@ -38,8 +54,10 @@ def test_chunks_join_to_the_reply_and_fit(pieces, limit, units):
 
 def test_prefers_paragraph_then_line_then_word():
     text = "a" * 60 + "\n\n" + "b" * 30 + "\n" + "c" * 20
-    assert [c.body for c in split_chunks(text, 100)] == ["a" * 60 + "\n\n", "b" * 30 + "\n" +
-                                                           "c" * 20]
+    assert [c.body for c in split_chunks(text, 100)] == [
+        "a" * 60 + "\n\n",
+        "b" * 30 + "\n" + "c" * 20,
+    ]
     text = "a" * 60 + "\n" + "b " * 30
     assert split_chunks(text, 80)[0].body == "a" * 60 + "\n"
     words = "alpha beta gamma " * 10
@@ -74,10 +92,12 @@ def test_html_rendering_stays_within_the_limit_after_escaping():
 
 
 def test_markdown_to_html():
-    html = markdown_to_html("# T\n**b** *i* ~~s~~ `a<b` [x](https://e.com/?a=1&b=2)\n"
-                            "```py\nif a < b: pass\n```\n> quoted")
+    html = markdown_to_html(
+        "# T\n**b** *i* ~~s~~ `a<b` [x](https://e.com/?a=1&b=2)\n"
+        "```py\nif a < b: pass\n```\n> quoted"
+    )
     assert html == (
-        '<b>T</b>\n<b>b</b> <i>i</i> <s>s</s> <code>a&lt;b</code> '
+        "<b>T</b>\n<b>b</b> <i>i</i> <s>s</s> <code>a&lt;b</code> "
         '<a href="https://e.com/?a=1&amp;b=2">x</a>\n'
         '<pre><code class="language-py">if a &lt; b: pass</code></pre>\n'
         "<blockquote>quoted</blockquote>"

@@ -20,8 +20,10 @@ from tests.fakes.discord_server import FakeDiscordServer, patch_discord
 from tests.fakes.telegram_server import FakeTelegramServer
 from tests.settle import settled
 
-OPTIONS = {"telegram": {"backoff": Backoff(0.05, 0.2), "stall_grace": 0.5},
-           "discord": {"guild_ready_timeout": 0.05, "ready_timeout": 10}}
+OPTIONS = {
+    "telegram": {"backoff": Backoff(0.05, 0.2), "stall_grace": 0.5},
+    "discord": {"guild_ready_timeout": 0.05, "ready_timeout": 10},
+}
 
 
 @pytest.fixture
@@ -76,29 +78,31 @@ async def test_discord_pairing_and_long_reply_chunks(dc, gateway_with, anthropic
 MEMORY_CANARY = "zebracanary-DC-MEMORY-8123"
 
 
-async def test_server_message_needs_mention_and_no_private_memory(dc, gateway_with,
-                                                                  anthropic_server, tmp_path):
+async def test_server_message_needs_mention_and_no_private_memory(
+    dc, gateway_with, anthropic_server, tmp_path
+):
     owner = ensure_workspace(tmp_path / "workspaces", "owner")
     (owner / "MEMORY.md").write_text(f"- {MEMORY_CANARY}\n")
-    gateway = await gateway_with(discord={"token": dc.token, "groups_enabled": True,
-                                          "groups": ["7001"]})
+    gateway = await gateway_with(
+        discord={"token": dc.token, "groups_enabled": True, "groups": ["7001"]}
+    )
     await dc.guild_message(301, 7001, "humans talking")
     # Events are handled in order: once the mention is answered, the first was handled too.
-    await dc.guild_message(301, 7001, "<@900000000000000001> summarize please",
-                           mention_bot=True)
+    await dc.guild_message(301, 7001, "<@900000000000000001> summarize please", mention_bot=True)
     sent = await dc.wait_sent(1)
     await settled(gateway.state)
     assert len(dc.sent) == 1 and len(anthropic_server.requests) == 1  # none for the first
     assert sent[0].channel_id == "7001" and sent[0].content == (
-        "echo: [ann, platform id discord:301] summarize please")  # who said it, per platform
+        "echo: [ann, platform id discord:301] summarize please"
+    )  # who said it, per platform
     assert MEMORY_CANARY not in json.dumps(anthropic_server.requests[-1])
     # discord.py's display name and the account id reach the group prompt.
     assert "Speaking now: ann (platform id 301), not the owner" in json.dumps(
-        anthropic_server.requests[-1])
+        anthropic_server.requests[-1]
+    )
 
 
-async def test_linked_identities_share_one_session(dc, gateway_with, anthropic_server,
-                                                   tmp_path):
+async def test_linked_identities_share_one_session(dc, gateway_with, anthropic_server, tmp_path):
     async with FakeTelegramServer() as tg:
         gateway = await gateway_with(
             discord={"token": dc.token},
@@ -124,8 +128,9 @@ async def test_linked_identities_share_one_session(dc, gateway_with, anthropic_s
         assert tg.texts() == ["echo: my locker code is 4711"]  # replies went back where asked
 
 
-async def test_dms_sent_while_the_gateway_was_down_are_caught_up(dc, gateway_with,
-                                                                 anthropic_server):
+async def test_dms_sent_while_the_gateway_was_down_are_caught_up(
+    dc, gateway_with, anthropic_server
+):
     gateway = await gateway_with(discord={"token": dc.token, "allow_from": ["401"]})
     await dc.dm(401, "before the restart")
     await dc.wait_sent(1)
@@ -159,7 +164,8 @@ async def test_quick_messages_of_one_person_are_answered_in_order(dc, gateway_wi
 
 
 async def test_discord_unreachable_at_start_keeps_trying_then_answers(
-        monkeypatch, gateway_with, anthropic_server, caplog):
+    monkeypatch, gateway_with, anthropic_server, caplog
+):
     """No network at start: the gateway starts, Discord is not ready and
     says so once; when Discord answers, the channel logs in, connects and answers a DM."""
     import socket
@@ -177,8 +183,9 @@ async def test_discord_unreachable_at_start_keeps_trying_then_answers(
             retries.append(delay := super().next())
             return delay
 
-    monkeypatch.setattr("channels.discord_channel.Backoff",
-                        lambda: CountedBackoff(0.05, 0.2))  # the schedule, faster
+    monkeypatch.setattr(
+        "channels.discord_channel.Backoff", lambda: CountedBackoff(0.05, 0.2)
+    )  # the schedule, faster
     gateway = await gateway_with(discord={"token": server.token, "allow_from": ["501"]})
     channel = gateway.channels["discord"]
     async with asyncio.timeout(30):

@@ -35,10 +35,11 @@ async def dc_gateway(make_settings, anthropic_server, dc, stt) -> AsyncIterator[
 
     async def make(**media: Any) -> Gateway:
         transcription = {"backend": "openai", "base_url": stt.base_url, "api_key": stt.key}
-        settings = make_settings(**llm_overrides(anthropic_server),
-                                 discord={"token": dc.token, "allow_from": ["301"]},
-                                 media={"transcription": transcription,
-                                        "speech": {"backend": "none"}, **media})
+        settings = make_settings(
+            **llm_overrides(anthropic_server),
+            discord={"token": dc.token, "allow_from": ["301"]},
+            media={"transcription": transcription, "speech": {"backend": "none"}, **media},
+        )
         gateway = build_gateway(settings, build_provider(settings), options=OPTIONS)
         await gateway.start()
         running.append(gateway)
@@ -61,8 +62,9 @@ def _text(body: dict[str, Any]) -> str:
 async def test_a_discord_voice_message_is_heard(dc, stt, dc_gateway, anthropic_server):
     await dc_gateway()
     stt.text = "book a table for two at eight"
-    voice = dc.attachment("voice-message.ogg", VOICE_NOTE.read_bytes(), "audio/ogg",
-                          voice_seconds=4.2)
+    voice = dc.attachment(
+        "voice-message.ogg", VOICE_NOTE.read_bytes(), "audio/ogg", voice_seconds=4.2
+    )
     await dc.dm(301, "", attachments=[voice])
     sent = await dc.wait_sent(1)
     text = _text(anthropic_server.requests[-1])
@@ -74,16 +76,16 @@ async def test_a_discord_voice_message_is_heard(dc, stt, dc_gateway, anthropic_s
 
 async def test_a_discord_image_and_a_pdf(dc, dc_gateway, anthropic_server):
     await dc_gateway()
-    image = dc.attachment("whiteboard.jpg", jpeg(2000, 1500), "image/jpeg", width=2000,
-                          height=1500)
+    image = dc.attachment("whiteboard.jpg", jpeg(2000, 1500), "image/jpeg", width=2000, height=1500)
     await dc.dm(301, "what does the whiteboard say?", attachments=[image])
     await dc.wait_sent(1)
     blocks = _last_user(anthropic_server.requests[-1])
     assert [b["type"] for b in blocks].count("image") == 1
     assert "what does the whiteboard say?" in _text(anthropic_server.requests[-1])
 
-    document = dc.attachment("minutes.pdf", pdf(["Decision: move the launch to May 4."]),
-                             "application/pdf")
+    document = dc.attachment(
+        "minutes.pdf", pdf(["Decision: move the launch to May 4."]), "application/pdf"
+    )
     await dc.dm(301, "", attachments=[document])
     await dc.wait_sent(2)
     text = _text(anthropic_server.requests[-1])
@@ -106,13 +108,17 @@ async def test_send_file_uploads_to_discord(dc, dc_gateway, anthropic_server):
     await dc.wait_sent(1)
     workspace = gateway.settings.workspaces_dir / "discord-301"
     (workspace / "plan.md").write_text("1. pack\n2. go\n")
-    anthropic_server.reply_tool_calls([("send_file", {"path": "plan.md",
-                                                      "caption": "the plan"}, "c1")])
+    anthropic_server.reply_tool_calls(
+        [("send_file", {"path": "plan.md", "caption": "the plan"}, "c1")]
+    )
     anthropic_server.reply_text("There you go.")
     await dc.dm(301, "send me the plan")
     files = await dc.wait_files(1)
     assert (files[0].filename, files[0].data, files[0].content) == (
-        "plan.md", b"1. pack\n2. go\n", "the plan")
+        "plan.md",
+        b"1. pack\n2. go\n",
+        "the plan",
+    )
     # Streaming: the reply is an edit of the preview that showed the progress line, which
     # Discord keeps above the file; the order of the chat is not the order of writing.
     async with dc._changed:
@@ -120,14 +126,17 @@ async def test_send_file_uploads_to_discord(dc, dc_gateway, anthropic_server):
 
 
 async def test_a_voice_message_is_answered_with_a_voice_message_and_its_text(
-        dc, stt, tts, dc_gateway, anthropic_server):
+    dc, stt, tts, dc_gateway, anthropic_server
+):
     """Discord's voice message: one Ogg Opus attachment with its length and waveform, the
     flag IS_VOICE_MESSAGE and no text; the reply's text follows in its own message."""
-    gateway = await dc_gateway(speech={"backend": "openai", "base_url": tts.base_url,
-                                       "api_key": tts.key})
+    gateway = await dc_gateway(
+        speech={"backend": "openai", "base_url": tts.base_url, "api_key": tts.key}
+    )
     anthropic_server.reply_text("Table for two at eight is booked.")
-    voice = dc.attachment("voice-message.ogg", VOICE_NOTE.read_bytes(), "audio/ogg",
-                          voice_seconds=4.2)
+    voice = dc.attachment(
+        "voice-message.ogg", VOICE_NOTE.read_bytes(), "audio/ogg", voice_seconds=4.2
+    )
     await dc.dm(301, "", attachments=[voice])
     upload = (await dc.wait_files(1))[0]
     sent = await dc.wait_sent(1)
@@ -135,8 +144,9 @@ async def test_a_voice_message_is_answered_with_a_voice_message_and_its_text(
     assert upload.filename == "voice-message.ogg"
     heard = listen(upload.data)
     assert (heard.container, heard.codec) == ("ogg", "opus")
-    assert heard.seconds == pytest.approx(len(tts.spoken[-1].input) / tts.chars_per_second,
-                                          rel=0.15)
+    assert heard.seconds == pytest.approx(
+        len(tts.spoken[-1].input) / tts.chars_per_second, rel=0.15
+    )
     assert heard.loudness_variation > 0.4 and heard.rms > 0.02
     assert upload.meta["duration_secs"] == pytest.approx(heard.seconds, abs=0.1)
     waveform = base64.b64decode(upload.meta["waveform"])
@@ -148,9 +158,11 @@ async def test_a_voice_message_is_answered_with_a_voice_message_and_its_text(
 
 
 async def test_a_text_message_on_discord_gets_text_only_by_default(
-        dc, stt, tts, dc_gateway, anthropic_server):
-    gateway = await dc_gateway(speech={"backend": "openai", "base_url": tts.base_url,
-                                       "api_key": tts.key})
+    dc, stt, tts, dc_gateway, anthropic_server
+):
+    gateway = await dc_gateway(
+        speech={"backend": "openai", "base_url": tts.base_url, "api_key": tts.key}
+    )
     await dc.dm(301, "hello")
     await dc.wait_sent(1)
     await gateway.delivery.drain()
@@ -158,11 +170,13 @@ async def test_a_text_message_on_discord_gets_text_only_by_default(
 
 
 async def test_where_voice_messages_are_refused_the_audio_goes_as_a_file(
-        dc, stt, tts, dc_gateway, anthropic_server):
+    dc, stt, tts, dc_gateway, anthropic_server
+):
     dc.voice_messages = False
     await dc_gateway(speech={"backend": "openai", "base_url": tts.base_url, "api_key": tts.key})
-    voice = dc.attachment("voice-message.ogg", VOICE_NOTE.read_bytes(), "audio/ogg",
-                          voice_seconds=4.2)
+    voice = dc.attachment(
+        "voice-message.ogg", VOICE_NOTE.read_bytes(), "audio/ogg", voice_seconds=4.2
+    )
     await dc.dm(301, "", attachments=[voice])
     upload = (await dc.wait_files(1))[0]
     assert not upload.flags & VOICE_MESSAGE and listen(upload.data).codec == "opus"

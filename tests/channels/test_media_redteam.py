@@ -29,23 +29,31 @@ def start(media_gateway) -> Callable[..., Any]:
     """A gateway whose owner is Telegram account 42, in DMs and in the groups listed."""
 
     async def make(*, groups: list[str] | None = None, **options: Any) -> Gateway:
-        gateway: Gateway = await media_gateway(settings={"owner": OWNER},
-                                               groups_enabled=bool(groups),
-                                               groups=groups or [], **options)
+        gateway: Gateway = await media_gateway(
+            settings={"owner": OWNER}, groups_enabled=bool(groups), groups=groups or [], **options
+        )
         return gateway
 
     return make
 
 
-def _document(tg: FakeTelegramServer, data: bytes, name: str, *,
-              declared: int | None = None) -> dict[str, Any]:
+def _document(
+    tg: FakeTelegramServer, data: bytes, name: str, *, declared: int | None = None
+) -> dict[str, Any]:
     return {**tg.add_file(data, declared_size=declared), "file_name": name}
 
 
 async def _in_group(tg: FakeTelegramServer, chat: int, **fields: Any) -> None:
-    await tg.add_update(tg.message(42, chat_id=chat, chat_type="supergroup",
-                                   caption="@claw_bot have a look", caption_entities=MENTION,
-                                   **fields))
+    await tg.add_update(
+        tg.message(
+            42,
+            chat_id=chat,
+            chat_type="supergroup",
+            caption="@claw_bot have a look",
+            caption_entities=MENTION,
+            **fields,
+        )
+    )
 
 
 def _answers(tg: FakeTelegramServer, chat: int | str) -> list[str]:
@@ -86,7 +94,8 @@ def _threads_in_pypdf() -> list[str]:
 
 
 async def test_six_hostile_pdfs_leave_the_owners_dm_answered_and_nothing_burning(
-        tg, start, anthropic_server):
+    tg, start, anthropic_server
+):
     """Six groups each send a 300-page PDF of nested forms and no text (~1 s of pypdf a
     page). On main each ran in a thread of the shared default executor until its last page
     (minutes): once all six were in pypdf (its six threads on 2 cores), the owner's DM got no
@@ -100,15 +109,17 @@ async def test_six_hostile_pdfs_leave_the_owners_dm_answered_and_nothing_burning
     for chat in groups:
         await _in_group(tg, int(chat), document=_document(tg, hostile, "scan.pdf"))
     workers = gateway.media.workers  # type: ignore[union-attr]
-    await settle.until(lambda: len(workers.children) == workers.slots,
-                       what="every media slot reading a PDF")
+    await settle.until(
+        lambda: len(workers.children) == workers.slots, what="every media slot reading a PDF"
+    )
     await tg.send_text(42, "are you there?")
     await settle.until(lambda: bool(_answers(tg, 42)), what="the owner's DM is answered")
     assert _answers(tg, 42) == ["echo: are you there?"]
     refused = [chat for chat in groups if _answers(tg, chat)]
     assert len(refused) < len(groups)  # answered while the PDFs were still being refused
-    await settle.until(lambda: all(_answers(tg, chat) for chat in groups),
-                       what="every PDF refused", timeout=120)
+    await settle.until(
+        lambda: all(_answers(tg, chat) for chat in groups), what="every PDF refused", timeout=120
+    )
     for chat in groups:  # the time ran out between pages, or the child was killed in one
         assert "[document scan.pdf: not usable, I couldn't read it: " in _answers(tg, chat)[0]
     assert workers.children == {} and _pdf_children() == []
@@ -118,8 +129,9 @@ async def test_six_hostile_pdfs_leave_the_owners_dm_answered_and_nothing_burning
 async def test_a_3000_deep_page_tree_gets_the_unreadable_pdf_reply(tg, start):
     """On main pypdf's LimitReachedError escaped as "something went wrong on my side"."""
     await start()
-    await tg.add_update(tg.message(42, document=_document(tg, deep_page_tree_pdf(3000),
-                                                          "deep.pdf")))
+    await tg.add_update(
+        tg.message(42, document=_document(tg, deep_page_tree_pdf(3000), "deep.pdf"))
+    )
     sent = await tg.wait_sent(1, timeout=60)
     assert "I couldn't read it: the PDF is damaged or not really a PDF" in sent[0].text
     assert "something went wrong" not in sent[0].text
@@ -128,12 +140,19 @@ async def test_a_3000_deep_page_tree_gets_the_unreadable_pdf_reply(tg, start):
 # --- 4. a voice note longer than it says -----------------------------------------------------
 
 
-async def test_a_voice_note_declared_short_is_measured_before_it_is_transcribed(
-        tg, stt, start):
+async def test_a_voice_note_declared_short_is_measured_before_it_is_transcribed(tg, stt, start):
     """12 s of Opus declared as 3 s, with a 5 s limit: on main the declared 3 s was checked
     and the recording transcribed. Now its decoded length is, and decoding stops at 5 s."""
-    await start(media={"transcription": {"backend": "openai", "base_url": stt.base_url,
-                                         "api_key": stt.key, "max_seconds": 5}})
+    await start(
+        media={
+            "transcription": {
+                "backend": "openai",
+                "base_url": stt.base_url,
+                "api_key": stt.key,
+                "max_seconds": 5,
+            }
+        }
+    )
     voice = {**tg.add_file(opus(12.0)), "duration": 3, "mime_type": "audio/ogg"}
     await tg.add_update(tg.message(42, voice=voice))
     sent = await tg.wait_sent(1, timeout=30)
@@ -149,11 +168,13 @@ async def test_group_files_with_no_declared_size_stay_within_the_area_quota(tg, 
     skipped the check and the area grew to 1.4 MiB (each file and its text copy). Now the
     download is capped at the room left and a full area takes nothing more."""
     quota = 600 * 1024
-    gateway = await start(groups=["-100"], tools={"group_area_max_bytes": quota},
-                          media={"document_max_chars": 1000})
+    gateway = await start(
+        groups=["-100"], tools={"group_area_max_bytes": quota}, media={"document_max_chars": 1000}
+    )
     for _ in range(4):
-        await _in_group(tg, -100, document=_document(tg, b"note line\n" * 35_000,
-                                                     "notes.txt", declared=0))
+        await _in_group(
+            tg, -100, document=_document(tg, b"note line\n" * 35_000, "notes.txt", declared=0)
+        )
     await settle.until(lambda: len(_answers(tg, -100)) >= 4, what="four answers", timeout=60)
     workspace = gateway.settings.workspaces_dir / OWNER
     area = next(p for p in (workspace / "groups").iterdir()).relative_to(workspace)

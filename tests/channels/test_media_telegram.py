@@ -71,10 +71,12 @@ async def test_a_voice_note_is_heard_and_answered(tg, stt, media_gateway, anthro
     assert user["media"][0]["file"] == f"inbox/{_today()}/{saved[0].name}"
 
 
-async def test_with_no_usable_backend_the_reply_names_the_setting(tg, stt, media_gateway,
-                                                                  anthropic_server):
-    await media_gateway(media={"transcription": {"backend": "openai", "api_key": "",
-                                                 "base_url": None}})
+async def test_with_no_usable_backend_the_reply_names_the_setting(
+    tg, stt, media_gateway, anthropic_server
+):
+    await media_gateway(
+        media={"transcription": {"backend": "openai", "api_key": "", "base_url": None}}
+    )
     voice = {**tg.add_file(VOICE_NOTE.read_bytes()), "duration": 4}
     await tg.add_update(tg.message(42, voice=voice))
     sent = await tg.wait_sent(1)
@@ -84,8 +86,16 @@ async def test_with_no_usable_backend_the_reply_names_the_setting(tg, stt, media
 
 
 async def test_a_voice_note_longer_than_allowed_is_not_transcribed(tg, stt, media_gateway):
-    await media_gateway(media={"transcription": {"backend": "openai", "base_url": stt.base_url,
-                                                 "api_key": stt.key, "max_seconds": 60}})
+    await media_gateway(
+        media={
+            "transcription": {
+                "backend": "openai",
+                "base_url": stt.base_url,
+                "api_key": stt.key,
+                "max_seconds": 60,
+            }
+        }
+    )
     voice = {**tg.add_file(VOICE_NOTE.read_bytes()), "duration": 600}
     await tg.add_update(tg.message(42, voice=voice))
     sent = await tg.wait_sent(1)
@@ -101,12 +111,27 @@ async def test_a_voice_note_recorded_before_a_kill_is_fetched_and_answered_once(
     heard, answered once; a second restart finds nothing left to do."""
     stt.text = "call the plumber on monday"
     fields = tg.add_file(VOICE_NOTE.read_bytes())
-    voice = Attachment("audio", fields["file_id"], "voice.ogg", "audio/ogg",
-                       fields["file_size"], 4.0, label="voice message")
+    voice = Attachment(
+        "audio",
+        fields["file_id"],
+        "voice.ogg",
+        "audio/ogg",
+        fields["file_size"],
+        4.0,
+        label="voice message",
+    )
     async with StateDB.for_root(tmp_path / "workspaces") as state:  # as the kill left it
-        assert await state.inbox.record_inbound(InboundMessage(
-            "telegram", "42", "42", "", message_id="5", attachment="voice message",
-            attachments=(voice,)))
+        assert await state.inbox.record_inbound(
+            InboundMessage(
+                "telegram",
+                "42",
+                "42",
+                "",
+                message_id="5",
+                attachment="voice message",
+                attachments=(voice,),
+            )
+        )
     gateway = await media_gateway()
     sent = await tg.wait_sent(1)
     await gateway.lanes.drain()
@@ -133,8 +158,7 @@ async def test_a_voice_note_the_transcript_refused_is_heard_once_over_the_retrie
     gateway.persist_backoff = Backoff(0.2, 0.2)
     await tg.send_text(42, "hello")
     await tg.wait_sent(1)
-    transcript = transcript_path(gateway.settings.workspaces_dir / "telegram-42",
-                                 "telegram-42:dm")
+    transcript = transcript_path(gateway.settings.workspaces_dir / "telegram-42", "telegram-42:dm")
     kept = transcript.with_suffix(".kept")
     transcript.rename(kept)
     transcript.mkdir()  # appending now fails (as on an immutable or read-only file)
@@ -168,8 +192,9 @@ async def test_a_real_voice_note_through_the_local_model(tg, media_gateway, anth
 # --- photos ---------------------------------------------------------------------------------
 
 
-async def test_a_photo_reaches_the_model_as_an_image_with_its_caption(tg, media_gateway,
-                                                                      anthropic_server):
+async def test_a_photo_reaches_the_model_as_an_image_with_its_caption(
+    tg, media_gateway, anthropic_server
+):
     small, big = tg.add_file(jpeg(320, 240)), tg.add_file(jpeg(4032, 3024))
     gateway = await media_gateway()
     photo = [{**small, "width": 320, "height": 240}, {**big, "width": 4032, "height": 3024}]
@@ -190,12 +215,21 @@ async def test_a_photo_reaches_the_model_as_an_image_with_its_caption(tg, media_
 async def test_older_photos_become_a_line(tg, media_gateway, anthropic_server):
     await media_gateway(media={"images_in_context": 1})
     for caption in ("first", "second"):
-        await tg.add_update(tg.message(42, photo=[{**tg.add_file(jpeg(64, 48)), "width": 64,
-                                                   "height": 48}], caption=caption))
+        await tg.add_update(
+            tg.message(
+                42,
+                photo=[{**tg.add_file(jpeg(64, 48)), "width": 64, "height": 48}],
+                caption=caption,
+            )
+        )
         await tg.wait_sent(1 if caption == "first" else 2)
     body = anthropic_server.requests[-1]
-    all_blocks = [b for m in body["messages"] if m["role"] == "user"
-                  for b in (m["content"] if isinstance(m["content"], list) else [])]
+    all_blocks = [
+        b
+        for m in body["messages"]
+        if m["role"] == "user"
+        for b in (m["content"] if isinstance(m["content"], list) else [])
+    ]
     assert [b["type"] for b in all_blocks].count("image") == 1
     assert any("not shown again" in b.get("text", "") for b in all_blocks)
 
@@ -218,8 +252,16 @@ async def test_photos_in_a_group_stay_in_the_groups_area(tg, media_gateway, anth
     gateway = await media_gateway(groups_enabled=True, groups=["-100"], allow_from=["42"])
     photo = [{**tg.add_file(jpeg(64, 48)), "width": 64, "height": 48}]
     entities = [{"type": "mention", "offset": 0, "length": 9}]
-    await tg.add_update(tg.message(42, chat_id=-100, chat_type="supergroup", photo=photo,
-                                   caption="@claw_bot look", caption_entities=entities))
+    await tg.add_update(
+        tg.message(
+            42,
+            chat_id=-100,
+            chat_type="supergroup",
+            photo=photo,
+            caption="@claw_bot look",
+            caption_entities=entities,
+        )
+    )
     await tg.wait_sent(1)
     owner = gateway.settings.workspaces_dir / gateway.settings.owner
     found = sorted(p.relative_to(owner).as_posix() for p in owner.rglob("*.jpg"))
@@ -227,17 +269,27 @@ async def test_photos_in_a_group_stay_in_the_groups_area(tg, media_gateway, anth
     assert not (owner / "inbox").exists()  # never the owner's own inbox
 
 
-async def test_a_groups_files_count_against_its_storage_quota(tg, media_gateway,
-                                                              anthropic_server):
-    gateway = await media_gateway(groups_enabled=True, groups=["-100"], allow_from=["42"],
-                                  tools={"group_area_max_bytes": 200_000},
-                                  media={"document_max_chars": 1000})
+async def test_a_groups_files_count_against_its_storage_quota(tg, media_gateway, anthropic_server):
+    gateway = await media_gateway(
+        groups_enabled=True,
+        groups=["-100"],
+        allow_from=["42"],
+        tools={"group_area_max_bytes": 200_000},
+        media={"document_max_chars": 1000},
+    )
     entities = [{"type": "mention", "offset": 0, "length": 9}]
     for _ in range(2):  # 150 KB each: the first fits, the second would pass 200 KB
         document = {**tg.add_file(b"note line\n" * 15_000), "file_name": "notes.txt"}
-        await tg.add_update(tg.message(42, chat_id=-100, chat_type="supergroup",
-                                       document=document, caption="@claw_bot keep this",
-                                       caption_entities=entities))
+        await tg.add_update(
+            tg.message(
+                42,
+                chat_id=-100,
+                chat_type="supergroup",
+                document=document,
+                caption="@claw_bot keep this",
+                caption_entities=entities,
+            )
+        )
     for _ in range(500):
         if any("storage quota" in text for text in tg.texts()):
             break
@@ -254,10 +306,14 @@ async def test_a_groups_files_count_against_its_storage_quota(tg, media_gateway,
 
 async def test_a_pdf_becomes_text_and_is_kept(tg, media_gateway, anthropic_server):
     gateway = await media_gateway(media={"document_max_chars": 1000})
-    pages = [f"Page {n}. The quarterly budget for line {n} is {n * 1000} euros." for n in
-             range(1, 61)]
-    document = {**tg.add_file(pdf(pages)), "file_name": "budget 2026.pdf",
-                "mime_type": "application/pdf"}
+    pages = [
+        f"Page {n}. The quarterly budget for line {n} is {n * 1000} euros." for n in range(1, 61)
+    ]
+    document = {
+        **tg.add_file(pdf(pages)),
+        "file_name": "budget 2026.pdf",
+        "mime_type": "application/pdf",
+    }
     await tg.add_update(tg.message(42, document=document, caption="summarise please"))
     await tg.wait_sent(1)
     text = _text(anthropic_server.requests[-1])
@@ -271,13 +327,16 @@ async def test_a_pdf_becomes_text_and_is_kept(tg, media_gateway, anthropic_serve
 
 
 async def test_unsupported_and_oversized_files_are_declined_without_downloading(
-        tg, media_gateway, anthropic_server):
+    tg, media_gateway, anthropic_server
+):
     await media_gateway(media={"max_download_mb": 1})
-    archive = {**tg.add_file(b"PK\x03\x04" + bytes(100)), "file_name": "photos.zip",
-               "mime_type": "application/zip"}
+    archive = {
+        **tg.add_file(b"PK\x03\x04" + bytes(100)),
+        "file_name": "photos.zip",
+        "mime_type": "application/zip",
+    }
     await tg.add_update(tg.message(42, document=archive))
-    big = {**tg.add_file(bytes(2 * 1024 * 1024)), "file_name": "big.txt",
-           "mime_type": "text/plain"}
+    big = {**tg.add_file(bytes(2 * 1024 * 1024)), "file_name": "big.txt", "mime_type": "text/plain"}
     await tg.add_update(tg.message(42, document=big))
     video = {**tg.add_file(b"\x00" * 10), "duration": 3, "width": 1, "height": 1}
     await tg.add_update(tg.message(42, video=video))
@@ -305,8 +364,9 @@ async def test_received_files_are_not_versioned(tg, media_gateway, anthropic_ser
     await tg.wait_sent(1)
     workspace = gateway.settings.workspaces_dir / "telegram-42"
     await gateway.versioning.commit(workspace, "hand edit")
-    tracked = subprocess.run(["git", "-C", str(workspace), "ls-files"], capture_output=True,
-                             text=True, check=True).stdout
+    tracked = subprocess.run(
+        ["git", "-C", str(workspace), "ls-files"], capture_output=True, text=True, check=True
+    ).stdout
     assert "inbox" not in tracked and "AGENTS.md" in tracked
 
 
@@ -321,38 +381,48 @@ async def test_send_file_delivers_a_workspace_file_once(tg, media_gateway, anthr
     (workspace / "notes").mkdir()
     (workspace / "notes" / "trip.md").write_text("# Lisbon\n- Friday: tram 28\n")
     (workspace / "notes" / "map.png").write_bytes(jpeg(64, 48))
-    anthropic_server.reply_tool_calls([
-        ("send_file", {"path": "notes/trip.md", "caption": "your trip notes"}, "c1"),
-        ("send_file", {"path": "notes/trip.md"}, "c2"),  # the same file again: not resent
-        ("send_file", {"path": "notes/map.png"}, "c3"),
-        ("send_file", {"path": "../telegram-43/MEMORY.md"}, "c4"),
-    ])
+    anthropic_server.reply_tool_calls(
+        [
+            ("send_file", {"path": "notes/trip.md", "caption": "your trip notes"}, "c1"),
+            ("send_file", {"path": "notes/trip.md"}, "c2"),  # the same file again: not resent
+            ("send_file", {"path": "notes/map.png"}, "c3"),
+            ("send_file", {"path": "../telegram-43/MEMORY.md"}, "c4"),
+        ]
+    )
     anthropic_server.reply_text("Sent you the notes.")
     await tg.send_text(42, "send me my trip notes")
     await tg.wait_sent(2)
     files = tg.files
     assert [(f.method, f.filename, f.caption) for f in files] == [
-        ("sendDocument", "trip.md", "your trip notes"), ("sendPhoto", "map.png", "")]
+        ("sendDocument", "trip.md", "your trip notes"),
+        ("sendPhoto", "map.png", ""),
+    ]
     assert files[0].data == b"# Lisbon\n- Friday: tram 28\n"
-    results = [b for b in _user_content(anthropic_server.requests[-1])
-               if b["type"] == "tool_result"]
+    results = [
+        b for b in _user_content(anthropic_server.requests[-1]) if b["type"] == "tool_result"
+    ]
     assert "sent to the person" in results[0]["content"]
     assert "already sent" in results[1]["content"]
     assert results[3].get("is_error") and "outside" in results[3]["content"]
     assert tg.texts(42)[-1] == "Sent you the notes."
 
 
-async def test_send_file_respects_the_group_area_and_the_upload_limit(tg, media_gateway,
-                                                                      anthropic_server):
+async def test_send_file_respects_the_group_area_and_the_upload_limit(
+    tg, media_gateway, anthropic_server
+):
     gateway = await media_gateway(groups_enabled=True, groups=["-100"], allow_from=["42"])
     anthropic_server.reply_tool_calls([("send_file", {"path": "MEMORY.md"}, "c1")])
     anthropic_server.reply_text("no")
     entities = [{"type": "mention", "offset": 0, "length": 9}]
-    await tg.add_update(tg.message(42, "@claw_bot send the memory", chat_id=-100,
-                                   chat_type="supergroup", entities=entities))
+    await tg.add_update(
+        tg.message(
+            42, "@claw_bot send the memory", chat_id=-100, chat_type="supergroup", entities=entities
+        )
+    )
     await tg.wait_sent(1)
-    result = next(b for b in _user_content(anthropic_server.requests[-1])
-              if b["type"] == "tool_result")
+    result = next(
+        b for b in _user_content(anthropic_server.requests[-1]) if b["type"] == "tool_result"
+    )
     assert result.get("is_error") and "private" in result["content"]
 
     await tg.send_text(42, "hi")
@@ -363,7 +433,8 @@ async def test_send_file_respects_the_group_area_and_the_upload_limit(tg, media_
     anthropic_server.reply_text("too big")
     await tg.send_text(42, "send notes.md")
     await tg.wait_sent(3)
-    result = next(b for b in _user_content(anthropic_server.requests[-1])
-              if b["type"] == "tool_result")
+    result = next(
+        b for b in _user_content(anthropic_server.requests[-1]) if b["type"] == "tool_result"
+    )
     assert result.get("is_error") and "telegram takes files up to" in result["content"]
     assert tg.files == []

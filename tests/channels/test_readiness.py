@@ -28,9 +28,11 @@ async def test_readiness_follows_the_bot_api(make_settings, anthropic_server):
         **llm_overrides(anthropic_server),
         telegram={"token": tg.token, "base_url": tg.base_url, "poll_timeout_seconds": 1},
     )
-    gateway = build_gateway(settings, build_provider(settings),
-                            options={"telegram": {"backoff": Backoff(0.05, 0.2),
-                                                  "stall_grace": 0.5}})
+    gateway = build_gateway(
+        settings,
+        build_provider(settings),
+        options={"telegram": {"backoff": Backoff(0.05, 0.2), "stall_grace": 0.5}},
+    )
     await gateway.start()
     channel = gateway.channels["telegram"]
     try:

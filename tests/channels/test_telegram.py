@@ -41,8 +41,12 @@ async def tg_gateway(make_settings, anthropic_server, tg) -> AsyncIterator[Calla
     running: list[Gateway] = []
 
     async def make(**telegram: Any) -> Gateway:
-        section = {"token": tg.token, "base_url": tg.base_url, "poll_timeout_seconds": 1,
-                   **telegram}
+        section = {
+            "token": tg.token,
+            "base_url": tg.base_url,
+            "poll_timeout_seconds": 1,
+            **telegram,
+        }
         settings = make_settings(**llm_overrides(anthropic_server), telegram=section)
         gateway = build_gateway(settings, build_provider(settings), options={"telegram": FAST})
         await gateway.start()
@@ -67,11 +71,23 @@ async def test_dm_in_reply_out_with_typing(tg, tg_gateway, anthropic_server):
 
 async def _approve(tmp_path, code: str, *extra: str) -> str:
     """`clawgate pairing approve` from another process while the gateway runs."""
-    env = {"CLAWGATE_WORKSPACES_DIR": str(tmp_path / "workspaces"), "PATH": "/usr/bin:/bin",
-           "PYTHONPATH": str(REPO)}  # this checkout's code, not an installed copy
+    env = {
+        "CLAWGATE_WORKSPACES_DIR": str(tmp_path / "workspaces"),
+        "PATH": "/usr/bin:/bin",
+        "PYTHONPATH": str(REPO),
+    }  # this checkout's code, not an installed copy
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "gateway", "pairing", "approve", "telegram", code, *extra,
-        env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        sys.executable,
+        "-m",
+        "gateway",
+        "pairing",
+        "approve",
+        "telegram",
+        code,
+        *extra,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
     )
     out, err = await proc.communicate()
     assert proc.returncode == 0, err.decode()
@@ -112,8 +128,9 @@ async def test_unknown_sender_pairs_then_talks(tg, tg_gateway, anthropic_server,
     assert await gateway.state.access.pending_welcomes() == []
 
 
-async def test_owner_approves_their_own_account_in_one_step(tg, tg_gateway, anthropic_server,
-                                                            tmp_path):
+async def test_owner_approves_their_own_account_in_one_step(
+    tg, tg_gateway, anthropic_server, tmp_path
+):
     """The owner's first DM gets a code; `approve --owner` makes that chat their own
     assistant (the terminal's `owner` workspace and session), and the DM is answered."""
     gateway = await tg_gateway()
@@ -147,33 +164,42 @@ async def test_allowlist_policy_ignores_strangers(tg, tg_gateway, anthropic_serv
 MEMORY_CANARY = "zebracanary-TG-MEMORY-3301"
 
 
-async def test_group_needs_mention_and_never_sees_private_memory(tg, tg_gateway,
-                                                                  anthropic_server, tmp_path):
+async def test_group_needs_mention_and_never_sees_private_memory(
+    tg, tg_gateway, anthropic_server, tmp_path
+):
     gateway = await tg_gateway(allow_from=["42"], groups_enabled=True, groups=["-1001"])
     owner = ensure_workspace(tmp_path / "workspaces", "owner")
     (owner / "MEMORY.md").write_text(f"# Memory\n- {MEMORY_CANARY}\n")
     group = {"chat_id": -1001, "chat_type": "supergroup"}
     await tg.send_text(42, "just chatting among humans", **group)
-    await tg.send_text(42, "hello from a group we never allowed @claw_bot", chat_id=-2002,
-                       chat_type="group")
+    await tg.send_text(
+        42, "hello from a group we never allowed @claw_bot", chat_id=-2002, chat_type="group"
+    )
     await tg.wait_confirmed()
     await settled(gateway.state)
     assert tg.sent == [] and anthropic_server.requests == []
 
     mention = "@claw_bot what is the plan?"
-    await tg.send_text(42, mention, entities=[{"type": "mention", "offset": 0, "length": 9}],
-                       **group)
+    await tg.send_text(
+        42, mention, entities=[{"type": "mention", "offset": 0, "length": 9}], **group
+    )
     sent = await tg.wait_sent(1)
     assert sent[0].chat_id == "-1001" and sent[0].text == (
-        "echo: [Ann, platform id telegram:42] what is the plan?")  # who said it, per platform
+        "echo: [Ann, platform id telegram:42] what is the plan?"
+    )  # who said it, per platform
     request = json.dumps(anthropic_server.requests[-1])
     assert MEMORY_CANARY not in request and "not a private chat" in request
     # The prompt says who speaks, by the platform's name and id (not the owner here).
     assert "Speaking now: Ann (platform id 42), not the owner" in request
 
     # A reply to one of the bot's messages counts as addressing it.
-    bot_message = {"message_id": 1, "date": 1, "chat": {"id": -1001, "type": "supergroup"},
-                   "from": BOT_USER, "text": "earlier"}
+    bot_message = {
+        "message_id": 1,
+        "date": 1,
+        "chat": {"id": -1001, "type": "supergroup"},
+        "from": BOT_USER,
+        "text": "earlier",
+    }
     await tg.send_text(7, "and you?", reply_to_message=bot_message, **group)
     assert (await tg.wait_sent(2))[1].text == "echo: [Ann, platform id telegram:7] and you?"
 
@@ -204,13 +230,21 @@ async def test_long_reply_is_chunked_within_utf16_limit(tg, tg_gateway, anthropi
     assert "Done." in tg.sent[-1].text
 
 
-async def test_stickers_get_a_polite_answer_and_a_lost_photo_is_said(tg, tg_gateway,
-                                                                    anthropic_server):
+async def test_stickers_get_a_polite_answer_and_a_lost_photo_is_said(
+    tg, tg_gateway, anthropic_server
+):
     """What cannot be fetched or used is answered in words, without the model (photos that
     can be fetched are tested in test_media_telegram.py)."""
     await tg_gateway(allow_from=["42"])
-    sticker = {"file_id": "s1", "file_unique_id": "s1", "width": 10, "height": 10,
-               "is_animated": False, "is_video": False, "type": "regular"}
+    sticker = {
+        "file_id": "s1",
+        "file_unique_id": "s1",
+        "width": 10,
+        "height": 10,
+        "is_animated": False,
+        "is_video": False,
+        "type": "regular",
+    }
     await tg.add_update(tg.message(42, sticker=sticker))
     sent = await tg.wait_sent(1)
     assert "sticker" in sent[0].text and anthropic_server.requests == []
@@ -252,8 +286,13 @@ async def test_restart_mid_conversation_no_duplicate_no_loss(tg, tg_gateway, ant
 
 async def test_conflict_and_rate_limit_are_retried(tg, tg_gateway, anthropic_server, caplog):
     caplog.set_level(logging.INFO)
-    tg.fail("getUpdates", 409, "Conflict: terminated by other getUpdates request; make sure "
-                               "that only one bot instance is running", times=3)
+    tg.fail(
+        "getUpdates",
+        409,
+        "Conflict: terminated by other getUpdates request; make sure "
+        "that only one bot instance is running",
+        times=3,
+    )
     tg.fail("getUpdates", 429, "Too Many Requests: retry after 1", {"retry_after": 1})
     tg.fail("sendMessage", 429, "Too Many Requests: retry after 1", {"retry_after": 1})
     gateway = await tg_gateway(allow_from=["42"])

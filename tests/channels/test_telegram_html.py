@@ -53,8 +53,9 @@ def reference_line(line: str) -> str:
 
 def _inline_only(line: str) -> bool:
     """Not a quote, bullet or fence line: those have their own (line-level) rules."""
-    return not (line.startswith(">") or re.match(r"\s*[-*+]\s", line)
-                or re.match(r" {0,3}(```|~~~)", line))
+    return not (
+        line.startswith(">") or re.match(r"\s*[-*+]\s", line) or re.match(r" {0,3}(```|~~~)", line)
+    )
 
 
 MARKUP = st.text(alphabet="*_~`[]()#> \nab1:/htps.<&é", max_size=60)
@@ -70,16 +71,48 @@ def test_same_output_as_the_regex_rules(text):
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.sampled_from(["*", "**", "_", "__", "~~", "`", "[", "](", "http://x", ")",
-                                 "a", "b", " ", "é", "#", "<"]), max_size=40).map("".join))
+@given(
+    st.lists(
+        st.sampled_from(
+            [
+                "*",
+                "**",
+                "_",
+                "__",
+                "~~",
+                "`",
+                "[",
+                "](",
+                "http://x",
+                ")",
+                "a",
+                "b",
+                " ",
+                "é",
+                "#",
+                "<",
+            ]
+        ),
+        max_size=40,
+    ).map("".join)
+)
 def test_same_output_on_delimiter_soup(text):
     if _inline_only(text):
         assert markdown_to_html(text) == reference_line(text), repr(text)
 
 
 def test_pathological_inputs_render_as_the_rules_say():
-    for fragment in ("*a ", "_a ", "**a ", "__a ", "~~a ", "[a ", "[a](http://x", "`a ",
-                     "*a **b _c ~~d [e `f "):
+    for fragment in (
+        "*a ",
+        "_a ",
+        "**a ",
+        "__a ",
+        "~~a ",
+        "[a ",
+        "[a](http://x",
+        "`a ",
+        "*a **b _c ~~d [e `f ",
+    ):
         text = (fragment * (4096 // len(fragment) + 1))[:4096]
         assert markdown_to_html(text) == reference_inline(text), fragment
     heading = "# a" + " " * 2000 + "x  ##  "

@@ -19,17 +19,22 @@ ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 
 def chat_env(tmp_path: Path, server: FakeAnthropicServer, **extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith("CLAWGATE_") and k not in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY")}
-    env.update({
-        "PYTHONPATH": str(REPO),
-        "CLAWGATE_CONFIG": str(tmp_path / "none.toml"),
-        "CLAWGATE_WORKSPACES_DIR": str(tmp_path / "workspaces"),
-        "CLAWGATE_LLM__BASE_URL": server.base_url,
-        "CLAWGATE_TIMEZONE": "UTC",
-        "ANTHROPIC_API_KEY": "sk-terminal-test",
-        **extra,
-    })
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith("CLAWGATE_") and k not in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY")
+    }
+    env.update(
+        {
+            "PYTHONPATH": str(REPO),
+            "CLAWGATE_CONFIG": str(tmp_path / "none.toml"),
+            "CLAWGATE_WORKSPACES_DIR": str(tmp_path / "workspaces"),
+            "CLAWGATE_LLM__BASE_URL": server.base_url,
+            "CLAWGATE_TIMEZONE": "UTC",
+            "ANTHROPIC_API_KEY": "sk-terminal-test",
+            **extra,
+        }
+    )
     return env
 
 
@@ -60,8 +65,12 @@ class Pty:
 
         self.master, slave = pty.openpty()
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "gateway", "chat"], stdin=slave, stdout=slave, stderr=slave,
-            env={**env, "TERM": "xterm", "PROMPT_TOOLKIT_NO_CPR": "1"}, start_new_session=True,
+            [sys.executable, "-m", "gateway", "chat"],
+            stdin=slave,
+            stdout=slave,
+            stderr=slave,
+            env={**env, "TERM": "xterm", "PROMPT_TOOLKIT_NO_CPR": "1"},
+            start_new_session=True,
             preexec_fn=_controlling_terminal,
         )
         os.close(slave)
@@ -118,7 +127,8 @@ class Pty:
 
 
 async def test_interactive_chat_thinks_keeps_logs_out_remembers_and_continues(
-        tmp_path, anthropic_server):
+    tmp_path, anthropic_server
+):
     env = chat_env(tmp_path, anthropic_server)
     anthropic_server.reply_delay(2.0)  # a slow first answer
     anthropic_server.reply_error(400)  # the second ends in a provider error: a WARNING log
@@ -185,8 +195,7 @@ async def test_one_ctrl_c_at_an_empty_prompt_says_how_to_leave(tmp_path, anthrop
     assert await chat.close() == 0  # Ctrl-D
 
 
-async def test_ctrl_c_while_thinking_stops_and_gives_the_terminal_back(tmp_path,
-                                                                     anthropic_server):
+async def test_ctrl_c_while_thinking_stops_and_gives_the_terminal_back(tmp_path, anthropic_server):
     import termios
 
     anthropic_server.reply_delay(30.0)

@@ -27,8 +27,7 @@ LONG = " ".join(f"Sentence number {n} of a long answer, said plainly." for n in 
 
 
 def speech(tts: FakeSpeechServer, **extra: Any) -> dict[str, Any]:
-    return {"speech": {"backend": "openai", "base_url": tts.base_url, "api_key": tts.key,
-                       **extra}}
+    return {"speech": {"backend": "openai", "base_url": tts.base_url, "api_key": tts.key, **extra}}
 
 
 async def voice_note(tg: Any, user: int = 42, **fields: Any) -> None:
@@ -55,7 +54,8 @@ def voice_files(gateway: Gateway) -> list[Path]:
 
 
 async def test_a_voice_note_is_answered_with_a_voice_note_and_its_text(
-        tg, stt, tts, media_gateway, anthropic_server):
+    tg, stt, tts, media_gateway, anthropic_server
+):
     gateway = await media_gateway(media=speech(tts))
     stt.text = "what should I cook tonight"
     anthropic_server.reply_text("Try a **mushroom risotto**: it takes about 30 minutes.")
@@ -74,7 +74,8 @@ async def test_a_voice_note_is_answered_with_a_voice_note_and_its_text(
 
 
 async def test_a_reply_too_long_for_a_caption_follows_its_voice_note_as_text(
-        tg, stt, tts, media_gateway, anthropic_server):
+    tg, stt, tts, media_gateway, anthropic_server
+):
     """Over 1024 characters the text is its own message(s), after the voice note; the voice
     says at most `max_seconds` of it and says the rest is in the text."""
     await media_gateway(media=speech(tts, max_seconds=20))
@@ -91,8 +92,7 @@ async def test_a_reply_too_long_for_a_caption_follows_its_voice_note_as_text(
     assert listen(sent.data).seconds <= 20 * 1.15
 
 
-async def test_a_person_who_takes_no_voice_notes_gets_the_text(
-        tg, stt, tts, media_gateway):
+async def test_a_person_who_takes_no_voice_notes_gets_the_text(tg, stt, tts, media_gateway):
     """Telegram lets a person refuse voice notes (VOICE_MESSAGES_FORBIDDEN): the caption goes
     as a message instead, once, and the row is finished."""
     gateway = await media_gateway(media=speech(tts))
@@ -106,7 +106,8 @@ async def test_a_person_who_takes_no_voice_notes_gets_the_text(
 
 
 async def test_mirror_answers_text_with_text_and_a_voice_note_with_both(
-        tg, stt, tts, media_gateway):
+    tg, stt, tts, media_gateway
+):
     await media_gateway(media=speech(tts))
     await tg.send_text(42, "hello in writing")
     await tg.wait_sent(1)
@@ -167,11 +168,16 @@ async def test_voice_per_person_is_kept_and_said(tg, stt, tts, media_gateway):
 
 
 async def test_a_group_gets_voice_replies_only_when_the_owner_allows_it(
-        tg, stt, tts, media_gateway):
+    tg, stt, tts, media_gateway
+):
     entities = [{"type": "mention", "offset": 0, "length": 9}]
     voice = {**tg.add_file(VOICE_NOTE.read_bytes()), "duration": 4, "mime_type": "audio/ogg"}
-    group = {"chat_id": -100, "chat_type": "supergroup", "caption": "@claw_bot hi",
-             "caption_entities": entities}
+    group = {
+        "chat_id": -100,
+        "chat_type": "supergroup",
+        "caption": "@claw_bot hi",
+        "caption_entities": entities,
+    }
     gateway = await media_gateway(media=speech(tts), groups_enabled=True, groups=["-100"])
     await tg.add_update(tg.message(42, voice=voice, **group))
     await tg.wait_sent(1)
@@ -185,7 +191,8 @@ async def test_a_group_gets_voice_replies_only_when_the_owner_allows_it(
 
 
 async def test_a_failed_voice_leaves_the_reply_as_text_and_says_which_setting(
-        tg, stt, tts, media_gateway, caplog):
+    tg, stt, tts, media_gateway, caplog
+):
     gateway = await media_gateway(media=speech(tts, api_key="sk-wrong"))
     with caplog.at_level(logging.WARNING):
         await voice_note(tg)
@@ -211,7 +218,8 @@ async def test_an_api_voice_is_counted_in_usage(tg, stt, tts, media_gateway, ant
 
 
 async def test_a_voice_over_budget_is_not_made_and_the_text_still_goes(
-        tg, stt, tts, media_gateway, anthropic_server):
+    tg, stt, tts, media_gateway, anthropic_server
+):
     budget = {"workspaces": {"telegram-42": {"daily_tokens": 10}}}
     gateway = await media_gateway(media=speech(tts), settings={"budget": budget})
     anthropic_server.reply_text("A reply that would cost more characters than allowed.")
@@ -225,9 +233,9 @@ async def test_a_voice_over_budget_is_not_made_and_the_text_still_goes(
 
 
 async def test_a_streamed_reply_ends_as_text_and_its_voice_note_goes_beside_it(
-        tg, stt, tts, media_gateway, anthropic_server):
-    gateway = await media_gateway(media=speech(tts), streaming=True,
-                                  streaming_drafts=False)
+    tg, stt, tts, media_gateway, anthropic_server
+):
+    gateway = await media_gateway(media=speech(tts), streaming=True, streaming_drafts=False)
     story = "Once upon a time a kettle sang. " * 6
     anthropic_server.stream_delay = 0.1  # written over about two seconds: a preview shows
     anthropic_server.reply_text(story.strip())
@@ -254,8 +262,9 @@ async def test_the_local_voice_speaks_a_short_reply(tg, stt, media_gateway, anth
     assert 1.5 < heard.seconds < 6 and heard.rms > 0.02 and heard.loudness_variation > 0.4
 
 
-async def test_a_start_removes_voice_notes_a_crash_left_behind(tg, stt, tts, media_gateway,
-                                                               make_settings):
+async def test_a_start_removes_voice_notes_a_crash_left_behind(
+    tg, stt, tts, media_gateway, make_settings
+):
     """A voice note whose row finished just before a crash removed it is left on disk; a
     start removes it once it is a day old (and never one a pending row still names)."""
     folder = make_settings().workspaces_dir / ".gateway" / "voice"

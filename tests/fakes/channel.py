@@ -30,7 +30,12 @@ class RecordingChannel(ChannelBase):
             self._changed.notify_all()
 
     async def inject(
-        self, sender: str, text: str, *, chat_type: ChatType = "direct", chat_id: str = "",
+        self,
+        sender: str,
+        text: str,
+        *,
+        chat_type: ChatType = "direct",
+        chat_id: str = "",
         sender_name: str = "",
     ) -> None:
         assert self._handler is not None, "channel not started"
@@ -53,7 +58,5 @@ class RecordingChannel(ChannelBase):
     async def wait_for(self, count: int, timeout: float = 10.0) -> list[OutboundMessage]:
         """Wait until at least `count` messages were sent in total."""
         async with self._changed:
-            await asyncio.wait_for(
-                self._changed.wait_for(lambda: len(self.sent) >= count), timeout
-            )
+            await asyncio.wait_for(self._changed.wait_for(lambda: len(self.sent) >= count), timeout)
         return list(self.sent)

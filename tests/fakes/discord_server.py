@@ -37,8 +37,14 @@ from aiohttp import WSMsgType, web
 
 from channels.preview import is_preview_text
 
-BOT = {"id": "900000000000000001", "username": "clawbot", "discriminator": "0",
-       "avatar": None, "bot": True, "global_name": None}
+BOT = {
+    "id": "900000000000000001",
+    "username": "clawbot",
+    "discriminator": "0",
+    "avatar": None,
+    "bot": True,
+    "global_name": None,
+}
 _ids = itertools.count(1_100_000_000_000_000_000)
 
 
@@ -60,8 +66,11 @@ class SentMessage:
     components: list[dict[str, Any]] = field(default_factory=list)  # action rows
 
     def custom_ids(self) -> list[str]:
-        return [str(c.get("custom_id", "")) for row in self.components
-                for c in row.get("components", [])]
+        return [
+            str(c.get("custom_id", ""))
+            for row in self.components
+            for c in row.get("components", [])
+        ]
 
 
 @dataclass
@@ -76,8 +85,14 @@ class UploadedFile:
 
 
 def _user(user_id: int | str, name: str = "ann", bot: bool = False) -> dict[str, Any]:
-    return {"id": str(user_id), "username": name, "discriminator": "0", "avatar": None,
-            "global_name": name, "bot": bot}
+    return {
+        "id": str(user_id),
+        "username": name,
+        "discriminator": "0",
+        "avatar": None,
+        "global_name": name,
+        "bot": bot,
+    }
 
 
 class FakeDiscordServer:
@@ -155,40 +170,56 @@ class FakeDiscordServer:
         for socket in list(self._sockets):
             await socket.send_str(payload)
 
-    def message(self, author: dict[str, Any], channel_id: int | str, content: str,
-                **extra: Any) -> dict[str, Any]:
+    def message(
+        self, author: dict[str, Any], channel_id: int | str, content: str, **extra: Any
+    ) -> dict[str, Any]:
         return {
-            "id": str(next(_ids)), "channel_id": str(channel_id), "author": author,
-            "content": content, "timestamp": datetime.now(UTC).isoformat(),
-            "edited_timestamp": None, "tts": False, "mention_everyone": False,
-            "mentions": [], "mention_roles": [], "attachments": [], "embeds": [],
-            "pinned": False, "type": 0, **extra,
+            "id": str(next(_ids)),
+            "channel_id": str(channel_id),
+            "author": author,
+            "content": content,
+            "timestamp": datetime.now(UTC).isoformat(),
+            "edited_timestamp": None,
+            "tts": False,
+            "mention_everyone": False,
+            "mentions": [],
+            "mention_roles": [],
+            "attachments": [],
+            "embeds": [],
+            "pinned": False,
+            "type": 0,
+            **extra,
         }
 
-    async def dm(self, user_id: int, content: str, *, bot: bool = False,
-                 **extra: Any) -> dict[str, Any]:
+    async def dm(
+        self, user_id: int, content: str, *, bot: bool = False, **extra: Any
+    ) -> dict[str, Any]:
         """A direct message; the DM channel id is the user id + 1 (stable per user)."""
         data = self.missed_dm(user_id, content, bot=bot, **extra)
         await self.dispatch("MESSAGE_CREATE", data)
         return data
 
-    def missed_dm(self, user_id: int, content: str, *, bot: bool = False,
-                  **extra: Any) -> dict[str, Any]:
+    def missed_dm(
+        self, user_id: int, content: str, *, bot: bool = False, **extra: Any
+    ) -> dict[str, Any]:
         """A DM that lands in the channel's history only (the bot was not connected)."""
         data = self.message(_user(user_id, bot=bot), user_id + 1, content, **extra)
         self.history.setdefault(str(user_id + 1), []).append(data)
         return data
 
-    async def guild_message(self, user_id: int, channel_id: int, content: str, *,
-                            mention_bot: bool = False) -> dict[str, Any]:
+    async def guild_message(
+        self, user_id: int, channel_id: int, content: str, *, mention_bot: bool = False
+    ) -> dict[str, Any]:
         mentions = [BOT] if mention_bot else []
-        data = self.message(_user(user_id), channel_id, content, guild_id="5550001",
-                            mentions=mentions)
+        data = self.message(
+            _user(user_id), channel_id, content, guild_id="5550001", mentions=mentions
+        )
         await self.dispatch("MESSAGE_CREATE", data)
         return data
 
-    async def press(self, user_id: int, sent: SentMessage, custom_id: str, *,
-                    name: str = "ann") -> str:
+    async def press(
+        self, user_id: int, sent: SentMessage, custom_id: str, *, name: str = "ann"
+    ) -> str:
         """`user_id` presses the button `custom_id` of the bot's message `sent` in their DM:
         an INTERACTION_CREATE as Discord sends it; the interaction's id."""
         if custom_id not in sent.custom_ids():
@@ -199,21 +230,34 @@ class FakeDiscordServer:
         user = _user(user_id, name)
         message = self.message(BOT, sent.channel_id, sent.content, components=sent.components)
         message["id"] = sent.message_id
-        await self.dispatch("INTERACTION_CREATE", {
-            "id": interaction_id, "application_id": BOT["id"], "type": 3, "token": token,
-            "version": 1, "data": {"custom_id": custom_id, "component_type": 2},
-            "channel_id": sent.channel_id,
-            "channel": {"id": sent.channel_id, "type": 1, "recipients": [user]},
-            "user": user, "message": message, "locale": "en-US", "app_permissions": "0",
-            "entitlements": [], "authorizing_integration_owners": {"1": str(user_id)},
-            "context": 1, "attachment_size_limit": 10 * 1024 * 1024,
-        })
+        await self.dispatch(
+            "INTERACTION_CREATE",
+            {
+                "id": interaction_id,
+                "application_id": BOT["id"],
+                "type": 3,
+                "token": token,
+                "version": 1,
+                "data": {"custom_id": custom_id, "component_type": 2},
+                "channel_id": sent.channel_id,
+                "channel": {"id": sent.channel_id, "type": 1, "recipients": [user]},
+                "user": user,
+                "message": message,
+                "locale": "en-US",
+                "app_permissions": "0",
+                "entitlements": [],
+                "authorizing_integration_owners": {"1": str(user_id)},
+                "context": 1,
+                "attachment_size_limit": 10 * 1024 * 1024,
+            },
+        )
         return interaction_id
 
     async def wait_response(self, interaction_id: str, timeout: float = 10.0) -> dict[str, Any]:
         async with self._changed:
-            await asyncio.wait_for(self._changed.wait_for(
-                lambda: interaction_id in self.responses), timeout)
+            await asyncio.wait_for(
+                self._changed.wait_for(lambda: interaction_id in self.responses), timeout
+            )
         return self.responses[interaction_id]
 
     async def _callback(self, request: web.Request) -> web.Response:
@@ -221,8 +265,9 @@ class FakeDiscordServer:
         if self.interactions.get(interaction_id) != request.match_info["token"]:
             return _json({"message": "Unknown interaction", "code": 10062}, 404)
         if interaction_id in self.responses:
-            return _json({"message": "Interaction has already been acknowledged.",
-                          "code": 40060}, 400)
+            return _json(
+                {"message": "Interaction has already been acknowledged.", "code": 40060}, 400
+            )
         body = await request.json()
         kind, data = int(body.get("type", 0)), body.get("data") or {}
         if kind not in (4, 6, 7):
@@ -244,23 +289,44 @@ class FakeDiscordServer:
                     sent.components = list(data["components"] or [])
                 sent.edits += 1
                 self._changed.notify_all()
-        return _json({"interaction": interaction,
-                      "resource": {"type": kind, "message": self._answered(kind, data)}})
+        return _json(
+            {
+                "interaction": interaction,
+                "resource": {"type": kind, "message": self._answered(kind, data)},
+            }
+        )
 
     def _answered(self, kind: int, data: dict[str, Any]) -> dict[str, Any]:
-        return self.message(BOT, "0", str(data.get("content") or ""),
-                            components=data.get("components", []),
-                            flags=int(data.get("flags") or 0))
+        return self.message(
+            BOT,
+            "0",
+            str(data.get("content") or ""),
+            components=data.get("components", []),
+            flags=int(data.get("flags") or 0),
+        )
 
-    def attachment(self, filename: str, data: bytes, content_type: str, *,
-                   voice_seconds: float | None = None, width: int | None = None,
-                   height: int | None = None) -> dict[str, Any]:
+    def attachment(
+        self,
+        filename: str,
+        data: bytes,
+        content_type: str,
+        *,
+        voice_seconds: float | None = None,
+        width: int | None = None,
+        height: int | None = None,
+    ) -> dict[str, Any]:
         """Store `data`; the attachment object for a message (`attachments=[...]`)."""
         attachment_id = str(next(_ids))
         self.stored[attachment_id] = data
         url = f"http://127.0.0.1:{self.port}/attachments/{attachment_id}/{filename}"
-        item: dict[str, Any] = {"id": attachment_id, "filename": filename, "size": len(data),
-                                "url": url, "proxy_url": url, "content_type": content_type}
+        item: dict[str, Any] = {
+            "id": attachment_id,
+            "filename": filename,
+            "size": len(data),
+            "url": url,
+            "proxy_url": url,
+            "content_type": content_type,
+        }
         if voice_seconds is not None:  # a voice message: flag IS_VOICE_MESSAGE (1 << 13)
             item.update(duration_secs=voice_seconds, waveform="AAAA", flags=1 << 13)
         if width is not None and height is not None:
@@ -272,13 +338,15 @@ class FakeDiscordServer:
 
     async def wait_files(self, count: int, timeout: float = 10.0) -> list[UploadedFile]:
         async with self._changed:
-            await asyncio.wait_for(self._changed.wait_for(lambda: len(self.files) >= count),
-                                   timeout)
+            await asyncio.wait_for(
+                self._changed.wait_for(lambda: len(self.files) >= count), timeout
+            )
         return list(self.files)
 
     def texts(self, channel_id: int | str | None = None) -> list[str]:
-        return [m.content for m in self.sent if channel_id is None or
-                m.channel_id == str(channel_id)]
+        return [
+            m.content for m in self.sent if channel_id is None or m.channel_id == str(channel_id)
+        ]
 
     def finished(self) -> list[SentMessage]:
         """Sent messages, less the live previews of a streaming gateway still being written
@@ -289,7 +357,8 @@ class FakeDiscordServer:
         """Until `count` messages were sent (previews count once they became replies)."""
         async with self._changed:
             await asyncio.wait_for(
-                self._changed.wait_for(lambda: len(self.finished()) >= count), timeout)
+                self._changed.wait_for(lambda: len(self.finished()) >= count), timeout
+            )
         return self.finished()
 
     # -- REST --------------------------------------------------------------------------------
@@ -303,11 +372,20 @@ class FakeDiscordServer:
         return _json(BOT)
 
     async def _application(self, request: web.Request) -> web.Response:
-        return _json({
-            "id": BOT["id"], "name": "clawbot", "icon": None, "description": "",
-            "bot_public": True, "bot_require_code_grant": False, "owner": _user(1, "owner"),
-            "verify_key": "00", "flags": 0, "summary": "",
-        })
+        return _json(
+            {
+                "id": BOT["id"],
+                "name": "clawbot",
+                "icon": None,
+                "description": "",
+                "bot_public": True,
+                "bot_require_code_grant": False,
+                "owner": _user(1, "owner"),
+                "verify_key": "00",
+                "flags": 0,
+                "summary": "",
+            }
+        )
 
     async def _create_message(self, request: web.Request) -> web.Response:
         channel = request.match_info["channel"]
@@ -316,8 +394,11 @@ class FakeDiscordServer:
         if content_type.startswith("multipart"):
             form = await request.post()
             body = json.loads(str(form["payload_json"]))
-            uploads = [(value.filename, value.file.read()) for value in form.values()
-                       if isinstance(value, web.FileField)]
+            uploads = [
+                (value.filename, value.file.read())
+                for value in form.values()
+                if isinstance(value, web.FileField)
+            ]
         else:
             body = await request.json()
         content = str(body.get("content") or "")
@@ -328,24 +409,34 @@ class FakeDiscordServer:
             return _json({"message": "Invalid Form Body", "code": 50035}, 400)
         flags = int(body.get("flags") or 0)
         metas = [dict(item) for item in body.get("attachments") or []]
-        if flags & VOICE_MESSAGE and (content or len(uploads) != 1 or len(metas) != 1
-                                      or "duration_secs" not in metas[0]
-                                      or "waveform" not in metas[0]):
+        if flags & VOICE_MESSAGE and (
+            content
+            or len(uploads) != 1
+            or len(metas) != 1
+            or "duration_secs" not in metas[0]
+            or "waveform" not in metas[0]
+        ):
             # Discord's rule: one audio attachment with its length and waveform, no text.
             return _json({"message": "Invalid Form Body", "code": 50035}, 400)
         if flags & VOICE_MESSAGE and not self.voice_messages:
-            return _json({"message": "Cannot send voice messages in this channel",
-                          "code": 50173}, 400)
+            return _json(
+                {"message": "Cannot send voice messages in this channel", "code": 50173}, 400
+            )
         nonce = str(body.get("nonce") or "")
         if nonce and body.get("enforce_nonce") and (channel, nonce) in self.nonces:
             return _json(self.nonces[(channel, nonce)])
-        return _json(await self.accept(channel, content, nonce, uploads, flags, metas,
-                                       components))
+        return _json(await self.accept(channel, content, nonce, uploads, flags, metas, components))
 
-    async def accept(self, channel: str, content: str, nonce: str = "",
-                     uploads: Sequence[tuple[str, bytes]] = (), flags: int = 0,
-                     metas: Sequence[dict[str, Any]] = (),
-                     components: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    async def accept(
+        self,
+        channel: str,
+        content: str,
+        nonce: str = "",
+        uploads: Sequence[tuple[str, bytes]] = (),
+        flags: int = 0,
+        metas: Sequence[dict[str, Any]] = (),
+        components: list[dict[str, Any]] | None = None,
+    ) -> dict[str, Any]:
         """Create a message from the bot (what a send that reached Discord does)."""
         extra: dict[str, Any] = {"nonce": nonce} if nonce else {}
         if components:
@@ -358,8 +449,7 @@ class FakeDiscordServer:
                 meta = metas[index] if index < len(metas) else {}
                 self.files.append(UploadedFile(channel, filename, body, content, flags, meta))
             if content or not uploads:
-                sent = SentMessage(channel, content, data["id"],
-                                   components=list(components or []))
+                sent = SentMessage(channel, content, data["id"], components=list(components or []))
                 self.sent.append(sent)
                 self.by_id[data["id"]] = sent
                 if components:
@@ -369,8 +459,11 @@ class FakeDiscordServer:
 
     def current_texts(self, channel_id: int | str | None = None) -> list[str]:
         """What the channel shows now: each message's latest text, deleted ones left out."""
-        return [m.content for m in self.sent if not m.deleted
-                and (channel_id is None or m.channel_id == str(channel_id))]
+        return [
+            m.content
+            for m in self.sent
+            if not m.deleted and (channel_id is None or m.channel_id == str(channel_id))
+        ]
 
     async def _edit(self, request: web.Request) -> web.Response:
         if not self._authorized(request):
@@ -406,15 +499,22 @@ class FakeDiscordServer:
         if channel not in self.history:
             return _json({"message": "Unknown Channel", "code": 10003}, 404)
         recipient = self.history[channel][0]["author"]
-        return _json({"id": channel, "type": 1, "recipients": [recipient],
-                      "last_message_id": self.history[channel][-1]["id"]})
+        return _json(
+            {
+                "id": channel,
+                "type": 1,
+                "recipients": [recipient],
+                "last_message_id": self.history[channel][-1]["id"],
+            }
+        )
 
     async def _history(self, request: web.Request) -> web.Response:
         """The `limit` messages right after `after`, newest first, as the real endpoint does."""
         after = int(request.query.get("after", "0"))
         limit = int(request.query.get("limit", "50"))
-        found = [m for m in self.history.get(request.match_info["channel"], [])
-                 if int(m["id"]) > after]
+        found = [
+            m for m in self.history.get(request.match_info["channel"], []) if int(m["id"]) > after
+        ]
         self.history_reads += 1
         return _json(list(reversed(found[:limit])))
 
@@ -427,7 +527,7 @@ class FakeDiscordServer:
         response.content_length = len(data)
         await response.prepare(request)
         for start in range(0, len(data), 256 * 1024):
-            await response.write(data[start:start + 256 * 1024])
+            await response.write(data[start : start + 256 * 1024])
         await response.write_eof()
         return response
 
@@ -450,12 +550,23 @@ class FakeDiscordServer:
                 if payload["op"] == 1:
                     await socket.send_str(json.dumps({"op": 11}))
                 elif payload["op"] == 2:
-                    await socket.send_str(json.dumps({
-                        "op": 0, "t": "READY", "s": next(self._seq),
-                        "d": {"v": 10, "user": BOT, "guilds": [], "session_id": "fake-session",
-                              "resume_gateway_url": self.gateway_url,
-                              "application": {"id": BOT["id"], "flags": 0}},
-                    }))
+                    await socket.send_str(
+                        json.dumps(
+                            {
+                                "op": 0,
+                                "t": "READY",
+                                "s": next(self._seq),
+                                "d": {
+                                    "v": 10,
+                                    "user": BOT,
+                                    "guilds": [],
+                                    "session_id": "fake-session",
+                                    "resume_gateway_url": self.gateway_url,
+                                    "application": {"id": BOT["id"], "flags": 0},
+                                },
+                            }
+                        )
+                    )
                     self.identified.set()
         finally:
             self._sockets.remove(socket)
@@ -481,8 +592,9 @@ def _valid_components(rows: Any) -> bool:
 
 def _json(body: Any, status: int = 200) -> web.Response:
     # discord.py parses JSON only when the header is exactly "application/json".
-    return web.Response(status=status, body=json.dumps(body).encode(),
-                        headers={"Content-Type": "application/json"})
+    return web.Response(
+        status=status, body=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+    )
 
 
 def patch_discord(monkeypatch: Any, server: FakeDiscordServer) -> None:
@@ -490,5 +602,6 @@ def patch_discord(monkeypatch: Any, server: FakeDiscordServer) -> None:
     import discord.http
 
     monkeypatch.setattr(discord.http.Route, "BASE", server.api_base)
-    monkeypatch.setattr(discord.gateway.DiscordWebSocket, "DEFAULT_GATEWAY",
-                        yarl.URL(server.gateway_url))
+    monkeypatch.setattr(
+        discord.gateway.DiscordWebSocket, "DEFAULT_GATEWAY", yarl.URL(server.gateway_url)
+    )

@@ -83,9 +83,11 @@ class FakeEmbeddingsServer:
                 value = [float(x) for x in vector]
             data.append({"object": "embedding", "index": index, "embedding": value})
         tokens = sum(len(t.split()) for t in texts)
-        return web.json_response({
-            "object": "list",
-            "data": list(reversed(data)),
-            "model": body["model"],
-            "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
-        })
+        return web.json_response(
+            {
+                "object": "list",
+                "data": list(reversed(data)),
+                "model": body["model"],
+                "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+            }
+        )

@@ -72,14 +72,18 @@ class Reply:
 
 def estimate_tokens(value: Any) -> int:
     """Characters / 4 of the canonical JSON (a text block's overhead included), at least 1."""
-    text = value if isinstance(value, str) else json.dumps(
-        value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    text = (
+        value
+        if isinstance(value, str)
+        else json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    )
     return max(1, math.ceil(len(text) / 4))
 
 
 def _canonical(value: Any) -> bytes:
-    return json.dumps(value, sort_keys=True, ensure_ascii=False,
-                      separators=(",", ":")).encode("utf-8")
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":")).encode(
+        "utf-8"
+    )
 
 
 Responder = Callable[[dict[str, Any]], Reply]
@@ -297,17 +301,25 @@ class FakeLLMServer:
     async def _answer(self, request: web.Request, body: dict[str, Any]) -> web.StreamResponse:
         reply = self.request_error(body) or self._next_reply(body)
         if reply.computed_usage and isinstance(reply.body, dict):
-            reply = replace(reply, body={**reply.body,
-                                         "usage": self.computed_usage(body, reply.body)})
-        if 200 <= reply.status < 300 and isinstance(reply.body, dict) and \
-                isinstance(reply.body.get("usage"), dict):
+            reply = replace(
+                reply, body={**reply.body, "usage": self.computed_usage(body, reply.body)}
+            )
+        if (
+            200 <= reply.status < 300
+            and isinstance(reply.body, dict)
+            and isinstance(reply.body.get("usage"), dict)
+        ):
             self.reported.append(reply.body["usage"])
         if reply.delay > 0:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._stopping.wait(), reply.delay)
         self.answered += 1  # its delay is over: the answer is on its way
-        if body.get("stream") is True and reply.status == 200 and reply.raw is None \
-                and isinstance(reply.body, dict):
+        if (
+            body.get("stream") is True
+            and reply.status == 200
+            and reply.raw is None
+            and isinstance(reply.body, dict)
+        ):
             return await self._stream(request, body, reply)
         text = reply.raw if reply.raw is not None else json.dumps(reply.body)
         return web.Response(
@@ -317,11 +329,11 @@ class FakeLLMServer:
             content_type=reply.content_type,
         )
 
-
     # -- streaming ---------------------------------------------------------------------------
 
-    def stream_events(self, request: dict[str, Any],
-                      reply: Reply) -> list[tuple[str | None, Any, bool]]:
+    def stream_events(
+        self, request: dict[str, Any], reply: Reply
+    ) -> list[tuple[str | None, Any, bool]]:
         """(event name, data, carries text) in order: the reply as this API streams it."""
         raise NotImplementedError
 
@@ -331,14 +343,20 @@ class FakeLLMServer:
 
     def pieces(self, text: str) -> list[str]:
         size = max(1, self.stream_chunk_chars)
-        return [text[i:i + size] for i in range(0, len(text), size)] or []
+        return [text[i : i + size] for i in range(0, len(text), size)] or []
 
-    async def _stream(self, request: web.Request, body: dict[str, Any],
-                      reply: Reply) -> web.StreamResponse:
+    async def _stream(
+        self, request: web.Request, body: dict[str, Any], reply: Reply
+    ) -> web.StreamResponse:
         self.streamed += 1
-        response = web.StreamResponse(status=200, headers={
-            "Content-Type": "text/event-stream", "Cache-Control": "no-cache",
-            **dict(reply.headers)})
+        response = web.StreamResponse(
+            status=200,
+            headers={
+                "Content-Type": "text/event-stream",
+                "Cache-Control": "no-cache",
+                **dict(reply.headers),
+            },
+        )
         texts = 0
         try:
             await response.prepare(request)
@@ -462,8 +480,7 @@ class FakeAnthropicServer(FakeLLMServer):
         cache_read_tokens: int = 0,
         cache_write_tokens: int = 0,
     ) -> Reply:
-        usage = self._usage(input_tokens or 0, output_tokens, cache_read_tokens,
-                            cache_write_tokens)
+        usage = self._usage(input_tokens or 0, output_tokens, cache_read_tokens, cache_write_tokens)
         reply = self._message([{"type": "text", "text": text}], "end_turn", usage)
         return replace(reply, computed_usage=input_tokens is None)
 
@@ -485,9 +502,13 @@ class FakeAnthropicServer(FakeLLMServer):
     def request_error(self, request: dict[str, Any]) -> Reply | None:
         marked = sum("cache_control" in block for block in self.prompt_blocks(request))
         if marked > 4:
-            return Reply(status=400, body=self.error_body(
-                400, f"A maximum of 4 blocks with cache_control may be provided. "
-                     f"Found {marked}."))
+            return Reply(
+                status=400,
+                body=self.error_body(
+                    400,
+                    f"A maximum of 4 blocks with cache_control may be provided. Found {marked}.",
+                ),
+            )
         return None
 
     def computed_usage(self, request: dict[str, Any], reply: dict[str, Any]) -> dict[str, Any]:
@@ -518,17 +539,22 @@ class FakeAnthropicServer(FakeLLMServer):
             if point > hit and ends[point] >= self.cache_min_tokens:
                 self.cache[keys[point]] = self.now()
                 written_to = ends[point]
-        output = sum(estimate_tokens(block.get("text") or block.get("input") or "")
-                     for block in reply.get("content") or [])
+        output = sum(
+            estimate_tokens(block.get("text") or block.get("input") or "")
+            for block in reply.get("content") or []
+        )
         return self._usage(total - written_to, output, read, written_to - read)
 
     def reported_totals(self) -> dict[str, int]:
         def total(name: str) -> int:
             return sum(int(usage.get(name) or 0) for usage in self.reported)
 
-        return {"input": total("input_tokens"), "output": total("output_tokens"),
-                "cache_read": total("cache_read_input_tokens"),
-                "cache_write": total("cache_creation_input_tokens")}
+        return {
+            "input": total("input_tokens"),
+            "output": total("output_tokens"),
+            "cache_read": total("cache_read_input_tokens"),
+            "cache_write": total("cache_creation_input_tokens"),
+        }
 
     def make_tool_calls(self, calls: list[ToolCallSpec], *, text: str = "") -> Reply:
         content: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
@@ -558,47 +584,96 @@ class FakeAnthropicServer(FakeLLMServer):
     def last_user_text(self, body: dict[str, Any]) -> str:
         return _last_user_text(body.get("messages"))
 
-    def stream_events(self, request: dict[str, Any],
-                      reply: Reply) -> list[tuple[str | None, Any, bool]]:
+    def stream_events(
+        self, request: dict[str, Any], reply: Reply
+    ) -> list[tuple[str | None, Any, bool]]:
         message = dict(reply.body)
         usage = dict(message.get("usage") or {})
-        start = {**message, "content": [], "stop_reason": None, "stop_sequence": None,
-                 "usage": {**usage, "output_tokens": 1}}
+        start = {
+            **message,
+            "content": [],
+            "stop_reason": None,
+            "stop_sequence": None,
+            "usage": {**usage, "output_tokens": 1},
+        }
         events: list[tuple[str | None, Any, bool]] = [
-            ("message_start", {"type": "message_start", "message": start}, False)]
+            ("message_start", {"type": "message_start", "message": start}, False)
+        ]
         for index, block in enumerate(message.get("content") or []):
             if block.get("type") == "text":
-                events.append(("content_block_start", {
-                    "type": "content_block_start", "index": index,
-                    "content_block": {"type": "text", "text": ""}}, False))
+                events.append(
+                    (
+                        "content_block_start",
+                        {
+                            "type": "content_block_start",
+                            "index": index,
+                            "content_block": {"type": "text", "text": ""},
+                        },
+                        False,
+                    )
+                )
                 if index == 0:
                     events.append(("ping", {"type": "ping"}, False))
-                events += [("content_block_delta", {
-                    "type": "content_block_delta", "index": index,
-                    "delta": {"type": "text_delta", "text": piece}}, True)
-                    for piece in self.pieces(str(block.get("text") or ""))]
+                events += [
+                    (
+                        "content_block_delta",
+                        {
+                            "type": "content_block_delta",
+                            "index": index,
+                            "delta": {"type": "text_delta", "text": piece},
+                        },
+                        True,
+                    )
+                    for piece in self.pieces(str(block.get("text") or ""))
+                ]
             else:
                 arguments = block.get("input")
                 raw = arguments if isinstance(arguments, str) else json.dumps(arguments)
-                events.append(("content_block_start", {
-                    "type": "content_block_start", "index": index,
-                    "content_block": {**block, "input": {}}}, False))
-                events += [("content_block_delta", {
-                    "type": "content_block_delta", "index": index,
-                    "delta": {"type": "input_json_delta", "partial_json": raw[i:i + 16]}},
-                    False) for i in range(0, len(raw), 16)]
-            events.append(("content_block_stop",
-                           {"type": "content_block_stop", "index": index}, False))
-        events.append(("message_delta", {
-            "type": "message_delta",
-            "delta": {"stop_reason": message.get("stop_reason"), "stop_sequence": None},
-            "usage": {"output_tokens": usage.get("output_tokens", 0)}}, False))
+                events.append(
+                    (
+                        "content_block_start",
+                        {
+                            "type": "content_block_start",
+                            "index": index,
+                            "content_block": {**block, "input": {}},
+                        },
+                        False,
+                    )
+                )
+                events += [
+                    (
+                        "content_block_delta",
+                        {
+                            "type": "content_block_delta",
+                            "index": index,
+                            "delta": {"type": "input_json_delta", "partial_json": raw[i : i + 16]},
+                        },
+                        False,
+                    )
+                    for i in range(0, len(raw), 16)
+                ]
+            events.append(
+                ("content_block_stop", {"type": "content_block_stop", "index": index}, False)
+            )
+        events.append(
+            (
+                "message_delta",
+                {
+                    "type": "message_delta",
+                    "delta": {"stop_reason": message.get("stop_reason"), "stop_sequence": None},
+                    "usage": {"output_tokens": usage.get("output_tokens", 0)},
+                },
+                False,
+            )
+        )
         events.append(("message_stop", {"type": "message_stop"}, False))
         return events
 
     def stream_error(self) -> tuple[str | None, Any]:
-        return "error", {"type": "error",
-                         "error": {"type": "overloaded_error", "message": "Overloaded"}}
+        return "error", {
+            "type": "error",
+            "error": {"type": "overloaded_error", "message": "Overloaded"},
+        }
 
 
 class FakeOpenAIServer(FakeLLMServer):
@@ -659,14 +734,16 @@ class FakeOpenAIServer(FakeLLMServer):
     CACHE_STEP_CHARS = 512  # 128 tokens at 4 characters a token
 
     def computed_usage(self, request: dict[str, Any], reply: dict[str, Any]) -> dict[str, Any]:
-        prompt = b"".join(_canonical(part) for part in
-                          [*(request.get("tools") or []), *(request.get("messages") or [])])
+        prompt = b"".join(
+            _canonical(part)
+            for part in [*(request.get("tools") or []), *(request.get("messages") or [])]
+        )
         text = prompt.decode("utf-8")
         tokens = estimate_tokens(text)
         digest = hashlib.sha256(str(request.get("model")).encode())
         keys = []
         for start in range(0, len(text) - self.CACHE_STEP_CHARS + 1, self.CACHE_STEP_CHARS):
-            digest.update(text[start:start + self.CACHE_STEP_CHARS].encode("utf-8"))
+            digest.update(text[start : start + self.CACHE_STEP_CHARS].encode("utf-8"))
             keys.append(digest.hexdigest())
         self._cache_lookup([])
         cached_steps = 0
@@ -683,16 +760,22 @@ class FakeOpenAIServer(FakeLLMServer):
             cached = 0
         message = (reply.get("choices") or [{}])[0].get("message") or {}
         output = estimate_tokens(message.get("content") or "") + sum(
-            estimate_tokens(call) for call in message.get("tool_calls") or [])
+            estimate_tokens(call) for call in message.get("tool_calls") or []
+        )
         return self._usage(tokens, output, cached)
 
     def reported_totals(self) -> dict[str, int]:
         prompt = sum(int(u.get("prompt_tokens") or 0) for u in self.reported)
-        cached = sum(int((u.get("prompt_tokens_details") or {}).get("cached_tokens") or 0)
-                     for u in self.reported)
-        return {"input": prompt - cached,
-                "output": sum(int(u.get("completion_tokens") or 0) for u in self.reported),
-                "cache_read": cached, "cache_write": 0}
+        cached = sum(
+            int((u.get("prompt_tokens_details") or {}).get("cached_tokens") or 0)
+            for u in self.reported
+        )
+        return {
+            "input": prompt - cached,
+            "output": sum(int(u.get("completion_tokens") or 0) for u in self.reported),
+            "cache_read": cached,
+            "cache_write": 0,
+        }
 
     def make_tool_calls(self, calls: list[ToolCallSpec], *, text: str = "") -> Reply:
         tool_calls = [
@@ -712,8 +795,7 @@ class FakeOpenAIServer(FakeLLMServer):
             "refusal": None,
             "tool_calls": tool_calls,
         }
-        return replace(self._completion(message, "tool_calls", self._usage()),
-                       computed_usage=True)
+        return replace(self._completion(message, "tool_calls", self._usage()), computed_usage=True)
 
     def error_body(self, status: int, message: str) -> dict[str, Any]:
         error_type = {
@@ -722,41 +804,83 @@ class FakeOpenAIServer(FakeLLMServer):
         }.get(status, "server_error" if status >= 500 else "invalid_request_error")
         return {"error": {"message": message, "type": error_type, "param": None, "code": None}}
 
-    def stream_events(self, request: dict[str, Any],
-                      reply: Reply) -> list[tuple[str | None, Any, bool]]:
+    def stream_events(
+        self, request: dict[str, Any], reply: Reply
+    ) -> list[tuple[str | None, Any, bool]]:
         completion = dict(reply.body)
         choice = (completion.get("choices") or [{}])[0]
         message = choice.get("message") or {}
 
         def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
-            return {"id": completion.get("id"), "object": "chat.completion.chunk",
-                    "created": completion.get("created"), "model": completion.get("model"),
-                    "system_fingerprint": None,
-                    "choices": [{"index": 0, "delta": delta, "logprobs": None,
-                                 "finish_reason": finish}]}
+            return {
+                "id": completion.get("id"),
+                "object": "chat.completion.chunk",
+                "created": completion.get("created"),
+                "model": completion.get("model"),
+                "system_fingerprint": None,
+                "choices": [
+                    {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}
+                ],
+            }
 
         events: list[tuple[str | None, Any, bool]] = [
-            (None, chunk({"role": "assistant", "content": ""}), False)]
-        events += [(None, chunk({"content": piece}), True)
-                   for piece in self.pieces(str(message.get("content") or ""))]
+            (None, chunk({"role": "assistant", "content": ""}), False)
+        ]
+        events += [
+            (None, chunk({"content": piece}), True)
+            for piece in self.pieces(str(message.get("content") or ""))
+        ]
         for index, call in enumerate(message.get("tool_calls") or []):
             arguments = str(call["function"]["arguments"])
-            events.append((None, chunk({"tool_calls": [{
-                "index": index, "id": call["id"], "type": "function",
-                "function": {"name": call["function"]["name"], "arguments": ""}}]}), False))
-            events += [(None, chunk({"tool_calls": [{
-                "index": index, "function": {"arguments": arguments[i:i + 16]}}]}), False)
-                for i in range(0, len(arguments), 16)]
+            events.append(
+                (
+                    None,
+                    chunk(
+                        {
+                            "tool_calls": [
+                                {
+                                    "index": index,
+                                    "id": call["id"],
+                                    "type": "function",
+                                    "function": {"name": call["function"]["name"], "arguments": ""},
+                                }
+                            ]
+                        }
+                    ),
+                    False,
+                )
+            )
+            events += [
+                (
+                    None,
+                    chunk(
+                        {
+                            "tool_calls": [
+                                {"index": index, "function": {"arguments": arguments[i : i + 16]}}
+                            ]
+                        }
+                    ),
+                    False,
+                )
+                for i in range(0, len(arguments), 16)
+            ]
         events.append((None, chunk({}, str(choice.get("finish_reason") or "stop")), False))
         if (request.get("stream_options") or {}).get("include_usage"):
-            events.append((None, {**chunk({}), "choices": [],
-                                  "usage": completion.get("usage")}, False))
+            events.append(
+                (None, {**chunk({}), "choices": [], "usage": completion.get("usage")}, False)
+            )
         events.append((None, "[DONE]", False))
         return events
 
     def stream_error(self) -> tuple[str | None, Any]:
-        return None, {"error": {"message": "The server is overloaded", "type": "server_error",
-                                "param": None, "code": None}}
+        return None, {
+            "error": {
+                "message": "The server is overloaded",
+                "type": "server_error",
+                "param": None,
+                "code": None,
+            }
+        }
 
     def last_user_text(self, body: dict[str, Any]) -> str:
         return _last_user_text(body.get("messages"))

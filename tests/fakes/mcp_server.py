@@ -85,11 +85,16 @@ def add_leaky_tools(server: MCPServer, token: str) -> None:
     server._tool_manager.get_tool("lookup").parameters = {
         "type": "object",
         "title": f"lookup with {token}",
-        "properties": {"query": {
-            "type": "string", "title": f"Query ({token})",
-            "description": f"Search text; the API key is {token}.",
-            "default": token, "enum": ["a", token], "examples": [[token]],
-        }},
+        "properties": {
+            "query": {
+                "type": "string",
+                "title": f"Query ({token})",
+                "description": f"Search text; the API key is {token}.",
+                "default": token,
+                "enum": ["a", token],
+                "examples": [[token]],
+            }
+        },
     }
 
     def leak() -> str:
@@ -102,7 +107,9 @@ def add_leaky_tools(server: MCPServer, token: str) -> None:
         return "keyed"
 
     server._tool_manager.get_tool("keyed").parameters = {
-        "type": "object", "properties": {token: {"type": "string"}}}
+        "type": "object",
+        "properties": {token: {"type": "string"}},
+    }
 
     def dotted() -> str:
         return "dotted"

@@ -49,17 +49,23 @@ def pdf(pages: list[str]) -> bytes:
     objects.append(b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>")
     for text in pages:
         escaped = text.replace("\\", "\\\\").replace("(", "\\(").replace(")", "\\)")
-        content_id = _add(objects, _stream(f"BT /F1 12 Tf 72 720 Td ({escaped}) Tj ET"
-                                           .encode("latin-1")))
-        kids.append(_add(objects, (
-            b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents %d 0 R "
-            b"/Resources << /Font << /F1 %d 0 R >> >> >>" % (content_id, font_id))))
+        content_id = _add(
+            objects, _stream(f"BT /F1 12 Tf 72 720 Td ({escaped}) Tj ET".encode("latin-1"))
+        )
+        kids.append(
+            _add(
+                objects,
+                (
+                    b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents %d 0 R "
+                    b"/Resources << /Font << /F1 %d 0 R >> >> >>" % (content_id, font_id)
+                ),
+            )
+        )
     objects[1] = _pages(kids)
     return _written(objects)
 
 
-def nested_forms_pdf(pages: int, *, depth: int = 6, fanout: int = 8,
-                     strokes: int = 50) -> bytes:
+def nested_forms_pdf(pages: int, *, depth: int = 6, fanout: int = 8, strokes: int = 50) -> bytes:
     """The red team's PDF: `pages` text-less pages, each drawing a form that draws `strokes`
     lines and the next form `fanout` times, `depth` forms deep. Small (the forms are shared:
     300 pages are ~50 KB), and pypdf walks every operator of a form at every invocation (up
@@ -70,12 +76,22 @@ def nested_forms_pdf(pages: int, *, depth: int = 6, fanout: int = 8,
     lines = b"0 0 m 1 1 l S " * strokes
     form = _add(objects, _stream(lines, box))
     for _ in range(depth - 1):
-        form = _add(objects, _stream(lines + b"q /F Do Q " * fanout,
-                                     box + b" /Resources << /XObject << /F %d 0 R >> >>" % form))
+        form = _add(
+            objects,
+            _stream(
+                lines + b"q /F Do Q " * fanout,
+                box + b" /Resources << /XObject << /F %d 0 R >> >>" % form,
+            ),
+        )
     content = _add(objects, _stream(b"q /F Do Q " * fanout))
-    kids = [_add(objects, b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] "
-                          b"/Contents %d 0 R /Resources << /XObject << /F %d 0 R >> >> >>"
-                 % (content, form)) for _ in range(pages)]
+    kids = [
+        _add(
+            objects,
+            b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] "
+            b"/Contents %d 0 R /Resources << /XObject << /F %d 0 R >> >> >>" % (content, form),
+        )
+        for _ in range(pages)
+    ]
     objects[1] = _pages(kids)
     return _written(objects)
 
@@ -104,7 +120,9 @@ def _stream(data: bytes, entries: bytes = b"") -> bytes:
 
 def _pages(kids: list[int]) -> bytes:
     return b"<< /Type /Pages /Kids [%s] /Count %d >>" % (
-        b" ".join(b"%d 0 R" % k for k in kids), len(kids))
+        b" ".join(b"%d 0 R" % k for k in kids),
+        len(kids),
+    )
 
 
 def _written(objects: list[bytes]) -> bytes:
@@ -119,8 +137,9 @@ def _written(objects: list[bytes]) -> bytes:
     out.write(b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1))
     for offset in offsets:
         out.write(b"%010d 00000 n \n" % offset)
-    out.write(b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n"
-              % (len(objects) + 1, xref))
+    out.write(
+        b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
+    )
     return out.getvalue()
 
 
@@ -139,8 +158,9 @@ def opus(seconds: float, *, frequency: float = 220.0) -> bytes:
         t = np.arange(samples) / rate
         wave = (0.3 * np.sin(2 * np.pi * frequency * t) * 32767).astype(np.int16)
         for start in range(0, samples, 960):
-            frame = av.AudioFrame.from_ndarray(wave[None, start:start + 960], format="s16",
-                                               layout="mono")
+            frame = av.AudioFrame.from_ndarray(
+                wave[None, start : start + 960], format="s16", layout="mono"
+            )
             frame.sample_rate = rate
             for packet in stream.encode(frame):
                 container.mux(packet)

@@ -22,9 +22,14 @@ TAVILY_KEY = "tvly-test-key-123456"
 
 def hits(query: str, count: int, base: str = "") -> list[dict[str, str]]:
     """`base` (a loopback web server) makes every result a page that can be fetched."""
-    return [{"title": f"Result {n} for {query}",
-             "url": f"{base}/article?n={n}" if base else f"https://site{n}.example/{n}",
-             "text": f"Snippet {n} about {query}."} for n in range(1, count + 1)]
+    return [
+        {
+            "title": f"Result {n} for {query}",
+            "url": f"{base}/article?n={n}" if base else f"https://site{n}.example/{n}",
+            "text": f"Snippet {n} about {query}.",
+        }
+        for n in range(1, count + 1)
+    ]
 
 
 class FakeSearchServer:
@@ -76,8 +81,10 @@ class FakeSearchServer:
             return web.Response(status=403, text="format not allowed")
         query = request.query.get("q", "")
         self.queries.append(("searxng", query))
-        results = [{"title": h["title"], "url": h["url"], "content": h["text"],
-                    "engine": "fake"} for h in hits(query, 8, self.result_base)]
+        results = [
+            {"title": h["title"], "url": h["url"], "content": h["text"], "engine": "fake"}
+            for h in hits(query, 8, self.result_base)
+        ]
         return self._answer({"query": query, "results": results})
 
     async def _brave(self, request: web.Request) -> web.Response:
@@ -86,8 +93,10 @@ class FakeSearchServer:
         query = request.query.get("q", "")
         self.queries.append(("brave", query))
         count = int(request.query.get("count", "10"))
-        results = [{"title": h["title"], "url": h["url"], "description": h["text"]}
-                   for h in hits(query, count, self.result_base)]
+        results = [
+            {"title": h["title"], "url": h["url"], "description": h["text"]}
+            for h in hits(query, count, self.result_base)
+        ]
         return self._answer({"type": "search", "web": {"results": results}})
 
     async def _tavily(self, request: web.Request) -> web.Response:
@@ -96,6 +105,8 @@ class FakeSearchServer:
         body = await request.json()
         query = str(body.get("query", ""))
         self.queries.append(("tavily", query))
-        results = [{"title": h["title"], "url": h["url"], "content": h["text"], "score": 0.9}
-                   for h in hits(query, int(body.get("max_results", 5)), self.result_base)]
+        results = [
+            {"title": h["title"], "url": h["url"], "content": h["text"], "score": 0.9}
+            for h in hits(query, int(body.get("max_results", 5)), self.result_base)
+        ]
         return self._answer({"query": query, "results": results})

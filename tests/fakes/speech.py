@@ -41,9 +41,10 @@ def babble(seconds: float, rate: int = 24_000, *, seed: int = 0) -> np.ndarray:
     while position < count:
         syllable = int(rate * rng.uniform(0.12, 0.28))
         window = np.hanning(syllable)[: max(0, min(syllable, count - position))]
-        envelope[position:position + len(window)] = window * rng.uniform(0.5, 1.0)
-        position += syllable + int(rate * (rng.uniform(0.15, 0.35) if rng.random() < 0.3
-                                           else rng.uniform(0.0, 0.04)))
+        envelope[position : position + len(window)] = window * rng.uniform(0.5, 1.0)
+        position += syllable + int(
+            rate * (rng.uniform(0.15, 0.35) if rng.random() < 0.3 else rng.uniform(0.0, 0.04))
+        )
     samples = voice * envelope
     peak = float(np.abs(samples).max()) or 1.0
     return (0.8 * samples / peak).astype(np.float32)
@@ -65,8 +66,9 @@ class FakeSpeaker:
             raise self.failure
         self.spoken.append(text)
         samples = babble(max(0.5, len(text) / CHARS_PER_SECOND), seed=len(self.spoken))
-        return await asyncio.to_thread(voice_note, samples, 24_000, text,
-                                       billed_characters=len(text) if self.billed else 0)
+        return await asyncio.to_thread(
+            voice_note, samples, 24_000, text, billed_characters=len(text) if self.billed else 0
+        )
 
     async def close(self) -> None:
         return None
@@ -113,9 +115,15 @@ class FakeSpeechServer(FakeTranscriptionServer):
         if len(text) > 4096:
             return _error(400, "input is longer than 4096 characters", "invalid_request_error")
         fmt = str(body.get("response_format") or "mp3")
-        self.spoken.append(SpeechRequest(str(body.get("model", "")),
-                                         str(body.get("voice", "")), text, fmt,
-                                         request.headers.get("Authorization", "")))
+        self.spoken.append(
+            SpeechRequest(
+                str(body.get("model", "")),
+                str(body.get("voice", "")),
+                text,
+                fmt,
+                request.headers.get("Authorization", ""),
+            )
+        )
         if self.delay:
             await asyncio.sleep(self.delay)
         if self.body is not None:
@@ -124,8 +132,7 @@ class FakeSpeechServer(FakeTranscriptionServer):
         if fmt == "pcm":
             return web.Response(body=pcm16(samples), content_type="audio/pcm")
         if fmt != "wav":
-            return _error(400, f"this fake speaks wav and pcm, not {fmt}",
-                          "invalid_request_error")
+            return _error(400, f"this fake speaks wav and pcm, not {fmt}", "invalid_request_error")
         return web.Response(body=wav_bytes(samples, self.RATE), content_type="audio/wav")
 
 
@@ -182,6 +189,13 @@ def listen(data: bytes) -> Heard:
     mean = float(energies.mean()) if len(energies) else 0.0
     variation = float(energies.std() / mean) if mean > 0 else 0.0
     quiet = float((energies < 0.1 * energies.max()).mean()) if len(energies) else 1.0
-    return Heard(name, codec, channels, rate, len(samples) / rate,
-                 float(np.sqrt((samples ** 2).mean())) if len(samples) else 0.0, variation,
-                 quiet)
+    return Heard(
+        name,
+        codec,
+        channels,
+        rate,
+        len(samples) / rate,
+        float(np.sqrt((samples**2).mean())) if len(samples) else 0.0,
+        variation,
+        quiet,
+    )

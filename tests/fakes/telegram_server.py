@@ -162,15 +162,27 @@ class FakeTelegramServer:
 
     # -- scripting ---------------------------------------------------------------------------
 
-    def fail(self, method: str, status: int, description: str,
-             parameters: dict[str, Any] | None = None, times: int = 1) -> None:
+    def fail(
+        self,
+        method: str,
+        status: int,
+        description: str,
+        parameters: dict[str, Any] | None = None,
+        times: int = 1,
+    ) -> None:
         queue = self.failures.setdefault(method, deque())
         for _ in range(times):
             queue.append(Failure(status, description, parameters))
 
-    def fail_chat(self, chat_id: int | str, status: int, description: str,
-                  parameters: dict[str, Any] | None = None, times: int = 1,
-                  after: int = 0) -> None:
+    def fail_chat(
+        self,
+        chat_id: int | str,
+        status: int,
+        description: str,
+        parameters: dict[str, Any] | None = None,
+        times: int = 1,
+        after: int = 0,
+    ) -> None:
         """The next `times` sendMessage calls to `chat_id` fail (other chats are served),
         once `after` sends to it went through (the second part of a long reply, say)."""
         queue = self.chat_failures.setdefault(str(chat_id), deque())
@@ -191,8 +203,7 @@ class FakeTelegramServer:
             self._changed.notify_all()
         return update_id
 
-    async def press(self, user_id: int, sent: Sent, data: str, *,
-                    first_name: str = "Ann") -> str:
+    async def press(self, user_id: int, sent: Sent, data: str, *, first_name: str = "Ann") -> str:
         """`user_id` presses the button with `data` under the bot's message `sent`: a
         callback_query update, as Telegram sends it (only for a button the message has)."""
         if data not in sent.button_data():
@@ -201,10 +212,14 @@ class FakeTelegramServer:
         query = {
             "id": query_id,
             "from": {"id": user_id, "is_bot": False, "first_name": first_name},
-            "message": {"message_id": sent.message_id, "date": int(time.time()),
-                        "chat": {"id": int(sent.chat_id), "type": "private"},
-                        "from": BOT_USER, "text": sent.text,
-                        **({"reply_markup": sent.reply_markup} if sent.reply_markup else {})},
+            "message": {
+                "message_id": sent.message_id,
+                "date": int(time.time()),
+                "chat": {"id": int(sent.chat_id), "type": "private"},
+                "from": BOT_USER,
+                "text": sent.text,
+                **({"reply_markup": sent.reply_markup} if sent.reply_markup else {}),
+            },
             "chat_instance": f"ci-{sent.chat_id}",
             "data": data,
         }
@@ -224,8 +239,14 @@ class FakeTelegramServer:
         return [s for s in self.keyboards if chat_id is None or s.chat_id == str(chat_id)]
 
     def message(
-        self, user_id: int, text: str | None = None, *, chat_id: int | None = None,
-        chat_type: str = "private", first_name: str = "Ann", **extra: Any,
+        self,
+        user_id: int,
+        text: str | None = None,
+        *,
+        chat_id: int | None = None,
+        chat_type: str = "private",
+        first_name: str = "Ann",
+        **extra: Any,
     ) -> dict[str, Any]:
         chat = {"id": chat_id if chat_id is not None else user_id, "type": chat_type}
         if chat_type == "private":
@@ -250,8 +271,11 @@ class FakeTelegramServer:
         file_id = f"file-{number}-id"
         self.stored[file_id] = data
         self.file_paths[f"documents/file_{number}"] = file_id
-        return {"file_id": file_id, "file_unique_id": f"u{number}",
-                "file_size": len(data) if declared_size is None else declared_size}
+        return {
+            "file_id": file_id,
+            "file_unique_id": f"u{number}",
+            "file_size": len(data) if declared_size is None else declared_size,
+        }
 
     async def send_text(self, user_id: int, text: str, **kwargs: Any) -> dict[str, Any]:
         message = self.message(user_id, text, **kwargs)
@@ -270,7 +294,8 @@ class FakeTelegramServer:
         """Until `count` messages were sent (previews count once they became replies)."""
         async with self._changed:
             await asyncio.wait_for(
-                self._changed.wait_for(lambda: len(self.finished()) >= count), timeout)
+                self._changed.wait_for(lambda: len(self.finished()) >= count), timeout
+            )
         return self.finished()
 
     async def wait_confirmed(self, timeout: float = 10.0) -> None:
@@ -310,8 +335,11 @@ class FakeTelegramServer:
         if method == "sendMessage" and not self.sends_open.is_set():
             epoch = self._held_epoch
             await self.sends_open.wait()
-            if (epoch != self._held_epoch or request.transport is None
-                    or request.transport.is_closing()):
+            if (
+                epoch != self._held_epoch
+                or request.transport is None
+                or request.transport.is_closing()
+            ):
                 return _error(500, "Internal Server Error: the client went away")
         return await handler(params)
 
@@ -351,8 +379,10 @@ class FakeTelegramServer:
         parse_mode = params.get("parse_mode")
         if parse_mode == "HTML" and self.reject_html:
             self.rejected_html.append(text)
-            return _error(400, "Bad Request: can't parse entities: unsupported start tag "
-                               "\"foo\" at byte offset 0")
+            return _error(
+                400,
+                'Bad Request: can\'t parse entities: unsupported start tag "foo" at byte offset 0',
+            )
         if len(text.encode("utf-16-le")) // 2 > 4096:
             return _error(400, "Bad Request: message is too long")
         if not text.strip():
@@ -377,13 +407,15 @@ class FakeTelegramServer:
             self.by_chat.setdefault(chat_id, []).append(sent)
             self.messages[(chat_id, message_id)] = sent
             self._changed.notify_all()
-        return _ok({
-            "message_id": message_id,
-            "date": int(time.time()),
-            "chat": {"id": int(chat_id), "type": "private"},
-            "from": BOT_USER,
-            "text": text,
-        })
+        return _ok(
+            {
+                "message_id": message_id,
+                "date": int(time.time()),
+                "chat": {"id": int(chat_id), "type": "private"},
+                "from": BOT_USER,
+                "text": text,
+            }
+        )
 
     async def _m_sendMessageDraft(self, params: dict[str, Any]) -> web.Response:
         chat_id = str(params.get("chat_id", ""))
@@ -409,16 +441,21 @@ class FakeTelegramServer:
         parse_mode = params.get("parse_mode")
         if parse_mode == "HTML" and self.reject_html:
             self.rejected_html.append(text)
-            return _error(400, "Bad Request: can't parse entities: unsupported start tag "
-                               "\"foo\" at byte offset 0")
+            return _error(
+                400,
+                'Bad Request: can\'t parse entities: unsupported start tag "foo" at byte offset 0',
+            )
         if not text.strip():
             return _error(400, "Bad Request: message text is empty")
         if len(text.encode("utf-16-le")) // 2 > 4096:
             return _error(400, "Bad Request: MESSAGE_TOO_LONG")
         if text == sent.text and parse_mode == sent.parse_mode:
-            return _error(400, "Bad Request: message is not modified: specified new message "
-                               "content and reply markup are exactly the same as a current "
-                               "content and reply markup of the message")
+            return _error(
+                400,
+                "Bad Request: message is not modified: specified new message "
+                "content and reply markup are exactly the same as a current "
+                "content and reply markup of the message",
+            )
         markup = params.get("reply_markup")
         if isinstance(markup, str):
             markup = json.loads(markup)
@@ -430,14 +467,21 @@ class FakeTelegramServer:
             sent.reply_markup = markup
             sent.edits += 1
             self._changed.notify_all()
-        return _ok({"message_id": key[1], "date": int(time.time()),
-                    "edit_date": int(time.time()),
-                    "chat": {"id": int(key[0]), "type": "private"}, "from": BOT_USER,
-                    "text": text})
+        return _ok(
+            {
+                "message_id": key[1],
+                "date": int(time.time()),
+                "edit_date": int(time.time()),
+                "chat": {"id": int(key[0]), "type": "private"},
+                "from": BOT_USER,
+                "text": text,
+            }
+        )
 
     async def _m_editMessageReplyMarkup(self, params: dict[str, Any]) -> web.Response:
-        sent = self.messages.get((str(params.get("chat_id", "")),
-                                  int(params.get("message_id") or 0)))
+        sent = self.messages.get(
+            (str(params.get("chat_id", "")), int(params.get("message_id") or 0))
+        )
         if sent is None or sent.deleted:
             return _error(400, "Bad Request: message to edit not found")
         markup = params.get("reply_markup")
@@ -455,8 +499,10 @@ class FakeTelegramServer:
     async def _m_answerCallbackQuery(self, params: dict[str, Any]) -> web.Response:
         query_id = str(params.get("callback_query_id", ""))
         if query_id not in self.queries or query_id in self.query_answers:
-            return _error(400, "Bad Request: query is too old and response timeout expired "
-                               "or query ID is invalid")
+            return _error(
+                400,
+                "Bad Request: query is too old and response timeout expired or query ID is invalid",
+            )
         text = str(params.get("text") or "")
         if len(text) > 200:
             return _error(400, "Bad Request: MESSAGE_TOO_LONG")
@@ -464,8 +510,9 @@ class FakeTelegramServer:
         return _ok(True)
 
     async def _m_deleteMessage(self, params: dict[str, Any]) -> web.Response:
-        sent = self.messages.get((str(params.get("chat_id", "")),
-                                  int(params.get("message_id") or 0)))
+        sent = self.messages.get(
+            (str(params.get("chat_id", "")), int(params.get("message_id") or 0))
+        )
         if sent is None or sent.deleted:
             return _error(400, "Bad Request: message to delete not found")
         sent.deleted = True
@@ -473,8 +520,12 @@ class FakeTelegramServer:
 
     def current_texts(self, chat_id: int | str | None = None) -> list[str]:
         """What the chat shows now: each message's latest text, deleted ones left out."""
-        return [s.text for s in self.sent if not s.deleted
-                and (chat_id is None or s.chat_id == str(chat_id))]
+        return [
+            s.text
+            for s in self.sent
+            if not s.deleted and (chat_id is None or s.chat_id == str(chat_id))
+        ]
+
     async def _m_getFile(self, params: dict[str, Any]) -> web.Response:
         file_id = str(params.get("file_id", ""))
         data = self.stored.get(file_id)
@@ -483,8 +534,9 @@ class FakeTelegramServer:
         if len(data) > GETFILE_LIMIT:
             return _error(400, "Bad Request: file is too big")
         path = next(p for p, f in self.file_paths.items() if f == file_id)
-        return _ok({"file_id": file_id, "file_unique_id": "u", "file_size": len(data),
-                    "file_path": path})
+        return _ok(
+            {"file_id": file_id, "file_unique_id": "u", "file_size": len(data), "file_path": path}
+        )
 
     async def _download(self, request: web.Request) -> web.StreamResponse:
         if request.match_info["token"] != self.token:
@@ -498,7 +550,7 @@ class FakeTelegramServer:
         response.content_length = len(data)
         await response.prepare(request)
         for start in range(0, len(data), 256 * 1024):
-            await response.write(data[start:start + 256 * 1024])
+            await response.write(data[start : start + 256 * 1024])
         await response.write_eof()
         return response
 
@@ -511,8 +563,7 @@ class FakeTelegramServer:
     async def _m_sendVoice(self, params: dict[str, Any]) -> web.Response:
         return await self._upload("sendVoice", "voice", params)
 
-    async def _upload(self, method: str, field_name: str, params: dict[str, Any]
-                      ) -> web.Response:
+    async def _upload(self, method: str, field_name: str, params: dict[str, Any]) -> web.Response:
         upload = params.get(field_name)
         if isinstance(upload, str) and upload.startswith("attach://"):
             upload = params.get(upload.removeprefix("attach://"))
@@ -524,25 +575,37 @@ class FakeTelegramServer:
         chat_id = str(params["chat_id"])
         caption = str(params.get("caption") or "")
         parse_mode = str(params.get("parse_mode") or "")
-        shown = html.unescape(re.sub(r"<[^>]+>", "", caption)) if parse_mode == "HTML" \
-            else caption
+        shown = html.unescape(re.sub(r"<[^>]+>", "", caption)) if parse_mode == "HTML" else caption
         if len(shown.encode("utf-16-le")) // 2 > 1024:  # counted after entities parsing
             return _error(400, "Bad Request: message caption is too long")
         duration = params.get("duration")
         if method == "sendVoice" and duration is not None and not isinstance(duration, int):
             return _error(400, "Bad Request: wrong duration specified")
         async with self._changed:
-            self.files.append(SentFile(chat_id, method, str(filename), data, caption,
-                                       duration, parse_mode))
+            self.files.append(
+                SentFile(chat_id, method, str(filename), data, caption, duration, parse_mode)
+            )
             self._changed.notify_all()
-        return _ok({
-            "message_id": next(self._message_ids), "date": int(time.time()),
-            "chat": {"id": int(chat_id), "type": "private"}, "from": BOT_USER,
-            **({"voice": {"file_id": "sent", "file_unique_id": "sent",
-                          "duration": duration or 0}} if method == "sendVoice"
-               else {"document": {"file_id": "sent", "file_unique_id": "sent"}}),
-            **({"caption": caption} if caption else {}),
-        })
+        return _ok(
+            {
+                "message_id": next(self._message_ids),
+                "date": int(time.time()),
+                "chat": {"id": int(chat_id), "type": "private"},
+                "from": BOT_USER,
+                **(
+                    {
+                        "voice": {
+                            "file_id": "sent",
+                            "file_unique_id": "sent",
+                            "duration": duration or 0,
+                        }
+                    }
+                    if method == "sendVoice"
+                    else {"document": {"file_id": "sent", "file_unique_id": "sent"}}
+                ),
+                **({"caption": caption} if caption else {}),
+            }
+        )
 
     async def wait_files(self, count: int, timeout: float = 10.0) -> list[SentFile]:
         await _until(lambda: len(self.files) >= count, timeout)

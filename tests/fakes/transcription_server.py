@@ -81,8 +81,16 @@ class FakeTranscriptionServer:
             return _error(400, "file is required", "invalid_request_error")
         data = upload.file.read()
         fmt = str(form.get("response_format") or "json")
-        self.requests.append(Received(str(form.get("model", "")), upload.filename, len(data),
-                                      str(form.get("language") or ""), fmt, authorization))
+        self.requests.append(
+            Received(
+                str(form.get("model", "")),
+                upload.filename,
+                len(data),
+                str(form.get("language") or ""),
+                fmt,
+                authorization,
+            )
+        )
         if self.delay:
             await asyncio.sleep(self.delay)
         if fmt == "text":
@@ -95,5 +103,5 @@ class FakeTranscriptionServer:
 
 def _error(status: int, message: str, code: str) -> web.Response:
     return web.json_response(
-        {"error": {"message": message, "type": code, "param": None, "code": code}},
-        status=status)
+        {"error": {"message": message, "type": code, "param": None, "code": code}}, status=status
+    )

@@ -48,9 +48,14 @@ class Seen:
 
 
 class FakeWebServer:
-    def __init__(self, *, huge_bytes: int = 20_000_000, slow_seconds: float = 5.0,
-                 ssl_context: ssl.SSLContext | None = None,
-                 pages: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        huge_bytes: int = 20_000_000,
+        slow_seconds: float = 5.0,
+        ssl_context: ssl.SSLContext | None = None,
+        pages: dict[str, str] | None = None,
+    ) -> None:
         self.pages = dict(pages or {})  # a test's own HTML pages, by path
         self.requests: list[Seen] = []
         self.huge_bytes = huge_bytes
@@ -79,9 +84,17 @@ class FakeWebServer:
         add("/plain", self._text("just some plain text\nsecond line", "text/plain"))
         add("/json", self._text('{"temperature": 24, "city": "Lisbon"}', "application/json"))
         add("/latin1", self._latin1)
-        add("/long", self._html("<html><body><article>" + "".join(
-            f"<p>Paragraph {n}: " + "lorem ipsum dolor sit amet " * 12 + "</p>"
-            for n in range(400)) + "</article></body></html>"))
+        add(
+            "/long",
+            self._html(
+                "<html><body><article>"
+                + "".join(
+                    f"<p>Paragraph {n}: " + "lorem ipsum dolor sit amet " * 12 + "</p>"
+                    for n in range(400)
+                )
+                + "</article></body></html>"
+            ),
+        )
         add("/binary", self._binary)
         add("/pdf", self._pdf)
         add("/mislabeled-binary", self._mislabeled_binary)
@@ -154,8 +167,9 @@ class FakeWebServer:
         return web.Response(body=body, headers={"Content-Type": "text/plain; charset=latin-1"})
 
     async def _binary(self, request: web.Request) -> web.Response:
-        return web.Response(body=b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 40,
-                            content_type="image/png")
+        return web.Response(
+            body=b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 40, content_type="image/png"
+        )
 
     async def _pdf(self, request: web.Request) -> web.Response:
         return web.Response(body=b"%PDF-1.7\n" + b"\x00" * 100, content_type="application/pdf")
@@ -167,7 +181,7 @@ class FakeWebServer:
         """An endless-looking page, written in chunks until the client stops reading."""
         response = web.StreamResponse(headers={"Content-Type": "text/html"})
         await response.prepare(request)
-        chunk = (b"<p>" + b"big page text " * 4_600 + b"</p>\n")
+        chunk = b"<p>" + b"big page text " * 4_600 + b"</p>\n"
         await response.write(b"<html><body><article>")
         try:
             while self.huge_sent < self.huge_bytes and not self._stopping.is_set():
@@ -181,8 +195,9 @@ class FakeWebServer:
     async def _bomb(self, request: web.Request) -> web.Response:
         """50 MB of text that travels as about 50 KB of gzip."""
         body = gzip.compress(b"a" * 50_000_000, compresslevel=9)
-        return web.Response(body=body, headers={"Content-Type": "text/plain",
-                                                "Content-Encoding": "gzip"})
+        return web.Response(
+            body=body, headers={"Content-Type": "text/plain", "Content-Encoding": "gzip"}
+        )
 
     async def _slow(self, request: web.Request) -> web.Response:
         with contextlib.suppress(TimeoutError):
@@ -209,8 +224,9 @@ class FakeWebServer:
     async def _to_named(self, request: web.Request) -> web.Response:
         scheme = "https" if self.ssl_context else "http"
         host = request.match_info["host"]
-        return web.Response(status=302,
-                            headers={"Location": f"{scheme}://{host}:{self.port}/article"})
+        return web.Response(
+            status=302, headers={"Location": f"{scheme}://{host}:{self.port}/article"}
+        )
 
     async def _chain(self, request: web.Request) -> web.Response:
         n = int(request.match_info["n"])

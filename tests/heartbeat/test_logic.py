@@ -40,19 +40,33 @@ TEMPLATE = (
 # -- checklist -------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("text", [
-    "", "\n\n", TEMPLATE, "# HEARTBEAT.md\n\n## Checks\n", "<!-- a\nmulti-line\ncomment -->",
-    "# List\n- \n* \n1. \n- [ ]\n- [x]\n---\n", "## A\n<!-- - do the thing -->\n  \n",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "\n\n",
+        TEMPLATE,
+        "# HEARTBEAT.md\n\n## Checks\n",
+        "<!-- a\nmulti-line\ncomment -->",
+        "# List\n- \n* \n1. \n- [ ]\n- [x]\n---\n",
+        "## A\n<!-- - do the thing -->\n  \n",
+    ],
+)
 def test_effectively_empty_checklists(text):
     assert is_effectively_empty(text)
     assert parse_checklist(text).empty
 
 
-@pytest.mark.parametrize("text", [
-    "- check the daily note", "Remind me of bills.", "# Checks\n1. water plants",
-    "- [ ] call mum", "<!-- c -->ping me if the note says URGENT",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "- check the daily note",
+        "Remind me of bills.",
+        "# Checks\n1. water plants",
+        "- [ ] call mum",
+        "<!-- c -->ping me if the note says URGENT",
+    ],
+)
 def test_non_empty_checklists(text):
     assert not is_effectively_empty(text)
 
@@ -80,7 +94,9 @@ tasks:
 """
     checklist = parse_checklist(text)
     assert [(t.name, t.every) for t in checklist.tasks] == [
-        ("inbox", timedelta(hours=2)), ("plants", timedelta(days=3))]
+        ("inbox", timedelta(hours=2)),
+        ("plants", timedelta(days=3)),
+    ]
     assert checklist.tasks[0].prompt == "Check memory/inbox.md for anything older than a day."
     assert len(checklist.problems) == 2
     assert "- one more line" in checklist.body and "tasks:" not in checklist.body
@@ -93,17 +109,26 @@ tasks:
 
 
 def test_tasks_only_checklist_is_not_empty_but_body_is():
-    checklist = parse_checklist("# HB\n<!-- note -->\ntasks:\n- name: a\n  interval: 1h\n"
-                                "  prompt: do a\n")
+    checklist = parse_checklist(
+        "# HB\n<!-- note -->\ntasks:\n- name: a\n  interval: 1h\n  prompt: do a\n"
+    )
     assert not checklist.empty and checklist.body_empty
     assert checklist.due({"a": NOW - timedelta(minutes=5)}, NOW) == []
 
 
-@pytest.mark.parametrize(("text", "expected"), [
-    ("30m", timedelta(minutes=30)), ("1h30m", timedelta(minutes=90)), ("90s", timedelta(90)
-     / 86400 * 1), ("2d", timedelta(days=2)), ("1w", timedelta(weeks=1)), ("0", None),
-    ("off", None), (" 45 M ", timedelta(minutes=45)),
-])
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("30m", timedelta(minutes=30)),
+        ("1h30m", timedelta(minutes=90)),
+        ("90s", timedelta(90) / 86400 * 1),
+        ("2d", timedelta(days=2)),
+        ("1w", timedelta(weeks=1)),
+        ("0", None),
+        ("off", None),
+        (" 45 M ", timedelta(minutes=45)),
+    ],
+)
 def test_parse_interval(text, expected):
     assert parse_interval(text) == expected
 
@@ -124,18 +149,35 @@ def test_a_long_run_of_digits_is_refused_at_once():
 
 def test_format_interval():
     assert [format_interval(timedelta(minutes=m)) for m in (30, 60, 90, 1440)] == [
-        "30m", "1h", "90m", "1d"]
+        "30m",
+        "1h",
+        "90m",
+        "1d",
+    ]
 
 
 # -- acknowledgements -----------------------------------------------------------------------
 
 ACK_VARIANTS = [
-    "HEARTBEAT_OK", "HEARTBEAT_OK.", "HEARTBEAT_OK!", "**HEARTBEAT_OK**", "*HEARTBEAT_OK*",
-    "_HEARTBEAT_OK_", "__HEARTBEAT_OK__", "`HEARTBEAT_OK`", "~~HEARTBEAT_OK~~",
-    "HEARTBEAT\\_OK", "heartbeat_ok", "  HEARTBEAT_OK  \n", "**HEARTBEAT_OK**.",
-    "HEARTBEAT_OK - nothing needs attention.", "All quiet, nothing due today. HEARTBEAT_OK",
-    "Checked the note: nothing due.\n\n**HEARTBEAT_OK**", "HEARTBEAT_OK: " + "x" * 300,
-    "", "   ",
+    "HEARTBEAT_OK",
+    "HEARTBEAT_OK.",
+    "HEARTBEAT_OK!",
+    "**HEARTBEAT_OK**",
+    "*HEARTBEAT_OK*",
+    "_HEARTBEAT_OK_",
+    "__HEARTBEAT_OK__",
+    "`HEARTBEAT_OK`",
+    "~~HEARTBEAT_OK~~",
+    "HEARTBEAT\\_OK",
+    "heartbeat_ok",
+    "  HEARTBEAT_OK  \n",
+    "**HEARTBEAT_OK**.",
+    "HEARTBEAT_OK - nothing needs attention.",
+    "All quiet, nothing due today. HEARTBEAT_OK",
+    "Checked the note: nothing due.\n\n**HEARTBEAT_OK**",
+    "HEARTBEAT_OK: " + "x" * 300,
+    "",
+    "   ",
 ]
 
 
@@ -156,8 +198,9 @@ def test_long_text_around_the_token_is_an_alert_without_the_token():
 def test_real_alert_and_token_in_the_middle():
     assert check_reply("Rent is due today.") == check_reply("Rent is due today.")
     assert check_reply("Rent is due today.").text == "Rent is due today."
-    check = check_reply("Rent is due HEARTBEAT_OK today, pay it before noon please.",
-                        max_other_chars=10)
+    check = check_reply(
+        "Rent is due HEARTBEAT_OK today, pay it before noon please.", max_other_chars=10
+    )
     assert not check.acknowledged and "HEARTBEAT" not in check.text
 
 
@@ -219,17 +262,20 @@ def test_parse_clock_and_all_day():
 
 
 def test_state_round_trip_and_damaged_file(tmp_path):
-    state = HeartbeatState(last_beat_at=NOW, last_status="ok", tokens_today=12,
-                           token_day="2026-03-02")
+    state = HeartbeatState(
+        last_beat_at=NOW, last_status="ok", tokens_today=12, token_day="2026-03-02"
+    )
     state.remember_alert("Rent is due", NOW, timedelta(hours=24))
     state.task_runs["inbox"] = NOW
     save_state(tmp_path, state)
     again = load_state(tmp_path)
     assert again == state
-    assert again.delivered_recently("  rent IS   due ", NOW + timedelta(hours=23),
-                                    timedelta(hours=24))
-    assert not again.delivered_recently("Rent is due", NOW + timedelta(hours=24),
-                                        timedelta(hours=24))
+    assert again.delivered_recently(
+        "  rent IS   due ", NOW + timedelta(hours=23), timedelta(hours=24)
+    )
+    assert not again.delivered_recently(
+        "Rent is due", NOW + timedelta(hours=24), timedelta(hours=24)
+    )
     (tmp_path / STATE_FILE).write_text("{not json")
     assert load_state(tmp_path) == HeartbeatState()
 
@@ -315,8 +361,14 @@ async def test_timer_spreads_first_beat_and_then_keeps_the_interval(tmp_path):
     assert state.next_beat_at is not None and state.last_status == "ok"
 
     # Spread: different workspaces (different random draws) start at different points.
-    firsts = {round(HeartbeatTimer(beat, clock, rng=random.Random(seed)).first_due(
-        HeartbeatState()).timestamp()) for seed in range(10)}
+    firsts = {
+        round(
+            HeartbeatTimer(beat, clock, rng=random.Random(seed))
+            .first_due(HeartbeatState())
+            .timestamp()
+        )
+        for seed in range(10)
+    }
     assert len(firsts) == 10
 
 

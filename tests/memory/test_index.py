@@ -38,10 +38,16 @@ def _workspace(root: Path) -> Path:
         "# 2026-11-20\n- 我们把数据库迁移到了新的服务器。\n- 咖啡机坏了，下周修。\n"
         "- Something about security patches in general.\n"
     )
-    _transcript(ws / "sessions" / "owner_dm-1a2b3c4d.jsonl", "owner:dm",
-                ["my sister Marta moved to Valparaiso", "Noted: Marta lives in Valparaiso."])
-    _transcript(ws / "sessions" / "telegram_group_9-5e6f7a8b.jsonl", "telegram:group:9",
-                ["the group password is zebrafish"])
+    _transcript(
+        ws / "sessions" / "owner_dm-1a2b3c4d.jsonl",
+        "owner:dm",
+        ["my sister Marta moved to Valparaiso", "Noted: Marta lives in Valparaiso."],
+    )
+    _transcript(
+        ws / "sessions" / "telegram_group_9-5e6f7a8b.jsonl",
+        "telegram:group:9",
+        ["the group password is zebrafish"],
+    )
     return ws
 
 
@@ -202,8 +208,11 @@ async def test_cjk_queries_of_two_and_more_characters(ws, query):
 
 @pytest.mark.parametrize(
     ("query", "path"),
-    [("CVE-2026-25253", "memory/2026-01-10.md"), ("10.0.3.17:8443", "MEMORY.md"),
-     ("what was CVE-2026-25253 about", "memory/2026-01-10.md")],
+    [
+        ("CVE-2026-25253", "memory/2026-01-10.md"),
+        ("10.0.3.17:8443", "MEMORY.md"),
+        ("what was CVE-2026-25253 about", "memory/2026-01-10.md"),
+    ],
 )
 async def test_identifier_queries(ws, query, path):
     (ws / "memory" / "noise.md").write_text(
@@ -232,8 +241,11 @@ async def test_near_duplicates_are_diversified(ws):
 
 
 async def test_archived_dm_transcripts_are_indexed(ws):
-    _transcript(ws / "sessions" / "owner_dm-1a2b3c4d.20260101T000000000000Z.jsonl", "owner:dm",
-                ["remember the locker code is 4471", "Saved."])
+    _transcript(
+        ws / "sessions" / "owner_dm-1a2b3c4d.20260101T000000000000Z.jsonl",
+        "owner:dm",
+        ["remember the locker code is 4471", "Saved."],
+    )
     index = _index(ws, FakeEmbedder())
     results = (await index.search("locker code", max_results=1)).results
     assert results[0].path.endswith("20260101T000000000000Z.jsonl")
@@ -323,7 +335,8 @@ async def test_vectors_of_changed_chunks_are_not_stored(ws):
     status = await index.status()
     assert status.vectors == status.chunks
     rows = await index.store.db.execute_fetchall(
-        "SELECT count(*) FROM chunks_vec WHERE rowid NOT IN (SELECT id FROM chunks)")
+        "SELECT count(*) FROM chunks_vec WHERE rowid NOT IN (SELECT id FROM chunks)"
+    )
     assert rows[0][0] == 0
     await index.close()
 
@@ -352,6 +365,7 @@ async def test_equal_chunks_are_embedded_once(ws):
     assert embedder.documents_embedded == stats.embedded + stats.lines_embedded
     lines = await index.store.db.execute_fetchall(
         "SELECT count(*) FROM cache.line_embeddings WHERE hash IN (SELECT hash FROM "
-        "cache.line_embeddings)")
+        "cache.line_embeddings)"
+    )
     assert stats.lines_embedded == lines[0][0]
     await index.close()

@@ -30,8 +30,11 @@ def _self_attributes(function: ast.AST) -> set[str]:
             targets = [node.target]
         for target in targets:
             for item in ast.walk(target):
-                if (isinstance(item, ast.Attribute) and isinstance(item.value, ast.Name)
-                        and item.value.id == "self"):
+                if (
+                    isinstance(item, ast.Attribute)
+                    and isinstance(item.value, ast.Name)
+                    and item.value.id == "self"
+                ):
                     names.add(item.attr)
     return names
 
@@ -40,8 +43,12 @@ def test_no_class_of_memory_derives_from_another() -> None:
     classes = _classes()
     assert len(classes) > 15, "too few classes found: looking in the wrong place"
     ours = {node.name for _, node in classes}
-    mixed = [f"{file}:{node.name}({ast.unparse(base)})" for file, node in classes
-             for base in node.bases if ast.unparse(base) in ours]
+    mixed = [
+        f"{file}:{node.name}({ast.unparse(base)})"
+        for file, node in classes
+        for base in node.bases
+        if ast.unparse(base) in ours
+    ]
     assert mixed == []
 
 
@@ -53,7 +60,10 @@ def test_every_attribute_is_created_in_the_constructor() -> None:
         if init is None:
             continue  # a dataclass or a protocol: fields are declared in the class body
         created = _self_attributes(init)
-        late.extend(f"{file}:{node.name}.{method.name} creates self.{name}"
-                    for method in methods if method is not init
-                    for name in sorted(_self_attributes(method) - created))
+        late.extend(
+            f"{file}:{node.name}.{method.name} creates self.{name}"
+            for method in methods
+            if method is not init
+            for name in sorted(_self_attributes(method) - created)
+        )
     assert late == []

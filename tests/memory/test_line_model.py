@@ -23,10 +23,12 @@ def minilm() -> MiniLMEmbedder:
 
 
 def test_minilm_embeds_offline_and_puts_a_paraphrase_nearer_than_an_unrelated_line(minilm):
-    lines = minilm.embed_documents([
-        "I'm hooked on Succession, I watched six episodes in one sitting.",
-        "The plumber finally fixed the kitchen sink on Thursday.",
-    ])
+    lines = minilm.embed_documents(
+        [
+            "I'm hooked on Succession, I watched six episodes in one sitting.",
+            "The plumber finally fixed the kitchen sink on Thursday.",
+        ]
+    )
     query = minilm.embed_query("Which TV show has she been binge-watching?")
     assert lines.shape == (2, 384) and query.shape == (384,)
     assert np.allclose(np.linalg.norm(lines, axis=1), 1.0, atol=1e-5)
@@ -72,9 +74,9 @@ def test_an_ensemble_adds_the_second_models_score_at_its_weight():
     asked = rng.normal(size=40).astype(np.float32)
     keys = [(i, 1) for i in range(80)]
     ensemble = LineEnsemble.fit(rows, keys, [24, 16])
-    expected = (LineSpace.fit(first, keys).scores(first, asked[:24], keys)
-                + SECOND_MODEL_WEIGHT * LineSpace.fit(second, keys).scores(
-                    second, asked[24:], keys))
+    expected = LineSpace.fit(first, keys).scores(
+        first, asked[:24], keys
+    ) + SECOND_MODEL_WEIGHT * LineSpace.fit(second, keys).scores(second, asked[24:], keys)
     assert np.allclose(ensemble.scores(rows, asked, keys), expected, atol=1e-5)
     with pytest.raises(ValueError):
         LineEnsemble.fit(rows, keys, [24, 24])
@@ -85,8 +87,12 @@ def _note(ws: Path, day: str, lines: list[str]) -> None:
     (ws / "memory" / f"{day}.md").write_text("".join(f"- {x}\n" for x in lines))
 
 
-LINES = ["Maya: I adopted a beagle called Biscuit.", "Sam: The plumber comes on Thursday.",
-         "Maya: Biscuit chewed my running shoes.", "Sam: We booked flights to Lisbon."]
+LINES = [
+    "Maya: I adopted a beagle called Biscuit.",
+    "Sam: The plumber comes on Thursday.",
+    "Maya: Biscuit chewed my running shoes.",
+    "Sam: We booked flights to Lisbon.",
+]
 
 
 async def _two_model_index(tmp_path: Path) -> tuple[RecallIndex, FakeEmbedder, FakeEmbedder]:
@@ -102,16 +108,21 @@ async def _two_model_index(tmp_path: Path) -> tuple[RecallIndex, FakeEmbedder, F
 async def test_an_index_with_a_line_model_stores_both_models_line_vectors(tmp_path: Path):
     index, _, second = await _two_model_index(tmp_path)
     assert index.cache.line_dim == 96 and second.documents_embedded == len(LINES)
-    numbers, blob = (await index.store.db.execute_fetchall(
-        "SELECT numbers, vectors FROM chunk_lines"))[0]
+    numbers, blob = (
+        await index.store.db.execute_fetchall("SELECT numbers, vectors FROM chunk_lines")
+    )[0]
     assert numbers == "1,2,3,4"
     rows = unpack_vectors(blob, len(LINES), 96)
     # Each part is the unit vector its own model gives the line.
     assert np.allclose(np.linalg.norm(rows[:, :64], axis=1), 1.0, atol=0.02)
     assert np.allclose(np.linalg.norm(rows[:, 64:], axis=1), 1.0, atol=0.02)
     assert float(rows[0, 64:] @ second._vector(LINES[0])) > 0.99
-    spaces = {r[0] for r in await index.store.db.execute_fetchall(
-        "SELECT DISTINCT space FROM cache.line_embeddings")}
+    spaces = {
+        r[0]
+        for r in await index.store.db.execute_fetchall(
+            "SELECT DISTINCT space FROM cache.line_embeddings"
+        )
+    }
     assert spaces == {"fake:bag-v1:64", "fake:second:32"}
     response = await index.search("plumber thursday")
     assert response.results[0].line == 2 and response.mode == "hybrid"
@@ -172,8 +183,10 @@ def test_the_line_model_has_no_say_on_queries_in_other_scripts():
     keys = [(i, 1) for i in range(60)]
     ensemble = LineEnsemble.fit(rows, keys, [24, 16])
     asked = np.concatenate([rng.normal(size=24), np.zeros(16)]).astype(np.float32)
-    assert np.allclose(ensemble.scores(rows, asked, keys),
-                       LineSpace.fit(rows[:, :24], keys).scores(rows[:, :24], asked[:24], keys))
+    assert np.allclose(
+        ensemble.scores(rows, asked, keys),
+        LineSpace.fit(rows[:, :24], keys).scores(rows[:, :24], asked[:24], keys),
+    )
 
 
 async def test_a_chinese_query_is_not_sent_to_the_line_model(tmp_path: Path):
@@ -191,7 +204,8 @@ async def test_a_chinese_query_is_not_sent_to_the_line_model(tmp_path: Path):
 
 
 async def test_the_service_loads_the_line_model_and_goes_on_without_one_that_fails(
-        tmp_path: Path, caplog):
+    tmp_path: Path, caplog
+):
     from gateway.config.memory import MemorySettings, build_memory_service
     from memory.service import MemoryOptions, MemoryService
 
@@ -200,8 +214,12 @@ async def test_the_service_loads_the_line_model_and_goes_on_without_one_that_fai
     ws = tmp_path / "ws"
     _note(ws, "2026-03-01", LINES)
     second = FakeEmbedder(model="second", dim=32)
-    service = MemoryService(FakeEmbedder, MemoryOptions(watch=False), today=lambda: TODAY,
-                            line_model_factory=lambda: second)
+    service = MemoryService(
+        FakeEmbedder,
+        MemoryOptions(watch=False),
+        today=lambda: TODAY,
+        line_model_factory=lambda: second,
+    )
     await service.sync(ws)  # the vectors now (a search alone would leave them to the background)
     assert (await service.search(ws, "plumber")).results[0].line == 2
     assert (await service.status(ws)).line_model == "second"
@@ -210,8 +228,9 @@ async def test_the_service_loads_the_line_model_and_goes_on_without_one_that_fai
     def broken() -> None:
         raise EmbedderError("line model file is not the expected one")
 
-    service = MemoryService(FakeEmbedder, MemoryOptions(watch=False), today=lambda: TODAY,
-                            line_model_factory=broken)
+    service = MemoryService(
+        FakeEmbedder, MemoryOptions(watch=False), today=lambda: TODAY, line_model_factory=broken
+    )
     await service.sync(ws)
     response = await service.search(ws, "beagle")
     assert response.results[0].line == 1 and response.mode == "hybrid"
@@ -230,8 +249,10 @@ def test_a_query_without_the_second_part_is_scored_by_the_first_model():
     keys = [(i, 1) for i in range(60)]
     ensemble = LineEnsemble.fit(rows, keys, [24, 16])
     asked = rng.normal(size=24).astype(np.float32)  # the line model failed: e5's part only
-    assert np.allclose(ensemble.scores(rows, asked, keys),
-                       LineSpace.fit(rows[:, :24], keys).scores(rows[:, :24], asked, keys))
+    assert np.allclose(
+        ensemble.scores(rows, asked, keys),
+        LineSpace.fit(rows[:, :24], keys).scores(rows[:, :24], asked, keys),
+    )
 
 
 def test_a_model_file_onnxruntime_cannot_load_is_a_clear_error(tmp_path: Path, monkeypatch):
@@ -243,8 +264,9 @@ def test_a_model_file_onnxruntime_cannot_load_is_a_clear_error(tmp_path: Path, m
     garbage.write_bytes(b"not an onnx model")
     tokenizer = model_files()[1]
     monkeypatch.setattr(minilm_module, "model_files", lambda: (garbage, tokenizer))
-    monkeypatch.setattr(minilm_module, "MODEL_SHA256",
-                        hashlib.sha256(garbage.read_bytes()).hexdigest())
+    monkeypatch.setattr(
+        minilm_module, "MODEL_SHA256", hashlib.sha256(garbage.read_bytes()).hexdigest()
+    )
     with pytest.raises(EmbedderError, match="line model failed to load"):
         MiniLMEmbedder()
 

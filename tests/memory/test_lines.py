@@ -18,7 +18,10 @@ TODAY = date(2026, 11, 29)
 def test_content_lines_drop_markers_and_empty_lines_and_keep_numbers():
     text = "# 2026-03-01\n- Maya: I adopted a beagle.\n---\n- ok\n3. Call the vet at nine"
     assert content_lines(text, [1, 2, 4, 5, 7]) == [
-        (1, "# 2026-03-01"), (2, "Maya: I adopted a beagle."), (7, "Call the vet at nine")]
+        (1, "# 2026-03-01"),
+        (2, "Maya: I adopted a beagle."),
+        (7, "Call the vet at nine"),
+    ]
 
 
 def test_packed_vectors_keep_their_direction():
@@ -82,14 +85,23 @@ def _note(ws: Path, day: str, lines: list[str]) -> None:
     (ws / "memory" / f"{day}.md").write_text("".join(f"- {line}\n" for line in lines))
 
 
-SMALL_TALK = ["Hey, how was your week?", "Busy but good, you?", "Same as always honestly.",
-              "Did you watch the game?", "No, I fell asleep early.", "Classic."]
+SMALL_TALK = [
+    "Hey, how was your week?",
+    "Busy but good, you?",
+    "Same as always honestly.",
+    "Did you watch the game?",
+    "No, I fell asleep early.",
+    "Classic.",
+]
 
 
 async def test_search_names_the_matching_line(tmp_path: Path):
     ws = tmp_path / "ws"
-    _note(ws, "2026-03-01", [*SMALL_TALK, "Maya: the spare key is under the blue flowerpot.",
-                             *SMALL_TALK])
+    _note(
+        ws,
+        "2026-03-01",
+        [*SMALL_TALK, "Maya: the spare key is under the blue flowerpot.", *SMALL_TALK],
+    )
     _note(ws, "2026-03-08", [*SMALL_TALK, "Maya: the plumber comes on Thursday at nine."])
     index = RecallIndex(ws, FakeEmbedder(), today=lambda: TODAY, chunk_chars=2000)
     stats = await index.sync()
@@ -111,8 +123,15 @@ async def test_an_edit_embeds_only_the_new_line_and_a_deletion_drops_the_lines(t
     embedder = FakeEmbedder()
     index = RecallIndex(ws, embedder, today=lambda: TODAY, chunk_chars=2000)
     await index.sync()
-    _note(ws, "2026-03-01", [*SMALL_TALK, "Maya: the spare key is under the blue flowerpot.",
-                             "Maya: and the wifi password is on the fridge."])
+    _note(
+        ws,
+        "2026-03-01",
+        [
+            *SMALL_TALK,
+            "Maya: the spare key is under the blue flowerpot.",
+            "Maya: and the wifi password is on the fridge.",
+        ],
+    )
     stats = await index.sync()
     assert (stats.embedded, stats.lines_embedded) == (1, 1)  # the chunk, and only its new line
     (ws / "memory" / "2026-03-01.md").unlink()
@@ -168,8 +187,7 @@ def test_a_line_said_many_times_is_a_hub_and_a_line_is_not_its_own_neighbour():
     assert hubs[:12].min() > 0.9  # close to its copies
     assert hubs[12:].max() < 0.6  # a unique line is not counted against itself
     # A question closer to the often-said line, but not by as much as that line's hubness.
-    query = 2.0 * said_often / np.linalg.norm(said_often) + matrix[40] / np.linalg.norm(
-        matrix[40])
+    query = 2.0 * said_often / np.linalg.norm(said_often) + matrix[40] / np.linalg.norm(matrix[40])
     plain = space.scores(matrix, query)
     scaled = space.scores(matrix, query, keys)
     assert int(np.argmax(plain)) < 12 and int(np.argmax(scaled)) == 40
@@ -189,8 +207,12 @@ async def test_the_line_space_is_refitted_when_enough_lines_change(tmp_path: Pat
     await index.search("when does the plumber come")
     assert index.views.line_space is first  # under a tenth changed: same fit
     gone = [f"memory/2026-03-{day:02d}.md" for day in range(1, 7)]  # 36 lines of 61
-    ids = {row[0] for row in await index.store.db.execute_fetchall(
-        f"SELECT id FROM chunks WHERE path IN ({','.join('?' * len(gone))})", gone)}
+    ids = {
+        row[0]
+        for row in await index.store.db.execute_fetchall(
+            f"SELECT id FROM chunks WHERE path IN ({','.join('?' * len(gone))})", gone
+        )
+    }
     assert ids & {key[0] for key in first.spaces[0].hubs}
     for path in gone:
         (ws / path).unlink()

@@ -19,8 +19,9 @@ TODAY = date(2026, 11, 29)
 
 def _embedder(server: FakeEmbeddingsServer, **kw) -> OpenAIEmbedder:
     kw.setdefault("max_retries", 0)
-    return OpenAIEmbedder("nomic-embed-text", 96, api_key="sk-test", base_url=server.base_url,
-                          timeout=5.0, **kw)
+    return OpenAIEmbedder(
+        "nomic-embed-text", 96, api_key="sk-test", base_url=server.base_url, timeout=5.0, **kw
+    )
 
 
 async def test_vectors_come_back_in_input_order_with_the_configured_dimension():
@@ -37,15 +38,17 @@ async def test_vectors_come_back_in_input_order_with_the_configured_dimension():
     assert np.allclose(vectors, expected, atol=1e-5)
     assert np.allclose(query, vectors[2], atol=1e-5)
     assert [len(r["input"]) for r in server.requests] == [2, 2, 1]
-    assert all(r["dimensions"] == 96 and r["model"] == "nomic-embed-text"
-               for r in server.requests)
+    assert all(r["dimensions"] == 96 and r["model"] == "nomic-embed-text" for r in server.requests)
     assert server.authorizations[0] == "Bearer sk-test"
 
 
 @pytest.mark.parametrize(
     ("fault", "message"),
-    [("fail_with", "embeddings endpoint failed"), ("garbage", "embeddings endpoint"),
-     ("wrong_dim", "103 dimensions, expected 96")],
+    [
+        ("fail_with", "embeddings endpoint failed"),
+        ("garbage", "embeddings endpoint"),
+        ("wrong_dim", "103 dimensions, expected 96"),
+    ],
 )
 async def test_endpoint_faults_become_one_clear_error(fault: str, message: str):
     async with FakeEmbeddingsServer() as server:
@@ -61,8 +64,9 @@ async def test_index_searches_through_the_endpoint_and_survives_it_going_down(tm
     (ws / "MEMORY.md").write_text("# Memory\n- The staging database listens on port 8443.\n")
     (ws / "memory" / "2026-11-20.md").write_text("# 2026-11-20\n- Booked cello lessons.\n")
     async with FakeEmbeddingsServer() as server:
-        built = build_embedder("openai", model="nomic-embed-text", dim=96,
-                               api_key="sk-test", base_url=server.base_url)
+        built = build_embedder(
+            "openai", model="nomic-embed-text", dim=96, api_key="sk-test", base_url=server.base_url
+        )
         assert built is not None and built.dim == 96
         # The same endpoint and model without retries, so the failure below is not waited on.
         embedder = _embedder(server)

@@ -10,8 +10,9 @@ from memory.search import SNIPPET_CHARS
 from tests.fakes.embedder import FakeEmbedder
 
 TODAY = date(2026, 11, 29)
-TALK = [f"Sam: small talk number {i}, nothing much to report about anything today."
-        for i in range(30)]
+TALK = [
+    f"Sam: small talk number {i}, nothing much to report about anything today." for i in range(30)
+]
 
 
 def _note(ws: Path, lines: list[str]) -> list[str]:
@@ -37,11 +38,14 @@ async def test_the_passage_holds_the_best_line_and_its_neighbours_across_chunks(
     assert len(best.snippet) <= SNIPPET_CHARS
     # The snippet is exactly the file's lines the result points at.
     assert best.snippet.split("\n") == [
-        x for x in body[best.start_line - 1:best.end_line] if x.strip()]
+        x for x in body[best.start_line - 1 : best.end_line] if x.strip()
+    ]
     # Every result shows lines the results before it do not.
     for at, result in enumerate(response.results):
-        assert not any(r.start_line <= result.start_line and result.end_line <= r.end_line
-                       for r in response.results[:at])
+        assert not any(
+            r.start_line <= result.start_line and result.end_line <= r.end_line
+            for r in response.results[:at]
+        )
     await index.close()
 
 

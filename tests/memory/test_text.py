@@ -21,8 +21,9 @@ def test_chunks_keep_line_ranges_and_overlap():
     # Every line is in some chunk, with its own text.
     lines = text.splitlines()
     for number in (1, 17, 40):
-        assert any(c.start_line <= number <= c.end_line and lines[number - 1] in c.text
-                   for c in chunks)
+        assert any(
+            c.start_line <= number <= c.end_line and lines[number - 1] in c.text for c in chunks
+        )
 
 
 def test_heading_starts_a_new_chunk_and_long_line_is_split():
@@ -44,7 +45,8 @@ def test_transcript_lines_are_dialogue_only_with_file_line_numbers():
     text = "\n".join(json.dumps(e) for e in entries) + "\n{torn"
     lines = transcript_lines(text)
     assert [(line.number, line.text) for line in lines] == [
-        (2, "User: my sister lives in Lyon"), (4, "Assistant: Noted.")
+        (2, "User: my sister lives in Lyon"),
+        (4, "Assistant: Noted."),
     ]
     assert is_dm_transcript(text)
     assert not is_dm_transcript('{"type":"session","key":"telegram:group:1"}\n')

@@ -20,14 +20,18 @@ TODAY = date(2026, 11, 29)
 def _vec0(dim: int, rows: list[tuple[int, np.ndarray]]):
     db = connect_with_vec()
     db.execute(f"CREATE VIRTUAL TABLE v USING vec0(embedding float[{dim}] distance_metric=cosine)")
-    db.executemany("INSERT INTO v(rowid, embedding) VALUES (?, ?)",
-                   [(i, v.astype(np.float32).tobytes()) for i, v in rows])
+    db.executemany(
+        "INSERT INTO v(rowid, embedding) VALUES (?, ?)",
+        [(i, v.astype(np.float32).tobytes()) for i, v in rows],
+    )
     return db
 
 
 def _vec0_knn(db, query: np.ndarray, k: int) -> list[tuple[int, float]]:
-    rows = db.execute("SELECT rowid, distance FROM v WHERE embedding MATCH ? AND k = ?",
-                      (query.astype(np.float32).tobytes(), k)).fetchall()
+    rows = db.execute(
+        "SELECT rowid, distance FROM v WHERE embedding MATCH ? AND k = ?",
+        (query.astype(np.float32).tobytes(), k),
+    ).fetchall()
     return [(int(r[0]), 1.0 - float(r[1])) for r in rows]
 
 
@@ -36,8 +40,7 @@ def test_knn_ranks_like_vec0_on_random_data(k):
     rng = np.random.default_rng(3)
     dim = 48
     # Unnormalized, non-contiguous rowids: the matrix normalizes, vec0 computes cosine.
-    rows = [(int(i) * 7 + 5, rng.standard_normal(dim) * rng.uniform(0.1, 10))
-            for i in range(500)]
+    rows = [(int(i) * 7 + 5, rng.standard_normal(dim) * rng.uniform(0.1, 10)) for i in range(500)]
     db = _vec0(dim, rows)
     matrix = VectorMatrix(dim, capacity=16)  # grows
     matrix.add([(i, v.astype(np.float32).tobytes()) for i, v in rows[:250]])
@@ -80,8 +83,9 @@ async def _matrix_matches_vec0(index: RecallIndex) -> None:
     assert len(index.views.vectors) == len(rows)
     stored = {int(r[0]): np.frombuffer(r[1], dtype=np.float32) for r in rows}
     query = np.random.default_rng(5).standard_normal(index.embedder.dim)
-    expected = sorted(stored, key=lambda i: (-float(stored[i] @ query
-                                                     / np.linalg.norm(stored[i])), i))
+    expected = sorted(
+        stored, key=lambda i: (-float(stored[i] @ query / np.linalg.norm(stored[i])), i)
+    )
     assert [i for i, _ in index.views.vectors.knn(query, len(stored))] == expected
 
 
@@ -105,6 +109,7 @@ async def test_index_keeps_the_matrix_in_step_with_every_write(tmp_path: Path):
     assert (await index.search("green kettle")).results[0].path == "memory/2026-11-21.md"
     # The same vector leg as sqlite-vec's KNN (the fake embedder ties a lot: compare scores).
     from memory import search as S
+
     for query in ("where does Marta live", "cello lesson", "数据库迁移", "oat milk coffee"):
         qvec = await index.search_job.query_vector(query)
         db = index.store.db
@@ -141,15 +146,16 @@ async def test_backfilled_vectors_reach_the_matrix(tmp_path: Path):
 
 def test_word_query_drops_common_words_but_never_identifiers_or_everything():
     from memory.text import word_query
+
     assert word_query("deploy the cello", {"deploy"}) == '"cello"'
     assert word_query("deploy", {"deploy"}) == '"deploy"'  # never every term
     assert word_query("deploy id-17-3", {"deploy", "id", "17", "3"}) == '"id 17 3"'
 
 
-async def test_term_stats_leave_out_the_most_common_words_over_budget(tmp_path: Path,
-                                                                       monkeypatch):
+async def test_term_stats_leave_out_the_most_common_words_over_budget(tmp_path: Path, monkeypatch):
     from memory import search as search_module
     from memory.search import TermStats, gather_legs
+
     ws = tmp_path / "ws"
     (ws / "memory").mkdir(parents=True)
     for i in range(10):
@@ -182,12 +188,15 @@ async def test_term_stats_leave_out_the_most_common_words_over_budget(tmp_path: 
 def _mmr_by_definition(ranked, texts, limit, lam):
     """MMR as written in the literature: every step compares with everything chosen."""
     from memory.search import _similarity, _token_set
+
     tokens = {cid: _token_set(texts[cid]) for cid, _ in ranked}
     chosen, rest = [], list(ranked)
     while rest and len(chosen) < limit:
-        values = [lam * score - (1 - lam) * max(
-            (_similarity(tokens[cid], tokens[c]) for c, _ in chosen), default=0.0)
-            for cid, score in rest]
+        values = [
+            lam * score
+            - (1 - lam) * max((_similarity(tokens[cid], tokens[c]) for c, _ in chosen), default=0.0)
+            for cid, score in rest
+        ]
         chosen.append(rest.pop(values.index(max(values))))
     return chosen
 
@@ -196,13 +205,25 @@ def test_incremental_mmr_picks_what_the_definition_picks():
     import random
 
     from memory.search import mmr
+
     rng = random.Random(7)
-    vocabulary = ["boiler", "vulcan", "invoice", "cello", "piano", "deploy", "server",
-                  "backup", "coffee", "flight"]
+    vocabulary = [
+        "boiler",
+        "vulcan",
+        "invoice",
+        "cello",
+        "piano",
+        "deploy",
+        "server",
+        "backup",
+        "coffee",
+        "flight",
+    ]
     for _ in range(200):
         count = rng.randint(1, 30)
-        texts = {cid: " ".join(rng.choices(vocabulary, k=rng.randint(1, 8)))
-                 for cid in range(count)}
+        texts = {
+            cid: " ".join(rng.choices(vocabulary, k=rng.randint(1, 8))) for cid in range(count)
+        }
         ranked = sorted(((cid, round(rng.random(), 2)) for cid in texts), key=lambda x: -x[1])
         limit, lam = rng.randint(1, 8), rng.choice([0.5, 0.7, 0.9])
         assert mmr(ranked, texts, limit, lam) == _mmr_by_definition(ranked, texts, limit, lam)
@@ -211,6 +232,7 @@ def test_incremental_mmr_picks_what_the_definition_picks():
 @pytest.mark.parametrize("k", [1, 7, 40])
 def test_knn_split_over_slices_merges_to_the_whole_answer(k):
     from memory.vectors import merge_knn
+
     rng = np.random.default_rng(5)
     matrix = VectorMatrix(16)
     matrix.add([(i * 3 + 1, rng.standard_normal(16)) for i in range(301)])
@@ -231,6 +253,7 @@ def _same_ranking(got: list[tuple[int, float]], want: list[tuple[int, float]]) -
 
 async def test_vector_leg_on_threads_ranks_like_one_product(tmp_path: Path, monkeypatch):
     from memory import search as search_module
+
     index = RecallIndex(_workspace(tmp_path), FakeEmbedder(), today=lambda: TODAY)
     await index.sync()
     vectors = await index.views.loaded_vectors(index.store.db)
@@ -242,9 +265,11 @@ async def test_vector_leg_on_threads_ranks_like_one_product(tmp_path: Path, monk
 
 
 async def test_with_vectors_only_common_words_leave_the_word_leg_to_the_vector_leg(
-        tmp_path: Path, monkeypatch):
+    tmp_path: Path, monkeypatch
+):
     from memory import search as search_module
     from memory.search import TermStats, gather_legs
+
     ws = tmp_path / "ws"
     (ws / "memory").mkdir(parents=True)
     for i in range(10):

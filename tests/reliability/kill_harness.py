@@ -178,8 +178,11 @@ def _user_text(message: Any) -> str:
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        return "".join(str(part.get("text", "")) for part in content
-                       if isinstance(part, dict) and part.get("type") == "text")
+        return "".join(
+            str(part.get("text", ""))
+            for part in content
+            if isinstance(part, dict) and part.get("type") == "text"
+        )
     return ""
 
 
@@ -242,8 +245,13 @@ def _final_answers(entries: list[dict[str, Any]]) -> dict[str, int]:
                 answers.setdefault(current, 0)
         elif kind == "dropped":
             current = None
-        elif (kind == "assistant" and not entry.get("tool_calls") and current is not None
-              and not entry.get("heartbeat") and not entry.get("reminder")):
+        elif (
+            kind == "assistant"
+            and not entry.get("tool_calls")
+            and current is not None
+            and not entry.get("heartbeat")
+            and not entry.get("reminder")
+        ):
             answers[current] += 1
     return answers
 
@@ -266,9 +274,11 @@ def _nothing_to_do(db_path: Path, tg: FakeTelegramServer) -> bool:
     connection = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True, timeout=5)
     try:
         inbox = connection.execute(
-            "SELECT count(*) FROM inbox WHERE status = 'pending'").fetchone()[0]
+            "SELECT count(*) FROM inbox WHERE status = 'pending'"
+        ).fetchone()[0]
         outbox = connection.execute(
-            "SELECT count(*) FROM outbox WHERE status = 'pending'").fetchone()[0]
+            "SELECT count(*) FROM outbox WHERE status = 'pending'"
+        ).fetchone()[0]
     finally:
         connection.close()
     return inbox == 0 and outbox == 0
@@ -281,7 +291,8 @@ def _unrecorded(db_path: Path, tg: FakeTelegramServer) -> set[tuple[str, int]]:
     connection = sqlite3.connect(f"file:{db_path}?mode=ro", uri=True, timeout=5)
     try:
         rows = connection.execute(
-            "SELECT chat_id, text FROM outbox WHERE status = 'pending'").fetchall()
+            "SELECT chat_id, text FROM outbox WHERE status = 'pending'"
+        ).fetchall()
     except sqlite3.OperationalError as exc:  # killed between creating the file and its schema
         if "no such table" not in str(exc):
             raise
@@ -289,8 +300,12 @@ def _unrecorded(db_path: Path, tg: FakeTelegramServer) -> set[tuple[str, int]]:
     finally:
         connection.close()
     accepted = set(_answered(tg))
-    return {(str(chat), int(number)) for chat, text in rows
-            for number in TOKEN.findall(str(text)) if (str(chat), int(number)) in accepted}
+    return {
+        (str(chat), int(number))
+        for chat, text in rows
+        for number in TOKEN.findall(str(text))
+        if (str(chat), int(number)) in accepted
+    }
 
 
 def _answered(tg: FakeTelegramServer) -> dict[tuple[str, int], list[float]]:
@@ -342,8 +357,9 @@ class MarkWatch:
                 if connection is None:
                     if not self.db_path.exists():
                         continue
-                    connection = sqlite3.connect(f"file:{self.db_path}?mode=ro", uri=True,
-                                                 timeout=5, check_same_thread=False)
+                    connection = sqlite3.connect(
+                        f"file:{self.db_path}?mode=ro", uri=True, timeout=5, check_same_thread=False
+                    )
                 try:
                     now_version = connection.execute("PRAGMA data_version").fetchone()[0]
                     seen = time.monotonic()
@@ -353,21 +369,24 @@ class MarkWatch:
                     if now_version == version:
                         continue
                     rows = connection.execute(
-                        "SELECT chat_id, text FROM outbox WHERE status = 'pending'").fetchall()
+                        "SELECT chat_id, text FROM outbox WHERE status = 'pending'"
+                    ).fetchall()
                 except sqlite3.Error as exc:  # not created yet, or busy: the next poll reads it
                     self.errors.append(str(exc))
                     continue
                 version = now_version
-                current = {(str(chat), int(number)) for chat, text in rows
-                           for number in TOKEN.findall(str(text))}
+                current = {
+                    (str(chat), int(number))
+                    for chat, text in rows
+                    for number in TOKEN.findall(str(text))
+                }
                 self.marked.extend((token, seen) for token in pending - current)
                 pending = current
         finally:
             if connection is not None:
                 connection.close()
 
-    def windows(self, tg: FakeTelegramServer,
-                kills: list[float]) -> tuple[list[float], int, int]:
+    def windows(self, tg: FakeTelegramServer, kills: list[float]) -> tuple[list[float], int, int]:
         """(send windows in seconds, replies whose window a kill cut, replies never seen
         pending and then marked): for each reply the platform accepted (a new message, not
         an edited preview), until its row was marked."""
@@ -402,8 +421,9 @@ class _Lock:
         if not self.db_path.exists():
             return False
         deadline = time.monotonic() + timeout
-        connection = sqlite3.connect(f"file:{self.db_path}?mode=rw", uri=True, timeout=0,
-                                     isolation_level=None)
+        connection = sqlite3.connect(
+            f"file:{self.db_path}?mode=rw", uri=True, timeout=0, isolation_level=None
+        )
         while time.monotonic() < deadline:
             try:
                 connection.execute("BEGIN IMMEDIATE")
@@ -436,8 +456,10 @@ async def _answer_appended(root: Path, before: dict[Path, int], timeout: float) 
                     added = handle.read()
             except OSError:
                 continue
-            if any(e.get("type") == "assistant" and not e.get("tool_calls")
-                   for e in _entries(added.rpartition(b"\n")[0])):
+            if any(
+                e.get("type") == "assistant" and not e.get("tool_calls")
+                for e in _entries(added.rpartition(b"\n")[0])
+            ):
                 return True
         await asyncio.sleep(0.003)
     return False
@@ -449,8 +471,13 @@ async def _wait_until(predicate: Callable[[], bool], timeout: float) -> None:
         await asyncio.sleep(0.01)
 
 
-async def run_kill_test(tmp_path: Path, plan: KillPlan, llm: FakeAnthropicServer,
-                        *, progress: Callable[[str], None] | None = None) -> KillReport:
+async def run_kill_test(
+    tmp_path: Path,
+    plan: KillPlan,
+    llm: FakeAnthropicServer,
+    *,
+    progress: Callable[[str], None] | None = None,
+) -> KillReport:
     rng = random.Random(plan.seed)
     model = SlowEcho(llm, random.Random(plan.seed + 1), plan.model_seconds)
     llm.responder = model
@@ -482,10 +509,14 @@ async def run_kill_test(tmp_path: Path, plan: KillPlan, llm: FakeAnthropicServer
         for number in range(plan.kills):
             # This run's share of the messages, arriving while it starts and works (the
             # seeded generator draws the gaps here, so a run replays whatever the timing).
-            share = (plan.messages * (number + 1) // plan.kills
-                     - plan.messages * number // plan.kills)
-            feeders.append(asyncio.create_task(feed(
-                [(rng.choice(plan.people), rng.uniform(*plan.gap)) for _ in range(share)])))
+            share = (
+                plan.messages * (number + 1) // plan.kills - plan.messages * number // plan.kills
+            )
+            feeders.append(
+                asyncio.create_task(
+                    feed([(rng.choice(plan.people), rng.uniform(*plan.gap)) for _ in range(share)])
+                )
+            )
             polls = len(tg.offsets_seen)
             process = await start_gateway(env, log)
             draw = rng.random()
@@ -494,8 +525,10 @@ async def run_kill_test(tmp_path: Path, plan: KillPlan, llm: FakeAnthropicServer
             else:  # from the moment it polls: channels started, pending messages resumed
                 await _wait_until(lambda n=polls: len(tg.offsets_seen) > n, timeout=30.0)
                 calls = len(llm.requests) + rng.randint(0, plan.max_calls)
-                await _wait_until(lambda n=calls: len(llm.requests) >= n
-                                  or _nothing_to_do(db_path, tg), timeout=30.0)
+                await _wait_until(
+                    lambda n=calls: len(llm.requests) >= n or _nothing_to_do(db_path, tg),
+                    timeout=30.0,
+                )
                 await asyncio.sleep(rng.uniform(0, plan.after_call))
             aimed = draw >= 1 - plan.window_share
             lock = _Lock(db_path)
@@ -523,9 +556,11 @@ async def run_kill_test(tmp_path: Path, plan: KillPlan, llm: FakeAnthropicServer
             snapshots.append(snapshot)
             pending = _pending(db_path)
             report.replies_in_window += sum(
-                1 for content in snapshot.values()
+                1
+                for content in snapshot.values()
                 for message_id, count in _final_answers(_entries(content)).items()
-                if count and message_id in pending)
+                if count and message_id in pending
+            )
             if progress is not None and (number + 1) % 10 == 0:
                 progress(f"{number + 1} kills, {len(tg.sent)} replies so far")
         await asyncio.gather(*feeders)
@@ -535,8 +570,9 @@ async def run_kill_test(tmp_path: Path, plan: KillPlan, llm: FakeAnthropicServer
             deadline = time.monotonic() + plan.drain_seconds
             while time.monotonic() < deadline:
                 answered = _answered(tg)
-                if all((chat, n) in answered for chat, numbers in expected.items()
-                       for n in numbers):
+                if all(
+                    (chat, n) in answered for chat, numbers in expected.items() for n in numbers
+                ):
                     break
                 await asyncio.sleep(0.2)
             await asyncio.sleep(1.5)  # let the last deliveries be recorded
@@ -551,15 +587,18 @@ async def run_kill_test(tmp_path: Path, plan: KillPlan, llm: FakeAnthropicServer
         llm.responder = None
 
     report.windows, report.windows_cut, report.windows_unseen = watch.windows(
-        tg, [kill.at for kill in report.kills])
+        tg, [kill.at for kill in report.kills]
+    )
     report.watch_errors, report.watch_longest_gap = watch.errors, watch.longest_gap
     answered = _answered(tg)
     report.sent = sum(not sent.deleted and not is_preview_text(sent.text) for sent in tg.sent)
     report.previews_left = sum(not sent.deleted and is_preview_text(sent.text) for sent in tg.sent)
     report.preview_updates = len(tg.drafts) + sum(sent.edits for sent in tg.sent)
     report.bad_requests = len(model.bad)
-    report.lost = {chat: sorted(n for n in numbers if (chat, n) not in answered)
-                   for chat, numbers in expected.items()}
+    report.lost = {
+        chat: sorted(n for n in numbers if (chat, n) not in answered)
+        for chat, numbers in expected.items()
+    }
     report.lost = {chat: numbers for chat, numbers in report.lost.items() if numbers}
     in_window: dict[tuple[str, int], int] = {}
     for kill in report.kills:
@@ -573,10 +612,12 @@ async def run_kill_test(tmp_path: Path, plan: KillPlan, llm: FakeAnthropicServer
         explained = min(extra, in_window.get((chat, number), 0))
         report.window_duplicates += explained
         if extra > explained:
-            gaps = [f"{times[0] - kill.at:+.3f}" for kill in report.kills
-                    if abs(times[0] - kill.at) < 5]
-            report.unexplained.append(f"chat {chat} message {number} x{extra - explained} "
-                                      f"(first copy vs kills: {gaps} s)")
+            gaps = [
+                f"{times[0] - kill.at:+.3f}" for kill in report.kills if abs(times[0] - kill.at) < 5
+            ]
+            report.unexplained.append(
+                f"chat {chat} message {number} x{extra - explained} (first copy vs kills: {gaps} s)"
+            )
     final = _transcripts(root)
     for snapshot in snapshots:
         for path, content in snapshot.items():
@@ -597,8 +638,9 @@ async def run_kill_test(tmp_path: Path, plan: KillPlan, llm: FakeAnthropicServer
             assert connection.execute("PRAGMA integrity_check").fetchone()[0] == "ok", path
             if path.name == "state.db":
                 with contextlib.suppress(sqlite.OperationalError):  # before `retries` existed
-                    row = connection.execute("SELECT max(retries), sum(status = 'failed')"
-                                             " FROM inbox").fetchone()
+                    row = connection.execute(
+                        "SELECT max(retries), sum(status = 'failed') FROM inbox"
+                    ).fetchone()
                     report.max_retries_seen = int(row[0] or 0)
                     report.given_up = int(row[1] or 0)
         finally:

@@ -28,15 +28,18 @@ NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 
 
 @pytest.mark.parametrize("policy", ["pairing", "allowlist", "disabled"])
-async def test_unapproved_senders_never_reach_the_model(policy, anthropic_server, make_settings,
-                                                        tmp_path):
+async def test_unapproved_senders_never_reach_the_model(
+    policy, anthropic_server, make_settings, tmp_path
+):
     settings = make_settings(**llm_overrides(anthropic_server))
     state = StateDB.for_root(settings.workspaces_dir)
     channel = RecordingChannel("telegram")
-    access = ChannelAccess(state, {"telegram": ChannelPolicy(dm_policy=policy,
-                                                             allow_from=frozenset({"1"}))})
-    gateway = Gateway.build(settings, build_provider(settings), channels=[channel], access=access,
-                      state=state)
+    access = ChannelAccess(
+        state, {"telegram": ChannelPolicy(dm_policy=policy, allow_from=frozenset({"1"}))}
+    )
+    gateway = Gateway.build(
+        settings, build_provider(settings), channels=[channel], access=access, state=state
+    )
     await gateway.start()
     try:
         for sender in range(100, 130):
@@ -98,8 +101,14 @@ async def test_strangers_cannot_hold_every_pairing_slot(anthropic_server, make_s
     state = StateDB.for_root(settings.workspaces_dir)
     channel = RecordingChannel("telegram")
     access = ChannelAccess(state, {"telegram": ChannelPolicy(dm_policy="pairing")}, clock)
-    gateway = Gateway.build(settings, build_provider(settings), channels=[channel], access=access,
-                      state=state, clock=clock)
+    gateway = Gateway.build(
+        settings,
+        build_provider(settings),
+        channels=[channel],
+        access=access,
+        state=state,
+        clock=clock,
+    )
     await gateway.start()
     pairing = Pairing(state, clock)
 
@@ -121,8 +130,9 @@ async def test_strangers_cannot_hold_every_pairing_slot(anthropic_server, make_s
         pending = {r.sender_id: r.code for r in await pairing.pending("telegram")}
         assert set(pending) == {"902", "903", "555"}  # the oldest, 901, gave way
         assert await state.inbox.waiting_inbound("telegram", "901") == []  # its words dropped
-        assert [m.text for m in await state.inbox.waiting_inbound("telegram", "555")] == \
-            ["hi, it's Rosa"]
+        assert [m.text for m in await state.inbox.waiting_inbound("telegram", "555")] == [
+            "hi, it's Rosa"
+        ]
         # Strangers renewing cannot take the slot back for good: each new one pushes out the
         # oldest, and Rosa's code is approved while valid.
         await pairing.approve("telegram", rosa_code)
@@ -132,15 +142,22 @@ async def test_strangers_cannot_hold_every_pairing_slot(anthropic_server, make_s
         assert await pairing.pending("telegram") == []
         assert "code is" in await say("904", "anyone?")
         statuses = await state.db.execute_fetchall(
-            "SELECT sender_id, status FROM pairing ORDER BY created_at")
-        assert dict(statuses) == {"901": "superseded", "902": "expired", "903": "expired",
-                                  "555": "approved", "904": "pending"}
+            "SELECT sender_id, status FROM pairing ORDER BY created_at"
+        )
+        assert dict(statuses) == {
+            "901": "superseded",
+            "902": "expired",
+            "903": "expired",
+            "555": "approved",
+            "904": "pending",
+        }
     finally:
         await gateway.stop()
 
 
-async def test_an_approval_can_be_revoked_from_the_cli(anthropic_server, make_settings, tmp_path,
-                                                       monkeypatch, capsys):
+async def test_an_approval_can_be_revoked_from_the_cli(
+    anthropic_server, make_settings, tmp_path, monkeypatch, capsys
+):
     from gateway.cli.main import main
 
     settings = make_settings(**llm_overrides(anthropic_server))
@@ -148,8 +165,9 @@ async def test_an_approval_can_be_revoked_from_the_cli(anthropic_server, make_se
     state = StateDB.for_root(settings.workspaces_dir)
     channel = RecordingChannel("telegram")
     access = ChannelAccess(state, {"telegram": ChannelPolicy(dm_policy="pairing")})
-    gateway = Gateway.build(settings, build_provider(settings), channels=[channel], access=access,
-                      state=state)
+    gateway = Gateway.build(
+        settings, build_provider(settings), channels=[channel], access=access, state=state
+    )
     await gateway.start()
     try:
         await channel.inject("200", "hello")

@@ -25,8 +25,7 @@ INPUTS = {
 
 
 @pytest.mark.parametrize("name", list(INPUTS))
-async def test_odd_input_gets_an_answer_and_is_kept(name, anthropic_server, make_gateway,
-                                                    tmp_path):
+async def test_odd_input_gets_an_answer_and_is_kept(name, anthropic_server, make_gateway, tmp_path):
     _, channel = await make_gateway(anthropic_server)
     text = INPUTS[name]
     await channel.inject("rio", text)
@@ -39,8 +38,11 @@ async def test_odd_input_gets_an_answer_and_is_kept(name, anthropic_server, make
     assert sent[1].text.endswith("and now a normal one")
 
     sessions = workspace_path(tmp_path / "workspaces", "fakechat-rio") / "sessions"
-    lines = [json.loads(line) for path in sessions.glob("*.jsonl")
-             for line in path.read_text(encoding="utf-8").splitlines()]
+    lines = [
+        json.loads(line)
+        for path in sessions.glob("*.jsonl")
+        for line in path.read_text(encoding="utf-8").splitlines()
+    ]
     users = [entry["text"] for entry in lines if entry.get("type") == "user"]
     assert users[-1] == "and now a normal one"
     if text.strip() and not text.startswith("/"):

@@ -39,8 +39,9 @@ MENTION = [{"type": "mention", "offset": 0, "length": 9}]
 
 def _billed(body: dict[str, Any], server: FakeAnthropicServer) -> Reply:
     """The echo, reporting CALL tokens, a little slow: calls made together overlap."""
-    reply = server.make_text(f"echo: {server.last_user_text(body)}", input_tokens=1_000,
-                             output_tokens=CALL - 1_000)
+    reply = server.make_text(
+        f"echo: {server.last_user_text(body)}", input_tokens=1_000, output_tokens=CALL - 1_000
+    )
     return replace(reply, delay=0.2)
 
 
@@ -51,16 +52,23 @@ async def tg() -> AsyncIterator[FakeTelegramServer]:
 
 
 @pytest.fixture
-async def start(make_settings: Any, anthropic_server: FakeAnthropicServer,
-                tg: FakeTelegramServer) -> AsyncIterator[Callable[..., Any]]:
+async def start(
+    make_settings: Any, anthropic_server: FakeAnthropicServer, tg: FakeTelegramServer
+) -> AsyncIterator[Callable[..., Any]]:
     running: list[Gateway] = []
     anthropic_server.responder = lambda body: _billed(body, anthropic_server)
 
     async def make(budget: dict[str, Any], **telegram: Any) -> Gateway:
-        section = {"token": tg.token, "base_url": tg.base_url, "poll_timeout_seconds": 1,
-                   "allow_from": [str(USER), str(BOSS)], **telegram}
-        settings = make_settings(**llm_overrides(anthropic_server), telegram=section,
-                                 owner=OWNER, budget=budget)
+        section = {
+            "token": tg.token,
+            "base_url": tg.base_url,
+            "poll_timeout_seconds": 1,
+            "allow_from": [str(USER), str(BOSS)],
+            **telegram,
+        }
+        settings = make_settings(
+            **llm_overrides(anthropic_server), telegram=section, owner=OWNER, budget=budget
+        )
         gateway = build_gateway(settings, build_provider(settings), options={"telegram": FAST})
         await gateway.start()
         running.append(gateway)
@@ -82,8 +90,7 @@ async def _quiet(gateway: Gateway) -> None:
     await settled(gateway.state, timeout=30)
 
 
-async def test_ten_messages_at_once_stop_one_call_past_the_daily_cap(tg, start,
-                                                                     anthropic_server):
+async def test_ten_messages_at_once_stop_one_call_past_the_daily_cap(tg, start, anthropic_server):
     # Queued before the gateway polls: its first getUpdates takes all eleven at once.
     await tg.add_update(tg.message(BOSS, "hi, it's the owner"))  # the notes' DM route
     for n in range(1, 11):
@@ -93,8 +100,9 @@ async def test_ten_messages_at_once_stop_one_call_past_the_daily_cap(tg, start,
     await _quiet(gateway)
 
     replies = tg.texts(USER)
-    assert replies == [f"echo: question {n}" for n in range(1, ANSWERED + 1)] + \
-        [REFUSAL["daily"]] * (10 - ANSWERED)  # every message answered, in order
+    assert replies == [f"echo: question {n}" for n in range(1, ANSWERED + 1)] + [
+        REFUSAL["daily"]
+    ] * (10 - ANSWERED)  # every message answered, in order
     spent = await _spent(gateway, f"telegram-{USER}")
     assert spent == ANSWERED * CALL and CAP <= spent < CAP + CALL  # one call past, at most
     reported = anthropic_server.reported_totals()
@@ -108,10 +116,18 @@ async def test_ten_group_chats_at_once_hold_the_owners_own_cap(tg, start, anthro
     for the calls before it to be billed, so ten checks cannot all pass at 0 tokens."""
     groups = [str(-1000 - n) for n in range(10)]
     for n, chat in enumerate(groups):
-        await tg.add_update(tg.message(500 + n, f"@claw_bot question {n}", chat_id=int(chat),
-                                       chat_type="supergroup", entities=MENTION))
-    gateway = await start({"workspaces": {OWNER: {"daily_tokens": CAP}}},
-                          groups_enabled=True, groups=groups)
+        await tg.add_update(
+            tg.message(
+                500 + n,
+                f"@claw_bot question {n}",
+                chat_id=int(chat),
+                chat_type="supergroup",
+                entities=MENTION,
+            )
+        )
+    gateway = await start(
+        {"workspaces": {OWNER: {"daily_tokens": CAP}}}, groups_enabled=True, groups=groups
+    )
     await tg.wait_sent(10, timeout=30)
     await _quiet(gateway)
 
@@ -132,22 +148,31 @@ async def test_a_group_chat_has_a_daily_cap_of_its_own(tg, start, anthropic_serv
     chat = -1001
     await tg.add_update(tg.message(BOSS, "hi, it's the owner"))
     for n in range(10):
-        await tg.add_update(tg.message(600 + n, f"@claw_bot question {n}", chat_id=chat,
-                                       chat_type="supergroup", entities=MENTION))
-    gateway = await start({"group_daily_tokens": CAP}, groups_enabled=True,
-                          groups=[str(chat)])
+        await tg.add_update(
+            tg.message(
+                600 + n,
+                f"@claw_bot question {n}",
+                chat_id=chat,
+                chat_type="supergroup",
+                entities=MENTION,
+            )
+        )
+    gateway = await start({"group_daily_tokens": CAP}, groups_enabled=True, groups=[str(chat)])
     await tg.wait_sent(11, timeout=30)
     await _quiet(gateway)
 
     in_group = tg.texts(chat)
     assert [t.split("] ")[-1] for t in in_group[:ANSWERED]] == [
-        f"question {n}" for n in range(ANSWERED)]
+        f"question {n}" for n in range(ANSWERED)
+    ]
     assert in_group[ANSWERED:] == [REFUSAL["group"]] * (10 - ANSWERED)
     assert CAP <= await _spent(gateway, OWNER) - CALL < CAP + CALL  # the owner's hi, + group
     note = [t for t in tg.texts(BOSS) if t.startswith("Budget:")]
-    assert note == [f"Budget: the group telegram chat {chat} reached its daily cap of 5,000 "
-                    f"tokens (5,200 tokens used). I answer there again tomorrow; [budget] "
-                    f"group_daily_tokens in clawgate.toml sets the cap."]
+    assert note == [
+        f"Budget: the group telegram chat {chat} reached its daily cap of 5,000 "
+        f"tokens (5,200 tokens used). I answer there again tomorrow; [budget] "
+        f"group_daily_tokens in clawgate.toml sets the cap."
+    ]
     await tg.send_text(BOSS, "and my own DM?")  # the owner's own caps: none
     await tg.wait_sent(len(tg.finished()) + 1, timeout=30)
     assert tg.texts(BOSS)[-1] == "echo: and my own DM?"
@@ -156,14 +181,16 @@ async def test_a_group_chat_has_a_daily_cap_of_its_own(tg, start, anthropic_serv
 async def test_tool_rounds_stop_at_the_cap_with_the_refusal(anthropic_server, make_gateway):
     """One message whose model keeps calling tools: the per-call check stops the turn one
     call past the cap, and the person hears why."""
+
     def tool_round(body: dict[str, Any]) -> Reply:
         reply = anthropic_server.make_tool_calls([("list_files", {}, None)])
         usage = {"input_tokens": 1_000, "output_tokens": CALL - 1_000}
         return replace(reply, computed_usage=False, body={**reply.body, "usage": usage})
 
     anthropic_server.responder = tool_round
-    gateway, channel = await make_gateway(anthropic_server, budget={"daily_tokens": CAP},
-                                          owner="fakechat-boss")
+    gateway, channel = await make_gateway(
+        anthropic_server, budget={"daily_tokens": CAP}, owner="fakechat-boss"
+    )
     await channel.inject("ann", "look around as long as you like")
     await channel.wait_for(1)
     assert channel.texts("ann") == [REFUSAL["daily"]]
@@ -177,9 +204,12 @@ async def test_a_compaction_refused_by_the_cap_drops_nothing(anthropic_server, m
     failing model) and the turn ends with the refusal."""
     anthropic_server.responder = lambda body: replace(_billed(body, anthropic_server), delay=0)
     gateway, channel = await make_gateway(
-        anthropic_server, owner="fakechat-boss", budget={"daily_tokens": 2 * CALL},
+        anthropic_server,
+        owner="fakechat-boss",
+        budget={"daily_tokens": 2 * CALL},
         llm={"context_window": 4_000},
-        compaction={"reserve_tokens": 1_000, "keep_recent_tokens": 1_000})
+        compaction={"reserve_tokens": 1_000, "keep_recent_tokens": 1_000},
+    )
     await channel.inject("ann", "a short first message")
     await channel.wait_for(1)
     long = "many words " * 1_000  # ~2,750 tokens: with the first call's 1,000, compaction
@@ -187,8 +217,10 @@ async def test_a_compaction_refused_by_the_cap_drops_nothing(anthropic_server, m
     await channel.wait_for(2)
     assert channel.texts("ann") == ["echo: a short first message", REFUSAL["daily"]]
     assert len(anthropic_server.requests) == 2  # the answer, the flush; no summary
-    session = await gateway.parts.sessions.get(gateway.settings.workspaces_dir / "fakechat-ann",
-                                    "fakechat-ann:dm")
+    session = await gateway.parts.sessions.get(
+        gateway.settings.workspaces_dir / "fakechat-ann", "fakechat-ann:dm"
+    )
     assert session.compactions == 0
     assert next(m.text for m in session.history if m.role == "user").endswith(
-        "a short first message")
+        "a short first message"
+    )

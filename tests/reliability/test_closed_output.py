@@ -75,11 +75,19 @@ class OutputPipe:
             os.close(self.read_fd)
 
 
-async def _gateway(env: dict[str, str], pipe: OutputPipe, *args: str,
-                   stdin: int = asyncio.subprocess.DEVNULL) -> asyncio.subprocess.Process:
+async def _gateway(
+    env: dict[str, str], pipe: OutputPipe, *args: str, stdin: int = asyncio.subprocess.DEVNULL
+) -> asyncio.subprocess.Process:
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "gateway", *(args or ("run",)), env=env, stdin=stdin,
-        stdout=pipe.write_fd, stderr=pipe.write_fd)
+        sys.executable,
+        "-m",
+        "gateway",
+        *(args or ("run",)),
+        env=env,
+        stdin=stdin,
+        stdout=pipe.write_fd,
+        stderr=pipe.write_fd,
+    )
     os.close(pipe.write_fd)  # the child holds the only write end, as behind a shell's `|`
     return process
 
@@ -103,8 +111,9 @@ async def _stops_by_itself(process: asyncio.subprocess.Process, sig: int | None)
         return await asyncio.wait_for(process.wait(), HANG)
     except TimeoutError:
         after = signal.Signals(sig).name if sig is not None else "its output closed"
-        pytest.fail(f"still running {HANG:.0f} s after {after}: it "
-                    "does not stop when its output is closed")
+        pytest.fail(
+            f"still running {HANG:.0f} s after {after}: it does not stop when its output is closed"
+        )
     finally:
         if process.returncode is None:
             process.kill()
@@ -116,10 +125,12 @@ async def _answers(tg: FakeTelegramServer, text: str, count: int) -> None:
     await tg.wait_sent(count, timeout=HANG)
 
 
-@pytest.mark.parametrize(("sig", "status"), [(signal.SIGINT, 130), (signal.SIGTERM, 0)],
-                         ids=["ctrl-c", "sigterm"])
-async def test_a_stop_works_after_the_reader_of_its_output_died(tmp_path, anthropic_server,
-                                                                sig, status):
+@pytest.mark.parametrize(
+    ("sig", "status"), [(signal.SIGINT, 130), (signal.SIGTERM, 0)], ids=["ctrl-c", "sigterm"]
+)
+async def test_a_stop_works_after_the_reader_of_its_output_died(
+    tmp_path, anthropic_server, sig, status
+):
     """`clawgate run 2>&1 | tee run.log`, tee dies, then Ctrl-C (or SIGTERM)."""
     async with FakeTelegramServer(max_poll=0.3) as tg:
         pipe, process = await _run_gateway(tmp_path, tg, anthropic_server)
@@ -140,10 +151,12 @@ async def test_a_reader_that_takes_one_line_and_leaves(tmp_path, anthropic_serve
         assert await _stops_by_itself(process, signal.SIGINT) == 130
 
 
-@pytest.mark.parametrize(("sig", "status"), [(signal.SIGTERM, 0), (signal.SIGINT, 130)],
-                         ids=["sigterm", "ctrl-c"])
-async def test_a_full_pipe_nobody_reads_never_blocks_the_gateway(tmp_path, anthropic_server,
-                                                                 sig, status):
+@pytest.mark.parametrize(
+    ("sig", "status"), [(signal.SIGTERM, 0), (signal.SIGINT, 130)], ids=["sigterm", "ctrl-c"]
+)
+async def test_a_full_pipe_nobody_reads_never_blocks_the_gateway(
+    tmp_path, anthropic_server, sig, status
+):
     """A reader that stopped reading (a paused `docker logs`, a stuck journal): every write
     to the full pipe would block; the gateway must answer and stop all the same."""
     async with FakeTelegramServer(max_poll=0.3) as tg:
@@ -188,8 +201,15 @@ async def test_a_command_whose_output_is_closed_exits_as_usual(tmp_path, command
     env = _env(tmp_path)
     with open(errors, "wb") as sink:
         process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "gateway", *command, env=env,
-            stdin=asyncio.subprocess.DEVNULL, stdout=pipe.write_fd, stderr=sink)
+            sys.executable,
+            "-m",
+            "gateway",
+            *command,
+            env=env,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=pipe.write_fd,
+            stderr=sink,
+        )
     os.close(pipe.write_fd)
     assert await _stops_by_itself(process, None) == 0, errors.read_text()
     said = errors.read_text()

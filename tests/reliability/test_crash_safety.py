@@ -46,13 +46,19 @@ async def test_kill_nine_at_random_points_loses_nothing(tmp_path, anthropic_serv
 
 @pytest.mark.timeout(600)  # 8 kill -9 and restarts of a real process, streaming
 async def test_kill_nine_while_replies_stream_into_previews_never_doubles_a_reply(
-        tmp_path, anthropic_server):
+    tmp_path, anthropic_server
+):
     """Streaming into edited preview messages (no drafts), answers written over about half a
     second: a kill lands while previews grow, between a preview and its reply, and after a
     reply's edit was accepted but not recorded. The reply is an edit of its preview, so a
     repeat changes nothing: no reply appears twice."""
-    plan = KillPlan(kills=8, messages=32, seed=SEED + 26, stream_delay=0.05,
-                    extra_env=(("CLAWGATE_TELEGRAM__STREAMING_DRAFTS", "false"),))
+    plan = KillPlan(
+        kills=8,
+        messages=32,
+        seed=SEED + 26,
+        stream_delay=0.05,
+        extra_env=(("CLAWGATE_TELEGRAM__STREAMING_DRAFTS", "false"),),
+    )
     report = await run_kill_test(tmp_path, plan, anthropic_server)
     print("\ncrash safety while streaming:", report.summary())
     log = (tmp_path / "gateway.log").read_text(errors="replace")[-3000:]

@@ -56,10 +56,13 @@ async def tg_gateway(make_settings, anthropic_server, tg) -> AsyncIterator[Calla
     running: list[Gateway] = []
 
     async def make(**sections: Any) -> Gateway:
-        telegram = {"token": tg.token, "base_url": tg.base_url, "poll_timeout_seconds": 1,
-                    **sections.pop("telegram", {})}
-        settings = make_settings(**llm_overrides(anthropic_server), telegram=telegram,
-                                 **sections)
+        telegram = {
+            "token": tg.token,
+            "base_url": tg.base_url,
+            "poll_timeout_seconds": 1,
+            **sections.pop("telegram", {}),
+        }
+        settings = make_settings(**llm_overrides(anthropic_server), telegram=telegram, **sections)
         gateway = build_gateway(settings, build_provider(settings), options={"telegram": FAST})
         gateway.delivery.retry_first = 0.05
         await gateway.start()
@@ -74,15 +77,17 @@ async def tg_gateway(make_settings, anthropic_server, tg) -> AsyncIterator[Calla
 async def _refused_once(tg: FakeTelegramServer, chat: int) -> None:
     """Until a sendMessage to `chat` was answered with its scripted failure."""
     async with asyncio.timeout(30):
-        while not any(method == "sendMessage" and to == str(chat)
-                      for method, to, _ in tg.call_times):
+        while not any(
+            method == "sendMessage" and to == str(chat) for method, to, _ in tg.call_times
+        ):
             await asyncio.sleep(0.02)
 
 
 def _gateway(make_settings, server, channel, **overrides: Any) -> Gateway:
     settings = make_settings(**llm_overrides(server), **overrides)
-    gateway = Gateway.build(settings, build_provider(settings), channels=[channel],
-                            access=AllowAll())
+    gateway = Gateway.build(
+        settings, build_provider(settings), channels=[channel], access=AllowAll()
+    )
     gateway.delivery.retry_first = 0.05
     return gateway
 
@@ -126,8 +131,7 @@ async def test_an_undelivered_reply_is_sent_after_a_restart_without_a_second_tur
         await second.stop()
 
 
-async def test_a_key_makes_a_delivery_exactly_once_across_restarts(make_settings,
-                                                                   anthropic_server):
+async def test_a_key_makes_a_delivery_exactly_once_across_restarts(make_settings, anthropic_server):
     channel = RecordingChannel()
     gateway = _gateway(make_settings, anthropic_server, channel)
     await gateway.start()
@@ -139,8 +143,7 @@ async def test_a_key_makes_a_delivery_exactly_once_across_restarts(make_settings
     restarted = _gateway(make_settings, anthropic_server, channel2)
     await restarted.start()
     try:
-        outcome = await restarted.delivery.deliver("fakechat", "ann", "stand-up in 5",
-                                                   key="rem:1")
+        outcome = await restarted.delivery.deliver("fakechat", "ann", "stand-up in 5", key="rem:1")
         assert await outcome == "duplicate"
         await restarted.delivery.drain()
         assert channel.texts() == ["stand-up in 5"] and channel2.texts() == []
@@ -167,8 +170,11 @@ async def test_pairing_codes_and_media_replies_do_not_wait_for_the_platform(tg, 
     tg.fail_chat(666, 429, "Too Many Requests: retry after 60", {"retry_after": 60})
     await tg.send_text(666, "let me in")  # a stranger: gets a pairing code, rate-limited
     await _refused_once(tg, 666)
-    await tg.add_update(tg.message(42, None, photo=[{"file_id": "p", "file_unique_id": "p",
-                                                     "width": 1, "height": 1}]))
+    await tg.add_update(
+        tg.message(
+            42, None, photo=[{"file_id": "p", "file_unique_id": "p", "width": 1, "height": 1}]
+        )
+    )
     await tg.send_text(42, "and hello")
     await tg.wait_sent(2, timeout=30)
     photo, hello = tg.texts(42)
@@ -181,18 +187,26 @@ async def test_a_mention_splitting_a_surrogate_pair_is_skipped_not_retried_forev
 ):
     """Before: UnicodeDecodeError in entity parsing made the same batch retry forever and
     blocked all Telegram intake."""
-    gateway = await tg_gateway(telegram={"allow_from": ["42"], "groups_enabled": True,
-                                         "groups": ["-1001"]})
-    bad = await tg.add_update(tg.message(
-        42, "\U0001F600@claw_bot hi", entities=[{"type": "mention", "offset": 1, "length": 9}],
-        chat_id=-1001, chat_type="supergroup"))
+    gateway = await tg_gateway(
+        telegram={"allow_from": ["42"], "groups_enabled": True, "groups": ["-1001"]}
+    )
+    bad = await tg.add_update(
+        tg.message(
+            42,
+            "\U0001f600@claw_bot hi",
+            entities=[{"type": "mention", "offset": 1, "length": 9}],
+            chat_id=-1001,
+            chat_type="supergroup",
+        )
+    )
     await tg.send_text(42, "still there?")
     await tg.wait_sent(1, timeout=10)
     assert tg.texts(42) == ["echo: still there?"]
     channel = gateway.channels["telegram"]
     assert channel.skipped == 1
     rows = await gateway.state.db.execute_fetchall(
-        "SELECT message_id, status FROM inbox WHERE status = 'failed'")
+        "SELECT message_id, status FROM inbox WHERE status = 'failed'"
+    )
     assert [tuple(r) for r in rows] == [(f"update-{bad}", "failed")]
 
 
@@ -207,8 +221,9 @@ async def test_a_transcript_write_failure_is_told_kept_pending_and_retried(
     try:
         await channel.inject("ann", "first")
         await channel.wait_for(1)
-        transcript = transcript_path(workspace_path(tmp_path / "workspaces", "fakechat-ann"),
-                                     "fakechat-ann:dm")
+        transcript = transcript_path(
+            workspace_path(tmp_path / "workspaces", "fakechat-ann"), "fakechat-ann:dm"
+        )
         kept = transcript.with_suffix(".kept")
         transcript.rename(kept)
         transcript.mkdir()  # appending now fails (as on an immutable or read-only file)
@@ -227,11 +242,9 @@ async def test_a_transcript_write_failure_is_told_kept_pending_and_retried(
         await gateway.stop()
 
 
-async def test_one_person_over_the_limits_gets_one_polite_reply(make_settings,
-                                                                anthropic_server):
+async def test_one_person_over_the_limits_gets_one_polite_reply(make_settings, anthropic_server):
     channel = RecordingChannel()
-    gateway = _gateway(make_settings, anthropic_server, channel,
-                       limits={"messages_per_minute": 3})
+    gateway = _gateway(make_settings, anthropic_server, channel, limits={"messages_per_minute": 3})
     await gateway.start()
     try:
         for n in range(6):
@@ -245,7 +258,8 @@ async def test_one_person_over_the_limits_gets_one_polite_reply(make_settings,
         assert sorted(set(spam) - set(polite)) == [f"echo: message {n}" for n in range(3)]
         assert channel.texts("calm") == ["echo: hi"]
         rows = await gateway.state.db.execute_fetchall(
-            "SELECT status, count(*) FROM inbox GROUP BY status ORDER BY status")
+            "SELECT status, count(*) FROM inbox GROUP BY status ORDER BY status"
+        )
         assert [tuple(r) for r in rows] == [("done", 4), ("over_limit", 3)]
     finally:
         await gateway.stop()
@@ -253,8 +267,12 @@ async def test_one_person_over_the_limits_gets_one_polite_reply(make_settings,
 
 async def test_a_full_queue_is_refused_politely(make_settings, anthropic_server):
     channel = RecordingChannel()
-    gateway = _gateway(make_settings, anthropic_server, channel,
-                       limits={"queue_per_person": 2, "messages_per_minute": 0})
+    gateway = _gateway(
+        make_settings,
+        anthropic_server,
+        channel,
+        limits={"queue_per_person": 2, "messages_per_minute": 0},
+    )
     anthropic_server.reply_text("slow", delay=0.3)
     await gateway.start()
     try:
@@ -272,8 +290,9 @@ async def test_a_full_queue_is_refused_politely(make_settings, anthropic_server)
 async def test_a_turn_has_an_overall_deadline(make_settings, anthropic_server):
     """Before: a turn could run 20 tool rounds x 4 tries x 120 s with no overall limit."""
     channel = RecordingChannel()
-    gateway = _gateway(make_settings, anthropic_server, channel,
-                       limits={"turn_deadline_seconds": 0.5})
+    gateway = _gateway(
+        make_settings, anthropic_server, channel, limits={"turn_deadline_seconds": 0.5}
+    )
     anthropic_server.reply_text("too late", delay=60.0)  # only the deadline can end the turn
     await gateway.start()
     try:
@@ -287,10 +306,12 @@ async def test_a_turn_has_an_overall_deadline(make_settings, anthropic_server):
 def test_outbox_schema_replaces_the_unused_deliveries_table(tmp_path):
     async def check() -> None:
         async with StateDB(tmp_path / "state.db") as state:
-            tables = {r[0] for r in await state.db.execute_fetchall(
-                "SELECT name FROM sqlite_master WHERE type = 'table'")}
+            tables = {
+                r[0]
+                for r in await state.db.execute_fetchall(
+                    "SELECT name FROM sqlite_master WHERE type = 'table'"
+                )
+            }
             assert "outbox" in tables and "deliveries" not in tables
 
     asyncio.run(check())
-
-

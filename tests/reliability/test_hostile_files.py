@@ -93,12 +93,17 @@ async def test_everything_under_the_workspaces_root_is_private_with_umask_022(
     old = os.umask(0o022)
     try:
         gateway, channel = await make_gateway(
-            anthropic_server, owner="fakechat-alice", memory={"embedder": "none", "watch": False},
-            memory_service=lambda settings: build_memory_service(settings.memory))
-        anthropic_server.reply_tool_call("write_file", {"path": "memory/2026-11-30.md",
-                                                        "content": "- bought a boat\n"})
-        anthropic_server.reply_tool_call("write_file", {"path": "notes/deep/idea.md",
-                                                        "content": "- an idea\n"})
+            anthropic_server,
+            owner="fakechat-alice",
+            memory={"embedder": "none", "watch": False},
+            memory_service=lambda settings: build_memory_service(settings.memory),
+        )
+        anthropic_server.reply_tool_call(
+            "write_file", {"path": "memory/2026-11-30.md", "content": "- bought a boat\n"}
+        )
+        anthropic_server.reply_tool_call(
+            "write_file", {"path": "notes/deep/idea.md", "content": "- an idea\n"}
+        )
         anthropic_server.reply_tool_call("memory_search", {"query": "boat"})
         anthropic_server.reply_text("Noted.")
         await channel.inject("alice", "I bought a boat")
@@ -108,8 +113,9 @@ async def test_everything_under_the_workspaces_root_is_private_with_umask_022(
         assert (ws / ".recall" / "index.sqlite").exists() and (ws / ".git" / "objects").is_dir()
         assert await gateway.versioning.undo(ws)  # files restored by `memory undo`
         root = tmp_path / "workspaces"
-        report = backup(tmp_path / "backups" / "b.tar.gz", [ws],
-                        state_db=root / ".gateway" / "state.db")
+        report = backup(
+            tmp_path / "backups" / "b.tar.gz", [ws], state_db=root / ".gateway" / "state.db"
+        )
         restore(report.output, tmp_path / "restored")
     finally:
         os.umask(old)

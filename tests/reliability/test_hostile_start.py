@@ -21,21 +21,41 @@ ANA, BEN = 5150, 5151
 
 
 async def test_run_starts_and_serves_everyone_with_broken_schedule_files(
-        tmp_path, anthropic_server) -> None:
+    tmp_path, anthropic_server
+) -> None:
     root = tmp_path / "workspaces"
     due = (datetime.now(UTC) + timedelta(seconds=14)).replace(microsecond=0)
     ana = ensure_workspace(root, f"telegram-{ANA}")
-    (ana / SCHEDULE_FILE).write_text(json.dumps({"version": 1, "next_id": 3, "jobs": [
-        {"id": 1, "kind": "message", "text": "boom", "when": "in 99999999999999 days"},
-        {"id": 2, "kind": "message", "text": "Send the invoice", "when": due.isoformat(),
-         "created": datetime.now(UTC).isoformat(timespec="seconds")}]}))
+    (ana / SCHEDULE_FILE).write_text(
+        json.dumps(
+            {
+                "version": 1,
+                "next_id": 3,
+                "jobs": [
+                    {"id": 1, "kind": "message", "text": "boom", "when": "in 99999999999999 days"},
+                    {
+                        "id": 2,
+                        "kind": "message",
+                        "text": "Send the invoice",
+                        "when": due.isoformat(),
+                        "created": datetime.now(UTC).isoformat(timespec="seconds"),
+                    },
+                ],
+            }
+        )
+    )
     ben = ensure_workspace(root, f"telegram-{BEN}")
     (ben / SCHEDULE_FILE).write_text('{"jobs": ' + "[" * 100_000 + "]" * 100_000 + "}")
 
     tg = FakeTelegramServer(max_poll=0.3)
     await tg.start()
-    env = gateway_env(tmp_path, tg, anthropic_server.base_url, [ANA, BEN],
-                      CLAWGATE_SCHEDULER__RESCAN_SECONDS="0.5")
+    env = gateway_env(
+        tmp_path,
+        tg,
+        anthropic_server.base_url,
+        [ANA, BEN],
+        CLAWGATE_SCHEDULER__RESCAN_SECONDS="0.5",
+    )
     log = tmp_path / "gateway.log"
     process = await start_gateway(env, log)
     try:
@@ -66,8 +86,7 @@ async def test_run_starts_and_serves_everyone_with_broken_schedule_files(
     assert "Traceback" not in output
 
 
-async def _answered(tg: FakeTelegramServer, user: int, count: int,
-                    timeout: float = 20.0) -> None:
+async def _answered(tg: FakeTelegramServer, user: int, count: int, timeout: float = 20.0) -> None:
     """Until `user` has `count` messages from the gateway (others' messages do not count)."""
     async with asyncio.timeout(timeout):
         while len(tg.texts(user)) < count:
@@ -76,14 +95,22 @@ async def _answered(tg: FakeTelegramServer, user: int, count: int,
 
 async def _run(env: dict[str, str], *args: str) -> tuple[int, str]:
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "gateway", *args, env=env, stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        sys.executable,
+        "-m",
+        "gateway",
+        *args,
+        env=env,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
     out, err = await asyncio.wait_for(proc.communicate(), 60)
     return proc.returncode or 0, (out + err).decode()
 
 
 async def test_a_config_nested_thousands_deep_is_one_line_and_exit_2(
-        tmp_path, anthropic_server) -> None:
+    tmp_path, anthropic_server
+) -> None:
     async with FakeTelegramServer() as tg:
         env = gateway_env(tmp_path, tg, anthropic_server.base_url, allow=[1])
     for body in ("[llm]\nmodel = " + "[" * 30_000, "[health]\nport = " + "9" * 5_000):

@@ -14,8 +14,11 @@ CANARY = "canary-of-bo-31337"
 
 
 def _tree(path):
-    return {str(p.relative_to(path)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(path.rglob("*")) if p.is_file()}
+    return {
+        str(p.relative_to(path)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(path.rglob("*"))
+        if p.is_file()
+    }
 
 
 async def test_a_cannot_read_or_write_b_through_tools(anthropic_server, make_gateway, tmp_path):
@@ -25,7 +28,8 @@ async def test_a_cannot_read_or_write_b_through_tools(anthropic_server, make_gat
     bo = ensure_workspace(root, "fakechat-bo")
     (bo / "MEMORY.md").write_text(f"- {CANARY}\n")
     (bo / "sessions" / "bo_dm-00000000.jsonl").write_text(
-        json.dumps({"type": "user", "text": CANARY}) + "\n")
+        json.dumps({"type": "user", "text": CANARY}) + "\n"
+    )
     (bo / ".index").mkdir()
     (bo / ".index" / "memory.sqlite").write_text(CANARY)
     os.symlink(bo, amy / "bo-link")
@@ -53,22 +57,33 @@ async def test_a_cannot_read_or_write_b_through_tools(anthropic_server, make_gat
 
     assert channel.texts() == ["I could not get in."]
     assert CANARY not in json.dumps(anthropic_server.requests)
-    results = [b for b in anthropic_server.requests[-1]["messages"][-1]["content"]
-               if b["type"] == "tool_result"]
+    results = [
+        b
+        for b in anthropic_server.requests[-1]["messages"][-1]["content"]
+        if b["type"] == "tool_result"
+    ]
     assert len(results) == len(attempts)
     assert all(r.get("is_error") for r in results), [r["content"] for r in results]
     assert _tree(bo) == before
 
 
-async def test_secrets_never_reach_logs_transcripts_or_people(anthropic_server, make_gateway,
-                                                              tmp_path, caplog):
+async def test_secrets_never_reach_logs_transcripts_or_people(
+    anthropic_server, make_gateway, tmp_path, caplog
+):
     caplog.set_level(logging.INFO)
     _, channel = await make_gateway(anthropic_server)
-    echoed = {"type": "error", "error": {"type": "authentication_error",
-                                         "message": f"invalid x-api-key: {TEST_KEY}"}}
+    echoed = {
+        "type": "error",
+        "error": {"type": "authentication_error", "message": f"invalid x-api-key: {TEST_KEY}"},
+    }
     anthropic_server.reply_error(401, body=echoed)
-    anthropic_server.reply_error(400, body={"type": "error", "error": {
-        "type": "invalid_request_error", "message": f"bad header Bearer {TEST_KEY}"}})
+    anthropic_server.reply_error(
+        400,
+        body={
+            "type": "error",
+            "error": {"type": "invalid_request_error", "message": f"bad header Bearer {TEST_KEY}"},
+        },
+    )
     await channel.inject("kay", "hi")
     await channel.inject("kay", "again")
     await channel.wait_for(2)

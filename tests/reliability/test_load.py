@@ -32,8 +32,9 @@ async def test_hundred_people_twenty_messages_each(tmp_path, anthropic_server):
     queued_at: dict[tuple[int, int], float] = {}
     rss: list[float] = []
     async with FakeTelegramServer(max_poll=0.5) as tg:
-        env = gateway_env(tmp_path, tg, anthropic_server.base_url, users,
-                          CLAWGATE_LLM__TIMEOUT_SECONDS="30")
+        env = gateway_env(
+            tmp_path, tg, anthropic_server.base_url, users, CLAWGATE_LLM__TIMEOUT_SECONDS="30"
+        )
         process = await start_gateway(env, tmp_path / "gateway.log")
         try:
             for _ in range(300):  # until the gateway polls (process start-up takes seconds)
@@ -73,7 +74,9 @@ async def test_hundred_people_twenty_messages_each(tmp_path, anthropic_server):
     latencies.sort()
     p50 = latencies[len(latencies) // 2]
     p95 = latencies[int(len(latencies) * 0.95) - 1]
-    print(f"\nload: {expected} messages from {PEOPLE} people in {elapsed:.1f} s "
-          f"({expected / elapsed:.1f} msg/s), latency p50 {p50:.2f} s p95 {p95:.2f} s, "
-          f"gateway resident memory {rss[0]:.0f} MiB idle, peak {max(rss):.0f} MiB")
+    print(
+        f"\nload: {expected} messages from {PEOPLE} people in {elapsed:.1f} s "
+        f"({expected / elapsed:.1f} msg/s), latency p50 {p50:.2f} s p95 {p95:.2f} s, "
+        f"gateway resident memory {rss[0]:.0f} MiB idle, peak {max(rss):.0f} MiB"
+    )
     assert max(rss) < 400

@@ -14,12 +14,18 @@ async def test_garbage_updates_do_not_stop_the_channel(make_settings, anthropic_
     async with FakeTelegramServer(max_poll=0.3) as tg:
         settings = make_settings(
             **llm_overrides(anthropic_server),
-            telegram={"token": tg.token, "base_url": tg.base_url, "poll_timeout_seconds": 1,
-                      "allow_from": ["42"]},
+            telegram={
+                "token": tg.token,
+                "base_url": tg.base_url,
+                "poll_timeout_seconds": 1,
+                "allow_from": ["42"],
+            },
         )
-        gateway = build_gateway(settings, build_provider(settings),
-                                options={"telegram": {"backoff": Backoff(0.05, 0.2),
-                                                      "stall_grace": 0.5}})
+        gateway = build_gateway(
+            settings,
+            build_provider(settings),
+            options={"telegram": {"backoff": Backoff(0.05, 0.2), "stall_grace": 0.5}},
+        )
         await gateway.start()
         try:
             good = tg.message(42, "fine")

@@ -66,20 +66,27 @@ async def test_no_bot_api_at_start_runs_not_ready_then_connects(tmp_path, anthro
     api_port, health_port = _free_port(), _free_port()
     tg = FakeTelegramServer(max_poll=0.3)
     tg.port = api_port  # not started yet: nothing answers there
-    env = gateway_env(tmp_path, tg, anthropic_server.base_url, [PERSON],
-                      CLAWGATE_HEALTH__ENABLED="true", CLAWGATE_HEALTH__PORT=str(health_port))
+    env = gateway_env(
+        tmp_path,
+        tg,
+        anthropic_server.base_url,
+        [PERSON],
+        CLAWGATE_HEALTH__ENABLED="true",
+        CLAWGATE_HEALTH__PORT=str(health_port),
+    )
     log = tmp_path / "gateway.log"
     process = await start_gateway(env, log)
     try:
+
         async def not_ready_yet() -> bool:
             report = await _readyz(health_port)
-            return report is not None and "connecting" in report["channels"]["telegram"][
-                "detail"]
+            return report is not None and "connecting" in report["channels"]["telegram"]["detail"]
 
         await _until(not_ready_yet, 60)  # the gateway runs, /readyz says why it is not ready
         report = await _readyz(health_port)
         assert report is not None and report["ready"] is False
         async with _hanging_up(api_port) as attempts:
+
             async def retried() -> bool:
                 return attempts[0] >= 1
 
@@ -104,18 +111,29 @@ async def test_no_bot_api_at_start_runs_not_ready_then_connects(tmp_path, anthro
         await tg.stop()
 
 
-@pytest.mark.parametrize("variable,value", [
-    ("CLAWGATE_TELEGRAM__TOKEN", "hello"),
-    ("CLAWGATE_TELEGRAM__TOKEN", "Bot 123456789:AAF-test-token-0123456789abcdefghijkl"),
-    ("CLAWGATE_DISCORD__TOKEN", "hello"),
-])
-async def test_a_token_of_the_wrong_shape_is_exit_2_in_one_line(tmp_path, anthropic_server,
-                                                               variable, value):
+@pytest.mark.parametrize(
+    "variable,value",
+    [
+        ("CLAWGATE_TELEGRAM__TOKEN", "hello"),
+        ("CLAWGATE_TELEGRAM__TOKEN", "Bot 123456789:AAF-test-token-0123456789abcdefghijkl"),
+        ("CLAWGATE_DISCORD__TOKEN", "hello"),
+    ],
+)
+async def test_a_token_of_the_wrong_shape_is_exit_2_in_one_line(
+    tmp_path, anthropic_server, variable, value
+):
     async with FakeTelegramServer() as tg:
         env = gateway_env(tmp_path, tg, anthropic_server.base_url, [PERSON], **{variable: value})
         proc = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "gateway", "run", env=env, stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+            sys.executable,
+            "-m",
+            "gateway",
+            "run",
+            env=env,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
         try:
             out, err = await asyncio.wait_for(proc.communicate(), 60)
         except TimeoutError:

@@ -50,50 +50,144 @@ from scheduler.state import ScheduleState
 from scheduler.state import load_state as load_schedule_state
 from scheduler.when import parse_when
 
-ZONES = st.sampled_from([ZoneInfo(z) for z in ("UTC", "Europe/Berlin", "Pacific/Kiritimati",
-                                               "Pacific/Pago_Pago", "America/St_Johns")])
-NOWS = st.sampled_from([datetime(2026, 3, 29, 0, 30, tzinfo=UTC),
-                        datetime(9999, 12, 31, 12, tzinfo=UTC),
-                        datetime(1, 1, 2, tzinfo=UTC)])
+ZONES = st.sampled_from(
+    [
+        ZoneInfo(z)
+        for z in (
+            "UTC",
+            "Europe/Berlin",
+            "Pacific/Kiritimati",
+            "Pacific/Pago_Pago",
+            "America/St_Johns",
+        )
+    ]
+)
+NOWS = st.sampled_from(
+    [
+        datetime(2026, 3, 29, 0, 30, tzinfo=UTC),
+        datetime(9999, 12, 31, 12, tzinfo=UTC),
+        datetime(1, 1, 2, tzinfo=UTC),
+    ]
+)
 HOSTILE = settings(max_examples=80, deadline=None, suppress_health_check=list(HealthCheck))
 SLOW = settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
 
 # -- hostile pieces ------------------------------------------------------------------------
 
 ODD_CHARS = "\x00\x1b\x7f\u202e\u2066\u200f\ufeff\u2028\ud800\udfff\U0010ffff"
-odd_text = st.text(alphabet=st.sampled_from(list(ODD_CHARS) + list("ab [{}]:-\"'\\\n#*,")),
-                   max_size=40)
-huge_numbers = st.sampled_from([
-    "9" * 5_000, "-" + "9" * 400, "1e999", "-1e999", "NaN", "Infinity", "1" + "0" * 30,
-    "99999999999999", "0", "-1", "4.5", "0x10", "1_000",
-])
-deep = st.builds(lambda n, open_, close: open_ * n + close * (n // 2),
-                 st.integers(30, 60_000), st.sampled_from(["[", "{", "{\"a\": ", "- "]),
-                 st.sampled_from(["]", "}", "", " "]))
+odd_text = st.text(
+    alphabet=st.sampled_from(list(ODD_CHARS) + list("ab [{}]:-\"'\\\n#*,")), max_size=40
+)
+huge_numbers = st.sampled_from(
+    [
+        "9" * 5_000,
+        "-" + "9" * 400,
+        "1e999",
+        "-1e999",
+        "NaN",
+        "Infinity",
+        "1" + "0" * 30,
+        "99999999999999",
+        "0",
+        "-1",
+        "4.5",
+        "0x10",
+        "1_000",
+    ]
+)
+deep = st.builds(
+    lambda n, open_, close: open_ * n + close * (n // 2),
+    st.integers(30, 60_000),
+    st.sampled_from(["[", "{", '{"a": ', "- "]),
+    st.sampled_from(["]", "}", "", " "]),
+)
 big = st.builds(lambda n, s: s * n, st.integers(10_000, 400_000), st.sampled_from(["x", "é", "[]"]))
-words = st.sampled_from([
-    "in", "every", "at", "cron", "days", "hours", "weeks", "minutes", "tomorrow", "monday",
-    "9pm", "noon", "and", "on", "2026-12-01", "9999-12-31", "0001-01-01", "T23:59", "+14:00",
-    "-14:00", "*", "*/0", "L", "#", "W", "?", "weekday", "next",
-])
+words = st.sampled_from(
+    [
+        "in",
+        "every",
+        "at",
+        "cron",
+        "days",
+        "hours",
+        "weeks",
+        "minutes",
+        "tomorrow",
+        "monday",
+        "9pm",
+        "noon",
+        "and",
+        "on",
+        "2026-12-01",
+        "9999-12-31",
+        "0001-01-01",
+        "T23:59",
+        "+14:00",
+        "-14:00",
+        "*",
+        "*/0",
+        "L",
+        "#",
+        "W",
+        "?",
+        "weekday",
+        "next",
+    ]
+)
 when_like = st.one_of(
     st.lists(st.one_of(words, huge_numbers), min_size=1, max_size=8).map(" ".join),
     st.builds(lambda n, u: f"in {n} {u}", huge_numbers, st.sampled_from(["days", "weeks", "s"])),
     st.builds(lambda n, u: f"every {n} {u}", huge_numbers, st.sampled_from(["hours", "min"])),
-    st.builds(lambda d, t, z: f"{d}T{t}{z}", st.sampled_from(["9999-12-31", "0001-01-01",
-                                                               "2026-02-30", "2026-03-29"]),
-              st.sampled_from(["23:59", "00:00", "02:30", "25:00"]),
-              st.sampled_from(["", "+14:00", "-14:00", "Z", "+99:00"])),
-    odd_text, big, deep,
+    st.builds(
+        lambda d, t, z: f"{d}T{t}{z}",
+        st.sampled_from(["9999-12-31", "0001-01-01", "2026-02-30", "2026-03-29"]),
+        st.sampled_from(["23:59", "00:00", "02:30", "25:00"]),
+        st.sampled_from(["", "+14:00", "-14:00", "Z", "+99:00"]),
+    ),
+    odd_text,
+    big,
+    deep,
 )
-scalar = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=True),
-                   odd_text, when_like, huge_numbers.map(lambda n: int(n) if n.isdigit()
-                                                         and len(n) < 4000 else n))
-json_value = st.recursive(scalar, lambda inner: st.one_of(
-    st.lists(inner, max_size=4), st.dictionaries(st.sampled_from(
-        ["id", "kind", "text", "when", "created", "e", "job", "key", "due", "type",
-         "tool_calls", "arguments", "usage", "alerts", "task_runs", "tokens_today"]),
-        inner, max_size=6)), max_leaves=12)
+scalar = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.floats(allow_nan=True),
+    odd_text,
+    when_like,
+    huge_numbers.map(lambda n: int(n) if n.isdigit() and len(n) < 4000 else n),
+)
+json_value = st.recursive(
+    scalar,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4),
+        st.dictionaries(
+            st.sampled_from(
+                [
+                    "id",
+                    "kind",
+                    "text",
+                    "when",
+                    "created",
+                    "e",
+                    "job",
+                    "key",
+                    "due",
+                    "type",
+                    "tool_calls",
+                    "arguments",
+                    "usage",
+                    "alerts",
+                    "task_runs",
+                    "tokens_today",
+                ]
+            ),
+            inner,
+            max_size=6,
+        ),
+    ),
+    max_leaves=12,
+)
 
 
 def _dumps(value: Any) -> str:
@@ -108,14 +202,25 @@ def splice(text: str, junk: str, where: float) -> str:
 
 junk = st.one_of(deep, huge_numbers, odd_text, big)
 job_entry = st.fixed_dictionaries(
-    {"id": st.one_of(st.integers(1, 9), scalar), "kind": st.sampled_from(["message", "agent", "x"]),
-     "text": st.one_of(st.just("hi"), odd_text, big), "when": when_like},
-    optional={"created": st.one_of(scalar, when_like)})
+    {
+        "id": st.one_of(st.integers(1, 9), scalar),
+        "kind": st.sampled_from(["message", "agent", "x"]),
+        "text": st.one_of(st.just("hi"), odd_text, big),
+        "when": when_like,
+    },
+    optional={"created": st.one_of(scalar, when_like)},
+)
 jobs_file = st.builds(
     lambda jobs, next_id: _dumps({"version": 1, "next_id": next_id, "jobs": jobs}),
-    st.lists(job_entry, max_size=4), scalar)
+    st.lists(job_entry, max_size=4),
+    scalar,
+)
 hostile_text = st.one_of(
-    odd_text, deep, big, huge_numbers, json_value.map(_dumps),
+    odd_text,
+    deep,
+    big,
+    huge_numbers,
+    json_value.map(_dumps),
     st.builds(splice, json_value.map(_dumps), junk, st.floats(0, 1)),
     st.binary(max_size=200).map(lambda b: b.decode("utf-8", "replace")),
 )
@@ -137,8 +242,11 @@ RED_TEAM_DEEP = '{"jobs": ' + "[" * 30_000 + "]" * 30_000 + "}"
 
 
 @HOSTILE
-@given(st.one_of(jobs_file, hostile_text, st.builds(splice, jobs_file, junk, st.floats(0, 1))),
-       ZONES, NOWS)
+@given(
+    st.one_of(jobs_file, hostile_text, st.builds(splice, jobs_file, junk, st.floats(0, 1))),
+    ZONES,
+    NOWS,
+)
 @example(RED_TEAM_JOBS, ZoneInfo("UTC"), datetime(2026, 3, 2, tzinfo=UTC))
 @example(RED_TEAM_DEEP, ZoneInfo("UTC"), datetime(2026, 3, 2, tzinfo=UTC))
 def test_the_schedule_file_parser_is_total(text: str, zone: ZoneInfo, now: datetime) -> None:
@@ -154,8 +262,11 @@ def test_the_schedule_file_parser_is_total(text: str, zone: ZoneInfo, now: datet
 
 @HOSTILE
 @given(st.one_of(job_entry, json_value), ZONES, NOWS)
-@example({"id": 1, "text": "x", "when": "9999-12-31T23:59-14:00"}, ZoneInfo("UTC"),
-         datetime(2026, 3, 2, tzinfo=UTC))
+@example(
+    {"id": 1, "text": "x", "when": "9999-12-31T23:59-14:00"},
+    ZoneInfo("UTC"),
+    datetime(2026, 3, 2, tzinfo=UTC),
+)
 def test_one_job_is_a_job_or_a_schedule_error(raw: Any, zone: ZoneInfo, now: datetime) -> None:
     try:
         parse_job(raw, zone, now)
@@ -165,8 +276,7 @@ def test_one_job_is_a_job_or_a_schedule_error(raw: Any, zone: ZoneInfo, now: dat
 
 @HOSTILE
 @given(when_like, ZONES, NOWS)
-def test_when_is_a_schedule_or_a_schedule_error(text: str, zone: ZoneInfo,
-                                                now: datetime) -> None:
+def test_when_is_a_schedule_or_a_schedule_error(text: str, zone: ZoneInfo, now: datetime) -> None:
     try:
         schedule = parse_when(text, zone, now)
     except ScheduleError:
@@ -195,11 +305,14 @@ def test_reading_schedule_files_from_disk_is_total(jobs: bytes, state: bytes) ->
 # -- heartbeat -------------------------------------------------------------------------------
 
 checklist_shaped = st.builds(
-    lambda name, interval, prompt, head: (f"{head}\ntasks:\n- name: {name}\n  interval: "
-                                          f"{interval}\n  prompt: {prompt}\n"),
+    lambda name, interval, prompt, head: (
+        f"{head}\ntasks:\n- name: {name}\n  interval: {interval}\n  prompt: {prompt}\n"
+    ),
     st.one_of(st.just("inbox"), odd_text),
     st.one_of(huge_numbers.map(lambda n: n + "w"), when_like, odd_text),
-    st.one_of(st.just("check it"), odd_text), st.one_of(odd_text, big, st.just("<!--")))
+    st.one_of(st.just("check it"), odd_text),
+    st.one_of(odd_text, big, st.just("<!--")),
+)
 
 
 @HOSTILE
@@ -219,9 +332,16 @@ def test_an_interval_is_a_value_or_a_value_error(text: str) -> None:
 
 
 @HOSTILE
-@given(st.one_of(json_value.map(_dumps), hostile_text,
-                 st.builds(lambda v: _dumps({"alerts": v, "task_runs": v, "last_beat_at": v,
-                                             "tokens_today": v}), json_value)))
+@given(
+    st.one_of(
+        json_value.map(_dumps),
+        hostile_text,
+        st.builds(
+            lambda v: _dumps({"alerts": v, "task_runs": v, "last_beat_at": v, "tokens_today": v}),
+            json_value,
+        ),
+    )
+)
 def test_heartbeat_state_is_a_state_or_a_value_error(text: str) -> None:
     now = datetime(2026, 3, 2, tzinfo=UTC)
     try:
@@ -245,13 +365,30 @@ def test_heartbeat_files_from_disk_never_raise(checklist: bytes, state: bytes) -
 
 # -- skills ----------------------------------------------------------------------------------
 
-yaml_junk = st.one_of(junk, st.sampled_from([
-    "&a [*a]", "!!python/object/apply:os.system ['true']", "? ", "|\n  x", ">-", "*x",
-    "!!binary AAAA", "{a: [b, {c: d}]}", "'unclosed", "\"\\ud800\"", "!!int " + "9" * 5000,
-]))
+yaml_junk = st.one_of(
+    junk,
+    st.sampled_from(
+        [
+            "&a [*a]",
+            "!!python/object/apply:os.system ['true']",
+            "? ",
+            "|\n  x",
+            ">-",
+            "*x",
+            "!!binary AAAA",
+            "{a: [b, {c: d}]}",
+            "'unclosed",
+            '"\\ud800"',
+            "!!int " + "9" * 5000,
+        ]
+    ),
+)
 skill_shaped = st.builds(
     lambda name, desc, extra: f"---\nname: {name}\ndescription: {desc}\n{extra}\n---\nbody\n",
-    st.one_of(st.just("evil"), odd_text), st.one_of(deep, yaml_junk, odd_text), yaml_junk)
+    st.one_of(st.just("evil"), odd_text),
+    st.one_of(deep, yaml_junk, odd_text),
+    yaml_junk,
+)
 
 
 @HOSTILE
@@ -269,10 +406,19 @@ def test_skill_md_is_a_skill_or_a_problem(data: bytes) -> None:
 
 
 @SLOW
-@given(st.lists(st.one_of(json_value.map(_dumps), hostile_text,
-                          st.builds(lambda v: _dumps({"type": "assistant", "text": "x",
-                                                      "tool_calls": v, "usage": v}),
-                                    json_value)), max_size=6))
+@given(
+    st.lists(
+        st.one_of(
+            json_value.map(_dumps),
+            hostile_text,
+            st.builds(
+                lambda v: _dumps({"type": "assistant", "text": "x", "tool_calls": v, "usage": v}),
+                json_value,
+            ),
+        ),
+        max_size=6,
+    )
+)
 def test_session_transcripts_always_open(lines: list[str]) -> None:
     workspace = _tmp()
     path = transcript_path(workspace, "k")
@@ -293,7 +439,8 @@ toml_shaped = st.builds(
     lambda section, key, value: f"[{section}]\n{key} = {value}\n",
     st.sampled_from(["llm", "health", "scheduler", "tools", "heartbeat"]),
     st.sampled_from(["port", "max_attempts", "model", "rescan_seconds", "every"]),
-    st.one_of(huge_numbers, deep, odd_text.map(json.dumps), big.map(json.dumps)))
+    st.one_of(huge_numbers, deep, odd_text.map(json.dumps), big.map(json.dumps)),
+)
 
 
 @SLOW

@@ -34,14 +34,23 @@ FAULTS: dict[str, tuple[Script, str]] = {
         "fine",
     ),
     "429 without retry-after, always": (
-        lambda s: [s.reply_error(429) for _ in range(3)], "rate-limiting"),
+        lambda s: [s.reply_error(429) for _ in range(3)],
+        "rate-limiting",
+    ),
     "500 then fine": (lambda s: (s.reply_error(500), s.reply_text("fine")), "fine"),
     "503 always": (lambda s: [s.reply_error(503) for _ in range(3)], "server error"),
     "malformed JSON": (
-        lambda s: [s.reply_raw(200, "{not json") for _ in range(3)], "could not read"),
+        lambda s: [s.reply_raw(200, "{not json") for _ in range(3)],
+        "could not read",
+    ),
     "truncated body": (
-        lambda s: [s.reply_raw(200, _anthropic_body_cut() if isinstance(s, FakeAnthropicServer)
-                               else _openai_body_cut()) for _ in range(3)],
+        lambda s: [
+            s.reply_raw(
+                200,
+                _anthropic_body_cut() if isinstance(s, FakeAnthropicServer) else _openai_body_cut(),
+            )
+            for _ in range(3)
+        ],
         "could not read",
     ),
     "HTML error page": (
@@ -54,14 +63,17 @@ FAULTS: dict[str, tuple[Script, str]] = {
         "recovered",
     ),
     "unknown tool": (
-        lambda s: (s.reply_tool_call("format_disk", {}), s.reply_text("recovered")), "recovered"),
+        lambda s: (s.reply_tool_call("format_disk", {}), s.reply_text("recovered")),
+        "recovered",
+    ),
     "empty final answer": (lambda s: s.reply_text(""), EMPTY_ANSWER),
     "auth failure": (lambda s: s.reply_error(401), "API key"),
 }
 
 
-async def _gateway(server: FakeLLMServer, make_settings: Any, *, timeout: float = 1.0,
-                   base_url: str | None = None) -> tuple[Gateway, RecordingChannel]:
+async def _gateway(
+    server: FakeLLMServer, make_settings: Any, *, timeout: float = 1.0, base_url: str | None = None
+) -> tuple[Gateway, RecordingChannel]:
     overrides = llm_overrides(server, timeout_seconds=timeout)
     if base_url:
         overrides["llm"]["base_url"] = base_url
@@ -112,8 +124,7 @@ async def test_connection_refused(llm_server, make_settings):
 async def test_tools_forever_stops_clearly(llm_server, make_settings):
     gateway, channel = await _gateway(llm_server, make_settings)
     try:
-        llm_server.responder = lambda body: llm_server.make_tool_calls(
-            [("list_files", {}, None)])
+        llm_server.responder = lambda body: llm_server.make_tool_calls([("list_files", {}, None)])
         await channel.inject("pat", "loop")
         [reply] = await channel.wait_for(1, timeout=30)
         assert "stopped after 20 rounds" in reply.text

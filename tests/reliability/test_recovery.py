@@ -53,11 +53,13 @@ from tests.state_rows import inbound_counts, inbound_status, outbox_counts
 FAST = {"backoff": Backoff(0.05, 0.2), "stall_grace": 0.5}
 
 
-def _gateway(make_settings: Callable[..., Any], server: FakeAnthropicServer,
-             channel: RecordingChannel) -> Gateway:
+def _gateway(
+    make_settings: Callable[..., Any], server: FakeAnthropicServer, channel: RecordingChannel
+) -> Gateway:
     settings = make_settings(**llm_overrides(server))
-    gateway = Gateway.build(settings, build_provider(settings), channels=[channel],
-                            access=AllowAll())
+    gateway = Gateway.build(
+        settings, build_provider(settings), channels=[channel], access=AllowAll()
+    )
     gateway.delivery.retry_first = 0.05
     return gateway
 
@@ -76,8 +78,13 @@ async def _leave_as_killed(gateway: Gateway, msg: InboundMessage, *after: Messag
         route = await gateway.router.resolve(msg)
         ensure_workspace(gateway.settings.workspaces_dir, route.person_id)
         session = await gateway.parts.sessions.get(route.workspace, route.session_key)
-        session.record(Message("user", msg.text), channel=msg.channel, chat_id=msg.chat_id,
-                       sender_id=msg.sender_id, message_id=msg.message_id)
+        session.record(
+            Message("user", msg.text),
+            channel=msg.channel,
+            chat_id=msg.chat_id,
+            sender_id=msg.sender_id,
+            message_id=msg.message_id,
+        )
         for message in after:
             session.record(message)
         return session.transcript.path
@@ -86,8 +93,11 @@ async def _leave_as_killed(gateway: Gateway, msg: InboundMessage, *after: Messag
 
 
 def _answers(path: Path) -> list[str]:
-    return [str(e.get("text")) for e in Transcript(path).load()
-            if e.get("type") == "assistant" and not e.get("tool_calls")]
+    return [
+        str(e.get("text"))
+        for e in Transcript(path).load()
+        if e.get("type") == "assistant" and not e.get("tool_calls")
+    ]
 
 
 def _last_user_content(request: dict[str, Any]) -> Any:
@@ -104,8 +114,11 @@ async def test_a_reply_recorded_before_a_kill_is_delivered_as_recorded(
     instead of the recorded reply, and the transcript held two answers."""
     msg = _message("what is the door code?")
     recorded = "The door code is 4711, as you told me on Monday."
-    path = await _leave_as_killed(_gateway(make_settings, anthropic_server, RecordingChannel()),
-                                  msg, Message("assistant", recorded))
+    path = await _leave_as_killed(
+        _gateway(make_settings, anthropic_server, RecordingChannel()),
+        msg,
+        Message("assistant", recorded),
+    )
 
     channel = RecordingChannel()
     gateway = _gateway(make_settings, anthropic_server, channel)
@@ -133,8 +146,15 @@ async def test_an_error_reply_recorded_before_a_kill_is_delivered_as_recorded(
     first = _gateway(make_settings, anthropic_server, channel)
     path = await _leave_as_killed(first, msg)
     note = "I stopped after 20 rounds of tool calls without finishing."
-    Transcript(path).append({"type": "reply", "channel": "fakechat", "chat_id": "ann",
-                             "message_id": "m-1", "text": note})
+    Transcript(path).append(
+        {
+            "type": "reply",
+            "channel": "fakechat",
+            "chat_id": "ann",
+            "message_id": "m-1",
+            "text": note,
+        }
+    )
     gateway = _gateway(make_settings, anthropic_server, channel)
     await gateway.start()
     try:
@@ -150,10 +170,14 @@ async def test_a_turn_cut_short_continues_with_the_person_s_message_last(
     make_settings, anthropic_server, cut
 ):
     msg = _message("please list my files")
-    after = [] if cut == "before the model answered" else [
-        Message("assistant", "", tool_calls=(ToolCall("t1", "list_files", {}),))]
-    path = await _leave_as_killed(_gateway(make_settings, anthropic_server, RecordingChannel()),
-                                  msg, *after)
+    after = (
+        []
+        if cut == "before the model answered"
+        else [Message("assistant", "", tool_calls=(ToolCall("t1", "list_files", {}),))]
+    )
+    path = await _leave_as_killed(
+        _gateway(make_settings, anthropic_server, RecordingChannel()), msg, *after
+    )
     channel = RecordingChannel()
     gateway = _gateway(make_settings, anthropic_server, channel)
     await gateway.start()
@@ -179,6 +203,7 @@ async def test_a_message_whose_turn_keeps_being_cut_short_is_given_up(
     make_settings, anthropic_server
 ):
     """Before: pending forever, its turn taken up (and cut short) at every start."""
+
     def hang(body: dict[str, Any]) -> Any:
         return replace(anthropic_server.default_reply(body), delay=30.0)
 
@@ -283,8 +308,7 @@ async def test_a_turn_that_cannot_be_assembled_still_gets_an_answer(
 
 def _long_reply() -> str:
     """Three paragraphs of ~3,000 characters each: three Telegram messages."""
-    return "\n\n".join(f"PART-{name} " + " ".join([f"{name.lower()}word"] * 400)
-                       for name in "ABC")
+    return "\n\n".join(f"PART-{name} " + " ".join([f"{name.lower()}word"] * 400) for name in "ABC")
 
 
 @pytest.fixture
@@ -294,9 +318,15 @@ async def tg() -> AsyncIterator[FakeTelegramServer]:
 
 
 def _tg_gateway(make_settings, anthropic_server, tg) -> Gateway:  # type: ignore[no-untyped-def]
-    settings = make_settings(**llm_overrides(anthropic_server), telegram={
-        "token": tg.token, "base_url": tg.base_url, "poll_timeout_seconds": 1,
-        "allow_from": ["42"]})
+    settings = make_settings(
+        **llm_overrides(anthropic_server),
+        telegram={
+            "token": tg.token,
+            "base_url": tg.base_url,
+            "poll_timeout_seconds": 1,
+            "allow_from": ["42"],
+        },
+    )
     gateway = build_gateway(settings, build_provider(settings), options={"telegram": FAST})
     gateway.delivery.retry_first = 0.05
     return gateway
@@ -323,9 +353,7 @@ async def test_a_retried_multi_part_reply_does_not_repeat_its_first_part(
         await gateway.stop()
 
 
-async def test_a_restart_sends_only_the_parts_not_yet_accepted(
-    make_settings, anthropic_server, tg
-):
+async def test_a_restart_sends_only_the_parts_not_yet_accepted(make_settings, anthropic_server, tg):
     """A kill after part 1 was accepted (and recorded): the restart sends parts 2 and 3."""
     text = _long_reply()
     parts = [html for html, _ in render(text)]
@@ -357,8 +385,9 @@ async def test_discord_recognises_a_reply_sent_just_before_a_kill(
     options = {"discord": {"guild_ready_timeout": 0.05, "ready_timeout": 10}}
     async with FakeDiscordServer() as dc:
         patch_discord(monkeypatch, dc)
-        settings = make_settings(**llm_overrides(anthropic_server),
-                                 discord={"token": dc.token, "allow_from": ["301"]})
+        settings = make_settings(
+            **llm_overrides(anthropic_server), discord={"token": dc.token, "allow_from": ["301"]}
+        )
         image = build_gateway(settings, build_provider(settings), options=options)
         await image.state.open()
         try:
@@ -424,17 +453,20 @@ async def test_discord_recognises_a_file_sent_just_before_a_kill(
     options = {"discord": {"guild_ready_timeout": 0.05, "ready_timeout": 10}}
     async with FakeDiscordServer() as dc:
         patch_discord(monkeypatch, dc)
-        settings = make_settings(**llm_overrides(anthropic_server),
-                                 discord={"token": dc.token, "allow_from": ["301"]})
+        settings = make_settings(
+            **llm_overrides(anthropic_server), discord={"token": dc.token, "allow_from": ["301"]}
+        )
         image = build_gateway(settings, build_provider(settings), options=options)
         await image.state.open()
         try:
-            row = await image.state.outbox.enqueue_outbound("discord", "302", "the plan",
-                                                     file=str(plan))
+            row = await image.state.outbox.enqueue_outbound(
+                "discord", "302", "the plan", file=str(plan)
+            )
         finally:
             await image.state.close()
-        await dc.accept("302", "the plan", nonce=f"cg{row}.0",
-                        uploads=[("plan.md", plan.read_bytes())])  # before the kill
+        await dc.accept(
+            "302", "the plan", nonce=f"cg{row}.0", uploads=[("plan.md", plan.read_bytes())]
+        )  # before the kill
         gateway = build_gateway(settings, build_provider(settings), options=options)
         await gateway.start()
         try:

@@ -37,11 +37,13 @@ async def _settle(state_db: Path) -> None:
 
 
 async def test_a_reminder_made_by_a_tool_call_arrives_once_across_a_restart(
-        tmp_path, anthropic_server) -> None:
+    tmp_path, anthropic_server
+) -> None:
     tg = FakeTelegramServer(max_poll=0.3)
     await tg.start()
-    env = gateway_env(tmp_path, tg, anthropic_server.base_url, [USER],
-                      CLAWGATE_TIMEZONE="Europe/Berlin")
+    env = gateway_env(
+        tmp_path, tg, anthropic_server.base_url, [USER], CLAWGATE_TIMEZONE="Europe/Berlin"
+    )
     log = tmp_path / "gateway.log"
     state_db = state_path(tmp_path / "workspaces")
     process = await start_gateway(env, log)
@@ -49,8 +51,9 @@ async def test_a_reminder_made_by_a_tool_call_arrives_once_across_a_restart(
         await _until(lambda: bool(tg.offsets_seen))  # it polls: started
         due = (datetime.now(UTC) + timedelta(seconds=LEAD)).replace(microsecond=0)
         due_clock = time.monotonic() + (due - datetime.now(UTC)).total_seconds()
-        anthropic_server.reply_tool_call("schedule_create", {"when": due.isoformat(),
-                                                             "text": "Send the invoice"})
+        anthropic_server.reply_tool_call(
+            "schedule_create", {"when": due.isoformat(), "text": "Send the invoice"}
+        )
         anthropic_server.reply_text("I'll remind you.")
         await tg.send_text(USER, "remind me in a moment to send the invoice")
         await tg.wait_sent(1, timeout=60)

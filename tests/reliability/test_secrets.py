@@ -36,15 +36,25 @@ async def test_embeddings_error_echoing_the_key_reaches_no_model_file_or_log(
     log = io.StringIO()
     async with FakeEmbeddingsServer() as embeddings:
         embeddings.fail_with, embeddings.echo_key = 401, True
-        memory = {"embedder": "openai", "base_url": embeddings.base_url, "api_key": MEMORY_KEY,
-                  "watch": False}
+        memory = {
+            "embedder": "openai",
+            "base_url": embeddings.base_url,
+            "api_key": MEMORY_KEY,
+            "watch": False,
+        }
         gateway, channel = await make_gateway(
-            anthropic_server, owner="fakechat-alice", memory=memory,
-            memory_service=lambda settings: build_memory_service(settings.memory))
+            anthropic_server,
+            owner="fakechat-alice",
+            memory=memory,
+            memory_service=lambda settings: build_memory_service(settings.memory),
+        )
         service = gateway.memory
         assert service is not None
-        handler = setup_logging(gateway.settings.model_copy(update={"log_level": "DEBUG"}),
-                                stream=log, redactor=gateway.redactor)
+        handler = setup_logging(
+            gateway.settings.model_copy(update={"log_level": "DEBUG"}),
+            stream=log,
+            redactor=gateway.redactor,
+        )
         ws = ensure_workspace(tmp_path / "workspaces", "fakechat-alice")
         (ws / "MEMORY.md").write_text("- The boat is called Saudade.\n")
         anthropic_server.reply_tool_call("memory_search", {"query": "name of the boat"})
@@ -59,9 +69,14 @@ async def test_embeddings_error_echoing_the_key_reaches_no_model_file_or_log(
         await service.close()
         logging.getLogger().removeHandler(handler)
     assert any(MEMORY_KEY in a for a in embeddings.authorizations)  # the key was used
-    tool_results = [b for r in anthropic_server.requests for m in r["messages"]
-                    if isinstance(m["content"], list) for b in m["content"]
-                    if b["type"] == "tool_result"]
+    tool_results = [
+        b
+        for r in anthropic_server.requests
+        for m in r["messages"]
+        if isinstance(m["content"], list)
+        for b in m["content"]
+        if b["type"] == "tool_result"
+    ]
     assert tool_results and "[redacted]" in json.dumps(tool_results)  # the echo happened
     assert MEMORY_KEY not in json.dumps(anthropic_server.requests)
     assert MEMORY_KEY.encode() not in _all_bytes(tmp_path / "workspaces")  # transcripts, index
@@ -75,14 +90,26 @@ async def test_cli_output_never_shows_a_configured_secret(tmp_path):
     async with FakeEmbeddingsServer() as embeddings:
         embeddings.fail_with, embeddings.echo_key = 401, True
         env = {k: v for k, v in os.environ.items() if not k.startswith("CLAWGATE_")}
-        env.update(PYTHONPATH=str(REPO), CLAWGATE_MEMORY__EMBEDDER="openai",
-                   CLAWGATE_MEMORY__BASE_URL=embeddings.base_url,
-                   CLAWGATE_MEMORY__API_KEY=MEMORY_KEY)
+        env.update(
+            PYTHONPATH=str(REPO),
+            CLAWGATE_MEMORY__EMBEDDER="openai",
+            CLAWGATE_MEMORY__BASE_URL=embeddings.base_url,
+            CLAWGATE_MEMORY__API_KEY=MEMORY_KEY,
+        )
         outputs = []
         for args in (["memory", "index"], ["memory", "search", "boat"], ["memory", "status"]):
             proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "gateway", *args, "--workspace", str(ws), env=env,
-                cwd=tmp_path, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+                sys.executable,
+                "-m",
+                "gateway",
+                *args,
+                "--workspace",
+                str(ws),
+                env=env,
+                cwd=tmp_path,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+            )
             out, err = await asyncio.wait_for(proc.communicate(), 60)
             outputs.append(out.decode() + err.decode())
     text = "\n".join(outputs)
@@ -94,9 +121,11 @@ async def test_cli_output_never_shows_a_configured_secret(tmp_path):
 def test_redactor_masks_registered_secrets_and_url_credentials():
     redact = Redactor([TEST_KEY, "abc"])  # too short to mask: would mangle words
     redact.add("mcp-env-secret-77")
-    text = (f"{TEST_KEY} mcp-env-secret-77 abc https://bob:hunter22@proxy.example/v1 "
-            "https://x.example/v1?api-key=zzz999&b=2 https://api.telegram.org/bot12345:"
-            "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA/getMe key=plain")
+    text = (
+        f"{TEST_KEY} mcp-env-secret-77 abc https://bob:hunter22@proxy.example/v1 "
+        "https://x.example/v1?api-key=zzz999&b=2 https://api.telegram.org/bot12345:"
+        "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA/getMe key=plain"
+    )
     out = redact(text)
     for secret in (TEST_KEY, "mcp-env-secret-77", "hunter22", "zzz999", "AAAAAAAAAAAAAAA"):
         assert secret not in out
@@ -110,8 +139,10 @@ async def test_openai_sdk_logs_no_request_url_at_info(openai_server, make_settin
     from gateway.agent.providers import build_provider
 
     url = openai_server.base_url.replace("http://", "http://bob:hunter22secret@")
-    settings = make_settings(llm={"provider": "openai", "base_url": url, "api_key": TEST_KEY,
-                                  "max_attempts": 1}, log_level="INFO")
+    settings = make_settings(
+        llm={"provider": "openai", "base_url": url, "api_key": TEST_KEY, "max_attempts": 1},
+        log_level="INFO",
+    )
     caplog.set_level(logging.INFO)
     handler = setup_logging(settings)
     try:
@@ -120,8 +151,12 @@ async def test_openai_sdk_logs_no_request_url_at_info(openai_server, make_settin
     finally:
         logging.getLogger().removeHandler(handler)
     assert openai_server.requests  # the call was made
-    lines = [r.getMessage() for r in caplog.records if r.levelno < logging.WARNING
-             and r.name.split(".")[0] in ("httpx", "httpx2", "httpcore", "httpcore2", "openai")]
+    lines = [
+        r.getMessage()
+        for r in caplog.records
+        if r.levelno < logging.WARNING
+        and r.name.split(".")[0] in ("httpx", "httpx2", "httpcore", "httpcore2", "openai")
+    ]
     assert not lines, lines
     assert "hunter22secret" not in caplog.text
 

@@ -23,8 +23,15 @@ PERSON = 4201
 
 async def _run(env: dict[str, str], *args: str) -> tuple[int, str]:
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "gateway", *args, env=env, stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        sys.executable,
+        "-m",
+        "gateway",
+        *args,
+        env=env,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
     try:
         out, err = await asyncio.wait_for(proc.communicate(), TIMEOUT)
     except TimeoutError:
@@ -34,8 +41,7 @@ async def _run(env: dict[str, str], *args: str) -> tuple[int, str]:
     return proc.returncode or 0, (out + err).decode()
 
 
-async def test_a_second_run_on_the_same_root_says_who_runs_and_exits_1(tmp_path,
-                                                                       anthropic_server):
+async def test_a_second_run_on_the_same_root_says_who_runs_and_exits_1(tmp_path, anthropic_server):
     async with FakeTelegramServer(max_poll=0.3) as tg:
         env = gateway_env(tmp_path, tg, anthropic_server.base_url, [PERSON])
         first = await start_gateway(env, tmp_path / "first.log")

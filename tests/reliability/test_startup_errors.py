@@ -22,8 +22,15 @@ TIMEOUT = 30
 
 async def _run(env: dict[str, str], *args: str) -> tuple[int, str]:
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "gateway", *args, env=env, stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        sys.executable,
+        "-m",
+        "gateway",
+        *args,
+        env=env,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
     try:
         out, err = await asyncio.wait_for(proc.communicate(), TIMEOUT)
     except TimeoutError:
@@ -53,8 +60,7 @@ async def test_a_corrupt_state_db_is_one_line_and_an_exit(tmp_path, anthropic_se
     assert len(errors) == 1 and "state database" in errors[0] and "not a database" in errors[0]
 
 
-async def test_admin_commands_on_a_corrupt_state_db_say_so_in_one_line(tmp_path,
-                                                                       anthropic_server):
+async def test_admin_commands_on_a_corrupt_state_db_say_so_in_one_line(tmp_path, anthropic_server):
     _corrupt_state(tmp_path)
     async with FakeTelegramServer() as tg:
         env = gateway_env(tmp_path, tg, anthropic_server.base_url, allow=[1])
@@ -63,16 +69,20 @@ async def test_admin_commands_on_a_corrupt_state_db_say_so_in_one_line(tmp_path,
     assert output.count("\n") == 1 and "state database" in output
 
 
-async def test_a_start_up_error_after_the_database_opened_does_not_hang(tmp_path,
-                                                                         anthropic_server):
+async def test_a_start_up_error_after_the_database_opened_does_not_hang(tmp_path, anthropic_server):
     with socket.socket() as busy:  # the health port is taken
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         port = busy.getsockname()[1]
         async with FakeTelegramServer() as tg:
-            env = gateway_env(tmp_path, tg, anthropic_server.base_url, allow=[1],
-                              CLAWGATE_HEALTH__ENABLED="true",
-                              CLAWGATE_HEALTH__PORT=str(port))
+            env = gateway_env(
+                tmp_path,
+                tg,
+                anthropic_server.base_url,
+                allow=[1],
+                CLAWGATE_HEALTH__ENABLED="true",
+                CLAWGATE_HEALTH__PORT=str(port),
+            )
             code, output = await _run(env, "run")
     assert code == 2, output
     assert "Traceback" not in output

@@ -69,8 +69,9 @@ async def test_sigterm_logs_gives_the_grace_then_leaves_the_turn_pending(
     tmp_path, anthropic_server
 ):
     async with FakeTelegramServer(max_poll=0.3) as tg:
-        process, env, log = await _mid_turn(tmp_path, tg, anthropic_server,
-                                            CLAWGATE_STOP_GRACE_SECONDS="1")
+        process, env, log = await _mid_turn(
+            tmp_path, tg, anthropic_server, CLAWGATE_STOP_GRACE_SECONDS="1"
+        )
         code = await _stopped_by(process, signal.SIGTERM)
         output = log.read_text()
         assert code == 0, output
@@ -82,8 +83,9 @@ async def test_sigterm_logs_gives_the_grace_then_leaves_the_turn_pending(
 
 async def test_a_second_signal_exits_at_once(tmp_path, anthropic_server):
     async with FakeTelegramServer(max_poll=0.3) as tg:
-        process, _, log = await _mid_turn(tmp_path, tg, anthropic_server,
-                                          CLAWGATE_STOP_GRACE_SECONDS="25")
+        process, _, log = await _mid_turn(
+            tmp_path, tg, anthropic_server, CLAWGATE_STOP_GRACE_SECONDS="25"
+        )
         process.send_signal(signal.SIGTERM)
         await _wait_for(lambda: "stopping (SIGTERM)" in log.read_text())
         code = await _stopped_by(process, signal.SIGINT)
@@ -92,17 +94,20 @@ async def test_a_second_signal_exits_at_once(tmp_path, anthropic_server):
         assert "left pending" not in log.read_text()
 
 
-async def test_a_busy_health_port_is_one_line_and_a_quick_nonzero_exit(
-    tmp_path, anthropic_server
-):
+async def test_a_busy_health_port_is_one_line_and_a_quick_nonzero_exit(tmp_path, anthropic_server):
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         port = busy.getsockname()[1]
         async with FakeTelegramServer(max_poll=0.3) as tg:
-            env = gateway_env(tmp_path, tg, anthropic_server.base_url, [PERSON],
-                              CLAWGATE_HEALTH__ENABLED="true",
-                              CLAWGATE_HEALTH__PORT=str(port))
+            env = gateway_env(
+                tmp_path,
+                tg,
+                anthropic_server.base_url,
+                [PERSON],
+                CLAWGATE_HEALTH__ENABLED="true",
+                CLAWGATE_HEALTH__PORT=str(port),
+            )
             log = tmp_path / "gateway.log"
             process = await start_gateway(env, log)
             code = await asyncio.wait_for(process.wait(), 30)

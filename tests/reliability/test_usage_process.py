@@ -26,8 +26,14 @@ async def _stop(process, tg) -> None:  # type: ignore[no-untyped-def]
 async def test_a_daily_cap_through_clawgate_run(tmp_path, anthropic_server) -> None:
     tg = FakeTelegramServer(max_poll=0.3)
     await tg.start()
-    env = gateway_env(tmp_path, tg, anthropic_server.base_url, [USER, BOSS],
-                      CLAWGATE_OWNER=f"telegram-{BOSS}", CLAWGATE_BUDGET__DAILY_TOKENS="1000")
+    env = gateway_env(
+        tmp_path,
+        tg,
+        anthropic_server.base_url,
+        [USER, BOSS],
+        CLAWGATE_OWNER=f"telegram-{BOSS}",
+        CLAWGATE_BUDGET__DAILY_TOKENS="1000",
+    )
     log = tmp_path / "gateway.log"
     process = await start_gateway(env, log)
     try:
@@ -45,26 +51,37 @@ async def test_a_daily_cap_through_clawgate_run(tmp_path, anthropic_server) -> N
     assert len(anthropic_server.requests) == calls  # the refusal called no model
     assert any("reached the daily cap" in text for text in tg.texts(BOSS))
     with sqlite3.connect(tmp_path / "workspaces" / ".gateway" / "state.db") as db:
-        row = db.execute("SELECT sum(input), sum(output), sum(cache_read), sum(cache_write) "
-                         "FROM usage_daily").fetchone()
+        row = db.execute(
+            "SELECT sum(input), sum(output), sum(cache_read), sum(cache_write) FROM usage_daily"
+        ).fetchone()
         people = {r[0] for r in db.execute("SELECT person FROM usage_daily")}
     reported = anthropic_server.reported_totals()
-    assert row == (reported["input"], reported["output"], reported["cache_read"],
-                   reported["cache_write"])
+    assert row == (
+        reported["input"],
+        reported["output"],
+        reported["cache_read"],
+        reported["cache_write"],
+    )
     assert people == {f"telegram-{USER}", f"telegram-{BOSS}"}
 
 
 async def test_fallback_through_clawgate_run(tmp_path, anthropic_server) -> None:
     anthropic_server.responder = lambda body: Reply(
-        status=529, body=anthropic_server.error_body(529, "Overloaded"))
+        status=529, body=anthropic_server.error_body(529, "Overloaded")
+    )
     tg = FakeTelegramServer(max_poll=0.3)
     await tg.start()
     async with FakeAnthropicServer() as backup:
-        env = gateway_env(tmp_path, tg, anthropic_server.base_url, [USER],
-                          CLAWGATE_LLM__MODEL="claude-primary",
-                          CLAWGATE_LLM__FALLBACKS="backup:claude-backup",
-                          CLAWGATE_LLM__ENDPOINTS__BACKUP__PROVIDER="anthropic",
-                          CLAWGATE_LLM__ENDPOINTS__BACKUP__BASE_URL=backup.base_url)
+        env = gateway_env(
+            tmp_path,
+            tg,
+            anthropic_server.base_url,
+            [USER],
+            CLAWGATE_LLM__MODEL="claude-primary",
+            CLAWGATE_LLM__FALLBACKS="backup:claude-backup",
+            CLAWGATE_LLM__ENDPOINTS__BACKUP__PROVIDER="anthropic",
+            CLAWGATE_LLM__ENDPOINTS__BACKUP__BASE_URL=backup.base_url,
+        )
         log = tmp_path / "gateway.log"
         process = await start_gateway(env, log)
         try:
@@ -73,8 +90,9 @@ async def test_fallback_through_clawgate_run(tmp_path, anthropic_server) -> None
                 await tg.wait_sent(n, timeout=30)
         finally:
             await _stop(process, tg)
-        assert tg.texts(USER) == ["echo: are you there?", "echo: still there?"], \
-            log.read_text()[-3000:]
+        assert tg.texts(USER) == ["echo: are you there?", "echo: still there?"], log.read_text()[
+            -3000:
+        ]
         assert [r["model"] for r in backup.requests] == ["claude-backup"] * 2
         assert len(anthropic_server.requests) == 2  # one try each: no retry before the handover
         assert "model claude-primary failed (overloaded); trying claude-backup" in log.read_text()

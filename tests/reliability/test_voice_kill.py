@@ -24,13 +24,28 @@ from tests.settle import until
 USER = 4242
 
 
-def _env(tmp_path: Path, tg: FakeTelegramServer, llm: FakeAnthropicServer,
-         stt: FakeTranscriptionServer, tts: FakeSpeechServer) -> dict[str, str]:
-    return gateway_env(tmp_path, tg, llm.base_url, [USER], **{
-        f"CLAWGATE_MEDIA__{part}__{name}": value
-        for part, server in (("TRANSCRIPTION", stt), ("SPEECH", tts))
-        for name, value in (("BASE_URL", server.base_url), ("API_KEY", server.key),
-                            ("BACKEND", "openai"))})
+def _env(
+    tmp_path: Path,
+    tg: FakeTelegramServer,
+    llm: FakeAnthropicServer,
+    stt: FakeTranscriptionServer,
+    tts: FakeSpeechServer,
+) -> dict[str, str]:
+    return gateway_env(
+        tmp_path,
+        tg,
+        llm.base_url,
+        [USER],
+        **{
+            f"CLAWGATE_MEDIA__{part}__{name}": value
+            for part, server in (("TRANSCRIPTION", stt), ("SPEECH", tts))
+            for name, value in (
+                ("BASE_URL", server.base_url),
+                ("API_KEY", server.key),
+                ("BACKEND", "openai"),
+            )
+        },
+    )
 
 
 def _outbox(tmp_path: Path) -> list[tuple[str, str]]:
@@ -39,8 +54,10 @@ def _outbox(tmp_path: Path) -> list[tuple[str, str]]:
         return []
     try:
         with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
-            return [(str(r[0]), str(r[1])) for r in
-                    db.execute("SELECT file, status FROM outbox ORDER BY id")]
+            return [
+                (str(r[0]), str(r[1]))
+                for r in db.execute("SELECT file, status FROM outbox ORDER BY id")
+            ]
     except sqlite3.Error:
         return []
 
@@ -56,7 +73,8 @@ async def _send_voice_note(tg: FakeTelegramServer) -> None:
 
 
 async def test_a_kill_between_synthesis_and_delivery_sends_the_voice_once(
-        tmp_path, anthropic_server) -> None:
+    tmp_path, anthropic_server
+) -> None:
     async with FakeTranscriptionServer() as stt, FakeSpeechServer() as tts:
         tg = FakeTelegramServer(max_poll=0.3)
         await tg.start()
@@ -66,10 +84,14 @@ async def test_a_kill_between_synthesis_and_delivery_sends_the_voice_once(
         process = await start_gateway(env, log)
         try:
             await _send_voice_note(tg)
-            await until(lambda: any(f.endswith(".voice.ogg") and s == "pending"
-                                    for f, s in _outbox(tmp_path))
-                        and any(method == "sendVoice" for method, _ in tg.calls),
-                        what="a voice reply in the outbox, its upload tried", timeout=60)
+            await until(
+                lambda: (
+                    any(f.endswith(".voice.ogg") and s == "pending" for f, s in _outbox(tmp_path))
+                    and any(method == "sendVoice" for method, _ in tg.calls)
+                ),
+                what="a voice reply in the outbox, its upload tried",
+                timeout=60,
+            )
             process.send_signal(signal.SIGKILL)
             await process.wait()
             assert tg.files == [] and len(tts.spoken) == 1
@@ -77,8 +99,11 @@ async def test_a_kill_between_synthesis_and_delivery_sends_the_voice_once(
             tg.failures["sendVoice"].clear()
             process = await start_gateway(env, log)
             await until(lambda: len(tg.files) >= 1, what="the voice note sent", timeout=60)
-            await until(lambda: all(s == "sent" for _, s in _outbox(tmp_path)),
-                        what="the outbox row finished", timeout=30)
+            await until(
+                lambda: all(s == "sent" for _, s in _outbox(tmp_path)),
+                what="the outbox row finished",
+                timeout=30,
+            )
         finally:
             process.terminate()
             await process.wait()
@@ -92,7 +117,8 @@ async def test_a_kill_between_synthesis_and_delivery_sends_the_voice_once(
 
 
 async def test_a_kill_while_speaking_answers_once_after_the_restart(
-        tmp_path, anthropic_server) -> None:
+    tmp_path, anthropic_server
+) -> None:
     async with FakeTranscriptionServer() as stt, FakeSpeechServer() as tts:
         tts.delay = 60.0  # the voice takes long: the kill lands while it speaks
         tg = FakeTelegramServer(max_poll=0.3)
@@ -102,17 +128,18 @@ async def test_a_kill_while_speaking_answers_once_after_the_restart(
         process = await start_gateway(env, log)
         try:
             await _send_voice_note(tg)
-            await until(lambda: len(tts.spoken) == 1, what="the reply being spoken",
-                        timeout=60)
+            await until(lambda: len(tts.spoken) == 1, what="the reply being spoken", timeout=60)
             process.send_signal(signal.SIGKILL)
             await process.wait()
             assert _outbox(tmp_path) == [] and tg.files == [] and tg.sent == []
             tts.delay = 0.0
             process = await start_gateway(env, log)
             await until(lambda: len(tg.files) >= 1, what="the voice note sent", timeout=60)
-            await until(lambda: bool(_outbox(tmp_path))
-                        and all(s == "sent" for _, s in _outbox(tmp_path)),
-                        what="the outbox row finished", timeout=30)
+            await until(
+                lambda: bool(_outbox(tmp_path)) and all(s == "sent" for _, s in _outbox(tmp_path)),
+                what="the outbox row finished",
+                timeout=30,
+            )
         finally:
             process.terminate()
             await process.wait()

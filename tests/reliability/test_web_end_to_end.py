@@ -24,8 +24,13 @@ def quote_the_page(server: Any):  # type: ignore[no-untyped-def]
     web_fetch result (or say what went wrong)."""
 
     def respond(body: dict[str, Any]) -> Reply:
-        results = [block for message in body["messages"] if isinstance(message["content"], list)
-                   for block in message["content"] if block.get("type") == "tool_result"]
+        results = [
+            block
+            for message in body["messages"]
+            if isinstance(message["content"], list)
+            for block in message["content"]
+            if block.get("type") == "tool_result"
+        ]
         if not results:
             return server.make_text("no tool result")
         content = results[-1]["content"]
@@ -39,14 +44,20 @@ def quote_the_page(server: Any):  # type: ignore[no-untyped-def]
 
 
 async def test_a_link_sent_on_telegram_is_fetched_and_used_in_the_answer(
-        tmp_path, anthropic_server) -> None:
+    tmp_path, anthropic_server
+) -> None:
     tg = FakeTelegramServer(max_poll=0.3)
     await tg.start()
     site = FakeWebServer()
     await site.start()
-    env = gateway_env(tmp_path, tg, anthropic_server.base_url, [USER],
-                      CLAWGATE_WEB__ALLOW_NETWORKS="127.0.0.1/32",  # the page lives there
-                      CLAWGATE_WEB__BACKEND="none")
+    env = gateway_env(
+        tmp_path,
+        tg,
+        anthropic_server.base_url,
+        [USER],
+        CLAWGATE_WEB__ALLOW_NETWORKS="127.0.0.1/32",  # the page lives there
+        CLAWGATE_WEB__BACKEND="none",
+    )
     log = tmp_path / "gateway.log"
     process = await start_gateway(env, log)
     try:
@@ -66,8 +77,10 @@ async def test_a_link_sent_on_telegram_is_fetched_and_used_in_the_answer(
         await site.stop()
         await tg.stop()
     answer, refusal = tg.texts(USER)
-    assert answer == ("The page says: Friday in Lisbon will be sunny with a high of 24 degrees "
-                      "and a light breeze from the Atlantic."), log.read_text()[-3000:]
+    assert answer == (
+        "The page says: Friday in Lisbon will be sunny with a high of 24 degrees "
+        "and a light breeze from the Atlantic."
+    ), log.read_text()[-3000:]
     assert refusal.startswith("refused: web_fetch:") and "not sent by the person" in refusal
     assert site.paths() == ["/article"]  # the made-up URL was never requested
     fetch_request = json.dumps(anthropic_server.requests[1])

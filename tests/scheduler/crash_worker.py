@@ -68,9 +68,10 @@ class FileOutbox:
         await asyncio.sleep(self.rng.uniform(0, 0.01))
         append_line(self.root / "calls.log", {"key": key, "pid": os.getpid()})
         if key not in self.keys:
-            append_line(self.root / "outbox.log", {"key": key, "person": person_id,
-                                                   "text": text,
-                                                   "at": self.clock.now().isoformat()})
+            append_line(
+                self.root / "outbox.log",
+                {"key": key, "person": person_id, "text": text, "at": self.clock.now().isoformat()},
+            )
             self.keys.add(key)
         await asyncio.sleep(self.rng.uniform(0, 0.01))
 
@@ -83,8 +84,13 @@ async def main(root: Path, clock: FastClock, seed: int) -> None:
     def discover() -> list[WorkspaceRef]:
         return [WorkspaceRef(p.name, p, ZONE) for p in sorted(root.iterdir()) if p.is_dir()]
 
-    policy = SchedulerPolicy(grace=timedelta(days=1), late_after=timedelta(seconds=5),
-                             rescan_seconds=20.0, max_wait=30.0, retry_delays=(5.0,) * 20)
+    policy = SchedulerPolicy(
+        grace=timedelta(days=1),
+        late_after=timedelta(seconds=5),
+        rescan_seconds=20.0,
+        max_wait=30.0,
+        retry_delays=(5.0,) * 20,
+    )
     scheduler = Scheduler(discover, clock, policy=policy, sleep=clock.sleep)
     await scheduler.start(FileOutbox(root, clock, random.Random(seed)))
     print("started", flush=True)
@@ -93,6 +99,7 @@ async def main(root: Path, clock: FastClock, seed: int) -> None:
 
 if __name__ == "__main__":
     root_arg, base_real, base_virtual, speed, seed = sys.argv[1:6]
-    fast = FastClock(float(base_real), datetime.fromisoformat(base_virtual).astimezone(UTC),
-                     float(speed))
+    fast = FastClock(
+        float(base_real), datetime.fromisoformat(base_virtual).astimezone(UTC), float(speed)
+    )
     asyncio.run(main(Path(root_arg), fast, int(seed)))

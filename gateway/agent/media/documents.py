@@ -31,23 +31,140 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-TEXT_SUFFIXES = frozenset({
-    ".txt", ".text", ".md", ".markdown", ".rst", ".org", ".adoc", ".tex", ".csv", ".tsv",
-    ".json", ".jsonl", ".ndjson", ".yaml", ".yml", ".toml", ".ini", ".cfg", ".conf", ".env",
-    ".properties", ".xml", ".html", ".htm", ".svg", ".log", ".srt", ".vtt", ".diff", ".patch",
-    ".py", ".pyi", ".ipynb", ".js", ".mjs", ".cjs", ".ts", ".tsx", ".jsx", ".vue", ".svelte",
-    ".css", ".scss", ".sass", ".less", ".java", ".kt", ".kts", ".scala", ".groovy", ".gradle",
-    ".c", ".h", ".cc", ".cpp", ".cxx", ".hpp", ".hh", ".m", ".mm", ".cs", ".fs", ".go", ".rs",
-    ".rb", ".php", ".pl", ".pm", ".swift", ".dart", ".lua", ".r", ".jl", ".ex", ".exs", ".erl",
-    ".hrl", ".hs", ".clj", ".cljs", ".elm", ".ml", ".mli", ".nim", ".zig", ".v", ".sql",
-    ".sh", ".bash", ".zsh", ".fish", ".ps1", ".bat", ".cmd", ".nix", ".tf", ".hcl", ".proto",
-    ".graphql", ".gql", ".cmake", ".mk", ".dockerfile", ".gitignore", ".editorconfig",
-})
-TEXT_NAMES = frozenset({"dockerfile", "makefile", "readme", "license", "changelog",
-                        "gemfile", "rakefile", "procfile", "justfile"})
-TEXT_TYPES = ("text/", "application/json", "application/xml", "application/x-yaml",
-              "application/yaml", "application/toml", "application/x-sh",
-              "application/javascript", "application/x-python", "application/sql")
+TEXT_SUFFIXES = frozenset(
+    {
+        ".txt",
+        ".text",
+        ".md",
+        ".markdown",
+        ".rst",
+        ".org",
+        ".adoc",
+        ".tex",
+        ".csv",
+        ".tsv",
+        ".json",
+        ".jsonl",
+        ".ndjson",
+        ".yaml",
+        ".yml",
+        ".toml",
+        ".ini",
+        ".cfg",
+        ".conf",
+        ".env",
+        ".properties",
+        ".xml",
+        ".html",
+        ".htm",
+        ".svg",
+        ".log",
+        ".srt",
+        ".vtt",
+        ".diff",
+        ".patch",
+        ".py",
+        ".pyi",
+        ".ipynb",
+        ".js",
+        ".mjs",
+        ".cjs",
+        ".ts",
+        ".tsx",
+        ".jsx",
+        ".vue",
+        ".svelte",
+        ".css",
+        ".scss",
+        ".sass",
+        ".less",
+        ".java",
+        ".kt",
+        ".kts",
+        ".scala",
+        ".groovy",
+        ".gradle",
+        ".c",
+        ".h",
+        ".cc",
+        ".cpp",
+        ".cxx",
+        ".hpp",
+        ".hh",
+        ".m",
+        ".mm",
+        ".cs",
+        ".fs",
+        ".go",
+        ".rs",
+        ".rb",
+        ".php",
+        ".pl",
+        ".pm",
+        ".swift",
+        ".dart",
+        ".lua",
+        ".r",
+        ".jl",
+        ".ex",
+        ".exs",
+        ".erl",
+        ".hrl",
+        ".hs",
+        ".clj",
+        ".cljs",
+        ".elm",
+        ".ml",
+        ".mli",
+        ".nim",
+        ".zig",
+        ".v",
+        ".sql",
+        ".sh",
+        ".bash",
+        ".zsh",
+        ".fish",
+        ".ps1",
+        ".bat",
+        ".cmd",
+        ".nix",
+        ".tf",
+        ".hcl",
+        ".proto",
+        ".graphql",
+        ".gql",
+        ".cmake",
+        ".mk",
+        ".dockerfile",
+        ".gitignore",
+        ".editorconfig",
+    }
+)
+TEXT_NAMES = frozenset(
+    {
+        "dockerfile",
+        "makefile",
+        "readme",
+        "license",
+        "changelog",
+        "gemfile",
+        "rakefile",
+        "procfile",
+        "justfile",
+    }
+)
+TEXT_TYPES = (
+    "text/",
+    "application/json",
+    "application/xml",
+    "application/x-yaml",
+    "application/yaml",
+    "application/toml",
+    "application/x-sh",
+    "application/javascript",
+    "application/x-python",
+    "application/sql",
+)
 PDF_TYPE = "application/pdf"
 
 
@@ -73,7 +190,7 @@ class Extracted:
 
 
 def readable_kind(filename: str, mime: str) -> str | None:
-    """"pdf", "text", or None when this is no document we can read."""
+    """ "pdf", "text", or None when this is no document we can read."""
     suffix = Path(filename).suffix.lower()
     mime = mime.split(";")[0].strip().lower()
     if suffix == ".pdf" or mime == PDF_TYPE:
@@ -85,8 +202,9 @@ def readable_kind(filename: str, mime: str) -> str | None:
     return None
 
 
-def extract(path: Path, kind: str, max_chars: int, *, max_pages: int = 1000,
-            seconds: float = 30.0) -> Extracted:
+def extract(
+    path: Path, kind: str, max_chars: int, *, max_pages: int = 1000, seconds: float = 30.0
+) -> Extracted:
     """The text of a saved document, read here (a text file in a worker thread; a PDF in a
     child process the caller can kill: see `pdf_worker`)."""
     if kind == "pdf":
@@ -122,8 +240,13 @@ def _decode(data: bytes, *, cut: bool) -> str:
         return data.decode("cp1252", errors="replace")
 
 
-def pdf_text(path: Path, max_chars: int, max_pages: int, seconds: float,
-             clock: Callable[[], float] = time.monotonic) -> Extracted:
+def pdf_text(
+    path: Path,
+    max_chars: int,
+    max_pages: int,
+    seconds: float,
+    clock: Callable[[], float] = time.monotonic,
+) -> Extracted:
     """A PDF's text: pages in order until `max_chars` characters, `max_pages` pages or
     `seconds` (checked before each page) are reached. Raises DocumentError."""
     from pypdf import PdfReader
@@ -168,9 +291,12 @@ def pdf_text(path: Path, max_chars: int, max_pages: int, seconds: float,
             raise DocumentError(
                 f"I found no text in the first {read} of its {pages} pages, as much as I read "
                 "of one document (it is probably scanned images, or drawn in a way that is "
-                "too slow to read)")
-        raise DocumentError(f"the PDF ({pages} page{'s' if pages != 1 else ''}) has no text "
-                            "layer: it is probably scanned images")
+                "too slow to read)"
+            )
+        raise DocumentError(
+            f"the PDF ({pages} page{'s' if pages != 1 else ''}) has no text "
+            "layer: it is probably scanned images"
+        )
     total = len(text) if read == pages else max(len(text), int(len(text) * pages / read))
     return Extracted(text[:max_chars], total, "pdf", pages, read, stopped)
 

@@ -99,19 +99,24 @@ def _decoded(source: Path, provider: str, max_pixels: int) -> tuple[Image.Image,
             if width * height > max_pixels:
                 raise ImageError(
                     f"the image is {width}x{height} pixels, more than the "
-                    f"{max_pixels / 1e6:.0f} megapixels I open")
+                    f"{max_pixels / 1e6:.0f} megapixels I open"
+                )
             if image.format == "JPEG":  # decode at 1/2, 1/4 or 1/8 scale when that is enough
                 image.draft("RGB", fitted_size(width, height, provider))
             image.seek(0)  # an animation: its first frame
             image.load()  # (a PNG's EXIF may come after its pixels)
             turn = _upright(image.getexif().get(_EXIF_ORIENTATION, 1))
             alpha = image.mode in ("RGBA", "LA", "PA") or (
-                image.mode == "P" and "transparency" in image.info)
+                image.mode == "P" and "transparency" in image.info
+            )
             mode = "RGBA" if alpha else "RGB"
             # fitted_size is symmetric in width and height: turning after fitting is the same
             fitted = fitted_size(*image.size, provider)
-            frame = _shrunk(image, mode, max(1, int(min(image.size[0] / fitted[0],
-                                                        image.size[1] / fitted[1]) / 2)))
+            frame = _shrunk(
+                image,
+                mode,
+                max(1, int(min(image.size[0] / fitted[0], image.size[1] / fitted[1]) / 2)),
+            )
             if frame.size != fitted:
                 frame = frame.resize(fitted, Image.Resampling.BICUBIC)
             if turn is not None:
@@ -122,8 +127,9 @@ def _decoded(source: Path, provider: str, max_pixels: int) -> tuple[Image.Image,
     except Image.DecompressionBombError as exc:
         raise ImageError("the image is too large to open safely") from exc
     except UnidentifiedImageError as exc:
-        raise ImageError("this file is not an image format I can open (JPEG, PNG, WebP, "
-                         "GIF, BMP or TIFF)") from exc
+        raise ImageError(
+            "this file is not an image format I can open (JPEG, PNG, WebP, GIF, BMP or TIFF)"
+        ) from exc
     except (OSError, ValueError, SyntaxError, EOFError) as exc:
         raise ImageError("the image file is damaged or cut short") from exc
 
@@ -152,8 +158,14 @@ def _upright(orientation: object) -> Image.Transpose | None:
 
     turns = Image.Transpose
     by_orientation: dict[object, Image.Transpose] = {
-        2: turns.FLIP_LEFT_RIGHT, 3: turns.ROTATE_180, 4: turns.FLIP_TOP_BOTTOM,
-        5: turns.TRANSPOSE, 6: turns.ROTATE_270, 7: turns.TRANSVERSE, 8: turns.ROTATE_90}
+        2: turns.FLIP_LEFT_RIGHT,
+        3: turns.ROTATE_180,
+        4: turns.FLIP_TOP_BOTTOM,
+        5: turns.TRANSPOSE,
+        6: turns.ROTATE_270,
+        7: turns.TRANSVERSE,
+        8: turns.ROTATE_90,
+    }
     return by_orientation.get(orientation)
 
 
@@ -164,11 +176,15 @@ def _upright(orientation: object) -> Image.Transpose | None:
 # `vision = "on"` setting says otherwise.
 _OPENAI_VISION = re.compile(
     r"^(gpt-4o|chatgpt-4o|gpt-4\.1|gpt-4\.5|gpt-4-turbo|gpt-4-vision|gpt-5|o1(?!-mini)|"
-    r"o3(?!-mini)|o4)", re.IGNORECASE)
+    r"o3(?!-mini)|o4)",
+    re.IGNORECASE,
+)
 _LOCAL_VISION = re.compile(
     r"(llava|bakllava|vision|[-_.]vl\b|[-_.]vl[-_:.]|qwen\d?(\.\d)?-?vl|gemma-?3|gemma-?4|"
     r"pixtral|minicpm-v|moondream|llama-?4|mistral-small-3\.[1-9]|granite.*vision|internvl|"
-    r"phi-?4-multimodal|kimi-vl|glm-4(\.\d)?v)", re.IGNORECASE)
+    r"phi-?4-multimodal|kimi-vl|glm-4(\.\d)?v)",
+    re.IGNORECASE,
+)
 # Claude models before the 3 family took no images.
 _OLD_CLAUDE = re.compile(r"^claude-(instant|[12](\.\d)?)(-|$)", re.IGNORECASE)
 
@@ -187,8 +203,16 @@ def media_type_of(name: str) -> str:
     """The media type a provider is told for a saved image file."""
     suffix = Path(name).suffix.lower()
     return {".png": "image/png", ".webp": "image/webp", ".gif": "image/gif"}.get(
-        suffix, "image/jpeg")
+        suffix, "image/jpeg"
+    )
 
 
-__all__ = ["ImageError", "Prepared", "fitted_size", "image_tokens", "media_type_of",
-           "prepare_image", "takes_images"]
+__all__ = [
+    "ImageError",
+    "Prepared",
+    "fitted_size",
+    "image_tokens",
+    "media_type_of",
+    "prepare_image",
+    "takes_images",
+]

@@ -65,8 +65,13 @@ log = logging.getLogger(__name__)
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 # Each file in the inbox names what it is, so that the folder reads well by hand too.
-_DEFAULT_NAMES = {"audio": "voice.ogg", "image": "image.jpg", "document": "document",
-                  "video": "video.mp4", "other": "file"}
+_DEFAULT_NAMES = {
+    "audio": "voice.ogg",
+    "image": "image.jpg",
+    "document": "document",
+    "video": "video.mp4",
+    "other": "file",
+}
 NO_ROOM = "there is no room left to keep it (this chat's storage quota is used up)"
 # A saved document text shorter than this is not worth keeping (the quota is all but full).
 _MIN_TEXT_BYTES = 1024
@@ -125,8 +130,9 @@ class MediaIntake:
         await self.transcriber.close()
         self.workers.close()
 
-    async def take(self, msg: InboundMessage, channel: Channel, workspace: Path,
-                   access: Access) -> UserContent:
+    async def take(
+        self, msg: InboundMessage, channel: Channel, workspace: Path, access: Access
+    ) -> UserContent:
         """The content of `msg` (its attachments first, then its text)."""
         workspace = Path(os.path.realpath(workspace))  # paths below are compared to it
         budget = self._budget() if self._budget is not None else None
@@ -138,8 +144,7 @@ class MediaIntake:
             started = time.perf_counter()
             try:
                 async with asyncio.timeout(self.deadline_seconds):
-                    outcome = await self._one(attachment, channel, workspace, access,
-                                              budget)
+                    outcome = await self._one(attachment, channel, workspace, access, budget)
             except TimeoutError:
                 outcome = _problem(attachment, "it took too long to process")
             except Exception:  # a bug of ours: the message must still be answered
@@ -164,19 +169,30 @@ class MediaIntake:
 
     # -- one attachment ------------------------------------------------------------------------
 
-    async def _one(self, attachment: Attachment, channel: Channel, workspace: Path,
-                   access: Access, budget: TurnBudget | None) -> _Outcome:
+    async def _one(
+        self,
+        attachment: Attachment,
+        channel: Channel,
+        workspace: Path,
+        access: Access,
+        budget: TurnBudget | None,
+    ) -> _Outcome:
         label = _label(attachment)
         if attachment.kind in ("video", "other"):
-            return _problem(attachment, f"I can't open {_a(label)} yet, only voice messages, "
-                                        "photos and documents")
+            return _problem(
+                attachment,
+                f"I can't open {_a(label)} yet, only voice messages, photos and documents",
+            )
         doc_kind = ""
         if attachment.kind == "document":
             doc_kind = readable_kind(attachment.filename, attachment.mime) or ""
             if not doc_kind:
-                return _problem(attachment, f"I can't read this kind of file "
-                                            f"({_shown_name(attachment)}); I read PDFs and "
-                                            "text files (Markdown, CSV, JSON, code ...)")
+                return _problem(
+                    attachment,
+                    f"I can't read this kind of file "
+                    f"({_shown_name(attachment)}); I read PDFs and "
+                    "text files (Markdown, CSV, JSON, code ...)",
+                )
         folder_rel = inbox_dir(access, self._now().date())
         if folder_rel is None:
             return _problem(attachment, "this chat has no place to keep files")
@@ -190,13 +206,11 @@ class MediaIntake:
         if budget is not None:
             # The declared size is the sender's word (often absent): the download itself is
             # capped at the room left, and an area already over its quota takes nothing.
-            room = await self.workers.thread(budget.disk_room, workspace, access.area,
-                                             wanted=most)
+            room = await self.workers.thread(budget.disk_room, workspace, access.area, wanted=most)
             declared = attachment.size if attachment.size <= most else 0
             if room.bytes <= 0 or declared > room.bytes:
                 budget.no_room(room)
-                log.warning("attachment refused: %s quota, %d bytes left", room.kind,
-                            room.bytes)
+                log.warning("attachment refused: %s quota, %d bytes left", room.kind, room.bytes)
                 return _problem(attachment, NO_ROOM)
         saved = await self._download(attachment, channel, folder, budget, room)
         if isinstance(saved, _Outcome):
@@ -210,8 +224,7 @@ class MediaIntake:
         elif attachment.kind == "image":
             outcome = await self._see(attachment, path, workspace)
         else:
-            outcome = await self._read(attachment, path, workspace, doc_kind,
-                                       budget, access.area)
+            outcome = await self._read(attachment, path, workspace, doc_kind, budget, access.area)
         outcome.record["file"] = rel
         if budget is not None:  # what was made from it: the resized copy, the text
             made = {outcome.record.get("seen"), outcome.record.get("text_file")} - {rel}
@@ -219,9 +232,14 @@ class MediaIntake:
             budget.wrote(workspace, access.area, authored=0, growth=growth)
         return outcome
 
-    async def _download(self, attachment: Attachment, channel: Channel, folder: Path,
-                        budget: TurnBudget | None, room: Room | None
-                        ) -> tuple[Path, int] | _Outcome:
+    async def _download(
+        self,
+        attachment: Attachment,
+        channel: Channel,
+        folder: Path,
+        budget: TurnBudget | None,
+        room: Room | None,
+    ) -> tuple[Path, int] | _Outcome:
         """The file saved in `folder` and the bytes written, at most the room left."""
         stamp = self._now().strftime("%H%M%S")
         name = _safe_name(attachment.filename or _DEFAULT_NAMES[attachment.kind])
@@ -250,19 +268,24 @@ class MediaIntake:
         label = _label(attachment)
         limit = self.settings.transcription.max_seconds
         if attachment.duration > limit:  # said to be too long: no need to look
-            return _problem(attachment, f"it is {_clock(attachment.duration)} long and I "
-                                        f"transcribe at most {_clock(limit)}",
-                            {"duration": round(attachment.duration, 1)})
+            return _problem(
+                attachment,
+                f"it is {_clock(attachment.duration)} long and I "
+                f"transcribe at most {_clock(limit)}",
+                {"duration": round(attachment.duration, 1)},
+            )
         # The declared length is the sender's word: measured, decoding no further than the limit.
         measured = await self.workers.thread(decoded_seconds, path, limit)
         if measured is None:
-            return _problem(attachment, "I couldn't transcribe it: the recording could not be "
-                                        "decoded")
+            return _problem(
+                attachment, "I couldn't transcribe it: the recording could not be decoded"
+            )
         seconds = measured
         record: dict[str, Any] = {"duration": round(seconds, 1)}
         if seconds > limit:
-            return _problem(attachment, f"it is longer than the {_clock(limit)} I transcribe "
-                                        "at most", record)
+            return _problem(
+                attachment, f"it is longer than the {_clock(limit)} I transcribe at most", record
+            )
         try:
             heard = await self.transcriber.transcribe(path)
         except TranscriptionUnavailable as exc:
@@ -270,8 +293,13 @@ class MediaIntake:
         except TranscriptionFailed as exc:
             return _problem(attachment, f"I couldn't transcribe it: {exc}", record)
         seconds = seconds or heard.duration
-        record.update(duration=round(seconds, 1), transcript=heard.text, usable=True,
-                      backend=self.transcriber.name, backend_ms=round(heard.seconds * 1000))
+        record.update(
+            duration=round(seconds, 1),
+            transcript=heard.text,
+            usable=True,
+            backend=self.transcriber.name,
+            backend_ms=round(heard.seconds * 1000),
+        )
         said = heard.text or "(no speech could be made out)"
         length = f", {_clock(seconds)}" if seconds else ""
         return _Outcome(f"[{label}{length}, heard and transcribed]\n{said}", record=record)
@@ -283,30 +311,46 @@ class MediaIntake:
             return _Outcome(
                 f"[{label} saved as {rel}: not shown, because the model I run on "
                 f"({self.model}) does not take images]",
-                problem=(f"I saved your {label}, but the model I run on ({self.model}) can't "
-                         "see images; describe it in words, or my owner can switch to a model "
-                         "that can (`CLAWGATE_MEDIA__VISION=on` if this one does)."),
-                record={"usable": False})
+                problem=(
+                    f"I saved your {label}, but the model I run on ({self.model}) can't "
+                    "see images; describe it in words, or my owner can switch to a model "
+                    "that can (`CLAWGATE_MEDIA__VISION=on` if this one does)."
+                ),
+                record={"usable": False},
+            )
         seen = path.parent / SEEN_DIR / path.stem
         max_pixels = int(self.settings.max_image_megapixels * 1_000_000)
         try:
             await self.workers.thread(make_private_dirs, seen.parent)
-            prepared = await self.workers.thread(prepare_image, path, seen, self.provider,
-                                                 max_pixels)
+            prepared = await self.workers.thread(
+                prepare_image, path, seen, self.provider, max_pixels
+            )
         except ImageError as exc:
             return _problem(attachment, f"I couldn't look at it: {exc}")
         os.chmod(prepared.path, 0o600)
         seen_rel = prepared.path.relative_to(workspace).as_posix()
         image = ImagePart(seen_rel, prepared.media_type, prepared.width, prepared.height)
         size = f"{prepared.original_width}x{prepared.original_height}"
-        return _Outcome(f"[{label} {rel}, {size}, shown to you at "
-                        f"{prepared.width}x{prepared.height}]", image=image,
-                        record={"seen": seen_rel, "usable": True,
-                                "width": prepared.original_width,
-                                "height": prepared.original_height})
+        return _Outcome(
+            f"[{label} {rel}, {size}, shown to you at {prepared.width}x{prepared.height}]",
+            image=image,
+            record={
+                "seen": seen_rel,
+                "usable": True,
+                "width": prepared.original_width,
+                "height": prepared.original_height,
+            },
+        )
 
-    async def _read(self, attachment: Attachment, path: Path, workspace: Path, kind: str,
-                    budget: TurnBudget | None, area: str) -> _Outcome:
+    async def _read(
+        self,
+        attachment: Attachment,
+        path: Path,
+        workspace: Path,
+        kind: str,
+        budget: TurnBudget | None,
+        area: str,
+    ) -> _Outcome:
         label = _label(attachment)
         rel = path.relative_to(workspace).as_posix()
         keep_chars = max(self.settings.document_max_chars, self.max_text_bytes)
@@ -320,31 +364,44 @@ class MediaIntake:
         if path.suffix.lower() not in (".md", ".markdown"):
             keep_bytes = self.max_text_bytes
             if budget is not None:  # the text kept beside it counts against the quota too
-                room = await self.workers.thread(budget.disk_room, workspace, area,
-                                                 wanted=keep_bytes)
+                room = await self.workers.thread(
+                    budget.disk_room, workspace, area, wanted=keep_bytes
+                )
                 keep_bytes = min(keep_bytes, room.bytes)
             full_rel = rel + ".md" if keep_bytes >= _MIN_TEXT_BYTES else None
             if full_rel is not None:
-                await self.workers.thread(_save_text, workspace / full_rel, extracted.text,
-                                          extracted.cut, keep_bytes)
-        pages = f", {extracted.pages} page{'s' if extracted.pages != 1 else ''}" \
-            if extracted.kind == "pdf" else ""
+                await self.workers.thread(
+                    _save_text, workspace / full_rel, extracted.text, extracted.cut, keep_bytes
+                )
+        pages = (
+            f", {extracted.pages} page{'s' if extracted.pages != 1 else ''}"
+            if extracted.kind == "pdf"
+            else ""
+        )
         if extracted.stopped:
             pages += f", the first {extracted.pages_read} read"
         head = f"[{label} {_shown_name(attachment)}{pages}, saved as {rel}; its text:]"
         if full_rel is None:
-            tail = ("\n[its whole text was not kept beside it: this chat's storage quota is "
-                    "used up]") if len(shown) < extracted.total_chars else ""
+            tail = (
+                ("\n[its whole text was not kept beside it: this chat's storage quota is used up]")
+                if len(shown) < extracted.total_chars
+                else ""
+            )
         elif len(shown) < extracted.total_chars or extracted.cut:
-            tail = (f"\n[shown: the first {len(shown):,} of about {extracted.total_chars:,} "
-                    f"characters; {full_rel} holds "
-                    f"{'the text I kept' if extracted.cut else 'all of it'}, read_file "
-                    "continues from any line]")
+            tail = (
+                f"\n[shown: the first {len(shown):,} of about {extracted.total_chars:,} "
+                f"characters; {full_rel} holds "
+                f"{'the text I kept' if extracted.cut else 'all of it'}, read_file "
+                "continues from any line]"
+            )
         else:
             tail = ""
-        record = {"usable": True, "chars": extracted.total_chars,
-                  **({"text_file": full_rel} if full_rel else {}),
-                  **({"pages": extracted.pages} if extracted.pages else {})}
+        record = {
+            "usable": True,
+            "chars": extracted.total_chars,
+            **({"text_file": full_rel} if full_rel else {}),
+            **({"pages": extracted.pages} if extracted.pages else {}),
+        }
         return _Outcome(f"{head}\n{shown}{tail}", record=record)
 
     async def _extract(self, path: Path, kind: str, max_chars: int) -> Extracted:
@@ -355,13 +412,19 @@ class MediaIntake:
         if kind != "pdf":
             return await self.workers.thread(extract, path, kind, max_chars)
         seconds = self.settings.document_timeout_seconds
-        job = {"path": str(path), "max_chars": max_chars,
-               "max_pages": self.settings.document_max_pages, "seconds": seconds * 0.8}
+        job = {
+            "path": str(path),
+            "max_chars": max_chars,
+            "max_pages": self.settings.document_max_pages,
+            "seconds": seconds * 0.8,
+        }
         try:
             answer = await self.workers.child("gateway.agent.media.pdf_worker", job, seconds)
         except ChildTimeout:
-            raise DocumentError(f"reading it took longer than the {seconds:g} s I give one "
-                                "document (it may be damaged, or built to be slow)") from None
+            raise DocumentError(
+                f"reading it took longer than the {seconds:g} s I give one "
+                "document (it may be damaged, or built to be slow)"
+            ) from None
         except ChildFailed:
             raise DocumentError("the PDF is damaged or not really a PDF") from None
         if "error" in answer:
@@ -375,8 +438,7 @@ class MediaIntake:
 # --- helpers ----------------------------------------------------------------------------------
 
 
-def _problem(attachment: Attachment, why: str,
-             record: dict[str, Any] | None = None) -> _Outcome:
+def _problem(attachment: Attachment, why: str, record: dict[str, Any] | None = None) -> _Outcome:
     label = _label(attachment)
     return _Outcome(
         block=f"[{label} {_shown_name(attachment)}: not usable, {why}]",
@@ -386,9 +448,12 @@ def _problem(attachment: Attachment, why: str,
 
 
 def _label(attachment: Attachment) -> str:
-    return attachment.label or {"audio": "audio file", "image": "image",
-                                "document": "document", "video": "video"}.get(
-        attachment.kind, "file")
+    return attachment.label or {
+        "audio": "audio file",
+        "image": "image",
+        "document": "document",
+        "video": "video",
+    }.get(attachment.kind, "file")
 
 
 def _a(label: str) -> str:
@@ -423,8 +488,9 @@ def _make_inbox(workspace: Path, folder_rel: str, access: Access) -> Path:
     """The day's folder, checked like any write of this context (inside the workspace, in
     the context's own area, no link leading elsewhere). The inbox root gets a `.gitignore`
     so received files stay out of the workspace's history (a group's inbox too)."""
-    folder = paths.resolve_in_workspace(workspace, folder_rel, private=access.private,
-                                        write=True, area=access.area)
+    folder = paths.resolve_in_workspace(
+        workspace, folder_rel, private=access.private, write=True, area=access.area
+    )
     make_private_dirs(folder)
     root = folder.parent
     if root.name == INBOX_DIR:

@@ -14,9 +14,17 @@ from typing import Any
 
 
 class AudioEndpoint:
-    def __init__(self, section: str, *, api_key: str, base_url: str | None,
-                 timeout_seconds: float, own_server: str,
-                 unavailable: type[Exception], failed: type[Exception]) -> None:
+    def __init__(
+        self,
+        section: str,
+        *,
+        api_key: str,
+        base_url: str | None,
+        timeout_seconds: float,
+        own_server: str,
+        unavailable: type[Exception],
+        failed: type[Exception],
+    ) -> None:
         """`section` is the `[media.<section>]` of the settings ("transcription",
         "speech"); `own_server` says what `base_url` is for, in the keyless hint."""
         self.section = section
@@ -35,12 +43,16 @@ class AudioEndpoint:
                 raise self._unavailable(
                     f"the openai {self.section} backend has no key: set `OPENAI_API_KEY` or "
                     f"`{self._prefix}__API_KEY` (and `{self._prefix}__BASE_URL` for "
-                    f"{self._own_server})")
+                    f"{self._own_server})"
+                )
             import openai
 
             self._client = openai.AsyncOpenAI(
-                api_key=self._api_key or "unused", base_url=self.base_url or None,
-                timeout=self.timeout_seconds, max_retries=0)
+                api_key=self._api_key or "unused",
+                base_url=self.base_url or None,
+                timeout=self.timeout_seconds,
+                max_retries=0,
+            )
         return self._client
 
     def failure(self, exc: Exception) -> Exception:
@@ -50,11 +62,13 @@ class AudioEndpoint:
         if isinstance(exc, openai.AuthenticationError):
             return self._unavailable(
                 f"the {self.section} endpoint refused the key: check `{self._prefix}__API_KEY` "
-                "(or `OPENAI_API_KEY`)")
+                "(or `OPENAI_API_KEY`)"
+            )
         if isinstance(exc, openai.NotFoundError):
             return self._unavailable(
                 f"the {self.section} endpoint does not know this model or path: check "
-                f"`{self._prefix}__MODEL` and `..._BASE_URL`")
+                f"`{self._prefix}__MODEL` and `..._BASE_URL`"
+            )
         if isinstance(exc, openai.APIConnectionError | openai.APITimeoutError):
             return self._failed(f"the {self.section} service could not be reached")
         if isinstance(exc, openai.APIStatusError):

@@ -42,8 +42,9 @@ def main() -> int:
     from gateway.agent.media.documents import DocumentError, pdf_text
 
     try:
-        extracted = pdf_text(Path(job["path"]), int(job["max_chars"]), int(job["max_pages"]),
-                             float(job["seconds"]))
+        extracted = pdf_text(
+            Path(job["path"]), int(job["max_chars"]), int(job["max_pages"]), float(job["seconds"])
+        )
         answer = dataclasses.asdict(extracted)
     except DocumentError as exc:
         answer = {"error": str(exc)}

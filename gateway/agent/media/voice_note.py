@@ -68,8 +68,9 @@ def encode(samples: Samples, rate: int) -> tuple[bytes, float]:
         resampler = av.AudioResampler(format="s16", layout="mono", rate=RATE)
         block = max(1, rate)  # a second at a time keeps the frames small
         for start in range(0, len(mono), block):
-            frame = av.AudioFrame.from_ndarray(mono[None, start:start + block], format="flt",
-                                               layout="mono")
+            frame = av.AudioFrame.from_ndarray(
+                mono[None, start : start + block], format="flt", layout="mono"
+            )
             frame.sample_rate = rate
             for resampled in resampler.resample(frame):
                 for packet in stream.encode(resampled):
@@ -105,8 +106,9 @@ def decoded(data: bytes) -> Samples:
     except AudioUnreadable:
         raise
     except Exception as exc:  # PyAV's errors (InvalidDataError, ...) share no useful base
-        raise AudioUnreadable(f"the answer is not audio that can be decoded "
-                              f"({type(exc).__name__})") from exc
+        raise AudioUnreadable(
+            f"the answer is not audio that can be decoded ({type(exc).__name__})"
+        ) from exc
     if not parts:
         raise AudioUnreadable("the answer holds no sound")
     return np.concatenate(parts)
@@ -129,9 +131,16 @@ def waveform(samples: Samples, rate: int) -> bytes:
     return bytes(np.clip(np.round(rms / peak * 255), 0, 255).astype(np.uint8).tolist())
 
 
-def voice_note(samples: Samples, rate: int, text: str, *, billed_characters: int = 0,
-               synthesis_seconds: float = 0.0) -> VoiceNote:
+def voice_note(
+    samples: Samples,
+    rate: int,
+    text: str,
+    *,
+    billed_characters: int = 0,
+    synthesis_seconds: float = 0.0,
+) -> VoiceNote:
     """`samples` encoded, measured and drawn: what a backend hands back."""
     ogg, seconds = encode(samples, rate)
-    return VoiceNote(ogg, seconds, waveform(samples, rate), text, billed_characters,
-                     synthesis_seconds)
+    return VoiceNote(
+        ogg, seconds, waveform(samples, rate), text, billed_characters, synthesis_seconds
+    )

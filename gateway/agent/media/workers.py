@@ -57,8 +57,7 @@ class MediaWorkers:
         """`fn(*args, **kwargs)` on a media thread, once a slot is free."""
         async with self._free:
             loop = asyncio.get_running_loop()
-            return await loop.run_in_executor(self._threads,
-                                              functools.partial(fn, *args, **kwargs))
+            return await loop.run_in_executor(self._threads, functools.partial(fn, *args, **kwargs))
 
     async def child(self, module: str, job: dict[str, Any], seconds: float) -> dict[str, Any]:
         """Run `python -m module` with `job` as JSON on stdin, once a slot is free; its JSON
@@ -66,9 +65,15 @@ class MediaWorkers:
         cancelled: it never outlives the call."""
         async with self._free:
             process = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", module, stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-                env=_child_env(), start_new_session=True)
+                sys.executable,
+                "-m",
+                module,
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                env=_child_env(),
+                start_new_session=True,
+            )
             self.children[process.pid] = module
             try:
                 async with asyncio.timeout(seconds):
@@ -90,8 +95,9 @@ class MediaWorkers:
             answer = None
         if process.returncode != 0 or not isinstance(answer, dict):
             tail = err.decode("utf-8", "replace").strip().splitlines()[-1:] or [""]
-            log.warning("%s ended with %s and no answer: %s", module, process.returncode,
-                        tail[0][:200])
+            log.warning(
+                "%s ended with %s and no answer: %s", module, process.returncode, tail[0][:200]
+            )
             raise ChildFailed(f"{module} ended with {process.returncode}")
         return answer
 

@@ -12,8 +12,14 @@ from gateway.config.settings import Settings
 from gateway.ops.redaction import settings_secrets
 
 __all__ = [
-    "ModelRouter", "Provider", "ProviderError", "RetryingProvider", "build_endpoint",
-    "build_provider", "build_router", "models_in_use",
+    "ModelRouter",
+    "Provider",
+    "ProviderError",
+    "RetryingProvider",
+    "build_endpoint",
+    "build_provider",
+    "build_router",
+    "models_in_use",
 ]
 
 
@@ -68,13 +74,17 @@ def models_in_use(settings: Settings) -> list[tuple[str, ModelRef]]:
     found += [("fallback", llm.ref(text)) for text in llm.fallbacks]
     if llm.background_model:
         found.append(("background", llm.ref(llm.background_model)))
-    found += [(f"for {person}", llm.ref(own.model)) for person, own in
-              sorted(llm.workspaces.items()) if own.model]
+    found += [
+        (f"for {person}", llm.ref(own.model))
+        for person, own in sorted(llm.workspaces.items())
+        if own.model
+    ]
     return found
 
 
-def build_router(settings: Settings, primary: Provider, *,
-                 on_fallback: FallbackHook | None = None) -> ModelRouter:
+def build_router(
+    settings: Settings, primary: Provider, *, on_fallback: FallbackHook | None = None
+) -> ModelRouter:
     """The router for `settings` around `primary` (the `[llm]` model as `build_provider` made
     it, or a test's own). Each chain gets `primary`'s retry policy; the other models are
     built deferred, so their SDK loads only if they are ever asked."""
@@ -82,7 +92,8 @@ def build_router(settings: Settings, primary: Provider, *,
     main = llm.main_ref()
     fallbacks = [llm.ref(text) for text in llm.fallbacks]
     concrete: dict[ModelRef, Provider] = {
-        main: primary.inner if isinstance(primary, RetryingProvider) else primary}
+        main: primary.inner if isinstance(primary, RetryingProvider) else primary
+    }
 
     def model(ref: ModelRef) -> Provider:
         if ref not in concrete:
@@ -94,8 +105,7 @@ def build_router(settings: Settings, primary: Provider, *,
         if refs == [main]:
             return primary
         members = [model(ref) for ref in refs]
-        inner = FallbackChain(members, on_fallback=on_fallback) if len(members) > 1 \
-            else members[0]
+        inner = FallbackChain(members, on_fallback=on_fallback) if len(members) > 1 else members[0]
         if isinstance(primary, RetryingProvider):
             return primary.around(inner)
         return RetryingProvider(inner, max_attempts=llm.max_attempts)
@@ -109,7 +119,9 @@ def build_router(settings: Settings, primary: Provider, *,
         return chains[ref]
 
     background = chain_for(llm.ref(llm.background_model)) if llm.background_model else None
-    people = {person: chain_for(llm.ref(own.model))
-              for person, own in llm.workspaces.items() if own.model}
-    return ModelRouter(default, background=background, people=people,
-                       models=list(concrete.values()))
+    people = {
+        person: chain_for(llm.ref(own.model)) for person, own in llm.workspaces.items() if own.model
+    }
+    return ModelRouter(
+        default, background=background, people=people, models=list(concrete.values())
+    )

@@ -64,16 +64,24 @@ def _blocks_for(message: Message) -> tuple[str, list[dict[str, Any]]]:
         ]
         return "assistant", blocks or [_text_block("")]
     if message.images:  # images first, then the text about them (as Anthropic advises)
-        return "user", [*(_image_block(image) for image in message.images),
-                        _text_block(message.text)]
+        return "user", [
+            *(_image_block(image) for image in message.images),
+            _text_block(message.text),
+        ]
     return "user", [_text_block(message.text)]
 
 
 def _image_block(image: ImagePart) -> dict[str, Any]:
     if not image.data:
         return _text_block(image_placeholder(image))
-    return {"type": "image", "source": {"type": "base64", "media_type": image.media_type,
-                                        "data": base64.b64encode(image.data).decode("ascii")}}
+    return {
+        "type": "image",
+        "source": {
+            "type": "base64",
+            "media_type": image.media_type,
+            "data": base64.b64encode(image.data).decode("ascii"),
+        },
+    }
 
 
 def to_anthropic_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
@@ -168,8 +176,12 @@ class AnthropicProvider:
         )
 
     async def complete(
-        self, system: SystemPrompt, messages: Sequence[Message], tools: Sequence[ToolSpec],
-        *, stream: TextStream | None = None,
+        self,
+        system: SystemPrompt,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSpec],
+        *,
+        stream: TextStream | None = None,
     ) -> Completion:
         params: dict[str, Any] = {
             "model": self.model,
@@ -181,8 +193,11 @@ class AnthropicProvider:
         if tools:
             params["tools"] = to_anthropic_tools(tools)
         params = anthropic_layout(params, system.now)  # cache breakpoints, time note last
-        call = self._client.messages.create(**params) if stream is None else \
-            self._streamed(params, stream)
+        call = (
+            self._client.messages.create(**params)
+            if stream is None
+            else self._streamed(params, stream)
+        )
         response = await call_mapped(call, provider=self.name, secrets=self._secrets)
         return parse_message(response, self.name)
 

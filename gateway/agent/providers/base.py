@@ -8,8 +8,16 @@ from typing import Literal, Protocol
 from gateway.agent.conversation import Completion, Message, SystemPrompt, ToolSpec
 
 ErrorKind = Literal[
-    "rate_limit", "overloaded", "server", "timeout", "connection", "auth", "bad_request",
-    "context_overflow", "bad_response", "budget",
+    "rate_limit",
+    "overloaded",
+    "server",
+    "timeout",
+    "connection",
+    "auth",
+    "bad_request",
+    "context_overflow",
+    "bad_response",
+    "budget",
 ]
 
 
@@ -78,8 +86,12 @@ class Provider(ModelInfo, Protocol):
     """
 
     async def complete(
-        self, system: SystemPrompt, messages: Sequence[Message], tools: Sequence[ToolSpec],
-        *, stream: TextStream | None = None,
+        self,
+        system: SystemPrompt,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSpec],
+        *,
+        stream: TextStream | None = None,
     ) -> Completion: ...
 
     async def close(self) -> None: ...

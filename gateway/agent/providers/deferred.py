@@ -45,8 +45,12 @@ class DeferredProvider:
         await self._get()
 
     async def complete(
-        self, system: SystemPrompt, messages: Sequence[Message], tools: Sequence[ToolSpec],
-        *, stream: TextStream | None = None,
+        self,
+        system: SystemPrompt,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSpec],
+        *,
+        stream: TextStream | None = None,
     ) -> Completion:
         return await (await self._get()).complete(system, messages, tools, stream=stream)
 

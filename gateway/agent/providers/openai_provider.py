@@ -174,8 +174,7 @@ class StreamedAnswer:
         for choice in getattr(chunk, "choices", None) or []:
             if getattr(choice, "index", 0) not in (0, None):
                 continue
-            self.finish_reason = str(getattr(choice, "finish_reason", None) or
-                                     self.finish_reason)
+            self.finish_reason = str(getattr(choice, "finish_reason", None) or self.finish_reason)
             delta = getattr(choice, "delta", None)
             if delta is None:
                 continue
@@ -183,8 +182,9 @@ class StreamedAnswer:
                 self.texts.append(str(text))
                 stream.delta(str(text))
             for fragment in getattr(delta, "tool_calls", None) or []:
-                call = self.calls.setdefault(int(getattr(fragment, "index", 0) or 0),
-                                             {"id": "", "name": "", "arguments": ""})
+                call = self.calls.setdefault(
+                    int(getattr(fragment, "index", 0) or 0), {"id": "", "name": "", "arguments": ""}
+                )
                 call["id"] = call["id"] or str(getattr(fragment, "id", None) or "")
                 function = getattr(fragment, "function", None)
                 if function is not None:
@@ -197,11 +197,20 @@ class StreamedAnswer:
         calls = []
         for _, call in sorted(self.calls.items()):
             arguments, error = parse_arguments(call["arguments"])
-            calls.append(ToolCall(id=call["id"] or f"call_{uuid.uuid4().hex[:24]}",
-                                  name=call["name"], arguments=arguments,
-                                  arguments_error=error))
-        return Completion(text="".join(self.texts), tool_calls=tuple(calls),
-                          usage=_parse_usage(self.usage), stop_reason=self.finish_reason)
+            calls.append(
+                ToolCall(
+                    id=call["id"] or f"call_{uuid.uuid4().hex[:24]}",
+                    name=call["name"],
+                    arguments=arguments,
+                    arguments_error=error,
+                )
+            )
+        return Completion(
+            text="".join(self.texts),
+            tool_calls=tuple(calls),
+            usage=_parse_usage(self.usage),
+            stop_reason=self.finish_reason,
+        )
 
 
 def _asks_for_max_completion_tokens(exc: Exception) -> bool:
@@ -246,8 +255,12 @@ class OpenAIProvider:
         )
 
     async def complete(
-        self, system: SystemPrompt, messages: Sequence[Message], tools: Sequence[ToolSpec],
-        *, stream: TextStream | None = None,
+        self,
+        system: SystemPrompt,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSpec],
+        *,
+        stream: TextStream | None = None,
     ) -> Completion:
         params: dict[str, Any] = {
             "model": self.model,
@@ -257,8 +270,9 @@ class OpenAIProvider:
         if tools:  # some compatible servers reject an empty list
             params["tools"] = to_openai_tools(tools)
         if stream is not None:
-            return await call_mapped(self._streamed(params, stream), provider=self.name,
-                                     secrets=self._secrets)
+            return await call_mapped(
+                self._streamed(params, stream), provider=self.name, secrets=self._secrets
+            )
         response = await call_mapped(
             self._create_with_fallback(params), provider=self.name, secrets=self._secrets
         )
@@ -278,8 +292,9 @@ class OpenAIProvider:
                     raise
                 # An `error` event in the middle of the stream: the HTTP status was 200
                 # already, so the body decides (overloaded, else a server error).
-                raise classify_status(500, exc.body, None, provider=self.name,
-                                      secrets=self._secrets) from None
+                raise classify_status(
+                    500, exc.body, None, provider=self.name, secrets=self._secrets
+                ) from None
         return answer.completion()
 
     async def _create_with_fallback(self, params: dict[str, Any]) -> object:

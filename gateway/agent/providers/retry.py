@@ -49,8 +49,14 @@ class RetryingProvider:
 
     def around(self, inner: Provider) -> RetryingProvider:
         """The same policy (attempts, delays, sleep, randomness) around another provider."""
-        return RetryingProvider(inner, max_attempts=self.max_attempts, base_delay=self.base_delay,
-                                max_delay=self.max_delay, sleep=self._sleep, rng=self._rng)
+        return RetryingProvider(
+            inner,
+            max_attempts=self.max_attempts,
+            base_delay=self.base_delay,
+            max_delay=self.max_delay,
+            sleep=self._sleep,
+            rng=self._rng,
+        )
 
     def delay_for(self, attempt: int, error: ProviderError) -> float | None:
         """Seconds to wait after failed attempt number `attempt` (1-based), or None to give up.
@@ -66,8 +72,12 @@ class RetryingProvider:
         return max(error.retry_after, jittered)
 
     async def complete(
-        self, system: SystemPrompt, messages: Sequence[Message], tools: Sequence[ToolSpec],
-        *, stream: TextStream | None = None,
+        self,
+        system: SystemPrompt,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSpec],
+        *,
+        stream: TextStream | None = None,
     ) -> Completion:
         attempt = 0
         while True:

@@ -34,8 +34,9 @@ FallbackHook = Callable[[Provider, ProviderError], None]
 class FallbackChain:
     """Models tried in order on overload, 5xx, timeouts and unreachable servers."""
 
-    def __init__(self, members: Sequence[Provider], *,
-                 on_fallback: FallbackHook | None = None) -> None:
+    def __init__(
+        self, members: Sequence[Provider], *, on_fallback: FallbackHook | None = None
+    ) -> None:
         if not members:
             raise ValueError("a fallback chain needs at least one model")
         self.members = list(members)
@@ -45,8 +46,12 @@ class FallbackChain:
         self._on_fallback = on_fallback
 
     async def complete(
-        self, system: SystemPrompt, messages: Sequence[Message], tools: Sequence[ToolSpec],
-        *, stream: TextStream | None = None,
+        self,
+        system: SystemPrompt,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSpec],
+        *,
+        stream: TextStream | None = None,
     ) -> Completion:
         first: ProviderError | None = None
         for index, member in enumerate(self.members):
@@ -59,16 +64,21 @@ class FallbackChain:
                 if first is not None and error.kind not in FAILOVER_KINDS:
                     # The fallback itself is misconfigured (its key, its model name): say so
                     # in the log, and answer with the reason the primary was left.
-                    log.warning("fallback model %s failed: %s (%s)", member.model, error.kind,
-                                error)
+                    log.warning(
+                        "fallback model %s failed: %s (%s)", member.model, error.kind, error
+                    )
                     raise first from None
                 if error.kind not in FAILOVER_KINDS:
                     raise
                 first = first or error
                 if index + 1 == len(self.members):
                     raise
-                log.warning("model %s failed (%s); trying %s", member.model, error.kind,
-                            self.members[index + 1].model)
+                log.warning(
+                    "model %s failed (%s); trying %s",
+                    member.model,
+                    error.kind,
+                    self.members[index + 1].model,
+                )
                 if self._on_fallback is not None:
                     self._on_fallback(member, error)
                 continue
@@ -83,9 +93,14 @@ class FallbackChain:
 class ModelRouter:
     """The provider the gateway calls: one chain per route, chosen per call by its scope."""
 
-    def __init__(self, default: Provider, *, background: Provider | None = None,
-                 people: Mapping[str, Provider] | None = None,
-                 models: Sequence[Provider] = ()) -> None:
+    def __init__(
+        self,
+        default: Provider,
+        *,
+        background: Provider | None = None,
+        people: Mapping[str, Provider] | None = None,
+        models: Sequence[Provider] = (),
+    ) -> None:
         """`models`: every distinct SDK provider the chains share, each closed once at the
         end (default: the chains themselves)."""
         self.default = default
@@ -114,8 +129,12 @@ class ModelRouter:
         return found
 
     async def complete(
-        self, system: SystemPrompt, messages: Sequence[Message], tools: Sequence[ToolSpec],
-        *, stream: TextStream | None = None,
+        self,
+        system: SystemPrompt,
+        messages: Sequence[Message],
+        tools: Sequence[ToolSpec],
+        *,
+        stream: TextStream | None = None,
     ) -> Completion:
         chain = self.for_scope(current_scope())
         completion = await chain.complete(system, messages, tools, stream=stream)

@@ -17,9 +17,11 @@ from gateway.agent.providers.base import ProviderError
 
 def is_transport_error(exc: BaseException) -> bool:
     """An error of the HTTP library under the SDKs (httpx or httpx2) about the connection."""
-    return any(cls.__module__.split(".")[0] in ("httpx", "httpx2")
-               and cls.__name__ in ("TransportError", "StreamError")
-               for cls in type(exc).__mro__)
+    return any(
+        cls.__module__.split(".")[0] in ("httpx", "httpx2")
+        and cls.__name__ in ("TransportError", "StreamError")
+        for cls in type(exc).__mro__
+    )
 
 
 @contextlib.contextmanager
@@ -29,5 +31,6 @@ def transport_errors_mapped(provider: str) -> Iterator[None]:
     except Exception as exc:
         if not is_transport_error(exc):
             raise
-        raise ProviderError("connection", f"{provider}: the stream broke off "
-                            f"({type(exc).__name__})", retryable=True) from None
+        raise ProviderError(
+            "connection", f"{provider}: the stream broke off ({type(exc).__name__})", retryable=True
+        ) from None

@@ -30,9 +30,15 @@ __all__ = ["check_arguments", "require_private", "run_checked"]
 _MAX_ERRORS = 32
 _SHOWN = 40  # characters of a value or a name quoted back in a message
 
-_EXPECTED = {"string": "a string", "integer": "an integer", "number": "a number",
-             "boolean": "true or false", "array": "a list", "object": "an object",
-             "null": "null"}
+_EXPECTED = {
+    "string": "a string",
+    "integer": "an integer",
+    "number": "a number",
+    "boolean": "true or false",
+    "array": "a list",
+    "object": "an object",
+    "null": "null",
+}
 # Which problem is reported first: the call's shape, then what is missing, then each value.
 _ORDER = {"additionalProperties": 0, "required": 1}
 
@@ -122,8 +128,7 @@ def _explain(error: Any, schema: dict[str, Any]) -> str:
     return f"{subject} is not valid: {_shown(error.message, 200)}"
 
 
-def _explain_call(kind: str, value: Any, rule: Any, schema: dict[str, Any],
-                  message: str) -> str:
+def _explain_call(kind: str, value: Any, rule: Any, schema: dict[str, Any], message: str) -> str:
     """A problem with the call as a whole: a name too many, one missing."""
     allowed = list(schema.get("properties") or {})
     if kind == "additionalProperties":

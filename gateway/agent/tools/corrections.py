@@ -45,8 +45,13 @@ class MemoryFindTool:
             "type": "object",
             "properties": {
                 "text": {"type": "string", "description": "Words the lines must contain."},
-                "limit": {"type": "integer", "minimum": 1, "maximum": MAX_FOUND,
-                          "default": 20, "description": "How many lines at most."},
+                "limit": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": MAX_FOUND,
+                    "default": 20,
+                    "description": "How many lines at most.",
+                },
             },
             "required": ["text"],
             "additionalProperties": False,
@@ -64,8 +69,11 @@ class MemoryFindTool:
         if not found:
             return f"No line of MEMORY.md, USER.md or memory/*.md mentions {text!r}."
         lines = [f"{len(found)} line(s) mentioning {text!r}:"]
-        lines += [f"{item.path}:{item.line}: {item.text.strip()[:300]}"
-                  + (" [struck]" if item.struck else "") for item in found]
+        lines += [
+            f"{item.path}:{item.line}: {item.text.strip()[:300]}"
+            + (" [struck]" if item.struck else "")
+            for item in found
+        ]
         return "\n".join(lines)
 
 
@@ -82,15 +90,19 @@ class MemoryCorrectTool:
             "type": "object",
             "properties": {
                 "path": {"type": "string", "description": "e.g. MEMORY.md"},
-                "old_text": {"type": "string", "minLength": 1,
-                             "description": "The line's text."},
+                "old_text": {"type": "string", "minLength": 1, "description": "The line's text."},
                 "action": {"type": "string", "enum": list(ACTIONS)},
-                "new_text": {"type": "string", "default": "",
-                             "description": "Replaces old_text within its line."},
-                "reason": {"type": "string", "default": "",
-                           "description": "Why (strike)."},
-                "line": {"type": "integer", "minimum": 1,
-                         "description": "Its number, if old_text is on several."},
+                "new_text": {
+                    "type": "string",
+                    "default": "",
+                    "description": "Replaces old_text within its line.",
+                },
+                "reason": {"type": "string", "default": "", "description": "Why (strike)."},
+                "line": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "description": "Its number, if old_text is on several.",
+                },
             },
             "required": ["path", "old_text", "action"],
             "additionalProperties": False,
@@ -108,16 +120,18 @@ class MemoryCorrectTool:
         path = await _resolve(ctx, user_path, write=True)
         rel = _rel(ctx, path)
         if not is_memory_path(rel) or rel.endswith(".jsonl"):
-            raise ToolError(f"{name}: {rel} is not a memory file; memory_correct changes "
-                            "MEMORY.md, USER.md and memory/*.md (transcripts are history)")
+            raise ToolError(
+                f"{name}: {rel} is not a memory file; memory_correct changes "
+                "MEMORY.md, USER.md and memory/*.md (transcripts are history)"
+            )
         when = self.today().isoformat()
 
         def edit() -> tuple[int, list[str]]:
             text = _read_text(path, ctx, name)
             try:
-                result, changed = correct_text(text, old, action,
-                                               new_text=new, line=line, when=when,
-                                               reason=reason)
+                result, changed = correct_text(
+                    text, old, action, new_text=new, line=line, when=when, reason=reason
+                )
             except CorrectionError as exc:
                 raise ToolError(f"{name}: {exc}; nothing was written") from exc
             _write_text(path, result, ctx, name, authored=len(new.encode("utf-8")) + 80)
@@ -127,8 +141,7 @@ class MemoryCorrectTool:
         done = {"replace": "replaced", "strike": "struck", "delete": "deleted"}[action]
         extra = " and wrote the new fact under it" if action == "strike" and new.strip() else ""
         shown = "".join(f"\n{line[:300]}" for line in now)
-        return f"{done} line {changed} of {rel}{extra}" + (f"; it now reads:{shown}" if now
-                                                          else "")
+        return f"{done} line {changed} of {rel}{extra}" + (f"; it now reads:{shown}" if now else "")
 
 
 def correction_tools(today: Callable[[], date] | None = None) -> list[Tool]:

@@ -148,13 +148,23 @@ def _os_reason(exc: OSError) -> str:
 async def _resolve(ctx: ToolContext, user_path: str, *, write: bool) -> Path:
     try:
         return await asyncio.to_thread(
-            paths.resolve_in_workspace, ctx.workspace, user_path, private=ctx.private,
-            write=write, area=ctx.area, attended=ctx.attended, outside=ctx.outside,
+            paths.resolve_in_workspace,
+            ctx.workspace,
+            user_path,
+            private=ctx.private,
+            write=write,
+            area=ctx.area,
+            attended=ctx.attended,
+            outside=ctx.outside,
         )
     except paths.SharedWriteRefused as exc:
         reason = "unattended" if exc.unattended else "outside_text"
-        log.warning("a write of a group-readable file was refused in %s (%s%s)",
-                    ctx.session_key, reason, f": {ctx.outside}" if ctx.outside else "")
+        log.warning(
+            "a write of a group-readable file was refused in %s (%s%s)",
+            ctx.session_key,
+            reason,
+            f": {ctx.outside}" if ctx.outside else "",
+        )
         if ctx.budget is not None:
             ctx.budget.shared_write_refused(reason)
         raise
@@ -365,9 +375,7 @@ class AppendFileTool:
 
     spec = ToolSpec(
         name="append_file",
-        description=(
-            "Append text to a workspace file (created if missing), on a new line."
-        ),
+        description=("Append text to a workspace file (created if missing), on a new line."),
         parameters=_schema(
             {
                 "path": _PATH_PROP,
@@ -433,8 +441,9 @@ def _visible(ctx: ToolContext, root: Path, entry: Path) -> bool:
     if paths.is_hidden_relpath(rel) or (not ctx.private and paths.is_private_relpath(rel)):
         return False
     try:  # the full check: the access rule, symlinks leading outside or onto private files
-        paths.resolve_in_workspace(root, rel.as_posix(), private=ctx.private, write=False,
-                                   area=ctx.area)
+        paths.resolve_in_workspace(
+            root, rel.as_posix(), private=ctx.private, write=False, area=ctx.area
+        )
     except ToolError:
         return False
     return True

@@ -29,10 +29,12 @@ class AppendOnlyToNote:
         )
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> str:
-        target = paths.resolve_in_workspace(ctx.workspace, args["path"], private=ctx.private,
-                                            write=True, area=ctx.area)
-        allowed = paths.resolve_in_workspace(ctx.workspace, self.note, private=ctx.private,
-                                             write=True, area=ctx.area)
+        target = paths.resolve_in_workspace(
+            ctx.workspace, args["path"], private=ctx.private, write=True, area=ctx.area
+        )
+        allowed = paths.resolve_in_workspace(
+            ctx.workspace, self.note, private=ctx.private, write=True, area=ctx.area
+        )
         if target != allowed:
             raise ToolError(
                 f"append_file: during a memory flush only {self.note} may be changed; "

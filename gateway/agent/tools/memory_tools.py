@@ -33,7 +33,6 @@ MAX_PHRASINGS = 4  # `queries`: other wordings of the question, fused with `quer
 MAX_GET_LINES = 400
 
 
-
 class MemorySearchTool:
     spec = ToolSpec(
         name="memory_search",
@@ -49,17 +48,23 @@ class MemorySearchTool:
             "properties": {
                 "query": {"type": "string", "description": "What to look for."},
                 "queries": {
-                    "type": "array", "items": {"type": "string"},
+                    "type": "array",
+                    "items": {"type": "string"},
                     "maxItems": MAX_PHRASINGS - 1,
                     "description": "Other phrasings.",
                 },
                 "max_results": {
-                    "type": "integer", "minimum": 1, "maximum": MAX_RESULTS,
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": MAX_RESULTS,
                     "default": DEFAULT_MAX_RESULTS,
                     "description": "How many results.",
                 },
                 "min_score": {
-                    "type": "number", "minimum": 0, "maximum": 1, "default": 0,
+                    "type": "number",
+                    "minimum": 0,
+                    "maximum": 1,
+                    "default": 0,
                     "description": "Drop results scoring lower.",
                 },
             },
@@ -80,13 +85,20 @@ class MemorySearchTool:
         query = args["query"]
         if not query.strip():
             raise ToolError(f"{name}: argument 'query' must not be blank")
-        more = [q for q in dict.fromkeys(q.strip() for q in args.get("queries", ()))
-                if q and q != query.strip()]
+        more = [
+            q
+            for q in dict.fromkeys(q.strip() for q in args.get("queries", ()))
+            if q and q != query.strip()
+        ]
         limit, min_score = args["max_results"], float(args["min_score"])
         started = time.perf_counter()
         try:
             response = await self.service.search(
-                ctx.workspace, query, max_results=limit, min_score=min_score, more=more,
+                ctx.workspace,
+                query,
+                max_results=limit,
+                min_score=min_score,
+                more=more,
             )
         except Exception as exc:
             raise ToolError(
@@ -127,11 +139,19 @@ class MemoryGetTool:
             "type": "object",
             "properties": {
                 "path": {"type": "string", "description": "A path from memory_search."},
-                "from_line": {"type": "integer", "minimum": 1, "default": 1,
-                              "description": "First line (1-based)."},
-                "lines": {"type": "integer", "minimum": 1, "maximum": MAX_GET_LINES,
-                          "default": DEFAULT_GET_LINES,
-                          "description": "How many lines."},
+                "from_line": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "default": 1,
+                    "description": "First line (1-based).",
+                },
+                "lines": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": MAX_GET_LINES,
+                    "default": DEFAULT_GET_LINES,
+                    "description": "How many lines.",
+                },
             },
             "required": ["path"],
             "additionalProperties": False,
@@ -155,8 +175,7 @@ class MemoryGetTool:
         return outside(text, outside_source(rel))
 
 
-def _read_lines(target: Path, rel: str, start: int, count: int, ctx: ToolContext,
-                tool: str) -> str:
+def _read_lines(target: Path, rel: str, start: int, count: int, ctx: ToolContext, tool: str) -> str:
     if not target.is_file():
         raise ToolError(f"{tool}: no such file: {rel}")
     data = target.read_bytes()[: max(ctx.max_file_bytes, 8 * 1024 * 1024)]
@@ -171,7 +190,7 @@ def _read_lines(target: Path, rel: str, start: int, count: int, ctx: ToolContext
         return f"[{rel}: nothing at or after line {start}; the file has {total} lines]"
     body = "\n".join(f"{n}: {t}" for n, t in shown)
     last = shown[-1][0]
-    more = (f"; continue with from_line={last + 1}" if last < total else "; end of file")
+    more = f"; continue with from_line={last + 1}" if last < total else "; end of file"
     return f"{body}\n[{rel} lines {shown[0][0]}-{last} of {total}{more}]"
 
 

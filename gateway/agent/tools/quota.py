@@ -40,8 +40,13 @@ from gateway.agent.tools.base import ToolError
 from memory.layout import RECALL_DIR, TRASH_DIR
 
 QuotaKind = Literal["workspace", "group_area", "turn_write", "step_calls", "turn_calls"]
-QUOTA_KINDS: tuple[QuotaKind, ...] = ("workspace", "group_area", "turn_write", "step_calls",
-                                      "turn_calls")
+QUOTA_KINDS: tuple[QuotaKind, ...] = (
+    "workspace",
+    "group_area",
+    "turn_write",
+    "step_calls",
+    "turn_calls",
+)
 # Not counted against the workspace: derived from the rest, rebuilt at will.
 UNCOUNTED_DIRS = frozenset({RECALL_DIR})
 
@@ -74,8 +79,11 @@ def size_text(count: int) -> str:
     for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
         if count >= size:
             value = count / size
-            return f"{value:.0f} {unit}" if value >= 10 or value == int(value) else \
-                f"{value:.1f} {unit}"
+            return (
+                f"{value:.0f} {unit}"
+                if value >= 10 or value == int(value)
+                else f"{value:.1f} {unit}"
+            )
     return f"{count} bytes"
 
 
@@ -178,19 +186,24 @@ class TurnBudget:
         quotas = self.quotas
         if position >= quotas.step_calls:
             self._refused("step_calls")
-            return (f"{name}: not run: at most {quotas.step_calls} tool calls are run per step "
-                    f"and this step asked for more. Call fewer tools at once; the first "
-                    f"{quotas.step_calls} ran.")
+            return (
+                f"{name}: not run: at most {quotas.step_calls} tool calls are run per step "
+                f"and this step asked for more. Call fewer tools at once; the first "
+                f"{quotas.step_calls} ran."
+            )
         if self.calls >= quotas.turn_calls:
             self._refused("turn_calls")
-            return (f"{name}: not run: this turn already made {quotas.turn_calls} tool calls, "
-                    "the most one message may use. Answer the person with what you have, or "
-                    "tell them what is left to do.")
+            return (
+                f"{name}: not run: this turn already made {quotas.turn_calls} tool calls, "
+                "the most one message may use. Answer the person with what you have, or "
+                "tell them what is left to do."
+            )
         self.calls += 1
         return None
 
-    def check_write(self, tool: str, workspace: Path, area: str, *, authored: int,
-                    growth: int) -> None:
+    def check_write(
+        self, tool: str, workspace: Path, area: str, *, authored: int, growth: int
+    ) -> None:
         """Refuse (ToolError, nothing written) a write that would pass a quota. `authored`:
         the bytes this call puts into the file; `growth`: how much bigger the file gets."""
         quotas = self.quotas
@@ -201,21 +214,46 @@ class TurnBudget:
                     f"{tool}: refused, nothing was written: this turn's tool calls have already "
                     f"written {size_text(self.written)} and this one would add "
                     f"{size_text(authored)}, past the {size_text(quotas.turn_write_bytes)} one "
-                    "message may write. Write less, or continue in the next message.")
+                    "message may write. Write less, or continue in the next message."
+                )
         if growth <= 0:
             return
         if area:
-            self._check_disk(tool, workspace, area, growth, quotas.group_area_bytes,
-                             "group_area", f"this group's area ({area}/)",
-                             "Shorten or overwrite files there (files deleted there stay in "
-                             "the trash and still count until the owner empties it), or ask "
-                             "the owner to raise [tools] group_area_max_bytes.")
-        self._check_disk(tool, workspace, "", growth, quotas.workspace_bytes, "workspace",
-                         "this workspace", "Shorten files, or ask the owner to free space "
-                         "(the trash, old transcripts) or raise [tools] workspace_max_bytes.")
+            self._check_disk(
+                tool,
+                workspace,
+                area,
+                growth,
+                quotas.group_area_bytes,
+                "group_area",
+                f"this group's area ({area}/)",
+                "Shorten or overwrite files there (files deleted there stay in "
+                "the trash and still count until the owner empties it), or ask "
+                "the owner to raise [tools] group_area_max_bytes.",
+            )
+        self._check_disk(
+            tool,
+            workspace,
+            "",
+            growth,
+            quotas.workspace_bytes,
+            "workspace",
+            "this workspace",
+            "Shorten files, or ask the owner to free space "
+            "(the trash, old transcripts) or raise [tools] workspace_max_bytes.",
+        )
 
-    def _check_disk(self, tool: str, workspace: Path, area: str, growth: int, limit: int,
-                    kind: QuotaKind, what: str, advice: str) -> None:
+    def _check_disk(
+        self,
+        tool: str,
+        workspace: Path,
+        area: str,
+        growth: int,
+        limit: int,
+        kind: QuotaKind,
+        what: str,
+        advice: str,
+    ) -> None:
         used = self.usage.used(workspace, area)
         if used + growth <= limit:
             return
@@ -223,9 +261,11 @@ class TurnBudget:
         if used + growth <= limit:
             return
         self._refused(kind)
-        raise ToolError(f"{tool}: refused, nothing was written: {what} uses {size_text(used)} "
-                        f"of its {size_text(limit)} quota and this would add "
-                        f"{size_text(growth)}. {advice}")
+        raise ToolError(
+            f"{tool}: refused, nothing was written: {what} uses {size_text(used)} "
+            f"of its {size_text(limit)} quota and this would add "
+            f"{size_text(growth)}. {advice}"
+        )
 
     def disk_room(self, workspace: Path, area: str, *, wanted: int) -> Room:
         """How much may still be added under the disk quotas (this group's area, when there
@@ -233,12 +273,12 @@ class TurnBudget:
         A count that leaves less than `wanted` is measured again first."""
         rooms = [self._room(workspace, "", self.quotas.workspace_bytes, "workspace", wanted)]
         if area:
-            rooms.append(self._room(workspace, area, self.quotas.group_area_bytes,
-                                    "group_area", wanted))
+            rooms.append(
+                self._room(workspace, area, self.quotas.group_area_bytes, "group_area", wanted)
+            )
         return min(rooms, key=lambda room: room.bytes)
 
-    def _room(self, workspace: Path, area: str, limit: int, kind: QuotaKind,
-              wanted: int) -> Room:
+    def _room(self, workspace: Path, area: str, limit: int, kind: QuotaKind, wanted: int) -> Room:
         left = limit - self.usage.used(workspace, area)
         if left < wanted:
             left = limit - self.usage.used(workspace, area, fresh=True)

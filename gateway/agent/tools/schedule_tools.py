@@ -26,13 +26,13 @@ class ScheduleDesk(Protocol):
     async def cancel(self, workspace: Path, job_id: int) -> str: ...
 
 
-
 class ScheduleCreateTool:
     spec = ToolSpec(
         name="schedule_create",
         description=(
             "A reminder or task at a time (the person's zone), once or repeating. 'when': "
-            + FORMS + ". kind 'message': 'text' is sent to the person as written (the "
+            + FORMS
+            + ". kind 'message': 'text' is sent to the person as written (the "
             "reminder they read, e.g. 'Send the invoice'); 'agent': 'text' is your "
             "instruction then, your reply is sent (none if HEARTBEAT_OK). Tell the person the "
             "time the result gives."
@@ -42,8 +42,7 @@ class ScheduleCreateTool:
             "properties": {
                 "when": {"type": "string", "description": "When, e.g. 'tomorrow at 9'."},
                 "text": {"type": "string", "description": "The message, or the task."},
-                "kind": {"type": "string", "enum": ["message", "agent"],
-                         "default": "message"},
+                "kind": {"type": "string", "enum": ["message", "agent"], "default": "message"},
             },
             "required": ["when", "text"],
             "additionalProperties": False,
@@ -57,8 +56,7 @@ class ScheduleCreateTool:
         name = self.spec.name
         require_private(ctx, name, "reminders are")
         try:
-            return await self.desk.create(ctx.workspace, args["when"], args["text"],
-                                          args["kind"])
+            return await self.desk.create(ctx.workspace, args["when"], args["text"], args["kind"])
         except (ScheduleError, ScheduleFileError) as exc:
             raise ToolError(f"{name}: {exc}") from None
 
@@ -67,7 +65,7 @@ class ScheduleListTool:
     spec = ToolSpec(
         name="schedule_list",
         description="List the person's reminders and scheduled tasks with their numbers and "
-                    "next run times.",
+        "next run times.",
         parameters={"type": "object", "properties": {}, "additionalProperties": False},
     )
 

@@ -37,10 +37,12 @@ class SendFileTool:
         parameters={
             "type": "object",
             "properties": {
-                "path": {"type": "string",
-                         "description": "e.g. 'notes/trip.md'"},
-                "caption": {"type": "string", "default": "",
-                            "description": f"At most {MAX_CAPTION_CHARS} characters."},
+                "path": {"type": "string", "description": "e.g. 'notes/trip.md'"},
+                "caption": {
+                    "type": "string",
+                    "default": "",
+                    "description": f"At most {MAX_CAPTION_CHARS} characters.",
+                },
             },
             "required": ["path"],
             "additionalProperties": False,
@@ -52,21 +54,32 @@ class SendFileTool:
         user_path, caption = args["path"], args["caption"].strip()
         shown = shown_name(user_path, 200)  # how the path is quoted in every answer
         if len(caption) > MAX_CAPTION_CHARS:
-            raise ToolError(f"{name}: the caption is {len(caption)} characters; keep it under "
-                            f"{MAX_CAPTION_CHARS} and say the rest in your answer")
+            raise ToolError(
+                f"{name}: the caption is {len(caption)} characters; keep it under "
+                f"{MAX_CAPTION_CHARS} and say the rest in your answer"
+            )
         outbox = ctx.outbox
         if outbox is None:
             raise ToolError(f"{name}: there is no chat with a person here to send a file to")
         if outbox.max_bytes <= 0:
-            raise ToolError(f"{name}: this chat ({outbox.channel}) cannot receive files; tell "
-                            f"the person the file's path ({shown}) instead")
+            raise ToolError(
+                f"{name}: this chat ({outbox.channel}) cannot receive files; tell "
+                f"the person the file's path ({shown}) instead"
+            )
         path = await asyncio.to_thread(
-            paths.resolve_in_workspace, ctx.workspace, user_path, private=ctx.private,
-            write=False, area=ctx.area)
+            paths.resolve_in_workspace,
+            ctx.workspace,
+            user_path,
+            private=ctx.private,
+            write=False,
+            area=ctx.area,
+        )
         size = await asyncio.to_thread(_file_size, path, shown)
         if size > outbox.max_bytes:
-            raise ToolError(f"{name}: {shown} is {_size(size)}; {outbox.channel} takes files "
-                            f"up to {_size(outbox.max_bytes)}")
+            raise ToolError(
+                f"{name}: {shown} is {_size(size)}; {outbox.channel} takes files "
+                f"up to {_size(outbox.max_bytes)}"
+            )
         outcome = await outbox.send_file(path, caption)
         return f"{shown} ({_size(size)}): {outcome}"
 

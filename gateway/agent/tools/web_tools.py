@@ -44,8 +44,10 @@ MAX_QUERY_CHARS = 400
 def untrusted(text: str) -> str:
     """`text` between marker lines with a token the text cannot know in advance."""
     token = secrets.token_hex(6)
-    return (f"{UNTRUSTED_NOTE}\n<<<untrusted web content {token}>>>\n{text}\n"
-            f"<<<end of untrusted web content {token}>>>")
+    return (
+        f"{UNTRUSTED_NOTE}\n<<<untrusted web content {token}>>>\n{text}\n"
+        f"<<<end of untrusted web content {token}>>>"
+    )
 
 
 class LinkSource(Protocol):
@@ -73,17 +75,21 @@ class FetchPolicy:
             or key in await self.links.person_links(ctx.workspace, ctx.session_key)
         ):
             return None
-        return (f"{url.human_repr()[:300]} was not sent by the person in this conversation nor "
-                "returned by web_search, so it is not fetched (the owner's setting [web] fetch "
-                "= \"linked\" keeps private information from leaving inside a URL). Ask the "
-                "person to send the link, or search for the page; the owner can allow its "
-                "host with [web] allow_hosts or set [web] fetch = \"any\".")
+        return (
+            f"{url.human_repr()[:300]} was not sent by the person in this conversation nor "
+            "returned by web_search, so it is not fetched (the owner's setting [web] fetch "
+            '= "linked" keeps private information from leaving inside a URL). Ask the '
+            "person to send the link, or search for the page; the owner can allow its "
+            'host with [web] allow_hosts or set [web] fetch = "any".'
+        )
 
 
 def _group_lock(ctx: ToolContext, tool: str, groups: bool) -> None:
     if not ctx.private and not groups:
-        raise ToolError(f"{tool}: the web tools are not enabled in group chats (the owner can "
-                        "set [web] groups = true)")
+        raise ToolError(
+            f"{tool}: the web tools are not enabled in group chats (the owner can "
+            "set [web] groups = true)"
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,8 +99,15 @@ class _Page:
 
 
 class WebFetchTool:
-    def __init__(self, fetcher: PageFetcher, policy: FetchPolicy, *, max_chars: int,
-                 groups: bool = False, cache: TtlCache | None = None) -> None:
+    def __init__(
+        self,
+        fetcher: PageFetcher,
+        policy: FetchPolicy,
+        *,
+        max_chars: int,
+        groups: bool = False,
+        cache: TtlCache | None = None,
+    ) -> None:
         self.fetcher = fetcher
         self.policy = policy
         self.max_chars = max_chars
@@ -112,10 +125,18 @@ class WebFetchTool:
                 "type": "object",
                 "properties": {
                     "url": {"type": "string", "description": "The full URL, with https://."},
-                    "max_chars": {"type": "integer", "minimum": 500, "maximum": max_chars,
-                                  "default": max_chars},
-                    "offset": {"type": "integer", "minimum": 0, "default": 0,
-                               "description": "Start at this character of the page's text."},
+                    "max_chars": {
+                        "type": "integer",
+                        "minimum": 500,
+                        "maximum": max_chars,
+                        "default": max_chars,
+                    },
+                    "offset": {
+                        "type": "integer",
+                        "minimum": 0,
+                        "default": 0,
+                        "description": "Start at this character of the page's text.",
+                    },
                 },
                 "required": ["url"],
                 "additionalProperties": False,
@@ -155,24 +176,32 @@ class WebFetchTool:
 def render_page(page: FetchedPage, extracted: Extracted, offset: int, limit: int) -> str:
     """The tool result: where it came from, the untrusted text, and what was left out."""
     text = extracted.text
-    facts = [f"HTTP {page.status}", page.content_type or "no content type",
-             f"{len(page.body):,} bytes"]
+    facts = [
+        f"HTTP {page.status}",
+        page.content_type or "no content type",
+        f"{len(page.body):,} bytes",
+    ]
     header = [f"Fetched {page.url} ({', '.join(facts)})."]
     if page.redirects:
-        header.append(f"Redirected from {page.redirects[0]}"
-                      + (f" ({len(page.redirects)} redirects)." if len(page.redirects) > 1
-                         else "."))
+        header.append(
+            f"Redirected from {page.redirects[0]}"
+            + (f" ({len(page.redirects)} redirects)." if len(page.redirects) > 1 else ".")
+        )
     if page.truncated:
-        header.append(f"The page is larger than the download limit ([web] fetch_max_bytes): "
-                      f"only its first {len(page.body):,} bytes were read.")
+        header.append(
+            f"The page is larger than the download limit ([web] fetch_max_bytes): "
+            f"only its first {len(page.body):,} bytes were read."
+        )
     if extracted.title:
         header.append(f"Title: {' '.join(extracted.title.split())[:300]}")
     if not text:
         return "\n".join([*header, "The page has no readable text."])
     if offset >= len(text):
-        raise ToolError(f"web_fetch: offset {offset} is past the end of the page's text "
-                        f"({len(text):,} characters)")
-    part = text[offset:offset + limit]
+        raise ToolError(
+            f"web_fetch: offset {offset} is past the end of the page's text "
+            f"({len(text):,} characters)"
+        )
+    part = text[offset : offset + limit]
     end = offset + len(part)
     footer = ""
     if offset or end < len(text):
@@ -183,8 +212,15 @@ def render_page(page: FetchedPage, extracted: Extracted, offset: int, limit: int
 
 
 class WebSearchTool:
-    def __init__(self, backend: SearchBackend | None, ledger: SearchLedger, *,
-                 default_count: int = 5, problem: str = "", groups: bool = False) -> None:
+    def __init__(
+        self,
+        backend: SearchBackend | None,
+        ledger: SearchLedger,
+        *,
+        default_count: int = 5,
+        problem: str = "",
+        groups: bool = False,
+    ) -> None:
         self.backend = backend
         self.ledger = ledger
         self.default_count = default_count
@@ -201,8 +237,12 @@ class WebSearchTool:
                 "type": "object",
                 "properties": {
                     "query": {"type": "string", "description": "What to search for."},
-                    "count": {"type": "integer", "minimum": 1, "maximum": 20,
-                              "default": default_count},
+                    "count": {
+                        "type": "integer",
+                        "minimum": 1,
+                        "maximum": 20,
+                        "default": default_count,
+                    },
                 },
                 "required": ["query"],
                 "additionalProperties": False,
@@ -236,5 +276,7 @@ def render_results(query: str, backend: str, results: Sequence[SearchResult]) ->
         lines.append(f"{number}. {result.title}\n   {result.url}")
         if result.snippet:
             lines.append(f"   {result.snippet}")
-    return (f"{len(results)} results for {query!r} ({backend}); read one with web_fetch.\n"
-            + untrusted("\n".join(lines)))
+    return (
+        f"{len(results)} results for {query!r} ({backend}); read one with web_fetch.\n"
+        + untrusted("\n".join(lines))
+    )

@@ -32,9 +32,16 @@ IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 # Instance metadata services (AWS/GCP/Azure/OpenStack, AWS ECS and IPv6, Alibaba, Oracle):
 # never reachable, whatever `allow_networks` says.
-METADATA = frozenset(ipaddress.ip_address(a) for a in (
-    "169.254.169.254", "169.254.170.2", "fd00:ec2::254", "100.100.100.200", "192.0.0.192",
-))
+METADATA = frozenset(
+    ipaddress.ip_address(a)
+    for a in (
+        "169.254.169.254",
+        "169.254.170.2",
+        "fd00:ec2::254",
+        "100.100.100.200",
+        "192.0.0.192",
+    )
+)
 
 # Named ranges, so a refusal says what the address is (first match wins).
 _NAMED: tuple[tuple[str, str], ...] = (
@@ -158,8 +165,7 @@ class AddressPolicy:
             why = self.refusal(ip)
             if why is not None:
                 shown = host if host == address else f"{host} ({address})"
-                raise AddressRefused(f"{shown} is {why}; web_fetch only reaches public "
-                                     "addresses")
+                raise AddressRefused(f"{shown} is {why}; web_fetch only reaches public addresses")
         return list(addresses)
 
 

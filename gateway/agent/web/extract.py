@@ -42,8 +42,7 @@ def decode(body: bytes, charset: str | None) -> str:
 
 
 def page_to_markdown(page: FetchedPage) -> Extracted:
-    if page.content_type in HTML_TYPES or (not page.content_type
-                                           and _looks_like_html(page.body)):
+    if page.content_type in HTML_TYPES or (not page.content_type and _looks_like_html(page.body)):
         return _html(page)
     return Extracted("", decode(page.body, page.charset).replace("\x00", "").strip())
 
@@ -60,11 +59,19 @@ def _html(page: FetchedPage) -> Extracted:
     html = decode(page.body, page.charset) if page.charset else page.body
     # No metadata: trafilatura's metadata pass looks for dates all over the page and costs
     # several times the extraction itself (100 ms on a 70 KB news page); the title is enough.
-    text = trafilatura.extract(
-        html, url=page.url, output_format="markdown", include_links=True,
-        include_tables=True, include_comments=False, include_formatting=True,
-        favor_recall=True,
-    ) or ""
+    text = (
+        trafilatura.extract(
+            html,
+            url=page.url,
+            output_format="markdown",
+            include_links=True,
+            include_tables=True,
+            include_comments=False,
+            include_formatting=True,
+            favor_recall=True,
+        )
+        or ""
+    )
     if not text.strip():
         text = trafilatura.html2txt(html) or ""
     return Extracted(_title(page.body, page.charset), text.strip())

@@ -41,10 +41,17 @@ USER_AGENT = "Mozilla/5.0 (compatible; clawgate web_fetch; personal assistant)"
 ACCEPT = "text/html,application/xhtml+xml,text/plain;q=0.9,application/json;q=0.8,*/*;q=0.5"
 # What a page may be: HTML, plain text and its relatives. Everything else (images, PDFs,
 # archives, video) is refused before its body is read.
-TEXT_TYPES = frozenset({
-    "text/html", "application/xhtml+xml", "application/json", "application/xml",
-    "application/rss+xml", "application/atom+xml", "application/ld+json",
-})
+TEXT_TYPES = frozenset(
+    {
+        "text/html",
+        "application/xhtml+xml",
+        "application/json",
+        "application/xml",
+        "application/rss+xml",
+        "application/atom+xml",
+        "application/ld+json",
+    }
+)
 CHUNK_BYTES = 65_536
 
 
@@ -71,8 +78,11 @@ class FetchedPage:
 
 
 def is_text_type(media_type: str) -> bool:
-    return (media_type.startswith("text/") or media_type in TEXT_TYPES
-            or media_type.endswith(("+xml", "+json")))
+    return (
+        media_type.startswith("text/")
+        or media_type in TEXT_TYPES
+        or media_type.endswith(("+xml", "+json"))
+    )
 
 
 def check_url(raw: str) -> URL:
@@ -120,26 +130,33 @@ class PageFetcher:
         url = check_url(raw_url)
         seconds = self.limits.timeout_seconds
         pinned = PinnedResolver()
-        connector = aiohttp.TCPConnector(resolver=pinned, use_dns_cache=False, force_close=True,
-                                         ssl=self._ssl)
+        connector = aiohttp.TCPConnector(
+            resolver=pinned, use_dns_cache=False, force_close=True, ssl=self._ssl
+        )
         headers = {"User-Agent": USER_AGENT, "Accept": ACCEPT}
         try:
             async with (
                 asyncio.timeout(seconds),
-                aiohttp.ClientSession(connector=connector, trust_env=False, headers=headers,
-                                      timeout=aiohttp.ClientTimeout(total=None)) as session,
+                aiohttp.ClientSession(
+                    connector=connector,
+                    trust_env=False,
+                    headers=headers,
+                    timeout=aiohttp.ClientTimeout(total=None),
+                ) as session,
             ):
                 return await self._follow(session, pinned, url)
         except TimeoutError:
-            raise FetchError(f"{url.human_repr()} did not answer within {seconds:g} s "
-                             "(the fetch time limit)") from None
+            raise FetchError(
+                f"{url.human_repr()} did not answer within {seconds:g} s (the fetch time limit)"
+            ) from None
         except AddressRefused as exc:
             raise FetchError(str(exc)) from None
         except aiohttp.ClientError as exc:
             raise FetchError(f"could not fetch {url.human_repr()}: {_describe(exc)}") from None
 
-    async def _follow(self, session: aiohttp.ClientSession, pinned: PinnedResolver,
-                      url: URL) -> FetchedPage:
+    async def _follow(
+        self, session: aiohttp.ClientSession, pinned: PinnedResolver, url: URL
+    ) -> FetchedPage:
         redirects: list[str] = []
         while True:
             try:
@@ -147,26 +164,33 @@ class PageFetcher:
             except AddressRefused as exc:
                 if not redirects:
                     raise
-                raise FetchError(f"{redirects[-1]} redirected to {url.human_repr()[:200]}, "
-                                 f"which is refused: {exc}") from None
+                raise FetchError(
+                    f"{redirects[-1]} redirected to {url.human_repr()[:200]}, "
+                    f"which is refused: {exc}"
+                ) from None
             async with session.get(url, allow_redirects=False) as response:
                 location = response.headers.get("Location")
                 if response.status not in REDIRECTS or not location:
                     return await self._read(response, url, tuple(redirects))
             if len(redirects) >= self.limits.max_redirects:
-                raise FetchError(f"{url.human_repr()} redirected more than "
-                                 f"{self.limits.max_redirects} times; stopped")
+                raise FetchError(
+                    f"{url.human_repr()} redirected more than "
+                    f"{self.limits.max_redirects} times; stopped"
+                )
             redirects.append(url.human_repr())
             try:
                 target = url.join(URL(location))
             except (ValueError, TypeError):
-                raise FetchError(f"{url.human_repr()} redirected to an invalid URL "
-                                 f"{location[:200]!r}") from None
+                raise FetchError(
+                    f"{url.human_repr()} redirected to an invalid URL {location[:200]!r}"
+                ) from None
             try:
                 url = check_url(str(target))
             except FetchError as exc:
-                raise FetchError(f"{redirects[-1]} redirected to {target.human_repr()[:200]}, "
-                                 f"which is refused: {exc}") from None
+                raise FetchError(
+                    f"{redirects[-1]} redirected to {target.human_repr()[:200]}, "
+                    f"which is refused: {exc}"
+                ) from None
 
     async def _pin(self, pinned: PinnedResolver, url: URL) -> None:
         """Resolve the hop's host once, check every address, and pin the result."""
@@ -180,16 +204,19 @@ class PageFetcher:
         else:
             self.policy.check(literal, [literal])
 
-    async def _read(self, response: aiohttp.ClientResponse, url: URL,
-                    redirects: tuple[str, ...]) -> FetchedPage:
+    async def _read(
+        self, response: aiohttp.ClientResponse, url: URL, redirects: tuple[str, ...]
+    ) -> FetchedPage:
         shown = url.human_repr()
         if not 200 <= response.status < 300:
             reason = f" {response.reason}" if response.reason else ""
             raise FetchError(f"{shown} answered HTTP {response.status}{reason}")
         media_type = response.content_type.lower() if "Content-Type" in response.headers else ""
         if media_type and not is_text_type(media_type):
-            raise FetchError(f"{shown} is {media_type}, not a web page or text; web_fetch only "
-                             "reads HTML and text")
+            raise FetchError(
+                f"{shown} is {media_type}, not a web page or text; web_fetch only "
+                "reads HTML and text"
+            )
         limit = self.limits.max_bytes
         chunks: list[bytes] = []
         size = 0
@@ -205,10 +232,13 @@ class PageFetcher:
         body = b"".join(chunks)
         wide = (response.charset or "").lower().startswith(("utf-16", "utf-32"))
         if not wide and b"\x00" in body[:4096]:
-            raise FetchError(f"{shown} sent binary data (as {media_type or 'no content type'})"
-                             "; web_fetch only reads HTML and text")
-        return FetchedPage(str(url), response.status, media_type, response.charset, body,
-                           truncated, redirects)
+            raise FetchError(
+                f"{shown} sent binary data (as {media_type or 'no content type'})"
+                "; web_fetch only reads HTML and text"
+            )
+        return FetchedPage(
+            str(url), response.status, media_type, response.charset, body, truncated, redirects
+        )
 
 
 def _describe(exc: Any) -> str:

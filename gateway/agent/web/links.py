@@ -26,8 +26,15 @@ from gateway.agent.conversation import Message
 from gateway.agent.sessions import SessionStore, is_compaction_marker
 from memory.layout import is_dm_session_key, is_group_session_key
 
-__all__ = ["HostAllowlist", "SearchLedger", "SessionLinks", "link_key", "person_session",
-           "urls_in_messages", "urls_in_text"]
+__all__ = [
+    "HostAllowlist",
+    "SearchLedger",
+    "SessionLinks",
+    "link_key",
+    "person_session",
+    "urls_in_messages",
+    "urls_in_text",
+]
 
 # A URL with a scheme, or a bare host with at least one dot and a letter TLD (people type
 # "example.org/page" as often as the full form). Trailing punctuation is trimmed afterwards.

@@ -15,19 +15,25 @@ class PinnedResolver(AbstractResolver):
     def __init__(self) -> None:
         self.pins: dict[str, list[str]] = {}
 
-    async def resolve(self, host: str, port: int = 0,
-                      family: socket.AddressFamily = socket.AF_INET) -> list[ResolveResult]:
+    async def resolve(
+        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
+    ) -> list[ResolveResult]:
         addresses = self.pins.get(host)
         if not addresses:
             raise OSError(f"{host} was not checked before connecting")
         results: list[ResolveResult] = []
         for address in addresses:
             ip = ipaddress.ip_address(address.split("%", 1)[0])
-            results.append({
-                "hostname": host, "host": address, "port": port,
-                "family": socket.AF_INET6 if ip.version == 6 else socket.AF_INET,
-                "proto": 0, "flags": socket.AI_NUMERICHOST,
-            })
+            results.append(
+                {
+                    "hostname": host,
+                    "host": address,
+                    "port": port,
+                    "family": socket.AF_INET6 if ip.version == 6 else socket.AF_INET,
+                    "proto": 0,
+                    "flags": socket.AI_NUMERICHOST,
+                }
+            )
         return results
 
     async def close(self) -> None:

@@ -24,8 +24,17 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:  # imported at the first search, not when the tool is registered
     import aiohttp
 
-__all__ = ["BraveSearch", "CachedSearch", "DdgsSearch", "SearchBackend", "SearchError",
-           "SearchResult", "SearxngSearch", "TavilySearch", "TtlCache"]
+__all__ = [
+    "BraveSearch",
+    "CachedSearch",
+    "DdgsSearch",
+    "SearchBackend",
+    "SearchError",
+    "SearchResult",
+    "SearxngSearch",
+    "TavilySearch",
+    "TtlCache",
+]
 
 MAX_TITLE_CHARS = 200
 MAX_SNIPPET_CHARS = 500
@@ -67,8 +76,13 @@ def results_from(items: Any, url_key: str, snippet_key: str, count: int) -> list
         url = str(item.get(url_key) or "").strip()
         if not url.startswith(("http://", "https://")):
             continue
-        results.append(SearchResult(_clean(item.get("title"), MAX_TITLE_CHARS) or url, url,
-                                    _clean(item.get(snippet_key), MAX_SNIPPET_CHARS)))
+        results.append(
+            SearchResult(
+                _clean(item.get("title"), MAX_TITLE_CHARS) or url,
+                url,
+                _clean(item.get(snippet_key), MAX_SNIPPET_CHARS),
+            )
+        )
         if len(results) >= count:
             break
     return results
@@ -77,10 +91,21 @@ def results_from(items: Any, url_key: str, snippet_key: str, count: int) -> list
 # Words of a failure to reach the network at all, as aiohttp, primp (under ddgs) and the
 # system resolver put them: with no internet connection, search cannot work, and the person
 # should hear that rather than a library's dump of its request.
-_OFFLINE_WORDS = ("dns", "name resolution", "lookup address", "resolve", "name or service",
-                  "connecterror", "connect error", "(connect)", "network is unreachable",
-                  "no route to host", "connection refused", "error sending request",
-                  "nodename nor servname")
+_OFFLINE_WORDS = (
+    "dns",
+    "name resolution",
+    "lookup address",
+    "resolve",
+    "name or service",
+    "connecterror",
+    "connect error",
+    "(connect)",
+    "network is unreachable",
+    "no route to host",
+    "connection refused",
+    "error sending request",
+    "nodename nor servname",
+)
 
 
 def looks_offline(text: str) -> bool:
@@ -105,7 +130,7 @@ class _HttpBackend:
         """The setting that points at this service, in the person's words."""
         if self.url and self.url != self.default_url:
             return "[web] search_url (CLAWGATE_WEB__SEARCH_URL)"
-        return f"[web] backend = \"{self.name}\" (CLAWGATE_WEB__BACKEND)"
+        return f'[web] backend = "{self.name}" (CLAWGATE_WEB__BACKEND)'
 
     def _unreachable(self, exc: Exception) -> SearchError:
         """One sentence for a service that could not be reached: which, where, and why."""
@@ -114,37 +139,46 @@ class _HttpBackend:
         host = urlsplit(self.url).netloc or self.url
         dns = type(exc).__name__ == "ClientConnectorDNSError" or "resolv" in str(exc).lower()
         if dns:
-            why = (f"the name {urlsplit(self.url).hostname} does not resolve (is this machine "
-                   "offline?)")
+            why = (
+                f"the name {urlsplit(self.url).hostname} does not resolve (is this machine "
+                "offline?)"
+            )
         else:
             why = f"nothing answered at {host} (is it running, and is the address right?)"
-        return SearchError(f"web search is not available: {self.label} could not be reached, "
-                           f"{why}; it is set by {self._setting()}")
+        return SearchError(
+            f"web search is not available: {self.label} could not be reached, "
+            f"{why}; it is set by {self._setting()}"
+        )
 
     async def _json(self, method: str, url: str, **kwargs: Any) -> Any:
         import aiohttp
 
         timeout = aiohttp.ClientTimeout(total=self.timeout_seconds)
         try:
-            async with aiohttp.ClientSession(timeout=timeout) as session, \
-                    session.request(method, url, **kwargs) as response:
+            async with (
+                aiohttp.ClientSession(timeout=timeout) as session,
+                session.request(method, url, **kwargs) as response,
+            ):
                 body = await _read_capped(response, MAX_RESPONSE_BYTES)
                 if response.status in (401, 403):
-                    raise SearchError(f"{self.name} refused the request (HTTP "
-                                      f"{response.status}); {self.refused_hint}")
+                    raise SearchError(
+                        f"{self.name} refused the request (HTTP "
+                        f"{response.status}); {self.refused_hint}"
+                    )
                 if response.status == 429:
-                    raise SearchError(f"{self.name} says too many searches (HTTP 429); "
-                                      "try again later")
+                    raise SearchError(
+                        f"{self.name} says too many searches (HTTP 429); try again later"
+                    )
                 if response.status >= 400:
                     raise SearchError(f"{self.name} answered HTTP {response.status}")
         except TimeoutError:
-            raise SearchError(f"{self.name} did not answer within "
-                              f"{self.timeout_seconds:g} s") from None
+            raise SearchError(
+                f"{self.name} did not answer within {self.timeout_seconds:g} s"
+            ) from None
         except aiohttp.ClientConnectionError as exc:
             raise self._unreachable(exc) from None
         except aiohttp.ClientError as exc:
-            raise SearchError(f"{self.name} could not be reached ({type(exc).__name__})") \
-                from None
+            raise SearchError(f"{self.name} could not be reached ({type(exc).__name__})") from None
         try:
             return json.loads(body)
         except (ValueError, UnicodeDecodeError):
@@ -172,8 +206,12 @@ class SearxngSearch(_HttpBackend):
 
     async def search(self, query: str, count: int) -> list[SearchResult]:
         url = self.url.rstrip("/") + "/search"
-        data = await self._json("GET", url, params={"q": query, "format": "json"},
-                                headers={"Accept": "application/json"})
+        data = await self._json(
+            "GET",
+            url,
+            params={"q": query, "format": "json"},
+            headers={"Accept": "application/json"},
+        )
         if not isinstance(data, dict):
             raise SearchError("searxng sent an unexpected answer")
         return results_from(data.get("results"), "url", "content", count)
@@ -192,12 +230,15 @@ class BraveSearch(_HttpBackend):
 
     async def search(self, query: str, count: int) -> list[SearchResult]:
         data = await self._json(
-            "GET", self.url, params={"q": query, "count": str(min(count, 20))},
+            "GET",
+            self.url,
+            params={"q": query, "count": str(min(count, 20))},
             headers={"Accept": "application/json", "X-Subscription-Token": self._key},
         )
         web = data.get("web") if isinstance(data, dict) else None
-        return results_from(web.get("results") if isinstance(web, dict) else [],
-                            "url", "description", count)
+        return results_from(
+            web.get("results") if isinstance(web, dict) else [], "url", "description", count
+        )
 
 
 class TavilySearch(_HttpBackend):
@@ -213,8 +254,9 @@ class TavilySearch(_HttpBackend):
 
     async def search(self, query: str, count: int) -> list[SearchResult]:
         data = await self._json(
-            "POST", self.url, json={"query": query, "max_results": min(count, 20),
-                                    "search_depth": "basic"},
+            "POST",
+            self.url,
+            json={"query": query, "max_results": min(count, 20), "search_depth": "basic"},
             headers={"Authorization": f"Bearer {self._key}"},
         )
         if not isinstance(data, dict):
@@ -237,8 +279,13 @@ class DdgsSearch:
 
     name = "ddgs"
 
-    def __init__(self, engines: str = "duckduckgo", *, timeout_seconds: float = 10.0,
-                 factory: DdgsFactory | None = None) -> None:
+    def __init__(
+        self,
+        engines: str = "duckduckgo",
+        *,
+        timeout_seconds: float = 10.0,
+        factory: DdgsFactory | None = None,
+    ) -> None:
         self.engines = engines
         self.timeout_seconds = timeout_seconds
         self._factory = factory or _ddgs_client
@@ -246,21 +293,20 @@ class DdgsSearch:
     async def search(self, query: str, count: int) -> list[SearchResult]:
         def run() -> Any:
             client = self._factory(max(1, round(self.timeout_seconds)))
-            return client.text(query, max_results=count, backend=self.engines,
-                               safesearch="moderate")
+            return client.text(
+                query, max_results=count, backend=self.engines, safesearch="moderate"
+            )
 
         try:
             async with asyncio.timeout(self.timeout_seconds + 2):
                 items = await asyncio.to_thread(run)
         except TimeoutError:
-            raise SearchError(f"ddgs did not answer within {self.timeout_seconds:g} s") \
-                from None
+            raise SearchError(f"ddgs did not answer within {self.timeout_seconds:g} s") from None
         except Exception as exc:
             message = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
             if "no results" in message.lower():
                 return []
-            raise SearchError(ddgs_failure(self.engines, str(exc) or type(exc).__name__)) \
-                from None
+            raise SearchError(ddgs_failure(self.engines, str(exc) or type(exc).__name__)) from None
         return results_from(items, "href", "body", count)
 
 
@@ -269,11 +315,13 @@ def ddgs_failure(engines: str, text: str) -> str:
     with the request's parameters ("DNSError ... Query {...}"): none of that is for a person."""
     who = "DuckDuckGo" if engines == "duckduckgo" else f"the ddgs engines ({engines})"
     if looks_offline(text):
-        return (f"web search is not available: {who} could not be reached from this machine "
-                "(no internet connection, or its name does not resolve); it is set by [web] "
-                "backend = \"ddgs\" (CLAWGATE_WEB__BACKEND): without internet, use a SearXNG "
-                "server on your network ([web] backend = \"searxng\" and search_url) or "
-                "\"none\"")
+        return (
+            f"web search is not available: {who} could not be reached from this machine "
+            "(no internet connection, or its name does not resolve); it is set by [web] "
+            'backend = "ddgs" (CLAWGATE_WEB__BACKEND): without internet, use a SearXNG '
+            'server on your network ([web] backend = "searxng" and search_url) or '
+            '"none"'
+        )
     first = text.splitlines()[0] if text else ""
     first = first.split(" Query {")[0].split("{")[0].strip()[:160]
     return f"web search failed: {who} (the ddgs backend) answered with an error: {first}"
@@ -282,8 +330,12 @@ def ddgs_failure(engines: str, text: str) -> str:
 class TtlCache:
     """A small least-recently-used map whose entries expire (injectable monotonic clock)."""
 
-    def __init__(self, ttl_seconds: float, max_entries: int = 256,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        ttl_seconds: float,
+        max_entries: int = 256,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.ttl = ttl_seconds
         self.max_entries = max_entries
         self._clock = clock

@@ -31,24 +31,152 @@ from gateway.features.exec.view import WORKSPACE
 
 __all__ = ["AllowEntry", "Allowlist", "Decision", "redirection_refusal"]
 
-NEVER: frozenset[str] = frozenset({
-    "sh", "bash", "dash", "zsh", "ksh", "mksh", "fish", "csh", "tcsh", "busybox", "toybox",
-    "env", "exec", "eval", "source", ".", "command", "builtin", "xargs", "sudo", "su", "doas",
-    "pkexec", "nohup", "nice", "ionice", "timeout", "stdbuf", "setsid", "unshare", "nsenter",
-    "chroot", "strace", "ltrace", "gdb", "script", "watch", "parallel", "time", "alias",
-    "unalias", "trap", "enable", "declare", "typeset", "export", "set", "shopt", "readonly",
-    "local", "let", "fc", "hash", "ulimit", "umask", "bwrap", "flock", "chrt", "taskset",
-    "prlimit", "runuser", "setpriv", "expect", "tmux", "screen",
-})
-BARE_REFUSED: frozenset[str] = frozenset({
-    "python", "python2", "python3", "pypy", "pypy3", "perl", "ruby", "node", "nodejs", "deno",
-    "bun", "php", "lua", "luajit", "Rscript", "R", "julia", "tclsh", "wish", "awk", "gawk",
-    "mawk", "nawk", "sed", "find", "git", "make", "tar", "rsync", "ssh", "scp", "vi", "vim",
-    "nvim", "emacs", "less", "more", "man", "docker", "podman", "kubectl", "npm", "npx",
-    "pnpm", "yarn", "pip", "pip3", "uv", "pipx", "cargo", "go", "java", "dotnet", "gcc",
-    "cc", "clang", "ld", "wget", "openssl", "socat", "nc", "ncat", "sqlite3", "psql",
-    "mysql", "zip", "ffmpeg", "convert", "magick", "gs", "pandoc", "latex", "pdflatex",
-})
+NEVER: frozenset[str] = frozenset(
+    {
+        "sh",
+        "bash",
+        "dash",
+        "zsh",
+        "ksh",
+        "mksh",
+        "fish",
+        "csh",
+        "tcsh",
+        "busybox",
+        "toybox",
+        "env",
+        "exec",
+        "eval",
+        "source",
+        ".",
+        "command",
+        "builtin",
+        "xargs",
+        "sudo",
+        "su",
+        "doas",
+        "pkexec",
+        "nohup",
+        "nice",
+        "ionice",
+        "timeout",
+        "stdbuf",
+        "setsid",
+        "unshare",
+        "nsenter",
+        "chroot",
+        "strace",
+        "ltrace",
+        "gdb",
+        "script",
+        "watch",
+        "parallel",
+        "time",
+        "alias",
+        "unalias",
+        "trap",
+        "enable",
+        "declare",
+        "typeset",
+        "export",
+        "set",
+        "shopt",
+        "readonly",
+        "local",
+        "let",
+        "fc",
+        "hash",
+        "ulimit",
+        "umask",
+        "bwrap",
+        "flock",
+        "chrt",
+        "taskset",
+        "prlimit",
+        "runuser",
+        "setpriv",
+        "expect",
+        "tmux",
+        "screen",
+    }
+)
+BARE_REFUSED: frozenset[str] = frozenset(
+    {
+        "python",
+        "python2",
+        "python3",
+        "pypy",
+        "pypy3",
+        "perl",
+        "ruby",
+        "node",
+        "nodejs",
+        "deno",
+        "bun",
+        "php",
+        "lua",
+        "luajit",
+        "Rscript",
+        "R",
+        "julia",
+        "tclsh",
+        "wish",
+        "awk",
+        "gawk",
+        "mawk",
+        "nawk",
+        "sed",
+        "find",
+        "git",
+        "make",
+        "tar",
+        "rsync",
+        "ssh",
+        "scp",
+        "vi",
+        "vim",
+        "nvim",
+        "emacs",
+        "less",
+        "more",
+        "man",
+        "docker",
+        "podman",
+        "kubectl",
+        "npm",
+        "npx",
+        "pnpm",
+        "yarn",
+        "pip",
+        "pip3",
+        "uv",
+        "pipx",
+        "cargo",
+        "go",
+        "java",
+        "dotnet",
+        "gcc",
+        "cc",
+        "clang",
+        "ld",
+        "wget",
+        "openssl",
+        "socat",
+        "nc",
+        "ncat",
+        "sqlite3",
+        "psql",
+        "mysql",
+        "zip",
+        "ffmpeg",
+        "convert",
+        "magick",
+        "gs",
+        "pandoc",
+        "latex",
+        "pdflatex",
+    }
+)
 
 
 def _program_name(word: str) -> str:
@@ -75,12 +203,16 @@ class AllowEntry:
             raise ValueError(f"allow entry {text!r} has a redirection; entries are words")
         program = _program_name(parsed.argv[0])
         if program in NEVER:
-            raise ValueError(f"allow entry {text!r}: {program} runs other commands from its "
-                             "arguments, so it can never be allowed without asking")
+            raise ValueError(
+                f"allow entry {text!r}: {program} runs other commands from its "
+                "arguments, so it can never be allowed without asking"
+            )
         if program in BARE_REFUSED and len(parsed.argv) == 1 and not exact:
-            raise ValueError(f"allow entry {text!r}: {program} with any arguments can run any "
-                             f"code; name what it runs (e.g. '{program} script-or-subcommand')"
-                             f" or end the entry with ' $' to allow it exactly")
+            raise ValueError(
+                f"allow entry {text!r}: {program} with any arguments can run any "
+                f"code; name what it runs (e.g. '{program} script-or-subcommand')"
+                f" or end the entry with ' $' to allow it exactly"
+            )
         return cls(text, parsed.argv, exact)
 
     def allows(self, argv: tuple[str, ...]) -> bool:

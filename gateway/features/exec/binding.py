@@ -39,7 +39,9 @@ MAX_FILES = 64
 MAX_HASH_BYTES = 64 * 1024 * 1024
 _IMPLICIT: dict[str, tuple[str, ...]] = {
     "make": ("GNUmakefile", "makefile", "Makefile"),
-    "npm": ("package.json",), "yarn": ("package.json",), "pnpm": ("package.json",),
+    "npm": ("package.json",),
+    "yarn": ("package.json",),
+    "pnpm": ("package.json",),
     "just": ("justfile", "Justfile", ".justfile"),
 }
 _SPLIT = re.compile(r"[\s|;&()<>`$]+")
@@ -63,7 +65,7 @@ class ApprovalBinding:
 def _normal_cwd(cwd: str) -> str:
     text = (cwd or ".").strip()
     if text == WORKSPACE or text.startswith(WORKSPACE + "/"):
-        text = text[len(WORKSPACE):].lstrip("/") or "."
+        text = text[len(WORKSPACE) :].lstrip("/") or "."
     return posixpath.normpath(text.lstrip("/")) if text else "."
 
 
@@ -86,7 +88,7 @@ def _relative(name: str, cwd: str) -> str | None:
     if name.startswith("/"):
         if not name.startswith(WORKSPACE + "/"):
             return None
-        rel = name[len(WORKSPACE) + 1:]
+        rel = name[len(WORKSPACE) + 1 :]
     else:
         rel = posixpath.join(cwd, name)
     rel = posixpath.normpath(rel)
@@ -142,8 +144,15 @@ def approval_binding(command: str, cwd: str, network: bool, workspace: Path) -> 
         if state is not None:
             files[rel] = state
     bound = tuple(FileBinding(path, files[path]) for path in sorted(files))
-    canonical = json.dumps({"command": command, "cwd": where, "network": bool(network),
-                            "files": [[b.path, b.state] for b in bound]},
-                           sort_keys=True, ensure_ascii=True)
+    canonical = json.dumps(
+        {
+            "command": command,
+            "cwd": where,
+            "network": bool(network),
+            "files": [[b.path, b.state] for b in bound],
+        },
+        sort_keys=True,
+        ensure_ascii=True,
+    )
     digest = hashlib.sha256(canonical.encode("ascii")).hexdigest()
     return ApprovalBinding(command, where, bool(network), bound, digest)

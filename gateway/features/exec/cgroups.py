@@ -80,11 +80,9 @@ class Cgroups:
                 return None
             if own[""] == "/" and "pids" not in enabled:
                 with contextlib.suppress(OSError):
-                    (base / "cgroup.subtree_control").write_text("+pids +memory",
-                                                                encoding="ascii")
+                    (base / "cgroup.subtree_control").write_text("+pids +memory", encoding="ascii")
                 with contextlib.suppress(OSError):
-                    enabled = (base / "cgroup.subtree_control").read_text(
-                        encoding="ascii").split()
+                    enabled = (base / "cgroup.subtree_control").read_text(encoding="ascii").split()
             if "pids" not in enabled or not _writable_dir(base):
                 return None
             return cls._made(cls(base / tag, base / tag if "memory" in enabled else None, 2))
@@ -92,8 +90,10 @@ class Cgroups:
 
     @staticmethod
     def _made(found: Cgroups) -> Cgroups | None:
-        for parent in {found.pids_parent.parent, *(
-                [found.memory_parent.parent] if found.memory_parent else [])}:
+        for parent in {
+            found.pids_parent.parent,
+            *([found.memory_parent.parent] if found.memory_parent else []),
+        }:
             _sweep(parent)
         try:
             found.pids_parent.mkdir(exist_ok=True)
@@ -103,7 +103,8 @@ class Cgroups:
             if found.version == 2:
                 with contextlib.suppress(OSError):
                     (found.pids_parent / "cgroup.subtree_control").write_text(
-                        "+pids +memory" if found.memory_parent else "+pids", encoding="ascii")
+                        "+pids +memory" if found.memory_parent else "+pids", encoding="ascii"
+                    )
         except OSError:
             return None
         return found

@@ -31,20 +31,52 @@ __all__ = ["MAX_COMMAND_CHARS", "NotSimple", "Redirection", "SimpleCommand", "pa
 MAX_COMMAND_CHARS = 4096
 
 # Literal outside quotes (POSIX portable file name characters and a few harmless ones).
-_PLAIN = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789"
-                   "_@%+=:,./-^")
+_PLAIN = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_@%+=:,./-^")
 _BLANK = frozenset(" \t")
-_RESERVED = frozenset({
-    "if", "then", "else", "elif", "fi", "case", "esac", "for", "select", "while", "until",
-    "do", "done", "function", "time", "coproc", "in", "{", "}", "!", "[[", "]]",
-})
+_RESERVED = frozenset(
+    {
+        "if",
+        "then",
+        "else",
+        "elif",
+        "fi",
+        "case",
+        "esac",
+        "for",
+        "select",
+        "while",
+        "until",
+        "do",
+        "done",
+        "function",
+        "time",
+        "coproc",
+        "in",
+        "{",
+        "}",
+        "!",
+        "[[",
+        "]]",
+    }
+)
 _WHY: dict[str, str] = {
-    "|": "a pipe", ";": "a command separator (;)", "&": "a background or && operator",
-    "$": "an expansion ($)", "`": "a command substitution (backticks)",
-    "(": "a subshell or substitution", ")": "a subshell or substitution",
-    "*": "a glob", "?": "a glob", "[": "a glob", "]": "a glob", "{": "a brace expansion",
-    "}": "a brace expansion", "~": "a tilde expansion", "#": "a comment", "!": "a history or "
-    "negation (!)", "\\": "a backslash at the end",
+    "|": "a pipe",
+    ";": "a command separator (;)",
+    "&": "a background or && operator",
+    "$": "an expansion ($)",
+    "`": "a command substitution (backticks)",
+    "(": "a subshell or substitution",
+    ")": "a subshell or substitution",
+    "*": "a glob",
+    "?": "a glob",
+    "[": "a glob",
+    "]": "a glob",
+    "{": "a brace expansion",
+    "}": "a brace expansion",
+    "~": "a tilde expansion",
+    "#": "a comment",
+    "!": "a history or negation (!)",
+    "\\": "a backslash at the end",
 }
 
 
@@ -75,7 +107,8 @@ def _bad_char(ch: str) -> bool:
         return False
     category = unicodedata.category(ch)
     return category in ("Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp") or (
-        category == "Zs" and ch != " ")
+        category == "Zs" and ch != " "
+    )
 
 
 class _Scanner:
@@ -100,7 +133,7 @@ class _Scanner:
                 end = self.text.find("'", self.pos + 1)
                 if end < 0:
                     return NotSimple("an unclosed single quote")
-                out.append(self.text[self.pos + 1:end])
+                out.append(self.text[self.pos + 1 : end])
                 self.pos = end + 1
                 plain = False
             elif ch == '"':
@@ -125,8 +158,11 @@ class _Scanner:
                 out.append(ch)
                 self.pos += 1
             else:
-                why = _WHY.get(ch) or ("a non-ASCII character outside quotes" if ord(ch) > 127
-                                       else f"the character {ch!r}")
+                why = _WHY.get(ch) or (
+                    "a non-ASCII character outside quotes"
+                    if ord(ch) > 127
+                    else f"the character {ch!r}"
+                )
                 return NotSimple(why)
 
     def blanks(self) -> None:
@@ -136,8 +172,13 @@ class _Scanner:
 
 def _assignment(raw: str) -> bool:
     name, eq, _ = raw.partition("=")
-    return bool(eq) and bool(name) and (name[0].isalpha() or name[0] == "_") and all(
-        c.isalnum() or c == "_" for c in name) and name.isascii()
+    return (
+        bool(eq)
+        and bool(name)
+        and (name[0].isalpha() or name[0] == "_")
+        and all(c.isalnum() or c == "_" for c in name)
+        and name.isascii()
+    )
 
 
 def _operator(scan: _Scanner, fd: int | None) -> Redirection | NotSimple:
@@ -147,10 +188,13 @@ def _operator(scan: _Scanner, fd: int | None) -> Redirection | NotSimple:
     op = next((o for o in ops if text.startswith(o, scan.pos)), "")
     if not op:
         return NotSimple("a background or && operator")
-    after = text[scan.pos + len(op):scan.pos + len(op) + 1]
+    after = text[scan.pos + len(op) : scan.pos + len(op) + 1]
     if op == "<" and after in ("<", ">", "("):
-        return NotSimple("a here-document, here-string or process substitution"
-                         if after != ">" else "a read-write redirection")
+        return NotSimple(
+            "a here-document, here-string or process substitution"
+            if after != ">"
+            else "a read-write redirection"
+        )
     if op in (">", ">>") and after in ("|", "("):
         return NotSimple("a clobbering redirection or process substitution")
     if op.startswith("&") and fd is not None:
@@ -176,8 +220,11 @@ def parse_simple(text: str) -> SimpleCommand | NotSimple:
         return NotSimple(f"longer than {MAX_COMMAND_CHARS} characters")
     bad = next((ch for ch in text if _bad_char(ch)), None)
     if bad is not None:
-        return NotSimple("a newline or control character" if bad in "\n\r" or ord(bad) < 32
-                         else f"the invisible or unusual character U+{ord(bad):04X}")
+        return NotSimple(
+            "a newline or control character"
+            if bad in "\n\r" or ord(bad) < 32
+            else f"the invisible or unusual character U+{ord(bad):04X}"
+        )
     scan = _Scanner(text)
     argv: list[str] = []
     redirections: list[Redirection] = []
@@ -195,7 +242,7 @@ def parse_simple(text: str) -> SimpleCommand | NotSimple:
             if isinstance(word, NotSimple):
                 return word
             value, plain = word
-            raw = text[start:scan.pos]
+            raw = text[start : scan.pos]
             if scan.peek() in ("<", ">") and plain and len(raw) == 1 and raw.isdigit():
                 redirection = _operator(scan, int(raw))
                 if isinstance(redirection, NotSimple):

@@ -63,13 +63,15 @@ class DeskHost(Protocol):
 
     def channel(self, name: str) -> Channel | None: ...
 
-    async def deliver(self, channel: str, chat_id: str, text: str, *,
-                      key: str | None = None) -> object: ...
+    async def deliver(
+        self, channel: str, chat_id: str, text: str, *, key: str | None = None
+    ) -> object: ...
 
     async def owner_dm(self) -> tuple[str, str] | None: ...
 
-    async def commit(self, workspace: Path, reason: str, *, session: str = "",
-                     note: str = "") -> str | None: ...
+    async def commit(
+        self, workspace: Path, reason: str, *, session: str = "", note: str = ""
+    ) -> str | None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,24 +90,28 @@ def question_text(approval: Approval, person_name: str) -> str:
         command = command[:_SHOWN_COMMAND_CHARS] + f"... ({len(approval.command)} characters)"
     who = person_name if person_name else "you"
     network = "yes (public addresses only)" if approval.network else "no"
-    return (f"Run this command for {who}? (code {approval.code})\n\n{command}\n\n"
-            f"directory: /workspace/{'' if approval.cwd == '.' else approval.cwd}\n"
-            f"network: {network}\n\n"
-            f"Answer with the choices below, or type /approve {approval.code} (once), "
-            f"/approve {approval.code} always (this exact command from now on) or "
-            f"/deny {approval.code}.")
+    return (
+        f"Run this command for {who}? (code {approval.code})\n\n{command}\n\n"
+        f"directory: /workspace/{'' if approval.cwd == '.' else approval.cwd}\n"
+        f"network: {network}\n\n"
+        f"Answer with the choices below, or type /approve {approval.code} (once), "
+        f"/approve {approval.code} always (this exact command from now on) or "
+        f"/deny {approval.code}."
+    )
 
 
 def choices(code: str) -> list[Choice]:
-    return [Choice("Run once", f"{PRESS_PREFIX}once:{code}"),
-            Choice("Always allow", f"{PRESS_PREFIX}always:{code}"),
-            Choice("Deny", f"{PRESS_PREFIX}deny:{code}")]
+    return [
+        Choice("Run once", f"{PRESS_PREFIX}once:{code}"),
+        Choice("Always allow", f"{PRESS_PREFIX}always:{code}"),
+        Choice("Deny", f"{PRESS_PREFIX}deny:{code}"),
+    ]
 
 
 def parse_press(data: str) -> tuple[Verb, str] | None:
     if not data.startswith(PRESS_PREFIX):
         return None
-    verb, _, code = data[len(PRESS_PREFIX):].partition(":")
+    verb, _, code = data[len(PRESS_PREFIX) :].partition(":")
     if verb not in ("once", "always", "deny") or not code:
         return None
     return verb, normal_code(code)  # type: ignore[return-value]
@@ -114,8 +120,16 @@ def parse_press(data: str) -> tuple[Verb, str] | None:
 class ApprovalDesk:
     """The pending approvals of one gateway: asks, waits, decides, runs late answers."""
 
-    def __init__(self, store: ApprovalStore, runner: Runner, host: DeskHost, clock: Clock, *,
-                 owner: str, expiry_seconds: float) -> None:
+    def __init__(
+        self,
+        store: ApprovalStore,
+        runner: Runner,
+        host: DeskHost,
+        clock: Clock,
+        *,
+        owner: str,
+        expiry_seconds: float,
+    ) -> None:
         self.store = store
         self.runner = runner
         self.host = host
@@ -137,10 +151,14 @@ class ApprovalDesk:
         yet, runs cut off (reported as such)."""
         await self._expire()
         for approval in await self.store.interrupted():
-            await self._post(approval, f"The command `{_short(approval.command)}` (code "
-                             f"{approval.code}) was cut off by a restart of the gateway while "
-                             "it ran; it was not run again. Ask for it again if it is still "
-                             "needed.", "interrupted")
+            await self._post(
+                approval,
+                f"The command `{_short(approval.command)}` (code "
+                f"{approval.code}) was cut off by a restart of the gateway while "
+                "it ran; it was not run again. Ask for it again if it is still "
+                "needed.",
+                "interrupted",
+            )
         for approval in await self.store.approved_unclaimed():
             self._spawn(self._run_late(approval))
         for approval in await self.store.pending():
@@ -167,18 +185,45 @@ class ApprovalDesk:
 
     # -- asking -----------------------------------------------------------------------------
 
-    async def ask(self, *, person_id: str, workspace: Path, session_key: str, channel: str,
-                  chat_id: str, command: str, cwd: str, network: bool, timeout: float | None,
-                  digest: str, message_id: str = "") -> Approval:
+    async def ask(
+        self,
+        *,
+        person_id: str,
+        workspace: Path,
+        session_key: str,
+        channel: str,
+        chat_id: str,
+        command: str,
+        cwd: str,
+        network: bool,
+        timeout: float | None,
+        digest: str,
+        message_id: str = "",
+    ) -> Approval:
         """The pending request for this binding from this session (a turn run again after a
         restart finds the one it made), or a new one, shown to the owner."""
         now = self._now()
         existing = await self.store.pending_for(session_key, digest, now)
         if existing is not None:
             return existing
-        approval = Approval(new_code(), person_id, str(workspace), session_key, channel,
-                            chat_id, command, cwd, network, timeout, digest, "pending", False,
-                            now, now + self.expiry_seconds, message_id=message_id)
+        approval = Approval(
+            new_code(),
+            person_id,
+            str(workspace),
+            session_key,
+            channel,
+            chat_id,
+            command,
+            cwd,
+            network,
+            timeout,
+            digest,
+            "pending",
+            False,
+            now,
+            now + self.expiry_seconds,
+            message_id=message_id,
+        )
         await self.store.add(approval)
         return await self._show(approval)
 
@@ -189,22 +234,26 @@ class ApprovalDesk:
             log.warning("exec approval %s: the owner has no DM to ask in yet", approval.code)
             return approval
         channel_name, chat_id = route
-        text = question_text(approval, "" if approval.person_id == self.owner
-                             else approval.person_id)
+        text = question_text(
+            approval, "" if approval.person_id == self.owner else approval.person_id
+        )
         channel = self.host.channel(channel_name)
         message_id = ""
         if channel is not None and channel.buttons:
             try:
                 message_id = await channel.send_choices(chat_id, text, choices(approval.code))
             except Exception as exc:
-                log.warning("exec approval %s: buttons could not be sent (%s); asking in "
-                            "text", approval.code, exc)
+                log.warning(
+                    "exec approval %s: buttons could not be sent (%s); asking in text",
+                    approval.code,
+                    exc,
+                )
         if not message_id:
-            await self.host.deliver(channel_name, chat_id, text,
-                                    key=f"exec-ask:{approval.code}")
+            await self.host.deliver(channel_name, chat_id, text, key=f"exec-ask:{approval.code}")
         await self.store.shown(approval.code, channel_name, chat_id, message_id)
-        return replace(approval, request_channel=channel_name, request_chat=chat_id,
-                       request_message=message_id)
+        return replace(
+            approval, request_channel=channel_name, request_chat=chat_id, request_message=message_id
+        )
 
     async def wait(self, code: str, seconds: float) -> str:
         """The approval's status once decided, or "pending" after `seconds`."""
@@ -224,8 +273,11 @@ class ApprovalDesk:
             return await asyncio.wait_for(future, left)
         except TimeoutError:
             current = await self.store.get(code)
-            if current is not None and current.status == "pending" \
-                    and current.expires_at <= self._now():
+            if (
+                current is not None
+                and current.status == "pending"
+                and current.expires_at <= self._now()
+            ):
                 await self._expire()
                 return "expired"
             return current.status if current is not None else "gone"
@@ -246,8 +298,13 @@ class ApprovalDesk:
         code = normal_code(code)
         if not await self.is_owner(channel, sender_id):
             self.refused_presses += 1
-            log.warning("exec approval %s: %s account %s is not the owner's; its %r was "
-                        "refused", code, channel, sender_id, verb)
+            log.warning(
+                "exec approval %s: %s account %s is not the owner's; its %r was refused",
+                code,
+                channel,
+                sender_id,
+                verb,
+            )
             return Decided(False, "Only the owner of this assistant can answer this.")
         approval = await self.store.get(code)
         if approval is None:
@@ -256,14 +313,18 @@ class ApprovalDesk:
             await self._expire()
             approval = await self.store.get(code) or approval
         if approval.status != "pending":
-            return Decided(False, f"The command with the code {code} was already "
-                           f"{_said(approval.status)}.", _outcome(approval, approval.status))
+            return Decided(
+                False,
+                f"The command with the code {code} was already {_said(approval.status)}.",
+                _outcome(approval, approval.status),
+            )
         who = f"{channel}:{sender_id}"
         status = "denied" if verb == "deny" else "approved"
         if not await self.store.decide(code, status, who, self._now(), always=verb == "always"):
             current = await self.store.get(code) or approval
-            return Decided(False, f"The command with the code {code} was already "
-                           f"{_said(current.status)}.")
+            return Decided(
+                False, f"The command with the code {code} was already {_said(current.status)}."
+            )
         decided = replace(approval, status=status, decided_by=who, always=verb == "always")
         if verb == "always":
             await self.store.allow_always(decided, who, self._now())
@@ -272,11 +333,17 @@ class ApprovalDesk:
             self._spawn(self._run_late(decided))
         if status == "denied" and code not in self._waiting:
             await self.store.finish(code, "denied-late")  # no turn was told: a resumed one is
-            await self._post(decided, f"The owner denied the command `{_short(decided.command)}`"
-                             f" (code {code}); it did not run.", "denied")
-        answer = {"once": "Approved: it runs once.",
-                  "always": "Approved: this exact command runs from now on without asking.",
-                  "deny": "Denied: it does not run."}[verb]
+            await self._post(
+                decided,
+                f"The owner denied the command `{_short(decided.command)}`"
+                f" (code {code}); it did not run.",
+                "denied",
+            )
+        answer = {
+            "once": "Approved: it runs once.",
+            "always": "Approved: this exact command runs from now on without asking.",
+            "deny": "Denied: it does not run.",
+        }[verb]
         return Decided(True, answer, _outcome(decided, status))
 
     def _wake(self, code: str, status: str) -> bool:
@@ -307,8 +374,11 @@ class ApprovalDesk:
         words = args.split()
         if not words:
             return f"Usage: /{name} CODE" + (" [always]" if name == "approve" else "")
-        verb: Verb = "deny" if name == "deny" else (
-            "always" if len(words) > 1 and words[1].lower() == "always" else "once")
+        verb: Verb = (
+            "deny"
+            if name == "deny"
+            else ("always" if len(words) > 1 and words[1].lower() == "always" else "once")
+        )
         decided = await self.decide(words[0], verb, channel, sender_id)
         return decided.text
 
@@ -323,36 +393,60 @@ class ApprovalDesk:
                 await self.store.finish(approval.code, "posted")  # ran with no turn waiting
         except Exception:
             log.exception("exec approval %s: the late run failed", approval.code)
-            text = (f"The approved command `{_short(approval.command)}` (code "
-                    f"{approval.code}) could not be run (see the gateway's log).")
+            text = (
+                f"The approved command `{_short(approval.command)}` (code "
+                f"{approval.code}) could not be run (see the gateway's log)."
+            )
         await self._post(approval, text, "result")
         with contextlib.suppress(Exception):
-            await self.host.commit(Path(approval.workspace), "exec",
-                                   session=approval.session_key,
-                                   note=f"command {approval.code}")
+            await self.host.commit(
+                Path(approval.workspace),
+                "exec",
+                session=approval.session_key,
+                note=f"command {approval.code}",
+            )
 
-    async def run_approved(self, approval: Approval, budget: TurnBudget | None, *,
-                           for_person: bool = False) -> str:
+    async def run_approved(
+        self, approval: Approval, budget: TurnBudget | None, *, for_person: bool = False
+    ) -> str:
         """Claim and run an approved request; the text for the model (`for_person`: for the
         chat, no model in between). Asks again (and says so) when what it is bound to
         changed since the owner saw it."""
         if not await self.store.claim(approval.code):
             return f"The command with the code {approval.code} was already run."
         workspace = Path(approval.workspace)
-        now_bound = await asyncio.to_thread(approval_binding, approval.command, approval.cwd,
-                                            approval.network, workspace)
+        now_bound = await asyncio.to_thread(
+            approval_binding, approval.command, approval.cwd, approval.network, workspace
+        )
         if now_bound.digest != approval.digest:
             await self.store.finish(approval.code, "changed")
             again = await self.ask(
-                person_id=approval.person_id, workspace=workspace,
-                session_key=approval.session_key, channel=approval.channel,
-                chat_id=approval.chat_id, command=approval.command, cwd=approval.cwd,
-                network=approval.network, timeout=approval.timeout, digest=now_bound.digest,
-                message_id=approval.message_id)
-            return (f"{CHANGED} (or its directory) changed after the "
-                    f"owner approved it, so the owner was asked again (code {again.code}).")
-        job = Job(approval.person_id, workspace, approval.command, approval.cwd,
-                  approval.network, approval.timeout, approval.decided_by, approval.code)
+                person_id=approval.person_id,
+                workspace=workspace,
+                session_key=approval.session_key,
+                channel=approval.channel,
+                chat_id=approval.chat_id,
+                command=approval.command,
+                cwd=approval.cwd,
+                network=approval.network,
+                timeout=approval.timeout,
+                digest=now_bound.digest,
+                message_id=approval.message_id,
+            )
+            return (
+                f"{CHANGED} (or its directory) changed after the "
+                f"owner approved it, so the owner was asked again (code {again.code})."
+            )
+        job = Job(
+            approval.person_id,
+            workspace,
+            approval.command,
+            approval.cwd,
+            approval.network,
+            approval.timeout,
+            approval.decided_by,
+            approval.code,
+        )
         try:
             result = await self.runner.run(job, budget)
         except SandboxRefused as exc:
@@ -361,14 +455,17 @@ class ApprovalDesk:
         await self.store.finish(approval.code)
         if for_person:
             return _for_person(approval, result)
-        return (f"command (code {approval.code}, approved by the owner): "
-                f"{_short(approval.command)}\n" + result.for_model())
+        return (
+            f"command (code {approval.code}, approved by the owner): "
+            f"{_short(approval.command)}\n" + result.for_model()
+        )
 
     async def _post(self, approval: Approval, text: str, what: str) -> None:
         """A message about `approval` in the chat that asked (once: keyed)."""
         try:
-            await self.host.deliver(approval.channel, approval.chat_id, text,
-                                    key=f"exec-{what}:{approval.code}")
+            await self.host.deliver(
+                approval.channel, approval.chat_id, text, key=f"exec-{what}:{approval.code}"
+            )
         except Exception:
             log.exception("exec approval %s: could not post the %s", approval.code, what)
 
@@ -408,11 +505,11 @@ def _for_person(approval: Approval, result: RunResult) -> str:
     """A late result as the person reads it in the chat: what ran, how it ended, the output
     (as kept: head and tail, binary summarised) in a code block."""
     status = "none" if result.exit_code is None else str(result.exit_code)
-    lines = [f"The command approved with code {approval.code} ran: "
-             f"{_short(approval.command)}",
-             f"exit status {status}, {result.duration:.2f} s"
-             + (f", stopped: {result.ended}" if result.ended not in ("exited", "signal")
-                else "")]
+    lines = [
+        f"The command approved with code {approval.code} ran: {_short(approval.command)}",
+        f"exit status {status}, {result.duration:.2f} s"
+        + (f", stopped: {result.ended}" if result.ended not in ("exited", "signal") else ""),
+    ]
     output = result.output
     if output.saved_as:
         lines.append(f"The whole output ({output.total_bytes} bytes) is in {output.saved_as}.")
@@ -428,17 +525,24 @@ def _short(command: str, limit: int = 200) -> str:
 
 
 def _said(status: str) -> str:
-    return {"approved": "approved", "denied": "denied", "expired": "expired (ask again)",
-            "running": "approved and is running", "done": "approved and run",
-            "posted": "approved and run", "denied-late": "denied",
-            "changed": "approved, but changed before it ran",
-            "interrupted": "cut off by a restart"}.get(status, status)
+    return {
+        "approved": "approved",
+        "denied": "denied",
+        "expired": "expired (ask again)",
+        "running": "approved and is running",
+        "done": "approved and run",
+        "posted": "approved and run",
+        "denied-late": "denied",
+        "changed": "approved, but changed before it ran",
+        "interrupted": "cut off by a restart",
+    }.get(status, status)
 
 
 def _outcome(approval: Approval, status: str) -> str:
     """The question's message once answered: the command, and what became of it."""
-    head = {"approved": "Approved" + (" (always)" if approval.always else " (once)"),
-            "denied": "Denied", "expired": "Expired: not answered in time"}.get(
-        status, _said(status).capitalize())
+    head = {
+        "approved": "Approved" + (" (always)" if approval.always else " (once)"),
+        "denied": "Denied",
+        "expired": "Expired: not answered in time",
+    }.get(status, _said(status).capitalize())
     return f"{head}: {_short(approval.command, 500)} (code {approval.code})"
-

@@ -58,7 +58,7 @@ class DiskSample:
         return cls((st.f_blocks - st.f_bfree) * st.f_frsize, st.f_files - st.f_ffree)
 
     def grown_past(self, later: DiskSample, max_bytes: int, max_inodes: int) -> str | None:
-        """"disk" or "files" when `later` grew past a budget since this sample, else None."""
+        """ "disk" or "files" when `later` grew past a budget since this sample, else None."""
         if later.used_bytes - self.used_bytes > max_bytes:
             return "disk"
         if later.used_inodes - self.used_inodes > max_inodes:

@@ -27,8 +27,7 @@ _MAX_PENDING = 256 * 1024  # bytes buffered towards one side before reading from
 class _Pair:
     def __init__(self, client: socket.socket, upstream: socket.socket) -> None:
         self.ends = {client: upstream, upstream: client}
-        self.pending: dict[socket.socket, bytearray] = {client: bytearray(),
-                                                        upstream: bytearray()}
+        self.pending: dict[socket.socket, bytearray] = {client: bytearray(), upstream: bytearray()}
         self.closed_read: set[socket.socket] = set()
 
 
@@ -38,8 +37,13 @@ def _exit_code(status: int) -> int:
     return os.WEXITSTATUS(status)
 
 
-def _serve(sel: selectors.BaseSelector, listener: socket.socket, wake: socket.socket,
-           socket_path: str, child: int) -> int:
+def _serve(
+    sel: selectors.BaseSelector,
+    listener: socket.socket,
+    wake: socket.socket,
+    socket_path: str,
+    child: int,
+) -> int:
     sel.register(listener, selectors.EVENT_READ, None)
     sel.register(wake, selectors.EVENT_READ, "wake")
     pairs: dict[socket.socket, _Pair] = {}

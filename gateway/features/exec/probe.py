@@ -48,8 +48,14 @@ def find_bwrap(explicit: str | None = None) -> str | None:
 
 def bwrap_version(bwrap: str) -> str:
     try:
-        done = subprocess.run([bwrap, "--version"], capture_output=True, text=True, timeout=10,
-                              env={"PATH": "/usr/bin:/bin"}, check=False)
+        done = subprocess.run(
+            [bwrap, "--version"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            env={"PATH": "/usr/bin:/bin"},
+            check=False,
+        )
     except (OSError, subprocess.SubprocessError):
         return ""
     return done.stdout.strip().rpartition(" ")[2]
@@ -78,21 +84,27 @@ def _in_container() -> str:
 def kernel_hint() -> tuple[str, str] | None:
     """A kernel or AppArmor setting that forbids unprivileged user namespaces, if any."""
     if _read("/proc/sys/kernel/unprivileged_userns_clone") == "0":
-        return ("the kernel forbids unprivileged user namespaces "
-                "(kernel.unprivileged_userns_clone = 0)",
-                "Allow them: `sysctl -w kernel.unprivileged_userns_clone=1` (and put it in "
-                "/etc/sysctl.d/ to keep it)")
+        return (
+            "the kernel forbids unprivileged user namespaces "
+            "(kernel.unprivileged_userns_clone = 0)",
+            "Allow them: `sysctl -w kernel.unprivileged_userns_clone=1` (and put it in "
+            "/etc/sysctl.d/ to keep it)",
+        )
     if _read("/proc/sys/user/max_user_namespaces") == "0":
-        return ("user namespaces are switched off (user.max_user_namespaces = 0)",
-                "Allow some: `sysctl -w user.max_user_namespaces=10000` (and put it in "
-                "/etc/sysctl.d/ to keep it)")
+        return (
+            "user namespaces are switched off (user.max_user_namespaces = 0)",
+            "Allow some: `sysctl -w user.max_user_namespaces=10000` (and put it in "
+            "/etc/sysctl.d/ to keep it)",
+        )
     if _read("/proc/sys/kernel/apparmor_restrict_unprivileged_userns") == "1":
-        return ("AppArmor restricts unprivileged user namespaces "
-                "(kernel.apparmor_restrict_unprivileged_userns = 1, Ubuntu 23.10 and later)",
-                "Give bwrap an AppArmor profile that allows them: a file "
-                "/etc/apparmor.d/bwrap with `abi <abi/4.0>, include <tunables/global> "
-                "profile bwrap /usr/bin/bwrap flags=(unconfined) { userns, }`, then "
-                "`apparmor_parser -r /etc/apparmor.d/bwrap`")
+        return (
+            "AppArmor restricts unprivileged user namespaces "
+            "(kernel.apparmor_restrict_unprivileged_userns = 1, Ubuntu 23.10 and later)",
+            "Give bwrap an AppArmor profile that allows them: a file "
+            "/etc/apparmor.d/bwrap with `abi <abi/4.0>, include <tunables/global> "
+            "profile bwrap /usr/bin/bwrap flags=(unconfined) { userns, }`, then "
+            "`apparmor_parser -r /etc/apparmor.d/bwrap`",
+        )
     return None
 
 
@@ -103,7 +115,8 @@ _CONTAINER_REMEDY = (
     "seccomp=<a profile that allows clone, clone3, unshare, mount, umount2, pivot_root and "
     "setns>` (Podman's default profile does) or `--security-opt seccomp=unconfined`, plus "
     "`--security-opt apparmor=unconfined` (docker-compose: `security_opt:`); no extra "
-    "capability and no --privileged is needed")
+    "capability and no --privileged is needed"
+)
 
 
 def probe_failure(stderr: str, returncode: int | None) -> tuple[str, str]:
@@ -114,14 +127,26 @@ def probe_failure(stderr: str, returncode: int | None) -> tuple[str, str]:
         return f"{hint[0]}; bubblewrap said: {text}", hint[1]
     container = _in_container()
     lowered = text.lower()
-    namespace_problem = any(word in lowered for word in (
-        "namespace", "operation not permitted", "permission denied", "mount", "setting up uid"))
+    namespace_problem = any(
+        word in lowered
+        for word in (
+            "namespace",
+            "operation not permitted",
+            "permission denied",
+            "mount",
+            "setting up uid",
+        )
+    )
     if container and namespace_problem:
-        return f"this {container} container does not let bubblewrap set up a sandbox " \
-               f"({text})", _CONTAINER_REMEDY
+        return (
+            f"this {container} container does not let bubblewrap set up a sandbox ({text})",
+            _CONTAINER_REMEDY,
+        )
     if namespace_problem:
-        return (f"bubblewrap cannot set up a sandbox here ({text})",
-                "Check that unprivileged user namespaces are allowed (`unshare --user "
-                "--map-root-user true` should work as the gateway's user) and that no "
-                "security module forbids them")
+        return (
+            f"bubblewrap cannot set up a sandbox here ({text})",
+            "Check that unprivileged user namespaces are allowed (`unshare --user "
+            "--map-root-user true` should work as the gateway's user) and that no "
+            "security module forbids them",
+        )
     return f"the trial sandbox failed ({text})", "Run `bwrap --version` and report the error"

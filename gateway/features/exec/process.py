@@ -24,8 +24,12 @@ class Child:
     """One started bubblewrap: its merged stdout/stderr, its exit, and a kill for the whole
     sandbox (SIGKILL to bubblewrap's process group; the sandbox dies with it)."""
 
-    def __init__(self, popen: subprocess.Popen[bytes], stdout: asyncio.StreamReader,
-                 transport: asyncio.BaseTransport) -> None:
+    def __init__(
+        self,
+        popen: subprocess.Popen[bytes],
+        stdout: asyncio.StreamReader,
+        transport: asyncio.BaseTransport,
+    ) -> None:
         self._popen = popen
         self.stdout = stdout
         self._transport = transport
@@ -36,19 +40,26 @@ class Child:
             self._pidfd = os.pidfd_open(popen.pid)
             loop.add_reader(self._pidfd, self._exited.set)
         except (AttributeError, OSError):  # no pidfd (Linux < 5.3): a thread waits instead
-            loop.run_in_executor(None, popen.wait).add_done_callback(
-                lambda _f: self._exited.set())
+            loop.run_in_executor(None, popen.wait).add_done_callback(lambda _f: self._exited.set())
 
     @classmethod
-    async def start(cls, argv: Sequence[str], *, env: dict[str, str], pass_fds: Sequence[int],
-                    executor: Executor) -> Child:
+    async def start(
+        cls,
+        argv: Sequence[str],
+        *,
+        env: dict[str, str],
+        pass_fds: Sequence[int],
+        executor: Executor,
+    ) -> Child:
         loop = asyncio.get_running_loop()
-        popen = await loop.run_in_executor(executor, partial(_popen, list(argv), env,
-                                                             tuple(pass_fds)))
+        popen = await loop.run_in_executor(
+            executor, partial(_popen, list(argv), env, tuple(pass_fds))
+        )
         assert popen.stdout is not None
         reader = asyncio.StreamReader(limit=1 << 16)
         transport, _ = await loop.connect_read_pipe(
-            lambda: asyncio.StreamReaderProtocol(reader), popen.stdout)
+            lambda: asyncio.StreamReaderProtocol(reader), popen.stdout
+        )
         return cls(popen, reader, transport)
 
     @property
@@ -82,8 +93,16 @@ class Child:
             self._pidfd = -1
 
 
-def _popen(argv: list[str], env: dict[str, str], pass_fds: tuple[int, ...]
-           ) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, env=env, pass_fds=pass_fds,
-                            start_new_session=True, close_fds=True)
+def _popen(
+    argv: list[str], env: dict[str, str], pass_fds: tuple[int, ...]
+) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        argv,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        env=env,
+        pass_fds=pass_fds,
+        start_new_session=True,
+        close_fds=True,
+    )

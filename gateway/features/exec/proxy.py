@@ -67,8 +67,9 @@ def _split_host_port(authority: str, default_port: int) -> tuple[str, int]:
     return host.rstrip(".").lower(), port
 
 
-async def decide(host: str, port: int, *, policy: AddressPolicy, resolver: Resolver,
-                 ports: Sequence[int]) -> Destination:
+async def decide(
+    host: str, port: int, *, policy: AddressPolicy, resolver: Resolver, ports: Sequence[int]
+) -> Destination:
     """May a sandbox connect to `host:port`? Resolved once, every address checked."""
     if ports and port not in ports:
         allowed = ", ".join(str(p) for p in ports)
@@ -90,8 +91,9 @@ async def decide(host: str, port: int, *, policy: AddressPolicy, resolver: Resol
 class ProxyServer:
     """One run's proxy, listening on a unix socket that is bound into its sandbox."""
 
-    def __init__(self, socket_path: Path, *, policy: AddressPolicy, resolver: Resolver,
-                 ports: Sequence[int]) -> None:
+    def __init__(
+        self, socket_path: Path, *, policy: AddressPolicy, resolver: Resolver, ports: Sequence[int]
+    ) -> None:
         self.socket_path = socket_path
         self.policy = policy
         self.resolver = resolver
@@ -132,8 +134,13 @@ class ProxyServer:
         try:
             async with self._slots:
                 await self._serve(reader, writer)
-        except (OSError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, ValueError,
-                TimeoutError):
+        except (
+            OSError,
+            asyncio.IncompleteReadError,
+            asyncio.LimitOverrunError,
+            ValueError,
+            TimeoutError,
+        ):
             pass
         except Exception:  # hostile input never stops the gateway; say what happened once
             log.exception("exec proxy: a connection failed")
@@ -163,15 +170,17 @@ class ProxyServer:
         except ValueError:
             await _refuse(writer, 400, f"cannot read the destination {target[:200]!r}")
             return
-        dest = await decide(host, port, policy=self.policy, resolver=self.resolver,
-                            ports=self.ports)
+        dest = await decide(
+            host, port, policy=self.policy, resolver=self.resolver, ports=self.ports
+        )
         if dest.refusal:
             self.refused.append(f"{host}:{port}: {dest.refusal}")
             await _refuse(writer, 403, dest.refusal)
             return
         try:
             up_reader, up_writer = await asyncio.wait_for(
-                asyncio.open_connection(dest.address, port), _CONNECT_SECONDS)
+                asyncio.open_connection(dest.address, port), _CONNECT_SECONDS
+            )
         except (OSError, TimeoutError) as exc:
             await _refuse(writer, 502, f"{host}:{port} did not answer ({type(exc).__name__})")
             return
@@ -182,15 +191,15 @@ class ProxyServer:
                 await writer.drain()
             else:
                 up_writer.write(forwarded)
-            await asyncio.gather(self._pipe(reader, up_writer, out=True),
-                                 self._pipe(up_reader, writer, out=False))
+            await asyncio.gather(
+                self._pipe(reader, up_writer, out=True), self._pipe(up_reader, writer, out=False)
+            )
         finally:
             up_writer.close()
             with contextlib.suppress(Exception):
                 await up_writer.wait_closed()
 
-    async def _pipe(self, src: asyncio.StreamReader, dst: asyncio.StreamWriter,
-                    out: bool) -> None:
+    async def _pipe(self, src: asyncio.StreamReader, dst: asyncio.StreamWriter, out: bool) -> None:
         try:
             while data := await src.read(_CHUNK):
                 if out:
@@ -205,27 +214,38 @@ class ProxyServer:
             pass
 
 
-def _absolute_form(method: str, target: str, version: str,
-                   headers: list[str]) -> tuple[str, int, bytes]:
+def _absolute_form(
+    method: str, target: str, version: str, headers: list[str]
+) -> tuple[str, int, bytes]:
     """`GET http://host[:port]/path` as the request to send on: origin-form, no proxy
     headers, one request per connection."""
     if not target.lower().startswith("http://"):
         raise ValueError("only http:// URLs go without CONNECT")
-    rest = target[len("http://"):]
+    rest = target[len("http://") :]
     authority, slash, path = rest.partition("/")
     authority = authority.rpartition("@")[2]  # credentials in the URL are not sent on
     host, port = _split_host_port(authority, 80)
-    kept = [h for h in headers if h and not h.lower().startswith(
-        ("proxy-", "connection:", "keep-alive:"))]
+    kept = [
+        h
+        for h in headers
+        if h and not h.lower().startswith(("proxy-", "connection:", "keep-alive:"))
+    ]
     request = [f"{method} {slash or '/'}{path} {version}", *kept, "Connection: close", "", ""]
     return host, port, "\r\n".join(request).encode("latin-1")
 
 
 async def _refuse(writer: asyncio.StreamWriter, code: int, reason: str) -> None:
-    phrase = {400: "Bad Request", 403: "Forbidden", 431: "Request Header Fields Too Large",
-              502: "Bad Gateway"}.get(code, "Error")
+    phrase = {
+        400: "Bad Request",
+        403: "Forbidden",
+        431: "Request Header Fields Too Large",
+        502: "Bad Gateway",
+    }.get(code, "Error")
     body = (reason + "\n").encode("utf-8", errors="replace")
-    writer.write(f"HTTP/1.1 {code} {phrase}\r\nContent-Type: text/plain; charset=utf-8\r\n"
-                 f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode() + body)
+    writer.write(
+        f"HTTP/1.1 {code} {phrase}\r\nContent-Type: text/plain; charset=utf-8\r\n"
+        f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
+        + body
+    )
     with contextlib.suppress(OSError):
         await writer.drain()

@@ -59,19 +59,40 @@ class Runner:
             room = budget.disk_room(job.workspace, "", wanted=1)
             if room.bytes <= 0:
                 budget.no_room(room)
-                raise SandboxRefused("the workspace is at its quota ([tools] "
-                                     "workspace_max_bytes): nothing may be added by a command")
-        result = await self.sandbox.run(RunRequest(
-            job.workspace, job.command, job.cwd, network=job.network, timeout=job.timeout,
-            disk_budget_bytes=room.bytes if room is not None else None))
+                raise SandboxRefused(
+                    "the workspace is at its quota ([tools] "
+                    "workspace_max_bytes): nothing may be added by a command"
+                )
+        result = await self.sandbox.run(
+            RunRequest(
+                job.workspace,
+                job.command,
+                job.cwd,
+                network=job.network,
+                timeout=job.timeout,
+                disk_budget_bytes=room.bytes if room is not None else None,
+            )
+        )
         if budget is not None:
-            budget.wrote(job.workspace, "", authored=result.workspace_growth,
-                         growth=result.workspace_growth)
+            budget.wrote(
+                job.workspace, "", authored=result.workspace_growth, growth=result.workspace_growth
+            )
         try:
-            await self.store.record_run(RunRecord(
-                job.person_id, job.command, job.cwd, job.network, job.approved_by,
-                result.exit_code, result.ended, result.duration, result.output.total_bytes,
-                self.clock.now().timestamp(), job.code))
+            await self.store.record_run(
+                RunRecord(
+                    job.person_id,
+                    job.command,
+                    job.cwd,
+                    job.network,
+                    job.approved_by,
+                    result.exit_code,
+                    result.ended,
+                    result.duration,
+                    result.output.total_bytes,
+                    self.clock.now().timestamp(),
+                    job.code,
+                )
+            )
         except Exception:  # the record is bookkeeping: the result still reaches the model
             log.exception("could not record the run of a command for %s", job.person_id)
         return result

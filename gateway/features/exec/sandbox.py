@@ -67,11 +67,19 @@ from gateway.features.exec.view import (
     view_args,
 )
 
-__all__ = ["RunRequest", "RunResult", "Sandbox", "SandboxRefused", "SandboxUnavailable",
-           "command_argv", "probe"]
+__all__ = [
+    "RunRequest",
+    "RunResult",
+    "Sandbox",
+    "SandboxRefused",
+    "SandboxUnavailable",
+    "command_argv",
+    "probe",
+]
 
-Ended = Literal["exited", "signal", "timeout", "cpu", "file_size", "disk", "files", "output",
-                "setup"]
+Ended = Literal[
+    "exited", "signal", "timeout", "cpu", "file_size", "disk", "files", "output", "setup"
+]
 
 T = TypeVar("T")
 PROXY_PORT = 3128
@@ -106,7 +114,7 @@ _WRAPPER = (
 # (bench/exec_gateway.py). Where autogroup does not apply, niceness alone does the job.
 _AUTOGROUP = (
     "read -r _ag </proc/sys/kernel/sched_autogroup_enabled 2>/dev/null; "
-    "if [ \"$_ag\" = 1 ]; then for _ in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 "
+    'if [ "$_ag" = 1 ]; then for _ in 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 '
     f"20 21 22 23 24 25 26 27 28 29 30; do echo {NICENESS} 2>/dev/null >/proc/self/autogroup"
     " && break; /usr/bin/sleep 0.1 || break; done; fi; "
 )
@@ -179,14 +187,18 @@ class RunResult:
 
     def for_model(self) -> str:
         """The tool result: status, duration, what ended it, then the marked output."""
-        head = [f"exit status: {self.exit_code if self.exit_code is not None else 'none'}",
-                f"duration: {self.duration:.2f} s"]
+        head = [
+            f"exit status: {self.exit_code if self.exit_code is not None else 'none'}",
+            f"duration: {self.duration:.2f} s",
+        ]
         why = _ENDINGS.get(self.ended)
         if why:
             head.append(f"stopped: {why}")
         if self.over_budget:
-            head.append(f"it added {self.workspace_growth} bytes to the workspace, more than "
-                        f"its budget of {self.budget_bytes}")
+            head.append(
+                f"it added {self.workspace_growth} bytes to the workspace, more than "
+                f"its budget of {self.budget_bytes}"
+            )
         if self.network_refused:
             head.append("network refused: " + "; ".join(self.network_refused[:5]))
         return "\n".join(head) + "\n" + for_model(self.output)
@@ -211,20 +223,45 @@ def _system_python() -> str | None:
     return None
 
 
-def command_argv(bwrap: str, settings: ExecSettings, view: Sequence[str], command: str, *,
-                 passed_fds: Sequence[int], mark_fd: int | None, seccomp_fd: int | None,
-                 network: bool, python: str | None,
-                 hold: tuple[int, int] | None = None, autogroup: bool = False) -> list[str]:
+def command_argv(
+    bwrap: str,
+    settings: ExecSettings,
+    view: Sequence[str],
+    command: str,
+    *,
+    passed_fds: Sequence[int],
+    mark_fd: int | None,
+    seccomp_fd: int | None,
+    network: bool,
+    python: str | None,
+    hold: tuple[int, int] | None = None,
+    autogroup: bool = False,
+) -> list[str]:
     """The whole argument vector of one run. Its program is always bubblewrap.
 
     `passed_fds` are every descriptor handed to bwrap (closed inside before the command
     runs), `mark_fd` the marker pipe among them; `hold` (info fd, block fd) starts the
     sandbox blocked until the gateway has moved it into its cgroup; `autogroup`: lower the
     sandbox's scheduler autogroup too (`in_root_cpu_group`)."""
-    argv = [bwrap, "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
-            "--unshare-net", "--unshare-cgroup-try", "--uid", str(SANDBOX_UID),
-            "--gid", str(SANDBOX_GID), "--hostname", "sandbox", "--die-with-parent",
-            "--new-session", "--cap-drop", "ALL"]
+    argv = [
+        bwrap,
+        "--unshare-user",
+        "--unshare-pid",
+        "--unshare-ipc",
+        "--unshare-uts",
+        "--unshare-net",
+        "--unshare-cgroup-try",
+        "--uid",
+        str(SANDBOX_UID),
+        "--gid",
+        str(SANDBOX_GID),
+        "--hostname",
+        "sandbox",
+        "--die-with-parent",
+        "--new-session",
+        "--cap-drop",
+        "ALL",
+    ]
     if seccomp_fd is not None:
         argv += ["--seccomp", str(seccomp_fd)]
     if hold is not None:
@@ -233,10 +270,14 @@ def command_argv(bwrap: str, settings: ExecSettings, view: Sequence[str], comman
     closes = " ".join(f"{fd}>&-" for fd in sorted(set(passed_fds)) if fd > 2) or "2>&2"
     wrapper = _WRAPPER.format(
         autogroup=_AUTOGROUP if autogroup else "",
-        mark=f"printf s >&{mark_fd}; " if mark_fd is not None else "", closes=closes,
-        cpu=settings.cpu_seconds, cpu_hard=settings.cpu_seconds + 1,
-        memory_kb=settings.memory_mb * 1024, nproc=settings.processes,
-        file_kb=settings.file_mb * 1024)
+        mark=f"printf s >&{mark_fd}; " if mark_fd is not None else "",
+        closes=closes,
+        cpu=settings.cpu_seconds,
+        cpu_hard=settings.cpu_seconds + 1,
+        memory_kb=settings.memory_mb * 1024,
+        nproc=settings.processes,
+        file_kb=settings.file_mb * 1024,
+    )
     inner = ["/bin/bash", "-c", wrapper, "clawgate-exec", command]
     if network:
         if python is None:
@@ -249,9 +290,16 @@ def command_argv(bwrap: str, settings: ExecSettings, view: Sequence[str], comman
 class Sandbox:
     """Runs commands in bubblewrap. Made only by `open`, which proves the sandbox works."""
 
-    def __init__(self, availability: Availability, settings: ExecSettings, *,
-                 hidden_paths: Sequence[Path], runtime_dir: Path, policy: AddressPolicy,
-                 resolver: Resolver) -> None:
+    def __init__(
+        self,
+        availability: Availability,
+        settings: ExecSettings,
+        *,
+        hidden_paths: Sequence[Path],
+        runtime_dir: Path,
+        policy: AddressPolicy,
+        resolver: Resolver,
+    ) -> None:
         if not availability.ok or not availability.bwrap:
             raise SandboxUnavailable(availability)
         self.availability = availability
@@ -272,9 +320,15 @@ class Sandbox:
         self._ids = itertools.count(1)
 
     @classmethod
-    def open(cls, settings: ExecSettings, *, hidden_paths: Sequence[Path] = (),
-             bwrap: str | None = None, policy: AddressPolicy | None = None,
-             resolver: Resolver | None = None) -> Sandbox:
+    def open(
+        cls,
+        settings: ExecSettings,
+        *,
+        hidden_paths: Sequence[Path] = (),
+        bwrap: str | None = None,
+        policy: AddressPolicy | None = None,
+        resolver: Resolver | None = None,
+    ) -> Sandbox:
         """A working sandbox, or SandboxUnavailable saying why not and what to do.
 
         `hidden_paths`: the gateway's config file, state directory and home, kept out of
@@ -283,18 +337,29 @@ class Sandbox:
         if not availability.ok:
             raise SandboxUnavailable(availability)
         runtime = Path(tempfile.mkdtemp(prefix="clawgate-exec-"))
-        box = cls(availability, settings, hidden_paths=hidden_paths, runtime_dir=runtime,
-                  policy=policy or AddressPolicy(), resolver=resolver or SystemResolver())
+        box = cls(
+            availability,
+            settings,
+            hidden_paths=hidden_paths,
+            runtime_dir=runtime,
+            policy=policy or AddressPolicy(),
+            resolver=resolver or SystemResolver(),
+        )
         if box.cgroups is None and os.geteuid() == 0:
             box.close()
-            raise SandboxUnavailable(Availability(
-                False, availability.bwrap, availability.version,
-                "the gateway runs as root and cannot make a cgroup with the pids controller, "
-                "so nothing would bound a command's processes (the kernel does not apply "
-                "RLIMIT_NPROC to root)",
-                "Run clawgate as an unprivileged user (the Docker image does), or give it a "
-                "writable cgroup: the cgroup v1 pids hierarchy, or a delegated cgroup v2 "
-                "group with the pids controller enabled"))
+            raise SandboxUnavailable(
+                Availability(
+                    False,
+                    availability.bwrap,
+                    availability.version,
+                    "the gateway runs as root and cannot make a cgroup with the pids controller, "
+                    "so nothing would bound a command's processes (the kernel does not apply "
+                    "RLIMIT_NPROC to root)",
+                    "Run clawgate as an unprivileged user (the Docker image does), or give it a "
+                    "writable cgroup: the cgroup v1 pids hierarchy, or a delegated cgroup v2 "
+                    "group with the pids controller enabled",
+                )
+            )
         return box
 
     def close(self) -> None:
@@ -324,24 +389,40 @@ class Sandbox:
         run_id = next(self._ids)
         proxy_socket = self.runtime_dir / f"{run_id}.sock"
         view, opened = view_args(
-            workspace, request.cwd, etc=self.etc, tmp_bytes=settings.tmp_mb * 1024 * 1024,
+            workspace,
+            request.cwd,
+            etc=self.etc,
+            tmp_bytes=settings.tmp_mb * 1024 * 1024,
             hidden=self.hidden_paths,
             proxy_socket=proxy_socket if request.network else None,
-            forwarder=Path(forwarder_module.__file__) if request.network else None)
+            forwarder=Path(forwarder_module.__file__) if request.network else None,
+        )
         try:
             async with contextlib.AsyncExitStack() as stack:
                 proxy = None
                 if request.network:
-                    proxy = await stack.enter_async_context(ProxyServer(
-                        proxy_socket, policy=self.policy, resolver=self.resolver,
-                        ports=settings.network_ports))
-                return await self._spawn(request, view, opened.fds, wall, budget, proxy,
-                                         run_id)
+                    proxy = await stack.enter_async_context(
+                        ProxyServer(
+                            proxy_socket,
+                            policy=self.policy,
+                            resolver=self.resolver,
+                            ports=settings.network_ports,
+                        )
+                    )
+                return await self._spawn(request, view, opened.fds, wall, budget, proxy, run_id)
         finally:
             opened.close()
 
-    async def _spawn(self, request: RunRequest, view: list[str], fds: list[int], wall: float,
-                     budget: int, proxy: ProxyServer | None, run_id: int) -> RunResult:
+    async def _spawn(
+        self,
+        request: RunRequest,
+        view: list[str],
+        fds: list[int],
+        wall: float,
+        budget: int,
+        proxy: ProxyServer | None,
+        run_id: int,
+    ) -> RunResult:
         settings = self.settings
         seccomp_fd = None
         own_fds: list[int] = []
@@ -356,19 +437,31 @@ class Sandbox:
         group = hold = release = None
         if self.cgroups is not None:
             group = self.cgroups.for_run(
-                f"run-{run_id}", settings.processes + 3,
-                (settings.memory_mb + settings.tmp_mb) * 1024 * 1024)  # made in a thread
+                f"run-{run_id}",
+                settings.processes + 3,
+                (settings.memory_mb + settings.tmp_mb) * 1024 * 1024,
+            )  # made in a thread
             info_read, info_write = os.pipe()
             block_read, block_write = os.pipe()
             own_fds += [info_read, block_write]
             hold, release = (info_write, block_read), (info_read, block_write)
             passed += [info_write, block_read]
-        argv = command_argv(self.availability.bwrap, settings, view, request.command,
-                            passed_fds=passed, mark_fd=mark_write, seccomp_fd=seccomp_fd,
-                            network=request.network, python=self.python, hold=hold,
-                            autogroup=self.autogroup)
-        capture = OutputCapture(settings.output_max_bytes, settings.output_file_mb * 1024 * 1024,
-                                self.runtime_dir)
+        argv = command_argv(
+            self.availability.bwrap,
+            settings,
+            view,
+            request.command,
+            passed_fds=passed,
+            mark_fd=mark_write,
+            seccomp_fd=seccomp_fd,
+            network=request.network,
+            python=self.python,
+            hold=hold,
+            autogroup=self.autogroup,
+        )
+        capture = OutputCapture(
+            settings.output_max_bytes, settings.output_file_mb * 1024 * 1024, self.runtime_dir
+        )
         before_bytes = await self._in_thread(tree_bytes, request.workspace)
         before_disk = DiskSample.of(request.workspace)
         started = time.monotonic()
@@ -378,10 +471,15 @@ class Sandbox:
                     try:
                         await self._in_thread(group.prepare)
                     except OSError as exc:  # never run without the bound it stands for
-                        raise SandboxRefused(f"the run's cgroup could not be made ({exc})"
-                                             ) from None
-                proc = await Child.start(argv, env=fixed_env(request.network, PROXY_PORT),
-                                         pass_fds=passed, executor=self._executor)
+                        raise SandboxRefused(
+                            f"the run's cgroup could not be made ({exc})"
+                        ) from None
+                proc = await Child.start(
+                    argv,
+                    env=fixed_env(request.network, PROXY_PORT),
+                    pass_fds=passed,
+                    executor=self._executor,
+                )
             finally:
                 for fd in (mark_write, *(hold or ())):
                     os.close(fd)
@@ -395,8 +493,7 @@ class Sandbox:
         try:
             if group is not None and release is not None:
                 await self._in_thread(release_into, group, proc.pid, *release)
-            stop = await self._watch(proc, capture, request.workspace, wall, budget,
-                                     before_disk)
+            stop = await self._watch(proc, capture, request.workspace, wall, budget, before_disk)
         finally:
             proc.kill()
             with contextlib.suppress(TimeoutError):
@@ -414,22 +511,38 @@ class Sandbox:
         code = proc.returncode
         ended = _ending(stop, code, started_ok)
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-        output = capture.finish(request.workspace, settings.output_dir, f"{stamp}-{os.getpid()}"
-                                f"-{id(proc) & 0xFFFF:04x}")
+        output = capture.finish(
+            request.workspace, settings.output_dir, f"{stamp}-{os.getpid()}-{id(proc) & 0xFFFF:04x}"
+        )
         return RunResult(
-            command=request.command, cwd=request.cwd or ".", network=request.network,
-            exit_code=code if started_ok and not stop else None, ended=ended, duration=duration,
-            output=output, workspace_growth=growth, budget_bytes=budget,
+            command=request.command,
+            cwd=request.cwd or ".",
+            network=request.network,
+            exit_code=code if started_ok and not stop else None,
+            ended=ended,
+            duration=duration,
+            output=output,
+            workspace_growth=growth,
+            budget_bytes=budget,
             network_refused=tuple(proxy.refused) if proxy else (),
             network_used=tuple(proxy.connected) if proxy else (),
-            seccomp=self._seccomp is not None)
+            seccomp=self._seccomp is not None,
+        )
 
     async def _in_thread(self, func: Callable[..., T], *args: object) -> T:
-        return await asyncio.get_running_loop().run_in_executor(self._executor,
-                                                                partial(func, *args))
+        return await asyncio.get_running_loop().run_in_executor(
+            self._executor, partial(func, *args)
+        )
 
-    async def _watch(self, proc: Child, capture: OutputCapture, workspace: Path, wall: float,
-                     budget: int, before: DiskSample) -> str:
+    async def _watch(
+        self,
+        proc: Child,
+        capture: OutputCapture,
+        workspace: Path,
+        wall: float,
+        budget: int,
+        before: DiskSample,
+    ) -> str:
         """Read the output until the command ends or a limit is met; returns which."""
         stdout = proc.stdout
         over_output = asyncio.Event()
@@ -455,8 +568,9 @@ class Sandbox:
                 waiting = proc.wait() if reader.done() else asyncio.shield(reader)
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(waiting, min(_POLL_SECONDS, left))
-                grown = before.grown_past(DiskSample.of(workspace), budget,
-                                          self.settings.max_new_files)
+                grown = before.grown_past(
+                    DiskSample.of(workspace), budget, self.settings.max_new_files
+                )
                 if grown:
                     return grown
         finally:
@@ -494,16 +608,20 @@ def probe(settings: ExecSettings | None = None, bwrap: str | None = None) -> Ava
     same sandbox every command gets (an empty temporary workspace) succeeding."""
     found = find_bwrap(bwrap)
     if found is None:
-        return Availability(False, reason="bubblewrap (bwrap) is not installed",
-                            remedy="Install it: `apt-get install bubblewrap` (Debian, Ubuntu), "
-                                   "`dnf install bubblewrap` (Fedora), `apk add bubblewrap`")
+        return Availability(
+            False,
+            reason="bubblewrap (bwrap) is not installed",
+            remedy="Install it: `apt-get install bubblewrap` (Debian, Ubuntu), "
+            "`dnf install bubblewrap` (Fedora), `apk add bubblewrap`",
+        )
     version = bwrap_version(found)
     settings = settings or ExecSettings()
     with tempfile.TemporaryDirectory(prefix="clawgate-probe-") as tmp:
         workspace = Path(tmp)
         (workspace / "ws").mkdir()
-        view, opened = view_args(workspace / "ws", "", etc=build_etc(workspace / "etc"),
-                                 tmp_bytes=1024 * 1024)
+        view, opened = view_args(
+            workspace / "ws", "", etc=build_etc(workspace / "etc"), tmp_bytes=1024 * 1024
+        )
         program = filter_program()
         seccomp_fd = None
         if program is not None:
@@ -512,14 +630,34 @@ def probe(settings: ExecSettings | None = None, bwrap: str | None = None) -> Ava
             os.lseek(seccomp_fd, 0, os.SEEK_SET)
         try:
             passed = (*opened.fds, *([seccomp_fd] if seccomp_fd is not None else []))
-            argv = command_argv(found, settings, view, "printf ok", passed_fds=passed,
-                                mark_fd=None, seccomp_fd=seccomp_fd, network=False, python=None)
-            done = subprocess.run(argv, capture_output=True, text=True, timeout=20,
-                                  env=fixed_env(False, PROXY_PORT), pass_fds=passed,
-                                  check=False)
+            argv = command_argv(
+                found,
+                settings,
+                view,
+                "printf ok",
+                passed_fds=passed,
+                mark_fd=None,
+                seccomp_fd=seccomp_fd,
+                network=False,
+                python=None,
+            )
+            done = subprocess.run(
+                argv,
+                capture_output=True,
+                text=True,
+                timeout=20,
+                env=fixed_env(False, PROXY_PORT),
+                pass_fds=passed,
+                check=False,
+            )
         except (OSError, subprocess.SubprocessError) as exc:
-            return Availability(False, found, version, f"bubblewrap could not be started ({exc})",
-                                "Check that the file is bubblewrap and executable")
+            return Availability(
+                False,
+                found,
+                version,
+                f"bubblewrap could not be started ({exc})",
+                "Check that the file is bubblewrap and executable",
+            )
         finally:
             opened.close()
             if seccomp_fd is not None:
@@ -528,4 +666,3 @@ def probe(settings: ExecSettings | None = None, bwrap: str | None = None) -> Ava
         return Availability(True, found, version)
     reason, remedy = probe_failure(done.stderr or done.stdout, done.returncode)
     return Availability(False, found, version, reason, remedy)
-

@@ -41,14 +41,39 @@ _NR, _ARCH, _ARG0_LO, _ARG1_LO = 0, 4, 16, 24
 
 # x86_64 system call numbers refused with EPERM.
 _DENIED_X86_64: dict[str, int] = {
-    "syslog": 103, "acct": 163, "mount": 165, "umount2": 166, "swapon": 167, "swapoff": 168,
-    "reboot": 169, "init_module": 175, "delete_module": 176, "quotactl": 179,
-    "pivot_root": 155, "vhangup": 153, "kexec_load": 246, "add_key": 248,
-    "request_key": 249, "keyctl": 250, "unshare": 272, "perf_event_open": 298, "setns": 308,
-    "finit_module": 313, "kexec_file_load": 320, "bpf": 321, "userfaultfd": 323,
-    "io_uring_setup": 425, "io_uring_enter": 426, "io_uring_register": 427,
-    "open_tree": 428, "move_mount": 429, "fsopen": 430, "fsconfig": 431, "fsmount": 432,
-    "fspick": 433, "mount_setattr": 442,
+    "syslog": 103,
+    "acct": 163,
+    "mount": 165,
+    "umount2": 166,
+    "swapon": 167,
+    "swapoff": 168,
+    "reboot": 169,
+    "init_module": 175,
+    "delete_module": 176,
+    "quotactl": 179,
+    "pivot_root": 155,
+    "vhangup": 153,
+    "kexec_load": 246,
+    "add_key": 248,
+    "request_key": 249,
+    "keyctl": 250,
+    "unshare": 272,
+    "perf_event_open": 298,
+    "setns": 308,
+    "finit_module": 313,
+    "kexec_file_load": 320,
+    "bpf": 321,
+    "userfaultfd": 323,
+    "io_uring_setup": 425,
+    "io_uring_enter": 426,
+    "io_uring_register": 427,
+    "open_tree": 428,
+    "move_mount": 429,
+    "fsopen": 430,
+    "fsconfig": 431,
+    "fsmount": 432,
+    "fspick": 433,
+    "mount_setattr": 442,
 }
 _CLONE = 56
 _CLONE3 = 435
@@ -80,12 +105,21 @@ def filter_program(machine: str | None = None) -> bytes | None:
         prog += [_op(_JEQ_K, number, jf=1), _ret(eperm)]
     prog += [_op(_JEQ_K, _CLONE3, jf=1), _ret(enosys)]
     # clone: refuse CLONE_NEWUSER in its flags (arg 0, low word).
-    prog += [_op(_JEQ_K, _CLONE, jf=3), _op(_LD_W_ABS, _ARG0_LO),
-             _op(_JSET_K, _CLONE_NEWUSER, jf=1), _ret(eperm)]
+    prog += [
+        _op(_JEQ_K, _CLONE, jf=3),
+        _op(_LD_W_ABS, _ARG0_LO),
+        _op(_JSET_K, _CLONE_NEWUSER, jf=1),
+        _ret(eperm),
+    ]
     # After the clone block the accumulator may hold arg 0: reload the number.
     prog += [_op(_LD_W_ABS, _NR)]
     # ioctl: refuse TIOCSTI and TIOCLINUX (arg 1, low word).
-    prog += [_op(_JEQ_K, _IOCTL, jf=4), _op(_LD_W_ABS, _ARG1_LO),
-             _op(_JEQ_K, _TIOCSTI, jt=1), _op(_JEQ_K, _TIOCLINUX, jf=1), _ret(eperm)]
+    prog += [
+        _op(_JEQ_K, _IOCTL, jf=4),
+        _op(_LD_W_ABS, _ARG1_LO),
+        _op(_JEQ_K, _TIOCSTI, jt=1),
+        _op(_JEQ_K, _TIOCLINUX, jf=1),
+        _ret(eperm),
+    ]
     prog += [_ret(_ALLOW)]
     return b"".join(prog)

@@ -42,22 +42,29 @@ _MAX_ASKS = 3  # a script changing under every approval: ask at most this often 
 # What a turn run again after a restart is told about the request its first run made.
 _SETTLED = {  # statuses only a decision no turn waited for leaves behind
     "posted": "This command was approved (code {code}) and already ran after a restart of "
-              "the gateway; its result was posted in this chat. Do not run it again.",
+    "the gateway; its result was posted in this chat. Do not run it again.",
     "running": "This command was approved (code {code}) and is running; its result will be "
-               "posted in this chat.",
+    "posted in this chat.",
     "approved": "This command was approved (code {code}) and runs now; its result will be "
-                "posted in this chat.",
+    "posted in this chat.",
     "denied-late": "The owner denied this command (code {code}); it did not run.",
     "interrupted": "This command (code {code}) was cut off by a restart of the gateway while "
-                   "it ran; it was not run again.",
+    "it ran; it was not run again.",
 }
 
 
 class ExecTool:
     """`exec(command, cwd, timeout)` in the person's sandbox."""
 
-    def __init__(self, settings: ExecSettings, runner: Runner, desk: ApprovalDesk, *,
-                 owner: str, network_available: bool) -> None:
+    def __init__(
+        self,
+        settings: ExecSettings,
+        runner: Runner,
+        desk: ApprovalDesk,
+        *,
+        owner: str,
+        network_available: bool,
+    ) -> None:
         self.settings = settings
         self.runner = runner
         self.desk = desk
@@ -73,15 +80,24 @@ class ExecTool:
                 "read-only, /tmp is private, there is no network unless the owner allowed "
                 "it. Returns the exit status, the output (long output is saved as a workspace "
                 "file) and the duration. The owner may have to approve the command first; "
-                "if so, say that you asked and what for."),
+                "if so, say that you asked and what for."
+            ),
             parameters={
                 "type": "object",
                 "properties": {
                     "command": {"type": "string", "description": "e.g. 'ls -la notes'"},
-                    "cwd": {"type": "string", "default": ".",
-                            "description": "Directory inside the workspace, e.g. 'notes'."},
-                    "timeout": {"type": "number", "minimum": 1, "maximum": limit,
-                                "default": limit, "description": "Seconds."},
+                    "cwd": {
+                        "type": "string",
+                        "default": ".",
+                        "description": "Directory inside the workspace, e.g. 'notes'.",
+                    },
+                    "timeout": {
+                        "type": "number",
+                        "minimum": 1,
+                        "maximum": limit,
+                        "default": limit,
+                        "description": "Seconds.",
+                    },
                 },
                 "required": ["command"],
                 "additionalProperties": False,
@@ -98,27 +114,31 @@ class ExecTool:
             raise ToolError("exec: commands run only in a direct message, never in a group")
         person = ctx.workspace.name
         if not self.may_run(person):
-            raise ToolError("exec: the owner has not allowed commands for this person "
-                            "([exec] people)")
+            raise ToolError(
+                "exec: the owner has not allowed commands for this person ([exec] people)"
+            )
         if not command.strip() or "\x00" in command:
             raise ToolError("exec: the command is empty")
         if len(command) > MAX_COMMAND_CHARS:
-            raise ToolError(f"exec: the command is {len(command)} characters; keep it under "
-                            f"{MAX_COMMAND_CHARS} (write a script file and run that)")
+            raise ToolError(
+                f"exec: the command is {len(command)} characters; keep it under "
+                f"{MAX_COMMAND_CHARS} (write a script file and run that)"
+            )
         cwd = _cwd(args.get("cwd", "."))
         timeout = float(args.get("timeout") or self.settings.wall_seconds)
         network = person in self.settings.network and self.network_available
-        binding = await asyncio.to_thread(approval_binding, command, cwd, network,
-                                          ctx.workspace)
+        binding = await asyncio.to_thread(approval_binding, command, cwd, network, ctx.workspace)
         approved_by = await self._without_asking(person, command, cwd, binding.digest)
         if approved_by is None:
             if not ctx.attended:
                 raise ToolError(
                     "exec: not run: this command needs the owner's approval and no one is "
                     "here to give it (heartbeats and reminders run only commands on the "
-                    "[exec] allow list, or ones the owner allowed always)")
-            return await self._ask_and_run(ctx, person, command, cwd, network, timeout,
-                                           binding.digest)
+                    "[exec] allow list, or ones the owner allowed always)"
+                )
+            return await self._ask_and_run(
+                ctx, person, command, cwd, network, timeout, binding.digest
+            )
         job = Job(person, ctx.workspace, command, cwd, network, timeout, approved_by)
         try:
             result = await self.runner.run(job, ctx.budget)
@@ -126,8 +146,7 @@ class ExecTool:
             raise ToolError(f"exec: not run: {exc}") from None
         return result.for_model()
 
-    async def _without_asking(self, person: str, command: str, cwd: str,
-                              digest: str) -> str | None:
+    async def _without_asking(self, person: str, command: str, cwd: str, digest: str) -> str | None:
         """Who lets this run without a question ("mode off", "allowlist", "always"), or None."""
         mode = self.settings.mode
         if mode == "off":
@@ -139,38 +158,61 @@ class ExecTool:
             return "always"
         return None
 
-    async def _ask_and_run(self, ctx: ToolContext, person: str, command: str, cwd: str,
-                           network: bool, timeout: float, digest: str) -> str:
+    async def _ask_and_run(
+        self,
+        ctx: ToolContext,
+        person: str,
+        command: str,
+        cwd: str,
+        network: bool,
+        timeout: float,
+        digest: str,
+    ) -> str:
         outbox = ctx.outbox
-        channel, chat, message = ((outbox.channel, outbox.chat_id, outbox.message_id)
-                                  if outbox else ("", "", ""))
+        channel, chat, message = (
+            (outbox.channel, outbox.chat_id, outbox.message_id) if outbox else ("", "", "")
+        )
         # A turn run again after a restart (the same message) asks nothing twice: what its
         # first run asked was answered meanwhile, and a command it ran is not run again. (In
         # a turn that waited for its answer, the same command may be asked for again.)
-        earlier = await self.desk.store.for_message(ctx.session_key, message, command, cwd,
-                                                    network)
+        earlier = await self.desk.store.for_message(ctx.session_key, message, command, cwd, network)
         if earlier is not None and earlier.status in _SETTLED:
             return _SETTLED[earlier.status].format(code=earlier.code)
         for _ in range(_MAX_ASKS):
             approval = await self.desk.ask(
-                person_id=person, workspace=ctx.workspace, session_key=ctx.session_key,
-                channel=channel, chat_id=chat, command=command, cwd=cwd, network=network,
-                timeout=timeout, digest=digest, message_id=message)
+                person_id=person,
+                workspace=ctx.workspace,
+                session_key=ctx.session_key,
+                channel=channel,
+                chat_id=chat,
+                command=command,
+                cwd=cwd,
+                network=network,
+                timeout=timeout,
+                digest=digest,
+                message_id=message,
+            )
             if not approval.request_channel:
-                return (f"Could not ask the owner to approve this command (code "
-                        f"{approval.code}): they have no direct message with the assistant "
-                        "yet. It runs if they answer /approve " + approval.code + " from "
-                        "their account; tell the person it is waiting for the owner.")
+                return (
+                    f"Could not ask the owner to approve this command (code "
+                    f"{approval.code}): they have no direct message with the assistant "
+                    "yet. It runs if they answer /approve " + approval.code + " from "
+                    "their account; tell the person it is waiting for the owner."
+                )
             status = await self.desk.wait(approval.code, self.settings.wait_seconds)
             if status == "pending":
-                return (f"Asked the owner to approve this command (code {approval.code}); "
-                        "no answer yet. It runs when they approve it, and its result will be "
-                        "posted in this chat. Tell the person it is waiting for approval.")
+                return (
+                    f"Asked the owner to approve this command (code {approval.code}); "
+                    "no answer yet. It runs when they approve it, and its result will be "
+                    "posted in this chat. Tell the person it is waiting for approval."
+                )
             if status == "denied":
                 return f"The owner denied this command (code {approval.code}); it did not run."
             if status == "expired":
-                return (f"The request to approve this command (code {approval.code}) expired "
-                        "unanswered; it did not run.")
+                return (
+                    f"The request to approve this command (code {approval.code}) expired "
+                    "unanswered; it did not run."
+                )
             if status != "approved":
                 return f"The command (code {approval.code}) was {status}; it did not run here."
             current = await self.desk.store.get(approval.code)
@@ -179,8 +221,9 @@ class ExecTool:
             text = await self.desk.run_approved(current, ctx.budget)
             if not text.startswith(CHANGED):
                 return text
-            digest = (await asyncio.to_thread(approval_binding, command, cwd, network,
-                                              ctx.workspace)).digest
+            digest = (
+                await asyncio.to_thread(approval_binding, command, cwd, network, ctx.workspace)
+            ).digest
         return "The command kept changing between approvals; it did not run."
 
 
@@ -188,10 +231,11 @@ def _cwd(value: object) -> str:
     """A workspace-relative directory ("." for the top); ToolError for one outside."""
     text = str(value or ".").strip()
     if text == WORKSPACE or text.startswith(WORKSPACE + "/"):
-        text = text[len(WORKSPACE):].lstrip("/") or "."
+        text = text[len(WORKSPACE) :].lstrip("/") or "."
     if text.startswith("/"):
-        raise ToolError(f"exec: the directory must be inside the workspace ({WORKSPACE}), "
-                        f"not {text[:100]!r}")
+        raise ToolError(
+            f"exec: the directory must be inside the workspace ({WORKSPACE}), not {text[:100]!r}"
+        )
     normal = posixpath.normpath(text)
     if normal == ".." or normal.startswith("../"):
         raise ToolError("exec: the directory must be inside the workspace")

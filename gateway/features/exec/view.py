@@ -80,10 +80,30 @@ SYSTEM_DIRS: tuple[str, ...] = ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/l
 # time zone, MIME types, fonts, ImageMagick's policy, Python's own config). Never
 # /etc/ssl/private: a gateway run as root maps the sandbox's user to root's files.
 ETC_ENTRIES: tuple[str, ...] = (
-    "alternatives", "ssl/certs", "ssl/openssl.cnf", "ca-certificates", "ca-certificates.conf",
-    "ld.so.cache", "ld.so.conf", "ld.so.conf.d", "localtime", "timezone", "mime.types", "protocols",
-    "services", "os-release", "debian_version", "fonts", "ImageMagick-6", "ImageMagick-7",
-    "python3", "python3.*", "magic", "magic.mime", "gai.conf", "mailcap",
+    "alternatives",
+    "ssl/certs",
+    "ssl/openssl.cnf",
+    "ca-certificates",
+    "ca-certificates.conf",
+    "ld.so.cache",
+    "ld.so.conf",
+    "ld.so.conf.d",
+    "localtime",
+    "timezone",
+    "mime.types",
+    "protocols",
+    "services",
+    "os-release",
+    "debian_version",
+    "fonts",
+    "ImageMagick-6",
+    "ImageMagick-7",
+    "python3",
+    "python3.*",
+    "magic",
+    "magic.mime",
+    "gai.conf",
+    "mailcap",
 )
 
 
@@ -93,8 +113,10 @@ class SandboxRefused(Exception):
 
 # Made up for the sandbox: one user, a hostname, the loopback names.
 MADE_UP_ETC: dict[str, str] = {
-    "passwd": (f"clawgate:x:{SANDBOX_UID}:{SANDBOX_GID}:clawgate:{HOME}:/bin/bash\n"
-               "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"),
+    "passwd": (
+        f"clawgate:x:{SANDBOX_UID}:{SANDBOX_GID}:clawgate:{HOME}:/bin/bash\n"
+        "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"
+    ),
     "group": f"clawgate:x:{SANDBOX_GID}:\nnogroup:x:65534:\n",
     "hosts": "127.0.0.1 localhost sandbox\n::1 localhost\n",
     "hostname": "sandbox\n",
@@ -129,12 +151,26 @@ def fixed_env(network: bool, proxy_port: int) -> dict[str, str]:
     bubblewrap's own init keeps the environment it was started with (readable inside as
     /proc/1/environ), so bwrap itself is started with exactly this, never with the gateway's.
     """
-    env = {"PATH": PATH, "HOME": HOME, "TMPDIR": "/tmp", "LANG": "C.UTF-8", "TERM": "dumb",
-           "USER": "clawgate", "LOGNAME": "clawgate", "SHELL": "/bin/bash"}
+    env = {
+        "PATH": PATH,
+        "HOME": HOME,
+        "TMPDIR": "/tmp",
+        "LANG": "C.UTF-8",
+        "TERM": "dumb",
+        "USER": "clawgate",
+        "LOGNAME": "clawgate",
+        "SHELL": "/bin/bash",
+    }
     if network:
         proxy = f"http://127.0.0.1:{proxy_port}"
-        for name in ("http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY",
-                     "all_proxy"):
+        for name in (
+            "http_proxy",
+            "https_proxy",
+            "HTTP_PROXY",
+            "HTTPS_PROXY",
+            "ALL_PROXY",
+            "all_proxy",
+        ):
             env[name] = proxy
     return env
 
@@ -166,7 +202,8 @@ def seen_folders(workspace: Path) -> list[str]:
     with contextlib.suppress(OSError), os.scandir(workspace / INBOX_DIR) as days:
         for day in days:
             if day.is_dir(follow_symlinks=False) and os.path.isdir(
-                    os.path.join(day.path, SEEN_DIR)):
+                os.path.join(day.path, SEEN_DIR)
+            ):
                 found.append(f"{INBOX_DIR}/{day.name}/{SEEN_DIR}")
     return sorted(found)
 
@@ -179,7 +216,7 @@ def sandbox_cwd(workspace: Path, cwd: str) -> str:
     """
     text = (cwd or ".").strip()
     if text.startswith(WORKSPACE + "/") or text == WORKSPACE:
-        text = text[len(WORKSPACE):].lstrip("/") or "."
+        text = text[len(WORKSPACE) :].lstrip("/") or "."
     if "\x00" in text or os.path.isabs(text):
         raise SandboxRefused(f"the directory must be inside the workspace, not {cwd!r}")
     rel = PurePosixPath(os.path.normpath(text))
@@ -253,9 +290,16 @@ def _system_args(hidden: Sequence[Path]) -> list[str]:
     return args
 
 
-def view_args(workspace: Path, cwd: str, *, etc: Path, tmp_bytes: int,
-              hidden: Sequence[Path] = (), proxy_socket: Path | None = None,
-              forwarder: Path | None = None) -> tuple[list[str], OpenedView]:
+def view_args(
+    workspace: Path,
+    cwd: str,
+    *,
+    etc: Path,
+    tmp_bytes: int,
+    hidden: Sequence[Path] = (),
+    proxy_socket: Path | None = None,
+    forwarder: Path | None = None,
+) -> tuple[list[str], OpenedView]:
     """The bwrap arguments that lay out the sandbox's filesystem, and the descriptors they
     name (pass them with `pass_fds`, close them after bwrap started). Raises SandboxRefused."""
     opened = OpenedView()
@@ -264,19 +308,42 @@ def view_args(workspace: Path, cwd: str, *, etc: Path, tmp_bytes: int,
         root_fd = os.open(workspace, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW)
         opened.fds.append(root_fd)
         args = [*_system_args(hidden), "--ro-bind", str(etc), "/etc"]
-        args += ["--proc", "/proc", "--dev", "/dev",
-                 "--size", str(tmp_bytes), "--tmpfs", "/tmp", "--symlink", "/tmp", "/var/tmp",
-                 "--ro-bind", f"/proc/self/fd/{root_fd}", WORKSPACE]
-        for rel, how in [*((n, "--bind") for n in writable_entries(workspace)),
-                         *((n, "--ro-bind") for n in seen_folders(workspace))]:
+        args += [
+            "--proc",
+            "/proc",
+            "--dev",
+            "/dev",
+            "--size",
+            str(tmp_bytes),
+            "--tmpfs",
+            "/tmp",
+            "--symlink",
+            "/tmp",
+            "/var/tmp",
+            "--ro-bind",
+            f"/proc/self/fd/{root_fd}",
+            WORKSPACE,
+        ]
+        for rel, how in [
+            *((n, "--bind") for n in writable_entries(workspace)),
+            *((n, "--ro-bind") for n in seen_folders(workspace)),
+        ]:
             fd = _open_entry(root_fd, rel)
             if fd is None:
                 continue
             opened.fds.append(fd)
             args += [how, f"/proc/self/fd/{fd}", f"{WORKSPACE}/{rel}"]
         if proxy_socket is not None and forwarder is not None:
-            args += ["--dir", PROXY_DIR, "--bind", str(proxy_socket), PROXY_SOCKET,
-                     "--ro-bind", str(forwarder), FORWARDER]
+            args += [
+                "--dir",
+                PROXY_DIR,
+                "--bind",
+                str(proxy_socket),
+                PROXY_SOCKET,
+                "--ro-bind",
+                str(forwarder),
+                FORWARDER,
+            ]
         args += ["--remount-ro", "/", "--chdir", chdir]  # the sandbox's own root, too
         return args, opened
     except BaseException:

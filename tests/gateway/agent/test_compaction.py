@@ -30,8 +30,12 @@ None
 # A small window makes the thresholds easy to reach: flush at 7,000 tokens, compact at 8,000.
 SMALL_WINDOW: dict[str, Any] = {
     "llm": {"context_window": 10_000},
-    "compaction": {"reserve_tokens": 2_000, "flush_margin_tokens": 1_000,
-                   "keep_recent_tokens": 1_000, "timeout_seconds": 2},
+    "compaction": {
+        "reserve_tokens": 2_000,
+        "flush_margin_tokens": 1_000,
+        "keep_recent_tokens": 1_000,
+        "timeout_seconds": 2,
+    },
 }
 
 
@@ -158,9 +162,11 @@ async def test_flush_cannot_change_any_other_file(anthropic_server, make_gateway
     await _say(channel, "two", 3)
     assert (workspace / "MEMORY.md").read_text() == memory_before
     assert (workspace / NOTE).read_text() == "- kept"
-    flush_end = next(r for r in anthropic_server.requests
-                     if "flush" in json.dumps(r["messages"]) and "tool_result" in
-                     json.dumps(r["messages"][-1]))
+    flush_end = next(
+        r
+        for r in anthropic_server.requests
+        if "flush" in json.dumps(r["messages"]) and "tool_result" in json.dumps(r["messages"][-1])
+    )
     results = [b for b in flush_end["messages"][-1]["content"] if b["type"] == "tool_result"]
     assert [bool(b.get("is_error")) for b in results] == [True, True, True, False]
 
@@ -208,8 +214,9 @@ async def test_failed_summary_falls_back_without_stalling(anthropic_server, make
 
 
 async def test_summary_timeout_falls_back(anthropic_server, make_gateway):
-    _, channel, model = await _gateway(anthropic_server, make_gateway,
-                                       compaction={"timeout_seconds": 0.3})
+    _, channel, model = await _gateway(
+        anthropic_server, make_gateway, compaction={"timeout_seconds": 0.3}
+    )
     for n in range(4):
         await _say(channel, f"old {n} " + "z" * 2_000, n + 1)
 
@@ -266,8 +273,9 @@ async def test_compact_command_and_status(anthropic_server, make_gateway):
         await _say(channel, f"topic {n} " + "u" * 2_000, n + 2)
     await _say(channel, "/compact focus on the tent", 6)
     assert channel.texts()[5].startswith("Compacted: ")
-    summary_request = next(r for r in anthropic_server.requests
-                           if "You compress" in json.dumps(r.get("system")))
+    summary_request = next(
+        r for r in anthropic_server.requests if "You compress" in json.dumps(r.get("system"))
+    )
     assert "focus on the tent" in json.dumps(summary_request)
     await _say(channel, "/status", 7)
     assert "compactions: 1" in channel.texts()[6]
@@ -292,9 +300,18 @@ def test_cut_never_separates_a_tool_call_from_its_result():
 def test_summary_validation():
     assert summary_is_valid(GOOD_SUMMARY)
     assert not summary_is_valid(GOOD_SUMMARY.replace("## Exact identifiers", ""))
-    assert not summary_is_valid("\n".join(f"## {h}" for h in (
-        "Decisions", "Open tasks", "Constraints and rules", "Pending requests",
-        "Exact identifiers")))
+    assert not summary_is_valid(
+        "\n".join(
+            f"## {h}"
+            for h in (
+                "Decisions",
+                "Open tasks",
+                "Constraints and rules",
+                "Pending requests",
+                "Exact identifiers",
+            )
+        )
+    )
 
 
 async def test_a_compacted_detail_is_found_again_through_memory_search(
@@ -304,8 +321,7 @@ async def test_a_compacted_detail_is_found_again_through_memory_search(
     from tests.fakes.embedder import FakeEmbedder
 
     service = MemoryService(lambda: FakeEmbedder(), MemoryOptions(watch=False))
-    _, channel, model = await _gateway(anthropic_server, make_gateway,
-                                             memory_service=service)
+    _, channel, model = await _gateway(anthropic_server, make_gateway, memory_service=service)
     await _say(channel, "my locker code at the gym is 8812, remember it " + "p" * 2_000, 1)
     for n in range(3):
         await _say(channel, f"other topic {n} " + "q" * 2_000, n + 2)

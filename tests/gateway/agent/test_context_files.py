@@ -29,8 +29,16 @@ def test_order_is_fixed_and_daily_notes_follow(workspace):
     loader = ContextFileLoader(20_000, 60_000)
     files = loader.load(workspace, private=True, today=TODAY)
     assert _names(files) == [
-        "AGENTS.md", "SOUL.md", "IDENTITY.md", "INSTRUCTIONS.md", "USER.md", "TOOLS.md",
-        "BOOTSTRAP.md", "MEMORY.md", "HEARTBEAT.md", "memory/2026-11-29.md",
+        "AGENTS.md",
+        "SOUL.md",
+        "IDENTITY.md",
+        "INSTRUCTIONS.md",
+        "USER.md",
+        "TOOLS.md",
+        "BOOTSTRAP.md",
+        "MEMORY.md",
+        "HEARTBEAT.md",
+        "memory/2026-11-29.md",
         "memory/2026-11-28.md",
     ]
     assert context_file_names(TODAY)[: len(BOOTSTRAP_FILES)] == list(BOOTSTRAP_FILES)
@@ -42,7 +50,9 @@ def test_prompt_renders_files_in_order(workspace):
     loader = ContextFileLoader(20_000, 60_000)
     prompt = build_system_prompt(
         loader.load(workspace, private=True, today=TODAY),
-        private=True, now=__import__("datetime").datetime(2026, 11, 29), run_info="",
+        private=True,
+        now=__import__("datetime").datetime(2026, 11, 29),
+        run_info="",
     ).stable
     positions = [prompt.index(f"marker-{index}") for index in range(len(BOOTSTRAP_FILES))]
     assert positions == sorted(positions)
@@ -51,16 +61,19 @@ def test_prompt_renders_files_in_order(workspace):
 def test_html_comments_are_the_humans_and_stay_out_of_the_prompt(workspace):
     (workspace / "TOOLS.md").write_text(
         "# TOOLS.md\n\n<!-- my note: the NAS is old -->\n\n\n- printer: office-laser\n"
-        "<!-- unclosed: everything after this is hidden, as in a viewer\n- secret: x\n")
+        "<!-- unclosed: everything after this is hidden, as in a viewer\n- secret: x\n"
+    )
     loader = ContextFileLoader(20_000, 60_000)
-    tools = next(f for f in loader.load(workspace, private=True, today=TODAY)
-                 if f.name == "TOOLS.md")
+    tools = next(
+        f for f in loader.load(workspace, private=True, today=TODAY) if f.name == "TOOLS.md"
+    )
     assert tools.text == "# TOOLS.md\n\n- printer: office-laser\n"
     assert tools.report.raw_chars == len(tools.text)
     # A flood of comment openings is read in linear time, and hides everything after it.
     (workspace / "TOOLS.md").write_text("keep\n" + "<!--" * 200_000)
-    tools = next(f for f in loader.load(workspace, private=True, today=TODAY)
-                 if f.name == "TOOLS.md")
+    tools = next(
+        f for f in loader.load(workspace, private=True, today=TODAY) if f.name == "TOOLS.md"
+    )
     assert tools.text == "keep\n"
     # The seeded files explain themselves in comments; none of that reaches the model.
     seeded = ensure_workspace(workspace.parent, "sam")
@@ -72,8 +85,9 @@ def test_missing_file_is_reported_not_an_error(workspace):
     files = ContextFileLoader(20_000, 60_000).load(workspace, private=True, today=TODAY)
     soul = next(f for f in files if f.name == "SOUL.md")
     assert soul.report.status == "missing"
-    prompt = build_system_prompt(files, private=True, now=__import__("datetime").datetime.now(),
-                                 run_info="").stable
+    prompt = build_system_prompt(
+        files, private=True, now=__import__("datetime").datetime.now(), run_info=""
+    ).stable
     assert "## SOUL.md\n(missing" in prompt
 
 
@@ -106,8 +120,10 @@ def test_total_budget_limits_later_files(workspace):
 def test_binary_and_non_utf8_files_are_reported(workspace):
     (workspace / "TOOLS.md").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00binary")
     (workspace / "SOUL.md").write_bytes(b"caf\xe9 latin-1")
-    files = {f.name: f for f in
-             ContextFileLoader(20_000, 60_000).load(workspace, private=True, today=TODAY)}
+    files = {
+        f.name: f
+        for f in ContextFileLoader(20_000, 60_000).load(workspace, private=True, today=TODAY)
+    }
     assert files["TOOLS.md"].report.status == "unreadable"
     assert "binary" in files["TOOLS.md"].report.note
     assert files["SOUL.md"].report.status == "unreadable"
@@ -117,8 +133,10 @@ def test_binary_and_non_utf8_files_are_reported(workspace):
 def test_directory_in_place_of_a_file_is_unreadable_not_a_crash(workspace):
     (workspace / "TOOLS.md").unlink()
     (workspace / "TOOLS.md").mkdir()
-    files = {f.name: f for f in
-             ContextFileLoader(20_000, 60_000).load(workspace, private=True, today=TODAY)}
+    files = {
+        f.name: f
+        for f in ContextFileLoader(20_000, 60_000).load(workspace, private=True, today=TODAY)
+    }
     assert files["TOOLS.md"].report.status == "unreadable"
 
 
@@ -129,8 +147,7 @@ def test_private_files_are_withheld_outside_private_sessions(workspace):
     (workspace / "groups" / "g1" / "NOTES.md").write_text("group notes")
     loader = ContextFileLoader(20_000, 60_000)
     files = loader.load(workspace, private=False, today=TODAY, area="groups/g1")
-    assert [f.name for f in files] == ["AGENTS.md", "SOUL.md", "IDENTITY.md",
-                                       "groups/g1/NOTES.md"]
+    assert [f.name for f in files] == ["AGENTS.md", "SOUL.md", "IDENTITY.md", "groups/g1/NOTES.md"]
     assert files[-1].text == "group notes"
     # Asked for by name, private files are still withheld, never opened.
     names = ["USER.md", "MEMORY.md", "memory/2026-11-29.md", "TOOLS.md", "SOUL.md"]

@@ -44,8 +44,9 @@ def ctx(ws: Path) -> ToolContext:
 def group(ws: Path) -> ToolContext:
     (ws / "groups" / "g1").mkdir(parents=True)
     (ws / "groups" / "g1" / "n.md").write_text("group note\n")
-    return ToolContext(workspace=ws, session_key="group:1", private=False, max_file_bytes=1000,
-                       area="groups/g1")
+    return ToolContext(
+        workspace=ws, session_key="group:1", private=False, max_file_bytes=1000, area="groups/g1"
+    )
 
 
 @pytest.fixture
@@ -312,8 +313,17 @@ async def test_list_hides_private_when_not_private(group: ToolContext, ws: Path)
     lines = out.splitlines()
     assert "groups/g1/n.md  (11 bytes)" in lines
     assert "AGENTS.md  (8 bytes)" in lines
-    for hidden in ("MEMORY", "USER", "memory", "sessions", ".git", "alias", "out.md", "notes",
-                   "g2"):
+    for hidden in (
+        "MEMORY",
+        "USER",
+        "memory",
+        "sessions",
+        ".git",
+        "alias",
+        "out.md",
+        "notes",
+        "g2",
+    ):
         assert hidden not in out, hidden
     await refused("list_files", group, "private", path="memory")
     await refused("list_files", group, "only groups/g1/", path="notes")

@@ -51,16 +51,20 @@ async def test_hostile_lines_are_skipped_and_the_session_opens(tmp_path, caplog)
     caplog.set_level(logging.WARNING)
     session = await store.get(tmp_path, "k")
     assert [(m.role, m.text) for m in session.history] == [
-        ("user", "hello"), ("assistant", "hi there")]
+        ("user", "hello"),
+        ("assistant", "hi there"),
+    ]
     # One warning each from the reader and the replay, not one per line.
     assert len([r for r in caplog.records if path.name in r.getMessage()]) == 2
 
 
 async def test_a_dm_with_a_hostile_transcript_is_still_answered(
-        anthropic_server, make_gateway, tmp_path) -> None:
+    anthropic_server, make_gateway, tmp_path
+) -> None:
     workspace = workspace_path(tmp_path / "workspaces", OWNER)
-    _write(transcript_path(workspace, dm_session_key(OWNER)),
-           [json.dumps(e) for e in GOOD] + HOSTILE)
+    _write(
+        transcript_path(workspace, dm_session_key(OWNER)), [json.dumps(e) for e in GOOD] + HOSTILE
+    )
     anthropic_server.reply_text("still here")
     _, channel = await make_gateway(anthropic_server, owner=OWNER)
     await channel.inject("dana", "are you there?")

@@ -51,19 +51,22 @@ def test_fitted_sizes_follow_each_providers_recommendation():
     assert image_tokens(1238, 928, "anthropic") == 1532
 
 
-@pytest.mark.parametrize(("setting", "provider", "model", "expected"), [
-    ("auto", "anthropic", "claude-sonnet-5-5", True),
-    ("auto", "anthropic", "claude-2.1", False),
-    ("auto", "openai", "gpt-4o-mini", True),
-    ("auto", "openai", "gpt-5.5", True),
-    ("auto", "openai", "o3-mini", False),
-    ("auto", "openai", "gpt-3.5-turbo", False),
-    ("auto", "openai", "llava:13b", True),
-    ("auto", "openai", "qwen2.5-vl:7b", True),
-    ("auto", "openai", "llama3.1:8b", False),
-    ("on", "openai", "llama3.1:8b", True),
-    ("off", "anthropic", "claude-sonnet-5-5", False),
-])
+@pytest.mark.parametrize(
+    ("setting", "provider", "model", "expected"),
+    [
+        ("auto", "anthropic", "claude-sonnet-5-5", True),
+        ("auto", "anthropic", "claude-2.1", False),
+        ("auto", "openai", "gpt-4o-mini", True),
+        ("auto", "openai", "gpt-5.5", True),
+        ("auto", "openai", "o3-mini", False),
+        ("auto", "openai", "gpt-3.5-turbo", False),
+        ("auto", "openai", "llava:13b", True),
+        ("auto", "openai", "qwen2.5-vl:7b", True),
+        ("auto", "openai", "llama3.1:8b", False),
+        ("on", "openai", "llama3.1:8b", True),
+        ("off", "anthropic", "claude-sonnet-5-5", False),
+    ],
+)
 def test_whether_a_model_takes_images(setting, provider, model, expected):
     assert takes_images(setting, provider, model) is expected
 
@@ -117,10 +120,11 @@ def _image(workspace: Path, name: str) -> ImagePart:
 
 
 def test_only_the_newest_images_are_sent_as_pixels(tmp_path):
-    history = [Message("user", "one", images=(_image(tmp_path, "a.jpg"),)),
-               Message("assistant", "ok"),
-               Message("user", "two", images=(_image(tmp_path, "b.jpg"), _image(tmp_path,
-                                                                                 "c.jpg")))]
+    history = [
+        Message("user", "one", images=(_image(tmp_path, "a.jpg"),)),
+        Message("assistant", "ok"),
+        Message("user", "two", images=(_image(tmp_path, "b.jpg"), _image(tmp_path, "c.jpg"))),
+    ]
     sent = ImageWindow(2).attach(history, tmp_path)
     assert [i.data for i in sent[0].images] == [b""]  # the oldest: a placeholder
     assert [i.data for i in sent[2].images] == [b"b.jpg", b"c.jpg"]
@@ -132,33 +136,42 @@ def test_an_image_reference_outside_the_workspace_or_gone_is_a_placeholder(tmp_p
     outside.write_bytes(b"secret")
     workspace = tmp_path / "ws"
     workspace.mkdir()
-    history = [Message("user", "x", images=(ImagePart("../secret.jpg", "image/jpeg"),
-                                            ImagePart("gone.jpg", "image/jpeg")))]
+    history = [
+        Message(
+            "user",
+            "x",
+            images=(ImagePart("../secret.jpg", "image/jpeg"), ImagePart("gone.jpg", "image/jpeg")),
+        )
+    ]
     sent = ImageWindow(5).attach(history, workspace)
     assert [i.data for i in sent[0].images] == [b"", b""]
 
 
 def test_providers_show_images_and_placeholders():
-    message = Message("user", "what is this?", images=(
-        ImagePart("inbox/old.jpg", "image/jpeg"),
-        ImagePart("inbox/new.jpg", "image/png", data=b"\x89PNG")))
+    message = Message(
+        "user",
+        "what is this?",
+        images=(
+            ImagePart("inbox/old.jpg", "image/jpeg"),
+            ImagePart("inbox/new.jpg", "image/png", data=b"\x89PNG"),
+        ),
+    )
     turns = to_anthropic_messages([message])
     blocks = turns[0]["content"]
     assert [b["type"] for b in blocks] == ["text", "image", "text"]
     assert "inbox/old.jpg" in blocks[0]["text"] and "not shown again" in blocks[0]["text"]
-    assert blocks[1]["source"] == {"type": "base64", "media_type": "image/png",
-                                   "data": "iVBORw=="}
+    assert blocks[1]["source"] == {"type": "base64", "media_type": "image/png", "data": "iVBORw=="}
     assert blocks[2]["text"] == "what is this?"
     parts = to_openai_messages(SystemPrompt(""), [message])[0]["content"]
     assert parts[0]["type"] == "text" and "what is this?" in parts[0]["text"]
     assert "inbox/old.jpg" in parts[0]["text"]
-    assert parts[1] == {"type": "image_url",
-                        "image_url": {"url": "data:image/png;base64,iVBORw=="}}
+    assert parts[1] == {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw=="}}
 
 
 def test_transcripts_keep_image_references_not_pixels():
-    message = Message("user", "look", images=(ImagePart("inbox/a.jpg", "image/jpeg", 4, 3,
-                                                        data=b"pixels"),))
+    message = Message(
+        "user", "look", images=(ImagePart("inbox/a.jpg", "image/jpeg", 4, 3, data=b"pixels"),)
+    )
     entry = message_to_entry(message)
     assert "pixels" not in json.dumps(entry)
     back = entry_to_message(json.loads(json.dumps(entry)))
@@ -170,20 +183,30 @@ def test_transcripts_keep_image_references_not_pixels():
 # --- documents -------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("name", "mime", "kind"), [
-    ("report.pdf", "", "pdf"), ("scan", "application/pdf", "pdf"), ("notes.md", "", "text"),
-    ("data.CSV", "", "text"), ("main.rs", "", "text"), ("Dockerfile", "", "text"),
-    ("x", "application/json", "text"), ("a.zip", "application/zip", None),
-    ("song.mp3", "audio/mpeg", None), ("book.epub", "", None),
-])
+@pytest.mark.parametrize(
+    ("name", "mime", "kind"),
+    [
+        ("report.pdf", "", "pdf"),
+        ("scan", "application/pdf", "pdf"),
+        ("notes.md", "", "text"),
+        ("data.CSV", "", "text"),
+        ("main.rs", "", "text"),
+        ("Dockerfile", "", "text"),
+        ("x", "application/json", "text"),
+        ("a.zip", "application/zip", None),
+        ("song.mp3", "audio/mpeg", None),
+        ("book.epub", "", None),
+    ],
+)
 def test_readable_kinds(name, mime, kind):
     assert readable_kind(name, mime) == kind
 
 
 def test_pdf_text_is_extracted_and_a_cut_is_said(tmp_path):
     path = tmp_path / "r.pdf"
-    path.write_bytes(pdf([f"Page {n}: the budget line {n} is {n * 100} euros" for n in
-                          range(1, 31)]))
+    path.write_bytes(
+        pdf([f"Page {n}: the budget line {n} is {n * 100} euros" for n in range(1, 31)])
+    )
     whole = extract(path, "pdf", 100_000)
     assert whole.pages == 30 and whole.pages_read == 30 and not whole.cut
     assert "Page 1:" in whole.text and "3000 euros" in whole.text
@@ -240,26 +263,33 @@ async def test_openai_compatible_transcription(tmp_path):
     audio.write_bytes(VOICE_NOTE.read_bytes())
     async with FakeTranscriptionServer() as server:
         server.text = " call mum at six "
-        backend = OpenAITranscriber(api_key=server.key, base_url=server.base_url,
-                                    model="whisper-large-v3", language="en")
+        backend = OpenAITranscriber(
+            api_key=server.key, base_url=server.base_url, model="whisper-large-v3", language="en"
+        )
         heard = await backend.transcribe(audio)
         assert heard.text == "call mum at six"
         received = server.requests[-1]
         assert (received.model, received.filename, received.language) == (
-            "whisper-large-v3", "voice.ogg", "en")
+            "whisper-large-v3",
+            "voice.ogg",
+            "en",
+        )
         assert received.size == VOICE_NOTE.stat().st_size
         server.fail(500, "boom")
         with pytest.raises(TranscriptionFailed, match="answered 500"):
             await backend.transcribe(audio)
         await backend.close()
-        wrong = OpenAITranscriber(api_key="sk-wrong-key", base_url=server.base_url,
-                                  model="whisper-1")
-        with pytest.raises(TranscriptionUnavailable,
-                           match="CLAWGATE_MEDIA__TRANSCRIPTION__API_KEY"):
+        wrong = OpenAITranscriber(
+            api_key="sk-wrong-key", base_url=server.base_url, model="whisper-1"
+        )
+        with pytest.raises(
+            TranscriptionUnavailable, match="CLAWGATE_MEDIA__TRANSCRIPTION__API_KEY"
+        ):
             await wrong.transcribe(audio)
         await wrong.close()
-    unreachable = OpenAITranscriber(api_key="k" * 10, base_url=server.base_url,
-                                    model="whisper-1", timeout_seconds=2)
+    unreachable = OpenAITranscriber(
+        api_key="k" * 10, base_url=server.base_url, model="whisper-1", timeout_seconds=2
+    )
     with pytest.raises(TranscriptionFailed, match="could not be reached"):
         await unreachable.transcribe(audio)
     await unreachable.close()

@@ -48,8 +48,13 @@ def test_a_79_megapixel_png_is_prepared_with_one_full_size_copy(tmp_path):
         prepared = prepare_image(source, source.with_name("seen"), "anthropic", 80_000_000)
         print(hwm() - before, prepared.width, prepared.height)
     """)
-    done = subprocess.run([sys.executable, "-c", child, str(tmp_path / "big.png")],
-                          capture_output=True, text=True, check=True, cwd=ROOT)
+    done = subprocess.run(
+        [sys.executable, "-c", child, str(tmp_path / "big.png")],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
+    )
     added, width, height = (int(v) for v in done.stdout.split())
     decoded = 8888 * 8888 * 4
     assert (width, height) == (1072, 1072)

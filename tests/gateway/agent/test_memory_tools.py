@@ -18,8 +18,11 @@ from tests.fakes.embedder import FakeEmbedder
 
 
 def _service(embedder=None) -> MemoryService:
-    return MemoryService(lambda: embedder or FakeEmbedder(), MemoryOptions(watch=False),
-                         today=lambda: date(2026, 11, 29))
+    return MemoryService(
+        lambda: embedder or FakeEmbedder(),
+        MemoryOptions(watch=False),
+        today=lambda: date(2026, 11, 29),
+    )
 
 
 def _plant(ws):
@@ -38,12 +41,18 @@ def ws(tmp_path):
 async def test_memory_search_tool_lists_results(ws):
     service = _service()
     tool = MemorySearchTool(service)
-    out = await run_checked(tool, {"query": "what is the boat called", "max_results": 2},
-                         ToolContext(ws, "owner:dm", True))
+    out = await run_checked(
+        tool,
+        {"query": "what is the boat called", "max_results": 2},
+        ToolContext(ws, "owner:dm", True),
+    )
     assert "MEMORY.md lines 1-2" in out and "Saudade" in out and "mode: hybrid" in out
     await (await service.index_for(ws)).wait_for_vectors()
-    out = await run_checked(tool, {"query": "what is the boat called", "max_results": 2},
-                         ToolContext(ws, "owner:dm", True))
+    out = await run_checked(
+        tool,
+        {"query": "what is the boat called", "max_results": 2},
+        ToolContext(ws, "owner:dm", True),
+    )
     assert "best match line 2" in out  # once embedded, line vectors point at the boat's line
     await service.close()
 
@@ -54,8 +63,9 @@ async def test_memory_search_tool_refuses_outside_private_and_bad_args(ws):
     with pytest.raises(ToolError, match="direct messages"):
         await run_checked(tool, {"query": "boat"}, ToolContext(ws, "tg:group:1", False))
     with pytest.raises(ToolError, match="max_results"):
-        await run_checked(tool, {"query": "boat", "max_results": 0},
-                          ToolContext(ws, "owner:dm", True))
+        await run_checked(
+            tool, {"query": "boat", "max_results": 0}, ToolContext(ws, "owner:dm", True)
+        )
     with pytest.raises(ToolError, match="unknown"):
         await run_checked(tool, {"query": "boat", "path": "x"}, ToolContext(ws, "owner:dm", True))
     await service.close()
@@ -73,8 +83,9 @@ async def test_memory_search_tool_says_when_unavailable(ws):
 
 async def test_keyword_only_tool_output_says_so(ws):
     service = MemoryService(lambda: None, MemoryOptions(watch=False))
-    out = await run_checked(MemorySearchTool(service), {"query": "passport"},
-                                              ToolContext(ws, "owner:dm", True))
+    out = await run_checked(
+        MemorySearchTool(service), {"query": "passport"}, ToolContext(ws, "owner:dm", True)
+    )
     assert "X9981" in out and "keyword-only" in out
     await service.close()
 
@@ -97,8 +108,11 @@ async def test_memory_get_shows_transcript_dialogue(ws):
         '{"type":"session","key":"owner:dm"}\n{"type":"user","text":"hi there"}\n'
         '{"type":"delivery","ok":true}\n{"type":"assistant","text":"hello"}\n'
     )
-    out = await run_checked(MemoryGetTool(), {"path": "sessions/owner_dm-00000000.jsonl"},
-                                    ToolContext(ws, "owner:dm", True))
+    out = await run_checked(
+        MemoryGetTool(),
+        {"path": "sessions/owner_dm-00000000.jsonl"},
+        ToolContext(ws, "owner:dm", True),
+    )
     assert out.splitlines()[:2] == ["2: User: hi there", "4: Assistant: hello"]
 
 
@@ -108,8 +122,9 @@ def _tool_names(request: dict) -> list[str]:
 
 async def test_dm_has_memory_tools_and_group_does_not(anthropic_server, make_gateway, tmp_path):
     service = _service()
-    _, channel = await make_gateway(anthropic_server, owner="fakechat-alice",
-                                          memory_service=service)
+    _, channel = await make_gateway(
+        anthropic_server, owner="fakechat-alice", memory_service=service
+    )
     _plant(ensure_workspace(tmp_path / "workspaces", "fakechat-alice"))
     anthropic_server.reply_tool_call("memory_search", {"query": "name of the boat"})
     anthropic_server.reply_text("It is Saudade.")
@@ -135,12 +150,22 @@ def test_cli_index_search_status(tmp_path, monkeypatch, capsys):
     out = capsys.readouterr().out
     # USER.md, MEMORY.md, INSTRUCTIONS.md and the note
     assert "indexed 4 files" in out and "keyword-only" in out
-    assert main(["memory", "search", "passport X9981", "--workspace", str(ws), "--json",
-                 "--limit", "1"]) == 0
+    assert (
+        main(
+            ["memory", "search", "passport X9981", "--workspace", str(ws), "--json", "--limit", "1"]
+        )
+        == 0
+    )
     captured = capsys.readouterr()
     results = json.loads(captured.out)
     assert len(results) == 1 and set(results[0]) == {
-        "path", "start_line", "end_line", "score", "snippet", "source"}
+        "path",
+        "start_line",
+        "end_line",
+        "score",
+        "snippet",
+        "source",
+    }
     assert results[0]["path"] == "memory/2026-03-01.md" and results[0]["source"] == "memory"
     assert "keyword-only" in captured.err
     assert main(["memory", "status", "--workspace", str(ws)]) == 0
@@ -172,8 +197,9 @@ async def test_memory_search_tool_fuses_other_phrasings(ws):
     ctx = ToolContext(ws, "owner:dm", True)
     alone = await run_checked(tool, {"query": "travel document"}, ctx)
     assert "X9981" not in alone
-    both = await run_checked(tool, {"query": "travel document",
-                           "queries": ["passport number"]}, ctx)
+    both = await run_checked(
+        tool, {"query": "travel document", "queries": ["passport number"]}, ctx
+    )
     assert "memory/2026-03-01.md" in both and "X9981" in both
     with pytest.raises(ToolError, match="'queries' must be a list"):
         await run_checked(tool, {"query": "boat", "queries": "passport"}, ctx)

@@ -28,16 +28,17 @@ def _plain(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Messages without breakpoints and without the time note: what the history is."""
     out = []
     for message in messages:
-        content = [{k: v for k, v in block.items() if k != "cache_control"}
-                   for block in message["content"]
-                   if not str(block.get("text", "")).startswith("[Current time:")]
+        content = [
+            {k: v for k, v in block.items() if k != "cache_control"}
+            for block in message["content"]
+            if not str(block.get("text", "")).startswith("[Current time:")
+        ]
         if content:
             out.append({**message, "content": content})
     return out
 
 
-async def test_anthropic_requests_cache_tools_system_and_history(anthropic_server,
-                                                                 make_gateway):
+async def test_anthropic_requests_cache_tools_system_and_history(anthropic_server, make_gateway):
     clock = FixedClock(NOW)
     _, channel = await make_gateway(anthropic_server, clock=clock)
     for turn in range(1, 7):
@@ -56,12 +57,15 @@ async def test_anthropic_requests_cache_tools_system_and_history(anthropic_serve
     # Each request's history is the previous one's plus what was said since.
     for before, after in itertools.pairwise(requests):
         old, new = _plain(before["messages"]), _plain(after["messages"])
-        assert new[:len(old) - 1] == old[:-1]
+        assert new[: len(old) - 1] == old[:-1]
         assert before["system"] == after["system"] and before["tools"] == after["tools"]
     # And so every request after the first reads nearly all of its prompt from the cache.
     for usage in anthropic_server.reported[1:]:
-        prompt = (usage["input_tokens"] + usage["cache_read_input_tokens"]
-                  + usage["cache_creation_input_tokens"])
+        prompt = (
+            usage["input_tokens"]
+            + usage["cache_read_input_tokens"]
+            + usage["cache_creation_input_tokens"]
+        )
         assert usage["cache_read_input_tokens"] / prompt > 0.8
 
 
@@ -76,7 +80,7 @@ async def test_openai_prefix_is_byte_identical_from_turn_to_turn(openai_server, 
     for before, after in zip(openai_server.requests, openai_server.requests[1:], strict=False):
         # Everything but the newest message (which carries the time note) is resent as is.
         assert after["tools"] == before["tools"]
-        assert after["messages"][:len(before["messages"]) - 1] == before["messages"][:-1]
+        assert after["messages"][: len(before["messages"]) - 1] == before["messages"][:-1]
         assert "Current time" not in json.dumps(after["messages"][:-1])
     assert len(set(s[:2000] for s in serialized)) == 1
     cached = [u["prompt_tokens_details"]["cached_tokens"] for u in openai_server.reported]
@@ -84,30 +88,37 @@ async def test_openai_prefix_is_byte_identical_from_turn_to_turn(openai_server, 
 
 
 async def test_the_stable_prefix_is_written_once_and_read_by_later_turns_and_counted(
-        anthropic_server):
+    anthropic_server,
+):
     """The provider's breakpoint sits after the stable part, so a turn whose run info differs
     still reads it, and the cache's reads and writes reach `Usage` as the API counts them."""
     provider = AnthropicProvider(model="claude-x", api_key="k", base_url=anthropic_server.base_url)
     try:
         first = [Message("user", "hi")]
         one = await provider.complete(SystemPrompt(stable=LONG, volatile="In a DM."), first, [])
-        two = await provider.complete(SystemPrompt(stable=LONG, volatile="In the group."),
-                                      [*first, Message("assistant", "hello"),
-                                       Message("user", "again")], [])
+        two = await provider.complete(
+            SystemPrompt(stable=LONG, volatile="In the group."),
+            [*first, Message("assistant", "hello"), Message("user", "again")],
+            [],
+        )
     finally:
         await provider.close()
     assert one.usage.cache_read_tokens == 0 and one.usage.cache_write_tokens > 1024
     # the stable part is read although the run info after it changed (which is written anew)
     assert 1024 < two.usage.cache_read_tokens < one.usage.cache_write_tokens
     assert two.usage.cache_write_tokens > 0
-    assert [(u["cache_read_input_tokens"], u["cache_creation_input_tokens"])
-            for u in anthropic_server.reported] == [
+    assert [
+        (u["cache_read_input_tokens"], u["cache_creation_input_tokens"])
+        for u in anthropic_server.reported
+    ] == [
         (one.usage.cache_read_tokens, one.usage.cache_write_tokens),
-        (two.usage.cache_read_tokens, two.usage.cache_write_tokens)]
+        (two.usage.cache_read_tokens, two.usage.cache_write_tokens),
+    ]
 
 
-async def test_a_changed_workspace_file_rebuilds_the_cache_once(anthropic_server, make_gateway,
-                                                                tmp_path):
+async def test_a_changed_workspace_file_rebuilds_the_cache_once(
+    anthropic_server, make_gateway, tmp_path
+):
     _gateway, channel = await make_gateway(anthropic_server, owner="fakechat-eve")
     await channel.inject("eve", "one " * 50)
     await channel.wait_for(1)
@@ -119,7 +130,8 @@ async def test_a_changed_workspace_file_rebuilds_the_cache_once(anthropic_server
     # The changed turn writes the system prompt and the history again (the tools before them
     # are still read); the next one writes only what was said since.
     assert changed["cache_creation_input_tokens"] > 2 * after["cache_creation_input_tokens"]
-    assert after["cache_read_input_tokens"] > 0.8 * (after["cache_read_input_tokens"]
-                                                    + after["cache_creation_input_tokens"]
-                                                    + after["input_tokens"])
-
+    assert after["cache_read_input_tokens"] > 0.8 * (
+        after["cache_read_input_tokens"]
+        + after["cache_creation_input_tokens"]
+        + after["input_tokens"]
+    )

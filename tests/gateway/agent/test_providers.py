@@ -137,8 +137,14 @@ async def test_anthropic_tool_round_trip(anthropic_server: FakeAnthropicServer) 
         {
             "role": "user",
             # The newest message carries the history's cache breakpoint.
-            "content": [{"type": "tool_result", "tool_use_id": "call_1", "content": "sunny, 21C",
-                         "cache_control": {"type": "ephemeral"}}],
+            "content": [
+                {
+                    "type": "tool_result",
+                    "tool_use_id": "call_1",
+                    "content": "sunny, 21C",
+                    "cache_control": {"type": "ephemeral"},
+                }
+            ],
         },
     ]
 
@@ -271,8 +277,13 @@ async def test_anthropic_merges_consecutive_tool_results(
     ]
     assert sent[2]["content"] == [
         {"type": "tool_result", "tool_use_id": "a", "content": "rain"},
-        {"type": "tool_result", "tool_use_id": "b", "content": "boom", "is_error": True,
-         "cache_control": {"type": "ephemeral"}},
+        {
+            "type": "tool_result",
+            "tool_use_id": "b",
+            "content": "boom",
+            "is_error": True,
+            "cache_control": {"type": "ephemeral"},
+        },
     ]
 
 

@@ -30,14 +30,23 @@ def _text(block: dict[str, Any]) -> str:
 
 
 async def test_the_red_team_group_amplification_stays_within_the_area_quota(
-        anthropic_server, make_gateway, tmp_path) -> None:
+    anthropic_server, make_gateway, tmp_path
+) -> None:
     server = anthropic_server
     gateway, channel = await make_gateway(server, owner=OWNER)
     files = [f"{AREA}/f{i}.md" for i in range(20)]
     server.reply_tool_calls([("write_file", {"path": f, "content": "x"}, None) for f in files])
     for _ in range(3):
-        server.reply_tool_calls([("edit_file", {"path": f, "old_text": "x", "new_text": "x" * 100,
-                                                "replace_all": True}, None) for f in files])
+        server.reply_tool_calls(
+            [
+                (
+                    "edit_file",
+                    {"path": f, "old_text": "x", "new_text": "x" * 100, "replace_all": True},
+                    None,
+                )
+                for f in files
+            ]
+        )
     server.reply_text("done")
     await channel.inject("mallory", "@bot grow", chat_type="group", chat_id="g1")
     await channel.wait_for(1)
@@ -58,15 +67,19 @@ async def test_the_red_team_group_amplification_stays_within_the_area_quota(
 
 
 async def test_an_amplifying_edit_is_refused_by_the_turn_budget_before_it_writes(
-        anthropic_server, make_gateway, tmp_path) -> None:
+    anthropic_server, make_gateway, tmp_path
+) -> None:
     server = anthropic_server
-    gateway, channel = await make_gateway(server, owner=OWNER,
-                                          tools={"turn_write_max_bytes": 64 * 1024})
+    gateway, channel = await make_gateway(
+        server, owner=OWNER, tools={"turn_write_max_bytes": 64 * 1024}
+    )
     workspace = workspace_path(tmp_path / "workspaces", OWNER)
     (workspace / "notes").mkdir(parents=True, exist_ok=True)
     (workspace / "notes" / "a.md").write_text("x" * 1_000)
-    server.reply_tool_call("edit_file", {"path": "notes/a.md", "old_text": "x",
-                                         "new_text": "y" * 100, "replace_all": True})
+    server.reply_tool_call(
+        "edit_file",
+        {"path": "notes/a.md", "old_text": "x", "new_text": "y" * 100, "replace_all": True},
+    )
     server.reply_tool_call("append_file", {"path": "notes/a.md", "content": "fine"})
     server.reply_text("ok")
     await channel.inject("dana", "make it longer")
@@ -79,11 +92,11 @@ async def test_an_amplifying_edit_is_refused_by_the_turn_budget_before_it_writes
     assert gateway.metrics.tool_bytes.value() == len("\nfine")
 
 
-async def test_tool_calls_per_step_and_per_turn(anthropic_server, make_gateway,
-                                                tmp_path) -> None:
+async def test_tool_calls_per_step_and_per_turn(anthropic_server, make_gateway, tmp_path) -> None:
     server = anthropic_server
-    gateway, channel = await make_gateway(server, owner=OWNER, tools={"step_max_tool_calls": 4,
-                                                                      "turn_max_tool_calls": 6})
+    gateway, channel = await make_gateway(
+        server, owner=OWNER, tools={"step_max_tool_calls": 4, "turn_max_tool_calls": 6}
+    )
     server.reply_tool_calls([("list_files", {}, None)] * 5)  # one over the step
     server.reply_tool_calls([("list_files", {}, None)] * 3)  # two over the turn
     server.reply_text("done")
@@ -99,12 +112,12 @@ async def test_tool_calls_per_step_and_per_turn(anthropic_server, make_gateway,
     assert gateway.metrics.quota_refusals.value(quota="turn_calls") == 1
 
 
-async def test_the_workspace_quota_and_space_freed_by_hand(anthropic_server, make_gateway,
-                                                           tmp_path) -> None:
+async def test_the_workspace_quota_and_space_freed_by_hand(
+    anthropic_server, make_gateway, tmp_path
+) -> None:
     server = anthropic_server
     limit = 1024 * 1024
-    gateway, channel = await make_gateway(server, owner=OWNER,
-                                          tools={"workspace_max_bytes": limit})
+    gateway, channel = await make_gateway(server, owner=OWNER, tools={"workspace_max_bytes": limit})
     workspace = workspace_path(tmp_path / "workspaces", OWNER)
     workspace.mkdir(parents=True, exist_ok=True)
     filler = workspace / "old-export.md"
@@ -134,6 +147,7 @@ def test_disk_usage_leaves_out_the_recall_index(tmp_path: Path) -> None:
     (tmp_path / "groups" / "g").mkdir(parents=True)
     (tmp_path / "groups" / "g" / "n.md").write_bytes(b"n" * 20)
     from gateway.agent.tools.quota import DiskUsage
+
     usage = DiskUsage()
     assert usage.used(tmp_path) == 320
     assert usage.used(tmp_path, "groups/g") == 320

@@ -23,16 +23,33 @@ async def backup() -> AsyncIterator[FakeOpenAIServer]:
         yield server
 
 
-async def _gateway(make_settings: Any, primary: FakeAnthropicServer, backup: FakeOpenAIServer,
-                   *, attempts: int = 3, **llm: Any) -> tuple[Gateway, RecordingChannel,
-                                                            list[float]]:
-    settings = make_settings(llm={
-        "provider": "anthropic", "base_url": primary.base_url, "api_key": TEST_KEY,
-        "model": "claude-main", "timeout_seconds": 1.0, "max_attempts": attempts,
-        "fallbacks": ["backup:gpt-backup"],
-        "endpoints": {"backup": {"provider": "openai", "base_url": backup.base_url,
-                                 "api_key": "sk-backup"}},
-        **llm})
+async def _gateway(
+    make_settings: Any,
+    primary: FakeAnthropicServer,
+    backup: FakeOpenAIServer,
+    *,
+    attempts: int = 3,
+    **llm: Any,
+) -> tuple[Gateway, RecordingChannel, list[float]]:
+    settings = make_settings(
+        llm={
+            "provider": "anthropic",
+            "base_url": primary.base_url,
+            "api_key": TEST_KEY,
+            "model": "claude-main",
+            "timeout_seconds": 1.0,
+            "max_attempts": attempts,
+            "fallbacks": ["backup:gpt-backup"],
+            "endpoints": {
+                "backup": {
+                    "provider": "openai",
+                    "base_url": backup.base_url,
+                    "api_key": "sk-backup",
+                }
+            },
+            **llm,
+        }
+    )
     sleeps: list[float] = []
 
     async def sleep(seconds: float) -> None:
@@ -66,8 +83,9 @@ async def test_a_failing_primary_hands_over_to_the_fallback_at_once(
         assert backup.requests[0]["model"] == "gpt-backup"
         kind = {"529 overloaded": "overloaded", "timeout": "timeout"}.get(failure, "server")
         assert gateway.metrics.fallbacks.value(model="claude-main", kind=kind) == 1
-        by_model = await gateway.parts.usage.grouped("model", "fakechat-ann",
-                                               gateway.parts.usage.periods().today)
+        by_model = await gateway.parts.usage.grouped(
+            "model", "fakechat-ann", gateway.parts.usage.periods().today
+        )
         assert list(by_model) == ["gpt-backup"]  # the answering model is billed
     finally:
         await gateway.stop()
@@ -86,8 +104,7 @@ async def test_a_refused_key_never_falls_back(make_settings, anthropic_server, b
         await gateway.stop()
 
 
-async def test_a_rate_limit_waits_for_the_primary_instead(make_settings, anthropic_server,
-                                                          backup):
+async def test_a_rate_limit_waits_for_the_primary_instead(make_settings, anthropic_server, backup):
     gateway, channel, sleeps = await _gateway(make_settings, anthropic_server, backup)
     try:
         anthropic_server.reply_error(429, headers={"retry-after": "2"})
@@ -135,14 +152,21 @@ async def test_background_model_for_flush_and_compaction_and_own_model_per_perso
     make_settings, anthropic_server
 ):
     settings = make_settings(
-        llm={"provider": "anthropic", "base_url": anthropic_server.base_url,
-             "api_key": TEST_KEY, "model": "claude-main", "max_attempts": 1,
-             "background_model": "claude-cheap",
-             "workspaces": {"fakechat-bea": {"model": "claude-own"}}},
-        compaction={"keep_recent_tokens": 1_000})
+        llm={
+            "provider": "anthropic",
+            "base_url": anthropic_server.base_url,
+            "api_key": TEST_KEY,
+            "model": "claude-main",
+            "max_attempts": 1,
+            "background_model": "claude-cheap",
+            "workspaces": {"fakechat-bea": {"model": "claude-own"}},
+        },
+        compaction={"keep_recent_tokens": 1_000},
+    )
     channel = RecordingChannel()
-    gateway = Gateway.build(settings, build_provider(settings), channels=[channel],
-                            access=AllowAll())
+    gateway = Gateway.build(
+        settings, build_provider(settings), channels=[channel], access=AllowAll()
+    )
     await gateway.start()
     try:
         assert isinstance(gateway.models, ModelRouter)

@@ -49,8 +49,7 @@ def sounds_like_speech(heard: Heard) -> bool:
 
 
 def is_voice_note(heard: Heard) -> bool:
-    return (heard.container, heard.codec, heard.channels, heard.rate) == ("ogg", "opus", 1,
-                                                                          48_000)
+    return (heard.container, heard.codec, heard.channels, heard.rate) == ("ogg", "opus", 1, 48_000)
 
 
 def test_the_yardstick_tells_speech_from_tone_noise_and_silence():
@@ -78,8 +77,9 @@ def test_a_voice_note_is_ogg_opus_mono_48k_of_the_length_it_says():
 
 def test_the_waveform_is_discords_shape_and_follows_the_loudness():
     rate = 24_000
-    loud_then_quiet = np.concatenate([0.8 * np.sin(np.arange(rate) / 3),
-                                      0.1 * np.sin(np.arange(rate) / 3)]).astype(np.float32)
+    loud_then_quiet = np.concatenate(
+        [0.8 * np.sin(np.arange(rate) / 3), 0.1 * np.sin(np.arange(rate) / 3)]
+    ).astype(np.float32)
     points = waveform(loud_then_quiet, rate)
     assert len(points) == 20  # one point per 100 ms
     assert max(points) == 255 and all(p > 200 for p in points[:9])
@@ -188,8 +188,14 @@ async def test_a_missing_local_voice_names_the_setting(tmp_path):
 async def test_a_voice_whose_phonemizer_piper_would_download_is_refused(tmp_path):
     model = tmp_path / "zh_CN-test.onnx"
     model.write_bytes(b"not read")
-    config = {"num_symbols": 1, "num_speakers": 1, "audio": {"sample_rate": 22050},
-              "espeak": {"voice": "cmn"}, "phoneme_type": "pinyin", "phoneme_id_map": {}}
+    config = {
+        "num_symbols": 1,
+        "num_speakers": 1,
+        "audio": {"sample_rate": 22050},
+        "espeak": {"voice": "cmn"},
+        "phoneme_type": "pinyin",
+        "phoneme_id_map": {},
+    }
     (tmp_path / "zh_CN-test.onnx.json").write_text(json.dumps(config))
     speaker = LocalPiper(str(model), worker=SpeechWorker())
     with pytest.raises(SpeechUnavailable, match="downloads at run time"):
@@ -210,10 +216,16 @@ async def test_a_voice_file_that_is_not_a_voice_says_which(tmp_path):
 # --- openai: a loopback /v1/audio/speech ---------------------------------------------------------
 
 
-def api_speaker(server: FakeSpeechServer, *, key: str = "sk-tts-test",
-                timeout: float = 10.0) -> OpenAISpeech:
-    return OpenAISpeech(api_key=key, base_url=server.base_url, model="tts-1", voice="nova",
-                        worker=SpeechWorker(timeout_seconds=timeout))
+def api_speaker(
+    server: FakeSpeechServer, *, key: str = "sk-tts-test", timeout: float = 10.0
+) -> OpenAISpeech:
+    return OpenAISpeech(
+        api_key=key,
+        base_url=server.base_url,
+        model="tts-1",
+        voice="nova",
+        worker=SpeechWorker(timeout_seconds=timeout),
+    )
 
 
 async def test_the_api_backend_speaks_through_the_endpoint():
@@ -225,7 +237,11 @@ async def test_the_api_backend_speaks_through_the_endpoint():
             await speaker.close()
     (request,) = server.spoken
     assert (request.model, request.voice, request.input, request.response_format) == (
-        "tts-1", "nova", SENTENCE, "wav")
+        "tts-1",
+        "nova",
+        SENTENCE,
+        "wav",
+    )
     assert request.authorization == "Bearer sk-tts-test"
     heard = listen(note.ogg)
     assert is_voice_note(heard) and sounds_like_speech(heard)
@@ -269,13 +285,19 @@ async def test_api_failures_say_what_to_fix_or_that_this_reply_failed():
         assert (await speaker.synthesize("And now it works.")).seconds > 0
         await speaker.close()
         port = server.port
-    unreachable = OpenAISpeech(api_key="k", base_url=f"http://127.0.0.1:{port}/v1",
-                               model="tts-1", voice="nova", worker=SpeechWorker())
+    unreachable = OpenAISpeech(
+        api_key="k",
+        base_url=f"http://127.0.0.1:{port}/v1",
+        model="tts-1",
+        voice="nova",
+        worker=SpeechWorker(),
+    )
     with pytest.raises(SpeechFailed, match="could not be reached"):
         await unreachable.synthesize(SENTENCE)
     await unreachable.close()
-    keyless = OpenAISpeech(api_key="", base_url=None, model="tts-1", voice="nova",
-                           worker=SpeechWorker())
+    keyless = OpenAISpeech(
+        api_key="", base_url=None, model="tts-1", voice="nova", worker=SpeechWorker()
+    )
     with pytest.raises(SpeechUnavailable, match="OPENAI_API_KEY"):
         await keyless.synthesize(SENTENCE)
     await keyless.close()
@@ -307,7 +329,11 @@ async def test_empty_text_is_not_sent_anywhere():
 async def test_the_settings_choose_the_backend(monkeypatch):
     defaults = SpeechSettings()
     assert (defaults.backend, defaults.reply, defaults.groups, defaults.max_seconds) == (
-        "local", "mirror", False, 120.0)
+        "local",
+        "mirror",
+        False,
+        120.0,
+    )
     local = build_speaker(defaults)
     assert isinstance(local, LocalPiper)
     await local.close()

@@ -27,18 +27,73 @@ from gateway.agent.media.speech_text import (
 
 CPS = 19.0
 # SPEECH_EXAMPLES=5000 for a longer hunt (the suite's default keeps this file at a few seconds).
-ANY = settings(max_examples=int(os.environ.get("SPEECH_EXAMPLES", "300")), deadline=None,
-               suppress_health_check=list(HealthCheck))
+ANY = settings(
+    max_examples=int(os.environ.get("SPEECH_EXAMPLES", "300")),
+    deadline=None,
+    suppress_health_check=list(HealthCheck),
+)
 
-MARKDOWN_BITS = st.sampled_from([
-    "# Heading", "## Sub", "- item", "* item", "1. first", "2) second", "> quote", "---",
-    "```", "```python", "~~~", "| a | b |", "|---|---|", "a | b", "--- | ---", "**bold**",
-    "*it*", "_u_", "`code`", "[text](https://example.com/x)", "![alt](p.png)",
-    "<https://a.example.org/x>", "https://www.example.net/a?b=c", "www.example.com", "<b>",
-    "</b>", "<!--", "-->", "&amp;", "🎉", "👍🏽", "❤️", "🇩🇪", "1️⃣", "\u200d", "e.g.", "Done.",
-    "Why?", "Wow!", "...", "\n", "\n\n", "\r\n", " ", "\t", "word", "snake_case_name",
-    "[ref][1]", "[a. b](http://x.y/z)", "|", "\\", "(", ")", "[", "]", "\x00", "\u2028",
-])
+MARKDOWN_BITS = st.sampled_from(
+    [
+        "# Heading",
+        "## Sub",
+        "- item",
+        "* item",
+        "1. first",
+        "2) second",
+        "> quote",
+        "---",
+        "```",
+        "```python",
+        "~~~",
+        "| a | b |",
+        "|---|---|",
+        "a | b",
+        "--- | ---",
+        "**bold**",
+        "*it*",
+        "_u_",
+        "`code`",
+        "[text](https://example.com/x)",
+        "![alt](p.png)",
+        "<https://a.example.org/x>",
+        "https://www.example.net/a?b=c",
+        "www.example.com",
+        "<b>",
+        "</b>",
+        "<!--",
+        "-->",
+        "&amp;",
+        "🎉",
+        "👍🏽",
+        "❤️",
+        "🇩🇪",
+        "1️⃣",
+        "\u200d",
+        "e.g.",
+        "Done.",
+        "Why?",
+        "Wow!",
+        "...",
+        "\n",
+        "\n\n",
+        "\r\n",
+        " ",
+        "\t",
+        "word",
+        "snake_case_name",
+        "[ref][1]",
+        "[a. b](http://x.y/z)",
+        "|",
+        "\\",
+        "(",
+        ")",
+        "[",
+        "]",
+        "\x00",
+        "\u2028",
+    ]
+)
 REPLIES = st.one_of(
     st.text(max_size=400),
     st.lists(st.one_of(MARKDOWN_BITS, st.text(max_size=12)), max_size=60).map("".join),
@@ -52,10 +107,13 @@ def _is_emoji(char: str) -> bool:
 
 
 def test_code_blocks_and_tables_are_said_to_be_left_out():
-    reply = ("Here is the fix:\n\n```python\nprint('hi')\n```\n\nAnd the numbers:\n\n"
-             "| month | cost |\n|---|---|\n| May | 3 |\n\nThat is all.")
-    assert to_speech(reply) == (f"Here is the fix: {CODE_OMITTED} And the numbers: "
-                                f"{TABLE_OMITTED} That is all.")
+    reply = (
+        "Here is the fix:\n\n```python\nprint('hi')\n```\n\nAnd the numbers:\n\n"
+        "| month | cost |\n|---|---|\n| May | 3 |\n\nThat is all."
+    )
+    assert to_speech(reply) == (
+        f"Here is the fix: {CODE_OMITTED} And the numbers: {TABLE_OMITTED} That is all."
+    )
 
 
 def test_a_run_of_code_blocks_is_said_once_and_an_unclosed_fence_swallows_the_rest():
@@ -68,20 +126,25 @@ def test_a_table_without_outer_pipes_is_a_table():
 
 
 def test_links_are_said_by_their_host():
-    said = to_speech("See [the docs](https://docs.python.org/3/library/asyncio.html), "
-                     "<https://www.example.com/a/b> and https://sub.example.org/x?y=1#z.")
+    said = to_speech(
+        "See [the docs](https://docs.python.org/3/library/asyncio.html), "
+        "<https://www.example.com/a/b> and https://sub.example.org/x?y=1#z."
+    )
     assert said == "See the docs (docs.python.org), example.com and sub.example.org."
-    assert to_speech("[https://a.example.net/long/path](https://a.example.net/long/path)"
-                     ) == "a.example.net."
+    assert (
+        to_speech("[https://a.example.net/long/path](https://a.example.net/long/path)")
+        == "a.example.net."
+    )
     assert to_speech("Mail [me](mailto:a@b.example)") == "Mail me."
     assert to_speech("Open www.example.com/page now.") == "Open example.com now."
 
 
 def test_markup_and_emoji_are_not_read():
-    said = to_speech("# Plan 🎉\n\n- **Buy** *green* tea 👍🏽\n- Call `mom` ❤️\n\n"
-                     "> A <b>quoted</b> &amp; kept line\n\nsnake_case_name done")
-    assert said == ("Plan. Buy green tea. Call mom. A quoted & kept line. "
-                    "snake case name done.")
+    said = to_speech(
+        "# Plan 🎉\n\n- **Buy** *green* tea 👍🏽\n- Call `mom` ❤️\n\n"
+        "> A <b>quoted</b> &amp; kept line\n\nsnake_case_name done"
+    )
+    assert said == ("Plan. Buy green tea. Call mom. A quoted & kept line. snake case name done.")
 
 
 def test_a_long_token_is_not_spelled_out():
@@ -90,8 +153,7 @@ def test_a_long_token_is_not_spelled_out():
 
 
 def test_a_short_reply_is_read_whole():
-    assert readout("Tea at five.", max_seconds=120, chars_per_second=CPS) == ("Tea at five.",
-                                                                               "")
+    assert readout("Tea at five.", max_seconds=120, chars_per_second=CPS) == ("Tea at five.", "")
 
 
 def test_a_long_reply_stops_at_a_sentence_within_the_cap_and_says_so():
@@ -102,13 +164,14 @@ def test_a_long_reply_stops_at_a_sentence_within_the_cap_and_says_so():
     assert speech_seconds(spoken, CPS) <= 20
     assert speech_seconds(spoken, CPS) > 15  # the cap is used, not wasted
     read = spoken.removesuffix(MORE_IN_TEXT).strip()
-    assert reply.startswith(read) and rest == reply[len(read):].strip()
+    assert reply.startswith(read) and rest == reply[len(read) :].strip()
     assert rest.startswith("Sentence number")
 
 
 def test_the_rest_keeps_the_reply_as_written():
-    reply = "Short intro.\n\n" + "\n".join(f"- **item** {n} with [a link](https://x.example)"
-                                           for n in range(100))
+    reply = "Short intro.\n\n" + "\n".join(
+        f"- **item** {n} with [a link](https://x.example)" for n in range(100)
+    )
     spoken, rest = readout(reply, max_seconds=10, chars_per_second=CPS)
     assert spoken.startswith("Short intro. item 0 with a link (x.example).")
     assert rest.startswith("- **item** ") and reply.endswith(rest)
@@ -123,22 +186,30 @@ def test_one_endless_sentence_is_cut_between_words():
 
 def test_nothing_sayable_gives_empty_speech():
     assert readout("```\ncode only\n```", max_seconds=60, chars_per_second=CPS) == (
-        CODE_OMITTED, "")
+        CODE_OMITTED,
+        "",
+    )
     assert readout("🎉👍🏽 ** __ ``", max_seconds=60, chars_per_second=CPS) == ("", "")
 
 
 def test_pieces_cut_at_sentences_then_spaces_then_anywhere():
     assert pieces("One. Two three four five. Six seven eight nine ten eleven.", 20) == [
-        "One.", "Two three four five.", "Six seven eight nine", "ten eleven."]
-    assert pieces("First part, second part; third", 16) == ["First part,", "second part;",
-                                                             "third"]
+        "One.",
+        "Two three four five.",
+        "Six seven eight nine",
+        "ten eleven.",
+    ]
+    assert pieces("First part, second part; third", 16) == ["First part,", "second part;", "third"]
     assert pieces("x" * 25, 10) == ["x" * 10, "x" * 10, "x" * 5]
     assert pieces("  \n ", 10) == []
 
 
 @ANY
-@given(REPLIES, st.floats(min_value=0, max_value=200, allow_nan=False),
-       st.floats(min_value=0.5, max_value=40, allow_nan=False))
+@given(
+    REPLIES,
+    st.floats(min_value=0, max_value=200, allow_nan=False),
+    st.floats(min_value=0.5, max_value=40, allow_nan=False),
+)
 @example("- a\n" * 2000, 5.0, 19.0)
 @example("[" * 3000 + "](" * 3000, 60.0, 19.0)
 @example("<!--" * 3000, 60.0, 19.0)

@@ -28,15 +28,31 @@ from memory.service import MemoryOptions, MemoryService
 
 # What the checker turns into a sentence; a schema using anything else would get a generic
 # message, so a new keyword must be explained in gateway/agent/tools/args.py first.
-EXPLAINED = {"type", "properties", "required", "additionalProperties", "enum", "minimum",
-             "maximum", "minLength", "maxLength", "minItems", "maxItems", "items", "default",
-             "description"}
+EXPLAINED = {
+    "type",
+    "properties",
+    "required",
+    "additionalProperties",
+    "enum",
+    "minimum",
+    "maximum",
+    "minLength",
+    "maxLength",
+    "minItems",
+    "maxItems",
+    "items",
+    "default",
+    "description",
+}
 
 
 def builtin_tools() -> list[Tool]:
     service = MemoryService(lambda: None, MemoryOptions(watch=False))
     return [
-        *file_tools(), SendFileTool(), *correction_tools(), *memory_tools(service),
+        *file_tools(),
+        SendFileTool(),
+        *correction_tools(),
+        *memory_tools(service),
         *schedule_tools(None),  # type: ignore[arg-type]  # the book is not used to build
         WebFetchTool(None, None, max_chars=20_000),  # type: ignore[arg-type]
         WebSearchTool(None, None, default_count=5),  # type: ignore[arg-type]
@@ -68,24 +84,37 @@ def test_every_schema_is_valid_closed_and_explained(tool: Tool) -> None:
     for name, prop in schema["properties"].items():
         if "default" in prop:  # a default is itself a valid value
             assert name not in schema.get("required", [])
-            check_arguments(ToolSpec("t", "", {"type": "object", "properties": {name: {
-                k: v for k, v in prop.items() if k != "default"}}}), {name: prop["default"]})
+            check_arguments(
+                ToolSpec(
+                    "t",
+                    "",
+                    {
+                        "type": "object",
+                        "properties": {name: {k: v for k, v in prop.items() if k != "default"}},
+                    },
+                ),
+                {name: prop["default"]},
+            )
 
 
-SPEC = ToolSpec("demo", "A tool for the checker's tests.", {
-    "type": "object",
-    "properties": {
-        "path": {"type": "string", "minLength": 1},
-        "count": {"type": "integer", "minimum": 1, "maximum": 20, "default": 5},
-        "from": {"type": "integer", "minimum": 1, "default": 1},
-        "kind": {"type": "string", "enum": ["message", "agent"], "default": "message"},
-        "score": {"type": "number", "minimum": 0, "maximum": 1},
-        "all": {"type": "boolean", "default": False},
-        "more": {"type": "array", "items": {"type": "string"}, "maxItems": 2},
+SPEC = ToolSpec(
+    "demo",
+    "A tool for the checker's tests.",
+    {
+        "type": "object",
+        "properties": {
+            "path": {"type": "string", "minLength": 1},
+            "count": {"type": "integer", "minimum": 1, "maximum": 20, "default": 5},
+            "from": {"type": "integer", "minimum": 1, "default": 1},
+            "kind": {"type": "string", "enum": ["message", "agent"], "default": "message"},
+            "score": {"type": "number", "minimum": 0, "maximum": 1},
+            "all": {"type": "boolean", "default": False},
+            "more": {"type": "array", "items": {"type": "string"}, "maxItems": 2},
+        },
+        "required": ["path"],
+        "additionalProperties": False,
     },
-    "required": ["path"],
-    "additionalProperties": False,
-})
+)
 
 
 def refusal(args: Any) -> str:
@@ -96,36 +125,64 @@ def refusal(args: Any) -> str:
 
 def test_defaults_fill_what_is_missing_and_null_counts_as_missing() -> None:
     assert check_arguments(SPEC, {"path": "a", "count": None, "more": ["x"]}) == {
-        "path": "a", "count": 5, "from": 1, "kind": "message", "all": False, "more": ["x"]}
+        "path": "a",
+        "count": 5,
+        "from": 1,
+        "kind": "message",
+        "all": False,
+        "more": ["x"],
+    }
     checked = check_arguments(SPEC, {"path": "a", "count": 20, "score": 0.5, "all": True})
     assert (checked["count"], checked["score"], checked["all"]) == (20, 0.5, True)
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    ({"path": "a", "lines": 3, "zz": 1},
-     "demo: unknown argument(s) lines, zz; allowed: path, count, from, kind, score, all, more"),
-    ({}, "demo: missing required argument 'path'"),
-    ({"path": None}, "demo: missing required argument 'path'"),
-    ({"path": 3}, "demo: argument 'path' must be a string, got an integer"),
-    ({"path": ""}, "demo: argument 'path' must not be empty"),
-    ({"path": "a", "count": "2"}, "demo: argument 'count' must be an integer, got a string"),
-    ({"path": "a", "count": True}, "demo: argument 'count' must be an integer, got true or false"),
-    ({"path": "a", "count": 2.0},
-     "demo: argument 'count' must be an integer, got a number with a decimal point"),
-    ({"path": "a", "count": 0}, "demo: argument 'count' must be between 1 and 20, got 0"),
-    ({"path": "a", "count": 21}, "demo: argument 'count' must be between 1 and 20, got 21"),
-    ({"path": "a", "from": -4}, "demo: argument 'from' must be at least 1, got -4"),
-    ({"path": "a", "score": 1.5}, "demo: argument 'score' must be between 0 and 1, got 1.5"),
-    ({"path": "a", "score": False}, "demo: argument 'score' must be a number, got true or false"),
-    ({"path": "a", "kind": "later"},
-     "demo: argument 'kind' must be one of 'message', 'agent'; got 'later'"),
-    ({"path": "a", "all": "yes"}, "demo: argument 'all' must be true or false, got a string"),
-    ({"path": "a", "more": "x"}, "demo: argument 'more' must be a list, got a string"),
-    ({"path": "a", "more": ["x", 2]}, "demo: argument 'more[1]' must be a string, got an integer"),
-    ({"path": "a", "more": ["x", "y", "z"]}, "demo: argument 'more' takes at most 2 items, got 3"),
-    ([1, 2], "demo: arguments must be a JSON object"),
-    ("path=a", "demo: arguments must be a JSON object"),
-])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            {"path": "a", "lines": 3, "zz": 1},
+            "demo: unknown argument(s) lines, zz; allowed: path, count, from, kind, score, all,"
+            " more",
+        ),
+        ({}, "demo: missing required argument 'path'"),
+        ({"path": None}, "demo: missing required argument 'path'"),
+        ({"path": 3}, "demo: argument 'path' must be a string, got an integer"),
+        ({"path": ""}, "demo: argument 'path' must not be empty"),
+        ({"path": "a", "count": "2"}, "demo: argument 'count' must be an integer, got a string"),
+        (
+            {"path": "a", "count": True},
+            "demo: argument 'count' must be an integer, got true or false",
+        ),
+        (
+            {"path": "a", "count": 2.0},
+            "demo: argument 'count' must be an integer, got a number with a decimal point",
+        ),
+        ({"path": "a", "count": 0}, "demo: argument 'count' must be between 1 and 20, got 0"),
+        ({"path": "a", "count": 21}, "demo: argument 'count' must be between 1 and 20, got 21"),
+        ({"path": "a", "from": -4}, "demo: argument 'from' must be at least 1, got -4"),
+        ({"path": "a", "score": 1.5}, "demo: argument 'score' must be between 0 and 1, got 1.5"),
+        (
+            {"path": "a", "score": False},
+            "demo: argument 'score' must be a number, got true or false",
+        ),
+        (
+            {"path": "a", "kind": "later"},
+            "demo: argument 'kind' must be one of 'message', 'agent'; got 'later'",
+        ),
+        ({"path": "a", "all": "yes"}, "demo: argument 'all' must be true or false, got a string"),
+        ({"path": "a", "more": "x"}, "demo: argument 'more' must be a list, got a string"),
+        (
+            {"path": "a", "more": ["x", 2]},
+            "demo: argument 'more[1]' must be a string, got an integer",
+        ),
+        (
+            {"path": "a", "more": ["x", "y", "z"]},
+            "demo: argument 'more' takes at most 2 items, got 3",
+        ),
+        ([1, 2], "demo: arguments must be a JSON object"),
+        ("path=a", "demo: arguments must be a JSON object"),
+    ],
+)
 def test_each_refusal_names_the_tool_and_the_argument(args: Any, message: str) -> None:
     assert refusal(args) == message
 
@@ -149,8 +206,9 @@ def test_hostile_calls_get_a_short_answer() -> None:
 
 
 def test_a_tool_without_arguments_says_so() -> None:
-    empty = ToolSpec("schedule_list", "", {"type": "object", "properties": {},
-                                           "additionalProperties": False})
+    empty = ToolSpec(
+        "schedule_list", "", {"type": "object", "properties": {}, "additionalProperties": False}
+    )
     with pytest.raises(ToolError, match=r"^schedule_list: takes no arguments; got id$"):
         check_arguments(empty, {"id": 1})
 
@@ -180,8 +238,12 @@ async def test_the_registry_checks_before_the_tool_runs(tmp_path: Path) -> None:
 
 async def test_a_schema_written_by_others_is_shown_not_run(tmp_path: Path) -> None:
     # An MCP server's schema (checked=False): a catastrophic `pattern` must never run here.
-    hostile = ToolSpec("srv__tool", "", {"type": "object", "properties": {
-        "q": {"type": "string", "pattern": "^(a+)+$"}}}, checked=False)
+    hostile = ToolSpec(
+        "srv__tool",
+        "",
+        {"type": "object", "properties": {"q": {"type": "string", "pattern": "^(a+)+$"}}},
+        checked=False,
+    )
     tool = _Recorder(hostile)
     registry = ToolRegistry([tool])
     ctx = ToolContext(tmp_path, "k", True)

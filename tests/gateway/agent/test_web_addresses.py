@@ -68,14 +68,20 @@ EMBEDDED = [
     ("2606:4700::5efe:7f00:1", "127.0.0.1", "loopback"),  # ISATAP interface id
     ("2606:4700::200:5efe:a00:1", "10.0.0.1", "private"),
 ]
-PUBLIC_EMBEDDED = ["::5db8:d822", "::ffff:0:5db8:d822", "64:ff9b::5db8:d822",
-                   "64:ff9b:1::5db8:d822", "2002:5db8:d822::1",
-                   "2606:4700::200:5efe:5db8:d822"]  # 93.184.216.34 in each form
+PUBLIC_EMBEDDED = [
+    "::5db8:d822",
+    "::ffff:0:5db8:d822",
+    "64:ff9b::5db8:d822",
+    "64:ff9b:1::5db8:d822",
+    "2002:5db8:d822::1",
+    "2606:4700::200:5efe:5db8:d822",
+]  # 93.184.216.34 in each form
 
 
 @pytest.mark.parametrize(("address", "carried", "kind"), EMBEDDED)
-def test_every_embedded_ipv4_form_is_judged_by_its_ipv4_address(address: str, carried: str,
-                                                                 kind: str) -> None:
+def test_every_embedded_ipv4_form_is_judged_by_its_ipv4_address(
+    address: str, carried: str, kind: str
+) -> None:
     why = AddressPolicy().refusal(ipaddress.ip_address(address))
     assert why is not None and kind in why, (address, carried, why)
 
@@ -91,8 +97,9 @@ def test_non_public_addresses_are_refused_with_their_kind(address: str, kind: st
     assert why is not None and kind in why
 
 
-@pytest.mark.parametrize("address", ["93.184.216.34", "1.1.1.1", "2606:4700:4700::1111",
-                                     "::ffff:93.184.216.34"])
+@pytest.mark.parametrize(
+    "address", ["93.184.216.34", "1.1.1.1", "2606:4700:4700::1111", "::ffff:93.184.216.34"]
+)
 def test_public_addresses_pass(address: str) -> None:
     assert AddressPolicy().refusal(ipaddress.ip_address(address)) is None
 
@@ -119,4 +126,3 @@ async def test_the_system_resolver_answers_localhost_and_the_policy_refuses_it()
     assert addresses
     with pytest.raises(AddressRefused, match="loopback"):
         AddressPolicy().check("localhost", addresses)
-

@@ -44,8 +44,11 @@ async def site() -> AsyncIterator[FakeWebServer]:
 
 
 def fetcher(**limits: float) -> PageFetcher:
-    return PageFetcher(FetchLimits(**limits), LOOPBACK,  # type: ignore[arg-type]
-                       resolver=TableResolver({"pages.test": ["127.0.0.1"]}))
+    return PageFetcher(
+        FetchLimits(**limits),
+        LOOPBACK,  # type: ignore[arg-type]
+        resolver=TableResolver({"pages.test": ["127.0.0.1"]}),
+    )
 
 
 async def test_an_article_comes_back_as_markdown_without_menus_or_scripts(site) -> None:
@@ -80,11 +83,14 @@ async def test_by_default_loopback_is_refused_and_nothing_is_sent(site) -> None:
     assert site.requests == []
 
 
-async def test_a_name_that_resolves_to_a_private_address_is_refused_before_connecting(
-        site) -> None:
-    resolver = TableResolver({"intranet.test": ["10.20.30.40"],
-                              "meta.test": ["169.254.169.254"],
-                              "mixed.test": ["93.184.216.34", "127.0.0.1"]})
+async def test_a_name_that_resolves_to_a_private_address_is_refused_before_connecting(site) -> None:
+    resolver = TableResolver(
+        {
+            "intranet.test": ["10.20.30.40"],
+            "meta.test": ["169.254.169.254"],
+            "mixed.test": ["93.184.216.34", "127.0.0.1"],
+        }
+    )
     guarded = PageFetcher(FetchLimits(), AddressPolicy(), resolver=resolver)
     with pytest.raises(FetchError, match=r"intranet\.test \(10\.20\.30\.40\) is a private"):
         await guarded.fetch("http://intranet.test/")
@@ -98,15 +104,19 @@ async def test_a_name_that_resolves_to_a_private_address_is_refused_before_conne
 
 
 async def test_every_redirect_is_checked_again(site) -> None:
-    for path, why in (("/to-private", "10.0.0.1 is a private address"),
-                      ("/to-metadata", "cloud metadata"),
-                      ("/to-ipv6-loopback", "::1 is a loopback"),
-                      ("/to-ftp", "only http and https")):
+    for path, why in (
+        ("/to-private", "10.0.0.1 is a private address"),
+        ("/to-metadata", "cloud metadata"),
+        ("/to-ipv6-loopback", "::1 is a loopback"),
+        ("/to-ftp", "only http and https"),
+    ):
         with pytest.raises(FetchError, match=why) as caught:
             # Loopback is allowed here (the server lives there); a redirect onward to
             # another forbidden address is refused all the same.
-            await PageFetcher(FetchLimits(), AddressPolicy(parse_networks(["127.0.0.1/32"])),
-                              ).fetch(site.url(path))
+            await PageFetcher(
+                FetchLimits(),
+                AddressPolicy(parse_networks(["127.0.0.1/32"])),
+            ).fetch(site.url(path))
         assert "redirected to" in str(caught.value)
     assert site.paths() == ["/to-private", "/to-metadata", "/to-ipv6-loopback", "/to-ftp"]
 
@@ -118,8 +128,7 @@ async def test_redirects_are_followed_within_the_limit(site) -> None:
         await fetcher(max_redirects=2).fetch(site.url("/chain/5"))
 
 
-async def test_the_connection_goes_to_the_checked_address_without_a_second_lookup(
-        site) -> None:
+async def test_the_connection_goes_to_the_checked_address_without_a_second_lookup(site) -> None:
     """A rebinding resolver answers loopback (allowed here) first and a private address on
     every later lookup: the fetch uses the first answer, and asks only once per hop."""
     resolver = TableResolver({"rebind.test": [["127.0.0.1"], ["10.9.9.9"]]})
@@ -143,8 +152,7 @@ async def test_binary_content_is_refused_before_its_body_is_read(site) -> None:
         await fetcher().fetch(site.url("/mislabeled-binary"))
 
 
-async def test_a_huge_page_is_cut_at_the_download_limit_and_the_rest_never_read(
-        site) -> None:
+async def test_a_huge_page_is_cut_at_the_download_limit_and_the_rest_never_read(site) -> None:
     page = await fetcher(max_bytes=200_000).fetch(site.url("/huge"))
     assert page.truncated and len(page.body) == 200_000
     assert site.huge_sent < 5_000_000  # the server stopped writing long before 20 MB
@@ -166,11 +174,14 @@ async def test_a_slow_page_stops_at_the_time_limit(site) -> None:
 async def test_http_errors_and_bad_urls_are_one_clear_line(site) -> None:
     with pytest.raises(FetchError, match=r"answered HTTP 404 Not Found"):
         await fetcher().fetch(site.url("/missing"))
-    for bad, why in (("", "empty"), ("file:///etc/passwd", "not scheme file"),
-                     ("example.org/page", "write it with https://"),
-                     ("http://user:pw@pages.test/", "user name or password"),
-                     ("https://x.test/" + "a" * 3000, "longer than 2048"),
-                     ("http:///nohost", "no host")):
+    for bad, why in (
+        ("", "empty"),
+        ("file:///etc/passwd", "not scheme file"),
+        ("example.org/page", "write it with https://"),
+        ("http://user:pw@pages.test/", "user name or password"),
+        ("https://x.test/" + "a" * 3000, "longer than 2048"),
+        ("http:///nohost", "no host"),
+    ):
         with pytest.raises(FetchError, match=why):
             check_url(bad)
     with pytest.raises(FetchError, match="could not connect"):
@@ -185,16 +196,31 @@ def _certificate(tmp: Path) -> tuple[Path, Path]:
         pytest.skip("openssl is not installed")
     key, cert = tmp / "key.pem", tmp / "cert.pem"
     subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
-         "-subj", "/CN=pages.test", "-addext", "subjectAltName=DNS:pages.test",
-         "-keyout", str(key), "-out", str(cert)],
-        check=True, capture_output=True,
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=pages.test",
+            "-addext",
+            "subjectAltName=DNS:pages.test",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+        ],
+        check=True,
+        capture_output=True,
     )
     return key, cert
 
 
-async def test_https_connects_to_the_pinned_address_and_verifies_the_host_name(
-        tmp_path) -> None:
+async def test_https_connects_to_the_pinned_address_and_verifies_the_host_name(tmp_path) -> None:
     key, cert = _certificate(tmp_path)
     server_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     server_context.load_cert_chain(cert, key)
@@ -203,8 +229,7 @@ async def test_https_connects_to_the_pinned_address_and_verifies_the_host_name(
     client_context = ssl.create_default_context(cafile=str(cert))
     async with FakeWebServer(ssl_context=server_context) as tls_site:
         resolver = TableResolver({"pages.test": ["127.0.0.1"], "other.test": ["127.0.0.1"]})
-        client = PageFetcher(FetchLimits(), LOOPBACK, resolver=resolver,
-                             ssl_context=client_context)
+        client = PageFetcher(FetchLimits(), LOOPBACK, resolver=resolver, ssl_context=client_context)
         page = await client.fetch(tls_site.url("/article", host="pages.test"))
         assert page.status == 200 and seen_sni == ["pages.test"]
         # The same address under a name the certificate does not carry: refused by TLS.

@@ -125,13 +125,21 @@ class FakeDdgs:
 
 async def test_ddgs_maps_its_results_and_asks_only_the_configured_engines() -> None:
     answer = [{"title": "Lisbon", "href": "https://lisbon.example/", "body": "Sunny."}]
-    backend = DdgsSearch("duckduckgo", timeout_seconds=4,
-                         factory=lambda timeout: FakeDdgs(timeout, answer))
+    backend = DdgsSearch(
+        "duckduckgo", timeout_seconds=4, factory=lambda timeout: FakeDdgs(timeout, answer)
+    )
     FakeDdgs.calls.clear()
     results = await backend.search("lisbon", 5)
     assert results[0].url == "https://lisbon.example/" and results[0].snippet == "Sunny."
-    assert FakeDdgs.calls == [{"query": "lisbon", "timeout": 4, "max_results": 5,
-                               "backend": "duckduckgo", "safesearch": "moderate"}]
+    assert FakeDdgs.calls == [
+        {
+            "query": "lisbon",
+            "timeout": 4,
+            "max_results": 5,
+            "backend": "duckduckgo",
+            "safesearch": "moderate",
+        }
+    ]
 
 
 async def test_ddgs_errors_become_search_errors_and_no_results_is_empty() -> None:
@@ -141,8 +149,11 @@ async def test_ddgs_errors_become_search_errors_and_no_results_is_empty() -> Non
     empty = DdgsSearch(factory=lambda t: FakeDdgs(t, error=DDGSException("No results found.")))
     assert await empty.search("zzz", 5) == []
     broken = DdgsSearch(factory=lambda t: FakeDdgs(t, error=DDGSException("ratelimit 202")))
-    with pytest.raises(SearchError, match="web search failed: DuckDuckGo \\(the ddgs backend\\) "
-                                          "answered with an error: ratelimit 202"):
+    with pytest.raises(
+        SearchError,
+        match="web search failed: DuckDuckGo \\(the ddgs backend\\) "
+        "answered with an error: ratelimit 202",
+    ):
         await broken.search("zzz", 5)
 
 
@@ -155,16 +166,19 @@ async def test_ddgs_without_internet_is_one_sentence_not_a_library_dump() -> Non
 
     # What ddgs raises offline: its HTTP client's error, then the request's parameters.
     dump = DDGSException(
-        "ConnectError: ConnectError(\"error sending request for url (https://html.duckduckgo."
+        'ConnectError: ConnectError("error sending request for url (https://html.duckduckgo.'
         "com/html/): client error (Connect): dns error: failed to lookup address information: "
-        "Temporary failure in name resolution\") Query {'q': 'weather berlin', 'kl': 'wt-wt'}")
+        "Temporary failure in name resolution\") Query {'q': 'weather berlin', 'kl': 'wt-wt'}"
+    )
     offline = DdgsSearch(factory=lambda t: FakeDdgs(t, error=dump))
     with pytest.raises(SearchError) as caught:
         await offline.search("weather berlin", 5)
     said = str(caught.value)
-    assert said.startswith("web search is not available: DuckDuckGo could not be reached from "
-                           "this machine (no internet connection")
-    assert "[web] backend = \"ddgs\" (CLAWGATE_WEB__BACKEND)" in said
+    assert said.startswith(
+        "web search is not available: DuckDuckGo could not be reached from "
+        "this machine (no internet connection"
+    )
+    assert '[web] backend = "ddgs" (CLAWGATE_WEB__BACKEND)' in said
     assert "Query" not in said and "{" not in said and "Error" not in said
 
 
@@ -179,7 +193,8 @@ async def test_a_dead_searxng_names_its_address_and_setting() -> None:
     assert str(caught.value) == (
         f"web search is not available: the SearXNG server could not be reached, nothing "
         f"answered at 127.0.0.1:{port} (is it running, and is the address right?); it is set "
-        "by [web] search_url (CLAWGATE_WEB__SEARCH_URL)")
+        "by [web] search_url (CLAWGATE_WEB__SEARCH_URL)"
+    )
 
 
 async def test_a_name_that_does_not_resolve_says_the_machine_may_be_offline() -> None:
@@ -197,7 +212,8 @@ async def test_a_name_that_does_not_resolve_says_the_machine_may_be_offline() ->
     assert str(caught.value) == (
         "web search is not available: Brave Search could not be reached, the name "
         "api.search.brave.com does not resolve (is this machine offline?); it is set by "
-        "[web] backend = \"brave\" (CLAWGATE_WEB__BACKEND)")
+        '[web] backend = "brave" (CLAWGATE_WEB__BACKEND)'
+    )
 
 
 def test_the_ddgs_library_is_installed_and_has_the_api_we_call() -> None:
@@ -217,8 +233,10 @@ def test_the_backend_follows_the_settings(monkeypatch) -> None:
     assert search_backend(WebSettings()).name == "ddgs"  # type: ignore[union-attr]
     assert search_backend(WebSettings(backend="none")) is None
     assert "search_url" in WebSettings(backend="searxng").search_problem()
-    assert search_backend(WebSettings(backend="searxng", search_url="http://127.0.0.1:8888")
-                          ).name == "searxng"  # type: ignore[union-attr]
+    assert (
+        search_backend(WebSettings(backend="searxng", search_url="http://127.0.0.1:8888")).name
+        == "searxng"
+    )  # type: ignore[union-attr]
     assert "BRAVE_API_KEY" in WebSettings(backend="brave").search_problem()
     monkeypatch.setenv("BRAVE_API_KEY", BRAVE_KEY)
     assert WebSettings(backend="brave").search_key() == BRAVE_KEY

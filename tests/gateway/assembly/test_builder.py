@@ -33,18 +33,38 @@ print(json.dumps({name: name in sys.modules for name in
 
 def _imports(tmp_path: Path, **env: str) -> dict[str, bool]:
     clean = {k: v for k, v in os.environ.items() if not k.startswith("CLAWGATE_")}
-    clean.update({"CLAWGATE_CONFIG": str(tmp_path / "none.toml"),
-                  "CLAWGATE_WORKSPACES_DIR": str(tmp_path / "ws"), **env})
-    out = subprocess.run([sys.executable, "-c", PROBE], env=clean, capture_output=True,
-                         text=True, check=True, timeout=60).stdout
+    clean.update(
+        {
+            "CLAWGATE_CONFIG": str(tmp_path / "none.toml"),
+            "CLAWGATE_WORKSPACES_DIR": str(tmp_path / "ws"),
+            **env,
+        }
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", PROBE],
+        env=clean,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout
     return json.loads(out)
 
 
 def test_openai_with_telegram_imports_neither_anthropic_nor_discord(tmp_path):
-    loaded = _imports(tmp_path, CLAWGATE_LLM__PROVIDER="openai", OPENAI_API_KEY="sk-x",
-                      CLAWGATE_TELEGRAM__TOKEN="123456789:AAF-test-token-0123456789abcdefghijkl")
-    assert loaded == {"anthropic": False, "openai": False, "discord": False,
-                      "telegram": True, "channels.discord_channel": False}
+    loaded = _imports(
+        tmp_path,
+        CLAWGATE_LLM__PROVIDER="openai",
+        OPENAI_API_KEY="sk-x",
+        CLAWGATE_TELEGRAM__TOKEN="123456789:AAF-test-token-0123456789abcdefghijkl",
+    )
+    assert loaded == {
+        "anthropic": False,
+        "openai": False,
+        "discord": False,
+        "telegram": True,
+        "channels.discord_channel": False,
+    }
 
 
 async def test_the_provider_sdk_is_built_at_the_first_call(make_settings, anthropic_server):
@@ -68,9 +88,10 @@ async def test_a_busy_port_unwinds_and_leaves_nothing_open(make_settings, anthro
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         port = busy.getsockname()[1]
-        settings = make_settings(llm={"base_url": anthropic_server.base_url,
-                                      "api_key": TEST_KEY},
-                                 health={"enabled": True, "port": port})
+        settings = make_settings(
+            llm={"base_url": anthropic_server.base_url, "api_key": TEST_KEY},
+            health={"enabled": True, "port": port},
+        )
         app = GatewayApp(settings, RUN)
         with pytest.raises(StartupError, match="CLAWGATE_HEALTH__PORT"):
             await app.start()
@@ -95,8 +116,11 @@ async def test_a_failing_service_unwinds_the_gateway(make_settings, anthropic_se
             stopped.append("fine")
 
     settings = make_settings(llm={"base_url": anthropic_server.base_url, "api_key": TEST_KEY})
-    app = GatewayApp(settings, Plan(channels="none", health=False, heartbeats=False),
-                     services=[lambda gw: Fine(), lambda gw: Broken()])
+    app = GatewayApp(
+        settings,
+        Plan(channels="none", health=False, heartbeats=False),
+        services=[lambda gw: Fine(), lambda gw: Broken()],
+    )
     with pytest.raises(RuntimeError, match="scheduler"):
         await app.start()
     assert stopped == ["fine"]  # the started one is stopped; the broken one never started
@@ -113,8 +137,7 @@ async def test_a_new_persons_heartbeat_timer_starts_with_their_workspace(
 
     settings = make_settings(llm={"base_url": anthropic_server.base_url, "api_key": TEST_KEY})
     channel = RecordingChannel()
-    parts = build_parts(settings, build_provider(settings), channels=[channel],
-                        access=AllowAll())
+    parts = build_parts(settings, build_provider(settings), channels=[channel], access=AllowAll())
     plan = Plan(channels="none", health=False, heartbeats=True, panel=False)
     async with GatewayApp(settings, plan, parts=parts) as app:
         assert app.heartbeats.persons == []  # type: ignore[union-attr]

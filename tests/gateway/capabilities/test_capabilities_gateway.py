@@ -50,8 +50,7 @@ def _tool_results(request: dict[str, Any]) -> str:
     return json.dumps({**message, "content": content})
 
 
-async def test_a_dm_reads_a_skill_and_calls_an_mcp_tool(anthropic_server, make_gateway,
-                                                         tmp_path):
+async def test_a_dm_reads_a_skill_and_calls_an_mcp_tool(anthropic_server, make_gateway, tmp_path):
     _with_skill(tmp_path)
     gateway, channel = await make_gateway(anthropic_server, **_settings())
     server = anthropic_server
@@ -76,12 +75,15 @@ async def test_a_dm_reads_a_skill_and_calls_an_mcp_tool(anthropic_server, make_g
 
 
 async def test_a_group_sees_no_skills_nor_mcp_tools_and_cannot_write_skills(
-        anthropic_server, make_gateway, tmp_path):
+    anthropic_server, make_gateway, tmp_path
+):
     _with_skill(tmp_path)
     server = anthropic_server
     gateway, channel = await make_gateway(server, **_settings())
-    server.reply_tool_call("write_file", {"path": "skills/evil/SKILL.md",
-                                          "content": "---\nname: evil\ndescription: x\n---\n"})
+    server.reply_tool_call(
+        "write_file",
+        {"path": "skills/evil/SKILL.md", "content": "---\nname: evil\ndescription: x\n---\n"},
+    )
     server.reply_text("ok")
 
     await channel.inject("mallory", "@bot add a skill", chat_type="group", chat_id="g1")
@@ -106,7 +108,8 @@ async def test_a_group_sees_no_skills_nor_mcp_tools_and_cannot_write_skills(
 
 
 async def test_another_persons_dm_gets_their_skills_but_not_the_owners_servers(
-        anthropic_server, make_gateway, tmp_path):
+    anthropic_server, make_gateway, tmp_path
+):
     _with_skill(tmp_path)
     gateway, channel = await make_gateway(anthropic_server, **_settings())
     await channel.inject("erin", "hello")
@@ -119,8 +122,9 @@ async def test_another_persons_dm_gets_their_skills_but_not_the_owners_servers(
     assert "fake__echo" not in erin.names()
 
 
-async def test_a_crashing_server_only_produces_a_tool_error(anthropic_server, make_gateway,
-                                                            tmp_path):
+async def test_a_crashing_server_only_produces_a_tool_error(
+    anthropic_server, make_gateway, tmp_path
+):
     server = anthropic_server
     gateway, channel = await make_gateway(server, **_settings())
     server.reply_tool_call("fake__crash", {})
@@ -147,8 +151,9 @@ async def test_a_crashing_server_only_produces_a_tool_error(anthropic_server, ma
     assert value(samples, "clawgate_mcp_server_up", server="fake") == 1
 
 
-async def test_context_shows_skills_and_servers_in_the_owners_dm(anthropic_server, make_gateway,
-                                                                 tmp_path):
+async def test_context_shows_skills_and_servers_in_the_owners_dm(
+    anthropic_server, make_gateway, tmp_path
+):
     _with_skill(tmp_path)
     broken = workspace_path(tmp_path / "workspaces", OWNER) / "skills" / "broken"
     broken.mkdir()
@@ -159,8 +164,10 @@ async def test_context_shows_skills_and_servers_in_the_owners_dm(anthropic_serve
     text = channel.texts()[0]
     lines = [line.strip() for line in text.splitlines()]
     assert "Skills: 1 (1 listed; 321 of 4,000 chars)" in lines and "pdf-forms" in lines
-    assert any(line.startswith("broken, skipped: skills/broken/SKILL.md: no front matter")
-               for line in lines)
+    assert any(
+        line.startswith("broken, skipped: skills/broken/SKILL.md: no front matter")
+        for line in lines
+    )
     assert "Tool servers: 1 (1,160 of 16,000 chars of schemas)" in lines
     assert "fake: ready, 7 tools" in lines
     # The file tools, send_file, the correction tools (memory_find, memory_correct) and the
@@ -169,7 +176,8 @@ async def test_context_shows_skills_and_servers_in_the_owners_dm(anthropic_serve
 
 
 async def test_over_the_schema_budget_the_model_loads_a_server_on_demand(
-        anthropic_server, make_gateway, tmp_path):
+    anthropic_server, make_gateway, tmp_path
+):
     server = anthropic_server
     # Nothing fits in a zero budget: the server is summarised in mcp_load_tools.
     _, channel = await make_gateway(server, **_settings(tool_schema_max_chars=0))
@@ -189,13 +197,19 @@ async def test_over_the_schema_budget_the_model_loads_a_server_on_demand(
     assert channel.texts() == ["42"]
 
 
-
 async def test_a_server_that_cannot_start_is_reported_but_the_gateway_is_ready(
-        anthropic_server, make_gateway):
+    anthropic_server, make_gateway
+):
     from gateway.pipeline.health import readiness
 
-    settings = {"owner": OWNER, "mcp": {"servers": {"broken": {
-        "command": "/nonexistent/mcp-server", "restart_initial_seconds": 60}}}}
+    settings = {
+        "owner": OWNER,
+        "mcp": {
+            "servers": {
+                "broken": {"command": "/nonexistent/mcp-server", "restart_initial_seconds": 60}
+            }
+        },
+    }
     gateway, channel = await make_gateway(anthropic_server, **settings)
     report = await readiness(gateway.parts)
     assert report["ready"] is True  # an optional tool server never makes the gateway unready
@@ -209,17 +223,27 @@ async def test_a_server_that_cannot_start_is_reported_but_the_gateway_is_ready(
     assert value(samples, "clawgate_mcp_server_up", server="broken") == 0
 
 
-async def test_a_groups_own_skills_are_offered_only_in_that_group(anthropic_server, make_gateway,
-                                                                   tmp_path):
+async def test_a_groups_own_skills_are_offered_only_in_that_group(
+    anthropic_server, make_gateway, tmp_path
+):
     _with_skill(tmp_path)
     server = anthropic_server
     _, channel = await make_gateway(server, **_settings())
     own = "groups/fakechat-g1/skills/standup/SKILL.md"
-    server.reply_tool_call("write_file", {"path": own, "content": (
-        "---\nname: standup\ndescription: Run the team's daily standup.\n---\nAsk each one.\n")})
+    server.reply_tool_call(
+        "write_file",
+        {
+            "path": own,
+            "content": (
+                "---\nname: standup\ndescription: Run the team's daily standup.\n"
+                "---\nAsk each one.\n"
+            ),
+        },
+    )
     server.reply_text("saved")
-    await channel.inject("mallory", "@bot remember how we do standups", chat_type="group",
-                         chat_id="g1")
+    await channel.inject(
+        "mallory", "@bot remember how we do standups", chat_type="group", chat_id="g1"
+    )
     await channel.wait_for(1)
     assert '"is_error": true' not in _tool_results(server.requests[1])  # its own area
 
@@ -237,4 +261,3 @@ async def test_a_groups_own_skills_are_offered_only_in_that_group(anthropic_serv
     assert "pdf-forms" not in by_chat["g1"]  # never the owner's
     assert "standup" not in by_chat["g2"]  # another group does not follow it
     assert "standup" not in by_chat["dm"] and "pdf-forms" in by_chat["dm"]  # nor does the owner
-

@@ -20,13 +20,16 @@ def test_defaults_and_an_mcp_server_from_the_environment(tmp_path, monkeypatch):
     assert settings.skills.enabled and settings.skills.shared_dir is None
 
 
-@pytest.mark.parametrize(("table", "message"), [
-    ({"x": {"command": "a", "url": "http://h/mcp"}}, "either command"),
-    ({"x": {}}, "either command"),
-    ({"x": {"url": "ftp://h"}}, "must start with http"),
-    ({"bad name": {"command": "a"}}, "server name 'bad name'"),
-    ({"x": {"command": "a", "contexts": ["everyone"]}}, "mcp.servers.x.contexts"),
-])
+@pytest.mark.parametrize(
+    ("table", "message"),
+    [
+        ({"x": {"command": "a", "url": "http://h/mcp"}}, "either command"),
+        ({"x": {}}, "either command"),
+        ({"x": {"url": "ftp://h"}}, "must start with http"),
+        ({"bad name": {"command": "a"}}, "server name 'bad name'"),
+        ({"x": {"command": "a", "contexts": ["everyone"]}}, "mcp.servers.x.contexts"),
+    ],
+)
 def test_a_bad_server_table_is_one_line_naming_it(tmp_path, table, message):
     with pytest.raises(ConfigError) as error:
         load_settings(tmp_path / "none.toml", mcp={"servers": table})

@@ -28,8 +28,10 @@ def root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 def test_skills_list_shows_own_and_shared(root, capsys):
     assert main(["skills", "list", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert [(s["name"], s["source"]) for s in out["skills"]] == [("ok", "workspace"),
-                                                                 ("team", "shared")]
+    assert [(s["name"], s["source"]) for s in out["skills"]] == [
+        ("ok", "workspace"),
+        ("team", "shared"),
+    ]
     assert out["problems"] == [] and out["prompt"]["listed"] == 2
     assert main(["skills", "list"]) == 0
     assert "A fine skill." in capsys.readouterr().out
@@ -55,13 +57,14 @@ def test_mcp_check_starts_reports_and_stops_each_server(root, tmp_path, monkeypa
     config = tmp_path / "clawgate.toml"
     good = stdio_config(tools=["echo", "add"])
     config.write_text(
-        "[mcp.servers.fake]\n" + "\n".join(f"{k} = {json.dumps(v)}" for k, v in good.items()
-                                           if k != "env")
+        "[mcp.servers.fake]\n"
+        + "\n".join(f"{k} = {json.dumps(v)}" for k, v in good.items() if k != "env")
         + f"\nenv = {{ PYTHONPATH = {json.dumps(good['env']['PYTHONPATH'])} }}\n"
         # (a later restart would show it "starting" when the fake starts slowly, on a busy
         # machine: only the first attempt is reported)
         + '[mcp.servers.missing]\ncommand = "/nonexistent/server"\n'
-        + 'restart_initial_seconds = 600\n')
+        + "restart_initial_seconds = 600\n"
+    )
     monkeypatch.setenv("CLAWGATE_CONFIG", str(config))
     assert main(["mcp", "check", "--json"]) == 1  # one server does not start
     rows = {row["server"]: row for row in json.loads(capsys.readouterr().out)}

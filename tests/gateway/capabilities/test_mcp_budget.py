@@ -30,15 +30,21 @@ def test_plan_takes_servers_in_order_greedily_within_the_budget():
 
 
 def listing(*names: str, size: int = 200) -> list[types.Tool]:
-    return [types.Tool(name=n, description="x" * size,
-                       input_schema={"type": "object", "properties": {"q": {"type": "string"}}})
-            for n in names]
+    return [
+        types.Tool(
+            name=n,
+            description="x" * size,
+            input_schema={"type": "object", "properties": {"q": {"type": "string"}}},
+        )
+        for n in names
+    ]
 
 
 def manager(budget: int, clock: list[float]) -> McpManager:
     servers = {name: {"command": "unused"} for name in ("mail", "calendar", "web")}
-    mgr = McpManager(McpSettings(servers=servers, tool_schema_max_chars=budget),
-                     monotonic=lambda: clock[0])
+    mgr = McpManager(
+        McpSettings(servers=servers, tool_schema_max_chars=budget), monotonic=lambda: clock[0]
+    )
     mgr.connections["mail"].tools = listing("search", "read", "send")
     mgr.connections["calendar"].tools = listing("list_events", "create_event")
     mgr.connections["web"].tools = listing("fetch")

@@ -29,12 +29,16 @@ async def test_a_listing_carrying_a_secret_is_masked_and_bad_names_refused():
         registry = manager.registry([], "owner_dm")
         assert registry is not None
         specs = {spec.name: spec for spec in registry.specs()}
-        assert TOKEN not in json.dumps([[s.name, s.description, s.parameters]
-                                        for s in specs.values()])
+        assert TOKEN not in json.dumps(
+            [[s.name, s.description, s.parameters] for s in specs.values()]
+        )
         query = specs["fake__lookup"].parameters["properties"]["query"]
         assert query["description"] == "Search text; the API key is [redacted]."
         assert (query["default"], query["enum"], query["title"]) == (
-            "[redacted]", ["a", "[redacted]"], "Query ([redacted])")
+            "[redacted]",
+            ["a", "[redacted]"],
+            "Query ([redacted])",
+        )
         assert query["examples"] == [["[redacted]"]]
         assert specs["fake__lookup"].parameters["title"] == "lookup with [redacted]"
         assert "fake__list_events" in specs  # renamed to [A-Za-z0-9_-], still callable
@@ -53,11 +57,11 @@ def test_the_default_call_timeout_is_short_enough_for_a_dm():
     assert server.call_timeout_seconds <= 20
 
 
-async def test_no_secret_reaches_the_model_transcript_or_metrics(anthropic_server, make_gateway,
-                                                                 tmp_path):
+async def test_no_secret_reaches_the_model_transcript_or_metrics(
+    anthropic_server, make_gateway, tmp_path
+):
     server = anthropic_server
-    gateway, channel = await make_gateway(
-        server, owner=OWNER, mcp={"servers": {"fake": _leaky()}})
+    gateway, channel = await make_gateway(server, owner=OWNER, mcp={"servers": {"fake": _leaky()}})
     server.reply_tool_call("fake__lookup", {"query": "a"})
     server.reply_tool_call("fake__list_events", {})
     server.reply_text("Looked it up.")
@@ -77,8 +81,9 @@ async def test_no_secret_reaches_the_model_transcript_or_metrics(anthropic_serve
     assert "fake__lookup" not in metrics and "list_events" not in metrics
 
 
-async def test_a_called_name_holding_a_secret_is_recorded_masked(anthropic_server, make_gateway,
-                                                                  tmp_path):
+async def test_a_called_name_holding_a_secret_is_recorded_masked(
+    anthropic_server, make_gateway, tmp_path
+):
     """Red-team round 3: the model calls the tool whose listing was refused for its name (the
     server's token in it). The result's text was masked, but the tool-result record, and the
     call in the assistant's record, kept the name: the token sat in the transcript and went

@@ -12,16 +12,22 @@ from gateway.capabilities.mcp_tools import prefixed_name, render_result
 
 def test_every_content_kind_is_text_or_a_one_line_description():
     png = base64.b64encode(b"\x89PNG" + b"\x00" * 1020).decode()
-    result = types.CallToolResult(content=[
-        types.TextContent(text="first"),
-        types.ImageContent(data=png, mime_type="image/png"),
-        types.AudioContent(data=png, mime_type="audio/wav"),
-        types.ResourceLink(name="report", uri="file:///r.pdf"),
-        types.EmbeddedResource(resource=types.TextResourceContents(uri="mem://a",
-                                                                   text="inline text")),
-        types.EmbeddedResource(resource=types.BlobResourceContents(uri="mem://b", blob=png,
-                                                                   mime_type="application/zip")),
-    ])
+    result = types.CallToolResult(
+        content=[
+            types.TextContent(text="first"),
+            types.ImageContent(data=png, mime_type="image/png"),
+            types.AudioContent(data=png, mime_type="audio/wav"),
+            types.ResourceLink(name="report", uri="file:///r.pdf"),
+            types.EmbeddedResource(
+                resource=types.TextResourceContents(uri="mem://a", text="inline text")
+            ),
+            types.EmbeddedResource(
+                resource=types.BlobResourceContents(
+                    uri="mem://b", blob=png, mime_type="application/zip"
+                )
+            ),
+        ]
+    )
     assert render_result(result).splitlines() == [
         "first",
         "[image image/png, 1,024 bytes, not shown]",

@@ -31,8 +31,9 @@ async def started(**servers: dict[str, Any]) -> McpManager:
 
 @pytest.fixture
 async def fake():
-    manager = await started(fake=stdio_config(env={"FAKE_TOKEN": TOKEN},
-                                              restart_initial_seconds=0.1))
+    manager = await started(
+        fake=stdio_config(env={"FAKE_TOKEN": TOKEN}, restart_initial_seconds=0.1)
+    )
     yield manager
     await manager.stop()
 
@@ -46,8 +47,15 @@ async def call(manager: McpManager, tool: str, **args: Any):
 async def test_tools_are_offered_prefixed_with_their_schemas_and_answer(fake):
     registry = fake.registry([], "owner_dm")
     assert registry is not None
-    assert registry.names() == ["fake__echo", "fake__add", "fake__fail", "fake__hang",
-                                "fake__crash", "fake__flood", "fake__env"]
+    assert registry.names() == [
+        "fake__echo",
+        "fake__add",
+        "fake__fail",
+        "fake__hang",
+        "fake__crash",
+        "fake__flood",
+        "fake__env",
+    ]
     echo = next(s for s in registry.specs() if s.name == "fake__echo")
     assert echo.description.startswith("[fake] Echo the text back")
     assert echo.parameters["type"] == "object" and "text" in echo.parameters["properties"]
@@ -107,8 +115,13 @@ async def test_results_are_capped_and_secrets_masked(fake):
 
 
 async def test_secrets_in_a_servers_env_never_reach_the_logs(caplog):
-    settings = Settings(mcp={"servers": {"fake": stdio_config(
-        env={"FAKE_TOKEN": TOKEN, "FAKE_MCP_LOG_ENV": "FAKE_TOKEN"})}})
+    settings = Settings(
+        mcp={
+            "servers": {
+                "fake": stdio_config(env={"FAKE_TOKEN": TOKEN, "FAKE_MCP_LOG_ENV": "FAKE_TOKEN"})
+            }
+        }
+    )
     assert TOKEN in configured_secrets(settings)  # the log formatter masks it everywhere
     with caplog.at_level(logging.DEBUG, logger="gateway.capabilities"):
         manager = McpManager(settings.mcp)
@@ -125,8 +138,9 @@ async def test_servers_that_never_work_are_down_with_a_reason_and_offer_nothing(
     quick = {"startup_timeout_seconds": 4, "restart_initial_seconds": 30}
     manager = await started(
         # It must fail by exiting, long before its own start-up timeout.
-        exits=stdio_config("--exit-at-start", startup_timeout_seconds=20,
-                           restart_initial_seconds=30),
+        exits=stdio_config(
+            "--exit-at-start", startup_timeout_seconds=20, restart_initial_seconds=30
+        ),
         garbage=stdio_config("--garbage", **quick),
         silent=stdio_config("--silent", **quick),
         missing={"command": "/nonexistent/mcp-server", **quick},
@@ -151,9 +165,15 @@ async def test_servers_that_never_work_are_down_with_a_reason_and_offer_nothing(
 async def test_restarts_back_off_exponentially_up_to_the_cap():
     delays: list[float] = []
     manager = McpManager(
-        McpSettings(servers={"missing": {"command": "/nonexistent/mcp-server",
-                                         "restart_initial_seconds": 1,
-                                         "restart_max_seconds": 5}}),
+        McpSettings(
+            servers={
+                "missing": {
+                    "command": "/nonexistent/mcp-server",
+                    "restart_initial_seconds": 1,
+                    "restart_max_seconds": 5,
+                }
+            }
+        ),
         sleep=lambda seconds: _record(delays, seconds),
     )
     await manager.start()
@@ -185,8 +205,13 @@ async def test_only_listed_tools_and_only_allowed_contexts(tmp_path):
 async def _http_server(port: int) -> asyncio.subprocess.Process:
     cfg = stdio_config("--http", str(port))
     process = await asyncio.create_subprocess_exec(
-        cfg["command"], *cfg["args"], cwd=cfg["cwd"], env={**os.environ, **cfg["env"]},
-        stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL)
+        cfg["command"],
+        *cfg["args"],
+        cwd=cfg["cwd"],
+        env={**os.environ, **cfg["env"]},
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
     for _ in range(300):
         try:
             _, writer = await asyncio.open_connection("127.0.0.1", port)
@@ -208,9 +233,14 @@ def _free_port() -> int:
 async def test_a_streamable_http_server_answers_and_is_reconnected_after_it_dies():
     port = _free_port()
     process = await _http_server(port)
-    manager = await started(web={"url": f"http://127.0.0.1:{port}/mcp",
-                                 "headers": {"Authorization": f"Bearer {TOKEN}"},
-                                 "call_timeout_seconds": 5, "restart_initial_seconds": 0.2})
+    manager = await started(
+        web={
+            "url": f"http://127.0.0.1:{port}/mcp",
+            "headers": {"Authorization": f"Bearer {TOKEN}"},
+            "call_timeout_seconds": 5,
+            "restart_initial_seconds": 0.2,
+        }
+    )
     try:
         assert (await call(manager, "web__echo", text="over http")).text == "echo: over http"
         process.kill()

@@ -21,9 +21,18 @@ def workspace(tmp_path):
     return ws
 
 
-@pytest.mark.parametrize("path", ["skills/new/SKILL.md", "skills/pdf-forms/SKILL.md", "skills",
-                                  "Skills/x.md", "SKILLS./x.md", "notes/../skills/a.md",
-                                  "notes/to-skills/pdf-forms/SKILL.md"])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "skills/new/SKILL.md",
+        "skills/pdf-forms/SKILL.md",
+        "skills",
+        "Skills/x.md",
+        "SKILLS./x.md",
+        "notes/../skills/a.md",
+        "notes/to-skills/pdf-forms/SKILL.md",
+    ],
+)
 def test_shared_chats_cannot_write_under_skills(workspace, path):
     for area in ("", "groups/fakechat-g1"):
         with pytest.raises(PathRefused):
@@ -34,8 +43,13 @@ def test_private_chats_may_write_and_groups_cannot_even_read(workspace):
     target = resolve_in_workspace(workspace, "skills/new/SKILL.md", private=True, write=True)
     assert target == workspace.resolve() / "skills" / "new" / "SKILL.md"
     with pytest.raises(PathRefused):
-        resolve_in_workspace(workspace, "skills/pdf-forms/SKILL.md", private=False, write=False,
-                             area="groups/fakechat-g1")
+        resolve_in_workspace(
+            workspace,
+            "skills/pdf-forms/SKILL.md",
+            private=False,
+            write=False,
+            area="groups/fakechat-g1",
+        )
 
 
 async def test_every_writing_file_tool_refuses_in_a_group(workspace):

@@ -18,9 +18,14 @@ from gateway.capabilities.skill_tool import ReadSkillTool
 from gateway.config.skills import SkillsSettings
 
 
-def write_skill(root: Path, folder: str, text: str | None = None, *,
-                description: str = "Fill in PDF forms from the person's notes.",
-                body: str = "# Steps\n1. Read the form.\n") -> Path:
+def write_skill(
+    root: Path,
+    folder: str,
+    text: str | None = None,
+    *,
+    description: str = "Fill in PDF forms from the person's notes.",
+    body: str = "# Steps\n1. Read the form.\n",
+) -> Path:
     path = root / folder / "SKILL.md"
     path.parent.mkdir(parents=True, exist_ok=True)
     if text is None:
@@ -34,23 +39,29 @@ def parse(path: Path) -> Skill | SkillProblem:
 
 
 def test_a_valid_skill_keeps_name_and_one_line_description(tmp_path):
-    path = write_skill(tmp_path, "pdf-forms", "---\nname: pdf-forms\ndescription: >\n  Fill in"
-                       "\n  PDF forms.\nlicense: MIT\n---\nbody\n")
+    path = write_skill(
+        tmp_path,
+        "pdf-forms",
+        "---\nname: pdf-forms\ndescription: >\n  Fill in\n  PDF forms.\nlicense: MIT\n---\nbody\n",
+    )
     skill = parse(path)
     assert skill == Skill("pdf-forms", "Fill in PDF forms.", path, "workspace")
 
 
-@pytest.mark.parametrize(("text", "message"), [
-    ("# just markdown\n", "no front matter"),
-    ("---\nname: a\ndescription: b\n", "not closed"),
-    ("---\nname: [unclosed\ndescription: b\n---\n", "not valid YAML (line 3)"),
-    ("---\n- a list\n---\n", "must be a YAML mapping"),
-    ("---\ndescription: b\n---\n", "has no name"),
-    ("---\nname: Bad_Name\ndescription: b\n---\n", "lowercase letters"),
-    ("---\nname: other\ndescription: b\n---\n", "differs from its folder"),
-    ("---\nname: skill\n---\n", "no description"),
-    ("---\nname: skill\ndescription: '" + "x" * 1025 + "'\n---\n", "1025 characters"),
-])
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("# just markdown\n", "no front matter"),
+        ("---\nname: a\ndescription: b\n", "not closed"),
+        ("---\nname: [unclosed\ndescription: b\n---\n", "not valid YAML (line 3)"),
+        ("---\n- a list\n---\n", "must be a YAML mapping"),
+        ("---\ndescription: b\n---\n", "has no name"),
+        ("---\nname: Bad_Name\ndescription: b\n---\n", "lowercase letters"),
+        ("---\nname: other\ndescription: b\n---\n", "differs from its folder"),
+        ("---\nname: skill\n---\n", "no description"),
+        ("---\nname: skill\ndescription: '" + "x" * 1025 + "'\n---\n", "1025 characters"),
+    ],
+)
 def test_broken_front_matter_is_a_problem_with_a_reason(tmp_path, text, message):
     result = parse(write_skill(tmp_path, "skill", text))
     assert isinstance(result, SkillProblem)
@@ -80,7 +91,10 @@ def test_catalog_merges_workspace_and_shared_and_skips_broken_with_one_warning(t
         scan = catalog.scan(workspace)
         catalog.scan(workspace)  # warned once per broken file, not per turn
     assert [(s.name, s.source) for s in scan.skills] == [
-        ("pdf-forms", "workspace"), ("translate", "shared"), ("weather", "workspace")]
+        ("pdf-forms", "workspace"),
+        ("translate", "shared"),
+        ("weather", "workspace"),
+    ]
     assert [s.description for s in scan.shadowed] == ["Shared weather."]
     problems = {p.path.parent.name: p.message for p in scan.problems}
     assert set(problems) == {"broken", "empty-folder"}
@@ -116,14 +130,18 @@ def test_a_skill_symlinked_out_of_the_workspace_is_refused(tmp_path):
 
 
 def _skills(count: int, description: str = "d" * 100) -> list[Skill]:
-    return [Skill(f"skill-{i:02d}", description, Path(f"/x/skill-{i:02d}/SKILL.md"), "workspace")
-            for i in range(count)]
+    return [
+        Skill(f"skill-{i:02d}", description, Path(f"/x/skill-{i:02d}/SKILL.md"), "workspace")
+        for i in range(count)
+    ]
 
 
 def test_prompt_section_lists_one_line_per_skill_within_budget():
     section = render_skill_section(
         [*_skills(2), Skill("shared-one", "z" * 500, Path("/s/SKILL.md"), "shared")],
-        max_chars=4000, line_max_chars=160)
+        max_chars=4000,
+        line_max_chars=160,
+    )
     lines = section.text.splitlines()
     assert section.text.startswith(HEADER)
     assert lines[-3:-1] == [f"- skill-0{i}: {'d' * 100}" for i in range(2)]
@@ -139,8 +157,10 @@ def test_past_the_budget_skills_are_named_then_counted():
     assert section.listed == (1500 - len(HEADER)) // 113  # each line 112 chars + newline
     assert section.names_only > 0 and section.listed + section.names_only + section.omitted == 40
     first_named = section.listed
-    assert f"More skills (names only): skill-{first_named:02d}, skill-{first_named + 1:02d}" \
+    assert (
+        f"More skills (names only): skill-{first_named:02d}, skill-{first_named + 1:02d}"
         in section.text
+    )
     assert f"(+{section.omitted} more)" in section.text
     for room in (10, 40):  # a budget smaller than one line: counted if that fits, else bare
         tiny = render_skill_section(_skills(3), max_chars=len(HEADER) + room, line_max_chars=160)

@@ -35,8 +35,20 @@ def _one_error_line(err: str) -> str:
 def test_top_level_help_lists_every_command(root, capsys):
     assert main(["--help"]) == 0
     out = capsys.readouterr().out
-    for name in ("run", "chat", "doctor", "pairing", "users", "heartbeat", "memory", "backup",
-                 "restore", "clone", "status", "healthcheck"):
+    for name in (
+        "run",
+        "chat",
+        "doctor",
+        "pairing",
+        "users",
+        "heartbeat",
+        "memory",
+        "backup",
+        "restore",
+        "clone",
+        "status",
+        "healthcheck",
+    ):
         assert f" {name} " in out, name
 
 
@@ -120,8 +132,21 @@ def test_memory_log_json_and_undo_of_an_unknown_revision(root, tmp_path, capsys)
     (ws / "MEMORY.md").write_text("one\n")
     subprocess.run(["git", "init", "-q", str(ws)], check=True)
     subprocess.run(["git", "-C", str(ws), "add", "-A"], check=True)
-    subprocess.run(["git", "-C", str(ws), "-c", "user.name=t", "-c", "user.email=t@t",
-                    "commit", "-qm", "init: MEMORY.md"], check=True)
+    subprocess.run(
+        [
+            "git",
+            "-C",
+            str(ws),
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@t",
+            "commit",
+            "-qm",
+            "init: MEMORY.md",
+        ],
+        check=True,
+    )
     assert main(["memory", "log", "--workspace", str(ws), "--json", "--since", "2 days ago"]) == 0
     log = json.loads(capsys.readouterr().out)
     assert log[0]["subject"] == "init: MEMORY.md" and log[0]["files"] == ["MEMORY.md"]
@@ -166,8 +191,7 @@ def test_channel_names_accept_any_case(root, capsys):
     assert "ABCD2345" in _one_error_line(capsys.readouterr().err).upper()
 
 
-def test_restore_as_hints_at_no_state_when_the_state_database_is_in_the_way(root, tmp_path,
-                                                                           capsys):
+def test_restore_as_hints_at_no_state_when_the_state_database_is_in_the_way(root, tmp_path, capsys):
     ensure_workspace(root, "ana")
 
     async def make_state() -> None:

@@ -105,8 +105,15 @@ def test_approve_with_owner_links_the_account_to_the_owner(root, capsys):
 async def test_run_without_a_channel_or_terminal_input_exits_2(tmp_path):
     env = _env(tmp_path, ANTHROPIC_API_KEY="sk-x")
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "gateway", "run", env=env, stdin=subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        sys.executable,
+        "-m",
+        "gateway",
+        "run",
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
     _, err = await asyncio.wait_for(process.communicate(), 60)
     assert process.returncode == 2, err.decode()
     assert "CLAWGATE_TELEGRAM__TOKEN" in err.decode().splitlines()[-1]
@@ -131,9 +138,9 @@ async def test_healthcheck_prints_and_rejects_another_program_on_the_port(tmp_pa
         env = _env(tmp_path, CLAWGATE_HEALTH__PORT=str(server.server_address[1]))
         code, out, err = await _run(["healthcheck"], env)
         assert code == 1 and "not this gateway" in err
-        code, out, err = await _run(["healthcheck", "--url",
-                                     f"http://127.0.0.1:{server.server_address[1]}/healthz"],
-                                    env)
+        code, out, err = await _run(
+            ["healthcheck", "--url", f"http://127.0.0.1:{server.server_address[1]}/healthz"], env
+        )
         assert code == 0 and "healthy" in out
     finally:
         server.shutdown()

@@ -57,8 +57,9 @@ def test_a_v1_base_url_alone_means_the_openai_api(tmp_path, monkeypatch):
 
 
 async def test_doctor_and_chat_with_only_a_local_servers_url(tmp_path, openai_server):
-    env = _env(tmp_path, CLAWGATE_LLM__BASE_URL=openai_server.base_url,
-               CLAWGATE_LLM__MODEL="qwen3:8b")
+    env = _env(
+        tmp_path, CLAWGATE_LLM__BASE_URL=openai_server.base_url, CLAWGATE_LLM__MODEL="qwen3:8b"
+    )
     code, out, _ = await _run(["doctor"], env)
     assert code == 0, out
     assert "provider openai, inferred from [llm] base_url" in out
@@ -90,8 +91,16 @@ class _Chat:
     async def __aenter__(self) -> _Chat:
         self.master, slave = pty.openpty()
         self.process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "gateway", "chat", env=self.env, stdin=slave, stdout=slave,
-            stderr=slave, start_new_session=True)
+            sys.executable,
+            "-m",
+            "gateway",
+            "chat",
+            env=self.env,
+            stdin=slave,
+            stdout=slave,
+            stderr=slave,
+            start_new_session=True,
+        )
         os.close(slave)
         self.screen = _Screen(self.master)
         self.banner = await self.until("you>")
@@ -113,8 +122,13 @@ class _Chat:
 
 @pytest.mark.timeout(240)
 async def test_a_message_whose_turn_failed_is_not_promised_an_answer(tmp_path, anthropic_server):
-    env = _env(tmp_path, ANTHROPIC_API_KEY="sk-x", TERM="xterm", PROMPT_TOOLKIT_NO_CPR="1",
-               CLAWGATE_LLM__BASE_URL=anthropic_server.base_url)
+    env = _env(
+        tmp_path,
+        ANTHROPIC_API_KEY="sk-x",
+        TERM="xterm",
+        PROMPT_TOOLKIT_NO_CPR="1",
+        CLAWGATE_LLM__BASE_URL=anthropic_server.base_url,
+    )
     anthropic_server.reply_error(400)  # refused, not retried: the turn ends in an error
     async with _Chat(env) as chat:
         chat.type(b"what is the capital of Peru?\r")
@@ -126,8 +140,10 @@ async def test_a_message_whose_turn_failed_is_not_promised_an_answer(tmp_path, a
     async with _Chat(env) as chat:
         # Before: "answering it now", and nothing came.
         assert "answering it now" not in chat.banner
-        assert "Your last message ('what is the capital of Peru?') was not answered: The " \
-               "model provider refused the request" in chat.banner, chat.banner
+        assert (
+            "Your last message ('what is the capital of Peru?') was not answered: The "
+            "model provider refused the request" in chat.banner
+        ), chat.banner
         assert "To send it again, press Up and then Enter." in chat.banner
         chat.type(b"\x1b[A\r")  # Up brings it back; Enter sends it
         await chat.until("echo: what is the capital of Peru?")
@@ -142,14 +158,17 @@ async def test_a_message_whose_turn_failed_is_not_promised_an_answer(tmp_path, a
 @pytest.fixture
 def doctor_out(capsys):
     """`clawgate doctor` in this process (a worker thread: the fakes run on this loop)."""
+
     async def run() -> tuple[int, str]:
         code = await asyncio.to_thread(main, ["doctor"])
         return code, capsys.readouterr().out
+
     return run
 
 
 async def test_doctor_checks_each_bot_token_and_names_where_it_was_set(
-        tmp_path, monkeypatch, anthropic_server, doctor_out):
+    tmp_path, monkeypatch, anthropic_server, doctor_out
+):
     config = tmp_path / "clawgate.toml"
     monkeypatch.setenv("CLAWGATE_CONFIG", str(config))
     monkeypatch.setenv("CLAWGATE_WORKSPACES_DIR", str(tmp_path / "workspaces"))
@@ -158,35 +177,47 @@ async def test_doctor_checks_each_bot_token_and_names_where_it_was_set(
     async with FakeTelegramServer() as tg, FakeDiscordServer() as dc:
         patch_discord(monkeypatch, dc)
         # The example's placeholder, uncommented as it is: named as such, never sent.
-        config.write_text(f'[telegram]\nbase_url = "{tg.base_url}"\n'
-                          'token = "123456789:AAH-replace-with-the-token-from-BotFather"\n')
+        config.write_text(
+            f'[telegram]\nbase_url = "{tg.base_url}"\n'
+            'token = "123456789:AAH-replace-with-the-token-from-BotFather"\n'
+        )
         code, out = await doctor_out()
         assert code == 1
-        assert f"FAIL Telegram token ([telegram] token in {config} line 3) is the example's " \
-               "placeholder" in out, out
+        assert (
+            f"FAIL Telegram token ([telegram] token in {config} line 3) is the example's "
+            "placeholder" in out
+        ), out
         assert tg.calls == []
         # A real-looking token the platform does not know: refused, and where it was set.
-        config.write_text(f'[telegram]\nbase_url = "{tg.base_url}"\n'
-                          'token = "123456789:AAF-not-this-bots-token-0123456789abc"\n')
+        config.write_text(
+            f'[telegram]\nbase_url = "{tg.base_url}"\n'
+            'token = "123456789:AAF-not-this-bots-token-0123456789abc"\n'
+        )
         code, out = await doctor_out()
         assert code == 1
-        assert f"FAIL Telegram rejected the bot token ([telegram] token in {config} line 3)" \
-            in out, out
+        assert (
+            f"FAIL Telegram rejected the bot token ([telegram] token in {config} line 3)" in out
+        ), out
         # The right one, from the environment this time (it wins over the file); Discord too.
         monkeypatch.setenv("CLAWGATE_TELEGRAM__TOKEN", tg.token)
         monkeypatch.setenv("CLAWGATE_DISCORD__TOKEN", dc.token)
         code, out = await doctor_out()
-        assert "ok  Telegram accepts the bot token as @claw_bot (CLAWGATE_TELEGRAM__TOKEN " \
-               "(environment))" in out, out
-        assert "ok  Discord accepts the bot token as @clawbot (CLAWGATE_DISCORD__TOKEN " \
-               "(environment))" in out, out
+        assert (
+            "ok  Telegram accepts the bot token as @claw_bot (CLAWGATE_TELEGRAM__TOKEN "
+            "(environment))" in out
+        ), out
+        assert (
+            "ok  Discord accepts the bot token as @clawbot (CLAWGATE_DISCORD__TOKEN "
+            "(environment))" in out
+        ), out
         assert code == 0, out
         wrong = dc.token.replace("Gtest1", "Gwrong")
         monkeypatch.setenv("CLAWGATE_DISCORD__TOKEN", wrong)
         code, out = await doctor_out()
         assert code == 1
-        assert "FAIL Discord rejected the bot token (CLAWGATE_DISCORD__TOKEN (environment))" \
-            in out, out
+        assert (
+            "FAIL Discord rejected the bot token (CLAWGATE_DISCORD__TOKEN (environment))" in out
+        ), out
         assert tg.token not in out and wrong not in out
 
 
@@ -194,11 +225,17 @@ async def test_run_names_the_file_of_a_refused_token(tmp_path, anthropic_server)
     """`clawgate run` said "check CLAWGATE_TELEGRAM__TOKEN" of a token from clawgate.toml."""
     async with FakeTelegramServer() as tg:
         config = tmp_path / "clawgate.toml"
-        config.write_text(f'[telegram]\nbase_url = "{tg.base_url}"\n'
-                          'token = "123456789:AAF-not-this-bots-token-0123456789abc"\n')
-        env = _env(tmp_path, ANTHROPIC_API_KEY="sk-x", CLAWGATE_CONFIG=str(config),
-                   CLAWGATE_LLM__BASE_URL=anthropic_server.base_url,
-                   CLAWGATE_HEALTH__PORT="0")
+        config.write_text(
+            f'[telegram]\nbase_url = "{tg.base_url}"\n'
+            'token = "123456789:AAF-not-this-bots-token-0123456789abc"\n'
+        )
+        env = _env(
+            tmp_path,
+            ANTHROPIC_API_KEY="sk-x",
+            CLAWGATE_CONFIG=str(config),
+            CLAWGATE_LLM__BASE_URL=anthropic_server.base_url,
+            CLAWGATE_HEALTH__PORT="0",
+        )
         code, _, err = await _run(["run"], env)
     assert code == 2, err
     assert f"check [telegram] token in {config} line 3" in err, err
@@ -212,10 +249,13 @@ def test_a_refused_token_is_reported_where_it_was_written(tmp_path):
     said = "Telegram rejected the bot token: check CLAWGATE_TELEGRAM__TOKEN (from @BotFather)"
     assert with_sources(said, path=config, environ={}) == (
         f"Telegram rejected the bot token: check [telegram] token in {config} line 4 "
-        "(from @BotFather)")
+        "(from @BotFather)"
+    )
     assert with_sources(said, path=config, environ={"CLAWGATE_TELEGRAM__TOKEN": "1:y"}) == said
-    assert where_set("discord", "token", path=config, environ={}) == \
-        "CLAWGATE_DISCORD__TOKEN or [discord] token (not set)"
+    assert (
+        where_set("discord", "token", path=config, environ={})
+        == "CLAWGATE_DISCORD__TOKEN or [discord] token (not set)"
+    )
 
 
 # --- 4. dead ends get their hint --------------------------------------------------------------
@@ -224,10 +264,14 @@ def test_a_refused_token_is_reported_where_it_was_written(tmp_path):
 async def test_heartbeat_run_outside_active_hours_names_ignore_hours(tmp_path, anthropic_server):
     now = datetime.now(UTC)
     start, end = (now + timedelta(hours=2)), (now + timedelta(hours=3))
-    env = _env(tmp_path, ANTHROPIC_API_KEY="sk-x", CLAWGATE_TIMEZONE="UTC",
-               CLAWGATE_LLM__BASE_URL=anthropic_server.base_url,
-               CLAWGATE_HEARTBEAT__ACTIVE_START=f"{start:%H:%M}",
-               CLAWGATE_HEARTBEAT__ACTIVE_END=f"{end:%H:%M}")
+    env = _env(
+        tmp_path,
+        ANTHROPIC_API_KEY="sk-x",
+        CLAWGATE_TIMEZONE="UTC",
+        CLAWGATE_LLM__BASE_URL=anthropic_server.base_url,
+        CLAWGATE_HEARTBEAT__ACTIVE_START=f"{start:%H:%M}",
+        CLAWGATE_HEARTBEAT__ACTIVE_END=f"{end:%H:%M}",
+    )
     workspace = ensure_workspace(tmp_path / "workspaces", "owner")
     (workspace / "HEARTBEAT.md").write_text("# Checks\n- Is the plant watered?\n")
     code, out, err = await _run(["heartbeat", "run"], env)
@@ -245,7 +289,8 @@ def test_a_key_under_the_examples_commented_header_says_so(tmp_path):
     assert str(caught.value) == (
         f"invalid setting: {config} line 5: model is not a setting (did you mean [llm] model? "
         "Its section header on line 3 is commented out: remove the '#' before [llm]) (every "
-        "option: docs/configuration.md)")
+        "option: docs/configuration.md)"
+    )
     # A real header between them: the key is where it is, and no such hint.
     config.write_text('# [llm]\n[heartbeat]\nmodel = "x"\n')
     with pytest.raises(ConfigError) as caught:
@@ -257,8 +302,10 @@ def test_a_misspelt_time_zone_gets_the_closest_one(tmp_path, monkeypatch):
     monkeypatch.setenv("CLAWGATE_TIMEZONE", "Europe/Berlim")
     with pytest.raises(ConfigError) as caught:
         load_settings(tmp_path / "absent.toml")
-    assert "unknown time zone 'Europe/Berlim', use an IANA name (did you mean " \
-           "Europe/Berlin?)" in str(caught.value)
+    assert (
+        "unknown time zone 'Europe/Berlim', use an IANA name (did you mean "
+        "Europe/Berlin?)" in str(caught.value)
+    )
     monkeypatch.setenv("CLAWGATE_TIMEZONE", "europe/paris")
     with pytest.raises(ConfigError) as caught:
         load_settings(tmp_path / "absent.toml")
@@ -279,13 +326,26 @@ def test_config_dev_null_is_an_empty_configuration(root, capsys):
 
 @pytest.mark.timeout(240)
 async def test_ctrl_c_while_thinking_starts_its_own_line(tmp_path, anthropic_server):
-    env = _env(tmp_path, ANTHROPIC_API_KEY="sk-x", TERM="xterm", PROMPT_TOOLKIT_NO_CPR="1",
-               CLAWGATE_LLM__BASE_URL=anthropic_server.base_url)
+    env = _env(
+        tmp_path,
+        ANTHROPIC_API_KEY="sk-x",
+        TERM="xterm",
+        PROMPT_TOOLKIT_NO_CPR="1",
+        CLAWGATE_LLM__BASE_URL=anthropic_server.base_url,
+    )
     anthropic_server.reply_delay(60.0)
     master, slave = pty.openpty()
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "gateway", "chat", env=env, stdin=slave, stdout=slave,
-        stderr=slave, start_new_session=True)
+        sys.executable,
+        "-m",
+        "gateway",
+        "chat",
+        env=env,
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        start_new_session=True,
+    )
     os.close(slave)
     screen = _Screen(master)
     try:
@@ -318,7 +378,8 @@ def test_approving_an_approved_code_again_says_so(root, capsys):
     async def ask() -> str:
         async with StateDB.for_root(root) as state:
             reply = await Pairing(state).request(
-                InboundMessage("telegram", "77", "77", "hi", sender_name="Rosa"))
+                InboundMessage("telegram", "77", "77", "hi", sender_name="Rosa")
+            )
         return re.search(r"code is (\w+)", reply).group(1)  # type: ignore[union-attr]
 
     code = asyncio.run(ask())
@@ -326,8 +387,9 @@ def test_approving_an_approved_code_again_says_so(root, capsys):
     capsys.readouterr()
     assert main(["pairing", "approve", "telegram", code]) == 0
     out = capsys.readouterr()
-    assert f"{code} on telegram was already approved: telegram user 77 (Rosa) may talk" \
-        in out.out, out
+    assert (
+        f"{code} on telegram was already approved: telegram user 77 (Rosa) may talk" in out.out
+    ), out
     assert "wrong or expired" not in out.out + out.err
     assert main(["pairing", "deny", "telegram", code]) == 1
     assert "already approved" in capsys.readouterr().err

@@ -23,8 +23,7 @@ from tests.gateway.cli.test_cli import _env, _run
 
 
 async def test_piped_lines_are_answered_in_order(tmp_path, anthropic_server):
-    env = _env(tmp_path, ANTHROPIC_API_KEY="sk-x",
-               CLAWGATE_LLM__BASE_URL=anthropic_server.base_url)
+    env = _env(tmp_path, ANTHROPIC_API_KEY="sk-x", CLAWGATE_LLM__BASE_URL=anthropic_server.base_url)
     anthropic_server.reply_delay(1.0)  # the first answer is slow: /status must still wait
     code, out, err = await _run(["chat"], env, stdin="first\n/status\nsecond\n")
     assert code == 0, err
@@ -57,25 +56,38 @@ class _Screen:
         deadline = time.monotonic() + timeout
         while (found := self.text.find(needle, self.pos)) < 0:
             left = deadline - time.monotonic()
-            assert left > 0, f"no {needle!r} in {self.text[self.pos:]!r}"
+            assert left > 0, f"no {needle!r} in {self.text[self.pos :]!r}"
             ready, _, _ = select.select([self.fd], [], [], min(left, 0.2))
             if ready:
                 try:
                     self.text += os.read(self.fd, 4096).decode("utf-8", "replace")
                 except OSError:
                     break
-        shown, self.pos = self.text[self.pos:found + len(needle)], found + len(needle)
+        shown, self.pos = self.text[self.pos : found + len(needle)], found + len(needle)
         return shown
 
 
 async def test_in_a_terminal_the_chat_thinks_and_keeps_logs_out(tmp_path, anthropic_server):
-    env = _env(tmp_path, ANTHROPIC_API_KEY="sk-x", TERM="xterm", PROMPT_TOOLKIT_NO_CPR="1",
-               CLAWGATE_LLM__BASE_URL=anthropic_server.base_url)
+    env = _env(
+        tmp_path,
+        ANTHROPIC_API_KEY="sk-x",
+        TERM="xterm",
+        PROMPT_TOOLKIT_NO_CPR="1",
+        CLAWGATE_LLM__BASE_URL=anthropic_server.base_url,
+    )
     anthropic_server.reply_delay(1.5)
     master, slave = pty.openpty()
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "gateway", "chat", env=env, stdin=slave, stdout=slave,
-        stderr=slave, start_new_session=True)
+        sys.executable,
+        "-m",
+        "gateway",
+        "chat",
+        env=env,
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        start_new_session=True,
+    )
     os.close(slave)
     screen = _Screen(master)
     try:
@@ -106,12 +118,25 @@ async def test_a_terminal_only_person_gets_the_web_panel(tmp_path, anthropic_ser
     above the prompt, and stops it with the chat; piped input (a script) gets none."""
     import urllib.request
 
-    env = _env(tmp_path, ANTHROPIC_API_KEY="sk-x", TERM="xterm", PROMPT_TOOLKIT_NO_CPR="1",
-               CLAWGATE_LLM__BASE_URL=anthropic_server.base_url)
+    env = _env(
+        tmp_path,
+        ANTHROPIC_API_KEY="sk-x",
+        TERM="xterm",
+        PROMPT_TOOLKIT_NO_CPR="1",
+        CLAWGATE_LLM__BASE_URL=anthropic_server.base_url,
+    )
     master, slave = pty.openpty()
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "gateway", "chat", env=env, stdin=slave, stdout=slave,
-        stderr=slave, start_new_session=True)
+        sys.executable,
+        "-m",
+        "gateway",
+        "chat",
+        env=env,
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        start_new_session=True,
+    )
     os.close(slave)
     screen = _Screen(master)
     try:
@@ -120,7 +145,8 @@ async def test_a_terminal_only_person_gets_the_web_panel(tmp_path, anthropic_ser
         url = said.split("panel on ")[1].split()[0].rstrip(":")
         assert url.startswith("http://127.0.0.1:") and not url.endswith(":0"), said
         page = await asyncio.to_thread(
-            lambda: urllib.request.urlopen(url + "/login", timeout=10).read().decode())
+            lambda: urllib.request.urlopen(url + "/login", timeout=10).read().decode()
+        )
         assert "<h1>Log in</h1>" in page
         os.write(master, b"\x04")
         assert await asyncio.wait_for(process.wait(), 30) == 0
@@ -137,12 +163,25 @@ async def test_a_terminal_only_person_gets_the_web_panel(tmp_path, anthropic_ser
 
 async def test_ctrl_c_at_the_prompt_works_as_in_a_shell(tmp_path, anthropic_server):
     """Before: Ctrl-C on a half-typed line quit the whole chat; a shell clears the line."""
-    env = _env(tmp_path, ANTHROPIC_API_KEY="sk-x", TERM="xterm", PROMPT_TOOLKIT_NO_CPR="1",
-               CLAWGATE_LLM__BASE_URL=anthropic_server.base_url)
+    env = _env(
+        tmp_path,
+        ANTHROPIC_API_KEY="sk-x",
+        TERM="xterm",
+        PROMPT_TOOLKIT_NO_CPR="1",
+        CLAWGATE_LLM__BASE_URL=anthropic_server.base_url,
+    )
     master, slave = pty.openpty()
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "gateway", "chat", env=env, stdin=slave, stdout=slave,
-        stderr=slave, start_new_session=True)
+        sys.executable,
+        "-m",
+        "gateway",
+        "chat",
+        env=env,
+        stdin=slave,
+        stdout=slave,
+        stderr=slave,
+        start_new_session=True,
+    )
     os.close(slave)
     screen = _Screen(master)
     try:
@@ -170,8 +209,9 @@ async def test_ctrl_c_at_the_prompt_works_as_in_a_shell(tmp_path, anthropic_serv
             process.kill()
             await process.wait()
         os.close(master)
-    assert [r for r in anthropic_server.requests
-            if "thou" in json.dumps(r["messages"])] == []  # the dropped line was never sent
+    assert [
+        r for r in anthropic_server.requests if "thou" in json.dumps(r["messages"])
+    ] == []  # the dropped line was never sent
 
 
 async def _read_until(stream: asyncio.StreamReader, needle: str, timeout: float = 30.0) -> str:
@@ -188,13 +228,20 @@ async def _read_until(stream: asyncio.StreamReader, needle: str, timeout: float 
 
 async def test_a_reminder_set_in_the_chat_arrives_in_the_chat(tmp_path, anthropic_server):
     """Before: the chat confirmed a reminder that never came (no scheduler ran there)."""
-    env = _env(tmp_path, ANTHROPIC_API_KEY="sk-x",
-               CLAWGATE_LLM__BASE_URL=anthropic_server.base_url)
-    anthropic_server.reply_tool_call("schedule_create",
-                                     {"when": "in 3 seconds", "text": "Drink water"})
+    env = _env(tmp_path, ANTHROPIC_API_KEY="sk-x", CLAWGATE_LLM__BASE_URL=anthropic_server.base_url)
+    anthropic_server.reply_tool_call(
+        "schedule_create", {"when": "in 3 seconds", "text": "Drink water"}
+    )
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "gateway", "chat", env=env, stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        sys.executable,
+        "-m",
+        "gateway",
+        "chat",
+        env=env,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
     assert process.stdin is not None and process.stdout is not None
     try:
         process.stdin.write(b"remind me to drink water in 3 seconds\n")
@@ -208,9 +255,13 @@ async def test_a_reminder_set_in_the_chat_arrives_in_the_chat(tmp_path, anthropi
             process.kill()
             await process.wait()
     # The tool told the model where the reminder would go, and the DM transcript has it.
-    results = [block for message in anthropic_server.requests[-1]["messages"]
-               if isinstance(message["content"], list) for block in message["content"]
-               if block.get("type") == "tool_result"]
+    results = [
+        block
+        for message in anthropic_server.requests[-1]["messages"]
+        if isinstance(message["content"], list)
+        for block in message["content"]
+        if block.get("type") == "tool_result"
+    ]
     assert "It will appear in this chat" in json.dumps(results)
     transcript = transcript_path(tmp_path / "workspaces" / "owner", "owner:dm").read_text()
     entries = [json.loads(line) for line in transcript.splitlines()]
@@ -220,12 +271,18 @@ async def test_a_reminder_set_in_the_chat_arrives_in_the_chat(tmp_path, anthropi
 @pytest.mark.timeout(300)  # two chat processes and a held answer: ~43 s at load 8
 async def test_an_answer_cut_short_by_ctrl_c_comes_at_the_next_start(tmp_path, anthropic_server):
     """Before: the README promised it; after a restart the message was never answered."""
-    env = _env(tmp_path, ANTHROPIC_API_KEY="sk-x",
-               CLAWGATE_LLM__BASE_URL=anthropic_server.base_url)
+    env = _env(tmp_path, ANTHROPIC_API_KEY="sk-x", CLAWGATE_LLM__BASE_URL=anthropic_server.base_url)
     anthropic_server.reply_delay(60.0)
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "gateway", "chat", env=env, stdin=asyncio.subprocess.PIPE,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        sys.executable,
+        "-m",
+        "gateway",
+        "chat",
+        env=env,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
     assert process.stdin is not None
     try:
         process.stdin.write(b"what is the capital of Peru?\n")

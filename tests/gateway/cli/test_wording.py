@@ -27,8 +27,12 @@ def root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def _git_log(workspace: Path) -> list[str]:
-    done = subprocess.run(["git", "-C", str(workspace), "log", "--format=%s"], check=True,
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        ["git", "-C", str(workspace), "log", "--format=%s"],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     return done.stdout.splitlines()
 
 
@@ -59,8 +63,7 @@ def test_schedule_add_commits_as_schedule_and_says_where_it_goes(root, capsys):
     # A person who wrote from Telegram: there.
     async def route() -> None:
         async with StateDB.for_root(root) as state:
-            await state.links.set_last_dm_route("owner", "telegram", "42", "42",
-                                          datetime.now(UTC))
+            await state.links.set_last_dm_route("owner", "telegram", "42", "42", datetime.now(UTC))
 
     asyncio.run(route())
     assert main(["schedule", "add", "in 2 hours", "Stretch"]) == 0
@@ -70,20 +73,27 @@ def test_schedule_add_commits_as_schedule_and_says_where_it_goes(root, capsys):
 def test_where_a_reminder_goes_in_every_way_of_running() -> None:
     telegram = DmRoute("ana", "telegram", "7", "7", datetime.now(UTC))
     # `clawgate run` with Telegram: there.
-    assert delivery_note("ana", "owner", telegram, {"telegram"}, 12) == \
-        "It will be sent to ana's Telegram DM."
+    assert (
+        delivery_note("ana", "owner", telegram, {"telegram"}, 12)
+        == "It will be sent to ana's Telegram DM."
+    )
     # The owner's terminal chat, with and without a Telegram account of theirs.
     mine = DmRoute("owner", "telegram", "7", "7", telegram.at)
-    assert "this chat if the chat is open then; otherwise `clawgate run` sends it to your " \
+    assert (
+        "this chat if the chat is open then; otherwise `clawgate run` sends it to your "
         "Telegram DM" in delivery_note("owner", "owner", mine, {"terminal"}, 12)
-    assert "next starts (up to 12 hours late)" in delivery_note("owner", "owner", None,
-                                                                {"terminal"}, 12)
+    )
+    assert "next starts (up to 12 hours late)" in delivery_note(
+        "owner", "owner", None, {"terminal"}, 12
+    )
     # `clawgate run` with Telegram, but no account of the owner's has written yet.
     assert delivery_note("owner", "owner", None, {"telegram"}, 12).startswith(
-        "Nowhere to send it yet: no Telegram or Discord account of yours")
+        "Nowhere to send it yet: no Telegram or Discord account of yours"
+    )
     # Nowhere: said so.
     assert delivery_note("bob", "owner", None, {"telegram"}, 12).startswith(
-        "Nowhere to send it yet: bob has not written to the bot")
+        "Nowhere to send it yet: bob has not written to the bot"
+    )
 
 
 def test_skills_check_reports_every_problem_of_a_skill(root, capsys):
@@ -95,15 +105,17 @@ def test_skills_check_reports_every_problem_of_a_skill(root, capsys):
     assert "must be lowercase letters" in out and "has no description" in out
 
 
-def test_mcp_check_names_the_tools_and_promises_no_next_attempt(root, tmp_path, monkeypatch,
-                                                               capsys):
+def test_mcp_check_names_the_tools_and_promises_no_next_attempt(
+    root, tmp_path, monkeypatch, capsys
+):
     config = tmp_path / "clawgate.toml"
     good = stdio_config(tools=["echo", "add"])
     config.write_text(
-        "[mcp.servers.fake]\n" + "\n".join(f"{k} = {json.dumps(v)}" for k, v in good.items()
-                                           if k != "env")
+        "[mcp.servers.fake]\n"
+        + "\n".join(f"{k} = {json.dumps(v)}" for k, v in good.items() if k != "env")
         + f"\nenv = {{ PYTHONPATH = {json.dumps(good['env']['PYTHONPATH'])} }}\n"
-        + '[mcp.servers.missing]\ncommand = "/nonexistent/server"\n')
+        + '[mcp.servers.missing]\ncommand = "/nonexistent/server"\n'
+    )
     monkeypatch.setenv("CLAWGATE_CONFIG", str(config))
     assert main(["mcp", "check"]) == 1
     out = capsys.readouterr().out

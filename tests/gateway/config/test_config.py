@@ -35,7 +35,7 @@ def test_environment_overrides_the_toml_file(tmp_path, monkeypatch):
 
 def test_config_file_path_from_the_environment(tmp_path, monkeypatch):
     config = tmp_path / "elsewhere.toml"
-    config.write_text('[llm]\ncontext_window = 32000\n')
+    config.write_text("[llm]\ncontext_window = 32000\n")
     monkeypatch.setenv("CLAWGATE_CONFIG", str(config))
     assert load_settings().llm.context_window == 32_000
 
@@ -49,8 +49,9 @@ def test_config_file_path_from_the_environment(tmp_path, monkeypatch):
         ("CLAWGATE_TIMEZONE", "Mars/Olympus", "CLAWGATE_TIMEZONE"),
     ],
 )
-def test_invalid_values_fail_in_one_line_naming_the_setting(tmp_path, monkeypatch, env, value,
-                                                            named):
+def test_invalid_values_fail_in_one_line_naming_the_setting(
+    tmp_path, monkeypatch, env, value, named
+):
     monkeypatch.setenv(env, value)
     with pytest.raises(ConfigError) as caught:
         load_settings(tmp_path / "absent.toml")
@@ -75,8 +76,9 @@ def test_a_misspelt_section_gets_the_closest_one(tmp_path):
     config.write_text("timezone = 'UTC'\n\n[hearbeat]\nevery = '1h'\n")
     with pytest.raises(ConfigError) as caught:
         load_settings(config)
-    assert f"{config} line 3: [hearbeat] is not a section (did you mean [heartbeat]?)" in \
-        str(caught.value)
+    assert f"{config} line 3: [hearbeat] is not a section (did you mean [heartbeat]?)" in str(
+        caught.value
+    )
 
 
 def test_an_environment_mistake_names_the_variable_and_the_closest_one(tmp_path, monkeypatch):
@@ -84,16 +86,19 @@ def test_an_environment_mistake_names_the_variable_and_the_closest_one(tmp_path,
     with pytest.raises(ConfigError) as caught:
         load_settings(tmp_path / "absent.toml")
     message = str(caught.value)
-    assert "CLAWGATE_LLM__PROVDER is not a setting (did you mean CLAWGATE_LLM__PROVIDER?)" in \
-        message
+    assert (
+        "CLAWGATE_LLM__PROVDER is not a setting (did you mean CLAWGATE_LLM__PROVIDER?)" in message
+    )
     assert "llm.provder" not in message and "Extra inputs" not in message
 
 
 def test_every_mistake_of_a_start_is_reported_at_once_in_plain_words(tmp_path, monkeypatch):
     config = tmp_path / "clawgate.toml"
-    config.write_text("timezon = 'UTC'\n[llm]\nmax_attempts = 99\ncontext_window = 'big'\n"
-                      "[heartbeat.workspaces.ana]\nevry = '1h'\n[telegram]\ngroups_enabled = 3\n"
-                      "[memory]\nembedder = 'magic'\n")
+    config.write_text(
+        "timezon = 'UTC'\n[llm]\nmax_attempts = 99\ncontext_window = 'big'\n"
+        "[heartbeat.workspaces.ana]\nevry = '1h'\n[telegram]\ngroups_enabled = 3\n"
+        "[memory]\nembedder = 'magic'\n"
+    )
     monkeypatch.setenv("CLAWGATE_LOG_FORMAT", "xml")
     monkeypatch.setenv("CLAWGATE_LIMITS__MESSAGES_PER_MINUTE", "-1")
     monkeypatch.setenv("CLAWGATE_LLM_PROVIDER", "openai")  # no setting: named too
@@ -116,8 +121,14 @@ def test_every_mistake_of_a_start_is_reported_at_once_in_plain_words(tmp_path, m
         "CLAWGATE_LLM__PROVIDER?)",
     ):
         assert expected in body, (expected, body)
-    for library_words in ("Input should be", "Extra inputs", "Value error", "Field required",
-                          "type=", "pydantic"):
+    for library_words in (
+        "Input should be",
+        "Extra inputs",
+        "Value error",
+        "Field required",
+        "type=",
+        "pydantic",
+    ):
         assert library_words not in body
 
 
@@ -165,8 +176,7 @@ def test_the_example_configuration_loads_with_the_documented_defaults(monkeypatc
     example = Path(__file__).resolve().parents[3] / "clawgate.example.toml"
     settings = load_settings(example)
     defaults = Settings()
-    for section in ("llm", "telegram", "discord", "memory", "heartbeat", "versioning",
-                    "health"):
+    for section in ("llm", "telegram", "discord", "memory", "heartbeat", "versioning", "health"):
         assert getattr(settings, section) == getattr(defaults, section), section
     assert settings.stop_grace_seconds == defaults.stop_grace_seconds
 
@@ -178,8 +188,12 @@ def test_bot_tokens_must_have_a_tokens_shape(tmp_path, monkeypatch):
     settings = load_settings(tmp_path / "absent.toml")
     assert settings.telegram.token.get_secret_value() == real  # type: ignore[union-attr]
     config = tmp_path / "clawgate.toml"
-    for section, bad in (("telegram", "hello"), ("telegram", "110201543:short"),
-                         ("discord", "hello"), ("discord", f"Bot {real}")):
+    for section, bad in (
+        ("telegram", "hello"),
+        ("telegram", "110201543:short"),
+        ("discord", "hello"),
+        ("discord", f"Bot {real}"),
+    ):
         monkeypatch.delenv("CLAWGATE_TELEGRAM__TOKEN", raising=False)
         config.write_text(f'[{section}]\ntoken = "{bad}"\n')
         with pytest.raises(ConfigError) as caught:

@@ -10,8 +10,12 @@ from gateway.config.settings import ConfigError, unknown_env_vars
 
 
 def test_model_references(make_settings):
-    settings = make_settings(llm={"provider": "anthropic", "endpoints": {
-        "local": {"provider": "openai", "base_url": "http://127.0.0.1:11434/v1"}}})
+    settings = make_settings(
+        llm={
+            "provider": "anthropic",
+            "endpoints": {"local": {"provider": "openai", "base_url": "http://127.0.0.1:11434/v1"}},
+        }
+    )
     llm = settings.llm
     assert llm.ref("claude-haiku-5-5") == ModelRef(MAIN_ENDPOINT, "claude-haiku-5-5")
     assert llm.ref("anthropic:claude-x") == ModelRef(MAIN_ENDPOINT, "claude-x")  # [llm] itself
@@ -31,9 +35,13 @@ def test_routing_from_the_environment(make_settings, monkeypatch):
     assert settings.llm.fallbacks == ["claude-haiku-5-5", "backup:gpt-x"]
     assert settings.budget.daily_usd == 1.5 and settings.prices["gpt-x"].output == 2
     roles = [(role, ref.label()) for role, ref in models_in_use(settings)]
-    assert roles == [("main", "claude-sonnet-5-5"), ("fallback", "claude-haiku-5-5"),
-                     ("fallback", "backup:gpt-x"), ("background", "claude-haiku-5-5"),
-                     ("for ann", "claude-opus-5-5")]
+    assert roles == [
+        ("main", "claude-sonnet-5-5"),
+        ("fallback", "claude-haiku-5-5"),
+        ("fallback", "backup:gpt-x"),
+        ("background", "claude-haiku-5-5"),
+        ("for ann", "claude-opus-5-5"),
+    ]
     import os
 
     assert unknown_env_vars(os.environ) == []

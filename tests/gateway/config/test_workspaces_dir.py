@@ -40,8 +40,14 @@ async def test_chat_started_from_two_directories_is_one_conversation(tmp_path, a
     """`clawgate chat` from anywhere reaches the same assistant (it used ./workspaces)."""
     llm = llm_overrides(anthropic_server)["llm"]
     env = {k: v for k, v in os.environ.items() if not k.startswith("CLAWGATE_")}
-    env.update({"PYTHONPATH": str(REPO), "CLAWGATE_LLM__BASE_URL": llm["base_url"],
-                "ANTHROPIC_API_KEY": "sk-test", "CLAWGATE_TIMEZONE": "UTC"})
+    env.update(
+        {
+            "PYTHONPATH": str(REPO),
+            "CLAWGATE_LLM__BASE_URL": llm["base_url"],
+            "ANTHROPIC_API_KEY": "sk-test",
+            "CLAWGATE_TIMEZONE": "UTC",
+        }
+    )
     outputs = []
     for name, line in (("one", "my cat is called Miso"), ("two", "what is my cat called?")):
         where = tmp_path / name
@@ -58,6 +64,12 @@ async def test_chat_started_from_two_directories_is_one_conversation(tmp_path, a
 
 async def _run(env: dict[str, str], cwd: Path, line: str) -> subprocess.CompletedProcess[str]:
     return await asyncio.to_thread(
-        subprocess.run, [sys.executable, "-m", "gateway", "chat"], input=line + "\n",
-        capture_output=True, text=True, env=env, cwd=cwd, timeout=60,
+        subprocess.run,
+        [sys.executable, "-m", "gateway", "chat"],
+        input=line + "\n",
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=cwd,
+        timeout=60,
     )

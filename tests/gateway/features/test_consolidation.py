@@ -44,16 +44,24 @@ add MEMORY.md [memory/2026-11-28.md]: The locker code is 4471.
 
 
 def _subjects(ws) -> list[str]:
-    out = subprocess.run(["git", f"--git-dir={ws / '.git'}", "log", "--format=%s"],
-                         check=True, capture_output=True, text=True).stdout
+    out = subprocess.run(
+        ["git", f"--git-dir={ws / '.git'}", "log", "--format=%s"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
     return out.splitlines()
 
 
 async def _setup(make_gateway, server, tmp_path, **settings):
     clock = FixedClock(NOW)
     gateway, channel = await make_gateway(
-        server, owner=OWNER, clock=clock,
-        llm={"model": "main-model", "background_model": "cheap-model"}, **settings)
+        server,
+        owner=OWNER,
+        clock=clock,
+        llm={"model": "main-model", "background_model": "cheap-model"},
+        **settings,
+    )
     ws = ensure_workspace(tmp_path / "workspaces", OWNER)
     await gateway.versioning.ensure_repo(ws)
     (ws / "MEMORY.md").write_text(MEMORY)
@@ -73,17 +81,26 @@ async def _setup(make_gateway, server, tmp_path, **settings):
 def test_the_plan_is_parsed_with_known_sources_only() -> None:
     files = {"MEMORY.md": MEMORY, "USER.md": "# User\n- Name: Alice\n"}
     labels = {"memory/2026-11-28.md", "DM 2026-11-29"}
-    plan = parse_plan(ANSWER + "strike M1 [DM 2026-11-29]: heading\nstrike M2 [DM 2026-11-29]: "
-                      "twice\nstrike U9 [DM 2026-11-29]: out of range\n", labels, files)
+    plan = parse_plan(
+        ANSWER + "strike M1 [DM 2026-11-29]: heading\nstrike M2 [DM 2026-11-29]: "
+        "twice\nstrike U9 [DM 2026-11-29]: out of range\n",
+        labels,
+        files,
+    )
     assert plan is not None
     assert [a.text for a in plan.adds] == [
-        "Alice's sister Jana lives in Graz.", "Alice lives in Berlin (Kreuzberg).",
-        "Prefers aisle seats on trains.", "The locker code is 4471."]  # no made-up source
+        "Alice's sister Jana lives in Graz.",
+        "Alice lives in Berlin (Kreuzberg).",
+        "Prefers aisle seats on trains.",
+        "The locker code is 4471.",
+    ]  # no made-up source
     assert [(s.file, s.line) for s in plan.strikes] == [("MEMORY.md", 2)]
     assert parse_plan("NONE", labels, files) == Plan([], [])
     # A line of a comment (the person's note about the file) is neither shown nor struck.
-    seeded = {"MEMORY.md": "# Memory\n<!-- how this file works,\n  in two lines -->\n- a fact\n",
-              "USER.md": ""}
+    seeded = {
+        "MEMORY.md": "# Memory\n<!-- how this file works,\n  in two lines -->\n- a fact\n",
+        "USER.md": "",
+    }
     assert comment_lines(seeded["MEMORY.md"]) == {2, 3}
     plan = parse_plan("strike M2 [n]: x\nstrike M3 [n]: x\nstrike M4 [n]: x", {"n"}, seeded)
     assert plan is not None and [s.line for s in plan.strikes] == [4]
@@ -92,21 +109,28 @@ def test_the_plan_is_parsed_with_known_sources_only() -> None:
 
 def test_what_does_not_fit_the_budget_gives_way() -> None:
     files = {"MEMORY.md": MEMORY, "USER.md": ""}
-    plan = parse_plan("add MEMORY.md [n]: First fact, the most durable.\n"
-                      "add MEMORY.md [n]: " + "A long and low-value detail. " * 4 + "\n"
-                      "add MEMORY.md [n]: Short last fact.\n", {"n"}, files)
+    plan = parse_plan(
+        "add MEMORY.md [n]: First fact, the most durable.\n"
+        "add MEMORY.md [n]: " + "A long and low-value detail. " * 4 + "\n"
+        "add MEMORY.md [n]: Short last fact.\n",
+        {"n"},
+        files,
+    )
     assert plan is not None
     budget = len(MEMORY) + 90
     new, promoted, struck, deferred = apply_plan(files, plan, "2026-11-29", budget)
     assert len(new["MEMORY.md"]) <= budget and struck == []
     assert [p.split(": ", 1)[1] for p in promoted] == [
-        "- First fact, the most durable. (from n)", "- Short last fact. (from n)"]
+        "- First fact, the most durable. (from n)",
+        "- Short last fact. (from n)",
+    ]
     assert len(deferred) == 1 and "low-value" in deferred[0]
     assert new["MEMORY.md"].startswith(MEMORY)  # existing lines never give way
 
 
-async def test_a_pass_promotes_with_provenance_strikes_and_is_undone(openai_server,
-                                                                     make_gateway, tmp_path):
+async def test_a_pass_promotes_with_provenance_strikes_and_is_undone(
+    openai_server, make_gateway, tmp_path
+):
     gateway, _, ws, clock = await _setup(make_gateway, openai_server, tmp_path)
     user_before = (ws / "USER.md").read_text()
     openai_server.reply_text(ANSWER)
@@ -116,8 +140,10 @@ async def test_a_pass_promotes_with_provenance_strikes_and_is_undone(openai_serv
     memory = (ws / "MEMORY.md").read_text()
     assert "- Alice's sister Jana lives in Graz. (from memory/2026-11-28.md)\n" in memory
     assert "- Alice lives in Berlin (Kreuzberg). (from memory/2026-11-28.md)\n" in memory
-    assert ("- ~~Alice lives in Munich.~~ (superseded 2026-11-29: moved to Berlin; from "
-            "memory/2026-11-28.md)") in memory
+    assert (
+        "- ~~Alice lives in Munich.~~ (superseded 2026-11-29: moved to Berlin; from "
+        "memory/2026-11-28.md)"
+    ) in memory
     assert "Eve" not in memory  # a source the pass never read: no provenance, no promotion
     assert memory.count("locker code") == 1  # already known
     assert memory.startswith("# Memory\n")
@@ -142,18 +168,24 @@ async def test_a_pass_promotes_with_provenance_strikes_and_is_undone(openai_serv
     await Versioning().undo(ws)
     assert (ws / "MEMORY.md").read_text() == MEMORY
     assert (ws / "USER.md").read_text() == user_before
-    assert gateway.metrics.registry.registry.get_sample_value(
-        "clawgate_memory_consolidation_total", {"outcome": "consolidated"}) == 1.0
+    assert (
+        gateway.metrics.registry.registry.get_sample_value(
+            "clawgate_memory_consolidation_total", {"outcome": "consolidated"}
+        )
+        == 1.0
+    )
 
 
-async def test_a_destructive_pass_is_refused_and_reported(openai_server, make_gateway,
-                                                          tmp_path):
-    gateway, channel, ws, _ = await _setup(make_gateway, openai_server, tmp_path,
-                                           memory={"consolidate_report": True})
-    openai_server.reply_text("strike M2 [memory/2026-11-28.md]: old\n"
-                             "strike M3 [memory/2026-11-28.md]: old\n"
-                             "strike M4 [memory/2026-11-28.md]: old\n"
-                             "add MEMORY.md [memory/2026-11-28.md]: Nothing is true.\n")
+async def test_a_destructive_pass_is_refused_and_reported(openai_server, make_gateway, tmp_path):
+    gateway, channel, ws, _ = await _setup(
+        make_gateway, openai_server, tmp_path, memory={"consolidate_report": True}
+    )
+    openai_server.reply_text(
+        "strike M2 [memory/2026-11-28.md]: old\n"
+        "strike M3 [memory/2026-11-28.md]: old\n"
+        "strike M4 [memory/2026-11-28.md]: old\n"
+        "add MEMORY.md [memory/2026-11-28.md]: Nothing is true.\n"
+    )
     outcome = (await Consolidator(gateway.parts).run_due())[OWNER]
     assert outcome.status == "refused" and "nothing was written" in outcome.note
     assert (ws / "MEMORY.md").read_text() == MEMORY
@@ -164,10 +196,10 @@ async def test_a_destructive_pass_is_refused_and_reported(openai_server, make_ga
     assert channel.texts()[-1].startswith("Memory consolidation 2026-11-29: refused")
 
 
-async def test_not_before_the_hour_and_not_when_turned_off(openai_server, make_gateway,
-                                                          tmp_path):
-    gateway, _, _, clock = await _setup(make_gateway, openai_server, tmp_path,
-                                         memory={"consolidate_hour": 4})
+async def test_not_before_the_hour_and_not_when_turned_off(openai_server, make_gateway, tmp_path):
+    gateway, _, _, clock = await _setup(
+        make_gateway, openai_server, tmp_path, memory={"consolidate_hour": 4}
+    )
     assert await Consolidator(gateway.parts).run_due() == {}
     clock.advance(timedelta(hours=1))
     openai_server.reply_text("NONE")
@@ -191,18 +223,29 @@ def test_only_the_owners_own_dm_words_are_read(tmp_path) -> None:
     at = "2026-11-29T03:00:00+00:00"
 
     def transcript(name: str, key: str, entries: list[dict]) -> None:
-        lines = [json.dumps({"type": "session", "key": key, "ts": at}),
-                 *(json.dumps({"ts": at, **e}) for e in entries), "{broken", "[1, 2]"]
+        lines = [
+            json.dumps({"type": "session", "key": key, "ts": at}),
+            *(json.dumps({"ts": at, **e}) for e in entries),
+            "{broken",
+            "[1, 2]",
+        ]
         (ws / "sessions" / name).write_text("\n".join(lines) + "\n")
 
-    transcript("dm.jsonl", dm_session_key(OWNER), [
-        {"type": "user", "text": "my bike is a green Brompton"},
-        {"type": "user", "text": "PAGE-TEXT: obey the page", "untrusted": "a web_fetch result"},
-        {"type": "tool_result", "text": "TOOL-OUTPUT", "name": "read_file"},
-        {"type": "assistant", "text": "Nice bike.", "ts": "2026-11-20T10:00:00+00:00"},
-    ])
-    transcript("group.jsonl", group_session_key("fakechat", "g1"), [
-        {"type": "user", "text": "GROUP-SECRET"}])
+    transcript(
+        "dm.jsonl",
+        dm_session_key(OWNER),
+        [
+            {"type": "user", "text": "my bike is a green Brompton"},
+            {"type": "user", "text": "PAGE-TEXT: obey the page", "untrusted": "a web_fetch result"},
+            {"type": "tool_result", "text": "TOOL-OUTPUT", "name": "read_file"},
+            {"type": "assistant", "text": "Nice bike.", "ts": "2026-11-20T10:00:00+00:00"},
+        ],
+    )
+    transcript(
+        "group.jsonl",
+        group_session_key("fakechat", "g1"),
+        [{"type": "user", "text": "GROUP-SECRET"}],
+    )
     since = datetime(2026, 11, 22, tzinfo=UTC)
     sources = read_sources(ws, OWNER, since)
     assert [s.label for s in sources] == ["DM 2026-11-29"]
@@ -211,12 +254,14 @@ def test_only_the_owners_own_dm_words_are_read(tmp_path) -> None:
     assert read_sources(ws, OWNER, datetime.now(UTC) + timedelta(seconds=5)) == []
 
 
-async def test_a_person_over_budget_is_skipped_and_read_again(openai_server, make_gateway,
-                                                              tmp_path):
+async def test_a_person_over_budget_is_skipped_and_read_again(
+    openai_server, make_gateway, tmp_path
+):
     """At the person's budget cap the pass makes no model call, writes nothing, and the next
     pass reads the same material."""
-    gateway, _, ws, _ = await _setup(make_gateway, openai_server, tmp_path,
-                                         budget={"workspaces": {OWNER: {"daily_tokens": 10}}})
+    gateway, _, ws, _ = await _setup(
+        make_gateway, openai_server, tmp_path, budget={"workspaces": {OWNER: {"daily_tokens": 10}}}
+    )
     calls = len(openai_server.requests)
     outcome = (await Consolidator(gateway.parts).run_due())[OWNER]
     assert outcome.status == "skipped" and "budget" in outcome.note

@@ -30,8 +30,9 @@ PERSON = "fakechat-ana"
 CHECKLIST = "# HEARTBEAT.md\n- Tell me if today's note mentions anything due today.\n"
 
 
-async def _setup(server, make_gateway, tmp_path, heartbeat: dict[str, Any] | None = None,
-                 **extra: Any):
+async def _setup(
+    server, make_gateway, tmp_path, heartbeat: dict[str, Any] | None = None, **extra: Any
+):
     clock = FixedClock(NOW)
     gateway, channel = await make_gateway(
         server, clock=clock, heartbeat={**ALL_DAY, **(heartbeat or {})}, **extra
@@ -41,8 +42,13 @@ async def _setup(server, make_gateway, tmp_path, heartbeat: dict[str, Any] | Non
     await gateway.lanes.drain()  # the turn is over (its bookkeeping too)
     workspace = workspace_path(tmp_path / "workspaces", PERSON)
     (workspace / "HEARTBEAT.md").write_text(CHECKLIST)
-    beat = Heartbeat(workspace, PERSON, GatewayHeartbeatHost(gateway.parts),
-                     policy_for(gateway.settings, PERSON), clock)
+    beat = Heartbeat(
+        workspace,
+        PERSON,
+        GatewayHeartbeatHost(gateway.parts),
+        policy_for(gateway.settings, PERSON),
+        clock,
+    )
     return gateway, channel, clock, workspace, beat
 
 
@@ -61,8 +67,7 @@ async def test_missing_and_empty_checklist_make_no_model_call(
     for text in (seeded, "", "# Checks\n\n- \n<!-- later: - call the bank -->\n"):
         (workspace / "HEARTBEAT.md").write_text(text)
         outcome = await beat.beat()
-        assert (outcome.status, outcome.reason) == ("skipped",
-                                                    "HEARTBEAT.md is effectively empty")
+        assert (outcome.status, outcome.reason) == ("skipped", "HEARTBEAT.md is effectively empty")
     assert len(anthropic_server.requests) == calls
     assert len(channel.sent) == 1
 
@@ -97,8 +102,10 @@ async def test_alert_goes_to_the_last_dm_route_and_into_the_dm_transcript(
     history = json.dumps(llm_server.requests[-1]["messages"])
     assert "Rent** is due today." in history and "done, paid it" in history
     assert "Heartbeat check" not in history  # the heartbeat turn itself stays out of the DM
-    entries = [json.loads(line) for line in
-               transcript_path(workspace, dm_session_key(PERSON)).read_text().splitlines()]
+    entries = [
+        json.loads(line)
+        for line in transcript_path(workspace, dm_session_key(PERSON)).read_text().splitlines()
+    ]
     assert any(e.get("heartbeat") and e.get("type") == "assistant" for e in entries)
 
 
@@ -114,12 +121,23 @@ async def test_light_context_and_private_tools(anthropic_server, make_gateway, t
     assert (await beat.beat()).status == "ok"
     first = _heartbeat_requests(anthropic_server)[0]
     system = json.dumps(first["system"])
-    for present in ("AGENTS.md", "SOUL.md", "IDENTITY.md", "TODAY-NOTE",
-                    "never message me before 9",  # the owner's standing instructions
-                    "anything due today", "Heartbeat check"):
+    for present in (
+        "AGENTS.md",
+        "SOUL.md",
+        "IDENTITY.md",
+        "TODAY-NOTE",
+        "never message me before 9",  # the owner's standing instructions
+        "anything due today",
+        "Heartbeat check",
+    ):
         assert present in system + json.dumps(first["messages"]), present
-    for absent in ("SECRET-USER-FILE", "SECRET-MEMORY-FILE", "YESTERDAY-NOTE", "## TOOLS.md",
-                   "echo: hello"):
+    for absent in (
+        "SECRET-USER-FILE",
+        "SECRET-MEMORY-FILE",
+        "YESTERDAY-NOTE",
+        "## TOOLS.md",
+        "echo: hello",
+    ):
         assert absent not in json.dumps(first), absent
     assert len(first["messages"]) == 1
     assert {t["name"] for t in first["tools"]} >= {"read_file", "append_file"}
@@ -146,14 +164,21 @@ async def test_quiet_hours_across_midnight_in_the_persons_zone(
 ):
     # A night-shift person in Tokyo: active 22:00-06:00 their time, overriding the default.
     own = {PERSON: {"active_start": "22:00", "active_end": "06:00", "timezone": "Asia/Tokyo"}}
-    _, _, clock, _, beat = await _setup(anthropic_server, make_gateway, tmp_path,
-                                        heartbeat={"active_start": "08:00",
-                                                   "active_end": "20:00", "workspaces": own})
+    _, _, clock, _, beat = await _setup(
+        anthropic_server,
+        make_gateway,
+        tmp_path,
+        heartbeat={"active_start": "08:00", "active_end": "20:00", "workspaces": own},
+    )
     anthropic_server.responder = lambda body: anthropic_server.make_text("HEARTBEAT_OK")
     calls = len(anthropic_server.requests)
     expected = [  # (UTC hour offset from 10:00, Tokyo time, runs?)
-        (0, "19:00", False), (3.5, "22:30", True), (6, "01:00", True),
-        (10, "05:00", True), (11, "06:00", False), (20, "15:00", False),
+        (0, "19:00", False),
+        (3.5, "22:30", True),
+        (6, "01:00", True),
+        (10, "05:00", True),
+        (11, "06:00", False),
+        (20, "15:00", False),
     ]
     start = clock.now()
     for hours, _, runs in expected:
@@ -187,17 +212,25 @@ async def test_no_dm_route_skips(anthropic_server, make_gateway, tmp_path):
     gateway, _, clock, _, _ = await _setup(anthropic_server, make_gateway, tmp_path)
     workspace = ensure_workspace(tmp_path / "workspaces", "quiet-person")
     (workspace / "HEARTBEAT.md").write_text(CHECKLIST)
-    beat = Heartbeat(workspace, "quiet-person", GatewayHeartbeatHost(gateway.parts),
-                     policy_for(gateway.settings, "quiet-person"), clock)
+    beat = Heartbeat(
+        workspace,
+        "quiet-person",
+        GatewayHeartbeatHost(gateway.parts),
+        policy_for(gateway.settings, "quiet-person"),
+        clock,
+    )
     calls = len(anthropic_server.requests)
     outcome = await beat.beat()
     assert outcome.status == "skipped" and outcome.reason.startswith("no DM route")
     # Without the state database the adapter degrades the same way.
     await gateway.state.close()
-    ana = Heartbeat(workspace_path(tmp_path / "workspaces", PERSON),
-                    PERSON, GatewayHeartbeatHost(gateway.parts),
-                    policy_for(gateway.settings, PERSON),
-                    clock)
+    ana = Heartbeat(
+        workspace_path(tmp_path / "workspaces", PERSON),
+        PERSON,
+        GatewayHeartbeatHost(gateway.parts),
+        policy_for(gateway.settings, PERSON),
+        clock,
+    )
     assert (await ana.beat()).reason.startswith("no DM route")
     assert len(anthropic_server.requests) == calls
     await gateway.state.open()
@@ -209,8 +242,7 @@ async def test_daily_token_cap_stops_beats_with_one_notice(
     _, channel, clock, workspace, beat = await _setup(
         anthropic_server, make_gateway, tmp_path, heartbeat={"daily_token_cap": 100}
     )
-    anthropic_server.reply_text("Call the bank about the card.", input_tokens=80,
-                                output_tokens=30)
+    anthropic_server.reply_text("Call the bank about the card.", input_tokens=80, output_tokens=30)
     assert (await beat.beat()).status == "alert"
     calls = len(anthropic_server.requests)
     first = await beat.beat()
@@ -229,7 +261,10 @@ async def test_daily_token_cap_stops_beats_with_one_notice(
 async def test_heartbeat_turns_never_flush_or_compact(anthropic_server, make_gateway, tmp_path):
     small = {"reserve_tokens": 2_000, "flush_margin_tokens": 1_000, "keep_recent_tokens": 1_000}
     _, _, _, workspace, beat = await _setup(
-        anthropic_server, make_gateway, tmp_path, llm={"context_window": 10_000},
+        anthropic_server,
+        make_gateway,
+        tmp_path,
+        llm={"context_window": 10_000},
         compaction=small,
     )
     for _ in range(3):
@@ -241,9 +276,7 @@ async def test_heartbeat_turns_never_flush_or_compact(anthropic_server, make_gat
     assert '"flush"' not in dm and '"compaction"' not in dm
 
 
-async def test_token_never_reaches_a_person_from_an_ordinary_turn(
-    anthropic_server, make_gateway
-):
+async def test_token_never_reaches_a_person_from_an_ordinary_turn(anthropic_server, make_gateway):
     _, channel = await make_gateway(anthropic_server)
     anthropic_server.reply_text("Sure, done. **HEARTBEAT_OK**")
     await channel.inject("bo", "do it")
@@ -273,8 +306,9 @@ async def test_service_beats_every_workspace(anthropic_server, make_gateway, tmp
 
 
 async def test_disabled_heartbeats_start_no_timer(anthropic_server, make_gateway, tmp_path):
-    gateway, _, _, _, _ = await _setup(anthropic_server, make_gateway, tmp_path,
-                                       heartbeat={"every": "0"})
+    gateway, _, _, _, _ = await _setup(
+        anthropic_server, make_gateway, tmp_path, heartbeat={"every": "0"}
+    )
     service = build_heartbeat_service(gateway.parts, sleep=FakeSleep(gateway.clock, limit=0))
     await service.start()
     assert service.persons == []
@@ -286,10 +320,14 @@ async def test_cli_heartbeat_run_and_status(tmp_path, anthropic_server):
     (workspace / "HEARTBEAT.md").write_text(CHECKLIST)
     async with StateDB.for_root(tmp_path / "workspaces") as state:
         await state.links.set_last_dm_route("telegram-42", "telegram", "42", "42", NOW)
-    env = _env(tmp_path, ANTHROPIC_API_KEY="sk-test-cli",
-               CLAWGATE_LLM__BASE_URL=anthropic_server.base_url,
-               CLAWGATE_HEARTBEAT__ACTIVE_START="00:00", CLAWGATE_HEARTBEAT__ACTIVE_END="24:00",
-               CLAWGATE_TIMEZONE="UTC")
+    env = _env(
+        tmp_path,
+        ANTHROPIC_API_KEY="sk-test-cli",
+        CLAWGATE_LLM__BASE_URL=anthropic_server.base_url,
+        CLAWGATE_HEARTBEAT__ACTIVE_START="00:00",
+        CLAWGATE_HEARTBEAT__ACTIVE_END="24:00",
+        CLAWGATE_TIMEZONE="UTC",
+    )
     anthropic_server.reply_text("Dentist at 15:00 today.", input_tokens=10)
     code, out, err = await _run(["heartbeat", "run", "--workspace", str(workspace)], env)
     assert code == 0, err
@@ -324,8 +362,13 @@ async def test_alerts_appear_in_the_terminal_chat(anthropic_server, make_setting
         workspace = ensure_workspace(settings.workspaces_dir, settings.owner)
         (workspace / "HEARTBEAT.md").write_text(CHECKLIST)
         anthropic_server.reply_text("Reminder: the dentist is at 3 pm.")
-        beat = Heartbeat(workspace, settings.owner, GatewayHeartbeatHost(gateway.parts),
-                         policy_for(settings, settings.owner), clock)
+        beat = Heartbeat(
+            workspace,
+            settings.owner,
+            GatewayHeartbeatHost(gateway.parts),
+            policy_for(settings, settings.owner),
+            clock,
+        )
         outcome = await beat.beat()
         assert outcome.status == "alert", outcome
         assert "assistant> Reminder: the dentist is at 3 pm." in out.getvalue()

@@ -31,8 +31,14 @@ async def settle(scheduler: Scheduler, time: FakeTime) -> None:
 async def _gateway(server: Any, make_gateway: Any, time: FakeTime, **extra: Any):
     """A gateway with the reminders desk, as the assembly builds it (its scheduler on the
     fake time, not started: `_start` starts it as `clawgate run` does)."""
-    gateway, channel = await make_gateway(server, clock=time, timezone="Europe/Berlin",
-                                          scheduler=True, scheduler_sleep=time.sleep, **extra)
+    gateway, channel = await make_gateway(
+        server,
+        clock=time,
+        timezone="Europe/Berlin",
+        scheduler=True,
+        scheduler_sleep=time.sleep,
+        **extra,
+    )
     desk = gateway.parts.schedule_desk
     assert isinstance(desk, GatewayScheduleDesk)
     return gateway, channel, desk
@@ -59,11 +65,13 @@ def _tool_results(server: Any) -> list[str]:
 
 
 async def test_remind_me_tomorrow_at_9_arrives_once_at_9_across_a_restart(
-        anthropic_server, make_gateway, tmp_path) -> None:
+    anthropic_server, make_gateway, tmp_path
+) -> None:
     time = FakeTime(NOW)
     gateway, channel, desk = await _gateway(anthropic_server, make_gateway, time)
-    anthropic_server.reply_tool_call("schedule_create", {"when": "tomorrow at 9",
-                                                         "text": "Send the invoice"})
+    anthropic_server.reply_tool_call(
+        "schedule_create", {"when": "tomorrow at 9", "text": "Send the invoice"}
+    )
     anthropic_server.reply_text("Done: I'll remind you tomorrow at 09:00.")
     await channel.inject("ana", "remind me tomorrow at 9 to send the invoice")
     await channel.wait_for(1)
@@ -78,8 +86,7 @@ async def test_remind_me_tomorrow_at_9_arrives_once_at_9_across_a_restart(
     await time.advance(timedelta(hours=10), lambda: settle(first, time))
     await service.stop()  # the gateway restarts overnight
     second = await _start(service, time)
-    await time.advance(timedelta(hours=12, minutes=59, seconds=59),
-                       lambda: settle(second, time))
+    await time.advance(timedelta(hours=12, minutes=59, seconds=59), lambda: settle(second, time))
     assert len(channel.sent) == 1  # 08:59:59 in Berlin: not yet
     await time.advance(timedelta(seconds=1), lambda: settle(second, time))
     assert channel.texts()[1:] == ["Send the invoice"]
@@ -89,16 +96,19 @@ async def test_remind_me_tomorrow_at_9_arrives_once_at_9_across_a_restart(
     assert channel.texts()[1:] == ["Send the invoice"]
     assert second.metrics.fired == 1
     workspace = workspace_path(tmp_path / "workspaces", PERSON)
-    entries = [json.loads(line) for line in transcript_path(
-        workspace, dm_session_key(PERSON)).read_text().splitlines()]
+    entries = [
+        json.loads(line)
+        for line in transcript_path(workspace, dm_session_key(PERSON)).read_text().splitlines()
+    ]
     reminders = [e for e in entries if e.get("reminder")]
     assert [(e["type"], e["text"]) for e in reminders] == [("assistant", "Send the invoice")]
-    assert "clawgate_schedule_runs_total{outcome=\"fired\"} 1" in gateway.metrics.render()
+    assert 'clawgate_schedule_runs_total{outcome="fired"} 1' in gateway.metrics.render()
     await service.stop()
 
 
-async def test_reminders_command_lists_and_cancels(anthropic_server, make_gateway,
-                                                   tmp_path) -> None:
+async def test_reminders_command_lists_and_cancels(
+    anthropic_server, make_gateway, tmp_path
+) -> None:
     time = FakeTime(NOW)
     _, channel, desk = await _gateway(anthropic_server, make_gateway, time)
     await channel.inject("ana", "hello")
@@ -109,8 +119,9 @@ async def test_reminders_command_lists_and_cancels(anthropic_server, make_gatewa
     await channel.inject("ana", "/reminders")
     await channel.wait_for(2)
     listing = channel.texts()[-1]
-    assert listing.splitlines()[0].startswith("1. [reminder] Stand-up - next: Tue 1 Dec 2026 "
-                                              "at 08:30 (Europe/Berlin)")
+    assert listing.splitlines()[0].startswith(
+        "1. [reminder] Stand-up - next: Tue 1 Dec 2026 at 08:30 (Europe/Berlin)"
+    )
     assert listing.splitlines()[1].startswith("2. [reminder] Check the oven - next: Mon 30 Nov")
     await channel.inject("ana", "/reminders cancel 2")
     await channel.wait_for(3)
@@ -124,32 +135,37 @@ async def test_reminders_command_lists_and_cancels(anthropic_server, make_gatewa
 
 
 async def test_groups_have_no_schedule_tools_and_the_tools_refuse_them(
-        anthropic_server, make_gateway, tmp_path) -> None:
+    anthropic_server, make_gateway, tmp_path
+) -> None:
     time = FakeTime(NOW)
-    gateway, channel, _ = await _gateway(anthropic_server, make_gateway, time,
-                                         owner=PERSON)
+    gateway, channel, _ = await _gateway(anthropic_server, make_gateway, time, owner=PERSON)
     assert {"schedule_create", "schedule_list", "schedule_cancel"} <= set(
-        gateway.parts.setup.private_tools.names())
+        gateway.parts.setup.private_tools.names()
+    )
     assert not {"schedule_create", "schedule_list", "schedule_cancel"} & set(
-        gateway.parts.setup.shared_tools.names())
+        gateway.parts.setup.shared_tools.names()
+    )
     workspace = workspace_path(tmp_path / "workspaces", PERSON)
     workspace.mkdir(parents=True, exist_ok=True)
     group = ToolContext(workspace, "fakechat:group:g1", False)
     outcome = await gateway.parts.setup.private_tools.run(
-        "schedule_create", {"when": "in 1 hour", "text": "x"}, group)
+        "schedule_create", {"when": "in 1 hour", "text": "x"}, group
+    )
     assert outcome.is_error and "only available in the owner's direct messages" in outcome.text
     assert not (workspace / ".clawgate-schedule.json").exists()
     # A group asking the model gets no such tool offered, and /reminders tells it so.
     await channel.inject("bob", "/reminders", chat_type="group", chat_id="g1")
     await channel.wait_for(1)
-    assert channel.texts()[-1] == ("Reminders are only available in a direct message with "
-                                   "the assistant.")
+    assert channel.texts()[-1] == (
+        "Reminders are only available in a direct message with the assistant."
+    )
     tools = [t["name"] for r in anthropic_server.requests for t in r.get("tools", [])]
     assert "schedule_create" not in tools
 
 
 async def test_bad_times_come_back_to_the_model_as_a_readable_error(
-        anthropic_server, make_gateway, tmp_path) -> None:
+    anthropic_server, make_gateway, tmp_path
+) -> None:
     time = FakeTime(NOW)
     _, channel, _ = await _gateway(anthropic_server, make_gateway, time)
     anthropic_server.reply_tool_call("schedule_create", {"when": "someday", "text": "x"})
@@ -160,8 +176,9 @@ async def test_bad_times_come_back_to_the_model_as_a_readable_error(
     assert "schedule_create: when is 'someday'?" in result and "Accepted forms" in result
 
 
-async def test_without_a_dm_route_the_run_waits_for_one(anthropic_server, make_gateway,
-                                                        tmp_path) -> None:
+async def test_without_a_dm_route_the_run_waits_for_one(
+    anthropic_server, make_gateway, tmp_path
+) -> None:
     from gateway.workspace.seed import ensure_workspace
 
     time = FakeTime(NOW)
@@ -182,7 +199,8 @@ async def test_without_a_dm_route_the_run_waits_for_one(anthropic_server, make_g
 
 
 async def test_an_agent_task_runs_a_light_turn_and_sends_its_answer(
-        anthropic_server, make_gateway, tmp_path) -> None:
+    anthropic_server, make_gateway, tmp_path
+) -> None:
     time = FakeTime(NOW)
     gateway, channel, desk = await _gateway(anthropic_server, make_gateway, time)
     await channel.inject("ana", "hello")
@@ -209,7 +227,8 @@ async def test_an_agent_task_runs_a_light_turn_and_sends_its_answer(
 
 
 async def test_the_same_run_delivered_twice_reaches_the_person_once(
-        anthropic_server, make_gateway, tmp_path) -> None:
+    anthropic_server, make_gateway, tmp_path
+) -> None:
     from gateway.features.scheduling import GatewaySchedulerHost
 
     time = FakeTime(NOW)

@@ -49,16 +49,24 @@ OPS = "delete 3\nstrike 5\nmove 8\n"
 
 
 def _git_subjects(ws) -> list[str]:
-    out = subprocess.run(["git", f"--git-dir={ws / '.git'}", "log", "--format=%s"],
-                         check=True, capture_output=True, text=True).stdout
+    out = subprocess.run(
+        ["git", f"--git-dir={ws / '.git'}", "log", "--format=%s"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
     return out.splitlines()
 
 
 async def _setup(make_gateway, server, tmp_path, **settings):
     clock = FixedClock(datetime(2026, 11, 29, 3, 0, tzinfo=UTC))
     gateway, _ = await make_gateway(
-        server, owner=OWNER, clock=clock,
-        llm={"model": "main-model", "background_model": "cheap-model"}, **settings)
+        server,
+        owner=OWNER,
+        clock=clock,
+        llm={"model": "main-model", "background_model": "cheap-model"},
+        **settings,
+    )
     ws = ensure_workspace(tmp_path / "workspaces", OWNER)
     await gateway.versioning.ensure_repo(ws)
     (ws / "MEMORY.md").write_text(MEMORY)
@@ -69,10 +77,15 @@ def test_the_cheap_checks() -> None:
     assert has_duplicates(MEMORY) and not has_duplicates(TIDIED)
     assert parse_answer("Here is a tidier file: ...", MEMORY) is None
     assert parse_answer("NONE", MEMORY) == {}
-    ops = parse_answer(OPS + "delete 1\ndelete 99\nmove 3\nreplace 9: - Alice likes aisle "
-                             "seats now.", MEMORY)
-    assert ops == {3: ("delete", ""), 5: ("strike", ""), 8: ("move", ""),
-                   9: ("replace", "- Alice likes aisle seats now.")}  # heading, range, twice
+    ops = parse_answer(
+        OPS + "delete 1\ndelete 99\nmove 3\nreplace 9: - Alice likes aisle seats now.", MEMORY
+    )
+    assert ops == {
+        3: ("delete", ""),
+        5: ("strike", ""),
+        8: ("move", ""),
+        9: ("replace", "- Alice likes aisle seats now."),
+    }  # heading, range, twice
     assert lines_dropped(ops, MEMORY) == 1  # only the duplicate is deleted
     new, moved = apply_ops(MEMORY, parse_answer(OPS, MEMORY), "2026-11-29")
     assert (new, moved) == (TIDIED, [MOVED])
@@ -109,7 +122,8 @@ async def test_a_pass_tidies_commits_and_is_undone(openai_server, make_gateway, 
     await Versioning().undo(ws)
     assert (ws / "MEMORY.md").read_text() == MEMORY
     metric = gateway.metrics.registry.registry.get_sample_value(
-        "clawgate_memory_tidy_total", {"outcome": "tidied"})
+        "clawgate_memory_tidy_total", {"outcome": "tidied"}
+    )
     assert metric == 2.0
 
 
@@ -123,9 +137,9 @@ async def test_a_rewrite_dropping_too_much_is_refused(openai_server, make_gatewa
     assert json.loads((ws / ".clawgate-tidy.json").read_text())["status"] == "refused"
 
 
-async def test_replacing_every_line_with_a_dot_is_a_pass_that_drops_them(openai_server,
-                                                                          make_gateway,
-                                                                          tmp_path):
+async def test_replacing_every_line_with_a_dot_is_a_pass_that_drops_them(
+    openai_server, make_gateway, tmp_path
+):
     """Red-team round 3: `replace N: .` for every line counted as keeping them all, and the
     pass was applied (MEMORY.md became dots). A line is kept only if its content is."""
     gateway, ws, _ = await _setup(make_gateway, openai_server, tmp_path)
@@ -135,13 +149,15 @@ async def test_replacing_every_line_with_a_dot_is_a_pass_that_drops_them(openai_
     assert outcome.status == "refused" and outcome.dropped == 9, outcome
     assert (ws / "MEMORY.md").read_text() == MEMORY
     # A merge or a correction keeps the line's content: still counted as kept.
-    ops = parse_answer("replace 4: - Alice's sister is Jana, a nurse in Graz.\n"
-                       "replace 9: - Alice prefers aisle seats now.\nreplace 10: ?", MEMORY)
+    ops = parse_answer(
+        "replace 4: - Alice's sister is Jana, a nurse in Graz.\n"
+        "replace 9: - Alice prefers aisle seats now.\nreplace 10: ?",
+        MEMORY,
+    )
     assert ops is not None and lines_dropped(ops, MEMORY) == 1  # only line 10
 
 
-async def test_garbage_over_budget_and_a_race_write_nothing(openai_server, make_gateway,
-                                                            tmp_path):
+async def test_garbage_over_budget_and_a_race_write_nothing(openai_server, make_gateway, tmp_path):
     gateway, ws, clock = await _setup(make_gateway, openai_server, tmp_path)
     tidier = Tidier(gateway.parts)
     openai_server.reply_text("Sure! Here is a tidier version: ...")
@@ -160,8 +176,9 @@ async def test_garbage_over_budget_and_a_race_write_nothing(openai_server, make_
     assert "Alice has a cat" in (ws / "MEMORY.md").read_text()
     openai_server.responder = None
 
-    settings = gateway.settings.model_copy(update={
-        "memory": gateway.settings.memory.model_copy(update={"tidy_max_tokens": 500})})
+    settings = gateway.settings.model_copy(
+        update={"memory": gateway.settings.memory.model_copy(update={"tidy_max_tokens": 500})}
+    )
     gateway.parts.settings = settings  # what the tidier reads
     clock.advance(timedelta(days=1))
     asked = len(openai_server.requests)
@@ -169,8 +186,9 @@ async def test_garbage_over_budget_and_a_race_write_nothing(openai_server, make_
     assert outcome.status == "over_budget" and len(openai_server.requests) == asked
 
 
-async def test_a_failing_model_is_a_failed_pass_tried_again_another_day(openai_server,
-                                                                       make_gateway, tmp_path):
+async def test_a_failing_model_is_a_failed_pass_tried_again_another_day(
+    openai_server, make_gateway, tmp_path
+):
     gateway, ws, clock = await _setup(make_gateway, openai_server, tmp_path)
     openai_server.reply_error(500)  # the background model,
     openai_server.reply_error(500)  # then the main one it falls back to

@@ -45,7 +45,7 @@ def parse_prometheus(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]],
             label = LABEL.match(rest)
             assert label, f"bad labels in {line!r}"
             labels.append((label.group(1), _canonical(label.group(1), label.group(2))))
-            rest = rest[label.end():]
+            rest = rest[label.end() :]
         family = re.sub(r"_(bucket|sum|count)$", "", name)
         assert name in types or (family in types and types[family] == "histogram"), name
         samples[(name, tuple(sorted(labels)))] = float(value)
@@ -73,12 +73,14 @@ class SwitchableChannel(RecordingChannel):
 
 
 @pytest.fixture
-async def running(anthropic_server, make_settings) -> Iterator[tuple[Gateway, HealthServer,
-                                                                    SwitchableChannel]]:
+async def running(
+    anthropic_server, make_settings
+) -> Iterator[tuple[Gateway, HealthServer, SwitchableChannel]]:
     channel = SwitchableChannel()
     settings = make_settings(**llm_overrides(anthropic_server))
-    gateway = Gateway.build(settings, build_provider(settings), channels=[channel],
-                            access=AllowAll())
+    gateway = Gateway.build(
+        settings, build_provider(settings), channels=[channel], access=AllowAll()
+    )
     await gateway.start()
     health = HealthServer(gateway.parts, "127.0.0.1", 0)
     await health.start()
@@ -152,13 +154,13 @@ async def test_metrics_parse_and_counters_move(running, anthropic_server):
 
 async def test_provider_errors_are_counted(running, anthropic_server):
     _, health, channel = running
-    anthropic_server.reply_error(401, {"type": "error", "error": {
-        "type": "authentication_error", "message": "bad key"}})
+    anthropic_server.reply_error(
+        401, {"type": "error", "error": {"type": "authentication_error", "message": "bad key"}}
+    )
     await channel.inject("hal", "hello")
     await channel.wait_for(1)
     samples = parse_prometheus((await get(health.url + "/metrics"))[2])
-    assert value(samples, "clawgate_provider_errors_total", provider="anthropic",
-                 kind="auth") == 1
+    assert value(samples, "clawgate_provider_errors_total", provider="anthropic", kind="auth") == 1
     assert value(samples, "clawgate_turns_total", outcome="provider_error") == 1
 
 
@@ -179,17 +181,20 @@ def test_registry_renders_labels_and_histograms():
         counter.inc(-1, who="a")
 
 
-async def test_logs_at_the_default_level_carry_ids_and_no_secrets(anthropic_server,
-                                                                 make_settings):
+async def test_logs_at_the_default_level_carry_ids_and_no_secrets(anthropic_server, make_settings):
     telegram_token = "123456789:AAH-telegram-token-secret-0123456789"
-    settings = make_settings(**llm_overrides(anthropic_server),
-                             telegram={"token": telegram_token}, log_redact=["hunter2-extra"])
+    settings = make_settings(
+        **llm_overrides(anthropic_server),
+        telegram={"token": telegram_token},
+        log_redact=["hunter2-extra"],
+    )
     stream = io.StringIO()
     handler = setup_logging(settings, stream=stream)
     try:
         channel = RecordingChannel()
-        gateway = Gateway.build(settings, build_provider(settings), channels=[channel],
-                          access=AllowAll())
+        gateway = Gateway.build(
+            settings, build_provider(settings), channels=[channel], access=AllowAll()
+        )
         await gateway.start()
         body = "my bank password is swordfish-4711"
         anthropic_server.reply_tool_call("write_file", {"path": "MEMORY.md", "content": body})
@@ -200,9 +205,11 @@ async def test_logs_at_the_default_level_carry_ids_and_no_secrets(anthropic_serv
         # A library that logs a request URL with the token in it (the Bot API does), and a
         # careless error message with a key: the formatter masks both.
         logging.getLogger("somelib").warning(
-            "POST https://api.telegram.org/bot%s/getUpdates", telegram_token)
+            "POST https://api.telegram.org/bot%s/getUpdates", telegram_token
+        )
         logging.getLogger("gateway.pipeline.gateway").error(
-            "auth failed with key %s and %s", TEST_KEY, "hunter2-extra")
+            "auth failed with key %s and %s", TEST_KEY, "hunter2-extra"
+        )
         await gateway.stop()
     finally:
         logging.getLogger().removeHandler(handler)
@@ -237,7 +244,8 @@ async def test_invented_tool_names_do_not_add_metric_series(running, anthropic_s
     # list_files first: past step_max_tool_calls (32) the rest get "not run" results, which
     # are counted under their (invented) names all the same.
     anthropic_server.reply_tool_calls(
-        [("list_files", {}, None)] + [(f"invented_tool_{i}", {}, None) for i in range(200)])
+        [("list_files", {}, None)] + [(f"invented_tool_{i}", {}, None) for i in range(200)]
+    )
     anthropic_server.reply_text("Done.")
     await channel.inject("gus", "call everything")
     await channel.wait_for(1)

@@ -14,16 +14,19 @@ from memory.index import RecallIndex
 
 
 def git(workspace: Path, *args: str) -> str:
-    return subprocess.run(["git", f"--git-dir={workspace / '.git'}", *args], check=True,
-                          capture_output=True, text=True).stdout
+    return subprocess.run(
+        ["git", f"--git-dir={workspace / '.git'}", *args],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
 
 
 def commit_count(workspace: Path) -> int:
     return int(git(workspace, "rev-list", "--count", "HEAD").strip())
 
 
-async def test_a_turn_that_writes_memory_makes_one_commit(anthropic_server, make_gateway,
-                                                         tmp_path):
+async def test_a_turn_that_writes_memory_makes_one_commit(anthropic_server, make_gateway, tmp_path):
     gateway, channel = await make_gateway(anthropic_server)
     await channel.inject("dana", "hello")
     await channel.wait_for(1)
@@ -50,8 +53,9 @@ async def test_a_turn_that_writes_memory_makes_one_commit(anthropic_server, make
     assert gateway.metrics.commits.value(reason="turn") == 1
 
 
-async def test_hand_edits_are_committed_before_the_next_turn(anthropic_server, make_gateway,
-                                                            tmp_path):
+async def test_hand_edits_are_committed_before_the_next_turn(
+    anthropic_server, make_gateway, tmp_path
+):
     gateway, channel = await make_gateway(anthropic_server)
     await channel.inject("erin", "hi")
     await channel.wait_for(1)
@@ -66,7 +70,8 @@ async def test_hand_edits_are_committed_before_the_next_turn(anthropic_server, m
 
 
 async def test_an_edit_during_a_chat_only_turn_is_the_humans_not_the_turns(
-        anthropic_server, make_gateway, tmp_path):
+    anthropic_server, make_gateway, tmp_path
+):
     # A turn without tool calls wrote nothing: it makes no commit (and walks no workspace),
     # and an edit made while it ran is committed as a hand edit before the next turn.
     gateway, channel = await make_gateway(anthropic_server)

@@ -35,8 +35,9 @@ class PanelRig:
         await self.client.get("/login")
         page = await (await self.client.get("/login")).text()
         pre = CSRF.search(page).group(1)  # type: ignore[union-attr]
-        response = await self.client.post("/login", data={"csrf": pre, "token": self.token},
-                                          allow_redirects=False)
+        response = await self.client.post(
+            "/login", data={"csrf": pre, "token": self.token}, allow_redirects=False
+        )
         assert response.status == 303, await response.text()
         return await self.csrf()
 
@@ -57,9 +58,11 @@ async def rig(
     scheduler = getattr(request, "param", {}).get("scheduler", True)
     # Heartbeats active all day: what the pages say must not depend on the hour of the run.
     gateway, _ = await make_gateway(
-        anthropic_server, heartbeat={"active_start": "00:00", "active_end": "00:00"},
+        anthropic_server,
+        heartbeat={"active_start": "00:00", "active_end": "00:00"},
         memory_service=MemoryService(lambda: None, MemoryOptions(watch=False)),
-        scheduler=scheduler)
+        scheduler=scheduler,
+    )
     for person in ("owner", "telegram-42"):
         ensure_workspace(gateway.settings.workspaces_dir, person)
         await gateway.versioning.ensure_repo(gateway.settings.workspaces_dir / person)

@@ -18,13 +18,32 @@ from gateway.panel.auth import (
 from gateway.panel.server import COOKIE, state_dir
 from tests.gateway.panel.conftest import CSRF
 
-GETS = ["/", "/static/htmx.min.js", "/p/owner/files", "/p/owner/file?path=MEMORY.md",
-        "/p/owner/edit?path=MEMORY.md", "/p/owner/history", "/p/owner/diff/HEAD",
-        "/p/owner/sessions", "/p/owner/session/x.jsonl", "/p/owner/search?q=tea",
-        "/p/owner/heartbeat", "/p/owner/metrics"]
-POSTS = ["/logout", "/pairing/approve", "/pairing/deny", "/approved/revoke", "/links",
-         "/p/owner/edit", "/p/owner/undo", "/p/owner/heartbeat/run",
-         "/p/owner/session/x.jsonl/compact", "/p/owner/session/x.jsonl/reset"]
+GETS = [
+    "/",
+    "/static/htmx.min.js",
+    "/p/owner/files",
+    "/p/owner/file?path=MEMORY.md",
+    "/p/owner/edit?path=MEMORY.md",
+    "/p/owner/history",
+    "/p/owner/diff/HEAD",
+    "/p/owner/sessions",
+    "/p/owner/session/x.jsonl",
+    "/p/owner/search?q=tea",
+    "/p/owner/heartbeat",
+    "/p/owner/metrics",
+]
+POSTS = [
+    "/logout",
+    "/pairing/approve",
+    "/pairing/deny",
+    "/approved/revoke",
+    "/links",
+    "/p/owner/edit",
+    "/p/owner/undo",
+    "/p/owner/heartbeat/run",
+    "/p/owner/session/x.jsonl/compact",
+    "/p/owner/session/x.jsonl/reset",
+]
 
 
 async def test_nothing_answers_without_a_login(rig):
@@ -44,25 +63,30 @@ async def test_nothing_answers_without_a_login(rig):
 async def test_token_login_sets_a_strict_httponly_cookie(rig):
     page = await (await rig.client.get("/login")).text()
     pre = CSRF.search(page).group(1)
-    wrong = await rig.client.post("/login", data={"csrf": pre, "token": "nope"},
-                                  allow_redirects=False)
+    wrong = await rig.client.post(
+        "/login", data={"csrf": pre, "token": "nope"}, allow_redirects=False
+    )
     assert wrong.status == 401
     page = await wrong.text()
     pre = CSRF.search(page).group(1)  # a fresh login CSRF token comes with the retry form
     no_csrf = await rig.client.post("/login", data={"token": rig.token}, allow_redirects=False)
     assert no_csrf.status == 403
-    response = await rig.client.post("/login", data={"csrf": pre, "token": rig.token},
-                                     allow_redirects=False)
+    response = await rig.client.post(
+        "/login", data={"csrf": pre, "token": rig.token}, allow_redirects=False
+    )
     assert response.status == 303
-    cookie = next(v for k, v in response.headers.items()
-                  if k == "Set-Cookie" and v.startswith(COOKIE + "="))
+    cookie = next(
+        v for k, v in response.headers.items() if k == "Set-Cookie" and v.startswith(COOKIE + "=")
+    )
     assert "HttpOnly" in cookie and "SameSite=Strict" in cookie and "Path=/" in cookie
     assert (await rig.client.get("/")).status == 200
 
 
 async def test_security_headers_on_every_answer(rig):
-    for response in (await rig.client.get("/login"),
-                     await rig.client.get("/", allow_redirects=False)):
+    for response in (
+        await rig.client.get("/login"),
+        await rig.client.get("/", allow_redirects=False),
+    ):
         csp = response.headers["Content-Security-Policy"]
         assert "script-src 'self'" in csp and "frame-ancestors 'none'" in csp
         assert response.headers["X-Frame-Options"] == "DENY"
@@ -74,17 +98,18 @@ async def test_every_form_needs_the_sessions_csrf_token(rig):
     for path in POSTS:
         missing = await rig.client.post(path, data={}, allow_redirects=False)
         assert missing.status == 403, path
-        wrong = await rig.client.post(path, data={"csrf": csrf[:-2] + "xx"},
-                                      allow_redirects=False)
+        wrong = await rig.client.post(path, data={"csrf": csrf[:-2] + "xx"}, allow_redirects=False)
         assert wrong.status == 403, path
     # A cross-site form post fails even with the right token.
-    cross = await rig.client.post("/links", data={"csrf": csrf, "accounts": "a b"},
-                                  headers={"Origin": "https://evil.example"},
-                                  allow_redirects=False)
+    cross = await rig.client.post(
+        "/links",
+        data={"csrf": csrf, "accounts": "a b"},
+        headers={"Origin": "https://evil.example"},
+        allow_redirects=False,
+    )
     assert cross.status == 403
     # The header form (for scripts) works like the field.
-    ok = await rig.client.post("/logout", headers={"X-CSRF-Token": csrf},
-                               allow_redirects=False)
+    ok = await rig.client.post("/logout", headers={"X-CSRF-Token": csrf}, allow_redirects=False)
     assert ok.status == 303
 
 
@@ -144,11 +169,17 @@ async def test_a_login_never_sees_people_it_may_not(rig):
     rig.client.session.cookie_jar.update_cookies({COOKIE: session.sid})
     overview = await (await rig.client.get("/")).text()
     assert "/p/owner/files" in overview and "telegram-42" not in overview
-    for path in ("/p/telegram-42/files", "/p/telegram-42/file?path=MEMORY.md",
-                 "/p/telegram-42/search?q=x", "/p/telegram-42/history"):
+    for path in (
+        "/p/telegram-42/files",
+        "/p/telegram-42/file?path=MEMORY.md",
+        "/p/telegram-42/search?q=x",
+        "/p/telegram-42/history",
+    ):
         assert (await rig.client.get(path)).status == 404, path
-    hidden = await rig.client.post("/p/telegram-42/edit", data={
-        "csrf": session.csrf, "path": "MEMORY.md", "text": "x", "base": ""})
+    hidden = await rig.client.post(
+        "/p/telegram-42/edit",
+        data={"csrf": session.csrf, "path": "MEMORY.md", "text": "x", "base": ""},
+    )
     assert hidden.status == 404
     assert (await rig.client.get("/p/owner/files")).status == 200
 

@@ -40,9 +40,17 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 # fails instead of silently skipping.
 pytestmark = pytest.mark.skipif(
     CHROMIUM is None and not os.environ.get("CLAWGATE_REQUIRE_BROWSER"),
-    reason="chromium is not installed (apt-get install chromium; .ci/run does)")
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run"]
+    reason="chromium is not installed (apt-get install chromium; .ci/run does)",
+)
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 DOC_SHOTS = Path(__file__).resolve().parents[3] / "docs" / "screenshots"
 # Read at import: the suite's clean_env fixture removes every CLAWGATE_* variable before a
 # test runs (so the documented command used to leave docs/ untouched).
@@ -77,17 +85,25 @@ NOT_FITTING = """() => {
 async def running(make_settings: Any, anthropic_server: Any) -> AsyncIterator[Any]:
     async with FakeTelegramServer() as tg:
         section = {"token": tg.token, "base_url": tg.base_url, "poll_timeout_seconds": 1}
-        settings = make_settings(**llm_overrides(anthropic_server), telegram=section,
-                                 memory={"embedder": "none", "watch": False})
+        settings = make_settings(
+            **llm_overrides(anthropic_server),
+            telegram=section,
+            memory={"embedder": "none", "watch": False},
+        )
         # As `clawgate run` builds it, with memory search and the reminders page.
         parts = assemble_parts(
-            settings, Plan(), provider=build_provider(settings),
-            options={"telegram": {"backoff": Backoff(0.05, 0.2), "stall_grace": 0.5}})
+            settings,
+            Plan(),
+            provider=build_provider(settings),
+            options={"telegram": {"backoff": Backoff(0.05, 0.2), "stall_grace": 0.5}},
+        )
         gateway = Gateway(parts)
         owner = ensure_workspace(settings.workspaces_dir, "owner")
         (owner / "memory" / "2026-11-02.md").write_text(
             "# 2026-11-02\n- Adopted a grey cat called Miso from the shelter.\n"
-            "- Booked the dentist for Thursday.\n", encoding="utf-8")
+            "- Booked the dentist for Thursday.\n",
+            encoding="utf-8",
+        )
         await gateway.versioning.ensure_repo(owner)
         await gateway.start()
         panel = PanelServer(PanelHost(gateway.parts), PanelSettings(port=0))
@@ -164,7 +180,8 @@ async def test_owner_session_in_a_real_browser(running: Any, tmp_path: Path) -> 
         await expect(row).to_contain_text("panel edit: MEMORY.md")
         await row.get_by_role("link", name="diff").click()
         await expect(row.locator("pre.diff .add").last).to_contain_text(
-            "+ - Prefers green tea in the afternoon.")
+            "+ - Prefers green tea in the afternoon."
+        )
         assert page.url.endswith("/p/owner/history")  # swapped in, not navigated
         await page.screenshot(path=str(SHOTS / "history.png"), full_page=True)
 
@@ -181,7 +198,8 @@ async def test_owner_session_in_a_real_browser(running: Any, tmp_path: Path) -> 
         result = page.locator("#results li.result").first
         await expect(result).to_contain_text("memory/2026-11-02.md:")
         await expect(result.locator("mark")).to_have_text(
-            "- Adopted a grey cat called Miso from the shelter.")
+            "- Adopted a grey cat called Miso from the shelter."
+        )
         assert page.url.endswith("/p/owner/search")
         await page.screenshot(path=str(SHOTS / "search.png"), full_page=True)
 
@@ -206,8 +224,9 @@ async def test_owner_session_in_a_real_browser(running: Any, tmp_path: Path) -> 
         await expect(page.locator(".flash.error")).to_contain_text("Not added")
         await expect(page.get_by_label("When")).to_have_value("when pigs fly")
         await page.screenshot(path=str(SHOTS / "reminders.png"), full_page=True)
-        await rows.filter(has_text="Take the bread out").get_by_role(
-            "button", name="Cancel").click()
+        await (
+            rows.filter(has_text="Take the bread out").get_by_role("button", name="Cancel").click()
+        )
         await expect(page.locator(".flash")).to_contain_text("Cancelled #3")
         await expect(page.locator("tbody tr")).to_have_count(2)
 
@@ -217,12 +236,14 @@ async def test_owner_session_in_a_real_browser(running: Any, tmp_path: Path) -> 
         await page.screenshot(path=str(SHOTS / "sessions.png"))
         await page.get_by_role("link", name=f"{person}:dm").click()
         await expect(page.locator(".msg.assistant").last).to_contain_text(
-            "echo: thanks! remind me about tea")
+            "echo: thanks! remind me about tea"
+        )
         await page.screenshot(path=str(SHOTS / "session.png"), full_page=True)
         # Run a heartbeat now: the outcome and its reason come back (a quiet
         # HEARTBEAT_OK, or why it was skipped, e.g. outside active hours).
         (gateway.settings.workspaces_dir / person / "HEARTBEAT.md").write_text(
-            "# Checks\n- Did Rosa ask for a reminder that is due?\n", encoding="utf-8")
+            "# Checks\n- Did Rosa ask for a reminder that is due?\n", encoding="utf-8"
+        )
         anthropic_server.reply_text("HEARTBEAT_OK")
         await page.goto(f"{base}/p/{person}/heartbeat")
         await page.get_by_role("button", name="Run a heartbeat now").click()
@@ -241,18 +262,27 @@ async def test_owner_session_in_a_real_browser(running: Any, tmp_path: Path) -> 
 
         # A phone's width: every page fits, nothing is cut off (the overview used to clip
         # its Revoke button and text).
-        phone = await browser.new_context(viewport=PHONE, storage_state=await
-                                          context.storage_state())
+        phone = await browser.new_context(
+            viewport=PHONE, storage_state=await context.storage_state()
+        )
         mobile = await phone.new_page()
         session_url = f"/p/{person}/sessions"
         await mobile.goto(base + session_url)
         session_url = await mobile.get_by_role("link", name=f"{person}:dm").get_attribute("href")
-        pages = {"overview": "/", "files": "/p/owner/files",
-                 "file": "/p/owner/file?path=MEMORY.md", "history": "/p/owner/history",
-                 "sessions": f"/p/{person}/sessions", "session": session_url,
-                 "search": "/p/owner/search?q=grey+cat+Miso", "reminders": "/p/owner/reminders",
-                 "heartbeat": f"/p/{person}/heartbeat", "usage": f"/p/{person}/usage",
-                 "metrics": f"/p/{person}/metrics", "not-found": "/p/nobody/files"}
+        pages = {
+            "overview": "/",
+            "files": "/p/owner/files",
+            "file": "/p/owner/file?path=MEMORY.md",
+            "history": "/p/owner/history",
+            "sessions": f"/p/{person}/sessions",
+            "session": session_url,
+            "search": "/p/owner/search?q=grey+cat+Miso",
+            "reminders": "/p/owner/reminders",
+            "heartbeat": f"/p/{person}/heartbeat",
+            "usage": f"/p/{person}/usage",
+            "metrics": f"/p/{person}/metrics",
+            "not-found": "/p/nobody/files",
+        }
         shots = {"overview", "session", "search", "reminders", "metrics"}
         for name, path in pages.items():
             await mobile.goto(base + path)

@@ -31,16 +31,19 @@ async def _a_week_of_history(gateway: Any, owner: Path) -> None:
     await versioning.commit(owner, "turn", note="a fact")
     for number in range(4):
         (owner / ".clawgate-schedule.json").write_text(
-            f'{{"version": 1, "jobs": [], "n": {number}}}\n', encoding="utf-8")
+            f'{{"version": 1, "jobs": [], "n": {number}}}\n', encoding="utf-8"
+        )
         await versioning.commit(owner, "turn", note="a reminder fired")
-    memory.write_text("# Memory\n- Alex takes sencha tea, one sugar\n- Has a cat called Miso.\n",
-                      encoding="utf-8")
+    memory.write_text(
+        "# Memory\n- Alex takes sencha tea, one sugar\n- Has a cat called Miso.\n", encoding="utf-8"
+    )
     await versioning.commit(owner, "turn", note="another fact")
 
 
 @pytest.mark.timeout(300)
-async def test_names_history_and_time_phrases_in_a_real_browser(running: Any,
-                                                                tmp_path: Path) -> None:
+async def test_names_history_and_time_phrases_in_a_real_browser(
+    running: Any, tmp_path: Path
+) -> None:
     from playwright.async_api import async_playwright, expect
 
     from gateway.panel.auth import issue_link_code
@@ -50,8 +53,9 @@ async def test_names_history_and_time_phrases_in_a_real_browser(running: Any,
     owner = gateway.settings.workspaces_dir / "owner"
     shots = tmp_path / "shots"
     shots.mkdir()
-    (owner / "USER.md").write_text("# USER.md\n- Name: Alex\n- Time zone: Europe/Berlin\n",
-                                   encoding="utf-8")
+    (owner / "USER.md").write_text(
+        "# USER.md\n- Name: Alex\n- Time zone: Europe/Berlin\n", encoding="utf-8"
+    )
     await _a_week_of_history(gateway, owner)
     # Rosa writes on Telegram and is approved: her workspace is telegram-5150.
     await tg.send_text(STRANGER, "hello, can we talk?", first_name="Rosa")
@@ -62,8 +66,7 @@ async def test_names_history_and_time_phrases_in_a_real_browser(running: Any,
 
     async with async_playwright() as pw:
         browser = await pw.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        page = await (await browser.new_context(viewport={"width": 1100, "height": 900})
-                      ).new_page()
+        page = await (await browser.new_context(viewport={"width": 1100, "height": 900})).new_page()
         base = panel.url
         login = issue_link_code(panel.panel.auth.state_dir, 600)
         await page.goto(f"{base}/login/link?code={login}")
@@ -72,12 +75,15 @@ async def test_names_history_and_time_phrases_in_a_real_browser(running: Any,
         # People by name, their id beside it in grey.
         people = page.locator("section.card", has=page.locator("h2", has_text="People"))
         await expect(people.get_by_role("link", name="Rosa")).to_have_attribute(
-            "href", f"/p/{person}/files")
+            "href", f"/p/{person}/files"
+        )
         await expect(people.get_by_role("link", name="Alex")).to_have_attribute(
-            "href", "/p/owner/files")
+            "href", "/p/owner/files"
+        )
         await expect(people.locator("tr", has_text="Rosa")).to_contain_text(person)
-        await expect(page.locator("section.card", has=page.locator("h2", has_text="Approved"))
-                     ).to_contain_text(f"Rosa telegram:{STRANGER}")
+        await expect(
+            page.locator("section.card", has=page.locator("h2", has_text="Approved"))
+        ).to_contain_text(f"Rosa telegram:{STRANGER}")
         await page.screenshot(path=str(shots / "overview.png"), full_page=True)
         await page.goto(f"{base}/p/{person}/sessions")
         await expect(page.locator("main > h1 .who")).to_have_text("Rosa")

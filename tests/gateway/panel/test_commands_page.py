@@ -14,13 +14,44 @@ async def test_commands_page_lists_runs_and_waiting_requests(rig):
     assert "no commands ran for this person" in empty and "nothing waiting" in empty
     store = ApprovalStore(rig.gateway.state.database)
     now = time.time()
-    await store.record_run(RunRecord("owner", "echo <script>alert(1)</script> | wc -c", ".",
-                                     False, "telegram:42", 0, "exited", 0.25, 31, now))
-    await store.record_run(RunRecord("telegram-42", "ls secret-of-42", ".", False,
-                                     "allowlist", 0, "exited", 0.1, 5, now))
-    await store.add(Approval("ABC234", "owner", "/w/owner", "owner:dm", "telegram", "42",
-                             "make backup", "notes", False, 60.0, "d" * 64, "pending", False,
-                             now, now + 600))
+    await store.record_run(
+        RunRecord(
+            "owner",
+            "echo <script>alert(1)</script> | wc -c",
+            ".",
+            False,
+            "telegram:42",
+            0,
+            "exited",
+            0.25,
+            31,
+            now,
+        )
+    )
+    await store.record_run(
+        RunRecord(
+            "telegram-42", "ls secret-of-42", ".", False, "allowlist", 0, "exited", 0.1, 5, now
+        )
+    )
+    await store.add(
+        Approval(
+            "ABC234",
+            "owner",
+            "/w/owner",
+            "owner:dm",
+            "telegram",
+            "42",
+            "make backup",
+            "notes",
+            False,
+            60.0,
+            "d" * 64,
+            "pending",
+            False,
+            now,
+            now + 600,
+        )
+    )
     page = await (await rig.client.get("/p/owner/commands")).text()
     assert 'href="/p/owner/commands" class="on"' in page
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page and "<script>alert" not in page

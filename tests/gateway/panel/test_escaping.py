@@ -35,7 +35,8 @@ async def test_hostile_text_is_escaped_on_every_page(rig):
     workspace = gateway.settings.workspaces_dir / "owner"
     # A stranger's display name (Telegram's first_name is anyone's to choose).
     await Pairing(gateway.state).request(
-        InboundMessage("telegram", "31337", "31337", "hi", sender_name=EVIL))
+        InboundMessage("telegram", "31337", "31337", "hi", sender_name=EVIL)
+    )
     # A log line quoting hostile text (an MCP server's error, a platform's answer).
     logging.getLogger("gateway.capabilities.mcp_manager").error("mcp server %s failed", EVIL)
     # An MCP tool's name, as counted and as called in a transcript.
@@ -44,20 +45,34 @@ async def test_hostile_text_is_escaped_on_every_page(rig):
     (workspace / "notes").mkdir()
     hostile_file = workspace / "notes" / f"{EVIL.replace('/', '_')}.txt"
     hostile_file.write_text(EVIL, encoding="utf-8")
-    (workspace / "memory" / "2026-11-02.md").write_text(f"- {EVIL} grey cat\n",
-                                                        encoding="utf-8")
+    (workspace / "memory" / "2026-11-02.md").write_text(f"- {EVIL} grey cat\n", encoding="utf-8")
     # A transcript: what the person said, the model answered, a tool was called with.
     path = transcript_path(workspace, "owner:dm")
     lines = [
         {"type": "session", "key": "owner:dm"},
         {"ts": "2026-11-02T10:00:00+00:00", "type": "user", "text": EVIL},
-        {"ts": "2026-11-02T10:00:01+00:00", "type": "assistant", "text": EVIL,
-         "tool_calls": [{"id": "c1", "name": f"mcp__{EVIL}", "arguments": {"q": EVIL}}]},
-        {"ts": "2026-11-02T10:00:02+00:00", "type": "tool_result", "tool_call_id": "c1",
-         "name": f"mcp__{EVIL}", "text": EVIL, "is_error": True},
+        {
+            "ts": "2026-11-02T10:00:01+00:00",
+            "type": "assistant",
+            "text": EVIL,
+            "tool_calls": [{"id": "c1", "name": f"mcp__{EVIL}", "arguments": {"q": EVIL}}],
+        },
+        {
+            "ts": "2026-11-02T10:00:02+00:00",
+            "type": "tool_result",
+            "tool_call_id": "c1",
+            "name": f"mcp__{EVIL}",
+            "text": EVIL,
+            "is_error": True,
+        },
         {"ts": "2026-11-02T10:00:03+00:00", "type": "delivery", "ok": False, "error": EVIL},
-        {"ts": "2026-11-02T10:00:04+00:00", "type": "compaction", "summary": EVIL,
-         "reason": EVIL, "first_kept_entry": 1},
+        {
+            "ts": "2026-11-02T10:00:04+00:00",
+            "type": "compaction",
+            "summary": EVIL,
+            "reason": EVIL,
+            "first_kept_entry": 1,
+        },
     ]
     path.write_text("".join(json.dumps(x) + "\n" for x in lines), encoding="utf-8")
     (workspace / "HEARTBEAT.md").write_text(f"# Checks\n- {EVIL}\n", encoding="utf-8")
@@ -67,19 +82,23 @@ async def test_hostile_text_is_escaped_on_every_page(rig):
 
     name = hostile_file.relative_to(workspace).as_posix()
     pages = {
-        "overview": "/", "files": "/p/owner/files",
-        "file": f"/p/owner/file?path={_q(name)}", "editor": f"/p/owner/edit?path={_q(name)}",
+        "overview": "/",
+        "files": "/p/owner/files",
+        "file": f"/p/owner/file?path={_q(name)}",
+        "editor": f"/p/owner/edit?path={_q(name)}",
         "session": f"/p/owner/session/{path.name}",
         "search": f"/p/owner/search?q={_q(EVIL + ' grey cat')}",
-        "metrics": "/p/owner/metrics", "reminders": "/p/owner/reminders",
+        "metrics": "/p/owner/metrics",
+        "reminders": "/p/owner/reminders",
         "heartbeat": "/p/owner/heartbeat",
     }
     for where, url in pages.items():
         response = await rig.client.get(url)
         assert response.status == 200, (where, await response.text())
         _assert_escaped(await response.text(), where)
-    fragment = await rig.client.get(f"/p/owner/search?q={_q(EVIL + ' grey cat')}",
-                                    headers={"HX-Request": "true"})
+    fragment = await rig.client.get(
+        f"/p/owner/search?q={_q(EVIL + ' grey cat')}", headers={"HX-Request": "true"}
+    )
     _assert_escaped(await fragment.text(), "search fragment")
     # Refusals echo what was asked for, escaped too.
     for url in (f"/p/owner/file?path={_q(EVIL)}", f"/p/owner/edit?path={_q('../' + EVIL)}"):
@@ -114,8 +133,9 @@ def test_templates_are_autoescaped_and_never_opt_out():
         source = module.read_text(encoding="utf-8")
         if module.name != "html.py":
             assert "Markup(" not in source, module.name
-        assert not re.search(r"""f["'][^"'\n]*<(div|p|td|tr|span|a |table|section|form)\b""",
-                             source), f"{module.name} formats HTML in an f-string"
+        assert not re.search(
+            r"""f["'][^"'\n]*<(div|p|td|tr|span|a |table|section|form)\b""", source
+        ), f"{module.name} formats HTML in an f-string"
 
 
 def test_markdown_is_the_one_trusted_html_and_keeps_raw_html_out():

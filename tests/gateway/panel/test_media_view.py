@@ -19,14 +19,37 @@ async def test_attachments_and_transcripts_in_the_session_view(rig):
     path.parent.mkdir(exist_ok=True)
     lines = [
         {"type": "session", "key": "owner:dm"},
-        {"ts": "2026-03-01T10:15:00+00:00", "type": "user", "text": "[photo ...] look",
-         "media": [{"kind": "image", "label": "photo", "file": "inbox/2026-03-01/101500-photo.jpg",
-                    "seen": "inbox/2026-03-01/.seen/101500-photo.jpg", "usable": True}]},
-        {"ts": "2026-03-01T10:16:00+00:00", "type": "user", "text": "[voice message] ...",
-         "media": [{"kind": "audio", "label": "voice message", "duration": 4.2,
-                    "transcript": "call <mum> at six", "usable": True},
-                   {"kind": "video", "label": "video", "error": "I can't open a video yet"},
-                   "junk", {"kind": ["not", "a", "string"]}]},
+        {
+            "ts": "2026-03-01T10:15:00+00:00",
+            "type": "user",
+            "text": "[photo ...] look",
+            "media": [
+                {
+                    "kind": "image",
+                    "label": "photo",
+                    "file": "inbox/2026-03-01/101500-photo.jpg",
+                    "seen": "inbox/2026-03-01/.seen/101500-photo.jpg",
+                    "usable": True,
+                }
+            ],
+        },
+        {
+            "ts": "2026-03-01T10:16:00+00:00",
+            "type": "user",
+            "text": "[voice message] ...",
+            "media": [
+                {
+                    "kind": "audio",
+                    "label": "voice message",
+                    "duration": 4.2,
+                    "transcript": "call <mum> at six",
+                    "usable": True,
+                },
+                {"kind": "video", "label": "video", "error": "I can't open a video yet"},
+                "junk",
+                {"kind": ["not", "a", "string"]},
+            ],
+        },
     ]
     path.write_text("".join(json.dumps(x) + "\n" for x in lines), encoding="utf-8")
     page = await (await rig.client.get(f"/p/owner/session/{path.name}")).text()
@@ -42,8 +65,14 @@ async def test_attachments_and_transcripts_in_the_session_view(rig):
 async def test_the_thumbnail_route_serves_nothing_else(rig):
     await rig.login()
     workspace = rig.gateway.settings.workspaces_dir / "owner"
-    for bad in ("MEMORY.md", "inbox/../MEMORY.md", "inbox/.seen/../../USER.md",
-                "../telegram-42/inbox/x/.seen/a.jpg", "inbox/2026-03-01/photo.jpg", ""):
+    for bad in (
+        "MEMORY.md",
+        "inbox/../MEMORY.md",
+        "inbox/.seen/../../USER.md",
+        "../telegram-42/inbox/x/.seen/a.jpg",
+        "inbox/2026-03-01/photo.jpg",
+        "",
+    ):
         response = await rig.client.get("/p/owner/inbox-image", params={"path": bad})
         assert response.status == 404, bad
     assert (workspace / "MEMORY.md").exists()

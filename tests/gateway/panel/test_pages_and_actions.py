@@ -20,7 +20,8 @@ def _ws(rig, person="owner"):
 
 async def _ask_pairing(rig, sender="777", name="Rosa") -> str:
     reply = await Pairing(rig.gateway.state).request(
-        InboundMessage("telegram", sender, sender, "hi", sender_name=name))
+        InboundMessage("telegram", sender, sender, "hi", sender_name=name)
+    )
     return reply.split("code is ")[1].split(" ")[0]
 
 
@@ -30,19 +31,23 @@ async def test_overview_shows_channels_people_pairing_and_what_needs_attention(r
     await rig.login()
     code = await _ask_pairing(rig)
     logging.getLogger("gateway.pipeline.delivery").warning(
-        "delivery to telegram chat 5 failed (timed out); retrying")
+        "delivery to telegram chat 5 failed (timed out); retrying"
+    )
     logging.getLogger("gateway.pipeline.delivery").error(
-        "delivery to telegram chat 5 given up after 8 attempts (Forbidden)")
+        "delivery to telegram chat 5 given up after 8 attempts (Forbidden)"
+    )
     page = await (await rig.client.get("/")).text()
     # The recording channel's row says ready, and says down once the channel reports so.
-    row = re.compile(r'<td[^>]*>fakechat</td><td[^>]*><span class="\w+">(\w+)</span></td>'
-                     r'<td[^>]*>([^<]*)</td>')
+    row = re.compile(
+        r'<td[^>]*>fakechat</td><td[^>]*><span class="\w+">(\w+)</span></td>'
+        r"<td[^>]*>([^<]*)</td>"
+    )
     assert row.findall(page) == [("ready", "started")]
     rig.gateway.channels["fakechat"].set_ready(False, "platform unreachable")
     page = await (await rig.client.get("/")).text()
     assert row.findall(page) == [("down", "platform unreachable")]
     assert "state database" in page
-    assert '/p/owner/files' in page and '/p/telegram-42/files' in page
+    assert "/p/owner/files" in page and "/p/telegram-42/files" in page
     assert code in page and "Rosa" in page  # the request, with Approve and Deny
     attention = page.split('id="attention"')[1].split("</section>")[0]
     # Routine pairing requests and retry notices are not errors; a give-up is.
@@ -84,7 +89,8 @@ async def test_files_list_view_renders_markdown_without_raw_html(rig):
     await rig.login()
     (_ws(rig) / "notes").mkdir()
     (_ws(rig) / "notes" / "x.md").write_text(
-        "# Title\n\n<script>alert(1)</script>\n\n[bad](javascript:alert(1))\n", encoding="utf-8")
+        "# Title\n\n<script>alert(1)</script>\n\n[bad](javascript:alert(1))\n", encoding="utf-8"
+    )
     listing = await (await rig.client.get("/p/owner/files")).text()
     assert "MEMORY.md" in listing and "notes/x.md" in listing
     assert "sessions/" not in listing and ".git" not in listing
@@ -101,8 +107,9 @@ async def test_save_commits_and_history_diff_undo(rig):
     page = await (await rig.client.get("/p/owner/edit?path=MEMORY.md")).text()
     base = re.search(r'name="base" value="([0-9a-f]*)"', page).group(1)
     before = (_ws(rig) / "MEMORY.md").read_text(encoding="utf-8")
-    saved = await rig.post("/p/owner/edit", {"path": "MEMORY.md", "base": base,
-                                             "text": before + "- tea\r\n"}, csrf)
+    saved = await rig.post(
+        "/p/owner/edit", {"path": "MEMORY.md", "base": base, "text": before + "- tea\r\n"}, csrf
+    )
     assert saved.status == 303
     assert (_ws(rig) / "MEMORY.md").read_text(encoding="utf-8") == before + "- tea\n"
     history = await (await rig.client.get("/p/owner/history")).text()
@@ -123,24 +130,27 @@ async def test_hand_edit_meanwhile_is_a_conflict_not_an_overwrite(rig):
     page = await (await rig.client.get("/p/owner/edit?path=MEMORY.md")).text()
     base = re.search(r'name="base" value="([0-9a-f]*)"', page).group(1)
     (_ws(rig) / "MEMORY.md").write_text("- written by the assistant\n", encoding="utf-8")
-    response = await rig.post("/p/owner/edit", {"path": "MEMORY.md", "base": base,
-                                                "text": "- mine\n"}, csrf)
+    response = await rig.post(
+        "/p/owner/edit", {"path": "MEMORY.md", "base": base, "text": "- mine\n"}, csrf
+    )
     assert response.status == 409
     page = await response.text()
     assert "written by the assistant" in page and "- mine" in page
     assert (_ws(rig) / "MEMORY.md").read_text(encoding="utf-8") == "- written by the assistant\n"
     # The conflict page's editor is based on the current file: saving from it works.
     new_base = re.search(r'name="base" value="([0-9a-f]*)"', page).group(1)
-    ok = await rig.post("/p/owner/edit", {"path": "MEMORY.md", "base": new_base,
-                                          "text": "- merged\n"}, csrf)
+    ok = await rig.post(
+        "/p/owner/edit", {"path": "MEMORY.md", "base": new_base, "text": "- merged\n"}, csrf
+    )
     assert ok.status == 303
     history = await (await rig.client.get("/p/owner/history")).text()
     assert "hand edit: MEMORY.md" in history  # the assistant's/hand change kept its own commit
     # A new file needs the empty base; an empty base on an existing file is a conflict.
     new = await rig.post("/p/owner/edit", {"path": "notes/new.md", "base": "", "text": "n"}, csrf)
     assert new.status == 303 and (_ws(rig) / "notes" / "new.md").read_text() == "n"
-    assert (await rig.post("/p/owner/edit", {"path": "notes/new.md", "base": "",
-                                             "text": "again"}, csrf)).status == 409
+    assert (
+        await rig.post("/p/owner/edit", {"path": "notes/new.md", "base": "", "text": "again"}, csrf)
+    ).status == 409
 
 
 async def test_editor_is_confined_like_the_file_tools(rig, tmp_path):
@@ -149,9 +159,18 @@ async def test_editor_is_confined_like_the_file_tools(rig, tmp_path):
     outside.write_text("secret", encoding="utf-8")
     (_ws(rig) / "link.md").symlink_to(outside)
     (_ws(rig) / "linkdir").symlink_to(tmp_path)
-    refused = ["../telegram-42/MEMORY.md", "/etc/passwd", "~/x.md", ".git/config",
-               "notes/../../x.md", "link.md", "linkdir/outside.md", "a\\b.md", ".gitignore",
-               "sessions/evil.jsonl"]
+    refused = [
+        "../telegram-42/MEMORY.md",
+        "/etc/passwd",
+        "~/x.md",
+        ".git/config",
+        "notes/../../x.md",
+        "link.md",
+        "linkdir/outside.md",
+        "a\\b.md",
+        ".gitignore",
+        "sessions/evil.jsonl",
+    ]
     for path in refused:
         view = await rig.client.get("/p/owner/edit", params={"path": path})
         save = await rig.post("/p/owner/edit", {"path": path, "base": "", "text": "pwned"}, csrf)
@@ -162,8 +181,9 @@ async def test_editor_is_confined_like_the_file_tools(rig, tmp_path):
     assert not (_ws(rig) / "sessions" / "evil.jsonl").exists()
     assert "pwned" not in (_ws(rig, "telegram-42") / "MEMORY.md").read_text(encoding="utf-8")
     # The owner's own private memory is editable (the panel is a private context).
-    ok = await rig.post("/p/owner/edit", {"path": "memory/2026-01-01.md", "base": "",
-                                          "text": "- note"}, csrf)
+    ok = await rig.post(
+        "/p/owner/edit", {"path": "memory/2026-01-01.md", "base": "", "text": "- note"}, csrf
+    )
     assert ok.status == 303
 
 
@@ -175,15 +195,34 @@ async def test_sessions_fold_tool_calls_and_mark_compactions(rig):
     lines = [
         {"type": "session", "key": "owner:dm"},
         {"ts": f"{day}T10:00:00+00:00", "type": "user", "text": "what is on today?"},
-        {"ts": f"{day}T10:00:01+00:00", "type": "assistant", "text": "",
-         "tool_calls": [{"id": "c1", "name": "read_file", "arguments": {"path": "MEMORY.md"}}]},
-        {"ts": f"{day}T10:00:02+00:00", "type": "tool_result", "tool_call_id": "c1",
-         "name": "read_file", "text": "- dentist thursday", "is_error": False},
-        {"ts": f"{day}T10:00:03+00:00", "type": "assistant", "text": "The dentist.",
-         "usage": {"input_tokens": 100, "output_tokens": 7}},
+        {
+            "ts": f"{day}T10:00:01+00:00",
+            "type": "assistant",
+            "text": "",
+            "tool_calls": [{"id": "c1", "name": "read_file", "arguments": {"path": "MEMORY.md"}}],
+        },
+        {
+            "ts": f"{day}T10:00:02+00:00",
+            "type": "tool_result",
+            "tool_call_id": "c1",
+            "name": "read_file",
+            "text": "- dentist thursday",
+            "is_error": False,
+        },
+        {
+            "ts": f"{day}T10:00:03+00:00",
+            "type": "assistant",
+            "text": "The dentist.",
+            "usage": {"input_tokens": 100, "output_tokens": 7},
+        },
         {"ts": f"{day}T10:00:04+00:00", "type": "delivery", "ok": True},
-        {"ts": f"{day}T11:00:00+00:00", "type": "compaction", "summary": "Asked about today.",
-         "first_kept_entry": 4, "reason": "manual"},
+        {
+            "ts": f"{day}T11:00:00+00:00",
+            "type": "compaction",
+            "summary": "Asked about today.",
+            "first_kept_entry": 4,
+            "reason": "manual",
+        },
     ]
     path.write_text("".join(json.dumps(x) + "\n" for x in lines), encoding="utf-8")
     listing = await (await rig.client.get("/p/owner/sessions")).text()
@@ -220,19 +259,24 @@ async def test_compact_and_reset_go_through_the_session_lane(rig):
     assert not (_ws(rig, person) / "sessions" / name).exists()
     archived = [p.name for p in (_ws(rig, person) / "sessions").iterdir()]
     assert any(n.startswith(name[:-6] + ".") for n in archived)
-    assert "Started a fresh session" in await (await rig.client.get(
-        reset.headers["Location"])).text()
+    assert (
+        "Started a fresh session" in await (await rig.client.get(reset.headers["Location"])).text()
+    )
 
 
 async def test_search_page_and_fragment(rig):
     await rig.login()
     (_ws(rig) / "memory" / "2026-11-02.md").write_text(
-        "- Adopted a grey cat called Miso.\n", encoding="utf-8")
+        "- Adopted a grey cat called Miso.\n", encoding="utf-8"
+    )
     page = await (await rig.client.get("/p/owner/search", params={"q": "Miso cat"})).text()
     assert "memory/2026-11-02.md:1-1" in page and "Adopted a grey cat" in page
     assert re.search(r'class="score">\d\.\d{3}<', page)
-    fragment = await (await rig.client.get("/p/owner/search", params={"q": "Miso"},
-                                           headers={"HX-Request": "true"})).text()
+    fragment = await (
+        await rig.client.get(
+            "/p/owner/search", params={"q": "Miso"}, headers={"HX-Request": "true"}
+        )
+    ).text()
     assert fragment.startswith('<div id="results">') and "<html" not in fragment
     nothing = await (await rig.client.get("/p/owner/search", params={"q": "zebra"})).text()
     assert "nothing matched" in nothing
@@ -240,8 +284,7 @@ async def test_search_page_and_fragment(rig):
 
 async def test_heartbeat_page_and_run_now(rig, anthropic_server):
     csrf = await rig.login()
-    (_ws(rig) / "HEARTBEAT.md").write_text("# Checks\n- Look at the calendar.\n",
-                                            encoding="utf-8")
+    (_ws(rig) / "HEARTBEAT.md").write_text("# Checks\n- Look at the calendar.\n", encoding="utf-8")
     page = await (await rig.client.get("/p/owner/heartbeat")).text()
     assert "Look at the calendar" in page and "Tokens today" in page and "150,000" in page
     response = await rig.post("/p/owner/heartbeat/run", {}, csrf)
@@ -284,8 +327,6 @@ async def test_panel_url_knows_whether_a_panel_answers(make_gateway, anthropic_s
     finally:
         await panel.stop()
     assert not await asyncio.to_thread(panel_answers, settings)
-
-
 
 
 async def test_group_sessions_reset_with_their_area_and_odd_keys_are_refused(rig):

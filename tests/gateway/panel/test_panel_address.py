@@ -22,9 +22,16 @@ HANG = 30.0  # a bound for a process that hangs, not a speed figure
 
 async def _panel_url(env: dict[str, str]) -> tuple[int, str, str]:
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "gateway", "panel", "url", env=env,
-        stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE)
+        sys.executable,
+        "-m",
+        "gateway",
+        "panel",
+        "url",
+        env=env,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
     out, err = await asyncio.wait_for(process.communicate(), HANG)
     return process.returncode or 0, out.decode(), err.decode()
 
@@ -32,16 +39,25 @@ async def _panel_url(env: dict[str, str]) -> tuple[int, str, str]:
 async def _bound_port(log) -> int:  # type: ignore[no-untyped-def]
     """The port the gateway says its panel is on (its notice in the log)."""
     async with asyncio.timeout(HANG):
-        while not (found := re.search(r"panel on http://127\.0\.0\.1:(\d+)",
-                                      log.read_text(errors="replace"))):
+        while not (
+            found := re.search(
+                r"panel on http://127\.0\.0\.1:(\d+)", log.read_text(errors="replace")
+            )
+        ):
             await asyncio.sleep(0.05)
     return int(found.group(1))
 
 
 async def test_panel_url_links_to_the_port_a_running_gateway_bound(tmp_path, anthropic_server):
     async with FakeTelegramServer(max_poll=0.3) as tg:
-        env = gateway_env(tmp_path, tg, anthropic_server.base_url, [PERSON],
-                          CLAWGATE_PANEL__ENABLED="true", CLAWGATE_PANEL__PORT="0")
+        env = gateway_env(
+            tmp_path,
+            tg,
+            anthropic_server.base_url,
+            [PERSON],
+            CLAWGATE_PANEL__ENABLED="true",
+            CLAWGATE_PANEL__PORT="0",
+        )
         log = tmp_path / "gateway.log"
         gateway = await start_gateway(env, log)
         try:

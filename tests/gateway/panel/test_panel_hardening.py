@@ -19,8 +19,9 @@ def _ws(rig, person="owner"):
     return rig.gateway.settings.workspaces_dir / person
 
 
-async def test_clawgate_run_serves_the_panel_and_never_prints_its_token(make_gateway,
-                                                                      anthropic_server, capsys):
+async def test_clawgate_run_serves_the_panel_and_never_prints_its_token(
+    make_gateway, anthropic_server, capsys
+):
     from gateway.assembly.builder import start_panel
 
     gateway, _ = await make_gateway(anthropic_server, panel={"port": 0})
@@ -37,8 +38,9 @@ async def test_clawgate_run_serves_the_panel_and_never_prints_its_token(make_gat
     again = await start_panel(gateway, gateway.settings)
     await again.stop()
     assert token not in capsys.readouterr().err
-    off = gateway.settings.model_copy(update={"panel": gateway.settings.panel.model_copy(
-        update={"enabled": False})})
+    off = gateway.settings.model_copy(
+        update={"panel": gateway.settings.panel.model_copy(update={"enabled": False})}
+    )
     assert await start_panel(gateway, off) is None
 
 
@@ -60,12 +62,14 @@ async def test_rotate_ends_every_login_link_and_the_old_token(rig, monkeypatch, 
     link = await rig.client.get(f"/login/link?code={unused}", allow_redirects=False)
     assert link.status == 403  # the link issued before the rotation is gone
     page = await (await rig.client.get("/login")).text()
-    stale = await rig.client.post("/login", data={"csrf": CSRF.search(page).group(1),
-                                                  "token": old_token}, allow_redirects=False)
+    stale = await rig.client.post(
+        "/login",
+        data={"csrf": CSRF.search(page).group(1), "token": old_token},
+        allow_redirects=False,
+    )
     assert stale.status == 401
     fresh = issue_link_code(directory, 600)
-    assert (await rig.client.get(f"/login/link?code={fresh}", allow_redirects=False)).status \
-        == 303
+    assert (await rig.client.get(f"/login/link?code={fresh}", allow_redirects=False)).status == 303
     assert (await rig.client.get("/", allow_redirects=False)).status == 200
 
 
@@ -80,13 +84,13 @@ async def test_a_foreign_host_is_refused_even_with_a_valid_cookie(rig):
         assert "public_url" in await refused.text()
     login = await rig.client.get("/login", headers={"Host": "evil.example"})
     assert login.status == 421  # the login page too: nothing answers to a foreign name
-    proxied = await rig.client.get("/", headers={"X-Forwarded-Host": "evil.example"},
-                                   allow_redirects=False)
+    proxied = await rig.client.get(
+        "/", headers={"X-Forwarded-Host": "evil.example"}, allow_redirects=False
+    )
     assert proxied.status == 421
     # The configured public name is the one name besides loopback.
     rig.server.panel.settings = PanelSettings(port=0, public_url="https://panel.example.org")
-    named = await rig.client.get("/", headers={"Host": "panel.example.org"},
-                                 allow_redirects=False)
+    named = await rig.client.get("/", headers={"Host": "panel.example.org"}, allow_redirects=False)
     assert named.status == 200
     assert (await rig.client.get("/", headers={"Host": "evil.example"})).status == 421
 
@@ -94,8 +98,13 @@ async def test_a_foreign_host_is_refused_even_with_a_valid_cookie(rig):
 async def test_the_session_view_refuses_a_link_out_of_the_workspace(rig, tmp_path):
     await rig.login()
     outside = tmp_path / "elsewhere.jsonl"
-    outside.write_text(json.dumps({"ts": "2026-01-01T10:00:00+00:00", "type": "user",
-                                   "text": "SECRET-OUTSIDE-TEXT"}) + "\n", encoding="utf-8")
+    outside.write_text(
+        json.dumps(
+            {"ts": "2026-01-01T10:00:00+00:00", "type": "user", "text": "SECRET-OUTSIDE-TEXT"}
+        )
+        + "\n",
+        encoding="utf-8",
+    )
     sessions = _ws(rig) / "sessions"
     sessions.mkdir(exist_ok=True)
     (sessions / "evil.jsonl").symlink_to(outside)
@@ -106,8 +115,13 @@ async def test_the_session_view_refuses_a_link_out_of_the_workspace(rig, tmp_pat
         assert "SECRET-OUTSIDE-TEXT" not in await view.text()
     # The heartbeat page reads its transcript through the same resolver.
     transcript_path(_ws(rig), "owner:heartbeat").symlink_to(outside)
-    outside.write_text(json.dumps({"ts": "2026-01-01T10:00:00+00:00", "type": "assistant",
-                                   "text": "SECRET-OUTSIDE-TEXT"}) + "\n", encoding="utf-8")
+    outside.write_text(
+        json.dumps(
+            {"ts": "2026-01-01T10:00:00+00:00", "type": "assistant", "text": "SECRET-OUTSIDE-TEXT"}
+        )
+        + "\n",
+        encoding="utf-8",
+    )
     heartbeat = await rig.client.get("/p/owner/heartbeat")
     assert heartbeat.status == 200 and "SECRET-OUTSIDE-TEXT" not in await heartbeat.text()
     metrics = await rig.client.get("/p/owner/metrics")  # daily figures skip links too

@@ -37,11 +37,11 @@ def test_every_model_call_is_made_through_the_metered_provider():
         if calls:
             found[rel] = calls
     assert found == {rel: {target} for rel, target in CALLERS.items()}, (
-        "a new model caller: give it the metered provider (gateway.parts.metered) and list it here")
+        "a new model caller: give it the metered provider (gateway.parts.metered) and list it here"
+    )
 
 
-async def test_the_parts_that_call_models_hold_the_metered_provider(anthropic_server,
-                                                                    make_gateway):
+async def test_the_parts_that_call_models_hold_the_metered_provider(anthropic_server, make_gateway):
     gateway, _ = await make_gateway(anthropic_server)
     parts = gateway.parts
     assert parts.turns.agent.provider is parts.metered

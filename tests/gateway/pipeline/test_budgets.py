@@ -15,19 +15,22 @@ NOW = datetime(2026, 11, 5, 9, 0, tzinfo=UTC)
 OWNER = "fakechat-boss"
 
 
-async def test_a_daily_token_cap_refuses_politely_without_a_model_call(anthropic_server,
-                                                                       make_gateway):
+async def test_a_daily_token_cap_refuses_politely_without_a_model_call(
+    anthropic_server, make_gateway
+):
     clock = FixedClock(NOW)
-    gateway, channel = await make_gateway(anthropic_server, clock=clock, owner=OWNER,
-                                          budget={"daily_tokens": 1_000})
+    gateway, channel = await make_gateway(
+        anthropic_server, clock=clock, owner=OWNER, budget={"daily_tokens": 1_000}
+    )
     await channel.inject("boss", "hi, it's the owner")  # the owner's DM route, for notes
     await channel.wait_for(1)
     anthropic_server.reply_text("sure", input_tokens=700, output_tokens=100)
     await channel.inject("ann", "first question")
     await channel.wait_for(3)  # the answer, and the owner's 80% note
     notes = channel.texts("boss")[1:]
-    assert notes == ["Budget: fakechat-ann has used 80% of the daily cap (800 tokens of "
-                     "1,000 tokens)."]
+    assert notes == [
+        "Budget: fakechat-ann has used 80% of the daily cap (800 tokens of 1,000 tokens)."
+    ]
     anthropic_server.reply_text("ok", input_tokens=300, output_tokens=50)
     await channel.inject("ann", "second question")  # still under the cap when it starts
     await channel.wait_for(5)
@@ -57,9 +60,15 @@ async def test_a_daily_token_cap_refuses_politely_without_a_model_call(anthropic
 async def test_a_monthly_money_cap_and_the_owners_own_cap(anthropic_server, make_gateway):
     clock = FixedClock(NOW)
     gateway, channel = await make_gateway(
-        anthropic_server, clock=clock, owner=OWNER,
-        budget={"monthly_usd": 5.0, "warn_at": 0,
-                "workspaces": {OWNER: {"daily_tokens": 100}, "fakechat-vip": {"monthly_usd": 0}}})
+        anthropic_server,
+        clock=clock,
+        owner=OWNER,
+        budget={
+            "monthly_usd": 5.0,
+            "warn_at": 0,
+            "workspaces": {OWNER: {"daily_tokens": 100}, "fakechat-vip": {"monthly_usd": 0}},
+        },
+    )
     settings = gateway.settings
     assert [c.unit for c in caps_for(settings, "fakechat-ann")] == ["usd"]
     assert [(c.period, c.unit) for c in caps_for(settings, OWNER)] == [("daily", "tokens")]
@@ -75,11 +84,16 @@ async def test_a_monthly_money_cap_and_the_owners_own_cap(anthropic_server, make
     assert anthropic_server.requests == []
 
 
-async def test_a_heartbeat_is_not_started_for_a_person_at_a_cap(anthropic_server, make_gateway,
-                                                                tmp_path):
+async def test_a_heartbeat_is_not_started_for_a_person_at_a_cap(
+    anthropic_server, make_gateway, tmp_path
+):
     gateway, channel = await make_gateway(
-        anthropic_server, clock=FixedClock(NOW), owner=OWNER, budget={"daily_tokens": 10},
-        heartbeat={"active_start": "00:00", "active_end": "00:00"})
+        anthropic_server,
+        clock=FixedClock(NOW),
+        owner=OWNER,
+        budget={"daily_tokens": 10},
+        heartbeat={"active_start": "00:00", "active_end": "00:00"},
+    )
     await channel.inject("ann", "hi")
     await channel.wait_for(1)
     workspace = tmp_path / "workspaces" / "fakechat-ann"

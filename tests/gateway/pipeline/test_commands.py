@@ -54,8 +54,9 @@ async def test_context_reports_truncation(anthropic_server, make_gateway, tmp_pa
     assert "truncated" in line and "5,000 chars" in line
 
 
-async def test_new_starts_fresh_and_keeps_the_old_transcript(anthropic_server, make_gateway,
-                                                            tmp_path):
+async def test_new_starts_fresh_and_keeps_the_old_transcript(
+    anthropic_server, make_gateway, tmp_path
+):
     _, channel = await make_gateway(anthropic_server)
     await channel.inject("xia", "the password hint is 'blue door'")
     await channel.inject("xia", "/new")

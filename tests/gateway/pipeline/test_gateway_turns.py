@@ -50,8 +50,7 @@ async def test_transcript_survives_a_restart(anthropic_server, make_gateway, tmp
     assert messages[-1]["role"] == "user"
 
 
-async def test_one_session_in_order_while_sessions_run_in_parallel(anthropic_server,
-                                                                  make_gateway):
+async def test_one_session_in_order_while_sessions_run_in_parallel(anthropic_server, make_gateway):
     seen: list[tuple[str, float]] = []
 
     def slow_echo(body):
@@ -81,8 +80,14 @@ async def test_one_session_in_order_while_sessions_run_in_parallel(anthropic_ser
 async def test_provider_failure_gives_one_clear_message_and_session_stays_usable(
     anthropic_server, make_settings
 ):
-    settings = make_settings(llm={"provider": "anthropic", "base_url": anthropic_server.base_url,
-                                  "api_key": "sk-test", "timeout_seconds": 5})
+    settings = make_settings(
+        llm={
+            "provider": "anthropic",
+            "base_url": anthropic_server.base_url,
+            "api_key": "sk-test",
+            "timeout_seconds": 5,
+        }
+    )
     delays: list[float] = []
 
     async def fake_sleep(seconds: float) -> None:
@@ -129,8 +134,9 @@ async def test_tool_loop_is_bounded(anthropic_server, make_gateway):
     assert channel.texts()[1].endswith("hello again")
 
 
-async def test_bad_tool_arguments_and_unknown_tools_are_errors_not_crashes(openai_server,
-                                                                         make_gateway):
+async def test_bad_tool_arguments_and_unknown_tools_are_errors_not_crashes(
+    openai_server, make_gateway
+):
     _, channel = await make_gateway(openai_server)
     openai_server.reply_tool_call("read_file", "{not json")
     openai_server.reply_tool_call("launch_rockets", {"count": 3})
@@ -165,8 +171,9 @@ async def test_messages_queued_during_a_turn_are_all_answered(anthropic_server, 
 
 async def test_a_refused_request_names_status_endpoint_and_model(openai_server, make_gateway):
     _, channel = await make_gateway(openai_server, llm={"model": "no-such-model"})
-    openai_server.reply_error(404, {"error": {"message": "model 'no-such-model' not found",
-                                              "type": "not_found_error"}})
+    openai_server.reply_error(
+        404, {"error": {"message": "model 'no-such-model' not found", "type": "not_found_error"}}
+    )
     await channel.inject("dana", "hello")
     (reply,) = [m.text for m in await channel.wait_for(1)]
     host = openai_server.base_url.split("//")[1].split("/")[0]
@@ -174,8 +181,9 @@ async def test_a_refused_request_names_status_endpoint_and_model(openai_server, 
     assert "clawgate doctor" in reply and "saved" in reply and "\n" not in reply
 
 
-async def test_a_stop_counts_the_turns_it_leaves_for_the_next_start(anthropic_server, make_gateway,
-                                                                    caplog):
+async def test_a_stop_counts_the_turns_it_leaves_for_the_next_start(
+    anthropic_server, make_gateway, caplog
+):
     """Before: SIGTERM said "0 turn(s) still running" while one was (the count came after the
     timeout had cancelled them)."""
     gateway, channel = await make_gateway(anthropic_server)

@@ -20,19 +20,23 @@ from memory.service import MemoryOptions, MemoryService
 from tests.fakes.embedder import FakeEmbedder
 
 OWNER = "fakechat-alice"
-SMALL_TALK = [line for line in (Path(__file__).parents[2] / "fixtures" / "small_talk.txt")
-              .read_text(encoding="utf-8").splitlines()
-              if line.strip() and not line.startswith("#")]
+SMALL_TALK = [
+    line
+    for line in (Path(__file__).parents[2] / "fixtures" / "small_talk.txt")
+    .read_text(encoding="utf-8")
+    .splitlines()
+    if line.strip() and not line.startswith("#")
+]
 NOTES = {
     # Lorem ipsum is what "still alive?" once recalled.
     "2026-02-11.md": "- Lorem ipsum dolor sit amet, consectetur adipiscing elit.\n"
-                     "- Sed do eiusmod tempor incididunt ut labore et dolore magna aliqua.\n",
+    "- Sed do eiusmod tempor incididunt ut labore et dolore magna aliqua.\n",
     "2026-03-01.md": "- Went to the market, bought apples.\n"
-                     "- The wifi password at the cabin in Lofoten is fjord-otter-88.\n",
+    "- The wifi password at the cabin in Lofoten is fjord-otter-88.\n",
     "2026-03-04.md": "- Jana's birthday is on 14 May; she wants a book about birds.\n"
-                     "- Tomas's birthday is on 2 June.\n",
+    "- Tomas's birthday is on 2 June.\n",
     "2026-03-09.md": "- Good morning! Thanks for the help yesterday, all good now.\n"
-                     "- Still alive and well, just busy. Good night!\n",
+    "- Still alive and well, just busy. Good night!\n",
 }
 
 
@@ -42,14 +46,21 @@ def _plant(ws: Path) -> None:
 
 
 def _route(ws: Path) -> Route:
-    return Route(person_id=OWNER, workspace=ws, session_key="dm", private=True,
-                 channel="fakechat", chat_id="alice")
+    return Route(
+        person_id=OWNER,
+        workspace=ws,
+        session_key="dm",
+        private=True,
+        channel="fakechat",
+        chat_id="alice",
+    )
 
 
 def test_the_small_talk_set_is_large_and_varied() -> None:
     assert len(SMALL_TALK) >= 50
-    assert {"still alive?", "ok", "👍", "lol", "good night", "gute Nacht!", "merci", "谢谢"} \
-        <= set(SMALL_TALK)
+    assert {"still alive?", "ok", "👍", "lol", "good night", "gute Nacht!", "merci", "谢谢"} <= set(
+        SMALL_TALK
+    )
 
 
 def test_small_talk_has_nothing_to_look_up() -> None:
@@ -63,9 +74,14 @@ def test_arithmetic_is_not_looked_up() -> None:
 
 
 def test_questions_have_something_to_look_up() -> None:
-    for text in ["what's the wifi password at the cabin?", "when is Jana's birthday?",
-                 "Wann hat Jana Geburtstag?", "我的护照什么时候到期？", "locker code?",
-                 "how much does the tax adviser charge?"]:
+    for text in [
+        "what's the wifi password at the cabin?",
+        "when is Jana's birthday?",
+        "Wann hat Jana Geburtstag?",
+        "我的护照什么时候到期？",
+        "locker code?",
+        "how much does the tax adviser charge?",
+    ]:
         assert Message(text).worth_searching, text
 
 
@@ -90,35 +106,49 @@ def test_names_and_topic_words_agree_by_stem() -> None:
 
 
 def _result(text: str, cosine: float = 0.95) -> SearchResult:
-    return SearchResult(path="memory/a.md", start_line=1, end_line=2, score=1.0, snippet=text,
-                        source="memory", line=1, cosine=cosine)
+    return SearchResult(
+        path="memory/a.md",
+        start_line=1,
+        end_line=2,
+        score=1.0,
+        snippet=text,
+        source="memory",
+        line=1,
+        cosine=cosine,
+    )
 
 
 def test_render_leaves_out_hits_about_something_else() -> None:
     opts = RecallOptions(min_similarity=0.5, max_hits=3, max_tokens=400)
-    block = render([_result("- Tomas's birthday is on 2 June."),
-                    _result("- Jana's birthday is on 14 May.")], opts, {},
-                   Message("when is Jana's birthday?"))
+    block = render(
+        [_result("- Tomas's birthday is on 2 June."), _result("- Jana's birthday is on 14 May.")],
+        opts,
+        {},
+        Message("when is Jana's birthday?"),
+    )
     assert block.hits == 1 and "14 May" in block.text and "Tomas" not in block.text
     # Just under the threshold (within AGREEMENT_MARGIN): only with a shared topic word.
     wifi = Message("anything about the cabin wifi?")
     assert render([_result("- Lorem ipsum dolor sit amet.", 0.49)], opts, {}, wifi) == NO_BLOCK
-    assert render([_result("- The cabin wifi is fjord-otter-88.", 0.49)], opts, {},
-                  wifi).hits == 1
-    assert render([_result("- The cabin wifi is fjord-otter-88.", 0.46)], opts, {},
-                  wifi) == NO_BLOCK  # below the margin
+    assert render([_result("- The cabin wifi is fjord-otter-88.", 0.49)], opts, {}, wifi).hits == 1
+    assert (
+        render([_result("- The cabin wifi is fjord-otter-88.", 0.46)], opts, {}, wifi) == NO_BLOCK
+    )  # below the margin
 
 
-async def test_small_talk_gets_no_block_through_the_gateway(openai_server, make_gateway,
-                                                            tmp_path):
+async def test_small_talk_gets_no_block_through_the_gateway(openai_server, make_gateway, tmp_path):
     """Every hit confident by cosine (threshold -1, the test embedder), yet no small-talk
     message gets a block: the gate, not the threshold, keeps them out."""
-    service = MemoryService(lambda: FakeEmbedder(), MemoryOptions(watch=False),
-                            today=lambda: date(2026, 11, 29))
-    gateway, channel = await make_gateway(openai_server, owner=OWNER,
-                                          memory={"auto_recall_min_similarity": -1.0},
-                                          limits={"messages_per_minute": 0},
-                                          memory_service=service)
+    service = MemoryService(
+        lambda: FakeEmbedder(), MemoryOptions(watch=False), today=lambda: date(2026, 11, 29)
+    )
+    gateway, channel = await make_gateway(
+        openai_server,
+        owner=OWNER,
+        memory={"auto_recall_min_similarity": -1.0},
+        limits={"messages_per_minute": 0},
+        memory_service=service,
+    )
     ws = ensure_workspace(tmp_path / "workspaces", OWNER)
     _plant(ws)
     await service.sync(ws)
@@ -127,8 +157,11 @@ async def test_small_talk_gets_no_block_through_the_gateway(openai_server, make_
         await channel.inject("alice", text)
         await channel.wait_for(number)
     assert len(openai_server.requests) == len(SMALL_TALK)
-    blocked = [text for text, request in zip(SMALL_TALK, openai_server.requests, strict=True)
-               if HEADING in json.dumps(request["messages"][-1], ensure_ascii=False)]
+    blocked = [
+        text
+        for text, request in zip(SMALL_TALK, openai_server.requests, strict=True)
+        if HEADING in json.dumps(request["messages"][-1], ensure_ascii=False)
+    ]
     assert blocked == []
     # The same workspace still answers a real question with its block.
     openai_server.reply_text("fjord-otter-88")

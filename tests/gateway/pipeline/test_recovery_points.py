@@ -15,8 +15,13 @@ MSG = InboundMessage("telegram", "42", "42", "hello", message_id="7")
 
 
 def user(message_id: str = "7", text: str = "hello") -> dict[str, Any]:
-    return {"type": "user", "text": text, "channel": "telegram", "chat_id": "42",
-            "message_id": message_id}
+    return {
+        "type": "user",
+        "text": text,
+        "channel": "telegram",
+        "chat_id": "42",
+        "message_id": message_id,
+    }
 
 
 def assistant(text: str, **extra: Any) -> dict[str, Any]:
@@ -31,28 +36,33 @@ def test_a_message_not_in_the_transcript_is_new() -> None:
 
 
 def test_a_final_answer_after_the_message_is_the_reply() -> None:
-    entries = [user(), assistant("", tool_calls=[CALL]),
-               {"type": "tool_result", "tool_call_id": "t1", "text": "a.md"},
-               assistant("You have a.md."), {"type": "delivery", "ok": True}]
+    entries = [
+        user(),
+        assistant("", tool_calls=[CALL]),
+        {"type": "tool_result", "tool_call_id": "t1", "text": "a.md"},
+        assistant("You have a.md."),
+        {"type": "delivery", "ok": True},
+    ]
     assert resume_point(entries, MSG) == ResumePoint(True, "You have a.md.")
 
 
 def test_a_reply_event_wins_over_the_model_text() -> None:
-    entries = [user(), assistant("   "),
-               {"type": "reply", "message_id": "7", "text": EMPTY_ANSWER}]
+    entries = [user(), assistant("   "), {"type": "reply", "message_id": "7", "text": EMPTY_ANSWER}]
     assert resume_point(entries, MSG).reply == EMPTY_ANSWER
     assert resume_point(entries[:2], MSG).reply == EMPTY_ANSWER  # crash before the event
 
 
 def test_a_turn_stopped_before_its_answer_continues() -> None:
-    entries = [user(), {"type": "compaction", "summary": "s"},
-               assistant("", tool_calls=[CALL])]
+    entries = [user(), {"type": "compaction", "summary": "s"}, assistant("", tool_calls=[CALL])]
     assert resume_point(entries, MSG) == ResumePoint(True, None)
 
 
 def test_alerts_and_reminders_are_not_answers() -> None:
-    entries = [user(), assistant("Time to stretch", heartbeat=True),
-               assistant("Dentist at 3", reminder="r1")]
+    entries = [
+        user(),
+        assistant("Time to stretch", heartbeat=True),
+        assistant("Dentist at 3", reminder="r1"),
+    ]
     assert resume_point(entries, MSG) == ResumePoint(True, None)
 
 

@@ -28,10 +28,22 @@ class Links:
         return self.links.get((channel, sender_id))
 
 
-def _msg(sender: str, *, chat_type: str = "direct", chat_id: str = "", channel: str = "telegram",
-         name: str = "") -> InboundMessage:
-    return InboundMessage(channel, chat_id or sender, sender, "hi", chat_type=chat_type,  # type: ignore[arg-type]
-                          sender_name=name)
+def _msg(
+    sender: str,
+    *,
+    chat_type: str = "direct",
+    chat_id: str = "",
+    channel: str = "telegram",
+    name: str = "",
+) -> InboundMessage:
+    return InboundMessage(
+        channel,
+        chat_id or sender,
+        sender,
+        "hi",
+        chat_type=chat_type,  # type: ignore[arg-type]
+        sender_name=name,
+    )
 
 
 @pytest.fixture
@@ -43,13 +55,19 @@ async def test_dm_is_private_in_the_senders_own_workspace(root: Path) -> None:
     router = Router(root, owner="telegram-1")
     owner = await router.resolve(_msg("1", name="Ann"))
     assert (owner.person_id, owner.workspace, owner.session_key) == (
-        "telegram-1", root / "telegram-1", "telegram-1:dm")
+        "telegram-1",
+        root / "telegram-1",
+        "telegram-1:dm",
+    )
     assert owner.private and owner.sender_is_owner and owner.access.private
     assert owner.access.area == "" and owner.sender_name == "Ann"
 
     other = await router.resolve(_msg("2"))
     assert (other.person_id, other.workspace, other.session_key) == (
-        "telegram-2", root / "telegram-2", "telegram-2:dm")
+        "telegram-2",
+        root / "telegram-2",
+        "telegram-2:dm",
+    )
     assert other.private and not other.sender_is_owner  # private, in their own workspace
 
 
@@ -96,7 +114,8 @@ async def test_a_hostile_sender_id_cannot_leave_the_workspaces_root(root: Path) 
     assert route.workspace.parent == root and "/" not in route.person_id
     with pytest.raises(WorkspaceError):
         await Router(root, owner="ann", identities=Links({("t", "1"): "../x"})).resolve(
-            _msg("1", channel="t"))
+            _msg("1", channel="t")
+        )
 
 
 def test_group_areas_are_one_component_and_distinct() -> None:

@@ -30,13 +30,22 @@ class Platform(ChannelBase):
 
 
 def _route(workspace: Path, *, private: bool = True) -> Route:
-    return Route("telegram-42", workspace, "dm:telegram-42", private, "telegram", "42",
-                 sender_id="42", message_id="7")
+    return Route(
+        "telegram-42",
+        workspace,
+        "dm:telegram-42",
+        private,
+        "telegram",
+        "42",
+        sender_id="42",
+        message_id="7",
+    )
 
 
 def _msg(*, heard: bool = True) -> InboundMessage:
-    return InboundMessage("telegram", "42", "42", "", message_id="7",
-                          attachments=(HEARD,) if heard else ())
+    return InboundMessage(
+        "telegram", "42", "42", "", message_id="7", attachments=(HEARD,) if heard else ()
+    )
 
 
 def test_a_clip_is_read_with_its_figures_and_a_broken_one_is_not(tmp_path):
@@ -47,8 +56,15 @@ def test_a_clip_is_read_with_its_figures_and_a_broken_one_is_not(tmp_path):
     clip = clips.read_clip(audio)
     assert clip is not None and clip.seconds == 3.21 and clip.whole_seconds == 4
     assert clips.is_voice(audio) and not clips.is_voice(tmp_path / "photo.ogg")
-    for broken in (b"{", b'{"seconds": "NaN"}', b'{"seconds": -1}', b'{"seconds": 1e9}',
-                   b'{"seconds": 2, "waveform": "not base64!"}', b"[1]", b" " * 5000):
+    for broken in (
+        b"{",
+        b'{"seconds": "NaN"}',
+        b'{"seconds": -1}',
+        b'{"seconds": 1e9}',
+        b'{"seconds": 2, "waveform": "not base64!"}',
+        b"[1]",
+        b" " * 5000,
+    ):
         meta.write_bytes(broken)
         assert clips.read_clip(audio) is None, broken
     clips.discard(audio)
@@ -88,17 +104,20 @@ async def test_a_group_hears_nothing_unless_allowed_and_a_dm_follows_the_choice(
 async def test_the_voice_note_is_kept_under_the_replys_key_until_sent(tmp_path):
     speaker = FakeSpeaker()
     voice = VoiceReplies(SpeechSettings(), lambda: speaker, tmp_path / "voice")
-    made = await voice.voice_note_for(_route(tmp_path), _msg(), "Hello **there**.",
-                                      key="answer:telegram:42:7", channel=Platform())
-    again = await voice.voice_note_for(_route(tmp_path), _msg(), "Hello **there**.",
-                                       key="answer:telegram:42:7", channel=Platform())
+    made = await voice.voice_note_for(
+        _route(tmp_path), _msg(), "Hello **there**.", key="answer:telegram:42:7", channel=Platform()
+    )
+    again = await voice.voice_note_for(
+        _route(tmp_path), _msg(), "Hello **there**.", key="answer:telegram:42:7", channel=Platform()
+    )
     assert made == again and made.endswith(clips.SUFFIX)  # spoken again: the same files
     clip = clips.read_clip(Path(made))
     assert clip is not None
     assert clip.seconds == pytest.approx(listen(Path(made).read_bytes()).seconds, abs=0.05)
     assert speaker.spoken == ["Hello there.", "Hello there."]
     assert sorted(p.name for p in (tmp_path / "voice").iterdir()) == sorted(
-        [Path(made).name, clips.meta_of(Path(made)).name])
+        [Path(made).name, clips.meta_of(Path(made)).name]
+    )
     assert (tmp_path / "voice").stat().st_mode & 0o777 == 0o700
 
 
@@ -106,22 +125,33 @@ async def test_a_failing_or_stalling_voice_leaves_text_only(tmp_path):
     speaker = FakeSpeaker()
     speaker.failure = SpeechFailed("the voice broke")
     voice = VoiceReplies(SpeechSettings(), lambda: speaker, tmp_path / "voice")
-    assert await voice.voice_note_for(_route(tmp_path), _msg(), "Hello.", key="k",
-                                      channel=Platform()) == ""
+    assert (
+        await voice.voice_note_for(_route(tmp_path), _msg(), "Hello.", key="k", channel=Platform())
+        == ""
+    )
 
     class Stalled(FakeSpeaker):
         async def synthesize(self, text: str):  # type: ignore[no-untyped-def]
             await asyncio.Event().wait()
 
-    stalled = VoiceReplies(SpeechSettings(timeout_seconds=0.01), Stalled, tmp_path / "v",
-                           margin_seconds=0.05)
+    stalled = VoiceReplies(
+        SpeechSettings(timeout_seconds=0.01), Stalled, tmp_path / "v", margin_seconds=0.05
+    )
     async with asyncio.timeout(30):  # the reply's own limit ends it long before
-        assert await stalled.voice_note_for(_route(tmp_path), _msg(), "Hello.", key="k",
-                                            channel=Platform()) == ""
+        assert (
+            await stalled.voice_note_for(
+                _route(tmp_path), _msg(), "Hello.", key="k", channel=Platform()
+            )
+            == ""
+        )
     small = Platform()
     small.max_upload_bytes = 100  # the platform's limit: text only
-    assert await VoiceReplies(SpeechSettings(), FakeSpeaker, tmp_path / "w").voice_note_for(
-        _route(tmp_path), _msg(), "Hello.", key="k", channel=small) == ""
+    assert (
+        await VoiceReplies(SpeechSettings(), FakeSpeaker, tmp_path / "w").voice_note_for(
+            _route(tmp_path), _msg(), "Hello.", key="k", channel=small
+        )
+        == ""
+    )
 
 
 def test_the_sweep_removes_only_old_files_no_row_names(tmp_path):

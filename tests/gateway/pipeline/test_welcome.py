@@ -21,8 +21,9 @@ async def paired(anthropic_server, make_settings):
     state = StateDB.for_root(settings.workspaces_dir)
     channel = RecordingChannel("telegram")
     access = ChannelAccess(state, {"telegram": ChannelPolicy(dm_policy="pairing")})
-    gateway = Gateway.build(settings, build_provider(settings), channels=[channel], access=access,
-                      state=state)
+    gateway = Gateway.build(
+        settings, build_provider(settings), channels=[channel], access=access, state=state
+    )
     gateway.approvals.interval = 3600  # no poll during the test: only what it triggers
     await gateway.start()
     yield gateway, channel
@@ -50,13 +51,16 @@ async def test_a_message_right_after_approval_waits_for_the_older_ones(paired, a
     await gateway.lanes.drain()
     assert channel.texts()[2:] == [
         WELCOME + " Now to what you wrote while you waited:",
-        "echo: first", "echo: second", "echo: third",
+        "echo: first",
+        "echo: second",
+        "echo: third",
     ]
     assert await gateway.approvals.check() == 0  # announced once
 
 
 async def test_a_message_during_the_polls_follow_up_waits_for_the_older_ones(
-        paired, anthropic_server):
+    paired, anthropic_server
+):
     gateway, channel = paired
     await channel.inject("9", "first")
     [request] = await Pairing(gateway.state).pending("telegram")
@@ -80,7 +84,9 @@ async def test_a_message_during_the_polls_follow_up_waits_for_the_older_ones(
     await newer
     await gateway.lanes.drain()
     assert channel.texts()[1:] == [
-        WELCOME + " Now to what you wrote while you waited:", "echo: first", "echo: second",
+        WELCOME + " Now to what you wrote while you waited:",
+        "echo: first",
+        "echo: second",
     ]
 
 
@@ -115,8 +121,9 @@ async def test_linking_a_waiting_account_to_the_owner_answers_it(paired, anthrop
     gateway, channel = paired
     await channel.inject("9", "it's me")
     async with StateDB(gateway.state.path) as other:
-        await link_accounts(other, gateway.settings.workspaces_dir, "owner",
-                            ["owner", "telegram:9"])
+        await link_accounts(
+            other, gateway.settings.workspaces_dir, "owner", ["owner", "telegram:9"]
+        )
     assert await gateway.approvals.check() == 1
     await gateway.lanes.drain()
     assert channel.texts()[1].startswith(WELCOME_OWNER)
@@ -134,10 +141,15 @@ async def test_a_strangers_waiting_words_are_dropped_after_the_code_lifetime(tmp
 
     async with StateDB(tmp_path / "state.db") as state:
         now = datetime.now(UTC)
-        old = InboundMessage("telegram", "9", "9", "an old secret", message_id="1",
-                             received_at=now - WAITING_TTL - timedelta(minutes=1))
-        new = InboundMessage("telegram", "9", "9", "a recent one", message_id="2",
-                             received_at=now)
+        old = InboundMessage(
+            "telegram",
+            "9",
+            "9",
+            "an old secret",
+            message_id="1",
+            received_at=now - WAITING_TTL - timedelta(minutes=1),
+        )
+        new = InboundMessage("telegram", "9", "9", "a recent one", message_id="2", received_at=now)
         for msg in (old, new):
             assert await state.inbox.record_inbound(msg)
             await state.inbox.mark_done(msg, "waiting")

@@ -23,8 +23,14 @@ from tests.fakes.channel import RecordingChannel
 
 
 def _msg(i: int, chat: str = "c1") -> InboundMessage:
-    return InboundMessage("telegram", chat, f"u-{chat}", f"hello {i}", message_id=str(i),
-                          received_at=datetime.now(UTC))
+    return InboundMessage(
+        "telegram",
+        chat,
+        f"u-{chat}",
+        f"hello {i}",
+        message_id=str(i),
+        received_at=datetime.now(UTC),
+    )
 
 
 def wal_commits(db_path: Path) -> int:
@@ -37,7 +43,7 @@ def wal_commits(db_path: Path) -> int:
     salt = data[16:24]
     commits, offset = 0, 32
     while offset + 24 + page_size <= len(data):
-        frame = data[offset:offset + 24]
+        frame = data[offset : offset + 24]
         if frame[8:16] != salt:
             break
         commits += int.from_bytes(frame[4:8], "big") != 0
@@ -51,7 +57,8 @@ async def test_inbox_records_that_arrive_together_share_one_commit(tmp_path):
         messages = [_msg(i) for i in range(50)]
         # The same message twice in one batch: recorded once, the second is a redelivery.
         added = await asyncio.gather(
-            *(state.inbox.record_inbound(m) for m in [*messages, messages[7]]))
+            *(state.inbox.record_inbound(m) for m in [*messages, messages[7]])
+        )
         assert added == [True] * 50 + [False]
         commits = wal_commits(state_path(tmp_path)) - on_disk
         assert commits == state.writer.commits - counted
@@ -74,8 +81,10 @@ async def test_bookkeeping_writes_beside_a_stream_of_durable_ones_all_succeed(tm
     # Two connections used to fight over SQLite's write lock here ("database is locked").
     async with StateDB.for_root(tmp_path) as state:
         durable = [state.inbox.record_inbound(_msg(i, chat=f"c{i % 7}")) for i in range(300)]
-        bookkeeping = [state.outbox.enqueue_outbound("telegram", f"c{i % 7}", f"reply {i}",
-                                              key=f"k{i}") for i in range(300)]
+        bookkeeping = [
+            state.outbox.enqueue_outbound("telegram", f"c{i % 7}", f"reply {i}", key=f"k{i}")
+            for i in range(300)
+        ]
         results = await asyncio.gather(*durable, *bookkeeping)
         assert all(results[:300]) and len(set(results[300:])) == 300
         assert state.writer.commits < 600
@@ -83,8 +92,7 @@ async def test_bookkeeping_writes_beside_a_stream_of_durable_ones_all_succeed(tm
 
 def _committer(path: Path, timeout: float = 0.05, **pragmas: str) -> GroupCommitter:
     def connect() -> sqlite3.Connection:
-        db = sqlite3.connect(path, isolation_level=None, check_same_thread=False,
-                             timeout=timeout)
+        db = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=timeout)
         db.execute("PRAGMA journal_mode=WAL")
         for name, value in pragmas.items():
             db.execute(f"PRAGMA {name}={value}")
@@ -102,8 +110,9 @@ def _insert(value: str):
     return lambda db: db.execute("INSERT INTO log (value) VALUES (?)", (value,)).lastrowid
 
 
-async def _open_log(tmp_path: Path, *, unique: bool = False,
-                    timeout: float = 0.05) -> tuple[Path, GroupCommitter]:
+async def _open_log(
+    tmp_path: Path, *, unique: bool = False, timeout: float = 0.05
+) -> tuple[Path, GroupCommitter]:
     """A database with one table `log (value)`, and its committer, open."""
     path = tmp_path / "t.db"
     _rows(path, f"CREATE TABLE log (value TEXT{' UNIQUE' if unique else ''})")
@@ -116,9 +125,12 @@ async def test_a_write_that_fails_fails_only_its_caller(tmp_path):
     path, committer = await _open_log(tmp_path, unique=True)
     try:
         outcomes = await asyncio.gather(
-            committer.run(_insert("a"), durable=True), committer.run(_insert("b")),
+            committer.run(_insert("a"), durable=True),
+            committer.run(_insert("b")),
             committer.run(_insert("a")),  # breaks UNIQUE: undone alone
-            committer.run(_insert("c"), durable=True), return_exceptions=True)
+            committer.run(_insert("c"), durable=True),
+            return_exceptions=True,
+        )
         assert (committer.commits, committer.writes) == (1, 3)
     finally:
         await committer.close()
@@ -131,8 +143,10 @@ async def test_a_failed_commit_fails_every_caller_in_its_batch_and_keeps_none(tm
     path = tmp_path / "t.db"
     _rows(path, "CREATE TABLE log (value TEXT)")
     _rows(path, "CREATE TABLE parent (id INTEGER PRIMARY KEY)")
-    _rows(path, "CREATE TABLE child (parent INTEGER REFERENCES parent (id)"
-                " DEFERRABLE INITIALLY DEFERRED)")
+    _rows(
+        path,
+        "CREATE TABLE child (parent INTEGER REFERENCES parent (id) DEFERRABLE INITIALLY DEFERRED)",
+    )
     committer = _committer(path, foreign_keys="ON")
     await committer.open()
     try:
@@ -140,8 +154,10 @@ async def test_a_failed_commit_fails_every_caller_in_its_batch_and_keeps_none(tm
         # foreign key), so the transaction of all five fails.
         orphan = committer.run(lambda db: db.execute("INSERT INTO child VALUES (42)").rowcount)
         outcomes = await asyncio.gather(
-            *(committer.run(_insert(v), durable=True) for v in "abcd"), orphan,
-            return_exceptions=True)
+            *(committer.run(_insert(v), durable=True) for v in "abcd"),
+            orphan,
+            return_exceptions=True,
+        )
         assert all(isinstance(o, sqlite3.IntegrityError) for o in outcomes), outcomes
         assert committer.commits == 0
         assert _rows(path, "SELECT count(*) FROM log") == [(0,)]
@@ -158,7 +174,8 @@ async def test_a_record_whose_commit_fails_is_not_reported_recorded(tmp_path, mo
         holder.execute("BEGIN IMMEDIATE")
         try:
             outcomes = await asyncio.gather(
-                *(state.inbox.record_inbound(_msg(i)) for i in range(5)), return_exceptions=True)
+                *(state.inbox.record_inbound(_msg(i)) for i in range(5)), return_exceptions=True
+            )
         finally:
             holder.execute("ROLLBACK")
             holder.close()
@@ -209,10 +226,12 @@ async def test_an_urgent_write_commits_before_the_writes_queued_ahead_of_it(tmp_
         first = asyncio.create_task(committer.run(slow))
         await slow.running()
         # Ordinary writes queue behind the running batch; then urgent ones arrive.
-        queued = [asyncio.create_task(committer.run(_insert(f"b{i}"), durable=True))
-                  for i in range(3)]
-        urgent = [asyncio.create_task(committer.run(_insert(f"u{i}"), urgent=True))
-                  for i in range(5)]
+        queued = [
+            asyncio.create_task(committer.run(_insert(f"b{i}"), durable=True)) for i in range(3)
+        ]
+        urgent = [
+            asyncio.create_task(committer.run(_insert(f"u{i}"), urgent=True)) for i in range(5)
+        ]
         await _let_ready_tasks_step()
         on_disk = wal_commits(path)
         slow.release()
@@ -223,18 +242,31 @@ async def test_an_urgent_write_commits_before_the_writes_queued_ahead_of_it(tmp_
     finally:
         await committer.close()
     assert [v for (v,) in _rows(path, "SELECT value FROM log ORDER BY rowid")] == [
-        "slow", "u0", "u1", "u2", "u3", "u4", "b0", "b1", "b2"]
+        "slow",
+        "u0",
+        "u1",
+        "u2",
+        "u3",
+        "u4",
+        "b0",
+        "b1",
+        "b2",
+    ]
 
 
 async def test_a_failing_urgent_write_fails_only_its_caller_and_close_waits_for_urgent_ones(
-        tmp_path):
+    tmp_path,
+):
     path, committer = await _open_log(tmp_path, unique=True)
     slow = _SlowBatch()
     first = asyncio.create_task(committer.run(slow))
     await slow.running()
     outcomes = asyncio.gather(
-        committer.run(_insert("a"), urgent=True), committer.run(_insert("a"), urgent=True),
-        committer.run(_insert("b"), urgent=True, durable=True), return_exceptions=True)
+        committer.run(_insert("a"), urgent=True),
+        committer.run(_insert("a"), urgent=True),
+        committer.run(_insert("b"), urgent=True, durable=True),
+        return_exceptions=True,
+    )
     await _let_ready_tasks_step()
     slow.release()
     await committer.close()  # the urgent writes handed over commit before the connection goes
@@ -282,7 +314,8 @@ async def test_a_sent_mark_commits_before_the_bookkeeping_queued_ahead_of_it(tmp
 
 
 async def test_an_urgent_write_waits_in_the_writers_thread_while_another_process_has_the_lock(
-        tmp_path):
+    tmp_path,
+):
     """An urgent write on an idle writer commits right away on the loop's thread, but only if
     the write lock is free at once: with another process holding it (`clawgate pairing
     approve`) the write is neither failed nor lost, it waits for the lock in the writer's

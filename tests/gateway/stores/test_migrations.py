@@ -23,7 +23,8 @@ def describe(path: Path) -> dict[str, object]:
     try:
         shape: dict[str, object] = {}
         for kind, name, table, sql in db.execute(
-                "SELECT type, name, tbl_name, sql FROM sqlite_master ORDER BY name"):
+            "SELECT type, name, tbl_name, sql FROM sqlite_master ORDER BY name"
+        ):
             if kind == "table":
                 shape[name] = sorted(tuple(r[1:]) for r in db.execute(f"PRAGMA table_info({name})"))
             elif kind == "index":
@@ -40,8 +41,12 @@ def describe(path: Path) -> dict[str, object]:
 def counts(path: Path) -> dict[str, int]:
     db = sqlite3.connect(path)
     try:
-        tables = [r[0] for r in db.execute(
-            "SELECT name FROM sqlite_master WHERE type = 'table' AND name != 'sqlite_sequence'")]
+        tables = [
+            r[0]
+            for r in db.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' AND name != 'sqlite_sequence'"
+            )
+        ]
         return {t: db.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in tables}
     finally:
         db.close()
@@ -85,7 +90,8 @@ def test_every_released_schema_is_here() -> None:
 
 @pytest.mark.parametrize("schema", SCHEMAS, ids=[p.stem for p in SCHEMAS])
 async def test_each_released_schema_migrates_to_a_fresh_one_keeping_its_rows(
-        schema: Path, tmp_path: Path, fresh: dict[str, object]) -> None:
+    schema: Path, tmp_path: Path, fresh: dict[str, object]
+) -> None:
     path = tmp_path / "state.db"
     build(path, schema.read_text())
     before = counts(path)
@@ -107,8 +113,7 @@ async def test_the_stores_read_a_migrated_database(schema: Path, tmp_path: Path)
     build(path, schema.read_text())
     async with StateDB(path) as state:
         [pending] = await state.inbox.pending_inbound()
-        assert (pending.chat_id, pending.text, pending.sender_name) == ("42", "still there?",
-                                                                       "Ana")
+        assert (pending.chat_id, pending.text, pending.sender_name) == ("42", "still there?", "Ana")
         assert await state.access.is_approved("telegram", "55")
         assert await state.links.person_for("discord", "77") == "ana"
         route = await state.links.last_dm_route("ana")
@@ -119,30 +124,35 @@ async def test_the_stores_read_a_migrated_database(schema: Path, tmp_path: Path)
         assert [m.text for m in outgoing] == (["yes, here"] if has_outbox else [])
         # New rows in every column the migrations added.
         assert await state.inbox.note_retry(pending) == 1
-        row = await state.outbox.enqueue_outbound("telegram", "42", "a file", file="/x.pdf",
-                                                  replaces="900", done=pending)
+        row = await state.outbox.enqueue_outbound(
+            "telegram", "42", "a file", file="/x.pdf", replaces="900", done=pending
+        )
         assert row is not None
         await state.outbox.note_parts(row, 1)
         assert await state.inbox.pending_inbound() == []
 
 
 async def test_a_waiting_message_keeps_its_body_after_the_outbox_trigger_is_replaced(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     """The outbox trigger of 2026-11-30 dropped the body of a message answered as `waiting`
     (a stranger with a pairing code); `CREATE TRIGGER IF NOT EXISTS` never replaced it."""
     path = tmp_path / "state.db"
     build(path, (Path(__file__).parent / "schemas" / "v3-outbox.sql").read_text())
     async with StateDB(path) as state:
         [msg] = await state.inbox.pending_inbound()
-        await state.outbox.enqueue_outbound("telegram", "42", "your code is ...", done=msg,
-                                            done_status="waiting")
+        await state.outbox.enqueue_outbound(
+            "telegram", "42", "your code is ...", done=msg, done_status="waiting"
+        )
         assert [m.text for m in await state.inbox.waiting_inbound("telegram", "55")] == [
-            "still there?"]
+            "still there?"
+        ]
 
 
 @pytest.mark.parametrize("version", range(LATEST + 1))
 async def test_a_numbered_database_runs_only_the_migrations_after_its_version(
-        version: int, tmp_path: Path, fresh: dict[str, object]) -> None:
+    version: int, tmp_path: Path, fresh: dict[str, object]
+) -> None:
     path = tmp_path / "state.db"
     db = sqlite3.connect(path, isolation_level=None)
     db.execute("BEGIN")
@@ -157,7 +167,8 @@ async def test_a_numbered_database_runs_only_the_migrations_after_its_version(
 
 
 async def test_a_database_from_a_newer_clawgate_is_refused_in_one_line_and_left_alone(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     path = tmp_path / "state.db"
     build(path, f"CREATE TABLE future (x); PRAGMA user_version = {LATEST + 1};")
     before = describe(path)
@@ -199,9 +210,14 @@ def test_no_module_of_the_gateway_creates_a_table_but_the_migrations() -> None:
     """One way a table comes to be: a module creating its own at first use (as usage and
     pairing once did) escapes the numbering and the tests above."""
     gateway = Path(__file__).resolve().parents[3] / "gateway"
-    ddl = re.compile(r"\b(CREATE|ALTER|DROP)\s+(TABLE|INDEX|UNIQUE\s+INDEX|TRIGGER|VIEW)\b",
-                     re.IGNORECASE)
-    found = [f"{path.relative_to(gateway.parent)}:{n}"
-             for path in sorted(gateway.rglob("*.py")) if path.name != "migrations.py"
-             for n, line in enumerate(path.read_text().splitlines(), 1) if ddl.search(line)]
+    ddl = re.compile(
+        r"\b(CREATE|ALTER|DROP)\s+(TABLE|INDEX|UNIQUE\s+INDEX|TRIGGER|VIEW)\b", re.IGNORECASE
+    )
+    found = [
+        f"{path.relative_to(gateway.parent)}:{n}"
+        for path in sorted(gateway.rglob("*.py"))
+        if path.name != "migrations.py"
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if ddl.search(line)
+    ]
     assert found == []

@@ -18,10 +18,24 @@ from tests.state_rows import inbound_status
 CANARY = "canary-body-7c1e"
 
 
-def _msg(i: int, *, chat: str = "c1", text: str = "hello", chat_type: str = "direct",
-         at: datetime | None = None) -> InboundMessage:
-    return InboundMessage("telegram", chat, f"u-{chat}", text, chat_type=chat_type,  # type: ignore[arg-type]
-                          message_id=str(i), sender_name="Ana", received_at=at or datetime.now(UTC))
+def _msg(
+    i: int,
+    *,
+    chat: str = "c1",
+    text: str = "hello",
+    chat_type: str = "direct",
+    at: datetime | None = None,
+) -> InboundMessage:
+    return InboundMessage(
+        "telegram",
+        chat,
+        f"u-{chat}",
+        text,
+        chat_type=chat_type,  # type: ignore[arg-type]
+        message_id=str(i),
+        sender_name="Ana",
+        received_at=at or datetime.now(UTC),
+    )
 
 
 def _bytes(path: Path) -> bytes:
@@ -92,8 +106,9 @@ async def test_strangers_messages_are_not_kept(anthropic_server, make_settings, 
 
     settings = make_settings(**llm_overrides(anthropic_server))
     channel = RecordingChannel()
-    gateway = Gateway.build(settings, build_provider(settings), channels=[channel],
-                            access=_DenyAll())
+    gateway = Gateway.build(
+        settings, build_provider(settings), channels=[channel], access=_DenyAll()
+    )
     await gateway.start()
     try:
         for i in range(20):
@@ -147,7 +162,9 @@ async def test_rows_written_before_the_body_table_still_resume_and_are_trimmed(t
         old = _msg(5, text=CANARY)
         await state.database.write(
             "INSERT INTO inbox (channel, chat_id, message_id, payload, received_at)"
-            " VALUES (?, ?, ?, ?, ?)", ("telegram", "c1", "5", _encode(old), "2026-11-01T00:00:00"))
+            " VALUES (?, ?, ?, ?, ?)",
+            ("telegram", "c1", "5", _encode(old), "2026-11-01T00:00:00"),
+        )
         assert [m.text for m in await state.inbox.pending_inbound()] == [CANARY]
         await state.inbox.mark_done(old)
         assert await state.inbox.last_message_ids("telegram") == {"c1": "5"}

@@ -25,15 +25,23 @@ NOW = datetime(2026, 11, 5, 9, 0, tzinfo=UTC)  # a Thursday
 
 def _equal(totals: Totals, reported: dict[str, int]) -> None:
     assert (totals.input, totals.output, totals.cache_read, totals.cache_write) == (
-        reported["input"], reported["output"], reported["cache_read"], reported["cache_write"])
+        reported["input"],
+        reported["output"],
+        reported["cache_read"],
+        reported["cache_write"],
+    )
 
 
-async def test_totals_equal_the_providers_reports_for_every_kind(llm_server, make_gateway,
-                                                                 tmp_path):
+async def test_totals_equal_the_providers_reports_for_every_kind(
+    llm_server, make_gateway, tmp_path
+):
     clock = FixedClock(NOW)
     gateway, channel = await make_gateway(
-        llm_server, clock=clock, owner="fakechat-ann",
-        heartbeat={"active_start": "00:00", "active_end": "00:00"})
+        llm_server,
+        clock=clock,
+        owner="fakechat-ann",
+        heartbeat={"active_start": "00:00", "active_end": "00:00"},
+    )
     await channel.inject("ann", "hello there")
     llm_server.reply_tool_call("list_files", {"path": "."})
     llm_server.reply_text("done")
@@ -56,21 +64,25 @@ async def test_totals_equal_the_providers_reports_for_every_kind(llm_server, mak
     metric = gateway.metrics.usage_tokens
     counted = sum(metric.value(kind=k, model=model, direction="in") for k in kinds)
     assert counted == sum(t.input for t in (await ledger.grouped("kind", None, today)).values())
-    assert gateway.metrics.usage_cost.value(kind="conversation", model=model) == \
-        pytest.approx(kinds["conversation"].cost + (await ledger.total("fakechat-bob",
-                                                                       today)).cost)
+    assert gateway.metrics.usage_cost.value(kind="conversation", model=model) == pytest.approx(
+        kinds["conversation"].cost + (await ledger.total("fakechat-bob", today)).cost
+    )
     assert "clawgate_usage_cost_dollars_total" in gateway.metrics.render()
 
 
-async def test_usage_survives_a_restart_and_costs_follow_the_price_table(anthropic_server,
-                                                                         make_settings):
+async def test_usage_survives_a_restart_and_costs_follow_the_price_table(
+    anthropic_server, make_settings
+):
     clock = FixedClock(NOW)
-    settings = make_settings(**llm_overrides(anthropic_server, model="claude-priced"),
-                             prices={"claude-priced": {"input": 3.0, "output": 15.0}})
+    settings = make_settings(
+        **llm_overrides(anthropic_server, model="claude-priced"),
+        prices={"claude-priced": {"input": 3.0, "output": 15.0}},
+    )
     for run in range(2):
         channel = RecordingChannel()
-        gateway = Gateway.build(settings, build_provider(settings), channels=[channel], clock=clock,
-                          access=AllowAll())
+        gateway = Gateway.build(
+            settings, build_provider(settings), channels=[channel], clock=clock, access=AllowAll()
+        )
         await gateway.start()
         try:
             await channel.inject("cy", f"message {run} " + "words " * 400)
@@ -81,15 +93,23 @@ async def test_usage_survives_a_restart_and_costs_follow_the_price_table(anthrop
             await gateway.stop()
     assert totals.calls == 2  # the first run's call was kept on disk
     _equal(totals, anthropic_server.reported_totals())
-    expected = (totals.input * 3.0 + totals.output * 15.0 + totals.cache_read * 0.3
-                + totals.cache_write * 3.75) / 1_000_000
+    expected = (
+        totals.input * 3.0
+        + totals.output * 15.0
+        + totals.cache_read * 0.3
+        + totals.cache_write * 3.75
+    ) / 1_000_000
     assert totals.cost == pytest.approx(expected)
     assert totals.cache_read > 0  # the second run read the first one's cached prefix
 
 
 def test_price_lookup_dated_names_prefixes_overrides_and_unknown(caplog):
-    table = PriceTable({"my-local": ModelPrice(input=0, output=0),
-                        "gpt-5.5": ModelPrice(input=1, output=2, cache_read=0.5)})
+    table = PriceTable(
+        {
+            "my-local": ModelPrice(input=0, output=0),
+            "gpt-5.5": ModelPrice(input=1, output=2, cache_read=0.5),
+        }
+    )
     assert table.price("claude-sonnet-4-5-20250929") == DEFAULT_PRICES["claude-sonnet-4-5"]
     assert table.price("gpt-4o-mini-2024-07-18") == DEFAULT_PRICES["gpt-4o-mini"]
     assert table.price("claude-haiku-4-5-latest") == DEFAULT_PRICES["claude-haiku-4-5"]
@@ -138,8 +158,7 @@ async def test_usage_command_today_week_month_by_kind(anthropic_server, make_gat
     assert channel.texts("g1") == ["Usage is shown only in a direct message with me."]
 
 
-async def test_running_totals_match_the_table_and_turn_with_the_day(anthropic_server,
-                                                                    make_gateway):
+async def test_running_totals_match_the_table_and_turn_with_the_day(anthropic_server, make_gateway):
     """What a budget check reads (`spent`, kept in memory) is what the table says, includes
     a call counted a moment ago whose row is not written yet, and starts again at midnight
     (the month goes on)."""

@@ -21,8 +21,10 @@ from tests.conftest import llm_overrides
 from tests.fakes.discord_server import FakeDiscordServer, patch_discord
 from tests.settle import settled
 
-STORY = ("Once upon a time a small gateway learned to show its answers while writing them, "
-         "word by word, so nobody had to stare at a typing indicator for half a minute.")
+STORY = (
+    "Once upon a time a small gateway learned to show its answers while writing them, "
+    "word by word, so nobody had to stare at a typing indicator for half a minute."
+)
 OPTIONS = {"discord": {"guild_ready_timeout": 0.05, "ready_timeout": 10}}
 
 
@@ -34,15 +36,20 @@ async def dc(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[FakeDiscordServer
 
 
 @pytest.fixture
-async def gateway_with(make_settings: Any, anthropic_server: Any
-                       ) -> AsyncIterator[Callable[..., Any]]:
+async def gateway_with(
+    make_settings: Any, anthropic_server: Any
+) -> AsyncIterator[Callable[..., Any]]:
     running: list[Gateway] = []
 
     async def make(extra_channels: list[Any] | None = None, **sections: Any) -> Gateway:
         settings = make_settings(**llm_overrides(anthropic_server), **sections)
-        gateway = build_gateway(settings, build_provider(settings), options=OPTIONS,
-                                extra_channels=extra_channels or [],
-                                with_platforms=extra_channels is None)
+        gateway = build_gateway(
+            settings,
+            build_provider(settings),
+            options=OPTIONS,
+            extra_channels=extra_channels or [],
+            with_platforms=extra_channels is None,
+        )
         await gateway.start()
         running.append(gateway)
         return gateway
@@ -70,8 +77,9 @@ async def test_a_discord_reply_grows_in_one_message(dc, gateway_with, anthropic_
 
 async def test_discord_streaming_off(dc, gateway_with, anthropic_server):
     anthropic_server.reply_text(STORY)
-    gateway = await gateway_with(discord={"token": dc.token, "allow_from": ["301"],
-                                          "streaming": False})
+    gateway = await gateway_with(
+        discord={"token": dc.token, "allow_from": ["301"], "streaming": False}
+    )
     await dc.dm(301, "tell me a story")
     await dc.wait_sent(1)
     await settled(gateway.state)
@@ -79,16 +87,18 @@ async def test_discord_streaming_off(dc, gateway_with, anthropic_server):
     assert anthropic_server.streamed == 0
 
 
-async def test_a_discord_reply_whose_preview_was_deleted_comes_anew(dc, gateway_with,
-                                                                    anthropic_server):
+async def test_a_discord_reply_whose_preview_was_deleted_comes_anew(
+    dc, gateway_with, anthropic_server
+):
     gateway = await gateway_with(discord={"token": dc.token, "allow_from": ["301"]})
     channel = gateway.channels["discord"]
     preview = channel.preview("302", direct=True, key="answer:discord:302:1")
     assert preview is not None
     await preview.show("Half")
     assert dc.sent[0].content == "Half" + CURSOR
-    reply = OutboundMessage("discord", "302", "Half and the rest.", key="7",
-                            replaces=preview.message_id)
+    reply = OutboundMessage(
+        "discord", "302", "Half and the rest.", key="7", replaces=preview.message_id
+    )
     await channel.send(reply)
     await channel.send(reply)  # sent again after a crash: the same edit, nothing new
     assert dc.current_texts("302") == ["Half and the rest."]
@@ -109,18 +119,19 @@ class Recorder(io.StringIO):
         return super().write(text)
 
 
-async def _chat(gateway_with: Callable[..., Any], lines: str, *, streaming: bool
-                ) -> tuple[Recorder, TerminalChannel]:
+async def _chat(
+    gateway_with: Callable[..., Any], lines: str, *, streaming: bool
+) -> tuple[Recorder, TerminalChannel]:
     out = Recorder()
-    terminal = TerminalChannel(stdin=io.StringIO(lines), stdout=out, interactive=False,
-                               streaming=streaming)
+    terminal = TerminalChannel(
+        stdin=io.StringIO(lines), stdout=out, interactive=False, streaming=streaming
+    )
     await gateway_with(extra_channels=[terminal])
     await asyncio.wait_for(terminal.input_closed.wait(), 30)
     return out, terminal
 
 
-async def test_a_piped_chat_prints_as_it_comes_and_the_same_bytes(gateway_with,
-                                                                   anthropic_server):
+async def test_a_piped_chat_prints_as_it_comes_and_the_same_bytes(gateway_with, anthropic_server):
     anthropic_server.stream_delay = 0.05
     anthropic_server.reply_text(STORY)
     anthropic_server.reply_text("Short second answer.")
@@ -131,8 +142,7 @@ async def test_a_piped_chat_prints_as_it_comes_and_the_same_bytes(gateway_with,
     assert anthropic_server.streamed == 2
 
 
-async def test_a_piped_chat_without_streaming_prints_whole_replies(gateway_with,
-                                                                    anthropic_server):
+async def test_a_piped_chat_without_streaming_prints_whole_replies(gateway_with, anthropic_server):
     anthropic_server.reply_text(STORY)
     out, _ = await _chat(gateway_with, "tell me a story\n", streaming=False)
     assert out.getvalue() == f"{REPLY_PREFIX}{STORY}\n"
@@ -141,23 +151,24 @@ async def test_a_piped_chat_without_streaming_prints_whole_replies(gateway_with,
 
 async def test_the_interactive_chat_takes_back_text_the_model_took_back():
     out = Recorder()
-    terminal = TerminalChannel(stdin=io.StringIO(""), stdout=out, interactive=True,
-                               streaming=True)
+    terminal = TerminalChannel(stdin=io.StringIO(""), stdout=out, interactive=True, streaming=True)
     preview = terminal.preview("local", direct=True, key="answer:terminal:local:1")
     assert preview is not None
     await preview.show("The primary began")
     await preview.show("")  # restarted (a fallback model): nothing to show yet
     await preview.show("The backup")
-    await terminal.send(OutboundMessage("terminal", "local", "The backup answers.",
-                                        replaces=preview.message_id))
+    await terminal.send(
+        OutboundMessage("terminal", "local", "The backup answers.", replaces=preview.message_id)
+    )
     screen = out.getvalue()
     assert screen.startswith(f"{REPLY_PREFIX}The primary began")
     assert "\r\x1b[K" in screen  # the taken-back line was erased
     assert screen.endswith(f"{REPLY_PREFIX}The backup answers.\n")
 
 
-async def test_a_discord_reply_that_ends_empty_deletes_its_preview(dc, gateway_with,
-                                                                   anthropic_server):
+async def test_a_discord_reply_that_ends_empty_deletes_its_preview(
+    dc, gateway_with, anthropic_server
+):
     """Red-team round 3: an answer of only HEARTBEAT_OK left "HEARTBEA ▍" in the chat."""
     anthropic_server.stream_delay = 1.0  # the first piece is shown before the second comes
     anthropic_server.reply_text("HEARTBEAT_OK")

@@ -18,8 +18,11 @@ from tests.fakes.llm_server import FakeAnthropicServer, FakeLLMServer, FakeOpenA
 
 SYSTEM = SystemPrompt(stable="You are Claw.", volatile="", now="Monday 10:00")
 ASK = [Message("user", "Tell me about Oslo")]
-WEATHER = ToolSpec("get_weather", "Weather for a city.",
-                   {"type": "object", "properties": {"city": {"type": "string"}}})
+WEATHER = ToolSpec(
+    "get_weather",
+    "Weather for a city.",
+    {"type": "object", "properties": {"city": {"type": "string"}}},
+)
 ANSWER = "Oslo is the capital of Norway, on the Oslofjord, with about 700,000 people."
 
 
@@ -46,14 +49,14 @@ async def server(request: pytest.FixtureRequest) -> AsyncIterator[FakeLLMServer]
         yield fake
 
 
-def provider_for(server: FakeLLMServer, model: str = "fake-model"
-                 ) -> AnthropicProvider | OpenAIProvider:
+def provider_for(
+    server: FakeLLMServer, model: str = "fake-model"
+) -> AnthropicProvider | OpenAIProvider:
     cls = AnthropicProvider if isinstance(server, FakeAnthropicServer) else OpenAIProvider
     return cls(model=model, api_key="test-key", base_url=server.base_url, timeout_seconds=5.0)
 
 
-async def test_text_arrives_in_pieces_and_the_completion_is_the_same(
-        server: FakeLLMServer) -> None:
+async def test_text_arrives_in_pieces_and_the_completion_is_the_same(server: FakeLLMServer) -> None:
     provider = provider_for(server)
     server.reply_text(ANSWER, input_tokens=120, output_tokens=17, cache_read_tokens=40)
     server.reply_text(ANSWER, input_tokens=120, output_tokens=17, cache_read_tokens=40)
@@ -74,7 +77,8 @@ async def test_text_arrives_in_pieces_and_the_completion_is_the_same(
 
 
 async def test_usage_of_a_streamed_answer_is_what_the_server_reported(
-        server: FakeLLMServer) -> None:
+    server: FakeLLMServer,
+) -> None:
     provider = provider_for(server)
     server.reply_text(ANSWER)  # usage computed from the request, as the real API does
     try:
@@ -83,17 +87,24 @@ async def test_usage_of_a_streamed_answer_is_what_the_server_reported(
         await provider.close()
     totals = server.reported_totals()
     usage = streamed.usage
-    assert (usage.input_tokens, usage.output_tokens, usage.cache_read_tokens,
-            usage.cache_write_tokens) == (totals["input"], totals["output"],
-                                          totals["cache_read"], totals["cache_write"])
+    assert (
+        usage.input_tokens,
+        usage.output_tokens,
+        usage.cache_read_tokens,
+        usage.cache_write_tokens,
+    ) == (totals["input"], totals["output"], totals["cache_read"], totals["cache_write"])
     assert usage.input_tokens > 0 and usage.output_tokens > 0
 
 
 async def test_tool_calls_are_assembled_from_their_fragments(server: FakeLLMServer) -> None:
     provider = provider_for(server)
-    server.reply_tool_calls([("get_weather", {"city": "Oslo", "detail": "x" * 40}, "call_1"),
-                             ("get_weather", {"city": "Bergen"}, "call_2")],
-                            text="Let me check.")
+    server.reply_tool_calls(
+        [
+            ("get_weather", {"city": "Oslo", "detail": "x" * 40}, "call_1"),
+            ("get_weather", {"city": "Bergen"}, "call_2"),
+        ],
+        text="Let me check.",
+    )
     seen = Recorder()
     try:
         completion = await provider.complete(SYSTEM, ASK, [WEATHER], stream=seen)
@@ -101,12 +112,14 @@ async def test_tool_calls_are_assembled_from_their_fragments(server: FakeLLMServ
         await provider.close()
     assert [(c.id, c.name, c.arguments) for c in completion.tool_calls] == [
         ("call_1", "get_weather", {"city": "Oslo", "detail": "x" * 40}),
-        ("call_2", "get_weather", {"city": "Bergen"})]
+        ("call_2", "get_weather", {"city": "Bergen"}),
+    ]
     assert completion.text == seen.text == "Let me check."
 
 
 async def test_a_stream_that_breaks_off_is_an_overload_and_is_retried_from_scratch(
-        server: FakeLLMServer) -> None:
+    server: FakeLLMServer,
+) -> None:
     server.reply_text(ANSWER, input_tokens=5, break_after=3)
     server.reply_text("Second try.", input_tokens=5)
     sleeps: list[float] = []
@@ -131,8 +144,9 @@ async def test_a_fallback_after_partial_output_restarts_the_preview() -> None:
     async with FakeAnthropicServer() as primary, FakeOpenAIServer() as backup:
         primary.reply_text(ANSWER, input_tokens=5, break_after=2)
         backup.reply_text("From the backup.", input_tokens=5)
-        chain = FallbackChain([provider_for(primary, "claude-main"),
-                               provider_for(backup, "gpt-backup")])
+        chain = FallbackChain(
+            [provider_for(primary, "claude-main"), provider_for(backup, "gpt-backup")]
+        )
         seen = Recorder()
         try:
             completion = await chain.complete(SYSTEM, ASK, [], stream=seen)

@@ -22,8 +22,9 @@ def test_streaming_is_on_by_default(tmp_path):
 
 def test_streaming_off_per_channel_in_toml(tmp_path):
     config = tmp_path / "clawgate.toml"
-    config.write_text('[telegram]\nstreaming = false\n[chat]\nstreaming = false\n',
-                      encoding="utf-8")
+    config.write_text(
+        "[telegram]\nstreaming = false\n[chat]\nstreaming = false\n", encoding="utf-8"
+    )
     settings = load_settings(config)
     assert not settings.telegram.streaming and not settings.chat.streaming
     assert settings.discord.streaming
@@ -46,9 +47,11 @@ def test_a_bad_streaming_value_is_one_line(tmp_path, monkeypatch):
 
 async def test_the_channels_get_their_setting(tmp_path):
     settings = load_settings(
-        tmp_path / "none.toml", workspaces_dir=tmp_path / "ws",
+        tmp_path / "none.toml",
+        workspaces_dir=tmp_path / "ws",
         telegram={"token": TELEGRAM_TOKEN, "streaming_drafts": False},
-        discord={"token": DISCORD_TOKEN, "streaming": False})
+        discord={"token": DISCORD_TOKEN, "streaming": False},
+    )
     state = StateDB.for_root(settings.workspaces_dir)
     channels = {type(c): c for c in build_channels(settings, state)}
     telegram = channels[TelegramChannel]

@@ -26,11 +26,22 @@ PATHS = [
     ("groups/other-chat/NOTES.md", True),  # another group's area
     ("groups/new-chat/inbox/x.md", True),
     ("groups/loose.md", True),  # anything under groups/ could become an area
-    ("AGENTS.md", True), ("SOUL.md", True), ("IDENTITY.md", True),
-    ("identity.md", True), ("Groups/x/NOTES.md", True), ("GROUPS/x/n.md", True),  # aliases
-    ("MEMORY.md", False), ("USER.md", False), ("TOOLS.md", False), ("HEARTBEAT.md", False),
-    ("BOOTSTRAP.md", False), ("notes/IDENTITY.md", False), ("notes/groups/x.md", False),
-    ("memory/2026-03-02.md", False), ("skills/x/SKILL.md", False), ("groups-list.md", False),
+    ("AGENTS.md", True),
+    ("SOUL.md", True),
+    ("IDENTITY.md", True),
+    ("identity.md", True),
+    ("Groups/x/NOTES.md", True),
+    ("GROUPS/x/n.md", True),  # aliases
+    ("MEMORY.md", False),
+    ("USER.md", False),
+    ("TOOLS.md", False),
+    ("HEARTBEAT.md", False),
+    ("BOOTSTRAP.md", False),
+    ("notes/IDENTITY.md", False),
+    ("notes/groups/x.md", False),
+    ("memory/2026-03-02.md", False),
+    ("skills/x/SKILL.md", False),
+    ("groups-list.md", False),
 ]
 CONTEXTS = {
     "owner, clean": (Access(True, attended=True), None),
@@ -91,10 +102,13 @@ def ws(tmp_path: Path) -> Path:
 
 def test_a_symlink_into_a_groups_area_is_judged_where_it_leads(ws: Path) -> None:
     with pytest.raises(SharedWriteRefused, match="outside"):
-        resolve_in_workspace(ws, "notes/band.md", private=True, write=True, attended=True,
-                             outside=WEB)
-    assert resolve_in_workspace(ws, "notes/band.md", private=True, write=True,
-                                attended=True) == (ws / AREA / "NOTES.md").resolve()
+        resolve_in_workspace(
+            ws, "notes/band.md", private=True, write=True, attended=True, outside=WEB
+        )
+    assert (
+        resolve_in_workspace(ws, "notes/band.md", private=True, write=True, attended=True)
+        == (ws / AREA / "NOTES.md").resolve()
+    )
 
 
 class Counted:
@@ -127,15 +141,19 @@ WRITES = [
 async def test_every_file_tool_is_refused_and_counted_in_a_tainted_dm(ws: Path) -> None:
     counter = Counted()
     registry = ToolRegistry([*file_tools(), MemoryCorrectTool()])
-    ctx = ToolContext(ws, "telegram-42:dm", True, attended=True, outside=WEB,
-                      budget=TurnBudget(counter=counter))
+    ctx = ToolContext(
+        ws, "telegram-42:dm", True, attended=True, outside=WEB, budget=TurnBudget(counter=counter)
+    )
     before = {p: p.read_bytes() for p in ws.rglob("*") if p.is_file()}
     for name, args in WRITES:
         outcome = await registry.run(name, args, ctx)
         assert outcome.is_error and "nothing was written" in outcome.text, (name, outcome)
     # memory_correct only ever changes memory files: refused before it looks.
-    corrected = await registry.run("memory_correct", {
-        "path": f"{AREA}/NOTES.md", "old_text": "practice", "action": "delete"}, ctx)
+    corrected = await registry.run(
+        "memory_correct",
+        {"path": f"{AREA}/NOTES.md", "old_text": "practice", "action": "delete"},
+        ctx,
+    )
     assert corrected.is_error
     assert {p: p.read_bytes() for p in ws.rglob("*") if p.is_file()} == before
     assert counter.shared == ["outside_text"] * (len(WRITES) + 1)
@@ -158,8 +176,7 @@ async def test_reading_a_groups_file_or_a_received_one_marks_the_result(ws: Path
     registry = ToolRegistry(file_tools())
     owner = ToolContext(ws, "telegram-42:dm", True, attended=True)
     group = await registry.run("read_file", {"path": f"{AREA}/NOTES.md"}, owner)
-    received = await registry.run("read_file", {"path": "inbox/2026-03-02/minutes.txt.md"},
-                                  owner)
+    received = await registry.run("read_file", {"path": "inbox/2026-03-02/minutes.txt.md"}, owner)
     own = await registry.run("read_file", {"path": "MEMORY.md"}, owner)
     listing = await registry.run("list_files", {"path": "groups", "recursive": True}, owner)
     folders = await registry.run("list_files", {"path": "."}, owner)
@@ -168,8 +185,7 @@ async def test_reading_a_groups_file_or_a_received_one_marks_the_result(ws: Path
     assert listing.untrusted == "a file a group wrote"  # names a group chose
     # In the group itself its own notes are its own business (it writes only there anyway).
     in_group = ToolContext(ws, "telegram:group:-1001", False, area=AREA)
-    assert (await registry.run("read_file", {"path": f"{AREA}/NOTES.md"}, in_group)
-            ).untrusted == ""
+    assert (await registry.run("read_file", {"path": f"{AREA}/NOTES.md"}, in_group)).untrusted == ""
 
 
 def test_the_panel_and_the_command_line_are_the_owners_hand(ws: Path) -> None:

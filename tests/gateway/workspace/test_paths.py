@@ -415,8 +415,10 @@ def _assert_confined(ws: Path, path: str, *, private: bool, write: bool) -> None
         if write:
             assert inside and len(rel.parts) > 2, (path, result)
         else:
-            assert inside or rel.parts in ((), ("groups",)) or (
-                len(rel.parts) == 1 and rel.parts[0] in ("AGENTS.md", "SOUL.md", "IDENTITY.md")
+            assert (
+                inside
+                or rel.parts in ((), ("groups",))
+                or (len(rel.parts) == 1 and rel.parts[0] in ("AGENTS.md", "SOUL.md", "IDENTITY.md"))
             ), (path, result)
     if write:
         assert not rel.parts or rel.parts[0].casefold() != "sessions"

@@ -12,8 +12,10 @@ def test_first_contact_creates_every_template(tmp_path):
     for name in BOOTSTRAP_FILES:
         assert (workspace / name).read_text().strip()
     assert (workspace / "memory").is_dir()
-    assert "never take destructive actions without confirmation" in (
-        workspace / "AGENTS.md").read_text().lower()
+    assert (
+        "never take destructive actions without confirmation"
+        in (workspace / "AGENTS.md").read_text().lower()
+    )
     heartbeat = (workspace / "HEARTBEAT.md").read_text()
     body = heartbeat.split("-->")[-1].strip()
     assert body == "", "HEARTBEAT.md must hold only comments and headings by default"

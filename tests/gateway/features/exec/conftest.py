@@ -79,8 +79,9 @@ def open_sandbox(sandbox_works: None, world: World) -> Iterator[Opener]:
     def make(policy: object = None, **fields: object) -> Sandbox:
         settings = ExecSettings(**fields)  # type: ignore[arg-type]
         try:
-            box = Sandbox.open(settings, hidden_paths=(world.config, world.root / ".gateway"),
-                               policy=policy)  # type: ignore[arg-type]
+            box = Sandbox.open(
+                settings, hidden_paths=(world.config, world.root / ".gateway"), policy=policy
+            )  # type: ignore[arg-type]
         except SandboxUnavailable as exc:
             _skip_or_fail(str(exc))
             raise
@@ -92,8 +93,9 @@ def open_sandbox(sandbox_works: None, world: World) -> Iterator[Opener]:
         box.close()
 
 
-async def wait_until(check: Callable[[], bool | Awaitable[bool]], timeout: float = 10.0,
-                     what: str = "the condition") -> None:
+async def wait_until(
+    check: Callable[[], bool | Awaitable[bool]], timeout: float = 10.0, what: str = "the condition"
+) -> None:
     """Until `check()` holds; AssertionError after `timeout` (never a fixed sleep)."""
     loop = asyncio.get_running_loop()
     end = loop.time() + timeout

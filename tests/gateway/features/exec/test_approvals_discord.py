@@ -34,17 +34,19 @@ async def dc(monkeypatch) -> AsyncIterator[FakeDiscordServer]:
 
 
 @pytest.fixture
-async def dc_gateway(make_settings, anthropic_server, dc, sandbox_works
-                     ) -> AsyncIterator[Callable[..., Any]]:
+async def dc_gateway(
+    make_settings, anthropic_server, dc, sandbox_works
+) -> AsyncIterator[Callable[..., Any]]:
     running: list[Gateway] = []
 
     async def make(**exec_settings: Any) -> Gateway:
-        settings = make_settings(**llm_overrides(anthropic_server),
-                                 discord={"token": dc.token,
-                                          "allow_from": [str(OWNER), str(OTHER)]},
-                                 owner=f"discord-{OWNER}", exec=exec_settings)
-        gateway = build_gateway(settings, build_provider(settings), options=OPTIONS,
-                                with_exec=True)
+        settings = make_settings(
+            **llm_overrides(anthropic_server),
+            discord={"token": dc.token, "allow_from": [str(OWNER), str(OTHER)]},
+            owner=f"discord-{OWNER}",
+            exec=exec_settings,
+        )
+        gateway = build_gateway(settings, build_provider(settings), options=OPTIONS, with_exec=True)
         assert gateway.presses is not None
         await gateway.start()
         await dc.identified.wait()
@@ -62,13 +64,20 @@ async def question(dc: FakeDiscordServer) -> SentMessage:
 
 
 def tool_result(server: Any) -> str:
-    return json.dumps([block for message in server.requests[-1]["messages"]
-                       if isinstance(message["content"], list)
-                       for block in message["content"] if block.get("type") == "tool_result"])
+    return json.dumps(
+        [
+            block
+            for message in server.requests[-1]["messages"]
+            if isinstance(message["content"], list)
+            for block in message["content"]
+            if block.get("type") == "tool_result"
+        ]
+    )
 
 
-async def test_a_button_press_approves_and_the_question_is_rewritten(dc_gateway, dc,
-                                                                     anthropic_server):
+async def test_a_button_press_approves_and_the_question_is_rewritten(
+    dc_gateway, dc, anthropic_server
+):
     gateway = await dc_gateway()
     anthropic_server.reply_tool_call("exec", {"command": "echo via-discord | rev"})
     anthropic_server.reply_text("reversed it")

@@ -37,18 +37,34 @@ async def tg() -> AsyncIterator[FakeTelegramServer]:
 
 
 @pytest.fixture
-async def exec_gateway(make_settings: Callable[..., Any], anthropic_server: FakeAnthropicServer,
-                       tg: FakeTelegramServer, sandbox_works: None
-                       ) -> AsyncIterator[Callable[..., Any]]:
+async def exec_gateway(
+    make_settings: Callable[..., Any],
+    anthropic_server: FakeAnthropicServer,
+    tg: FakeTelegramServer,
+    sandbox_works: None,
+) -> AsyncIterator[Callable[..., Any]]:
     running: list[Gateway] = []
 
     async def make(clock: FixedClock | None = None, **exec_settings: Any) -> Gateway:
-        telegram = {"token": tg.token, "base_url": tg.base_url, "poll_timeout_seconds": 1,
-                    "allow_from": [str(OWNER), str(OTHER)]}
-        settings = make_settings(**llm_overrides(anthropic_server), telegram=telegram,
-                                 owner=f"telegram-{OWNER}", exec=exec_settings)
-        gateway = build_gateway(settings, build_provider(settings), clock=clock,
-                                options={"telegram": FAST}, with_exec=True)
+        telegram = {
+            "token": tg.token,
+            "base_url": tg.base_url,
+            "poll_timeout_seconds": 1,
+            "allow_from": [str(OWNER), str(OTHER)],
+        }
+        settings = make_settings(
+            **llm_overrides(anthropic_server),
+            telegram=telegram,
+            owner=f"telegram-{OWNER}",
+            exec=exec_settings,
+        )
+        gateway = build_gateway(
+            settings,
+            build_provider(settings),
+            clock=clock,
+            options={"telegram": FAST},
+            with_exec=True,
+        )
         assert gateway.presses is not None
         await gateway.start()
         running.append(gateway)
@@ -90,12 +106,14 @@ async def runs(gateway: Gateway) -> list[Any]:
     return await ApprovalStore(gateway.state.database).runs()
 
 
-async def test_a_pipe_asks_and_runs_once_approved_with_the_button(exec_gateway, tg,
-                                                                  anthropic_server):
+async def test_a_pipe_asks_and_runs_once_approved_with_the_button(
+    exec_gateway, tg, anthropic_server
+):
     gateway = await exec_gateway(allow=["ls"])
     (workspace(gateway) / "notes").mkdir(parents=True, exist_ok=True)
-    anthropic_server.reply_tool_call("exec", {"command": "printf 'a\\nb\\n' | wc -l",
-                                              "cwd": "notes"})
+    anthropic_server.reply_tool_call(
+        "exec", {"command": "printf 'a\\nb\\n' | wc -l", "cwd": "notes"}
+    )
     anthropic_server.reply_text("there are two lines")
     await tg.send_text(OWNER, "count the lines")
     asked = await question(tg)
@@ -111,7 +129,10 @@ async def test_a_pipe_asks_and_runs_once_approved_with_the_button(exec_gateway, 
     assert asked.reply_markup is None and asked.text.startswith("Approved (once)")
     [run] = await runs(gateway)
     assert (run.command, run.approved_by, run.exit_code) == (
-        "printf 'a\\nb\\n' | wc -l", f"telegram:{OWNER}", 0)
+        "printf 'a\\nb\\n' | wc -l",
+        f"telegram:{OWNER}",
+        0,
+    )
 
 
 async def test_deny_means_it_never_runs(exec_gateway, tg, anthropic_server):
@@ -128,8 +149,7 @@ async def test_deny_means_it_never_runs(exec_gateway, tg, anthropic_server):
     assert await runs(gateway) == []
 
 
-async def test_a_strangers_press_is_refused_and_changes_nothing(exec_gateway, tg,
-                                                                anthropic_server):
+async def test_a_strangers_press_is_refused_and_changes_nothing(exec_gateway, tg, anthropic_server):
     gateway = await exec_gateway()
     anthropic_server.reply_tool_call("exec", {"command": "echo $((6*7))"})
     anthropic_server.reply_text("forty-two")
@@ -175,8 +195,9 @@ async def test_what_the_allowlist_cannot_read_asks(exec_gateway, tg, anthropic_s
     assert await runs(gateway) == []
 
 
-async def test_always_allow_runs_the_exact_command_later_without_asking(exec_gateway, tg,
-                                                                      anthropic_server):
+async def test_always_allow_runs_the_exact_command_later_without_asking(
+    exec_gateway, tg, anthropic_server
+):
     gateway = await exec_gateway(mode="ask")
     anthropic_server.reply_tool_call("exec", {"command": "echo hi"})
     anthropic_server.reply_text("first")
@@ -209,33 +230,40 @@ async def test_an_expired_request_cannot_be_approved(exec_gateway, tg, anthropic
     assert await runs(gateway) == []
 
 
-async def test_a_late_approval_runs_and_posts_the_result_in_the_chat(exec_gateway, tg,
-                                                                     anthropic_server):
+async def test_a_late_approval_runs_and_posts_the_result_in_the_chat(
+    exec_gateway, tg, anthropic_server
+):
     gateway = await exec_gateway(wait_seconds=0)
     (workspace(gateway) / "notes").mkdir(parents=True, exist_ok=True)
-    anthropic_server.reply_tool_call("exec", {"command": "echo late-result-7 > notes/out.txt;"
-                                                         " cat notes/out.txt"})
+    anthropic_server.reply_tool_call(
+        "exec", {"command": "echo late-result-7 > notes/out.txt; cat notes/out.txt"}
+    )
     anthropic_server.reply_text("asked the owner")
     await tg.send_text(OWNER, "do it")
     asked = await question(tg)
     await wait_until(lambda: "asked the owner" in tg.texts(OWNER), what="the reply")
     await tg.wait_answered(await tg.press(OWNER, asked, asked.button_data()[0]))
-    await wait_until(lambda: any(t.startswith("The command approved") for t in tg.texts(OWNER)),
-                     what="the posted result")
+    await wait_until(
+        lambda: any(t.startswith("The command approved") for t in tg.texts(OWNER)),
+        what="the posted result",
+    )
     posted = next(t for t in tg.texts(OWNER) if t.startswith("The command approved"))
     assert "exit status 0" in posted and "late-result-7" in posted
     # What the command wrote is committed, so `clawgate memory undo` can take it back.
     out = workspace(gateway) / "notes" / "out.txt"
     assert out.read_text() == "late-result-7\n"
-    await wait_until(lambda: _committed(workspace(gateway), "notes/out.txt"),
-                     what="the commit")
+    await wait_until(lambda: _committed(workspace(gateway), "notes/out.txt"), what="the commit")
 
 
 def _committed(ws: Path, rel: str) -> bool:
     import subprocess
 
-    done = subprocess.run(["git", "-C", str(ws), "log", "--name-only", "--format=%s"],
-                          capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        ["git", "-C", str(ws), "log", "--name-only", "--format=%s"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     return rel in done.stdout
 
 
@@ -255,18 +283,25 @@ async def test_a_script_changed_after_approval_asks_again(exec_gateway, tg, anth
     await tg.wait_answered(await tg.press(OWNER, asked, asked.button_data()[0]))
     again = await question(tg, 2)
     assert code_of(again) != first_code
-    await wait_until(lambda: any("asked again" in t for t in tg.texts(OWNER)),
-                     what="the note that it asks again")
+    await wait_until(
+        lambda: any("asked again" in t for t in tg.texts(OWNER)), what="the note that it asks again"
+    )
     assert not any("something-else-ran" in t for t in tg.texts(OWNER))
     assert await runs(gateway) == []
     # Approving the new question runs the script as it is now.
     await tg.wait_answered(await tg.press(OWNER, again, again.button_data()[0]))
-    await wait_until(lambda: any(t.startswith("The command approved") and "something-else-ran" in t
-                             for t in tg.texts(OWNER)), what="the result")
+    await wait_until(
+        lambda: any(
+            t.startswith("The command approved") and "something-else-ran" in t
+            for t in tg.texts(OWNER)
+        ),
+        what="the result",
+    )
 
 
-async def test_another_persons_commands_need_the_owner_to_list_them(exec_gateway, tg,
-                                                                    anthropic_server):
+async def test_another_persons_commands_need_the_owner_to_list_them(
+    exec_gateway, tg, anthropic_server
+):
     gateway = await exec_gateway(mode="off")
     anthropic_server.reply_tool_call("exec", {"command": "id -u"})
     anthropic_server.reply_text("not for you")
@@ -278,8 +313,9 @@ async def test_another_persons_commands_need_the_owner_to_list_them(exec_gateway
     assert await runs(gateway) == []
 
 
-async def test_a_listed_persons_command_is_approved_by_the_owner(exec_gateway, tg,
-                                                                 anthropic_server):
+async def test_a_listed_persons_command_is_approved_by_the_owner(
+    exec_gateway, tg, anthropic_server
+):
     gateway = await exec_gateway(people=[f"telegram-{OTHER}"])
     await tg.send_text(OWNER, "hello")  # the owner's DM is known: the question goes there
     await wait_until(lambda: len(tg.texts(OWNER)) >= 1, what="the owner's reply")
@@ -305,8 +341,9 @@ async def test_slash_approve_answers_where_buttons_do_not(exec_gateway, tg, anth
     await tg.send_text(OWNER, "go")
     asked = await question(tg)
     await tg.send_text(OTHER, f"/approve {code_of(asked)}")
-    await wait_until(lambda: any("Only the owner" in t for t in tg.texts(OTHER)),
-                     what="the refusal")
+    await wait_until(
+        lambda: any("Only the owner" in t for t in tg.texts(OTHER)), what="the refusal"
+    )
     await tg.send_text(OWNER, f"/approve {code_of(asked).lower()}")
     await wait_until(lambda: "approved by typing" in tg.texts(OWNER), what="the reply")
     assert "typed-2" in tool_results(anthropic_server)[-1]

@@ -37,12 +37,15 @@ def test_command_directory_and_network_each_change_the_binding(tmp_path: Path) -
 
 def test_a_changed_script_changes_the_binding(tmp_path: Path) -> None:
     ws = _ws(tmp_path)
-    for command, script in [("sh backup.sh", "backup.sh"),
-                            ("python3 scripts/plot.py --out x.png", "scripts/plot.py"),
-                            ("./backup.sh", "backup.sh"), ("make", "Makefile"),
-                            ("bash < backup.sh", "backup.sh"),
-                            ("cat x | sh /workspace/backup.sh", "backup.sh"),
-                            ("python3 plot.py", "scripts/plot.py")]:
+    for command, script in [
+        ("sh backup.sh", "backup.sh"),
+        ("python3 scripts/plot.py --out x.png", "scripts/plot.py"),
+        ("./backup.sh", "backup.sh"),
+        ("make", "Makefile"),
+        ("bash < backup.sh", "backup.sh"),
+        ("cat x | sh /workspace/backup.sh", "backup.sh"),
+        ("python3 plot.py", "scripts/plot.py"),
+    ]:
         cwd = "scripts" if command == "python3 plot.py" else ""
         before = approval_binding(command, cwd, False, ws)
         path = ws / script

@@ -25,31 +25,33 @@ def question_recorded(state_db: Path) -> bool:
         return False
     try:
         with sqlite3.connect(f"file:{state_db}?mode=ro", uri=True) as db:
-            rows = db.execute("SELECT count(*) FROM exec_approvals"
-                              " WHERE request_message != ''").fetchone()
+            rows = db.execute(
+                "SELECT count(*) FROM exec_approvals WHERE request_message != ''"
+            ).fetchone()
     except sqlite3.OperationalError:  # not migrated yet, or busy
         return False
     return bool(rows and rows[0])
 
 
-async def test_the_button_still_answers_after_a_kill_9(tmp_path, anthropic_server,
-                                                       sandbox_works):
+async def test_the_button_still_answers_after_a_kill_9(tmp_path, anthropic_server, sandbox_works):
     command = "echo survived-$((40+2)) >> notes/ran.txt; cat notes/ran.txt"
     anthropic_server.reply_tool_call("exec", {"command": command})
     async with FakeTelegramServer(max_poll=0.3) as tg:
-        env = gateway_env(tmp_path, tg, anthropic_server.base_url, [OWNER],
-                          CLAWGATE_OWNER=f"telegram-{OWNER}")
+        env = gateway_env(
+            tmp_path, tg, anthropic_server.base_url, [OWNER], CLAWGATE_OWNER=f"telegram-{OWNER}"
+        )
         log = tmp_path / "gateway.log"
         (tmp_path / "workspaces" / f"telegram-{OWNER}" / "notes").mkdir(parents=True)
         process = await start_gateway(env, log)
         try:
             await tg.send_text(OWNER, "note it")
-            await wait_until(lambda: bool(tg.with_buttons(OWNER)), timeout=60,
-                             what="the question")
+            await wait_until(lambda: bool(tg.with_buttons(OWNER)), timeout=60, what="the question")
             asked = tg.with_buttons(OWNER)[0]
-            await wait_until(lambda: question_recorded(
-                tmp_path / "workspaces" / ".gateway" / "state.db"), timeout=30,
-                what="the question's record")
+            await wait_until(
+                lambda: question_recorded(tmp_path / "workspaces" / ".gateway" / "state.db"),
+                timeout=30,
+                what="the question's record",
+            )
             process.send_signal(signal.SIGKILL)
             await process.wait()
             # The turn that asked died with the process; after the restart it runs again
@@ -59,19 +61,25 @@ async def test_the_button_still_answers_after_a_kill_9(tmp_path, anthropic_serve
             anthropic_server.reply_text("noted after the restart")
             polls = len(tg.offsets_seen)
             process = await start_gateway(env, log)
-            await wait_until(lambda: len(tg.offsets_seen) > polls + 1, timeout=60,
-                             what="polling again")
+            await wait_until(
+                lambda: len(tg.offsets_seen) > polls + 1, timeout=60, what="polling again"
+            )
             query = await tg.press(OWNER, asked, asked.button_data()[0])
             assert "Approved" in await tg.wait_answered(query, timeout=30)
             ran = tmp_path / "workspaces" / f"telegram-{OWNER}" / "notes" / "ran.txt"
             await wait_until(lambda: ran.exists(), timeout=30, what="the command's run")
-            await wait_until(lambda: any("survived-42" in t or "noted after" in t
-                                         for t in tg.texts(OWNER)), timeout=30,
-                             what="the result in the chat")
+            await wait_until(
+                lambda: any("survived-42" in t or "noted after" in t for t in tg.texts(OWNER)),
+                timeout=30,
+                what="the result in the chat",
+            )
             # The turn that died is run again and answers: it neither asks again nor runs
             # the command a second time, whichever came first, its model call or the press.
-            await wait_until(lambda: "noted after the restart" in tg.texts(OWNER), timeout=60,
-                             what="the resumed turn's reply")
+            await wait_until(
+                lambda: "noted after the restart" in tg.texts(OWNER),
+                timeout=60,
+                what="the resumed turn's reply",
+            )
             seen = json.dumps(anthropic_server.requests[-1]) + "\n".join(tg.texts(OWNER))
             assert "survived-42" in seen
             assert ran.read_text() == "survived-42\n"  # once

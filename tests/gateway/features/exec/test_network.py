@@ -39,8 +39,9 @@ DECISIONS = [
 
 
 @pytest.mark.parametrize(("host", "port", "answer", "address", "refusal"), DECISIONS)
-async def test_the_proxys_decision(host: str, port: int, answer: list[str], address: str,
-                                   refusal: str) -> None:
+async def test_the_proxys_decision(
+    host: str, port: int, answer: list[str], address: str, refusal: str
+) -> None:
     resolver = TableResolver({host: answer})
     dest = await decide(host, port, policy=AddressPolicy(), resolver=resolver, ports=[80, 443])
     assert dest.address == address
@@ -55,8 +56,7 @@ async def web_server() -> AsyncIterator[tuple[int, list[bytes]]]:
     async def answer(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             heads.append(await reader.readuntil(b"\r\n\r\n"))
-            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\n"
-                         b"hello")
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello")
             await writer.drain()
         except (asyncio.IncompleteReadError, ConnectionError):
             pass
@@ -69,34 +69,46 @@ async def web_server() -> AsyncIterator[tuple[int, list[bytes]]]:
 
 
 def _connect_script(port: int) -> str:
-    return ("exec 3<>/dev/tcp/127.0.0.1/3128 && "
-            f"printf 'CONNECT 127.0.0.1:{port} HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n' >&3 && "
-            "head -1 <&3; exec 3<&-; echo end")
+    return (
+        "exec 3<>/dev/tcp/127.0.0.1/3128 && "
+        f"printf 'CONNECT 127.0.0.1:{port} HTTP/1.1\\r\\nHost: x\\r\\n\\r\\n' >&3 && "
+        "head -1 <&3; exec 3<&-; echo end"
+    )
 
 
 async def test_with_network_on_loopback_is_refused_by_the_proxy(
-        open_sandbox: Opener, world: World, web_server: tuple[int, list[bytes]]) -> None:
+    open_sandbox: Opener, world: World, web_server: tuple[int, list[bytes]]
+) -> None:
     port, heads = web_server
     box = open_sandbox(network_ports=[])
     result = await box.run(RunRequest(world.alice, _connect_script(port), network=True))
     assert result.output.shown.startswith("HTTP/1.1 403 Forbidden")
     assert any("a loopback address" in r for r in result.network_refused)
-    direct = await box.run(RunRequest(world.alice, f"echo x > /dev/tcp/127.0.0.1/{port}",
-                                      network=True))
+    direct = await box.run(
+        RunRequest(world.alice, f"echo x > /dev/tcp/127.0.0.1/{port}", network=True)
+    )
     assert "Connection refused" in direct.output.shown  # its own loopback, not the host's
     assert heads == []
 
 
 async def test_with_network_on_a_public_host_is_reached_through_the_proxy(
-        open_sandbox: Opener, world: World, web_server: tuple[int, list[bytes]]) -> None:
+    open_sandbox: Opener, world: World, web_server: tuple[int, list[bytes]]
+) -> None:
     port, heads = web_server
     public = AddressPolicy(parse_networks(["127.0.0.1/32"]))  # the test's "internet"
     box = open_sandbox(policy=public, network_ports=[port])
     tunnel = await box.run(RunRequest(world.alice, _connect_script(port), network=True))
     assert tunnel.output.shown.startswith("HTTP/1.1 200 Connection established")
-    fetch = await box.run(RunRequest(world.alice, (
-        "python3 -c \"import urllib.request as u; "
-        f"print(u.urlopen('http://127.0.0.1:{port}/page').read().decode())\""), network=True))
+    fetch = await box.run(
+        RunRequest(
+            world.alice,
+            (
+                'python3 -c "import urllib.request as u; '
+                f"print(u.urlopen('http://127.0.0.1:{port}/page').read().decode())\""
+            ),
+            network=True,
+        )
+    )
     assert fetch.output.shown.strip() == "hello", fetch.output.shown
     assert fetch.network_used == (f"127.0.0.1:{port}",)
     assert heads and heads[-1].startswith(b"GET /page HTTP/1.1")
