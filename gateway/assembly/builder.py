@@ -124,8 +124,9 @@ def assemble_parts(
     clock: Clock | None = None,
     options: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> GatewayParts:
-    """The gateway's parts for `plan`, in dependency order, not started (no I/O happens
-    here): what the parts' tools need is made first and given to them."""
+    """The gateway's parts for `plan`, in dependency order, not started (the only I/O is
+    the exec sandbox's one probe, where `[exec]` is on): what the parts' tools need is made
+    first and given to them."""
     from gateway.agent.sessions import SessionStore
     from gateway.assembly import platforms
     from gateway.assembly.web import web_tools
@@ -201,7 +202,7 @@ def build_gateway(
     clock: Clock | None = None,
     options: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> Gateway:
-    """The Gateway object for `plan`, not started (no I/O happens here), without the
+    """The Gateway object for `plan`, not started (see `assemble_parts`), without the
     services around it (GatewayApp adds those)."""
     from gateway.pipeline.gateway import Gateway
 
