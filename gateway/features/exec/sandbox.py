@@ -299,7 +299,10 @@ class Sandbox:
         runtime_dir: Path,
         policy: AddressPolicy,
         resolver: Resolver,
+        etc: Path | None = None,
     ) -> None:
+        """`etc`: the sandbox's /etc, already built under `runtime_dir` (`open` builds it
+        once for the probe and the sandbox), else built here."""
         if not availability.ok or not availability.bwrap:
             raise SandboxUnavailable(availability)
         self.availability = availability
@@ -309,7 +312,7 @@ class Sandbox:
         self.policy = policy
         self.resolver = resolver
         self.python = _system_python()
-        self.etc = build_etc(runtime_dir / "etc")
+        self.etc = etc or build_etc(runtime_dir / "etc")
         self._seccomp = filter_program()
         self.cgroups = Cgroups.detect()
         self.autogroup = in_root_cpu_group()  # lower each sandbox's autogroup too
@@ -333,10 +336,14 @@ class Sandbox:
 
         `hidden_paths`: the gateway's config file, state directory and home, kept out of
         the sandbox even where a system directory that is mounted holds them."""
-        availability = probe(settings, bwrap)
-        if not availability.ok:
-            raise SandboxUnavailable(availability)
         runtime = Path(tempfile.mkdtemp(prefix="clawgate-exec-"))
+        # /etc is copied once (its certificates are hundreds of links: about 0.2 s here) for
+        # the probe and every command after it.
+        etc = build_etc(runtime / "etc") if find_bwrap(bwrap) is not None else None
+        availability = probe(settings, bwrap, etc=etc)
+        if not availability.ok:
+            shutil.rmtree(runtime, ignore_errors=True)
+            raise SandboxUnavailable(availability)
         box = cls(
             availability,
             settings,
@@ -344,6 +351,7 @@ class Sandbox:
             runtime_dir=runtime,
             policy=policy or AddressPolicy(),
             resolver=resolver or SystemResolver(),
+            etc=etc,
         )
         if box.cgroups is None and os.geteuid() == 0:
             box.close()
@@ -603,9 +611,12 @@ def _ending(stop: str, code: int | None, started: bool) -> Ended:
     return "exited"
 
 
-def probe(settings: ExecSettings | None = None, bwrap: str | None = None) -> Availability:
+def probe(
+    settings: ExecSettings | None = None, bwrap: str | None = None, *, etc: Path | None = None
+) -> Availability:
     """Whether the sandbox runs here: bubblewrap found, and a real run of `true` in the
-    same sandbox every command gets (an empty temporary workspace) succeeding."""
+    same sandbox every command gets (an empty temporary workspace) succeeding. `etc`: the
+    sandbox's /etc when the caller has built it already (`Sandbox.open`)."""
     found = find_bwrap(bwrap)
     if found is None:
         return Availability(
@@ -620,7 +631,7 @@ def probe(settings: ExecSettings | None = None, bwrap: str | None = None) -> Ava
         workspace = Path(tmp)
         (workspace / "ws").mkdir()
         view, opened = view_args(
-            workspace / "ws", "", etc=build_etc(workspace / "etc"), tmp_bytes=1024 * 1024
+            workspace / "ws", "", etc=etc or build_etc(workspace / "etc"), tmp_bytes=1024 * 1024
         )
         program = filter_program()
         seccomp_fd = None
