@@ -41,12 +41,17 @@ def _tool_names(request: dict[str, Any]) -> list[str]:
 
 
 def _tool_results(request: dict[str, Any]) -> str:
-    """The newest message as JSON, without the call ids (a fake's id counts up over the whole
-    test run: `toolu_fake000842` would count as one more "42")."""
+    """The newest message's tool results as JSON, without the call ids (a fake's id counts up
+    over the whole test run: `toolu_fake000842` would count as one more "42") and without the
+    turn's other blocks (its "[Current time: ... 04:42 ...]" line would count too)."""
     message = request["messages"][-1]
     content = message["content"]
     if isinstance(content, list):
-        content = [{k: v for k, v in block.items() if k != "tool_use_id"} for block in content]
+        content = [
+            {k: v for k, v in block.items() if k != "tool_use_id"}
+            for block in content
+            if block.get("type") == "tool_result"
+        ]
     return json.dumps({**message, "content": content})
 
 
