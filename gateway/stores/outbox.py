@@ -97,6 +97,11 @@ class OutboxStore:
 
         return await self.db.commit(enqueue, durable=together is not None)
 
+    async def commit_alone(self, write: Callable[[sqlite3.Connection], object]) -> None:
+        """`together`'s statements for a message that gets no outbox row (a channel that keeps
+        none, the terminal): committed durably on their own."""
+        await self.db.commit(write, durable=True)
+
     async def note_attempt(self, row: int, error: str) -> None:
         await self.db.write(
             "UPDATE outbox SET attempts = attempts + 1, error = ? WHERE id = ?", (error, row)

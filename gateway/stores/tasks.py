@@ -3,7 +3,8 @@
 A row is the whole truth about a task, so a kill -9 loses none: what it was asked (goal, the
 parent's summary, the tools it may use, its model, token cap and deadline), where it came
 from and reports to (channel, chat, the chat's session key, and whether that chat was
-private), how far it got (state, steps, tokens, cost) and whether its one report was made.
+private), how far it got (state, steps, tokens, cost), whether its one report was made and
+whether that report is in the chat's session yet (`noted`).
 
 States: `queued -> running <-> waiting_approval`, then one of the final states below. The
 final state and the report are written together: `finish_write` is the statement the runner
@@ -49,7 +50,7 @@ _COLUMNS = (
     "id, person, number, workspace, channel, chat_id, session_key, private, sender_id, goal,"
     " context, tools, model, token_cap, deadline, state, tokens, cost, steps, created_at,"
     " started_at, finished_at, cancel_requested, cancelled_by, result, error, reported,"
-    " reported_at"
+    " reported_at, noted"
 )
 _ACTIVE_SQL = "(" + ", ".join(f"'{state}'" for state in ACTIVE) + ")"
 
@@ -108,6 +109,7 @@ class Task:
     error: str
     reported: bool
     reported_at: float | None
+    noted: bool  # the report is in the origin chat's session (the next turn knows it)
 
     @property
     def active(self) -> bool:
@@ -120,6 +122,7 @@ class Task:
         values[11] = _tools(values[11])
         values[22] = bool(values[22])
         values[26] = bool(values[26])
+        values[28] = bool(values[28])
         return cls(*values)
 
 
@@ -235,6 +238,16 @@ class TaskStore:
             " ORDER BY id"
         )
         return [Task.from_row(r) for r in rows]
+
+    async def unnoted(self) -> list[Task]:
+        """Reported tasks whose report is not yet in the origin chat's session."""
+        rows = await self.db.rows(
+            f"SELECT {_COLUMNS} FROM tasks WHERE reported = 1 AND noted = 0 ORDER BY id"
+        )
+        return [Task.from_row(r) for r in rows]
+
+    async def mark_noted(self, task_id: int) -> None:
+        await self.db.write("UPDATE tasks SET noted = 1 WHERE id = ?", (task_id,))
 
     async def cancels_requested(self, task_ids: list[int]) -> set[int]:
         """Which of these tasks someone asked to stop (read fresh: another process writes it)."""
