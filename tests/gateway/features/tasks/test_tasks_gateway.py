@@ -1,0 +1,161 @@
+"""Background tasks through the real gateway: python-telegram-bot against the loopback Bot
+API, the real state database, the fake model taking several steps per task (conftest.py).
+
+User 42 owns the gateway; 43 is another approved person with a workspace of their own.
+"""
+
+from __future__ import annotations
+
+import json
+
+from gateway.agent.conversation import Usage
+from gateway.stores.state import StateDB
+from tests.gateway.features.tasks.conftest import (
+    OTHER,
+    OWNER,
+    finished_texts,
+    tasks_in,
+    wait_for,
+)
+
+
+def state_db(app) -> object:
+    return app.settings.workspaces_dir / ".gateway" / "state.db"
+
+
+def reports(tg, chat: int = OWNER) -> list[str]:
+    return [t for t in finished_texts(tg, chat) if t.startswith("Task #")]
+
+
+async def test_a_task_starts_at_once_reports_once_and_the_next_turn_knows_it(
+    make_app, tg, script, anthropic_server
+):
+    app = await make_app()
+    await tg.send_text(OWNER, "task: sum up my notes")
+    started = await wait_for(
+        lambda: [t for t in finished_texts(tg) if t.startswith("STARTED:")], what="the answer"
+    )
+    assert "Started task 1" in started[0]
+    await wait_for(lambda: reports(tg), what="the report")
+    [report] = reports(tg)
+    assert report.startswith("Task #1 done: sum up my notes")
+    assert "RESULT-1: all summed up" in report
+    [task] = tasks_in(state_db(app))
+    assert (task.state, task.reported, task.steps) == ("done", True, 4)
+    assert task.tokens > 0 and task.started_at is not None and task.finished_at is not None
+    await wait_for(lambda: tasks_in(state_db(app))[0].noted, what="the note in the session")
+    # The next turn of the chat has the report in its history.
+    await tg.send_text(OWNER, "what did it find?")
+    await wait_for(lambda: "echo: what did it find?" in finished_texts(tg), what="the reply")
+    last = json.dumps(anthropic_server.requests[-1]["messages"])
+    assert "RESULT-1: all summed up" in last
+    # Its own session was a fresh context: the goal, not the chat's history.
+    task_requests = [
+        r for r in anthropic_server.requests if "A background task" in json.dumps(r["system"])
+    ]
+    first = json.dumps(task_requests[0]["messages"])
+    assert "sum up my notes" in first and "STARTED" not in first
+    assert len(reports(tg)) == 1
+
+
+async def test_two_tasks_run_at_once_and_each_reports(make_app, tg, script, anthropic_server):
+    script.steps, script.delay = 4, 0.1
+    app = await make_app()
+    await tg.send_text(OWNER, "task: first job")
+    await tg.send_text(OWNER, "task: second job")
+    await wait_for(lambda: len(reports(tg)) == 2, what="both reports")
+    numbers = sorted(t.split(" ", 2)[1] for t in reports(tg))
+    assert numbers == ["#1", "#2"]
+    rows = tasks_in(state_db(app))
+    assert [t.state for t in rows] == ["done", "done"]
+    # They overlapped: one started before the other finished.
+    assert rows[1].started_at is not None and rows[0].finished_at is not None
+    assert rows[1].started_at < rows[0].finished_at
+    assert anthropic_server.most_in_flight >= 2
+
+
+async def test_tasks_lists_and_cancel_stops_one(make_app, tg, script):
+    script.steps, script.delay = 500, 0.05
+    app = await make_app()
+    await tg.send_text(OWNER, "task: a very long job")
+    await wait_for(lambda: (r := tasks_in(state_db(app))) and r[0].steps >= 2, what="steps")
+    await tg.send_text(OWNER, "/tasks")
+    listing = await wait_for(
+        lambda: [t for t in finished_texts(tg) if t.startswith("Your tasks:")], what="/tasks"
+    )
+    assert "#1 running" in listing[0] and "a very long job" in listing[0]
+    await tg.send_text(OWNER, "/tasks cancel 1")
+    await wait_for(lambda: reports(tg), what="the cancelled report")
+    [report] = reports(tg)
+    assert report.startswith("Task #1 cancelled") and "It was cancelled" in report
+    [task] = tasks_in(state_db(app))
+    assert task.state == "cancelled" and task.reported
+    await tg.send_text(OWNER, "/tasks cancel 1")
+    await wait_for(
+        lambda: any("already finished" in t for t in finished_texts(tg)), what="second cancel"
+    )
+
+
+async def test_a_cancel_written_by_another_process_stops_the_task(make_app, tg, script):
+    script.steps, script.delay = 500, 0.05
+    app = await make_app()
+    await tg.send_text(OWNER, "task: another long job")
+    await wait_for(lambda: (r := tasks_in(state_db(app))) and r[0].steps >= 1, what="a step")
+    async with StateDB.for_root(app.settings.workspaces_dir) as cli:  # the CLI's connections
+        assert await cli.tasks.request_cancel(f"telegram-{OWNER}", 1, by="cli")
+    await wait_for(lambda: reports(tg), what="the report")
+    assert "cancelled from the command line" in reports(tg)[0]
+
+
+async def test_the_deadline_ends_a_task_and_says_so(make_app, tg, script):
+    script.steps, script.delay = 500, 0.05
+    app = await make_app(tasks={"default_deadline_seconds": 1.0, "max_deadline_seconds": 1.0})
+    await tg.send_text(OWNER, "task: slow job")
+    await wait_for(lambda: reports(tg), what="the report")
+    [report] = reports(tg)
+    assert report.startswith("Task #1 stopped at its deadline") and "deadline" in report
+    [task] = tasks_in(state_db(app))
+    assert task.state == "timed_out" and 0 < task.steps < 500
+
+
+async def test_the_token_cap_ends_a_task(make_app, tg, script):
+    script.steps, script.delay = 500, 0.0
+    app = await make_app(tasks={"default_token_cap": 3000, "max_token_cap": 3000})
+    await tg.send_text(OWNER, "task: wordy job")
+    await wait_for(lambda: reports(tg), what="the report")
+    [report] = reports(tg)
+    assert report.startswith("Task #1 stopped at its token cap") and "3,000 tokens" in report
+    [task] = tasks_in(state_db(app))
+    assert task.state == "capped" and task.tokens >= 3000 and task.steps < 500
+
+
+async def test_a_person_over_budget_gets_a_refusal_not_silence(make_app, tg, script):
+    script.steps, script.delay = 500, 0.05
+    app = await make_app(budget={"daily_tokens": 1_000_000})
+    person = f"telegram-{OTHER}"
+    await tg.send_text(OTHER, "task: spend a lot")
+    await wait_for(lambda: (r := tasks_in(state_db(app))) and r[0].steps >= 1, what="a step")
+    # Meanwhile the person's other use reaches the cap: the task's next call is refused.
+    await app.parts.usage.record(person, "conversation", "m", Usage(input_tokens=2_000_000))
+    await wait_for(lambda: reports(tg, OTHER), what="the report")
+    [report] = reports(tg, OTHER)
+    assert report.startswith("Task #1 stopped: usage limit reached")
+    assert "usage limit" in report
+    [task] = tasks_in(state_db(app))
+    assert task.state == "over_budget" and task.person == person
+
+
+async def test_the_dm_is_answered_while_three_tasks_run(make_app, tg, script):
+    script.steps, script.delay = 500, 0.1
+    app = await make_app()
+    for n in range(3):
+        await tg.send_text(OWNER, f"task: long job {n}")
+    await wait_for(
+        lambda: len([t for t in tasks_in(state_db(app)) if t.state == "running"]) == 3,
+        what="three tasks running",
+    )
+    await tg.send_text(OWNER, "are you there?")
+    await wait_for(lambda: "echo: are you there?" in finished_texts(tg), what="the DM's answer")
+    # Answered while every task still runs: none of them held the chat.
+    assert [t.state for t in tasks_in(state_db(app))] == ["running"] * 3
+    assert reports(tg) == []
