@@ -103,6 +103,7 @@ class TaskRunner:
         self._handles: dict[int, _Handle] = {}
         self._wake = asyncio.Event()
         self._loop_task: asyncio.Task[None] | None = None
+        self._resumed = True
 
     # -- what the desk asks (desk.Starter) --------------------------------------------------
 
@@ -152,9 +153,10 @@ class TaskRunner:
                 await asyncio.wait_for(self._wake.wait(), self.settings.poll_seconds)
 
     async def _tick(self) -> None:
+        resumed, self._resumed = self._resumed, False  # the first poll finds the last run's
         for task in await self.store.active():
             if task.id not in self._handles:
-                self._launch(task)
+                self._launch(task, resumed=resumed)
         if not self._handles:
             return
         for task_id in await self.store.cancels_requested(list(self._handles)):
@@ -176,13 +178,15 @@ class TaskRunner:
             handle.waiting = key in pending
             await self.store.set_waiting(task_id, handle.waiting)
 
-    def _launch(self, task: Task) -> None:
-        job = asyncio.create_task(self._guarded(task), name=f"task:{task.person}:{task.number}")
+    def _launch(self, task: Task, *, resumed: bool) -> None:
+        job = asyncio.create_task(
+            self._guarded(task, resumed), name=f"task:{task.person}:{task.number}"
+        )
         self._handles[task.id] = _Handle(job, session_key=task_session_key(task.person, task.id))
 
-    async def _guarded(self, task: Task) -> None:
+    async def _guarded(self, task: Task, resumed: bool) -> None:
         try:
-            await self._run(task)
+            await self._run(task, resumed)
         except asyncio.CancelledError:
             raise
         except Exception:
@@ -194,17 +198,14 @@ class TaskRunner:
 
     # -- one task -------------------------------------------------------------------------
 
-    async def _run(self, task: Task) -> None:
+    async def _run(self, task: Task, resumed: bool) -> None:
+        """`resumed`: found unfinished at start (the gateway stopped or was killed meanwhile)."""
         now = self.parts.clock.now().timestamp()
         if task.cancel_requested:
             await self.reporter.report(task, "cancelled", error=_cancelled(task))
             return
         if task.deadline <= now:
-            why = (
-                "its deadline passed while the gateway was stopped"
-                if task.started_at is not None or task.created_at < now
-                else "its deadline passed"
-            )
+            why = "its deadline passed" + (" while the gateway was stopped" if resumed else "")
             await self.reporter.report(task, "timed_out", error=why)
             return
         if task.tokens >= task.token_cap:

@@ -30,7 +30,10 @@ from tests.fakes.telegram_server import FakeTelegramServer
 OWNER, OTHER = 42, 43
 FAST = {"backoff": Backoff(0.05, 0.2), "stall_grace": 0.5}
 TASK = re.compile(r"A background task \(number (\d+)\)")
+ASK = re.compile(r"(?:^|\s)task:\s*(.+)", re.DOTALL)  # "task: ..." (in a group, after a mention)
+TOOLS = re.compile(r"\(tools=([^)]*)\)")
 NOW = re.compile(r"\s*\[Current time: [^\]]*\]")  # what the gateway adds to a person's message
+NO_CAP = {"default_token_cap": 10**8, "max_token_cap": 10**8}
 PLAN = Plan(heartbeats=False, health=False, memory=False, panel=False, exclusive=False)
 
 
@@ -42,6 +45,7 @@ class Script:
     delay: float = 0.02
     words: str = "all summed up"
     per_task: dict[int, tuple[int, float]] = field(default_factory=dict)  # number -> (steps, delay)
+    tool: tuple[str, dict[str, Any]] = ("list_files", {"path": "."})  # what each step calls
     task_requests: int = 0
 
     def plan_for(self, number: int) -> tuple[int, float]:
@@ -82,15 +86,20 @@ def responder(server: FakeAnthropicServer, script: Script) -> Callable[[dict[str
             steps, delay = script.plan_for(number)
             done = _tool_results(messages)
             if done < steps:
-                call = server.make_tool_calls([("list_files", {"path": "."}, f"t{number}s{done}")])
+                name, arguments = script.tool
+                call = server.make_tool_calls([(name, arguments, f"t{number}s{done}")])
                 return replace(call, delay=delay)
             return replace(server.make_text(f"RESULT-{number}: {script.words}"), delay=delay)
         text, result = _last_blocks(messages)
         if result is not None:
             return server.make_text(f"STARTED: {result}")
-        if text.strip().lower().startswith("task:"):
-            goal = text.strip()[5:].strip()
+        asked = ASK.search(text)
+        if asked:
+            goal = asked.group(1).strip()
             args: dict[str, Any] = {"goal": goal}
+            tools = TOOLS.match(goal)  # "(tools=a,b) goal": a subset of the chat's tools
+            if tools:
+                args = {"goal": goal[tools.end() :].strip(), "tools": tools.group(1).split(",")}
             return server.make_tool_calls([("start_task", args, "start-1")])
         return server.make_text(f"echo: {text.strip()}")
 
@@ -119,20 +128,27 @@ async def make_app(
 ) -> AsyncIterator[Callable[..., Any]]:
     running: list[GatewayApp] = []
 
-    async def make(tasks: dict[str, Any] | None = None, **overrides: Any) -> GatewayApp:
+    async def make(
+        tasks: dict[str, Any] | None = None,
+        telegram_extra: dict[str, Any] | None = None,
+        exec_settings: dict[str, Any] | None = None,
+        **overrides: Any,
+    ) -> GatewayApp:
         telegram = {
             "token": tg.token,
             "base_url": tg.base_url,
             "poll_timeout_seconds": 1,
             "allow_from": [str(OWNER), str(OTHER)],
             "streaming": False,
+            **(telegram_extra or {}),
         }
         settings = make_settings(
             **llm_overrides(anthropic_server),
             telegram=telegram,
             owner=f"telegram-{OWNER}",
-            exec={"enabled": False},
-            tasks={"poll_seconds": 0.1, **(tasks or {})},
+            exec=exec_settings or {"enabled": False},
+            # No cap unless a test sets one: a slow test must not end at the default cap.
+            tasks={"poll_seconds": 0.1, **NO_CAP, **(tasks or {})},
             **overrides,
         )
         parts = assemble_parts(settings, PLAN, options={"telegram": FAST})

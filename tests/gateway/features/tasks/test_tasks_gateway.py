@@ -108,7 +108,7 @@ async def test_a_cancel_written_by_another_process_stops_the_task(make_app, tg, 
 
 
 async def test_the_deadline_ends_a_task_and_says_so(make_app, tg, script):
-    script.steps, script.delay = 500, 0.05
+    script.steps, script.delay = 500, 0.2
     app = await make_app(tasks={"default_deadline_seconds": 1.0, "max_deadline_seconds": 1.0})
     await tg.send_text(OWNER, "task: slow job")
     await wait_for(lambda: reports(tg), what="the report")
@@ -159,3 +159,65 @@ async def test_the_dm_is_answered_while_three_tasks_run(make_app, tg, script):
     # Answered while every task still runs: none of them held the chat.
     assert [t.state for t in tasks_in(state_db(app))] == ["running"] * 3
     assert reports(tg) == []
+
+
+async def test_a_task_asked_for_in_a_group_is_refused(make_app, tg, script):
+    group = -1001
+    app = await make_app(telegram_extra={"groups_enabled": True, "groups": [str(group)]})
+    await tg.send_text(
+        OWNER,
+        "@claw_bot task: read the owner's notes",
+        chat_id=group,
+        chat_type="supergroup",
+        entities=[{"type": "mention", "offset": 0, "length": 9}],
+    )
+    answer = await wait_for(
+        lambda: [t for t in finished_texts(tg, group) if t.startswith("STARTED:")],
+        what="the group's answer",
+    )
+    # The group's tools have no start_task: the call the model made anyway is an error.
+    assert "Started task" not in answer[0] and "start_task" in answer[0]
+    assert tasks_in(state_db(app)) == []
+
+
+async def test_a_long_result_comes_as_a_file_with_a_short_summary(make_app, tg, script):
+    script.words = "line of findings. " * 400
+    app = await make_app(tasks={"result_max_chars": 1000})
+    await tg.send_text(OWNER, "task: write a long report")
+    await wait_for(lambda: tg.files, what="the file")
+    [sent] = tg.files
+    assert sent.method == "sendDocument" and sent.filename == "task-1-result.md"
+    assert sent.caption.startswith("Task #1 done: write a long report")
+    assert "tasks/task-1-result.md" in sent.caption and len(sent.caption) < 1024
+    whole = sent.data.decode()
+    assert whole.count("line of findings.") == 400
+    path = app.settings.workspaces_dir / f"telegram-{OWNER}" / "tasks" / "task-1-result.md"
+    assert path.read_text() == whole
+    [task] = tasks_in(state_db(app))
+    assert task.state == "done" and task.reported
+
+
+async def test_a_task_gets_only_tools_its_chat_has_and_never_start_task(
+    make_app, tg, script, anthropic_server
+):
+    app = await make_app()
+    await tg.send_text(OWNER, "task: (tools=list_files,start_task) nest one")
+    await tg.send_text(OWNER, "task: (tools=exec) run something")  # exec is off here
+    await wait_for(
+        lambda: len([t for t in finished_texts(tg) if t.startswith("STARTED:")]) == 2,
+        what="both answers",
+    )
+    refusals = [t for t in finished_texts(tg) if t.startswith("STARTED:")]
+    assert "cannot start tasks of its own" in refusals[0]
+    assert "exec is not among them" in refusals[1]
+    assert tasks_in(state_db(app)) == []
+    await tg.send_text(OWNER, "task: (tools=list_files) only list")
+    await wait_for(lambda: reports(tg), what="the report")
+    [task] = tasks_in(state_db(app))
+    assert task.tools == ("list_files",)
+    offered = [
+        [tool["name"] for tool in r["tools"]]
+        for r in anthropic_server.requests
+        if "A background task" in json.dumps(r["system"])
+    ]
+    assert offered and all(names == ["list_files"] for names in offered)
