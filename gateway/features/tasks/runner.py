@@ -104,6 +104,10 @@ class TaskRunner:
         self._wake = asyncio.Event()
         self._loop_task: asyncio.Task[None] | None = None
         self._resumed = True
+        running = parts.metrics.registry.gauge(
+            "clawgate_tasks_running", "Background tasks running in this gateway."
+        )
+        running.collect_with(lambda: {(): float(len(self._handles))})
 
     # -- what the desk asks (desk.Starter) --------------------------------------------------
 

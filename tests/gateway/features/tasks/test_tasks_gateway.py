@@ -221,3 +221,21 @@ async def test_a_task_gets_only_tools_its_chat_has_and_never_start_task(
         if "A background task" in json.dumps(r["system"])
     ]
     assert offered and all(names == ["list_files"] for names in offered)
+
+
+async def test_one_more_task_than_the_limit_is_refused_with_the_reason(make_app, tg, script):
+    script.steps, script.delay = 500, 0.1
+    app = await make_app(tasks={"max_running_per_person": 1})
+    await tg.send_text(OWNER, "task: the first")
+    await wait_for(lambda: tasks_in(state_db(app)), what="the first task")
+    await tg.send_text(OWNER, "task: the second")
+    answers = await wait_for(
+        lambda: (
+            (a := [t for t in finished_texts(tg) if t.startswith("STARTED:")]) and len(a) == 2 and a
+        ),
+        what="both answers",
+    )
+    assert "Started task 1" in answers[0]
+    assert "1 of your tasks are already running (at most 1)" in answers[1]
+    assert len(tasks_in(state_db(app))) == 1
+    assert "clawgate_tasks_running 1.0" in app.parts.metrics.render()
