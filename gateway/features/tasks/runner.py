@@ -190,7 +190,12 @@ class TaskRunner:
 
     async def _guarded(self, task: Task, resumed: bool) -> None:
         try:
-            await self._run(task, resumed)
+            # Read again: the poll that launched it may have read the row just before
+            # another run of it ended (its report already made).
+            fresh = await self.store.get(task.id)
+            if fresh is None or not fresh.active:
+                return
+            await self._run(fresh, resumed)
         except asyncio.CancelledError:
             raise
         except Exception:
@@ -272,6 +277,8 @@ class TaskRunner:
             state, error = "over_budget", str(exc)
         except ProviderError as exc:
             state, error = "failed", f"the model could not be reached ({exc.kind})"
+        if handle is not None:
+            handle.why = handle.why or "reporting"  # a cancel from now on changes nothing
         await asyncio.gather(*progress.writes, return_exceptions=True)
         if state != "done":
             result = progress.last_text
