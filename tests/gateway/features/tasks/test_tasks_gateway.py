@@ -178,6 +178,17 @@ async def test_a_task_asked_for_in_a_group_is_refused(make_app, tg, script):
     # The group's tools have no start_task: the call the model made anyway is an error.
     assert "Started task" not in answer[0] and "start_task" in answer[0]
     assert tasks_in(state_db(app)) == []
+    await tg.send_text(
+        OWNER,
+        "/tasks@claw_bot",
+        chat_id=group,
+        chat_type="supergroup",
+        entities=[{"type": "bot_command", "offset": 0, "length": 15}],
+    )
+    await wait_for(
+        lambda: any("only available in a direct message" in t for t in finished_texts(tg, group)),
+        what="/tasks refused in the group",
+    )
 
 
 async def test_a_long_result_comes_as_a_file_with_a_short_summary(make_app, tg, script):
