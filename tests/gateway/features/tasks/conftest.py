@@ -132,6 +132,7 @@ async def make_app(
         tasks: dict[str, Any] | None = None,
         telegram_extra: dict[str, Any] | None = None,
         exec_settings: dict[str, Any] | None = None,
+        llm_extra: dict[str, Any] | None = None,
         **overrides: Any,
     ) -> GatewayApp:
         telegram = {
@@ -143,7 +144,7 @@ async def make_app(
             **(telegram_extra or {}),
         }
         settings = make_settings(
-            **llm_overrides(anthropic_server),
+            **llm_overrides(anthropic_server, **(llm_extra or {})),
             telegram=telegram,
             owner=f"telegram-{OWNER}",
             exec=exec_settings or {"enabled": False},

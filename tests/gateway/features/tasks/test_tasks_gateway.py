@@ -250,3 +250,25 @@ async def test_one_more_task_than_the_limit_is_refused_with_the_reason(make_app,
     assert "1 of your tasks are already running (at most 1)" in answers[1]
     assert len(tasks_in(state_db(app))) == 1
     assert "clawgate_tasks_running 1.0" in app.parts.metrics.render()
+
+
+async def test_the_background_model_answers_tasks_and_usage_counts_them(
+    make_app, tg, script, anthropic_server
+):
+    app = await make_app(llm_extra={"model": "claude-main", "background_model": "claude-cheap"})
+    await tg.send_text(OWNER, "task: a cheap job")
+    await wait_for(lambda: reports(tg), what="the report")
+    models = {
+        ("task" if "A background task" in json.dumps(r["system"]) else "chat"): r["model"]
+        for r in anthropic_server.requests
+    }
+    assert models == {"task": "claude-cheap", "chat": "claude-main"}
+    await app.parts.usage.settled()
+    [task] = tasks_in(state_db(app))
+    rows = await app.parts.state.database.rows(
+        "SELECT kind, model, input + output + cache_read + cache_write FROM usage_daily"
+        " WHERE person = ? AND kind = 'tasks'",
+        (f"telegram-{OWNER}",),
+    )
+    assert [(r[0], r[1]) for r in rows] == [("tasks", "claude-cheap")]
+    assert rows[0][2] == task.tokens
