@@ -272,3 +272,45 @@ async def test_the_background_model_answers_tasks_and_usage_counts_them(
     )
     assert [(r[0], r[1]) for r in rows] == [("tasks", "claude-cheap")]
     assert rows[0][2] == task.tokens
+
+
+async def test_reports_owed_from_an_earlier_run_are_made_at_start_and_noted_once(
+    make_app, tg, script, make_settings, tmp_path
+):
+    """A task that ended while its channel was not running (reported = 0), and one reported
+    whose note never reached the chat's session: the next start does both, once each."""
+    from gateway.agent.sessions import transcript_path
+    from gateway.stores.tasks import NewTask
+    from memory.layout import dm_session_key
+
+    person = f"telegram-{OWNER}"
+    workspace = tmp_path / "workspaces" / person
+    session_key = dm_session_key(person)
+    async with StateDB.for_root(tmp_path / "workspaces") as state:
+        for n, goal in enumerate(("owed report", "owed note")):
+            new = NewTask(
+                person=person,
+                workspace=str(workspace),
+                channel="telegram",
+                chat_id=str(OWNER),
+                session_key=session_key,
+                private=True,
+                goal=goal,
+                tools=(),
+                token_cap=1000,
+                deadline=10.0**10,
+                created_at=1.0 + n,
+            )
+            task = await state.tasks.add(new, max_per_person=5, max_total=5)
+            await state.tasks.finish(
+                task.id, "done", result=f"R{n}", error="", at=5.0, reported=n == 1
+            )
+    app = await make_app()
+    await wait_for(lambda: reports(tg), what="the owed report")
+    await wait_for(
+        lambda: all(t.noted for t in tasks_in(state_db(app))), what="both notes in the session"
+    )
+    [report] = reports(tg)
+    assert report.startswith("Task #1 done: owed report") and "R0" in report
+    text = transcript_path(workspace, session_key).read_text()
+    assert text.count('"task":1,') == 1 and text.count('"task":2,') == 1
