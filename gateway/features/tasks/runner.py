@@ -315,7 +315,7 @@ class TaskRunner:
 
     def _system(self, task: Task, route: Route) -> SystemPrompt:
         settings = self.parts.settings
-        now = self.parts.clock.now().astimezone(settings.zone())
+        now = self.parts.clock.now().astimezone(settings.zone_of(task.person))
         files = self.parts.setup.light_files(route.workspace, today=now.date(), names=PERSONA_FILES)
         run_info = (
             f"A background task (number {task.number}) for {task.person}, started from "
