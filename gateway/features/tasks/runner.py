@@ -262,6 +262,9 @@ class TaskRunner:
                         self._system(task, route), session.history, ctx, tools, record
                     )
             result = outcome.reply
+            if session.history and session.history[-1].role == "tool":
+                # Every round called tools: the loop's "say continue" note is for a chat.
+                state, error = "failed", _out_of_rounds(self.settings.max_tool_rounds)
         except asyncio.CancelledError:
             if handle is None or handle.why != "cancelled":
                 raise  # the gateway stops: the task stays running for the next start
@@ -337,6 +340,10 @@ def _cancelled(task: Task) -> str:
     by = task.cancelled_by
     where = "the command line" if by == "cli" else "the panel" if by == "panel" else ""
     return f"it was cancelled from {where}" if where else "it was cancelled"
+
+
+def _out_of_rounds(rounds: int) -> str:
+    return f"it made {rounds} model calls without finishing ([tasks] max_tool_rounds)"
 
 
 def _capped(task: Task) -> str:

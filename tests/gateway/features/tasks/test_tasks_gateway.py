@@ -314,3 +314,15 @@ async def test_reports_owed_from_an_earlier_run_are_made_at_start_and_noted_once
     assert report.startswith("Task #1 done: owed report") and "R0" in report
     text = transcript_path(workspace, session_key).read_text()
     assert text.count('"task":1,') == 1 and text.count('"task":2,') == 1
+
+
+async def test_a_task_out_of_rounds_fails_and_says_why(make_app, tg, script):
+    script.steps = 500
+    app = await make_app(tasks={"max_tool_rounds": 3})
+    await tg.send_text(OWNER, "task: never ends")
+    await wait_for(lambda: reports(tg), what="the report")
+    [report] = reports(tg)
+    assert report.startswith("Task #1 failed: never ends")
+    assert "made 3 model calls without finishing" in report and "continue" not in report
+    [task] = tasks_in(state_db(app))
+    assert (task.state, task.steps) == ("failed", 3)
