@@ -90,6 +90,7 @@ __all__ = [
     "schedule_session_key",
     "shared_write_refusal",
     "strip_comments",
+    "task_session_key",
     "write_refusal",
 ]
 
@@ -182,6 +183,7 @@ def strip_comments(text: str) -> str:
 _DM = "dm"
 _HEARTBEAT = "heartbeat"
 _SCHEDULE = "schedule"
+_TASK = "task"
 _GROUP = ":group:"
 
 
@@ -198,6 +200,11 @@ def heartbeat_session_key(person_id: str) -> str:
 def schedule_session_key(person_id: str) -> str:
     """Scheduled agent tasks' isolated light turns for a person, like the heartbeat's."""
     return f"{person_id}:{_SCHEDULE}"
+
+
+def task_session_key(person_id: str, task_id: int) -> str:
+    """A background task's own session (gateway/features/tasks/): a fresh context per task."""
+    return f"{person_id}:{_TASK}:{task_id}"
 
 
 def group_session_key(channel: str, chat_id: str) -> str:

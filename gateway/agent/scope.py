@@ -27,12 +27,13 @@ TurnKind = Literal[
     "tidying",
     "consolidation",
     "speech",
+    "tasks",
     "other",
 ]
 TURN_KINDS: tuple[TurnKind, ...] = get_args(TurnKind)
 # Turns nobody is waiting for: the cheaper background model answers them when one is set.
 BACKGROUND_KINDS: frozenset[TurnKind] = frozenset(
-    {"heartbeat", "flush", "compaction", "tidying", "consolidation"}
+    {"heartbeat", "flush", "compaction", "tidying", "consolidation", "tasks"}
 )
 NO_PERSON = ""
 

@@ -96,6 +96,7 @@ class Plan:
     health: bool = True
     memory: bool = True
     scheduler: bool = True  # the schedule desk (its tools, /reminders) and the scheduler
+    tasks: bool = True  # background tasks (start_task, the runner), if [tasks] enabled
     panel: bool = True  # the web control panel, if [panel] enabled
     # Hold the workspaces root's gateway lock: one gateway polls the bots and runs the turns.
     exclusive: bool = True
@@ -111,7 +112,13 @@ CHAT_AT_A_TERMINAL = Plan(
     channels="terminal", heartbeats=True, health=False, panel=True, exclusive=False
 )
 ONE_BEAT = Plan(
-    channels="none", heartbeats=False, health=False, scheduler=False, panel=False, exclusive=False
+    channels="none",
+    heartbeats=False,
+    health=False,
+    scheduler=False,
+    tasks=False,
+    panel=False,
+    exclusive=False,
 )
 
 
@@ -173,6 +180,13 @@ def assemble_parts(
             from gateway.agent.tools.schedule_tools import schedule_tools
 
             private_tools.extend(schedule_tools(desk))
+    task_desk = None
+    if plan.tasks and settings.tasks.enabled:
+        from gateway.features.tasks.desk import TaskDesk
+        from gateway.features.tasks.tool import StartTaskTool
+
+        task_desk = TaskDesk(settings.tasks, state.tasks, clock)
+        private_tools.append(StartTaskTool(task_desk, settings.tasks))
     from gateway.assembly.exec import exec_wiring
 
     press_wiring = exec_wiring(settings, state, clock)  # probes the sandbox once
@@ -190,6 +204,7 @@ def assemble_parts(
         memory=memory,
         schedule_desk=desk,
         press_wiring=press_wiring,
+        task_desk=task_desk,
     )
 
 
@@ -295,7 +310,11 @@ class GatewayApp:
         self.heartbeats: Service | None = None
         if plan.heartbeats:
             self.heartbeats = self._heartbeats(heartbeat_factory)
-        self._services = self._scheduler_service() + [factory(self.parts) for factory in services]
+        self._services = (
+            self._scheduler_service()
+            + self._task_service()
+            + [factory(self.parts) for factory in services]
+        )
         self.gateway = Gateway(self.parts, on_new_workspace=self._new_workspace)
         self.health: HealthServer | None = None
         self.panel: Any = None
@@ -468,6 +487,18 @@ class GatewayApp:
 
         desk = self.parts.schedule_desk
         return [SchedulerService(self.parts, desk)] if isinstance(desk, GatewayScheduleDesk) else []
+
+    def _task_service(self) -> list[Service]:
+        """The runner of the background tasks' desk, when the parts have one."""
+        from gateway.features.tasks.desk import TaskDesk
+
+        desk = self.parts.task_desk
+        if not isinstance(desk, TaskDesk):
+            return []
+        from gateway.features.exec.approvals_store import ApprovalStore
+        from gateway.features.tasks.runner import TaskRunner
+
+        return [TaskRunner(self.parts, desk, ApprovalStore(self.parts.state.database))]
 
     @staticmethod
     async def _start_service(stack: contextlib.AsyncExitStack, service: Service) -> Service:

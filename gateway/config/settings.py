@@ -53,6 +53,7 @@ from gateway.config.models import (
 from gateway.config.panel import PanelSettings
 from gateway.config.scheduler import SchedulerSettings
 from gateway.config.skills import SkillsSettings
+from gateway.config.tasks import TasksSettings
 from gateway.config.usage import BudgetSettings, ModelPrice
 from gateway.config.web import WebSettings
 from gateway.config.zones import machine_zone
@@ -133,7 +134,7 @@ class LLMSettings(_Section):
     # Model routing (gateway/config/models.py has the reference syntax). Tried in order when
     # a model is overloaded, fails with a 5xx or times out (never on a refused key).
     fallbacks: Annotated[list[str], NoDecode] = Field(default_factory=list)
-    # Heartbeats, memory flushes, compaction and tidying; empty: the model above.
+    # Heartbeats, memory flushes, compaction, tidying and tasks; empty: the model above.
     background_model: str = ""
     # Keyed by person id: `[llm.workspaces.<person>] model = "..."`.
     workspaces: dict[str, ModelOverride] = Field(default_factory=dict)
@@ -384,6 +385,7 @@ class Settings(BaseSettings):
     media: MediaSettings = Field(default_factory=MediaSettings)  # voice, photos, documents
     web: WebSettings = Field(default_factory=WebSettings)  # web_fetch, web_search
     exec: ExecSettings = Field(default_factory=ExecSettings)  # the exec tool (docs/exec.md)
+    tasks: TasksSettings = Field(default_factory=TasksSettings)  # background tasks (docs/tasks.md)
 
     @property
     def inbox_retention(self) -> timedelta:

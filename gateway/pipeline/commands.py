@@ -23,6 +23,7 @@ from gateway.agent.tools import ToolContext, ToolRegistry
 from gateway.config.settings import Settings
 from gateway.pipeline.reminders import reminders_command
 from gateway.pipeline.routing import Route
+from gateway.pipeline.tasks_command import tasks_command
 from gateway.pipeline.usage_report import usage_command
 
 if TYPE_CHECKING:
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
     from gateway.agent.tools.schedule_tools import ScheduleDesk
     from gateway.pipeline.budgets import Budgets
     from gateway.pipeline.voice_choice import VoiceChoices
+    from gateway.stores.tasks import TaskStore
     from gateway.stores.usage import UsageLedger
 
 # Telegram-style: "/name" or "/name@bot", then arguments. "/etc/passwd?" is not a command.
@@ -43,6 +45,7 @@ Commands:
 /status - model, session size in tokens, context window, compactions, workspace
 /context - which workspace files are in the prompt, and how big it is
 /reminders [cancel N] - your reminders and scheduled tasks, or cancel number N
+/tasks [cancel N] - your background tasks (running and recent), or stop number N
 /usage [all] - tokens and cost today, this week and this month, by kind (all: everyone)
 /voice [on|off|mirror] - voice replies: always, never, or to voice notes (alone: the setting)
 /approve CODE [always], /deny CODE - answer a request to run a command (the owner)"""
@@ -90,6 +93,7 @@ class CommandContext:
     usage: UsageLedger | None = None  # /usage (gateway/stores/usage.py)
     budgets: Budgets | None = None
     voice: VoiceChoices | None = None  # /voice (gateway/pipeline/voice_choice.py)
+    tasks: TaskStore | None = None  # /tasks (gateway/pipeline/tasks_command.py); None: off
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +110,7 @@ class CommandContexts:
     usage: UsageLedger | None = None
     budgets: Budgets | None = None
     voice: VoiceChoices | None = None
+    tasks: TaskStore | None = None
 
     def for_route(self, route: Route, args: str = "") -> CommandContext:
         return CommandContext(
@@ -120,6 +125,7 @@ class CommandContexts:
             usage=self.usage,
             budgets=self.budgets,
             voice=self.voice,
+            tasks=self.tasks,
         )
 
 
@@ -277,6 +283,10 @@ async def _usage(ctx: CommandContext) -> str:
     return await usage_command(ctx)
 
 
+async def _tasks(ctx: CommandContext) -> str:
+    return await tasks_command(ctx.tasks, ctx.route, ctx.args)
+
+
 async def _voice(ctx: CommandContext) -> str:
     if ctx.voice is None:
         return "Voice replies are not available here."
@@ -291,6 +301,7 @@ COMMANDS: dict[str, CommandSpec] = {
     "status": CommandSpec(_status),
     "context": CommandSpec(_context),
     "reminders": CommandSpec(_reminders),
+    "tasks": CommandSpec(_tasks),
     "usage": CommandSpec(_usage),
     "voice": CommandSpec(_voice),
 }

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sqlite3
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping
@@ -60,6 +61,7 @@ log = logging.getLogger(__name__)
 # key was delivered or queued before: nothing sent); empty (nothing left to send); no_channel.
 Outcome = Literal["sent", "queued", "refused", "duplicate", "empty", "no_channel"]
 Sleep = Callable[[float], Awaitable[object]]
+Together = Callable[[sqlite3.Connection], object]
 
 
 @dataclass
@@ -105,6 +107,7 @@ class Delivery:
         done_status: str = "done",
         replaces: str = "",
         file: str = "",
+        together: Together | None = None,
     ) -> asyncio.Future[Outcome]:
         """Record `text` for `chat_id` and queue it; the future says how the first try went.
 
@@ -112,6 +115,10 @@ class Delivery:
         outbox row (so a crash after this point repeats at most a send, never a turn).
         `file`: a file to send (absolute path), `text` being its caption (send_file tool), or
         a voice note with the reply's text (gateway/pipeline/voice_reply.py).
+        `together`: statements committed in the same transaction as the outbox row (a
+        task's final state, gateway/features/tasks/); on a channel that keeps no outbox
+        they commit alone, durably, before the send. Not run when there is no channel or
+        nothing to send: the caller sees `no_channel` / `empty` and decides.
         """
         target = self.channels.get(channel)
         text = scrub_token(text)  # HEARTBEAT_OK never reaches a person, whatever sent it
@@ -134,10 +141,13 @@ class Delivery:
                 done_status=done_status,
                 replaces=replaces,
                 file=file,
+                together=together,
             )
             if row is None:
                 log.info("delivery %s was made before; not sending it again", key)
                 return _settled("duplicate")
+        elif together is not None:
+            await self.outbox.commit_alone(together)
         return self._queue(Outgoing(row, channel, chat_id, text, replaces=replaces, file=file))
 
     async def resume(self) -> int:

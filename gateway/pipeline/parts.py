@@ -59,6 +59,7 @@ if TYPE_CHECKING:
     from gateway.agent.tools.schedule_tools import ScheduleDesk
     from gateway.pipeline.auto_recall import AutoRecall
     from gateway.pipeline.capture import Capture
+    from gateway.pipeline.ports import TaskDeskPort
     from gateway.pipeline.voice_reply import VoiceReplies
     from memory.service import MemoryService
 
@@ -97,6 +98,7 @@ class GatewayParts:
     memory: MemoryService | None  # recall and the memory tools; None without an index
     schedule_desk: ScheduleDesk | None  # reminders: the tools, /reminders, the panel's page
     presses: Presses | None = None  # button presses and /approve, /deny: the exec approvals
+    task_desk: TaskDeskPort | None = None  # background tasks (gateway/features/tasks/); None: off
 
 
 def build_parts(
@@ -114,6 +116,7 @@ def build_parts(
     memory: MemoryService | None = None,
     schedule_desk: ScheduleDesk | None = None,
     press_wiring: Callable[[PressPorts], PressWiring | None] | None = None,
+    task_desk: TaskDeskPort | None = None,
 ) -> GatewayParts:
     """The parts for `settings`, not started (no I/O happens here).
 
@@ -123,7 +126,8 @@ def build_parts(
     `schedule_desk`: the reminders desk (/reminders, the panel). `press_wiring`: called once
     with the ports a feature that asks with buttons needs (the exec approvals,
     gateway/assembly/exec.py); what it returns adds private tools (each offered to whom it
-    says) and takes the button presses."""
+    says) and takes the button presses. `task_desk`: the background tasks' desk, whose
+    `start_task` tool is among `private_tools` (the assembly runs its runner)."""
     clock = clock or SystemClock()
     # Masks every configured secret in tool results (gateway/ops/redaction.py); shared with the
     # log formatter.
@@ -220,6 +224,7 @@ def build_parts(
         usage=usage,
         budgets=budgets,
         voice=voice.choices if voice is not None else VoiceChoices(settings.media.speech),
+        tasks=state.tasks if settings.tasks.enabled else None,
     )
     limits = PersonLimits(
         clock, settings.limits.queue_per_person, settings.limits.messages_per_minute
@@ -255,6 +260,7 @@ def build_parts(
         memory,
         schedule_desk,
         wired.presses if wired else None,
+        task_desk,
     )
 
 

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from gateway.capabilities.hub import Capabilities
     from gateway.clock import Clock
     from gateway.config.settings import Settings
+    from gateway.ops.redaction import Redactor
     from gateway.ops.versioning import Versioning
     from gateway.pipeline.budgets import Budgets
     from gateway.pipeline.commands import CommandContexts
@@ -83,6 +84,29 @@ class BackgroundParts(TidyParts, Protocol):
 
     @property
     def setup(self) -> TurnSetup: ...
+
+
+class TaskParts(BackgroundParts, Protocol):
+    """What background tasks (gateway/features/tasks/) use: a background turn's parts, the
+    channels a report goes to, the price table (a task's cost) and the redactor of its
+    tools' results."""
+
+    @property
+    def channels(self) -> Mapping[str, Channel]: ...
+
+    @property
+    def usage(self) -> UsageLedger: ...
+
+    @property
+    def redactor(self) -> Redactor: ...
+
+
+class TaskDeskPort(Protocol):
+    """The tasks' desk as the parts hold it (gateway/features/tasks/desk.py `TaskDesk`): the
+    assembly gives it its runner; nothing in the message path calls it."""
+
+    @property
+    def running(self) -> bool: ...
 
 
 class ReadinessParts(Protocol):

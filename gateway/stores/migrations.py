@@ -217,7 +217,28 @@ MIGRATIONS: tuple[Migration, ...] = (
             "CREATE INDEX IF NOT EXISTS exec_runs_person ON exec_runs (person_id, at)",
         ),
     ),
-    # Next: Migration(11, "...", sql("CREATE TABLE IF NOT EXISTS ...")), and a store for it.
+    Migration(
+        11,
+        "background tasks (2026-12-06)",
+        sql(
+            "CREATE TABLE IF NOT EXISTS tasks ("
+            " id INTEGER PRIMARY KEY AUTOINCREMENT, person TEXT NOT NULL,"
+            " number INTEGER NOT NULL, workspace TEXT NOT NULL, channel TEXT NOT NULL,"
+            " chat_id TEXT NOT NULL, session_key TEXT NOT NULL, private INTEGER NOT NULL,"
+            " sender_id TEXT NOT NULL DEFAULT '', goal TEXT NOT NULL,"
+            " context TEXT NOT NULL DEFAULT '', tools TEXT NOT NULL DEFAULT '[]',"
+            " model TEXT NOT NULL DEFAULT '', token_cap INTEGER NOT NULL,"
+            " deadline REAL NOT NULL, state TEXT NOT NULL DEFAULT 'queued',"
+            " tokens INTEGER NOT NULL DEFAULT 0, cost REAL NOT NULL DEFAULT 0,"
+            " steps INTEGER NOT NULL DEFAULT 0, created_at REAL NOT NULL, started_at REAL,"
+            " finished_at REAL, cancel_requested INTEGER NOT NULL DEFAULT 0,"
+            " cancelled_by TEXT NOT NULL DEFAULT '', result TEXT NOT NULL DEFAULT '',"
+            " error TEXT NOT NULL DEFAULT '', reported INTEGER NOT NULL DEFAULT 0,"
+            " reported_at REAL, noted INTEGER NOT NULL DEFAULT 0, UNIQUE (person, number))",
+            "CREATE INDEX IF NOT EXISTS tasks_state ON tasks (state, id)",
+        ),
+    ),
+    # Next: Migration(12, "...", sql("CREATE TABLE IF NOT EXISTS ...")), and a store for it.
 )
 
 LATEST = MIGRATIONS[-1].version

@@ -16,6 +16,7 @@ queued behind bookkeeping (until they commit, a crash sends the message again).
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from channels.base import InboundMessage
@@ -57,11 +58,15 @@ class OutboxStore:
         done_status: str = "done",
         replaces: str = "",
         file: str = "",
+        together: Callable[[sqlite3.Connection], object] | None = None,
     ) -> int | None:
         """Add a message to the outbox and mark `done` answered, in one statement (trigger).
 
         Returns the row id, or None when `key` was used before (nothing added, nothing marked:
         the earlier delivery did both). `replaces`: the preview message it is written into.
+        `together`: more statements committed in the same transaction as the row (a task's
+        final state with its report, gateway/stores/tasks.py); run whether or not the key
+        was used before, so it must be conditional on its own.
         """
         params = (
             key,
@@ -85,9 +90,17 @@ class OutboxStore:
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 params,
             )
-            return cursor.lastrowid if cursor.rowcount == 1 else None
+            row = cursor.lastrowid if cursor.rowcount == 1 else None
+            if together is not None:
+                together(db)
+            return row
 
-        return await self.db.commit(enqueue)
+        return await self.db.commit(enqueue, durable=together is not None)
+
+    async def commit_alone(self, write: Callable[[sqlite3.Connection], object]) -> None:
+        """`together`'s statements for a message that gets no outbox row (a channel that keeps
+        none, the terminal): committed durably on their own."""
+        await self.db.commit(write, durable=True)
 
     async def note_attempt(self, row: int, error: str) -> None:
         await self.db.write(

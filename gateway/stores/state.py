@@ -11,7 +11,8 @@ a part of the gateway takes the store it needs, not the whole:
 - `pairing` (pairing.py): pairing codes and wrong approval attempts;
 - `links` (links.py): identity links and last DM routes;
 - `offsets` (offsets.py): channel offsets (the Telegram update offset);
-- `usage` (usage_daily.py): the usage ledger's daily totals.
+- `usage` (usage_daily.py): the usage ledger's daily totals;
+- `tasks` (tasks.py): background tasks, their progress and their one report.
 
 Tables come only from gateway/stores/migrations.py. docs/architecture.md ("State database")
 says how to add a store.
@@ -34,6 +35,7 @@ from gateway.stores.offsets import OffsetStore
 from gateway.stores.outbox import OutboxStore
 from gateway.stores.pairing import PairingStore
 from gateway.stores.previews import PreviewStore
+from gateway.stores.tasks import TaskStore
 from gateway.stores.usage_daily import UsageStore
 
 __all__ = ["StateDB", "StateError", "state_path"]
@@ -52,6 +54,7 @@ class StateDB:
         self.links = LinkStore(self.database)
         self.offsets = OffsetStore(self.database, self.inbox)
         self.usage = UsageStore(self.database)
+        self.tasks = TaskStore(self.database)
 
     @classmethod
     def for_root(

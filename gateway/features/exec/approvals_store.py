@@ -317,3 +317,16 @@ class ApprovalStore:
             RunRecord(r[0], r[1], r[2], bool(r[3]), r[4], r[5], r[6], r[7], r[8], r[9], r[10])
             for r in rows
         ]
+
+    async def pending_sessions(self, session_keys: list[str]) -> set[str]:
+        """Which of these sessions have a request waiting for the owner (a background task
+        shows `waiting_approval` then: gateway/features/tasks/runner.py)."""
+        if not session_keys:
+            return set()
+        marks = ",".join("?" * len(session_keys))
+        rows = await self.db.rows(
+            "SELECT DISTINCT session_key FROM exec_approvals WHERE status = 'pending'"
+            f" AND session_key IN ({marks})",
+            tuple(session_keys),
+        )
+        return {str(r[0]) for r in rows}
