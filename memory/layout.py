@@ -219,6 +219,12 @@ def parse_group_session_key(key: str) -> tuple[str, str] | None:
     return channel, chat_id
 
 
+def is_task_session_key(key: str) -> bool:
+    """A background task's own session: `<person>:task:<id>`."""
+    person, sep, rest = key.partition(f":{_TASK}:")
+    return bool(sep) and bool(person) and ":" not in person and rest.isdigit()
+
+
 def is_group_session_key(key: str) -> bool:
     """A group chat's session: `<channel>:group:<chat id>` (what people there wrote)."""
     return parse_group_session_key(key) is not None

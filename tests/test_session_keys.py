@@ -18,8 +18,10 @@ from memory.layout import (
     heartbeat_session_key,
     is_dm_session_key,
     is_group_session_key,
+    is_task_session_key,
     parse_group_session_key,
     schedule_session_key,
+    task_session_key,
 )
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -105,3 +107,10 @@ def test_the_builders_and_parsers_agree() -> None:
         assert is_group_session_key(key) and parse_group_session_key(key) == ("discord", chat)
     for other in ("ann:dm", "ann:heartbeat", ":group:5", "telegram:group:", "a:b:group:5", ""):
         assert parse_group_session_key(other) is None and not is_group_session_key(other)
+
+
+def test_a_task_session_is_told_apart() -> None:
+    assert is_task_session_key(task_session_key("ann", 7))
+    for other in ("ann:dm", "ann:task:", "ann:task:x", ":task:3", "telegram:group:task:3", ""):
+        assert not is_task_session_key(other)
+    assert not is_task_session_key(group_session_key("telegram", "task:3"))

@@ -232,6 +232,17 @@ class ApprovalStore:
             )
         return codes
 
+    async def withdraw(self, session_key: str, now: float) -> int:
+        """A session that asked is over (a background task ended or was cancelled): its
+        pending requests can no longer be decided (`decide` needs `expires_at > now`), and
+        the desk's expiry sweep marks them expired and edits their questions. How many."""
+        return await self.db.write(
+            "UPDATE exec_approvals SET expires_at = ? WHERE session_key = ?"
+            " AND status = 'pending' AND expires_at > ?",
+            (now, session_key, now),
+            durable=True,
+        )
+
     async def claim(self, code: str) -> bool:
         """`approved -> running`: True for the one caller that runs it."""
         changed = await self.db.write(

@@ -34,6 +34,7 @@ from gateway.features.exec.desk import CHANGED, ApprovalDesk
 from gateway.features.exec.runner import Job, Runner
 from gateway.features.exec.sandbox import SandboxRefused
 from gateway.features.exec.view import WORKSPACE
+from memory.layout import is_task_session_key
 
 __all__ = ["MAX_COMMAND_CHARS", "ExecTool"]
 
@@ -199,7 +200,15 @@ class ExecTool:
                     "yet. It runs if they answer /approve " + approval.code + " from "
                     "their account; tell the person it is waiting for the owner."
                 )
-            status = await self.desk.wait(approval.code, self.settings.wait_seconds)
+            # A chat turn waits a while and moves on (a late approval posts the result in
+            # the chat); a background task has time: it waits as long as the request lives
+            # (its own deadline still ends it).
+            waits = (
+                self.settings.approval_seconds
+                if is_task_session_key(ctx.session_key)
+                else self.settings.wait_seconds
+            )
+            status = await self.desk.wait(approval.code, waits)
             if status == "pending":
                 return (
                     f"Asked the owner to approve this command (code {approval.code}); "

@@ -286,6 +286,12 @@ class TaskRunner:
         if handle is not None:
             handle.why = handle.why or "reporting"  # a cancel from now on changes nothing
         await asyncio.gather(*progress.writes, return_exceptions=True)
+        if self.approvals is not None:
+            # A command the task asked about and nobody answered is not run for a task that
+            # is over (its result would reach no one who waits for it).
+            await self.approvals.withdraw(
+                task_session_key(task.person, task.id), self.parts.clock.now().timestamp()
+            )
         if state != "done":
             result = progress.last_text
         await self.parts.versioning.commit(workspace, "heartbeat", session=session.key)

@@ -4,6 +4,7 @@ so approvals apply), and `/tasks` shows it waiting for the approval meanwhile.""
 from __future__ import annotations
 
 import json
+import sqlite3
 
 from tests.gateway.features.exec.conftest import sandbox_works  # noqa: F401 (a fixture)
 from tests.gateway.features.tasks.conftest import OWNER, finished_texts, tasks_in, wait_for
@@ -44,3 +45,37 @@ async def test_a_tasks_command_waits_for_the_owner_and_shows_so(
         r for r in anthropic_server.requests if "A background task" in json.dumps(r["system"])
     ][-1]
     assert "from-the-task-42" in json.dumps(last_task_request["messages"])  # it ran
+
+
+async def test_a_cancelled_tasks_question_can_no_longer_run_its_command(
+    make_app,
+    tg,
+    script,
+    anthropic_server,
+    sandbox_works,  # noqa: F811
+):
+    """Cancelled while it waits for the owner: the command it asked about is withdrawn (a
+    late "Run once" would run it for a task nobody waits for any more)."""
+    script.steps = 1
+    script.tool = ("exec", {"command": "echo from-the-task-$((40+2))"})
+    app = await make_app(exec_settings={"mode": "ask"})
+    db = app.settings.workspaces_dir / ".gateway" / "state.db"
+    await tg.send_text(OWNER, "task: (tools=exec,list_files) run the echo")
+    await wait_for(
+        lambda: (r := tasks_in(db)) and r[0].state == "waiting_approval", what="waiting state"
+    )
+    await tg.send_text(OWNER, "/tasks cancel 1")
+    report = await wait_for(
+        lambda: [t for t in finished_texts(tg) if t.startswith("Task #")], what="the report"
+    )
+    assert report[0].startswith("Task #1 cancelled")
+    asked = tg.with_buttons(OWNER)[0]
+    query = await tg.press(OWNER, asked, asked.button_data()[0])
+    answer = await tg.wait_answered(query, timeout=30)
+    assert "Approved" not in answer
+    with sqlite3.connect(db) as conn:
+        statuses = [row[0] for row in conn.execute("SELECT status FROM exec_approvals")]
+        runs = conn.execute("SELECT COUNT(*) FROM exec_runs").fetchone()[0]
+    assert statuses and all(status in ("pending", "expired") for status in statuses)
+    assert runs == 0
+    assert "from-the-task-42" not in json.dumps(anthropic_server.requests)
