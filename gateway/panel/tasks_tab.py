@@ -7,14 +7,14 @@ ones first, then the most recent); Cancel makes the same write as `/tasks cancel
 reads it within `[tasks] poll_seconds` and the task's one report says it stopped).
 
 A goal is text the model wrote from what a person asked: hostile. The template escapes it;
-here it is also made one short line without control or direction-changing characters, so it
-cannot break the table or reorder what is shown around it.
+here it is also made one short line with its control and direction-changing characters shown
+as U+FFFD (gateway/workspace/names.py `shown_name`, the one way the gateway quotes a name
+someone else chose), so it cannot break the table or reorder what is shown around it.
 """
 
 from __future__ import annotations
 
 import time
-import unicodedata
 from dataclasses import dataclass
 
 from aiohttp import web
@@ -23,8 +23,9 @@ from gateway.panel.context import panel_of, session_of
 from gateway.panel.host import PanelError
 from gateway.panel.html import person_url, when
 from gateway.panel.pages import page, person_of
-from gateway.pipeline.task_words import STATE_WORDS, shorten, when_text
+from gateway.pipeline.task_words import STATE_WORDS, when_text
 from gateway.stores.tasks import Task
+from gateway.workspace.names import shown_name
 
 GOAL_CHARS = 120  # shown in the table; the whole goal is in the row's tooltip (title)
 GOAL_TITLE_CHARS = 2000
@@ -44,16 +45,6 @@ _STATE_CSS = {
 def add_routes(router: web.UrlDispatcher) -> None:
     router.add_get("/p/{person}/tasks", tasks_page)
     router.add_post("/p/{person}/tasks/cancel", task_cancel)
-
-
-def plain_line(text: str, limit: int) -> str:
-    """`text` as one line of at most `limit` characters, without control characters or the
-    format characters (bidirectional overrides, zero-width joiners) that change how the text
-    around it is shown."""
-    kept = "".join(
-        " " if unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp") else ch for ch in text
-    )
-    return shorten(kept, limit)
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,8 +72,8 @@ def task_row(task: Task, now: float) -> TaskRow:
         elapsed=when_text(end - start),
         tokens=f"{task.tokens:,}",
         cost=f"${task.cost:.2f}",
-        goal=plain_line(task.goal, GOAL_CHARS),
-        goal_title=plain_line(task.goal, GOAL_TITLE_CHARS),
+        goal=shown_name(task.goal, GOAL_CHARS),
+        goal_title=shown_name(task.goal, GOAL_TITLE_CHARS),
         started=when(task.created_at),
         cancellable=task.active and not task.cancel_requested,
         stopping=task.active and task.cancel_requested,

@@ -55,7 +55,7 @@ async def test_tasks_tab_lists_escapes_and_cancels_through_the_store(rig):
     page = await (await rig.client.get("/p/owner/tasks")).text()
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page and "<script>alert" not in page
     assert RLO not in page and "gpj.exe second line" in page  # one line, no reordering
-    assert "yyy…<div" in page and "y" * 300 + '"' in page  # shortened; whole in the tooltip
+    assert "yyy...<div" in page and "y" * 300 + '"' in page  # shortened; whole in the tooltip
     assert "12,345" in page and "$0.06" in page and "running" in page
     assert "waiting for your approval" in page and "answer in the chat" in page
     running, recent = page.split('id="recent"')
