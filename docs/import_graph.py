@@ -123,7 +123,7 @@ LABELS = {
     "gateway.pipeline": "pipeline/<br/>Gateway, access, pairing, routing,<br/>limits, lanes, "
     "commands, turns,<br/>delivery (outbox), health",
     "gateway.features": "features/<br/>heartbeat host, scheduling,<br/>tidying, exec (sandbox,"
-    "<br/>tool, approvals)",
+    "<br/>tool, approvals), tasks",
     "gateway.panel": "panel/<br/>web control panel",
     "gateway.assembly": "assembly/<br/>builder (exit stack), platforms,<br/>instance lock, backup",
     "gateway.cli": "cli/<br/>one module per command group",

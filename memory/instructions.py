@@ -10,8 +10,12 @@ loads (DM turns, the memory flush, heartbeats), with where and when it was said:
 This module is the cheap, model-free half: a detector that decides whether a message may
 hold such a rule (so "hello" never costs a model call), the check that a rule a model
 extracted really is the person's wording, and the file format. The model step that extracts
-the rule lives in gateway/agent/instructions.py. Patterns are English; a rule said in another
-language is not noticed by the detector.
+the rule lives in gateway/agent/instructions.py. The patterns cover English, German, French,
+Spanish, Italian, Portuguese and Dutch; a rule said in another language is not noticed by the
+detector (the person can write it into INSTRUCTIONS.md by hand, or say it in one of these).
+Words that also mean "still" ("immer noch", "toujours là") or "ever" ("mai visto") make the
+detector fire more often than a rule is said: the cost of a false alarm is one short call on
+the background model, the cost of a miss is a rule that evaporates.
 """
 
 from __future__ import annotations
@@ -56,7 +60,53 @@ _PATTERNS = [
     r"\b(?:make sure (?:you|to)|remember to|i want you to|you must|you should)\s+"
     r"(?:always|never|not)\b",
 ]
-DETECTOR = re.compile("|".join(f"(?:{p})" for p in _PATTERNS), re.IGNORECASE)
+# The same shapes in the other languages the gateway's word lists know: "never/always",
+# "from now on", "without asking me", "until I confirm", "not before 9".
+_OTHER_LANGUAGES = [
+    # German: "lösch nie etwas ohne mich zu fragen", "antworte immer auf Deutsch",
+    # "ab sofort ...", "schreib mir nicht vor 9"; "immer noch"/"noch immer" mean "still".
+    r"\b(?:nie|niemals|ab jetzt|ab sofort|von nun an|von jetzt an|künftig|zukünftig|"
+    r"in zukunft|jedes mal|jedesmal)\b",
+    r"(?<!noch )\bimmer\b(?! noch)",
+    r"\bohne\s+(?:\w+\s+){0,2}?(?:zu\s+)?(?:fragen|nachzufragen|rückfrage|bestätigung|"
+    r"erlaubnis|zustimmung|mein okay|mein ok)",
+    r"\b(?:bis|solange)\s+ich\s+(?:\w+\s+)?(?:bestätige|sage|erlaube|zustimme|freigebe)",
+    r"\b(?:nicht|nie|nur)\s+(?:vor|nach)\s+\d{1,2}(?::\d\d)?\b",
+    # French: "ne supprime jamais rien sans me demander", "réponds toujours en anglais",
+    # "désormais ...", "pas avant 9h"
+    r"\b(?:jamais|toujours|désormais|dorénavant|à l'avenir|à partir de maintenant|"
+    r"chaque fois que)\b",
+    r"\bsans\s+(?:me\s+|m')?(?:demander|consulter|prévenir|confirmation|mon accord|"
+    r"ma permission|mon feu vert)",
+    r"\b(?:jusqu'à ce que|tant que)\s+(?:je|j')\s*(?:ne\s+)?(?:\w+\s+)?(?:confirme|dise|"
+    r"valide|approuve|donne)",
+    r"\b(?:pas|jamais|seulement|uniquement)\b[^.?!\n]{0,40}?\b(?:avant|après)\s+\d{1,2}\s*(?:h|:\d\d)?",
+    # Spanish: "nunca borres nada sin preguntarme", "responde siempre en inglés"
+    r"\b(?:nunca|jamás|siempre|de ahora en adelante|a partir de ahora|en adelante|"
+    r"cada vez que)\b",
+    r"\bsin\s+(?:preguntar|consultar|avisar|confirmar|mi permiso|mi autorización|"
+    r"mi confirmación|mi visto bueno)",
+    r"\bhasta\s+que\s+(?:yo\s+)?(?:lo\s+)?(?:confirme|diga|apruebe|autorice)",
+    r"\b(?:no|nunca|solo|sólo)\b[^.?!\n]{0,40}?\b(?:antes|después)\s+de\s+las\s+\d{1,2}",
+    # Italian: "non cancellare mai niente senza chiedermi", "rispondi sempre in inglese"
+    r"\b(?:mai|sempre|d'ora in poi|da ora in poi|da adesso in poi|ogni volta che)\b",
+    r"\bsenza\s+(?:chieder|consultar|avvisar|confermar|il mio (?:permesso|consenso|ok))",
+    r"\bfinché\s+non\s+(?:lo\s+)?(?:confermo|dico|approvo|autorizzo)",
+    r"\b(?:non|mai|solo)\b[^.?!\n]{0,40}?\b(?:prima delle|dopo le)\s+\d{1,2}",
+    # Portuguese: "nunca apague nada sem me perguntar", "responda sempre em inglês"
+    r"\b(?:jamais|de agora em diante|a partir de agora|daqui para a frente|toda vez que|"
+    r"sempre que)\b",
+    r"\bsem\s+(?:me\s+)?(?:perguntar|consultar|avisar|confirmar|minha permissão|"
+    r"minha autorização|minha confirmação)",
+    r"\baté\s+(?:que\s+)?eu\s+(?:\w+\s+)?(?:confirme|confirmar|diga|disser|aprove|aprovar)",
+    r"\b(?:não|nunca|só|somente)\b[^.?!\n]{0,40}?\b(?:antes|depois)\s+das\s+\d{1,2}",
+    # Dutch: "verwijder nooit iets zonder het te vragen", "antwoord altijd in het Engels"
+    r"\b(?:nooit|altijd|voortaan|vanaf nu|in de toekomst|elke keer)\b",
+    r"\bzonder\s+(?:\w+\s+){0,3}?(?:te\s+)?(?:vragen|overleg|toestemming|bevestiging)",
+    r"\btotdat\s+ik\s+(?:het\s+)?(?:bevestig|zeg|goedkeur)",
+    r"\b(?:niet|nooit|alleen)\s+(?:voor|na)\s+\d{1,2}(?::\d\d)?\s*(?:uur)?\b",
+]
+DETECTOR = re.compile("|".join(f"(?:{p})" for p in [*_PATTERNS, *_OTHER_LANGUAGES]), re.IGNORECASE)
 _PROVENANCE = re.compile(r"\s*\((?:said|kept) [^()]*\)\s*$")
 _MARKER = re.compile(r"^\s*(?:[-*+]\s+|\d+[.)]\s+)")
 

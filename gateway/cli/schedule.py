@@ -39,11 +39,9 @@ def register(root: typer.Typer) -> None:
 
 
 def _target(workspace: str | None) -> tuple[Settings, Path, ZoneInfo]:
-    from gateway.features.scheduling import person_zone
-
     config = settings()
     path = resolve_workspace(workspace, config)
-    return config, path, person_zone(config, path.resolve().name)
+    return config, path, config.zone_of(path.resolve().name)
 
 
 @app.command("list", help="the workspace's jobs with their numbers and next runs")

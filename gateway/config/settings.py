@@ -13,7 +13,7 @@ import os
 import re
 import tomllib
 from collections.abc import Iterator, Mapping
-from datetime import UTC, datetime, timedelta, tzinfo
+from datetime import timedelta
 from pathlib import Path
 from typing import Annotated, Any, Literal
 from zoneinfo import ZoneInfo
@@ -56,6 +56,7 @@ from gateway.config.skills import SkillsSettings
 from gateway.config.tasks import TasksSettings
 from gateway.config.usage import BudgetSettings, ModelPrice
 from gateway.config.web import WebSettings
+from gateway.config.zones import machine_zone
 from memory.atomic import BrokenFile, read_bounded
 
 ENV_PREFIX = "CLAWGATE_"
@@ -422,10 +423,20 @@ class Settings(BaseSettings):
         # The TOML file arrives as init kwargs; the environment must win over it.
         return (env_settings, init_settings)
 
-    def zone(self) -> tzinfo:
+    def zone(self) -> ZoneInfo:
+        """The gateway's zone: `timezone`, else the machine's (named, so it follows DST)."""
         if self.timezone:
             return ZoneInfo(self.timezone)
-        return datetime.now().astimezone().tzinfo or UTC
+        return machine_zone()
+
+    def zone_of(self, person_id: str) -> ZoneInfo:
+        """A person's zone: `[scheduler.workspaces.<id>] timezone`, else
+        `[heartbeat.workspaces.<id>] timezone`, else the gateway's. Their reminders and their
+        nightly memory passes (tidying, consolidation) follow it."""
+        own = self.scheduler.workspaces.get(person_id)
+        beat = self.heartbeat.workspaces.get(person_id)
+        name = (own.timezone if own else None) or (beat.timezone if beat else None)
+        return ZoneInfo(name) if name else self.zone()
 
     def endpoint_key(self, ref: ModelRef) -> str:
         """The key for a routed model's endpoint, or a ConfigError naming what to set."""

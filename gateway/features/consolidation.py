@@ -421,17 +421,17 @@ class Consolidator(DailyPass[ConsolidationOutcome]):
     def failed(self) -> ConsolidationOutcome:
         return ConsolidationOutcome("failed")
 
-    def _since(self, workspace: Path) -> datetime:
+    def _since(self, person: str, workspace: Path) -> datetime:
         state = read_state(workspace, CONSOLIDATE_STATE_FILE)
-        zone = self.all_settings.zone()
+        zone = self.all_settings.zone_of(person)
         try:
             return datetime.fromisoformat(str(state["since"])).astimezone(zone)
         except (KeyError, ValueError):
-            start = self._today() - timedelta(days=FIRST_PASS_DAYS)
+            start = self._today(person) - timedelta(days=FIRST_PASS_DAYS)
             return datetime.combine(start, datetime.min.time(), zone)
 
-    def due(self, workspace: Path) -> bool:
-        now = self.clock.now().astimezone(self.all_settings.zone())
+    def due(self, person: str, workspace: Path) -> bool:
+        now = self._now(person)
         if now.hour < self.settings.consolidate_hour:
             return False
         state = read_state(workspace, CONSOLIDATE_STATE_FILE)
@@ -440,9 +440,9 @@ class Consolidator(DailyPass[ConsolidationOutcome]):
     async def visit(
         self, person: str, workspace: Path, *, force: bool = False
     ) -> ConsolidationOutcome:
-        if not force and not self.due(workspace):
+        if not force and not self.due(person, workspace):
             return ConsolidationOutcome("not_due")
-        since = self._since(workspace)
+        since = self._since(person, workspace)
         sources = await asyncio.to_thread(read_sources, workspace, person, since)
         outcome, until = await self._pass(person, workspace, sources, since)
         self.passes.inc(outcome=outcome.status)
@@ -550,7 +550,9 @@ class Consolidator(DailyPass[ConsolidationOutcome]):
                 struck=[f"{s.file}:{s.line}" for s in plan.strikes],
             )
         budget = self.all_settings.prompt.file_max_chars
-        new, promoted, struck, deferred = apply_plan(files, plan, self._today().isoformat(), budget)
+        new, promoted, struck, deferred = apply_plan(
+            files, plan, self._today(person).isoformat(), budget
+        )
         changed = {name: text for name, text in new.items() if text != files[name]}
         if not changed:
             return replace(spent, status="unchanged", deferred=deferred)
@@ -585,7 +587,7 @@ class Consolidator(DailyPass[ConsolidationOutcome]):
         )
 
     def _system(self, person: str) -> SystemPrompt:
-        now = self.clock.now().astimezone(self.all_settings.zone())
+        now = self._now(person)
         return build_system_prompt(
             [],
             private=True,
@@ -598,7 +600,7 @@ class Consolidator(DailyPass[ConsolidationOutcome]):
     ) -> None:
         """The state (the day, where the next pass starts, the last reports) and, by the
         setting, the report to the owner's DM."""
-        day = self._today().isoformat()
+        day = self._today(person).isoformat()
         state = read_state(workspace, CONSOLIDATE_STATE_FILE)
         reports = state.get("reports")
         kept = [r for r in reports if isinstance(r, dict)] if isinstance(reports, list) else []

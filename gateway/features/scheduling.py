@@ -29,12 +29,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import os
 from collections.abc import Awaitable, Callable, Collection, Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from zoneinfo import ZoneInfo
 
 from gateway.agent.conversation import Message, Usage
 from gateway.agent.loop import AgentLoop
@@ -73,7 +72,6 @@ __all__ = [
     "build_schedule_desk",
     "build_scheduler",
     "delivery_note",
-    "person_zone",
 ]
 
 
@@ -83,32 +81,6 @@ class NoDmRoute(Exception):
 
 class DeliveryNotAccepted(Exception):
     """The platform refused the message for good (blocked, chat gone)."""
-
-
-def machine_zone() -> ZoneInfo:
-    """The machine's IANA zone (TZ, then /etc/localtime), UTC when it cannot be named:
-    a fixed offset would not follow daylight-saving time."""
-    candidates = [os.environ.get("TZ", "").lstrip(":")]
-    try:
-        target = os.path.realpath("/etc/localtime")
-        if "zoneinfo/" in target:
-            candidates.append(target.split("zoneinfo/", 1)[1])
-    except OSError:
-        pass
-    for name in candidates:
-        if name:
-            try:
-                return ZoneInfo(name)
-            except (ZoneInfoNotFoundError, ValueError):
-                continue
-    return ZoneInfo("UTC")
-
-
-def person_zone(settings: Settings, person_id: str) -> ZoneInfo:
-    own = settings.scheduler.workspaces.get(person_id)
-    beat = settings.heartbeat.workspaces.get(person_id)
-    name = (own.timezone if own else None) or (beat.timezone if beat else None) or settings.timezone
-    return ZoneInfo(name) if name else machine_zone()
 
 
 def _platform(channel: str) -> str:
@@ -185,7 +157,7 @@ class GatewayScheduleDesk:
         self.scheduler = scheduler
 
     def zone(self, workspace: Path) -> ZoneInfo:
-        return person_zone(self.settings, workspace.name)
+        return self.settings.zone_of(workspace.name)
 
     async def create(self, workspace: Path, when: str, text: str, kind: Kind) -> str:
         """The confirmation (words and ISO). Raises ScheduleError / ScheduleFileError."""
@@ -270,7 +242,7 @@ class GatewaySchedulerHost:
         parts = self.parts
         key = schedule_session_key(person_id)
         model = parts.models.for_scope(UsageScope(person_id, "conversation"))
-        zone = person_zone(self.settings, person_id)
+        zone = self.settings.zone_of(person_id)
         now = self.clock.now().astimezone(zone)
         names = [*PERSONA_FILES, daily_note(now.date())]
         files = parts.setup.light_files(workspace, today=now.date(), names=names)
@@ -311,7 +283,7 @@ class GatewaySchedulerHost:
 def workspace_refs(settings: Settings, only: str | None = None) -> Iterator[WorkspaceRef]:
     for person_id, path in discover_workspaces(settings.workspaces_dir):
         if only is None or person_id == only:
-            yield WorkspaceRef(person_id, path, person_zone(settings, person_id))
+            yield WorkspaceRef(person_id, path, settings.zone_of(person_id))
 
 
 def serves_only_the_owner(channel_names: Collection[str]) -> bool:

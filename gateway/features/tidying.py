@@ -37,7 +37,7 @@ import re
 import weakref
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from datetime import date
+from datetime import date, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
@@ -245,8 +245,13 @@ class DailyPass(Generic[OutcomeT]):
     def failed(self) -> OutcomeT:
         raise NotImplementedError
 
-    def _today(self) -> date:
-        return self.clock.now().astimezone(self.all_settings.zone()).date()
+    def _now(self, person: str) -> datetime:
+        """Now in the person's zone: their night is when their passes run, and their day
+        is the one a pass dates its work by."""
+        return self.clock.now().astimezone(self.all_settings.zone_of(person))
+
+    def _today(self, person: str) -> date:
+        return self._now(person).date()
 
 
 class Tidier(DailyPass[TidyOutcome]):
@@ -264,12 +269,12 @@ class Tidier(DailyPass[TidyOutcome]):
     def failed(self) -> TidyOutcome:
         return TidyOutcome("failed")
 
-    def due(self, workspace: Path, text: str | None) -> str:
+    def due(self, person: str, workspace: Path, text: str | None) -> str:
         """Why a pass is due ("" when it is not)."""
         if text is None or len(content_lines(text)) < MIN_LINES:
             return ""
         state = read_state(workspace)
-        if state.get("day") == self._today().isoformat():
+        if state.get("day") == self._today(person).isoformat():
             return ""  # at most once a day
         if state.get("after") == _digest(text):
             return ""  # nothing changed since the last pass
@@ -281,7 +286,7 @@ class Tidier(DailyPass[TidyOutcome]):
     async def tidy(self, person: str, workspace: Path, *, force: bool = False) -> TidyOutcome:
         path = workspace / MEMORY_FILE
         text = await asyncio.to_thread(_read, path)
-        reason = "asked" if force and text is not None else self.due(workspace, text)
+        reason = "asked" if force and text is not None else self.due(person, workspace, text)
         if not reason or text is None:
             return TidyOutcome("not_due")
         outcome = await self._pass(person, workspace, text)
@@ -302,7 +307,7 @@ class Tidier(DailyPass[TidyOutcome]):
             write_state,
             workspace,
             {
-                "day": self._today().isoformat(),
+                "day": self._today(person).isoformat(),
                 "after": _digest(after) if after else "",
                 **asdict(outcome),
             },
@@ -310,7 +315,7 @@ class Tidier(DailyPass[TidyOutcome]):
         return outcome
 
     async def _pass(self, person: str, workspace: Path, text: str) -> TidyOutcome:
-        today = self._today()
+        today = self._today(person)
         note = daily_note(today)
         budget = self.all_settings.prompt.file_max_chars
         numbered = "\n".join(f"{n}: {line}" for n, line in enumerate(text.split("\n"), start=1))
@@ -371,7 +376,7 @@ class Tidier(DailyPass[TidyOutcome]):
         )
 
     def _system(self, person: str) -> SystemPrompt:
-        now = self.clock.now().astimezone(self.all_settings.zone())
+        now = self._now(person)
         return build_system_prompt(
             [],
             private=True,

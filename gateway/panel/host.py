@@ -321,9 +321,7 @@ class PanelHost:
         return self.parts.schedule_desk is not None
 
     def zone(self, person_id: str) -> ZoneInfo:
-        from gateway.features.scheduling import person_zone
-
-        return person_zone(self.settings, person_id)
+        return self.settings.zone_of(person_id)
 
     async def reminders(self, person_id: str) -> tuple[list[JobView], list[str]]:
         """The person's jobs (as `clawgate schedule list` reads them) and the file's problems;

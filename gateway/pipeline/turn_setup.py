@@ -165,13 +165,18 @@ class TurnSetup:
     def _capability_kind(self, route: Route) -> ContextKind:
         return self.capabilities.kind(private=route.private, person_id=route.person_id)
 
-    def today(self) -> date:
-        """Today in the configured zone (a correction's "superseded" date, today's note)."""
-        return self.clock.now().astimezone(self._zone).date()
+    def today(self, person_id: str | None = None) -> date:
+        """Today in the person's zone (their note of the day), or the gateway's (a
+        correction's "superseded" date)."""
+        zone = self._zone if person_id is None else self.settings.zone_of(person_id)
+        return self.clock.now().astimezone(zone).date()
 
     def context_files(self, route: Route) -> list[ContextFile]:
         return self.loader.load(
-            route.workspace, private=route.private, today=self.today(), area=route.access.area
+            route.workspace,
+            private=route.private,
+            today=self.today(route.person_id),
+            area=route.access.area,
         )
 
     def light_files(
@@ -191,7 +196,8 @@ class TurnSetup:
             run_info += "\n" + speaker_line(
                 route.sender_name, route.sender_id, route.sender_is_owner
             )
-        now = self.clock.now().astimezone(self._zone)
+        # The person's own clock: "remind me at 9" and "what day is it" are theirs.
+        now = self.clock.now().astimezone(self.settings.zone_of(route.person_id))
         # capabilities: the skills section (names and one-line descriptions)
         skills = self.capabilities.skill_section(
             route.workspace, self._capability_kind(route), route.access.area

@@ -63,6 +63,7 @@ class Reporter:
         self.store = store
         self.max_chars = parts.settings.tasks.result_max_chars
         self._notes: set[asyncio.Future[None]] = set()
+        self._noting: set[int] = set()  # tasks whose note is queued in their chat's lane
 
     async def report(self, task: Task, state: str, *, result: str = "", error: str = "") -> None:
         """End `task` in `state` and report it once (module doc)."""
@@ -116,10 +117,16 @@ class Reporter:
     # -- the chat's session ---------------------------------------------------------------
 
     def _note_soon(self, task: Task, text: str) -> None:
-        """Into the chat's session through its lane (after a running turn there)."""
+        """Into the chat's session through its lane (after a running turn there); once."""
+        if task.id in self._noting:
+            return
+        self._noting.add(task.id)
 
         async def note() -> None:
-            await self._note(task, text)
+            try:
+                await self._note(task, text)
+            finally:
+                self._noting.discard(task.id)
 
         done = self.parts.lanes.submit(task.session_key, note)
         self._notes.add(done)
@@ -143,6 +150,8 @@ class Reporter:
             if task.channel in self.parts.channels:
                 await self.report(task, task.state, result=task.result, error=task.error)
         for task in await self.store.unnoted():
+            if task.id in self._noting:  # just reported above: its note is on its way
+                continue
             if await asyncio.to_thread(_noted_already, task):
                 await self.store.mark_noted(task.id)
                 continue

@@ -103,6 +103,11 @@ class TaskRunner:
         self._handles: dict[int, _Handle] = {}
         self._wake = asyncio.Event()
         self._loop_task: asyncio.Task[None] | None = None
+        self._resumed = True
+        running = parts.metrics.registry.gauge(
+            "clawgate_tasks_running", "Background tasks running in this gateway."
+        )
+        running.collect_with(lambda: {(): float(len(self._handles))})
 
     # -- what the desk asks (desk.Starter) --------------------------------------------------
 
@@ -152,9 +157,10 @@ class TaskRunner:
                 await asyncio.wait_for(self._wake.wait(), self.settings.poll_seconds)
 
     async def _tick(self) -> None:
+        resumed, self._resumed = self._resumed, False  # the first poll finds the last run's
         for task in await self.store.active():
             if task.id not in self._handles:
-                self._launch(task)
+                self._launch(task, resumed=resumed)
         if not self._handles:
             return
         for task_id in await self.store.cancels_requested(list(self._handles)):
@@ -176,13 +182,20 @@ class TaskRunner:
             handle.waiting = key in pending
             await self.store.set_waiting(task_id, handle.waiting)
 
-    def _launch(self, task: Task) -> None:
-        job = asyncio.create_task(self._guarded(task), name=f"task:{task.person}:{task.number}")
+    def _launch(self, task: Task, *, resumed: bool) -> None:
+        job = asyncio.create_task(
+            self._guarded(task, resumed), name=f"task:{task.person}:{task.number}"
+        )
         self._handles[task.id] = _Handle(job, session_key=task_session_key(task.person, task.id))
 
-    async def _guarded(self, task: Task) -> None:
+    async def _guarded(self, task: Task, resumed: bool) -> None:
         try:
-            await self._run(task)
+            # Read again: the poll that launched it may have read the row just before
+            # another run of it ended (its report already made).
+            fresh = await self.store.get(task.id)
+            if fresh is None or not fresh.active:
+                return
+            await self._run(fresh, resumed)
         except asyncio.CancelledError:
             raise
         except Exception:
@@ -194,17 +207,14 @@ class TaskRunner:
 
     # -- one task -------------------------------------------------------------------------
 
-    async def _run(self, task: Task) -> None:
+    async def _run(self, task: Task, resumed: bool) -> None:
+        """`resumed`: found unfinished at start (the gateway stopped or was killed meanwhile)."""
         now = self.parts.clock.now().timestamp()
         if task.cancel_requested:
             await self.reporter.report(task, "cancelled", error=_cancelled(task))
             return
         if task.deadline <= now:
-            why = (
-                "its deadline passed while the gateway was stopped"
-                if task.started_at is not None or task.created_at < now
-                else "its deadline passed"
-            )
+            why = "its deadline passed" + (" while the gateway was stopped" if resumed else "")
             await self.reporter.report(task, "timed_out", error=why)
             return
         if task.tokens >= task.token_cap:
@@ -267,6 +277,8 @@ class TaskRunner:
             state, error = "over_budget", str(exc)
         except ProviderError as exc:
             state, error = "failed", f"the model could not be reached ({exc.kind})"
+        if handle is not None:
+            handle.why = handle.why or "reporting"  # a cancel from now on changes nothing
         await asyncio.gather(*progress.writes, return_exceptions=True)
         if state != "done":
             result = progress.last_text
@@ -303,7 +315,7 @@ class TaskRunner:
 
     def _system(self, task: Task, route: Route) -> SystemPrompt:
         settings = self.parts.settings
-        now = self.parts.clock.now().astimezone(settings.zone())
+        now = self.parts.clock.now().astimezone(settings.zone_of(task.person))
         files = self.parts.setup.light_files(route.workspace, today=now.date(), names=PERSONA_FILES)
         run_info = (
             f"A background task (number {task.number}) for {task.person}, started from "

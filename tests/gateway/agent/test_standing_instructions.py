@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -108,6 +109,19 @@ async def _say(channel, text: str, expect: int, **kwargs: Any) -> None:
         "Please don't send emails without asking me first",
         "from now on, keep answers short",
         "you can tidy up, but not without my ok",
+        "lösch nie etwas ohne mich zu fragen",
+        "Antworte ab sofort immer auf Deutsch",
+        "schreib mir nicht vor 9",
+        "ne supprime jamais rien sans me demander",
+        "pas de messages avant 9h stp",
+        "nunca borres nada sin preguntarme",
+        "no me escribas antes de las 9",
+        "non cancellare mai niente senza chiedermi",
+        "rispondi sempre in inglese",
+        "nunca apague nada sem me perguntar",
+        "não me mande mensagens antes das 9",
+        "verwijder nooit iets zonder het mij te vragen",
+        "antwoord voortaan in het Engels",
     ],
 )
 def test_the_detector_fires_on_rules(message: str) -> None:
@@ -126,10 +140,25 @@ def test_the_detector_fires_on_rules(message: str) -> None:
         "delete the file notes/old.md",
         "can you summarize my day?",
         "\U0001f44d",
+        "ich bin immer noch müde",
+        "wie geht's?",
+        "merci, ça va ?",
+        "¿qué hora es?",
+        "grazie mille",
+        "tudo bem?",
+        "hoe gaat het?",
     ],
 )
 def test_the_detector_stays_quiet_on_everything_else(message: str) -> None:
     assert not looks_like_instruction(message)
+
+
+def test_the_detector_stays_quiet_on_small_talk() -> None:
+    """The auto-recall gate's small-talk set (ten languages): no rule, so no model call."""
+    lines = (Path(__file__).parents[3] / "tests" / "fixtures" / "small_talk.txt").read_text("utf-8")
+    said = [line.strip() for line in lines.splitlines() if line.strip() and line[0] != "#"]
+    assert len(said) > 50
+    assert [line for line in said if looks_like_instruction(line)] == []
 
 
 def test_a_rule_must_be_the_persons_words() -> None:

@@ -267,3 +267,37 @@ async def test_a_person_over_budget_is_skipped_and_read_again(
     assert outcome.status == "skipped" and "budget" in outcome.note
     assert len(openai_server.requests) == calls and (ws / "MEMORY.md").read_text() == MEMORY
     assert "since" not in json.loads((ws / ".clawgate-consolidate.json").read_text())
+
+
+async def test_the_pass_runs_at_the_hour_of_the_persons_own_zone(
+    openai_server, make_gateway, tmp_path
+):
+    """The gateway runs in UTC; Alice lives in Tokyo. At 03:30 UTC it is 12:30 for her:
+    her 04:00 pass is due, though the gateway's own clock says it is not yet 04:00."""
+    gateway, _, _, _ = await _setup(
+        make_gateway,
+        openai_server,
+        tmp_path,
+        memory={"consolidate_hour": 4},
+        heartbeat={"workspaces": {OWNER: {"timezone": "Asia/Tokyo"}}},
+    )
+    openai_server.reply_text("NONE")
+    done = await Consolidator(gateway.parts).run_due()
+    assert done[OWNER].status == "unchanged"
+
+
+async def test_not_before_the_hour_of_the_persons_own_zone(openai_server, make_gateway, tmp_path):
+    """At 04:30 UTC the gateway's 04:00 has passed, but in Sao Paulo it is 01:30: not due
+    there until three hours later."""
+    gateway, _, _, clock = await _setup(
+        make_gateway,
+        openai_server,
+        tmp_path,
+        memory={"consolidate_hour": 4},
+        heartbeat={"workspaces": {OWNER: {"timezone": "America/Sao_Paulo"}}},
+    )
+    clock.advance(timedelta(hours=1))
+    assert await Consolidator(gateway.parts).run_due() == {}
+    clock.advance(timedelta(hours=3))  # 07:30 UTC, 04:30 in Sao Paulo
+    openai_server.reply_text("NONE")
+    assert (await Consolidator(gateway.parts).run_due())[OWNER].status == "unchanged"

@@ -13,7 +13,6 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from gateway.agent.sessions import transcript_path
-from gateway.features.scheduling import person_zone
 from gateway.panel.html import CHAR_PX, FONT_PX, bar_chart
 from scheduler import list_jobs
 
@@ -45,7 +44,7 @@ async def test_reminders_page_lists_adds_and_cancels_through_the_schedule_desk(r
     assert "Scheduled reminder #1: &#39;Send the invoice&#39;" in page  # the tool's words
     assert "Send the invoice" in page and "in " in page and "(UTC)" in page
     # The same list `clawgate schedule list` and the tools read, committed as a schedule change.
-    views, _ = list_jobs(_ws(rig), person_zone(gateway.settings, "owner"))
+    views, _ = list_jobs(_ws(rig), gateway.settings.zone_of("owner"))
     assert [(v.job.id, v.job.text) for v in views] == [(1, "Send the invoice")]
     assert views[0].next_run.astimezone(UTC).hour == 9
     assert "schedule: " in _log(_ws(rig))
@@ -70,7 +69,7 @@ async def test_reminders_page_lists_adds_and_cancels_through_the_schedule_desk(r
     assert cancelled.status == 303
     page = await (await rig.client.get("/p/owner/reminders")).text()
     assert "Cancelled #1: Send the invoice" in page
-    views, _ = list_jobs(_ws(rig), person_zone(gateway.settings, "owner"))
+    views, _ = list_jobs(_ws(rig), gateway.settings.zone_of("owner"))
     assert [v.job.text for v in views] == ["Stand-up"]
     await rig.post("/p/owner/reminders/cancel", {"id": "7"}, csrf)
     assert "There is no reminder #7" in await (await rig.client.get("/p/owner/reminders")).text()
