@@ -1,0 +1,310 @@
+"""Background tasks under load: what 20 running tasks cost the people chatting meanwhile, how
+soon a finished task's report reaches the chat, and state-database writes per task step.
+
+`clawgate run`'s parts and services (the task runner among them) in this process; in a child
+process, a fake Telegram Bot API, a fake Anthropic API and the people writing, so the CPU the
+fakes spend is not the gateway's. Everything talks over 127.0.0.1.
+
+The model is scripted by who asks: an ordinary DM is answered at once (so a DM's latency is
+the gateway's own work, and any slowdown from the tasks shows in full); a person who asks for
+a job gets a `start_task` call, then "started"; a task's model calls are paced (each waits a
+random 1-2 s, `--pace`) and take `--steps` calls: `list_files` tool calls, then a final answer
+carrying a marker, whose sending time the fake API records.
+
+Phases: a warm-up (every chatter's workspace is created), the DM phase without tasks, then
+`--tasks` people each start one task and, once all run, the same DM phase again; then the run
+waits for every report, and runs the DM phase once more without tasks (the spread between
+the two phases without tasks is the machine's noise, to read the difference against). Figures:
+- DM latency p50/p95 (update queued at the fake Telegram -> answer received there), without
+  and with the tasks running, and the change;
+- report latency: the task's last model answer sent -> its report received by the fake
+  Telegram (both clocks are the machine's monotonic clock, shared by the two processes);
+- state-database writes (each write call the group committer commits) and commits
+  (transactions) per task step, counted while only the tasks ran (after the second DM phase
+  until the last report), with the steps made meanwhile from the tasks table.
+
+    python bench/tasks.py [--tasks 20] [--people 20] [--messages 30] [--steps 8] [--think 0.1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+CHATTER = 10_000  # user ids of the people chatting
+BOSS = 20_000  # user ids of the people who start a task each
+MARK = "RESULT-"
+
+
+# -- the child: the fakes and the people -------------------------------------------------------
+
+
+def _text(content: Any) -> str:
+    """A message's first text block (the gateway adds the time as a block after it)."""
+    if isinstance(content, str):
+        return content
+    return next((b["text"] for b in content if isinstance(b, dict) and "text" in b), "")
+
+
+async def serve(args: argparse.Namespace) -> None:
+    """Print the fakes' addresses, then obey one command per stdin line, answering each with
+    one JSON line on stdout."""
+    from tests.fakes.llm_server import FakeAnthropicServer, Reply
+    from tests.fakes.telegram_server import FakeTelegramServer
+
+    rng = random.Random(35)
+    last_step: dict[str, float] = {}  # marker -> when its final answer was sent
+    finals: dict[int, str] = {}  # id(request body) -> marker, until the answer is sent
+
+    class PacedModel(FakeAnthropicServer):
+        async def _answer(self, request: Any, body: dict[str, Any]) -> Any:
+            response = await super()._answer(request, body)
+            marker = finals.pop(id(body), None)
+            if marker is not None:
+                last_step[marker] = time.monotonic()
+            return response
+
+    model = PacedModel()
+
+    def respond(body: dict[str, Any]) -> Reply:
+        messages = body["messages"]
+        first = _text(messages[0]["content"])
+        if first.startswith("Your task"):
+            job = first.split("job ", 1)[1].split()[0] if "job " in first else "?"
+            done = sum(1 for m in messages if m["role"] == "assistant")
+            pace = rng.uniform(*args.pace)
+            if done + 1 >= args.steps:
+                finals[id(body)] = f"{MARK}{job}"
+                return replace(model.make_text(f"Finished. {MARK}{job}"), delay=pace)
+            call = ("list_files", {"path": "."}, f"step-{job}-{done}")
+            return replace(model.make_tool_calls([call]), delay=pace)
+        last = messages[-1]["content"]
+        if isinstance(last, list) and any(b.get("type") == "tool_result" for b in last):
+            return model.make_text("I've started on it.")
+        said = _text(last)
+        if said.startswith("please run job"):
+            job = said.rsplit(" ", 1)[1]
+            goal = f"Go through the notes for job {job} and summarise them."
+            return model.make_tool_calls([("start_task", {"goal": goal}, f"start-{job}")])
+        return model.make_text(f"echo: {said[:40]}")
+
+    model.responder = respond
+    async with model, FakeTelegramServer(max_poll=1.0) as tg:
+        print(json.dumps({"tg": [tg.token, tg.base_url], "llm": model.base_url}), flush=True)
+
+        async def replies(user: int, count: int) -> list[Any]:
+            got = tg.by_chat.setdefault(str(user), [])
+            async with tg._changed:
+                await tg._changed.wait_for(lambda: len(got) >= count)
+            return got
+
+        async def chatter(user: int, messages: int, latencies: list[float]) -> None:
+            have = len(tg.by_chat.get(str(user), []))
+            for i in range(messages):
+                queued = time.monotonic()
+                await tg.send_text(user, f"message {i}: how is it going?")
+                got = await replies(user, have + i + 1)
+                latencies.append(got[have + i].at - queued)
+                await asyncio.sleep(args.think * rng.uniform(0.5, 1.5))
+
+        while line := (await asyncio.to_thread(sys.stdin.readline)).strip():
+            if line.startswith("dm"):
+                count = int(line.split()[1])
+                latencies: list[float] = []
+                began = time.monotonic()
+                await asyncio.gather(
+                    *(chatter(CHATTER + n, count, latencies) for n in range(args.people))
+                )
+                out = {"latencies": latencies, "elapsed": time.monotonic() - began}
+            elif line == "start":
+                for n in range(args.tasks):
+                    await tg.send_text(BOSS + n, f"please run job {n}")
+                await asyncio.gather(*(replies(BOSS + n, 1) for n in range(args.tasks)))
+                out = {"started": args.tasks}
+            elif line == "reports":
+                await asyncio.gather(*(replies(BOSS + n, 2) for n in range(args.tasks)))
+                delays = []
+                for n in range(args.tasks):
+                    report = tg.by_chat[str(BOSS + n)][1]
+                    marker = f"{MARK}{n}"
+                    if marker in report.text and marker in last_step:
+                        delays.append(report.at - last_step[marker])
+                out = {"report_latencies": delays, "calls": len(model.requests)}
+            else:
+                break
+            print(json.dumps(out), flush=True)
+
+
+# -- the parent: the gateway ---------------------------------------------------------------------
+
+
+def _quantiles(values: list[float]) -> tuple[float, float, float]:
+    ordered = sorted(values)
+    p95 = ordered[max(0, int(len(ordered) * 0.95 + 0.5) - 1)]
+    return statistics.median(ordered), p95, ordered[-1]
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    from gateway.agent.providers import build_provider
+    from gateway.assembly.builder import GatewayApp, Plan, assemble_parts
+    from gateway.config.settings import load_settings
+    from retrypolicy import Backoff
+
+    child = subprocess.Popen(
+        [sys.executable, __file__, "--serve", *sys.argv[1:]],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+    )
+    assert child.stdin is not None and child.stdout is not None
+    stdin, stdout = child.stdin, child.stdout
+
+    async def ask(command: str) -> Any:
+        stdin.write(command + "\n")
+        stdin.flush()
+        return json.loads(await asyncio.to_thread(stdout.readline))
+
+    address = json.loads(await asyncio.to_thread(stdout.readline))
+    users = [str(CHATTER + n) for n in range(args.people)]
+    users += [str(BOSS + n) for n in range(args.tasks)]
+    plan = Plan(heartbeats=False, health=False, panel=False, exclusive=False)
+    result: dict[str, Any] = {}
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            settings = load_settings(
+                Path(tmp) / "none.toml",
+                workspaces_dir=Path(tmp) / "ws",
+                timezone="UTC",
+                llm={
+                    "provider": "anthropic",
+                    "api_key": "x",
+                    "base_url": address["llm"],
+                    "max_attempts": 1,
+                },
+                telegram={
+                    "token": address["tg"][0],
+                    "base_url": address["tg"][1],
+                    "poll_timeout_seconds": 1,
+                    "allow_from": users,
+                },
+                limits={"messages_per_minute": 0},  # a load run, not a limits test
+                memory={"embedder": "none", "watch": False},
+                tasks={"max_running": max(20, args.tasks), "poll_seconds": 1.0},
+            )
+            parts = assemble_parts(
+                settings,
+                plan,
+                provider=build_provider(settings),
+                options={"telegram": {"backoff": Backoff(0.05, 0.5)}},
+            )
+            async with GatewayApp(settings, plan, parts=parts) as app:
+                state = app.gateway.state
+                writer = state.writer
+                await ask("dm 1")  # warm-up: every chatter's workspace is created
+                alone = await ask(f"dm {args.messages}")
+                await ask("start")
+                async with asyncio.timeout(60):
+                    while sum(t.state == "running" for t in await state.tasks.active()) < (
+                        args.tasks
+                    ):
+                        await asyncio.sleep(0.05)
+                beside = await ask(f"dm {args.messages}")
+                still = sum(t.state == "running" for t in await state.tasks.active())
+                steps_before = sum(t.steps for t in await state.tasks.list_all(10_000))
+                writes, commits = writer.writes, writer.commits
+                reports = await ask("reports")
+                # The last report's bookkeeping (its note in the chat's session) may still be
+                # on its way: wait until every task is noted, then count.
+                async with asyncio.timeout(30):
+                    while not all(t.noted for t in await state.tasks.list_all(10_000)):
+                        await asyncio.sleep(0.05)
+                tasks = await state.tasks.list_all(10_000)
+                steps = sum(t.steps for t in tasks) - steps_before
+                written = (writer.writes - writes, writer.commits - commits)
+                after = await ask(f"dm {args.messages}")  # no tasks again: the noise
+                result = {
+                    "alone": alone,
+                    "beside": beside,
+                    "running_after_dm": still,
+                    "reports": reports["report_latencies"],
+                    "states": sorted({t.state for t in tasks}),
+                    "steps": steps,
+                    "after": after,
+                    "writes": written[0],
+                    "commits": written[1],
+                    "tasks": len(tasks),
+                }
+    finally:
+        stdin.write("stop\n")
+        stdin.flush()
+        child.wait(10)
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tasks", type=int, default=20, help="tasks running at once")
+    parser.add_argument("--people", type=int, default=20, help="people chatting meanwhile")
+    parser.add_argument("--messages", type=int, default=30, help="messages per person")
+    parser.add_argument("--steps", type=int, default=8, help="model calls per task")
+    parser.add_argument("--pace", type=float, nargs=2, default=[1.0, 2.0], help="s per call")
+    parser.add_argument("--think", type=float, default=0.1, help="s between a person's messages")
+    parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve:
+        asyncio.run(serve(args))
+        return
+    logging.basicConfig(level=logging.WARNING)
+    print(f"load average at start: {os.getloadavg()[0]:.2f} ({os.cpu_count()} cores)")
+    row = asyncio.run(run(args))
+    a50, a95, amax = _quantiles([x * 1000 for x in row["alone"]["latencies"]])
+    b50, b95, bmax = _quantiles([x * 1000 for x in row["beside"]["latencies"]])
+    print(
+        f"DM answers, {args.people} people x {args.messages} messages, no tasks:      "
+        f"p50 {a50:6.1f} ms, p95 {a95:6.1f} ms, max {amax:6.1f} ms"
+    )
+    print(
+        f"DM answers, same, {args.tasks} tasks running: "
+        f"p50 {b50:6.1f} ms, p95 {b95:6.1f} ms, max {bmax:6.1f} ms "
+        f"(p50 {b50 / a50 - 1:+.0%}, p95 {b95 / a95 - 1:+.0%}; "
+        f"{row['running_after_dm']} of {args.tasks} still running at the phase's end)"
+    )
+    c50, c95, cmax = _quantiles([x * 1000 for x in row["after"]["latencies"]])
+    print(
+        f"DM answers, same, after the tasks ended:  "
+        f"p50 {c50:6.1f} ms, p95 {c95:6.1f} ms, max {cmax:6.1f} ms (the run's noise)"
+    )
+    if row["reports"]:
+        r50, r95, rmax = _quantiles([x * 1000 for x in row["reports"]])
+        print(
+            f"last model step -> report at the fake Telegram, {len(row['reports'])} tasks: "
+            f"p50 {r50:.0f} ms, p95 {r95:.0f} ms, max {rmax:.0f} ms"
+        )
+    steps = max(1, row["steps"])
+    print(
+        f"state database while only tasks ran: {row['writes']} writes in {row['commits']} "
+        f"commits for {row['steps']} task steps and {args.tasks} reports: "
+        f"{row['writes'] / steps:.2f} writes, {row['commits'] / steps:.2f} commits per step "
+        f"(final states: {', '.join(row['states'])})"
+    )
+    print(f"load average at end: {os.getloadavg()[0]:.2f}")
+
+
+if __name__ == "__main__":
+    main()
