@@ -8,22 +8,24 @@ fakes spend is not the gateway's. Everything talks over 127.0.0.1.
 The model is scripted by who asks: an ordinary DM is answered at once (so a DM's latency is
 the gateway's own work, and any slowdown from the tasks shows in full); a person who asks for
 a job gets a `start_task` call, then "started"; a task's model calls are paced (each waits a
-random 1-2 s, `--pace`) and take `--steps` calls: `list_files` tool calls, then a final answer
-carrying a marker, whose sending time the fake API records.
+random 1-2 s, `--pace`): `list_files` tool calls for as long as the run needs the tasks busy,
+then (at least `--steps` calls in) a final answer carrying a marker, whose sending time the
+fake API records.
 
-Phases: a warm-up (every chatter's workspace is created), the DM phase without tasks, then
-`--tasks` people each start one task and, once all run, the same DM phase again; then the run
-waits for every report, and runs the DM phase once more without tasks (the spread between
-the two phases without tasks is the machine's noise, to read the difference against). Figures:
+Phases: a warm-up (every chatter's workspace is created), the DM phase without tasks; then
+`--tasks` people each start one task and, once all run, the same DM phase again; then the
+tasks alone for `--solo` seconds; then they finish, the run waits for every report, and runs
+the DM phase once more without tasks (the spread between the two phases without tasks is the
+machine's noise, to read the difference against). Figures:
 - DM latency p50/p95 (update queued at the fake Telegram -> answer received there), without
   and with the tasks running, and the change;
 - report latency: the task's last model answer sent -> its report received by the fake
   Telegram (both clocks are the machine's monotonic clock, shared by the two processes);
 - state-database writes (each write call the group committer commits) and commits
-  (transactions) per task step, counted while only the tasks ran (after the second DM phase
-  until the last report), with the steps made meanwhile from the tasks table.
+  (transactions) per task step, counted while only the tasks ran, with the steps made
+  meanwhile from the tasks table; and those of the last steps and the reports.
 
-    python bench/tasks.py [--tasks 20] [--people 20] [--messages 30] [--steps 8] [--think 0.1]
+    python bench/tasks.py [--tasks 20] [--people 20] [--messages 20] [--think 1.0] [--solo 6]
 """
 
 from __future__ import annotations
@@ -68,6 +70,7 @@ async def serve(args: argparse.Namespace) -> None:
     from tests.fakes.telegram_server import FakeTelegramServer
 
     rng = random.Random(35)
+    finishing = asyncio.Event()  # set: each task's next model call is its final answer
     last_step: dict[str, float] = {}  # marker -> when its final answer was sent
     finals: dict[int, str] = {}  # id(request body) -> marker, until the answer is sent
 
@@ -88,7 +91,7 @@ async def serve(args: argparse.Namespace) -> None:
             job = first.split("job ", 1)[1].split()[0] if "job " in first else "?"
             done = sum(1 for m in messages if m["role"] == "assistant")
             pace = rng.uniform(*args.pace)
-            if done + 1 >= args.steps:
+            if finishing.is_set() and done + 1 >= args.steps:
                 finals[id(body)] = f"{MARK}{job}"
                 return replace(model.make_text(f"Finished. {MARK}{job}"), delay=pace)
             call = ("list_files", {"path": "."}, f"step-{job}-{done}")
@@ -136,6 +139,9 @@ async def serve(args: argparse.Namespace) -> None:
                     await tg.send_text(BOSS + n, f"please run job {n}")
                 await asyncio.gather(*(replies(BOSS + n, 1) for n in range(args.tasks)))
                 out = {"started": args.tasks}
+            elif line == "finish":
+                finishing.set()
+                out = {"finishing": True}
             elif line == "reports":
                 await asyncio.gather(*(replies(BOSS + n, 2) for n in range(args.tasks)))
                 delays = []
@@ -205,7 +211,14 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 },
                 limits={"messages_per_minute": 0},  # a load run, not a limits test
                 memory={"embedder": "none", "watch": False},
-                tasks={"max_running": max(20, args.tasks), "poll_seconds": 1.0},
+                # Tasks run as long as the phases need them: no cap or round limit ends one.
+                tasks={
+                    "max_running": max(20, args.tasks),
+                    "poll_seconds": 1.0,
+                    "max_tool_rounds": 500,
+                    "default_token_cap": 10_000_000,
+                    "max_token_cap": 10_000_000,
+                },
             )
             parts = assemble_parts(
                 settings,
@@ -225,30 +238,37 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                     ):
                         await asyncio.sleep(0.05)
                 beside = await ask(f"dm {args.messages}")
-                still = sum(t.state == "running" for t in await state.tasks.active())
-                steps_before = sum(t.steps for t in await state.tasks.list_all(10_000))
-                writes, commits = writer.writes, writer.commits
+                active = await state.tasks.active()
+                still = sum(t.state == "running" for t in active)
+
+                async def counts() -> tuple[int, int, int]:
+                    steps = sum(t.steps for t in await state.tasks.list_all(10_000))
+                    return writer.writes, writer.commits, steps
+
+                # The tasks alone for a while: the state database's writes per step.
+                solo_from = await counts()
+                await asyncio.sleep(args.solo)
+                solo_to = await counts()
+                await ask("finish")
                 reports = await ask("reports")
                 # The last report's bookkeeping (its note in the chat's session) may still be
                 # on its way: wait until every task is noted, then count.
-                async with asyncio.timeout(30):
+                async with asyncio.timeout(60):
                     while not all(t.noted for t in await state.tasks.list_all(10_000)):
                         await asyncio.sleep(0.05)
+                ended = await counts()
                 tasks = await state.tasks.list_all(10_000)
-                steps = sum(t.steps for t in tasks) - steps_before
-                written = (writer.writes - writes, writer.commits - commits)
                 after = await ask(f"dm {args.messages}")  # no tasks again: the noise
                 result = {
                     "alone": alone,
                     "beside": beside,
+                    "after": after,
                     "running_after_dm": still,
                     "reports": reports["report_latencies"],
                     "states": sorted({t.state for t in tasks}),
-                    "steps": steps,
-                    "after": after,
-                    "writes": written[0],
-                    "commits": written[1],
-                    "tasks": len(tasks),
+                    "min_steps": min(t.steps for t in tasks),
+                    "solo": [b - a for a, b in zip(solo_from, solo_to, strict=True)],
+                    "ending": [b - a for a, b in zip(solo_to, ended, strict=True)],
                 }
     finally:
         stdin.write("stop\n")
@@ -261,10 +281,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", type=int, default=20, help="tasks running at once")
     parser.add_argument("--people", type=int, default=20, help="people chatting meanwhile")
-    parser.add_argument("--messages", type=int, default=30, help="messages per person")
-    parser.add_argument("--steps", type=int, default=8, help="model calls per task")
+    parser.add_argument("--messages", type=int, default=20, help="messages per person")
+    parser.add_argument(
+        "--steps",
+        type=int,
+        default=4,
+        help="model calls per task at least (they run on "
+        "until the second DM phase and the tasks-only window are over)",
+    )
+    parser.add_argument("--solo", type=float, default=6.0, help="s of the tasks alone")
     parser.add_argument("--pace", type=float, nargs=2, default=[1.0, 2.0], help="s per call")
-    parser.add_argument("--think", type=float, default=0.1, help="s between a person's messages")
+    parser.add_argument("--think", type=float, default=1.0, help="s between a person's messages")
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
@@ -296,12 +323,17 @@ def main() -> None:
             f"last model step -> report at the fake Telegram, {len(row['reports'])} tasks: "
             f"p50 {r50:.0f} ms, p95 {r95:.0f} ms, max {rmax:.0f} ms"
         )
-    steps = max(1, row["steps"])
+    writes, commits, steps = row["solo"]
     print(
-        f"state database while only tasks ran: {row['writes']} writes in {row['commits']} "
-        f"commits for {row['steps']} task steps and {args.tasks} reports: "
-        f"{row['writes'] / steps:.2f} writes, {row['commits'] / steps:.2f} commits per step "
-        f"(final states: {', '.join(row['states'])})"
+        f"state database, {args.solo:.0f} s of only the {args.tasks} tasks running: {writes} "
+        f"writes in {commits} commits for {steps} task steps: {writes / max(1, steps):.2f} "
+        f"writes, {commits / max(1, steps):.2f} commits per step"
+    )
+    writes, commits, steps = row["ending"]
+    print(
+        f"state database, the tasks' last steps and reports: {writes} writes in {commits} "
+        f"commits for {steps} steps and {args.tasks} reports (final states: "
+        f"{', '.join(row['states'])}; each task made at least {row['min_steps']} steps)"
     )
     print(f"load average at end: {os.getloadavg()[0]:.2f}")
 
