@@ -186,6 +186,15 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         stdin.flush()
         return json.loads(await asyncio.to_thread(stdout.readline))
 
+    async def dm_phase(messages: int) -> Any:
+        """The people's DM phase, with the gateway's CPU share meanwhile (this process)."""
+        before = os.times()
+        out = await ask(f"dm {messages}")
+        after = os.times()
+        busy = (after.user - before.user) + (after.system - before.system)
+        out["cpu_share"] = busy / max(1e-9, after.elapsed - before.elapsed)
+        return out
+
     address = json.loads(await asyncio.to_thread(stdout.readline))
     users = [str(CHATTER + n) for n in range(args.people)]
     users += [str(BOSS + n) for n in range(args.tasks)]
@@ -229,15 +238,15 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             async with GatewayApp(settings, plan, parts=parts) as app:
                 state = app.gateway.state
                 writer = state.writer
-                await ask("dm 1")  # warm-up: every chatter's workspace is created
-                alone = await ask(f"dm {args.messages}")
+                await ask("dm 3")  # warm-up: every chatter's workspace is created
+                alone = await dm_phase(args.messages)
                 await ask("start")
                 async with asyncio.timeout(60):
                     while sum(t.state == "running" for t in await state.tasks.active()) < (
                         args.tasks
                     ):
                         await asyncio.sleep(0.05)
-                beside = await ask(f"dm {args.messages}")
+                beside = await dm_phase(args.messages)
                 active = await state.tasks.active()
                 still = sum(t.state == "running" for t in active)
 
@@ -258,7 +267,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                         await asyncio.sleep(0.05)
                 ended = await counts()
                 tasks = await state.tasks.list_all(10_000)
-                after = await ask(f"dm {args.messages}")  # no tasks again: the noise
+                after = await dm_phase(args.messages)  # no tasks again: the noise
                 result = {
                     "alone": alone,
                     "beside": beside,
@@ -304,18 +313,21 @@ def main() -> None:
     b50, b95, bmax = _quantiles([x * 1000 for x in row["beside"]["latencies"]])
     print(
         f"DM answers, {args.people} people x {args.messages} messages, no tasks:      "
-        f"p50 {a50:6.1f} ms, p95 {a95:6.1f} ms, max {amax:6.1f} ms"
+        f"p50 {a50:6.1f} ms, p95 {a95:6.1f} ms, max {amax:6.1f} ms; "
+        f"gateway CPU {row['alone']['cpu_share']:.0%} of a core"
     )
     print(
         f"DM answers, same, {args.tasks} tasks running: "
-        f"p50 {b50:6.1f} ms, p95 {b95:6.1f} ms, max {bmax:6.1f} ms "
+        f"p50 {b50:6.1f} ms, p95 {b95:6.1f} ms, max {bmax:6.1f} ms; "
+        f"gateway CPU {row['beside']['cpu_share']:.0%} of a core "
         f"(p50 {b50 / a50 - 1:+.0%}, p95 {b95 / a95 - 1:+.0%}; "
         f"{row['running_after_dm']} of {args.tasks} still running at the phase's end)"
     )
     c50, c95, cmax = _quantiles([x * 1000 for x in row["after"]["latencies"]])
     print(
         f"DM answers, same, after the tasks ended:  "
-        f"p50 {c50:6.1f} ms, p95 {c95:6.1f} ms, max {cmax:6.1f} ms (the run's noise)"
+        f"p50 {c50:6.1f} ms, p95 {c95:6.1f} ms, max {cmax:6.1f} ms; "
+        f"gateway CPU {row['after']['cpu_share']:.0%} of a core (the run's noise)"
     )
     if row["reports"]:
         r50, r95, rmax = _quantiles([x * 1000 for x in row["reports"]])
