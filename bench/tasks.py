@@ -13,19 +13,22 @@ then (at least `--steps` calls in) a final answer carrying a marker, whose sendi
 fake API records.
 
 Phases: a warm-up (every chatter's workspace is created), the DM phase without tasks; then
-`--tasks` people each start one task and, once all run, the same DM phase again; then the
-tasks alone for `--solo` seconds; then they finish, the run waits for every report, and runs
+`--tasks` people each start one task and, once all run, `--rounds` pairs of DM windows: one
+with the tasks held at their model (running, each waiting for its next answer) and one with
+them stepping, so the same machine noise falls on both; then the tasks alone for `--solo`
+seconds; then they finish, the run waits for every report, and runs
 the DM phase once more without tasks (the spread between the two phases without tasks is the
 machine's noise, to read the difference against). Figures:
 - DM latency p50/p95 (update queued at the fake Telegram -> answer received there), without
-  and with the tasks running, and the change;
+  tasks and with the tasks stepping, and per round held against stepping; the gateway
+  process's CPU share in each window;
 - report latency: the task's last model answer sent -> its report received by the fake
   Telegram (both clocks are the machine's monotonic clock, shared by the two processes);
 - state-database writes (each write call the group committer commits) and commits
   (transactions) per task step, counted while only the tasks ran, with the steps made
   meanwhile from the tasks table; and those of the last steps and the reports.
 
-    python bench/tasks.py [--tasks 20] [--people 20] [--messages 20] [--think 1.0] [--solo 6]
+    python bench/tasks.py [--tasks 20] [--people 20] [--messages 10] [--rounds 3] [--think 1.0]
 """
 
 from __future__ import annotations
@@ -71,11 +74,15 @@ async def serve(args: argparse.Namespace) -> None:
 
     rng = random.Random(35)
     finishing = asyncio.Event()  # set: each task's next model call is its final answer
+    stepping = asyncio.Event()  # clear: the tasks' model calls are held (the tasks wait)
+    stepping.set()
     last_step: dict[str, float] = {}  # marker -> when its final answer was sent
     finals: dict[int, str] = {}  # id(request body) -> marker, until the answer is sent
 
     class PacedModel(FakeAnthropicServer):
         async def _answer(self, request: Any, body: dict[str, Any]) -> Any:
+            if _text(body["messages"][0]["content"]).startswith("Your task"):
+                await stepping.wait()  # a paused window: the task waits for its model
             response = await super()._answer(request, body)
             marker = finals.pop(id(body), None)
             if marker is not None:
@@ -139,6 +146,9 @@ async def serve(args: argparse.Namespace) -> None:
                     await tg.send_text(BOSS + n, f"please run job {n}")
                 await asyncio.gather(*(replies(BOSS + n, 1) for n in range(args.tasks)))
                 out = {"started": args.tasks}
+            elif line in ("pause", "resume"):
+                (stepping.clear if line == "pause" else stepping.set)()
+                out = {line: True}
             elif line == "finish":
                 finishing.set()
                 out = {"finishing": True}
@@ -246,7 +256,19 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                         args.tasks
                     ):
                         await asyncio.sleep(0.05)
-                beside = await dm_phase(args.messages)
+                # Windows alternate: the tasks held at their model (running, waiting for it)
+                # and the tasks stepping; the same machine noise falls on both.
+                held: list[Any] = []
+                busy: list[Any] = []
+                for _ in range(args.rounds):
+                    await ask("pause")
+                    held.append(await dm_phase(args.messages))
+                    await ask("resume")
+                    busy.append(await dm_phase(args.messages))
+                beside = {
+                    "latencies": [x for w in busy for x in w["latencies"]],
+                    "cpu_share": statistics.mean(w["cpu_share"] for w in busy),
+                }
                 active = await state.tasks.active()
                 still = sum(t.state == "running" for t in active)
 
@@ -269,6 +291,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 tasks = await state.tasks.list_all(10_000)
                 after = await dm_phase(args.messages)  # no tasks again: the noise
                 result = {
+                    "held": held,
+                    "busy": busy,
                     "alone": alone,
                     "beside": beside,
                     "after": after,
@@ -290,7 +314,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tasks", type=int, default=20, help="tasks running at once")
     parser.add_argument("--people", type=int, default=20, help="people chatting meanwhile")
-    parser.add_argument("--messages", type=int, default=20, help="messages per person")
+    parser.add_argument("--messages", type=int, default=10, help="messages per person and window")
     parser.add_argument(
         "--steps",
         type=int,
@@ -298,6 +322,7 @@ def main() -> None:
         help="model calls per task at least (they run on "
         "until the second DM phase and the tasks-only window are over)",
     )
+    parser.add_argument("--rounds", type=int, default=3, help="held/stepping window pairs")
     parser.add_argument("--solo", type=float, default=6.0, help="s of the tasks alone")
     parser.add_argument("--pace", type=float, nargs=2, default=[1.0, 2.0], help="s per call")
     parser.add_argument("--think", type=float, default=1.0, help="s between a person's messages")
@@ -323,6 +348,14 @@ def main() -> None:
         f"(p50 {b50 / a50 - 1:+.0%}, p95 {b95 / a95 - 1:+.0%}; "
         f"{row['running_after_dm']} of {args.tasks} still running at the phase's end)"
     )
+    for n, (h, b) in enumerate(zip(row["held"], row["busy"], strict=True)):
+        h50, h95, _ = _quantiles([x * 1000 for x in h["latencies"]])
+        s50, s95, _ = _quantiles([x * 1000 for x in b["latencies"]])
+        print(
+            f"  round {n + 1}: tasks held at their model p50 {h50:6.1f} ms, p95 {h95:6.1f} ms "
+            f"(CPU {h['cpu_share']:.0%}); stepping p50 {s50:6.1f} ms, p95 {s95:6.1f} ms "
+            f"(CPU {b['cpu_share']:.0%}): p50 {s50 / h50 - 1:+.0%}, p95 {s95 / h95 - 1:+.0%}"
+        )
     c50, c95, cmax = _quantiles([x * 1000 for x in row["after"]["latencies"]])
     print(
         f"DM answers, same, after the tasks ended:  "
