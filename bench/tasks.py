@@ -29,12 +29,15 @@ machine's noise, to read the difference against). Figures:
   meanwhile from the tasks table; and those of the last steps and the reports.
 
     python bench/tasks.py [--tasks 20] [--people 20] [--messages 10] [--rounds 3] [--think 1.0]
+        [--profile FILE]  (the event loop thread's CPU in the stepping windows; `python -m
+        pstats FILE`)
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import cProfile
 import json
 import logging
 import os
@@ -260,11 +263,18 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 # and the tasks stepping; the same machine noise falls on both.
                 held: list[Any] = []
                 busy: list[Any] = []
+                profiler = cProfile.Profile(time.thread_time) if args.profile else None
                 for _ in range(args.rounds):
                     await ask("pause")
                     held.append(await dm_phase(args.messages))
                     await ask("resume")
+                    if profiler:
+                        profiler.enable()
                     busy.append(await dm_phase(args.messages))
+                    if profiler:
+                        profiler.disable()
+                if profiler:
+                    profiler.dump_stats(str(args.profile))
                 beside = {
                     "latencies": [x for w in busy for x in w["latencies"]],
                     "cpu_share": statistics.mean(w["cpu_share"] for w in busy),
@@ -326,6 +336,9 @@ def main() -> None:
     parser.add_argument("--solo", type=float, default=6.0, help="s of the tasks alone")
     parser.add_argument("--pace", type=float, nargs=2, default=[1.0, 2.0], help="s per call")
     parser.add_argument("--think", type=float, default=1.0, help="s between a person's messages")
+    parser.add_argument(
+        "--profile", type=Path, help="cProfile of the event loop's thread in the stepping windows"
+    )
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
