@@ -379,13 +379,14 @@ class PanelHost:
         self.workspace(person_id)
         return await self.state.tasks.list_for(person_id, limit) if self.state.is_open else []
 
-    async def cancel_task(self, person_id: str, number: int) -> str:
+    async def cancel_task(self, person_id: str, number: int, by: str) -> str:
         """Ask the gateway to stop task `number` (only the flag is written: the runner reads
-        it between steps and on its poll, and the task's one report says it stopped).
-        PanelError when there is no such task or it has finished already."""
+        it between steps and on its poll, and the task's one report says it stopped); `by`
+        is recorded as who asked. PanelError when there is no such task or it has finished
+        already."""
         self.workspace(person_id)
         store = self.state.tasks
-        if await store.request_cancel(person_id, number, by=PANEL_CHANNEL):
+        if await store.request_cancel(person_id, number, by=by):
             return f"stopping task #{number}: its report will say when it has stopped"
         task = await store.by_number(person_id, number)
         if task is None:

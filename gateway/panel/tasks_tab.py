@@ -110,7 +110,8 @@ async def task_cancel(request: web.Request) -> web.StreamResponse:
         session.say("error", "no task number given")
     else:
         try:
-            session.say("ok", await panel_of(request).host.cancel_task(person, number))
+            by = f"panel:{session.principal.name}"  # the login that asked, as the chat's is
+            session.say("ok", await panel_of(request).host.cancel_task(person, number, by))
         except PanelError as exc:
             session.say("error", str(exc))
     raise web.HTTPSeeOther(person_url(person, "tasks"))

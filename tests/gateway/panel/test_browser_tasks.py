@@ -132,7 +132,7 @@ async def test_tasks_tab_shows_a_running_task_and_cancels_it(
         report = (await tg.wait_sent(2, timeout=30))[1].text
         assert "#1" in report or "task 1" in report.lower(), report
         task = await tasks.by_number(person, 1)
-        assert task is not None and task.state == "cancelled" and task.cancelled_by == "panel"
+        assert task is not None and task.state == "cancelled" and task.cancelled_by == "panel:owner"
         await settled(gateway.state)
         assert len(tg.sent) == 2  # one answer, one report: nothing more
         await page.reload()

@@ -75,7 +75,7 @@ async def test_tasks_tab_lists_escapes_and_cancels_through_the_store(rig):
     cancel = await rig.post("/p/owner/tasks/cancel", {"number": str(hostile.number)}, csrf)
     assert cancel.status == 303 and cancel.headers["Location"] == "/p/owner/tasks"
     task = await store.get(hostile.id)
-    assert task is not None and task.cancel_requested and task.cancelled_by == "panel"
+    assert task is not None and task.cancel_requested and task.cancelled_by == "panel:owner"
     assert task.state == "running"  # only the flag: the gateway's runner ends it
     assert not (await store.get(theirs.id)).cancel_requested  # type: ignore[union-attr]
     after = await (await rig.client.get("/p/owner/tasks")).text()
