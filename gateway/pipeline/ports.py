@@ -88,8 +88,8 @@ class BackgroundParts(TidyParts, Protocol):
 
 class TaskParts(BackgroundParts, Protocol):
     """What background tasks (gateway/features/tasks/) use: a background turn's parts, the
-    channels a report goes to, the price table (a task's cost), the redactor of its tools'
-    results, and the state database (the exec approvals a task may wait for)."""
+    channels a report goes to, the price table (a task's cost) and the redactor of its
+    tools' results."""
 
     @property
     def channels(self) -> Mapping[str, Channel]: ...
@@ -99,9 +99,6 @@ class TaskParts(BackgroundParts, Protocol):
 
     @property
     def redactor(self) -> Redactor: ...
-
-    @property
-    def state(self) -> StateDB: ...
 
 
 class TaskDeskPort(Protocol):

@@ -150,8 +150,8 @@ class Reporter:
             if task.channel in self.parts.channels:
                 await self.report(task, task.state, result=task.result, error=task.error)
         for task in await self.store.unnoted():
-            if task.id in self._noting:  # just reported above: its note is on its way
-                continue
+            if task.id in self._noting or task.channel not in self.parts.channels:
+                continue  # its note is on its way (just reported), or another gateway's
             if await asyncio.to_thread(_noted_already, task):
                 await self.store.mark_noted(task.id)
                 continue

@@ -20,10 +20,11 @@ state in the state database, resumed after a restart.
   whose transcript already ends with its answer is reported without another model call, and
   one whose deadline passed meanwhile is reported as timed out. `stop()` leaves running tasks
   as they are for the next start, like a turn in flight.
-- **Visible and controllable**: a poll every `[tasks] poll_seconds` (and a wake-up when a task
-  is added) starts queued tasks, stops those someone asked to cancel (the row's flag, written
-  by /tasks, the CLI or the panel from any process), and shows `waiting_approval` while an
-  exec command of the task waits for the owner.
+- **Visible and controllable**: a poll every `[tasks] poll_seconds` while a task runs (and a
+  wake-up when one is added; an idle gateway does not poll) starts queued tasks, stops those
+  someone asked to cancel (the row's flag, written by /tasks, the CLI or the panel from any
+  process), and shows `waiting_approval` while an exec command of the task waits for the
+  owner.
 
 The one report is report.py's.
 """
@@ -139,27 +140,29 @@ class TaskRunner:
         self._handles.clear()
         await self.reporter.settle()
 
-    def running(self) -> int:
-        return len(self._handles)
-
     async def _loop(self) -> None:
         try:
             await self.reporter.catch_up()
         except Exception:  # a report owed is tried again at the next start
             log.exception("could not make the task reports owed from before the restart")
         while True:
+            self._wake.clear()  # before the look: a task added during it wakes the next one
             try:
                 await self._tick()
             except Exception:  # one bad poll (a locked database) must not end the tasks
                 log.exception("task poll failed")
-            self._wake.clear()
+            # Idle (no task here), nothing needs a look until the tool adds one: only a task
+            # of this gateway can be cancelled or wait for an approval.
+            wait = self.settings.poll_seconds if self._handles else None
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self.settings.poll_seconds)
+                await asyncio.wait_for(self._wake.wait(), wait)
 
     async def _tick(self) -> None:
         resumed, self._resumed = self._resumed, False  # the first poll finds the last run's
         for task in await self.store.active():
-            if task.id not in self._handles:
+            # Only tasks of the chats this gateway serves: `clawgate chat` beside `clawgate
+            # run` runs the terminal's, never a Telegram chat's (it could not report it).
+            if task.id not in self._handles and task.channel in self.parts.channels:
                 self._launch(task, resumed=resumed)
         if not self._handles:
             return
@@ -262,6 +265,9 @@ class TaskRunner:
                         self._system(task, route), session.history, ctx, tools, record
                     )
             result = outcome.reply
+            if session.history and session.history[-1].role == "tool":
+                # Every round called tools: the loop's "say continue" note is for a chat.
+                state, error = "failed", _out_of_rounds(self.settings.max_tool_rounds)
         except asyncio.CancelledError:
             if handle is None or handle.why != "cancelled":
                 raise  # the gateway stops: the task stays running for the next start
@@ -337,6 +343,10 @@ def _cancelled(task: Task) -> str:
     by = task.cancelled_by
     where = "the command line" if by == "cli" else "the panel" if by == "panel" else ""
     return f"it was cancelled from {where}" if where else "it was cancelled"
+
+
+def _out_of_rounds(rounds: int) -> str:
+    return f"it made {rounds} model calls without finishing ([tasks] max_tool_rounds)"
 
 
 def _capped(task: Task) -> str:

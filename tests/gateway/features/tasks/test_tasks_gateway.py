@@ -314,3 +314,45 @@ async def test_reports_owed_from_an_earlier_run_are_made_at_start_and_noted_once
     assert report.startswith("Task #1 done: owed report") and "R0" in report
     text = transcript_path(workspace, session_key).read_text()
     assert text.count('"task":1,') == 1 and text.count('"task":2,') == 1
+
+
+async def test_a_task_out_of_rounds_fails_and_says_why(make_app, tg, script):
+    script.steps = 500
+    app = await make_app(tasks={"max_tool_rounds": 3})
+    await tg.send_text(OWNER, "task: never ends")
+    await wait_for(lambda: reports(tg), what="the report")
+    [report] = reports(tg)
+    assert report.startswith("Task #1 failed: never ends")
+    assert "made 3 model calls without finishing" in report and "continue" not in report
+    [task] = tasks_in(state_db(app))
+    assert (task.state, task.steps) == ("failed", 3)
+
+
+async def test_a_gateway_runs_only_the_tasks_of_chats_it_serves(make_app, tg, script, tmp_path):
+    """`clawgate chat` beside `clawgate run` shares the state database: each runs the tasks
+    of its own channels only (one could not report the other's)."""
+    from gateway.stores.tasks import NewTask
+    from memory.layout import dm_session_key
+
+    async with StateDB.for_root(tmp_path / "workspaces") as state:
+        new = NewTask(
+            person="discord-7",
+            workspace=str(tmp_path / "workspaces" / "discord-7"),
+            channel="discord",
+            chat_id="7",
+            session_key=dm_session_key("discord-7"),
+            private=True,
+            goal="a discord job",
+            tools=(),
+            token_cap=1000,
+            deadline=10.0**10,
+            created_at=1.0,
+        )
+        await state.tasks.add(new, max_per_person=5, max_total=5)
+    app = await make_app()
+    await tg.send_text(OWNER, "task: a telegram job")
+    await wait_for(lambda: reports(tg), what="the telegram task's report")
+    rows = {t.channel: t for t in tasks_in(state_db(app))}
+    assert rows["telegram"].state == "done"
+    assert rows["discord"].state == "queued" and rows["discord"].steps == 0
+    assert script.task_requests == 4  # the telegram task's steps only
