@@ -90,3 +90,27 @@ async def test_tasks_tab_lists_escapes_and_cancels_through_the_store(rig):
         await rig.post("/p/owner/tasks/cancel", {"number": str(number)}, csrf)
         text = await (await rig.client.get("/p/owner/tasks")).text()
         assert 'class="flash error"' in text and said in text, said
+
+
+async def test_tasks_tab_says_when_tasks_are_off(make_gateway, anthropic_server):
+    from aiohttp.test_utils import TestClient, TestServer
+
+    from gateway.config.panel import PanelSettings
+    from gateway.panel.host import PanelHost
+    from gateway.panel.server import PanelServer, build_app
+    from gateway.workspace.seed import ensure_workspace
+    from tests.gateway.panel.conftest import PanelRig
+
+    gateway, _ = await make_gateway(anthropic_server, tasks={"enabled": False})
+    ensure_workspace(gateway.settings.workspaces_dir, "owner")
+    server = PanelServer(PanelHost(gateway.parts), PanelSettings(port=0))
+    client = TestClient(TestServer(build_app(server.panel)))
+    await client.start_server()
+    try:
+        rig = PanelRig(gateway, server, client)
+        await rig.login()
+        page = await (await client.get("/p/owner/tasks")).text()
+        assert "Background tasks are off ([tasks] enabled = false)." in page
+        assert "No task is running." not in page
+    finally:
+        await client.close()
