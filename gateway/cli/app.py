@@ -28,6 +28,7 @@ GROUPS = (
     "gateway.cli.users",  # users link|unlink|list
     "gateway.cli.heartbeat",  # heartbeat run|status
     "gateway.cli.schedule",  # schedule list|add|cancel
+    "gateway.cli.tasks",  # tasks list|cancel
     "gateway.cli.memory",  # memory index|search|status|log|diff|undo
     "gateway.cli.ops",  # backup, restore, clone, status, healthcheck
     "gateway.cli.panel",  # panel url

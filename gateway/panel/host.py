@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from gateway.agent.tools.schedule_tools import ScheduleDesk
     from gateway.pipeline.budgets import CapStatus
     from gateway.pipeline.ports import PanelParts
+    from gateway.stores.tasks import Task
     from gateway.stores.usage import UsageLedger
     from heartbeat import BeatOutcome
     from memory.search import SearchResponse
@@ -366,6 +367,31 @@ class PanelHost:
         runs = await store.runs(person_id, limit)
         pending = [a for a in await store.pending() if a.person_id == person_id]
         return runs, pending
+
+    # --- background tasks (the same store `/tasks` and `clawgate tasks` use) -----------------
+
+    @property
+    def tasks_on(self) -> bool:
+        return self.settings.tasks.enabled
+
+    async def tasks(self, person_id: str, limit: int = 50) -> list[Task]:
+        """The person's tasks: the active ones first, then the most recent."""
+        self.workspace(person_id)
+        return await self.state.tasks.list_for(person_id, limit) if self.state.is_open else []
+
+    async def cancel_task(self, person_id: str, number: int, by: str) -> str:
+        """Ask the gateway to stop task `number` (only the flag is written: the runner reads
+        it between steps and on its poll, and the task's one report says it stopped); `by`
+        is recorded as who asked. PanelError when there is no such task or it has finished
+        already."""
+        self.workspace(person_id)
+        store = self.state.tasks
+        if await store.request_cancel(person_id, number, by=by):
+            return f"stopping task #{number}: its report will say when it has stopped"
+        task = await store.by_number(person_id, number)
+        if task is None:
+            raise PanelError(f"there is no task #{number}")
+        raise PanelError(f"task #{number} has already finished ({task.state})")
 
     async def to_thread(self, fn: Any, *args: Any) -> Any:
         return await asyncio.to_thread(fn, *args)

@@ -29,6 +29,7 @@ PERSON_TABS = (
     ("heartbeat", "Heartbeat"),
     ("usage", "Usage"),
     ("commands", "Commands"),
+    ("tasks", "Tasks"),
     ("metrics", "Metrics"),
 )
 

@@ -1,7 +1,8 @@
 """The panel's pages (GET): overview, and per person files, history, sessions, search,
-reminders, heartbeat, usage and metrics. Each handler gathers data through PanelHost and
-renders a template (gateway/panel/templates/, autoescaped); every person page first asks the
-login's principal whether it may see that person.
+reminders, heartbeat, usage and metrics (the Tasks tab: gateway/panel/tasks_tab.py). Each
+handler gathers data through PanelHost and renders a template (gateway/panel/templates/,
+autoescaped); every person page first asks the login's principal whether it may see that
+person.
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ from urllib.parse import urlsplit
 from aiohttp import web
 
 from gateway.config.panel import PanelSettings
-from gateway.panel import actions, pages
+from gateway.panel import actions, pages, tasks_tab
 from gateway.panel.address import forget, record_port
 from gateway.panel.auth import OWNER, PanelAuth, ensure_token
 from gateway.panel.context import PANEL, SESSION, Panel, panel_of, session_of
@@ -250,6 +250,7 @@ def build_app(panel: Panel) -> web.Application:
     app.router.add_get("/static/{name}", static)
     pages.add_routes(app.router)
     actions.add_routes(app.router)
+    tasks_tab.add_routes(app.router)
     return app
 
 

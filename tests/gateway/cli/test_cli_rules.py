@@ -42,6 +42,7 @@ def test_top_level_help_lists_every_command(root, capsys):
         "pairing",
         "users",
         "heartbeat",
+        "tasks",
         "memory",
         "backup",
         "restore",
@@ -211,5 +212,7 @@ def test_restore_as_hints_at_no_state_when_the_state_database_is_in_the_way(root
 def test_listing_commands_create_no_state_database(root, capsys):
     assert main(["pairing", "list"]) == 0
     assert main(["users", "list", "--json"]) == 0
-    assert "no pending pairing requests" in capsys.readouterr().out
+    assert main(["tasks", "list"]) == 0
+    out = capsys.readouterr().out
+    assert "no pending pairing requests" in out and "no tasks" in out
     assert not root.exists()

@@ -31,6 +31,7 @@ GETS = [
     "/p/owner/search?q=tea",
     "/p/owner/heartbeat",
     "/p/owner/metrics",
+    "/p/owner/tasks",
 ]
 POSTS = [
     "/logout",
@@ -43,6 +44,7 @@ POSTS = [
     "/p/owner/heartbeat/run",
     "/p/owner/session/x.jsonl/compact",
     "/p/owner/session/x.jsonl/reset",
+    "/p/owner/tasks/cancel",
 ]
 
 
