@@ -129,17 +129,28 @@ def print_json(value: Any) -> None:
     print(json.dumps(value, indent=1, ensure_ascii=False, default=str))
 
 
+CELL_CHARS = 400  # a longer cell is cut ("..."): a table is for reading, not for data
+
+
 def print_table(
     headers: Sequence[str], rows: Iterable[Sequence[Any]], *, title: str | None = None
 ) -> None:
-    """A Rich table on stdout; wide when piped so lines are never wrapped mid-cell."""
+    """A Rich table on stdout; wide when piped so lines are never wrapped mid-cell.
+
+    Cells are plain text, never markup, and one line with every control character shown as
+    U+FFFD: they hold what people and the model wrote (a contact's name, a task's goal, a
+    commit subject), which must neither style the table ("[red]") nor reach the terminal as
+    an escape sequence."""
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
+
+    from gateway.workspace.names import shown_name
 
     console = Console(width=None if sys.stdout.isatty() else 200, highlight=False)
     table = Table(*headers, title=title, box=None, pad_edge=False, header_style="bold")
     for row in rows:
-        table.add_row(*(str(cell) for cell in row))
+        table.add_row(*(Text(shown_name(str(cell), CELL_CHARS)) for cell in row))
     console.print(table)
 
 

@@ -170,21 +170,18 @@ def list_command(
     if not tasks:
         print("no tasks" + (f" for {person}" if person else ""))
         return
-    from rich.markup import escape
-
     print_table(
         ("person", "#", "state", "elapsed", "tokens", "cost", "goal"),
         (
             (
-                escape(t.person),
+                t.person,
                 t.number,
                 _state_words(t),
                 when_text(_elapsed(t, now)),
                 f"{t.tokens:,}",
                 f"${t.cost:.2f}",
-                # A goal is hostile text: one line, controls shown as U+FFFD (no terminal
-                # escape gets through), Rich's markup escaped.
-                escape(shown_name(t.goal, GOAL_CHARS)),
+                # A goal is hostile text: print_table shows it as one plain line.
+                shown_name(t.goal, GOAL_CHARS),
             )
             for t in tasks
         ),
