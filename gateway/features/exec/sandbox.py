@@ -349,8 +349,8 @@ class Sandbox:
         `hidden_paths`: the gateway's config file, state directory and home, kept out of
         the sandbox even where a system directory that is mounted holds them."""
         runtime = Path(tempfile.mkdtemp(prefix="clawgate-exec-"))
-        # /etc is copied once (its certificates are hundreds of links: about 0.2 s here) for
-        # the probe and every command after it.
+        # The sandbox's /etc is made once, for the probe and every command after it (its
+        # certificates and alternatives are bound, not copied: view.py).
         etc = build_etc(runtime / "etc") if find_bwrap(bwrap) is not None else None
         availability = probe(settings, bwrap, etc=etc)
         if not availability.ok:
