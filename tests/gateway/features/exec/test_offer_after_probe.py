@@ -215,3 +215,31 @@ async def test_messages_left_unanswered_wait_for_the_probe_and_get_the_tool(
 
 async def _pending(gateway: Gateway) -> bool:
     return bool(await gateway.state.inbox.pending_inbound())
+
+
+async def test_a_gateway_without_channels_waits_for_the_probe(
+    make_settings, anthropic_server, sandbox_works, tmp_path
+):
+    """`clawgate heartbeat run` starts no channel: there is no first poll to hurry, and its one
+    beat gets the tools a beat gets, so its start waits for the probe."""
+    bwrap, go = _held_bwrap(tmp_path)
+    settings = make_settings(
+        **llm_overrides(anthropic_server),
+        owner="owner",
+        exec={"bwrap": bwrap, "mode": "off"},
+    )
+    gateway = build_gateway(
+        settings, build_provider(settings), with_platforms=False, with_exec=True
+    )
+    starting = asyncio.ensure_future(gateway.start())
+    try:
+        try:
+            await wait_until(lambda: (tmp_path / "probing").exists(), what="the probe")
+            assert not starting.done()
+        finally:
+            go.touch()
+        await starting
+        owner_ws = ensure_workspace(settings.workspaces_dir, settings.owner)
+        assert "exec" in gateway.parts.setup.heartbeat_tools(settings.owner, owner_ws)
+    finally:
+        await gateway.stop(drain_timeout=5)
