@@ -9,7 +9,11 @@ measured from the moment an update is queued on the fake server to the moment th
 reaches it. Each person waits for the answer before writing again (a person in a DM), so 20
 people means up to 20 turns in flight.
 
-    python bench/channel_throughput.py [--messages 30] [--people 1 20 50] [--profile FILE]
+    python bench/channel_throughput.py [--messages 30] [--people 1 20 50] [--profile FILE] [--exec]
+
+`--exec`: the gateway also has the exec tool and its approvals, as `clawgate run` has where the
+sandbox runs (every person here is not the owner, so each turn's tools leave it out: the
+per-person offer's cost); the run starts once the sandbox's probe has answered.
 
 `--profile FILE` writes a cProfile of the gateway's event loop thread for the last run, in
 CPU time (read it with `python -m pstats FILE`).
@@ -65,7 +69,9 @@ async def serve(people: int, messages: int) -> None:
 # -- the parent: the gateway -------------------------------------------------------------------
 
 
-async def run(people: int, messages: int, profile: Path | None) -> dict[str, float]:
+async def run(
+    people: int, messages: int, profile: Path | None, with_exec: bool = False
+) -> dict[str, float]:
     from bench.turn_overhead import InstantProvider
     from gateway.assembly.platforms import build_gateway
     from gateway.config.settings import load_settings
@@ -99,8 +105,11 @@ async def run(people: int, messages: int, profile: Path | None) -> dict[str, flo
             settings,
             InstantProvider(),  # type: ignore[arg-type]
             options={"telegram": {"backoff": Backoff(0.05, 0.5)}},
+            with_exec=with_exec,
         )
         await gateway.start()
+        if gateway.presses is not None:
+            await gateway.presses.settled()  # the probe runs beside the first poll
         # CPU time of the event loop's thread, so the profile holds on a busy machine too.
         profiler = cProfile.Profile(time.thread_time) if profile else None
         cpu = os.times()
@@ -135,6 +144,7 @@ def main() -> None:
     parser.add_argument("--messages", type=int, default=30, help="messages per person")
     parser.add_argument("--people", type=int, nargs="+", default=[1, 20, 50])
     parser.add_argument("--profile", type=Path, help="cProfile output of the last run")
+    parser.add_argument("--exec", action="store_true", help="with the exec tool wired in")
     parser.add_argument("--serve", type=int, nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve:
@@ -144,7 +154,7 @@ def main() -> None:
     print(f"load average at start: {os.getloadavg()[0]:.2f}")
     for n, people in enumerate(args.people):
         last = n == len(args.people) - 1
-        row = asyncio.run(run(people, args.messages, args.profile if last else None))
+        row = asyncio.run(run(people, args.messages, args.profile if last else None, args.exec))
         print(
             f"{row['people']:>3} people x {args.messages} messages: "
             f"{row['per_second']:6.1f} msg/s, p50 {row['p50_ms']:6.1f} ms, "

@@ -36,6 +36,7 @@ from channels.base import ChannelBase, InboundMessage, MessageHandler, OutboundM
 from gateway.agent.conversation import Completion, Message, SystemPrompt, ToolCall, ToolSpec, Usage
 from gateway.assembly.platforms import build_gateway
 from gateway.config.settings import load_settings
+from gateway.features.exec.desk import ApprovalDesk
 
 SLEEP = "sleep 3"
 BUSY = 'python3 -c "import time\nt = time.time()\nwhile time.time() - t < 3: pass"'
@@ -180,6 +181,9 @@ async def run(dms: int, rounds: int, commands: int) -> None:
         if gateway.presses is None:
             raise SystemExit("the sandbox does not run here (clawgate doctor says why)")
         await gateway.start()
+        desk = gateway.presses
+        if not isinstance(desk, ApprovalDesk) or not await desk.runner.gate.settled():
+            raise SystemExit("the sandbox does not run here (clawgate doctor says why)")
         people = [f"d{n}" for n in range(dms)]
         for person in [*people, *runners]:
             await gateway.state.approve("telegram", person, "bench")

@@ -131,9 +131,9 @@ def assemble_parts(
     clock: Clock | None = None,
     options: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> GatewayParts:
-    """The gateway's parts for `plan`, in dependency order, not started (the only I/O is
-    the exec sandbox's one probe, where `[exec]` is on): what the parts' tools need is made
-    first and given to them."""
+    """The gateway's parts for `plan`, in dependency order, not started (no I/O beyond
+    looking for bubblewrap where `[exec]` is on: its probe runs once the gateway polls): what
+    the parts' tools need is made first and given to them."""
     from gateway.agent.sessions import SessionStore
     from gateway.assembly import platforms
     from gateway.assembly.web import web_tools
@@ -189,7 +189,7 @@ def assemble_parts(
         private_tools.append(StartTaskTool(task_desk, settings.tasks))
     from gateway.assembly.exec import exec_wiring
 
-    press_wiring = exec_wiring(settings, state, clock)  # probes the sandbox once
+    press_wiring = exec_wiring(settings, state, clock)  # its probe runs beside the first poll
     return build_parts(
         settings,
         provider,

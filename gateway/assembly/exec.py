@@ -1,11 +1,13 @@
 """The `exec` tool and its approvals, where the sandbox runs, wired into the parts at
 construction (`build_parts(press_wiring=...)`).
 
-The sandbox is probed once here (a real run of `true` in bubblewrap): where it cannot run,
-the tool is not made at all, the reason is logged (and `clawgate doctor` prints it with the
-remedy), and nothing else changes: there is no host shell to fall back to. Where it runs,
-the owner's private contexts get the tool (groups never: it is not in the shared registry),
-and the gateway's parts get the approval desk for button presses and /approve, /deny.
+Where bubblewrap is not installed, the tool is not made at all and the reason is logged
+(`clawgate doctor` prints it with the remedy). Otherwise the tool and the approval desk are
+made, and the sandbox is probed (a real run in bubblewrap) in the background once the gateway
+has started polling (features/exec/gate.py): the tool is offered to the owner (and `[exec]
+people`) only after the probe has passed, and never where it failed (logged the same way).
+There is no host shell to fall back to. Groups never get the tool (it is not in the shared
+registry); the gateway's parts get the desk for button presses and /approve, /deny.
 """
 
 from __future__ import annotations
@@ -20,8 +22,10 @@ from gateway.config.settings import ConfigError, Settings, config_path
 from gateway.features.exec.allowlist import AllowEntry
 from gateway.features.exec.approvals_store import ApprovalStore
 from gateway.features.exec.desk import ApprovalDesk
+from gateway.features.exec.gate import SandboxGate
+from gateway.features.exec.probe import find_bwrap
 from gateway.features.exec.runner import Runner
-from gateway.features.exec.sandbox import Sandbox, SandboxUnavailable
+from gateway.features.exec.sandbox import Sandbox, network_relay_available
 from gateway.features.exec.tool import ExecTool
 from gateway.pipeline.presses import PressPorts, PressWiring
 from gateway.stores.state import StateDB
@@ -41,7 +45,8 @@ def exec_wiring(
     settings: Settings, state: StateDB, clock: Clock
 ) -> Callable[[PressPorts], PressWiring] | None:
     """How the parts get the exec tool and the approval desk as `[exec]` says; None when off
-    or where the sandbox cannot run (logged with the reason and the remedy)."""
+    or where bubblewrap is not installed (logged with the reason and the remedy). No I/O
+    beyond looking for bubblewrap: the probe runs when the desk starts."""
     config = settings.exec
     if not config.enabled:
         return None
@@ -50,20 +55,24 @@ def exec_wiring(
             AllowEntry.parse(entry)
         except ValueError as exc:
             raise ConfigError(f"[exec] allow (CLAWGATE_EXEC__ALLOW): {exc}") from None
-    try:
-        sandbox = Sandbox.open(
-            config,
-            hidden_paths=hidden_paths(settings),
-            bwrap=config.bwrap or None,
-            policy=AddressPolicy(parse_networks(settings.web.allow_networks)),
+    if find_bwrap(config.bwrap or None) is None:
+        log.warning(
+            "the exec tool is not offered: %s (clawgate doctor says more)",
+            "bubblewrap (bwrap) is not installed"
+            if not config.bwrap
+            else f"bubblewrap is not at {config.bwrap} ([exec] bwrap)",
         )
-    except SandboxUnavailable as exc:
-        log.warning("the exec tool is not offered: %s (clawgate doctor says more)", exc)
         return None
+    policy = AddressPolicy(parse_networks(settings.web.allow_networks))
+    hidden = hidden_paths(settings)
+
+    def open_sandbox() -> Sandbox:
+        return Sandbox.open(config, hidden_paths=hidden, bwrap=config.bwrap or None, policy=policy)
 
     def wire(ports: PressPorts) -> PressWiring:
         store = ApprovalStore(state.database)
-        runner = Runner(sandbox, store, clock)
+        gate = SandboxGate(open_sandbox)
+        runner = Runner(gate, store, clock)
         desk = ApprovalDesk(
             store,
             runner,
@@ -73,8 +82,12 @@ def exec_wiring(
             expiry_seconds=config.approval_seconds,
         )
         tool = ExecTool(
-            config, runner, desk, owner=settings.owner, network_available=sandbox.network_available
+            config, runner, desk, owner=settings.owner, network_available=network_relay_available()
         )
-        return PressWiring(desk, [tool], {tool.spec.name: tool.may_run})
+
+        def offered(person_id: str) -> bool:  # never before the probe has passed
+            return gate.ready and tool.may_run(person_id)
+
+        return PressWiring(desk, [tool], {tool.spec.name: offered})
 
     return wire

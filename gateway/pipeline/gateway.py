@@ -165,6 +165,17 @@ class Gateway:
             pending = [
                 m for m in await self.state.inbox.pending_inbound() if m.channel in self.channels
             ]
+            polled = [name for name in self.channels if name != TERMINAL_CHANNEL]
+            if self.presses is not None and (pending or not polled):
+                # The exec tool is offered once its sandbox's probe has passed, and the probe
+                # runs beside the first poll. Starts that wait for it before any channel runs:
+                # one with messages left unanswered by the last run (their turns, maybe cut
+                # off in the middle of a command, get the tools they had; waiting here keeps
+                # them ahead of newer messages of the same chats), a terminal chat (a person
+                # types slower than the probe runs, and a piped script gets the same tools on
+                # its first line as on its last), and one with no channel at all (`clawgate
+                # heartbeat run`: its one beat gets the tools a beat gets).
+                await self.presses.settled()
             for channel in self.channels.values():
                 await channel.start(self.handle)
             await self.delivery.resume()

@@ -31,6 +31,10 @@ ANSWERS = frozenset({"approve", "deny"})
 
 
 class Presses(Protocol):
+    async def settled(self) -> None:
+        """Until what the feature's tools need at start is known (the exec sandbox's probe,
+        which otherwise runs beside the first poll)."""
+
     async def start(self) -> None: ...
 
     async def stop(self) -> None: ...

@@ -146,9 +146,16 @@ class ApprovalDesk:
 
     # -- lifecycle --------------------------------------------------------------------------
 
+    async def settled(self) -> None:
+        """Until the sandbox's probe has answered (started here if it was not): the exec tool
+        is offered from then on where it passed."""
+        await self.runner.gate.settled()
+
     async def start(self) -> None:
         """Take up what a stopped process left: questions not shown yet, approvals not run
-        yet, runs cut off (reported as such)."""
+        yet, runs cut off (reported as such). The sandbox's probe starts here, beside the
+        first poll; a run approved before the restart waits for its answer."""
+        self.runner.start()
         await self._expire()
         for approval in await self.store.interrupted():
             await self._post(
@@ -176,7 +183,7 @@ class ApprovalDesk:
         for futures in self._waiting.values():
             for future in futures:
                 future.cancel()
-        await asyncio.to_thread(self.runner.close)
+        await self.runner.close()
 
     def _spawn(self, work: Awaitable[None]) -> None:
         task = asyncio.ensure_future(work)

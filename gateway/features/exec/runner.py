@@ -15,7 +15,14 @@ from typing import TYPE_CHECKING
 
 from gateway.clock import Clock
 from gateway.features.exec.approvals_store import ApprovalStore, RunRecord
-from gateway.features.exec.sandbox import RunRequest, RunResult, Sandbox, SandboxRefused
+from gateway.features.exec.gate import SandboxGate
+from gateway.features.exec.sandbox import (
+    RunRequest,
+    RunResult,
+    Sandbox,
+    SandboxRefused,
+    SandboxUnavailable,
+)
 
 if TYPE_CHECKING:
     from gateway.agent.tools.quota import TurnBudget
@@ -42,18 +49,30 @@ class Job:
 class Runner:
     """Runs jobs in the sandbox and records them."""
 
-    def __init__(self, sandbox: Sandbox, store: ApprovalStore, clock: Clock) -> None:
-        self.sandbox = sandbox
+    def __init__(self, sandbox: SandboxGate, store: ApprovalStore, clock: Clock) -> None:
+        """`sandbox`: the gate that opens it beside the first poll (gate.py)."""
+        self.gate = sandbox
         self.store = store
         self.clock = clock
 
-    def close(self) -> None:
-        """Close the sandbox (its threads, runtime files, cgroups)."""
-        self.sandbox.close()
+    def start(self) -> None:
+        """Begin probing the sandbox in the background (the tool is offered once it works)."""
+        self.gate.start()
+
+    async def close(self) -> None:
+        """Close the sandbox (its threads, runtime files, cgroups), after a running probe."""
+        await self.gate.close()
+
+    async def _sandbox(self) -> Sandbox:
+        try:
+            return await self.gate.opened()
+        except SandboxUnavailable as exc:  # never anywhere else instead
+            raise SandboxRefused(f"the sandbox cannot run here: {exc}") from None
 
     async def run(self, job: Job, budget: TurnBudget | None = None) -> RunResult:
         """Run `job`; SandboxRefused (a directory outside the workspace, a link at a
-        protected name) and a full workspace raise before anything runs."""
+        protected name), a sandbox that cannot run here and a full workspace raise before
+        anything runs."""
         room = None
         if budget is not None:
             room = budget.disk_room(job.workspace, "", wanted=1)
@@ -63,7 +82,8 @@ class Runner:
                     "the workspace is at its quota ([tools] "
                     "workspace_max_bytes): nothing may be added by a command"
                 )
-        result = await self.sandbox.run(
+        sandbox = await self._sandbox()
+        result = await sandbox.run(
             RunRequest(
                 job.workspace,
                 job.command,

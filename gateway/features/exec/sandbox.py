@@ -74,6 +74,7 @@ __all__ = [
     "SandboxRefused",
     "SandboxUnavailable",
     "command_argv",
+    "network_relay_available",
     "probe",
 ]
 
@@ -149,6 +150,11 @@ class SandboxUnavailable(Exception):
         super().__init__(availability.line())
         self.availability = availability
 
+    @classmethod
+    def because(cls, reason: str) -> SandboxUnavailable:
+        """Unavailable for a reason of the gateway's own (stopping, a failed probe)."""
+        return cls(Availability(False, reason=reason, remedy="`clawgate doctor` says more"))
+
 
 @dataclass(frozen=True, slots=True)
 class RunRequest:
@@ -213,6 +219,12 @@ _ENDINGS: dict[str, str] = {
     "output": "it printed more than the output limit",
     "setup": "the sandbox could not be set up (the output says why)",
 }
+
+
+def network_relay_available() -> bool:
+    """Whether a command may be given the network: its relay to the proxy needs a system
+    Python (`Sandbox.network_available`, known without probing)."""
+    return _system_python() is not None
 
 
 def _system_python() -> str | None:
@@ -337,8 +349,8 @@ class Sandbox:
         `hidden_paths`: the gateway's config file, state directory and home, kept out of
         the sandbox even where a system directory that is mounted holds them."""
         runtime = Path(tempfile.mkdtemp(prefix="clawgate-exec-"))
-        # /etc is copied once (its certificates are hundreds of links: about 0.2 s here) for
-        # the probe and every command after it.
+        # The sandbox's /etc is made once, for the probe and every command after it (its
+        # certificates and alternatives are bound, not copied: view.py).
         etc = build_etc(runtime / "etc") if find_bwrap(bwrap) is not None else None
         availability = probe(settings, bwrap, etc=etc)
         if not availability.ok:

@@ -108,3 +108,13 @@ async def wait_until(
         if loop.time() > end:
             raise AssertionError(f"{what} did not happen within {timeout} s")
         await asyncio.sleep(0.02)
+
+
+async def sandbox_settled(gateway: object) -> bool:
+    """Wait for the started gateway's sandbox probe (it runs beside the first poll), the way
+    a person's next message would find it; whether the sandbox works."""
+    from gateway.features.exec.desk import ApprovalDesk
+
+    desk = getattr(gateway, "presses", None)
+    assert isinstance(desk, ApprovalDesk), "the gateway has no exec approvals"
+    return await desk.runner.gate.settled()

@@ -19,7 +19,7 @@ from gateway.features.exec.approvals_store import ApprovalStore
 from gateway.pipeline.gateway import Gateway
 from tests.conftest import llm_overrides
 from tests.fakes.discord_server import FakeDiscordServer, SentMessage, patch_discord
-from tests.gateway.features.exec.conftest import wait_until
+from tests.gateway.features.exec.conftest import sandbox_settled, wait_until
 
 OPTIONS = {"discord": {"guild_ready_timeout": 0.05, "ready_timeout": 10}}
 OWNER, OTHER = 301, 302
@@ -51,6 +51,7 @@ async def dc_gateway(
         await gateway.start()
         await dc.identified.wait()
         running.append(gateway)
+        assert await sandbox_settled(gateway)  # the tool is offered from here on
         return gateway
 
     yield make

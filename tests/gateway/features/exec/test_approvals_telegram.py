@@ -24,7 +24,7 @@ from retrypolicy import Backoff
 from tests.conftest import llm_overrides
 from tests.fakes.llm_server import FakeAnthropicServer
 from tests.fakes.telegram_server import FakeTelegramServer, Sent
-from tests.gateway.features.exec.conftest import wait_until
+from tests.gateway.features.exec.conftest import sandbox_settled, wait_until
 
 FAST = {"backoff": Backoff(0.05, 0.2), "stall_grace": 0.5}
 OWNER, OTHER = 42, 43
@@ -68,6 +68,7 @@ async def exec_gateway(
         assert gateway.presses is not None
         await gateway.start()
         running.append(gateway)
+        assert await sandbox_settled(gateway)  # the tool is offered from here on
         return gateway
 
     yield make

@@ -17,6 +17,14 @@ from tests.reliability.process import gateway_env, start_gateway
 OWNER = 42
 
 
+def offers(log: Path) -> int:
+    """How many starts have logged that the exec tool is offered (its probe passed)."""
+    try:
+        return log.read_text(encoding="utf-8").count("the exec tool is offered")
+    except OSError:
+        return 0
+
+
 def question_recorded(state_db: Path) -> bool:
     """The approval row knows its question's platform message: the question is both sent and
     recorded (a kill between the two shows it again after the restart, the documented window
@@ -44,6 +52,8 @@ async def test_the_button_still_answers_after_a_kill_9(tmp_path, anthropic_serve
         (tmp_path / "workspaces" / f"telegram-{OWNER}" / "notes").mkdir(parents=True)
         process = await start_gateway(env, log)
         try:
+            # The sandbox is probed beside the first poll; the tool is offered once it passed.
+            await wait_until(lambda: offers(log) == 1, timeout=60, what="the sandbox's probe")
             await tg.send_text(OWNER, "note it")
             await wait_until(lambda: bool(tg.with_buttons(OWNER)), timeout=60, what="the question")
             asked = tg.with_buttons(OWNER)[0]

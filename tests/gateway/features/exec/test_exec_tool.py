@@ -18,6 +18,7 @@ from gateway.workspace.seed import ensure_workspace
 from memory.layout import dm_session_key
 from tests.conftest import llm_overrides
 from tests.fakes.llm_server import FakeAnthropicServer
+from tests.gateway.features.exec.conftest import sandbox_settled
 
 
 @pytest.fixture
@@ -33,6 +34,7 @@ async def built(
         )
         await gateway.start()
         running.append(gateway)
+        assert await sandbox_settled(gateway)  # the tool is offered from here on
         return gateway
 
     yield make

@@ -67,6 +67,32 @@ async def test_the_state_database_and_the_config_file_are_not_there(
     assert "passwd" in result.output.shown and "clawgate" not in result.output.shown.split()
 
 
+async def test_etc_shows_the_certificates_and_alternatives_and_nothing_of_the_hosts_own(
+    open_sandbox: Opener, world: World
+) -> None:
+    """/etc/ssl/certs, /etc/alternatives and /etc/fonts are the host's, bound read-only (not
+    copied); everything else of the host's /etc is absent, the accounts are made up."""
+    host_certs = sorted(os.listdir("/etc/ssl/certs"))
+    result = await run(
+        open_sandbox(),
+        world,
+        "ls /etc/ssl/certs | wc -l; readlink /etc/alternatives/awk && echo awk-ok; "
+        "echo x > /etc/ssl/certs/planted || echo certs-read-only; "
+        "echo x > /etc/alternatives/planted || echo alternatives-read-only; "
+        "ls /etc/ssl; cat /etc/hostname /etc/passwd; "
+        "ls /etc/shadow /etc/ssl/private /etc/sudoers 2>&1 | grep -c 'No such file'; echo end",
+    )
+    out = result.output.shown
+    assert out.split()[0] == str(len(host_certs))
+    if os.path.islink("/etc/alternatives/awk"):  # Debian's awk is an alternative
+        assert "awk-ok" in out
+    assert "certs-read-only" in out and "alternatives-read-only" in out
+    assert not os.path.exists("/etc/ssl/certs/planted")
+    assert "private" not in out.split()  # /etc/ssl shows only certs and openssl.cnf
+    assert "sandbox" in out and "clawgate:x:1000" in out and "root:" not in out
+    assert "\n3\nend" in out  # shadow, ssl/private and sudoers: none of them there
+
+
 async def test_the_gateways_environment_never_reaches_a_command(
     open_sandbox: Opener, world: World, monkeypatch: pytest.MonkeyPatch
 ) -> None:
