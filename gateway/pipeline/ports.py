@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from gateway.pipeline.delivery import Delivery
     from gateway.pipeline.dm_routes import DmRoutes
     from gateway.pipeline.lanes import Lanes
+    from gateway.pipeline.presses import Presses
     from gateway.pipeline.turn_setup import TurnSetup
     from gateway.stores.state import StateDB
     from gateway.stores.usage import UsageLedger
@@ -88,8 +89,9 @@ class BackgroundParts(TidyParts, Protocol):
 
 class TaskParts(BackgroundParts, Protocol):
     """What background tasks (gateway/features/tasks/) use: a background turn's parts, the
-    channels a report goes to, the price table (a task's cost) and the redactor of its
-    tools' results."""
+    channels a report goes to, the price table (a task's cost), the redactor of its
+    tools' results and the exec feature's presses (a task resumed at start waits until the
+    sandbox's probe has said whether its commands can run)."""
 
     @property
     def channels(self) -> Mapping[str, Channel]: ...
@@ -99,6 +101,9 @@ class TaskParts(BackgroundParts, Protocol):
 
     @property
     def redactor(self) -> Redactor: ...
+
+    @property
+    def presses(self) -> Presses | None: ...
 
 
 class TaskDeskPort(Protocol):

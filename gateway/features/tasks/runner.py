@@ -141,6 +141,10 @@ class TaskRunner:
         await self.reporter.settle()
 
     async def _loop(self) -> None:
+        if self.parts.presses is not None:
+            # The exec tool is offered once the sandbox's probe has passed (it runs beside the
+            # first poll): a task resumed before then would find its `exec` gone mid-task.
+            await self.parts.presses.settled()
         try:
             await self.reporter.catch_up()
         except Exception:  # a report owed is tried again at the next start
