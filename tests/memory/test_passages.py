@@ -58,3 +58,29 @@ async def test_a_line_too_long_for_a_passage_falls_back_to_its_chunk_window(tmp_
     best = (await index.search("lighthouse window glows", max_results=1)).results[0]
     assert "lighthouse window glows" in best.snippet and len(best.snippet) <= SNIPPET_CHARS
     await index.close()
+
+
+async def test_the_line_after_the_best_one_comes_first_when_only_one_neighbour_fits(
+    tmp_path: Path,
+):
+    """What follows a line in a conversation is its answer or continuation: with room for one
+    neighbour, the passage takes the line after the best line, not the line before."""
+    ws = tmp_path / "ws"
+    asked = "Kim: Which lighthouse did you paint on the stained glass window?"
+    reply = "Jo: The old one at the harbour mouth, painted red and white, of course."
+    body = _note(ws, [*TALK[:5], asked, reply, *TALK[5:10]])
+    index = RecallIndex(ws, FakeEmbedder(), today=lambda: TODAY, chunk_chars=300)
+    await index.sync()
+    before = f"- {TALK[4]}"
+    room = len(f"- {asked}") + 1 + len(f"- {reply}") + 1  # one neighbour, never two
+    assert room < len(f"- {asked}") + 2 + len(f"- {reply}") + len(before)
+    try:
+        response = await index.search(
+            "lighthouse stained glass window", max_results=1, snippet_chars=room
+        )
+    finally:
+        await index.close()  # before asserting: an open index keeps the test process alive
+    best = response.results[0]
+    assert best.line == body.index(f"- {asked}") + 1
+    assert best.snippet == f"- {asked}\n- {reply}"
+    assert (best.start_line, best.end_line) == (best.line, best.line + 1)
