@@ -5,17 +5,17 @@ line that answers often sits at a chunk's edge with the question it replies to i
 before. A result whose best line is known (the line leg, `memory.lines`) therefore shows a
 passage instead of its chunk: that line, then the lines after and before it taken in turn
 (one after, one before, ...) from the same file while they fit in the snippet's budget, read
-from whichever chunks hold them.
+from whichever chunks hold them. Its `start_line`/`end_line` are the passage's, so what the
+model reads and where it points agree. Measured on the LoCoMo development conversations
+(bench/recall_locomo.py), the same top 5 chunks shown as passages of the same budget put the
+answering line in front of the model more often (docs/memory.md, "Recall").
 
 The line after goes first (`FIRST_SIDE`): in a conversation what follows a line is its
 answer or its continuation, and the best line is often the question, not the reply. On the
-LoCoMo development conversations (bench/recall_locomo.py) the top-5 results' answering line
-lay just outside the passage more often after it than before it (226 against 156 of the
-near misses), and growing after-first moved snip@5 / hit@1 from 0.878 / 0.633 to 0.884 /
-0.645, lower in none of the five conversations (docs/recall.md, round 4). Its `start_line`/`end_line` are the passage's, so what the
-model reads and where it points agree. Measured on the LoCoMo development conversations
-(bench/recall_locomo.py), the same top 5 chunks shown as passages of the same budget put the
-answering line in front of the model more often (README, "Recall").
+LoCoMo development conversations the top-5 results' answering line lay just outside the
+passage more often after it than before it (226 against 156 of those within 12 lines), and
+growing after-first moved snip@5 / hit@1 from 0.878 / 0.633 to 0.884 / 0.645, lower in none
+of the five conversations (docs/recall.md, round 4).
 """
 
 from __future__ import annotations
