@@ -20,12 +20,15 @@ A question with several evidence turns counts when any of them does.
 
 These conversations are the development half: figures measured on them after tuning are
 tuning figures. `--split` prints the figures of two fixed groups of conversations (3 and 2)
-separately, to see whether a change helps both.
+separately, to see whether a change helps both. `--per-conversation` prints each
+conversation's overall figures and their mean: for a change without a parameter that mean is
+its leave-one-conversation-out figure (choose a parameter on four conversations, score the
+fifth, average the five: the way that predicts the held-out half; docs/recall.md, round 4).
 
 Workspaces live in --workdir (default under the system temp) and keep their embedding cache,
 so a second run embeds nothing and takes about a minute.
 
-    python bench/recall_locomo.py [--data PATH] [--only conv-26 ...] [--split]
+    python bench/recall_locomo.py [--data PATH] [--only conv-26 ...] [--split] [--per-conversation]
                                   [--show-misses CATEGORY ...] [--cli N] [--set KEY=VALUE]
 """
 
@@ -263,8 +266,26 @@ async def run(args: argparse.Namespace) -> None:
                 for c, items in by_sample[sid].items():
                     merged[c].extend(items)
             print(table(merged, f"{name}: {', '.join(group)}"))
+    if args.per_conversation:
+        print(per_conversation(by_sample))
     if args.cli:
         print(f"real CLI: {cli_same} of {cli_checked} questions gave the same JSON")
+
+
+def per_conversation(by_sample: dict[str, dict[int, list[tuple[bool, bool, bool]]]]) -> str:
+    """Each conversation's overall snip@5 / hit@5 / hit@1 and the mean of those figures
+    (each conversation weighs the same, as a held-out conversation does)."""
+    out = [f"{'conversation':<16}{'n':>5}{'snip@5':>9}{'hit@5':>8}{'hit@1':>8}"]
+    means = [0.0, 0.0, 0.0]
+    for sid in sorted(by_sample):
+        items = [r for rows in by_sample[sid].values() for r in rows]
+        figures = [sum(r[i] for r in items) / max(1, len(items)) for i in range(3)]
+        means = [m + f / len(by_sample) for m, f in zip(means, figures, strict=True)]
+        out.append(
+            f"{sid:<16}{len(items):>5}{figures[0]:>9.3f}{figures[1]:>8.3f}{figures[2]:>8.3f}"
+        )
+    out.append(f"{'mean of these':<21}{means[0]:>9.3f}{means[1]:>8.3f}{means[2]:>8.3f}")
+    return "\n".join(out)
 
 
 def main() -> None:
@@ -278,6 +299,12 @@ def main() -> None:
         "--split",
         action="store_true",
         help="also print two fixed groups of conversations (3 and 2)",
+    )
+    parser.add_argument(
+        "--per-conversation",
+        action="store_true",
+        help="also print each conversation's figures and their mean (leave-one-out for a "
+        "change without a parameter)",
     )
     parser.add_argument(
         "--show-misses",

@@ -94,6 +94,17 @@ DATE_BOOST = 2.5
 DATE_CANDIDATES = 400
 DATE_SCAN_LIMIT = 20_000
 PASSAGES = True  # a result with a known best line shows the passage around it
+# The first result shows up to FIRST_RESULT_SCALE x `snippet_chars` and the others share what
+# is left of limit x `snippet_chars` (each keeping at least MIN_OTHER_SHARE of it), so a search
+# shows as many characters as before but the result most likely to answer brings more of its
+# conversation. bench/recall_locomo.py (LoCoMo dev, 5 results of 850 on average; snip@5 /
+# hit@1; characters a search shows 3,878-3,903 throughout): scale 1.0 0.884/0.645, 1.25
+# 0.891/0.674, 1.5 0.897/0.689, 1.7 0.899/0.707, 2.0 0.899/0.714, 2.5 0.893/0.733. Chosen by
+# snip@5 (what the model reads), leave-one-conversation-out: 1.5-2.0 chosen on four
+# conversations, 0.898/0.708 on the fifth (mean of five). hit@1 counts the first result's
+# line range, which is wider now: its gain is partly that width (docs/recall.md, round 4).
+FIRST_RESULT_SCALE = 1.7
+MIN_OTHER_SHARE = 0.8
 DECAY_FLOOR = 0.8
 MMR_LAMBDA = 0.9
 
@@ -380,6 +391,17 @@ def mmr(
     return chosen
 
 
+def result_chars(position: int, limit: int, chars: int) -> int:
+    """What the result at `position` (0: first) of at most `limit` may show when results show
+    `chars` on average (see FIRST_RESULT_SCALE)."""
+    if limit <= 1:
+        return chars
+    others = max(MIN_OTHER_SHARE, (limit - FIRST_RESULT_SCALE) / (limit - 1))
+    if position > 0:
+        return int(chars * others)
+    return int(chars * (limit - others * (limit - 1)))
+
+
 def snippet(text: str, query: str, limit: int = SNIPPET_CHARS, focus: str = "") -> str:
     """The chunk text, or a window of it when it is too long: around `focus` (the line that
     matched best) when given, else around the first query term."""
@@ -464,8 +486,9 @@ async def hybrid_search(
     started before it: the same latency within this machine's noise, 30-35 ms p50 at 10k
     chunks; one model after the other, with nothing between them, was slower.)
 
-    `snippet_chars`: what one result shows at most (auto-recall asks for less than a tool
-    call shows: gateway/pipeline/auto_recall.py).
+    `snippet_chars`: what a result shows at most on average (auto-recall asks for less than
+    a tool call shows: gateway/pipeline/auto_recall.py): the first result may show up to
+    FIRST_RESULT_SCALE times it, the others a little less (`result_chars`).
 
     `more`: other phrasings of the same question with their embeddings. Each phrasing is
     fused on its own and the fused scores are averaged: a chunk that several phrasings find
@@ -541,14 +564,11 @@ async def hybrid_search(
             break
         row = rows[cid]
         line = best_line[cid][1] if cid in best_line else None
-        around = (
-            await passage(db, row[1], line, snippet_chars)
-            if line is not None and PASSAGES
-            else None
-        )
+        chars = result_chars(len(results), limit, snippet_chars)
+        around = await passage(db, row[1], line, chars) if line is not None and PASSAGES else None
         if around is None:
             first, last = int(row[3]), int(row[4])
-            text = snippet(row[6], query, snippet_chars, focus=_line_text(row, line))
+            text = snippet(row[6], query, chars, focus=_line_text(row, line))
         else:
             first, last, text = around
         if any(a <= first and last <= b for a, b in shown.get(row[1], [])):
