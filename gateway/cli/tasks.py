@@ -18,7 +18,6 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
-import aiosqlite
 import typer
 
 from gateway.cli.common import EXIT_FAILED, CliError, json_time, print_json, print_table, settings
@@ -48,33 +47,6 @@ def register(root: typer.Typer) -> None:
     root.add_typer(app, name="tasks")
 
 
-class ReadOnlyStateDatabase(StateDatabase):
-    """The state database opened for reading only: the stores' reads work, any write fails
-    (the writer is never opened). Nothing is created, migrated or pruned."""
-
-    def __init__(self, path: Path) -> None:
-        super().__init__(path)
-        self.version = 0  # the schema's (PRAGMA user_version), read by open()
-
-    async def open(self) -> None:
-        if self.is_open:
-            return
-        uri = self.path.resolve().as_uri() + "?mode=ro"
-        try:
-            reader = await aiosqlite.connect(uri, uri=True, timeout=5)
-        except Exception as exc:  # sqlite3.Error, OSError: named in one line
-            raise StateError(f"cannot read the state database {self.path}: {exc}") from None
-        try:
-            await reader.execute("PRAGMA query_only=ON")
-            async with reader.execute("PRAGMA user_version") as cursor:
-                row = await cursor.fetchone()
-        except BaseException:
-            await reader.close()
-            raise
-        self._reader = reader
-        self.version = int(row[0]) if row is not None else 0
-
-
 def _path() -> Path:
     return state_path(settings().workspaces_dir)
 
@@ -88,19 +60,19 @@ def _reading(command: Callable[[TaskStore], Awaitable[T]], empty: T) -> T:
         return empty
 
     async def go() -> T:
-        db = ReadOnlyStateDatabase(path)
+        db = StateDatabase(path)
         try:
-            await db.open()
+            version = await db.open_read_only()
         except StateError as exc:
             raise CliError(str(exc), EXIT_FAILED) from None
         try:
-            if db.version > LATEST:
+            if version > LATEST:
                 raise CliError(
-                    f"{path} was written by a newer clawgate (schema {db.version}, this one "
+                    f"{path} was written by a newer clawgate (schema {version}, this one "
                     f"reads up to {LATEST}): use that version's command",
                     EXIT_FAILED,
                 )
-            if db.version < TASKS_SINCE:
+            if version < TASKS_SINCE:
                 return empty
             return await command(TaskStore(db))
         finally:

@@ -22,7 +22,7 @@ import asyncio
 import logging
 import random
 from collections.abc import Awaitable, Callable, Iterator
-from datetime import timedelta
+from datetime import timedelta, tzinfo
 from pathlib import Path
 from zoneinfo import ZoneInfo
 
@@ -57,6 +57,7 @@ log = logging.getLogger(__name__)
 
 __all__ = [
     "GatewayHeartbeatHost",
+    "beat_zone",
     "build_heartbeat_service",
     "discover_workspaces",
     "light_context_files",
@@ -64,15 +65,24 @@ __all__ = [
 ]
 
 
+def beat_zone(settings: Settings, person_id: str) -> tzinfo:
+    """The zone of a person's heartbeats (active hours, the prompt's time, today's note):
+    `[heartbeat.workspaces.<person>] timezone`, else `[heartbeat] timezone`, else the
+    person's own zone (`Settings.zone_of`: their reminders' zone, else the gateway's)."""
+    hb = settings.heartbeat
+    own = hb.workspaces.get(person_id) or HeartbeatOverride()
+    zone_name = own.timezone or hb.timezone
+    return ZoneInfo(zone_name) if zone_name else settings.zone_of(person_id)
+
+
 def policy_for(settings: Settings, person_id: str) -> HeartbeatPolicy:
     """The `[heartbeat]` section with the person's `[heartbeat.workspaces.<person>]` on top."""
     hb = settings.heartbeat
     own = hb.workspaces.get(person_id) or HeartbeatOverride()
-    zone_name = own.timezone or hb.timezone
     hours = ActiveHours(
         parse_clock(own.active_start or hb.active_start),
         parse_clock(own.active_end or hb.active_end),
-        ZoneInfo(zone_name) if zone_name else settings.zone(),
+        beat_zone(settings, person_id),
     )
     cap = hb.daily_token_cap if own.daily_token_cap is None else own.daily_token_cap
     return HeartbeatPolicy(
@@ -128,13 +138,13 @@ class GatewayHeartbeatHost:
         return DmTarget(route.channel, route.chat_id)
 
     def system_prompt(self, workspace: Path, person_id: str, checklist: str) -> SystemPrompt:
-        files = light_context_files(self.parts, workspace, checklist)
+        files = light_context_files(self.parts, workspace, person_id, checklist)
         model = self.parts.models.for_scope(UsageScope(person_id, "heartbeat"))
         run_info = (
             f"Heartbeat check for {person_id} (session {heartbeat_session_key(person_id)}); "
             f"no one is chatting right now. Model: {model.name}/{model.model}."
         )
-        now = self.clock.now().astimezone(self.settings.zone())
+        now = self.clock.now().astimezone(beat_zone(self.settings, person_id))
         return build_system_prompt(files, private=True, now=now, run_info=run_info)
 
     async def light_turn(
@@ -205,7 +215,7 @@ class GatewayHeartbeatHost:
 
 
 def light_context_files(
-    parts: BackgroundParts, workspace: Path, checklist: str
+    parts: BackgroundParts, workspace: Path, person_id: str, checklist: str
 ) -> list[ContextFile]:
     """AGENTS, SOUL, IDENTITY, the checklist as HEARTBEAT.md, today's note: nothing else.
 
@@ -213,7 +223,7 @@ def light_context_files(
     text the beat already read (and judged due), not read a second time.
     """
     settings = parts.settings
-    today = parts.clock.now().astimezone(settings.zone()).date()
+    today = parts.clock.now().astimezone(beat_zone(settings, person_id)).date()
     names = [name for name in heartbeat_files(today) if name != CHECKLIST_FILE]
     slot = heartbeat_files(today).index(CHECKLIST_FILE)
     files = parts.setup.light_files(workspace, today=today, names=names)

@@ -147,6 +147,29 @@ class StateDatabase:
             await self.close()
             raise
 
+    async def open_read_only(self) -> int:
+        """Open the reader alone, on an existing file (SQLite `mode=ro`): nothing is created,
+        checked, migrated or pruned, and no writer starts, so a command can read beside the
+        running gateway even while it holds the write lock (`clawgate tasks list`). The
+        stores' reads work; a write raises. Returns the schema's version, which the caller
+        must check against what it reads (`migrations.LATEST`)."""
+        if self._reader is not None:
+            raise RuntimeError("state database is already open")
+        uri = self.path.resolve().as_uri() + "?mode=ro"
+        try:
+            reader = await aiosqlite.connect(uri, uri=True, timeout=5)
+        except (sqlite3.Error, OSError) as exc:
+            raise StateError(f"cannot read the state database {self.path}: {exc}") from None
+        try:
+            await reader.execute("PRAGMA query_only=ON")
+            async with reader.execute("PRAGMA user_version") as cursor:
+                row = await cursor.fetchone()
+        except BaseException:
+            await reader.close()
+            raise
+        self._reader = reader
+        return int(row[0]) if row is not None else 0
+
     async def close(self) -> None:
         reader, self._reader = self._reader, None
         with contextlib.suppress(sqlite3.Error):

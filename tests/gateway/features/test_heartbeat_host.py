@@ -12,6 +12,7 @@ import pytest
 
 from gateway.agent.sessions import transcript_path
 from gateway.clock import FixedClock
+from gateway.config.scheduler import ScheduleOverride
 from gateway.features.heartbeat_host import (
     GatewayHeartbeatHost,
     build_heartbeat_service,
@@ -374,3 +375,31 @@ async def test_alerts_appear_in_the_terminal_chat(anthropic_server, make_setting
         assert "assistant> Reminder: the dentist is at 3 pm." in out.getvalue()
     finally:
         await gateway.stop()
+
+
+async def test_a_beat_keeps_the_persons_own_clock(anthropic_server, make_gateway, tmp_path):
+    """Ana lives in Tokyo (set for her reminders; the heartbeat names no zone): at 15:00 UTC
+    on Monday it is Tuesday 00:00 there, so her beat shows her time, reads her day's note
+    and judges her active hours in her zone."""
+    gateway, _, clock, workspace, _ = await _setup(
+        anthropic_server,
+        make_gateway,
+        tmp_path,
+        heartbeat={"active_start": "00:00", "active_end": "01:00"},
+    )
+    gateway.settings.scheduler.workspaces[PERSON] = ScheduleOverride(timezone="Asia/Tokyo")
+    (workspace / "memory" / "2026-03-03.md").write_text("- TOKYO-TUESDAY-NOTE\n")
+    (workspace / "memory" / "2026-03-02.md").write_text("- UTC-MONDAY-NOTE\n")
+    clock._now = NOW + timedelta(hours=5)
+    beat = Heartbeat(
+        workspace,
+        PERSON,
+        GatewayHeartbeatHost(gateway.parts),
+        policy_for(gateway.settings, PERSON),
+        clock,
+    )
+    anthropic_server.reply_text("HEARTBEAT_OK")
+    assert (await beat.beat()).status == "ok"  # 00:00-01:00 is active in Tokyo, not in UTC
+    request = json.dumps(_heartbeat_requests(anthropic_server)[-1])
+    assert "2026-03-03 00:00 JST (Tuesday)" in request
+    assert "TOKYO-TUESDAY-NOTE" in request and "UTC-MONDAY-NOTE" not in request
