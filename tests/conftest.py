@@ -116,6 +116,26 @@ async def openai_server() -> AsyncIterator[FakeOpenAIServer]:
         yield server  # type: ignore[misc]
 
 
+@pytest.fixture
+async def tg() -> AsyncIterator[Any]:
+    """The loopback Telegram Bot API (tests/fakes/telegram_server.py)."""
+    from tests.fakes.telegram_server import FakeTelegramServer
+
+    async with FakeTelegramServer() as server:
+        yield server
+
+
+@pytest.fixture
+async def dc(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Any]:
+    """The loopback Discord (REST and gateway; tests/fakes/discord_server.py), with discord.py
+    pointed at it."""
+    from tests.fakes.discord_server import FakeDiscordServer, patch_discord
+
+    async with FakeDiscordServer() as server:
+        patch_discord(monkeypatch, server)
+        yield server
+
+
 def llm_overrides(server: FakeLLMServer, **extra: Any) -> dict[str, Any]:
     provider = "anthropic" if isinstance(server, FakeAnthropicServer) else "openai"
     llm = {

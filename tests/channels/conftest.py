@@ -15,16 +15,9 @@ from retrypolicy import Backoff
 from tests.conftest import llm_overrides
 from tests.fakes.llm_server import FakeLLMServer
 from tests.fakes.speech import FakeSpeechServer
-from tests.fakes.telegram_server import FakeTelegramServer
 from tests.fakes.transcription_server import FakeTranscriptionServer
 
 FAST = {"backoff": Backoff(0.05, 0.2), "stall_grace": 0.5}
-
-
-@pytest.fixture
-async def tg() -> AsyncIterator[FakeTelegramServer]:
-    async with FakeTelegramServer() as server:
-        yield server
 
 
 @pytest.fixture

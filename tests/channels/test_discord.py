@@ -27,13 +27,6 @@ OPTIONS = {
 
 
 @pytest.fixture
-async def dc(monkeypatch) -> AsyncIterator[FakeDiscordServer]:
-    async with FakeDiscordServer() as server:
-        patch_discord(monkeypatch, server)
-        yield server
-
-
-@pytest.fixture
 async def gateway_with(make_settings, anthropic_server) -> AsyncIterator[Callable[..., Any]]:
     running: list[Gateway] = []
 

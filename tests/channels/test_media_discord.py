@@ -15,18 +15,11 @@ from gateway.agent.providers import build_provider
 from gateway.assembly.platforms import build_gateway
 from gateway.pipeline.gateway import Gateway
 from tests.conftest import llm_overrides
-from tests.fakes.discord_server import VOICE_MESSAGE, FakeDiscordServer, patch_discord
+from tests.fakes.discord_server import VOICE_MESSAGE
 from tests.fakes.media_files import VOICE_NOTE, jpeg, pdf
 from tests.fakes.speech import listen
 
 OPTIONS = {"discord": {"guild_ready_timeout": 0.05, "ready_timeout": 10}}
-
-
-@pytest.fixture
-async def dc(monkeypatch) -> AsyncIterator[FakeDiscordServer]:
-    async with FakeDiscordServer() as server:
-        patch_discord(monkeypatch, server)
-        yield server
 
 
 @pytest.fixture

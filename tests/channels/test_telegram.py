@@ -22,18 +22,12 @@ from gateway.stores.state import StateDB
 from gateway.workspace.seed import ensure_workspace
 from retrypolicy import Backoff
 from tests.conftest import llm_overrides
-from tests.fakes.telegram_server import BOT_USER, FakeTelegramServer
+from tests.fakes.telegram_server import BOT_USER
 from tests.settle import settled
 from tests.state_rows import inbound_status
 
 REPO = Path(__file__).resolve().parents[2]
 FAST = {"backoff": Backoff(0.05, 0.2), "stall_grace": 0.5}
-
-
-@pytest.fixture
-async def tg() -> AsyncIterator[FakeTelegramServer]:
-    async with FakeTelegramServer() as server:
-        yield server
 
 
 @pytest.fixture

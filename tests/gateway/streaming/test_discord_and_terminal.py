@@ -18,7 +18,6 @@ from gateway.agent.providers import build_provider
 from gateway.assembly.platforms import build_gateway
 from gateway.pipeline.gateway import Gateway
 from tests.conftest import llm_overrides
-from tests.fakes.discord_server import FakeDiscordServer, patch_discord
 from tests.settle import settled
 
 STORY = (
@@ -26,13 +25,6 @@ STORY = (
     "word by word, so nobody had to stare at a typing indicator for half a minute."
 )
 OPTIONS = {"discord": {"guild_ready_timeout": 0.05, "ready_timeout": 10}}
-
-
-@pytest.fixture
-async def dc(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[FakeDiscordServer]:
-    async with FakeDiscordServer() as server:
-        patch_discord(monkeypatch, server)
-        yield server
 
 
 @pytest.fixture

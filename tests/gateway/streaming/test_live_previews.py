@@ -37,12 +37,6 @@ MENTION = [{"type": "mention", "offset": 0, "length": 9}]
 
 
 @pytest.fixture
-async def tg() -> AsyncIterator[FakeTelegramServer]:
-    async with FakeTelegramServer() as server:
-        yield server
-
-
-@pytest.fixture
 async def tg_gateway(
     make_settings: Any, anthropic_server: FakeAnthropicServer, tg: FakeTelegramServer
 ) -> AsyncIterator[Callable[..., Any]]:

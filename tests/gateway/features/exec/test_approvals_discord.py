@@ -18,19 +18,12 @@ from gateway.assembly.platforms import build_gateway
 from gateway.features.exec.approvals_store import ApprovalStore
 from gateway.pipeline.gateway import Gateway
 from tests.conftest import llm_overrides
-from tests.fakes.discord_server import FakeDiscordServer, SentMessage, patch_discord
+from tests.fakes.discord_server import FakeDiscordServer, SentMessage
 from tests.gateway.features.exec.conftest import sandbox_settled, wait_until
 
 OPTIONS = {"discord": {"guild_ready_timeout": 0.05, "ready_timeout": 10}}
 OWNER, OTHER = 301, 302
 OWNER_DM = str(OWNER + 1)  # the fake's DM channel of a user
-
-
-@pytest.fixture
-async def dc(monkeypatch) -> AsyncIterator[FakeDiscordServer]:
-    async with FakeDiscordServer() as server:
-        patch_discord(monkeypatch, server)
-        yield server
 
 
 @pytest.fixture

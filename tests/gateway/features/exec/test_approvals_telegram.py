@@ -31,12 +31,6 @@ OWNER, OTHER = 42, 43
 
 
 @pytest.fixture
-async def tg() -> AsyncIterator[FakeTelegramServer]:
-    async with FakeTelegramServer() as server:
-        yield server
-
-
-@pytest.fixture
 async def exec_gateway(
     make_settings: Callable[..., Any],
     anthropic_server: FakeAnthropicServer,

@@ -66,12 +66,6 @@ def _failing_bwrap(tmp_path: Path) -> str:
 
 
 @pytest.fixture
-async def tg() -> AsyncIterator[FakeTelegramServer]:
-    async with FakeTelegramServer() as server:
-        yield server
-
-
-@pytest.fixture
 async def started(
     make_settings: Callable[..., Any],
     anthropic_server: FakeAnthropicServer,

@@ -114,12 +114,6 @@ def script(anthropic_server: FakeAnthropicServer) -> Script:
 
 
 @pytest.fixture
-async def tg() -> AsyncIterator[FakeTelegramServer]:
-    async with FakeTelegramServer() as server:
-        yield server
-
-
-@pytest.fixture
 async def make_app(
     make_settings: Callable[..., Any],
     anthropic_server: FakeAnthropicServer,

@@ -10,19 +10,12 @@ import pytest
 
 from gateway.assembly.builder import GatewayApp, assemble_parts
 from tests.conftest import llm_overrides
-from tests.fakes.discord_server import FakeDiscordServer, patch_discord
+from tests.fakes.discord_server import FakeDiscordServer
 from tests.gateway.features.tasks.conftest import NO_CAP, PLAN, tasks_in, wait_for
 
 OPTIONS = {"discord": {"guild_ready_timeout": 0.05, "ready_timeout": 10}}
 OWNER = 301
 OWNER_DM = str(OWNER + 1)  # the fake's DM channel of a user
-
-
-@pytest.fixture
-async def dc(monkeypatch) -> AsyncIterator[FakeDiscordServer]:
-    async with FakeDiscordServer() as server:
-        patch_discord(monkeypatch, server)
-        yield server
 
 
 @pytest.fixture
