@@ -234,7 +234,8 @@ MIGRATIONS: tuple[Migration, ...] = (
             " finished_at REAL, cancel_requested INTEGER NOT NULL DEFAULT 0,"
             " cancelled_by TEXT NOT NULL DEFAULT '', result TEXT NOT NULL DEFAULT '',"
             " error TEXT NOT NULL DEFAULT '', reported INTEGER NOT NULL DEFAULT 0,"
-            " reported_at REAL, noted INTEGER NOT NULL DEFAULT 0, UNIQUE (person, number))",
+            " reported_at REAL, noted INTEGER NOT NULL DEFAULT 0,"
+            " outside TEXT NOT NULL DEFAULT '', UNIQUE (person, number))",
             "CREATE INDEX IF NOT EXISTS tasks_state ON tasks (state, id)",
         ),
     ),

@@ -50,7 +50,7 @@ _COLUMNS = (
     "id, person, number, workspace, channel, chat_id, session_key, private, sender_id, goal,"
     " context, tools, model, token_cap, deadline, state, tokens, cost, steps, created_at,"
     " started_at, finished_at, cancel_requested, cancelled_by, result, error, reported,"
-    " reported_at, noted"
+    " reported_at, noted, outside"
 )
 _ACTIVE_SQL = "(" + ", ".join(f"'{state}'" for state in ACTIVE) + ")"
 
@@ -77,6 +77,9 @@ class NewTask:
     context: str = ""  # the parent's summary, if it gave one
     model: str = ""  # "" for the gateway's default chain
     sender_id: str = ""
+    # The outside text the starting chat's context window held (a web page read there, say):
+    # the goal and summary the model wrote from it carry it into the task (provenance.py).
+    outside: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +113,7 @@ class Task:
     reported: bool
     reported_at: float | None
     noted: bool  # the report is in the origin chat's session (the next turn knows it)
+    outside: str  # the starting chat's outside text (NewTask.outside), "" when none
 
     @property
     def active(self) -> bool:
@@ -168,7 +172,7 @@ class TaskStore:
             cursor = db.execute(
                 "INSERT INTO tasks (person, number, workspace, channel, chat_id, session_key,"
                 " private, sender_id, goal, context, tools, model, token_cap, deadline,"
-                " created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " created_at, outside) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     new.person,
                     number,
@@ -185,6 +189,7 @@ class TaskStore:
                     new.token_cap,
                     new.deadline,
                     new.created_at,
+                    new.outside,
                 ),
             )
             assert cursor.lastrowid is not None

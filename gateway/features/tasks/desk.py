@@ -52,6 +52,7 @@ class Origin:
     chat_id: str
     session_key: str
     sender_id: str = ""
+    outside: str = ""  # the outside text in the chat's context window when it asked
 
 
 class TaskDesk:
@@ -123,6 +124,7 @@ class TaskDesk:
             context=context.strip(),
             model=runner.model_name(origin.person),
             sender_id=origin.sender_id,
+            outside=origin.outside,
         )
         try:
             task = await self.store.add(

@@ -27,10 +27,11 @@ from typing import TYPE_CHECKING
 
 from gateway.agent.conversation import Message
 from gateway.agent.sessions import transcript_path
-from gateway.agent.transcript import Transcript
+from gateway.agent.transcript import Transcript, untrusted_field
 from gateway.pipeline.task_words import STATE_WORDS, shorten
 from gateway.stores.tasks import Task, TaskStore
 from memory.atomic import atomic_write_text, make_private_dirs
+from memory.layout import task_session_key
 
 if TYPE_CHECKING:
     from gateway.pipeline.ports import TaskParts
@@ -133,9 +134,16 @@ class Reporter:
         done.add_done_callback(self._notes.discard)
 
     async def _note(self, task: Task, text: str) -> None:
+        # The result was written from whatever the task read: a web page, a group's file, a
+        # command's output. That taint comes along into the chat (provenance.py), so text a
+        # page planted cannot reach what groups read through a task's report.
+        outside = await asyncio.to_thread(_outside_in, task)
         session = await self.parts.sessions.get(Path(task.workspace), task.session_key)
         session.record(
-            Message("assistant", text), task=task.id, channel=task.channel, chat_id=task.chat_id
+            Message("assistant", text, untrusted=outside),
+            task=task.id,
+            channel=task.channel,
+            chat_id=task.chat_id,
         )
         await self.store.mark_noted(task.id)
 
@@ -160,6 +168,18 @@ class Reporter:
                 _, text = await self._as_file(task, task.state, text)
             with contextlib.suppress(Exception):
                 self._note_soon(task, text)
+
+
+def _outside_in(task: Task) -> str:
+    """The newest outside source anywhere in the task's own transcript (or the one it
+    started with), "" when the task read nothing from outside."""
+    key = task_session_key(task.person, task.id)
+    transcript = Transcript(transcript_path(Path(task.workspace), key))
+    for entry in reversed(transcript.load()):
+        source = untrusted_field(entry)
+        if source:
+            return source
+    return task.outside
 
 
 def _noted_already(task: Task) -> bool:

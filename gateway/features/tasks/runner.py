@@ -231,7 +231,9 @@ class TaskRunner:
         workspace = Path(task.workspace)
         session = await self.parts.sessions.get(workspace, task_session_key(task.person, task.id))
         if not session.history:
-            session.record(Message("user", opening_message(task)), task=task.id)
+            session.record(
+                Message("user", opening_message(task), untrusted=task.outside), task=task.id
+            )
         last = session.history[-1]
         if last.role == "assistant" and not last.tool_calls:  # answered before a kill
             await self.reporter.report(task, "done", result=last.text.strip())

@@ -95,6 +95,9 @@ class StartTaskTool:
             channel=outbox.channel,
             chat_id=outbox.chat_id,
             session_key=ctx.session_key,
+            # A goal written after reading a web page may carry its instructions: the task's
+            # context is as tainted as the chat's was (the group-readable rule).
+            outside=ctx.outside,
         )
         try:
             task = await self.desk.start(
