@@ -30,6 +30,7 @@ from gateway.agent.context_files import ContextFile, FileReport, Status, truncat
 from gateway.agent.conversation import Message, SystemPrompt, Usage
 from gateway.agent.loop import AgentLoop
 from gateway.agent.prompt import build_system_prompt
+from gateway.agent.provenance import summarised_source
 from gateway.agent.scope import UsageScope, usage_scope
 from gateway.agent.sessions import transcript_path
 from gateway.agent.tools import ToolContext
@@ -121,6 +122,11 @@ class GatewayHeartbeatHost:
         # The metered provider: heartbeats are counted as the person's, kind "heartbeat"
         # (and answered by the background model when one is set).
         self.agent = AgentLoop(parts.metered, self.settings.heartbeat.max_tool_rounds)
+        # The outside text a person's last light turn read (an MCP answer, a file a group
+        # wrote), by person: its alert enters their DM session marked with it, so what a
+        # tool's answer planted cannot reach the files groups read (provenance.py). A beat's
+        # turn and its delivery follow each other in one process.
+        self._outside: dict[str, str] = {}
 
     def dm_busy(self, person_id: str) -> bool:
         return self.parts.lanes.is_busy(dm_session_key(person_id))
@@ -173,6 +179,7 @@ class GatewayHeartbeatHost:
         tools = self.parts.setup.heartbeat_tools(person_id, workspace)  # MCP allowing it
         with usage_scope(person_id, "heartbeat"):
             result = await self.agent.run(system, history, ctx, tools, record)
+        self._outside[person_id] = summarised_source(history)
         usage = result.usage
         prompt_tokens = usage.input_tokens + usage.cache_read_tokens + usage.cache_write_tokens
         return LightTurn(result.reply, prompt_tokens, usage.output_tokens)
@@ -183,12 +190,13 @@ class GatewayHeartbeatHost:
         parts = self.parts
         key = dm_session_key(person_id)
         failures: list[Exception] = []
+        outside = self._outside.pop(person_id, "")
 
         async def job() -> None:
             session = await parts.sessions.get(workspace, key)
             if alert:
                 session.record(
-                    Message("assistant", text),
+                    Message("assistant", text, untrusted=outside),
                     heartbeat=True,
                     channel=target.channel,
                     chat_id=target.chat_id,

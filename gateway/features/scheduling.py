@@ -39,6 +39,7 @@ from gateway.agent.conversation import Message, Usage
 from gateway.agent.loop import AgentLoop
 from gateway.agent.metrics import Registry
 from gateway.agent.prompt import build_system_prompt
+from gateway.agent.provenance import summarised_source
 from gateway.agent.scope import UsageScope, usage_scope
 from gateway.agent.sessions import transcript_path
 from gateway.agent.tools import ToolContext
@@ -73,6 +74,9 @@ __all__ = [
     "build_scheduler",
     "delivery_note",
 ]
+
+
+_OUTSIDE_KEPT = 64  # agent-task replies whose outside source waits for their delivery
 
 
 class NoDmRoute(Exception):
@@ -203,6 +207,9 @@ class GatewaySchedulerHost:
         self.settings, self.clock = parts.settings, parts.clock
         # Metered: an agent task is counted as the person's, kind "reminders".
         self.agent = AgentLoop(parts.metered, self.settings.scheduler.max_tool_rounds)
+        # The outside text an agent task's turn read, by person and reply: the reply enters
+        # the DM session marked with it (provenance.py), as a heartbeat's alert does.
+        self._outside: dict[tuple[str, str], str] = {}
 
     async def deliver(self, person_id: str, workspace: Path, text: str, *, key: str) -> None:
         parts = self.parts
@@ -212,11 +219,12 @@ class GatewaySchedulerHost:
         if not await self._send(route.channel, route.chat_id, text, key):
             return  # delivered before (the same run after a restart): nothing more to do
         session_key = dm_session_key(person_id)
+        outside = self._outside.pop((person_id, text), "")
 
         async def record() -> None:
             session = await parts.sessions.get(workspace, session_key)
             session.record(
-                Message("assistant", text),
+                Message("assistant", text, untrusted=outside),
                 reminder=key,
                 channel=route.channel,
                 chat_id=route.chat_id,
@@ -277,6 +285,10 @@ class GatewaySchedulerHost:
         with usage_scope(person_id, "reminders"):
             result = await self.agent.run(system, history, ctx, tools, record)
         await parts.versioning.commit(workspace, "heartbeat", session=key)
+        if outside := summarised_source(history):
+            self._outside[(person_id, result.reply)] = outside
+            while len(self._outside) > _OUTSIDE_KEPT:  # replies never sent (HEARTBEAT_OK)
+                del self._outside[next(iter(self._outside))]
         return result.reply
 
 
