@@ -50,6 +50,7 @@ from gateway.features.heartbeat_host import discover_workspaces
 from gateway.pipeline.ports import BackgroundParts
 from gateway.pipeline.routing import TERMINAL_CHANNEL
 from gateway.stores.links import DmRoute
+from heartbeat.ack import check_reply
 from memory.layout import PERSONA_FILES, daily_note, dm_session_key, schedule_session_key
 from scheduler import (
     Scheduler,
@@ -219,7 +220,7 @@ class GatewaySchedulerHost:
         if not await self._send(route.channel, route.chat_id, text, key):
             return  # delivered before (the same run after a restart): nothing more to do
         session_key = dm_session_key(person_id)
-        outside = self._outside.pop((person_id, text), "")
+        outside = self._take_outside(person_id, text)
 
         async def record() -> None:
             session = await parts.sessions.get(workspace, session_key)
@@ -231,6 +232,15 @@ class GatewaySchedulerHost:
             )
 
         parts.lanes.submit(session_key, record)
+
+    def _take_outside(self, person_id: str, text: str) -> str:
+        """The outside source of the agent answer `text` is (as sent, a late note before it),
+        "" for a reminder's own words. An answer sent after a restart has lost its mark."""
+        for (person, sent), source in list(self._outside.items()):
+            if person == person_id and sent and (text == sent or text.endswith(" " + sent)):
+                del self._outside[(person, sent)]
+                return source
+        return ""
 
     async def _send(self, channel: str, chat_id: str, text: str, key: str) -> bool:
         """Through the outbox with the run's key; False when the outbox had the key already.
@@ -286,7 +296,9 @@ class GatewaySchedulerHost:
             result = await self.agent.run(system, history, ctx, tools, record)
         await parts.versioning.commit(workspace, "heartbeat", session=key)
         if outside := summarised_source(history):
-            self._outside[(person_id, result.reply)] = outside
+            # Keyed by what the scheduler will send: the reply less a HEARTBEAT_OK token
+            # (the same cut as `scheduler.service`), maybe after a "(late: ...)" note.
+            self._outside[(person_id, check_reply(result.reply).text)] = outside
             while len(self._outside) > _OUTSIDE_KEPT:  # replies never sent (HEARTBEAT_OK)
                 del self._outside[next(iter(self._outside))]
         return result.reply
